@@ -1,0 +1,95 @@
+//! Diagnostics: what the naming pipeline found wrong, with enough to act on it.
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One problem found while building a surface. Errors make the surface invalid; warnings do
+/// not. `config_path` points at the config entry involved (a [`crate::rules::path`]) so that
+/// the CLI can show the config's source there.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// A stable code: `naming::duplicate`, `naming::profile`, ...
+    pub code: &'static str,
+    pub message: String,
+    pub config_path: Option<String>,
+    /// Facts that explain the message, one per line (`` `search` from server `brave` ``).
+    pub notes: Vec<String>,
+    /// What to do, when known: a did-you-mean or a ready-to-paste YAML fix.
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn error(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            severity: Severity::Error,
+            code,
+            message: message.into(),
+            config_path: None,
+            notes: Vec::new(),
+            help: None,
+        }
+    }
+
+    pub fn warning(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            severity: Severity::Warning,
+            ..Self::error(code, message)
+        }
+    }
+
+    pub fn at(mut self, config_path: impl Into<String>) -> Self {
+        self.config_path = Some(config_path.into());
+        self
+    }
+
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
+    }
+
+    pub fn help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// Plain text, for logs and tests; the CLI renders richer reports.
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let level = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{level}[{}]: {}", self.code, self.message)?;
+        if let Some(path) = &self.config_path {
+            write!(f, "\n  at: {path}")?;
+        }
+        for note in &self.notes {
+            write!(f, "\n  - {note}")?;
+        }
+        if let Some(help) = &self.help {
+            write!(f, "\n  help: {}", help.replace('\n', "\n    "))?;
+        }
+        Ok(())
+    }
+}
+
+/// The closest candidate to `input`, for a did-you-mean.
+pub fn did_you_mean<'a>(input: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(input, c), c))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}

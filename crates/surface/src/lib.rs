@@ -1,0 +1,14 @@
+//! moniker's naming core: from the rules of the config and each server's origin listing, build
+//! the surface a client sees (exposed tools and prompts, and the index that resolves every
+//! exposed name and alias to a route), or the diagnostics that say why it cannot be built.
+//!
+//! Pure: no I/O, no async, no clock. The same rules and listings give the same surface,
+//! whatever order the servers and their tools come in.
+
+pub mod diagnostic;
+pub mod names;
+pub mod rules;
+
+pub use diagnostic::{Diagnostic, Severity};
+pub use names::{InvalidName, Name, Profile, ProfileKind, ServerId, Tag};
+pub use rules::{AliasRule, Kind, Naming, Override, Rules, ServerRules};
