@@ -85,7 +85,10 @@ impl fmt::Display for Diagnostic {
 }
 
 /// The closest candidate to `input`, for a did-you-mean.
-pub fn did_you_mean<'a>(input: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    input: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (strsim::jaro_winkler(input, c), c))

@@ -12,3 +12,10 @@ pub mod rules;
 pub use diagnostic::{Diagnostic, Severity};
 pub use names::{InvalidName, Name, Profile, ProfileKind, ServerId, Tag};
 pub use rules::{AliasRule, Kind, Naming, Override, Rules, ServerRules};
+pub mod listing;
+mod naming;
+pub mod surface;
+
+pub use listing::Listing;
+pub use naming::{Built, build, check_rules};
+pub use surface::{Exposed, Origin, Resolved, Route, Surface, Via};

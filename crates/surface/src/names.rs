@@ -183,7 +183,10 @@ impl ProfileKind {
         }
         if name.len() > max {
             let budget = if prefix_budget > 0 {
-                format!(" ({} less a client prefix budget of {prefix_budget})", self.max_len())
+                format!(
+                    " ({} less a client prefix budget of {prefix_budget})",
+                    self.max_len()
+                )
             } else {
                 String::new()
             };
@@ -243,7 +246,10 @@ mod tests {
         }
         for bad in ["Git", "pull request", "-git", "git_pull", "git-", "g", ""] {
             let err = bad.parse::<Tag>().expect_err(bad);
-            assert!(err.to_string().contains("^[a-z0-9][a-z0-9-]*[a-z0-9]$"), "{err}");
+            assert!(
+                err.to_string().contains("^[a-z0-9][a-z0-9-]*[a-z0-9]$"),
+                "{err}"
+            );
         }
     }
 
@@ -265,13 +271,22 @@ mod tests {
         assert!(err.contains("at most 64"), "{err}");
         let err = portable.check("a.b").unwrap_err();
         assert!(err.contains("`.`") && err.contains("portable"), "{err}");
-        let spec = Profile { kind: ProfileKind::Spec, prefix_budget: 0 };
+        let spec = Profile {
+            kind: ProfileKind::Spec,
+            prefix_budget: 0,
+        };
         assert!(spec.check("a.b").is_ok());
         assert!(spec.check(&"a".repeat(128)).is_ok());
         assert!(spec.check(&"a".repeat(129)).is_err());
-        let budget = Profile { kind: ProfileKind::Portable, prefix_budget: 20 };
+        let budget = Profile {
+            kind: ProfileKind::Portable,
+            prefix_budget: 20,
+        };
         let err = budget.check(&"a".repeat(45)).unwrap_err();
-        assert!(err.contains("at most 44") && err.contains("budget of 20"), "{err}");
+        assert!(
+            err.contains("at most 44") && err.contains("budget of 20"),
+            "{err}"
+        );
         assert!(portable.check("").is_err());
         assert!(portable.check("é").unwrap_err().contains("non-ASCII"));
     }

@@ -149,9 +149,17 @@ mod tests {
     #[test]
     fn paths_quote_keys_that_are_not_words() {
         use Seg::*;
-        assert_eq!(path(&[Key("servers"), Key("github"), Key("args")]), "servers.github.args");
         assert_eq!(
-            path(&[Key("tools"), Key("bridge/get.info"), Key("aliases"), Index(0)]),
+            path(&[Key("servers"), Key("github"), Key("args")]),
+            "servers.github.args"
+        );
+        assert_eq!(
+            path(&[
+                Key("tools"),
+                Key("bridge/get.info"),
+                Key("aliases"),
+                Index(0)
+            ]),
             "tools.\"bridge/get.info\".aliases[0]"
         );
         assert_eq!(path(&[Key("a\"b")]), "\"a\\\"b\"");

@@ -1,0 +1,654 @@
+//! The naming pipeline: overrides, prefix stripping, `server__name` parsing, server prefixes,
+//! tags, aliases, validation and the index. See DESIGN "Naming pipeline".
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use indexmap::IndexMap;
+use serde_json::value::RawValue;
+
+use crate::diagnostic::Diagnostic;
+use crate::listing::Listing;
+use crate::names::{ServerId, Tag};
+use crate::rules::{Kind, Override, Rules, Seg, path};
+use crate::surface::{Exposed, Origin, Route, Surface};
+
+/// The outcome of [`build`]: a surface when no diagnostic is an error, and every diagnostic
+/// (errors and warnings), sorted.
+#[derive(Debug)]
+pub struct Built {
+    pub surface: Option<Surface>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Built {
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics.iter().filter(|d| d.is_error())
+    }
+}
+
+/// Builds the surface from the rules and the servers' listings. Deterministic: the order of
+/// `listings` and of the items in them does not matter.
+pub fn build(rules: &Rules, listings: &[Listing]) -> Built {
+    let mut diagnostics = check_rules(rules);
+    let mut listings: Vec<&Listing> = listings.iter().collect();
+    listings.sort_by(|a, b| a.server.cmp(&b.server));
+    let tools = build_kind(rules, &listings, Kind::Tool, &mut diagnostics);
+    let prompts = build_kind(rules, &listings, Kind::Prompt, &mut diagnostics);
+    diagnostics.sort();
+    diagnostics.dedup();
+    let surface = if diagnostics.iter().any(Diagnostic::is_error) {
+        None
+    } else {
+        Some(Surface::from_parts(tools, prompts))
+    };
+    Built {
+        surface,
+        diagnostics,
+    }
+}
+
+/// The checks that need only the rules: every name and alias written in the config fits the
+/// profile, and none is written twice. `moniker check --offline` runs these.
+pub fn check_rules(rules: &Rules) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let profile = rules.naming.profile;
+    for kind in [Kind::Tool, Kind::Prompt] {
+        let section = kind.section();
+        // Every literal name in the section, with where it is written.
+        let mut claims: BTreeMap<&str, Vec<(String, &str)>> = BTreeMap::new();
+        for (key, rule) in rules.overrides(kind) {
+            if let Some(name) = &rule.name {
+                let at = path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")]);
+                if let Err(why) = profile.check(name.as_str()) {
+                    out.push(profile_error(kind, "name", name.as_str(), &why).at(at.clone()));
+                }
+                claims.entry(name.as_str()).or_default().push((at, "name"));
+            }
+            for (i, alias) in rule.aliases.iter().enumerate() {
+                let at = path(&[
+                    Seg::Key(section),
+                    Seg::Key(key),
+                    Seg::Key("aliases"),
+                    Seg::Index(i),
+                ]);
+                if let Err(why) = profile.check(alias.name.as_str()) {
+                    out.push(
+                        profile_error(kind, "alias", alias.name.as_str(), &why).at(at.clone()),
+                    );
+                }
+                if rule.name.as_ref() == Some(&alias.name) {
+                    out.push(
+                        Diagnostic::error(
+                            "naming::duplicate",
+                            format!("alias `{}` is the {}'s own name", alias.name, kind.noun()),
+                        )
+                        .at(at.clone())
+                        .help("remove the alias: the name already resolves"),
+                    );
+                    continue;
+                }
+                claims
+                    .entry(alias.name.as_str())
+                    .or_default()
+                    .push((at, "alias"));
+            }
+        }
+        for (name, places) in claims.into_iter().filter(|(_, p)| p.len() > 1) {
+            let mut d = Diagnostic::error(
+                "naming::duplicate",
+                format!(
+                    "{} name `{name}` is written {} times in `{section}`",
+                    kind.noun(),
+                    places.len()
+                ),
+            )
+            .at(places[0].0.clone());
+            for (at, role) in &places {
+                d = d.note(format!(
+                    "as {} at `{at}`",
+                    if *role == "name" {
+                        "a name"
+                    } else {
+                        "an alias"
+                    }
+                ));
+            }
+            out.push(d.help("every name and alias must be unique: rename or remove all but one"));
+        }
+    }
+    out
+}
+
+fn profile_error(kind: Kind, role: &str, name: &str, why: &str) -> Diagnostic {
+    Diagnostic::error(
+        "naming::profile",
+        format!("{} {role} `{name}` {why}", kind.noun()),
+    )
+}
+
+/// An origin item, before naming.
+struct Candidate<'a> {
+    server: &'a ServerId,
+    name: String,
+    fields: IndexMap<String, Box<RawValue>>,
+}
+
+/// Where an exposed name came from: written in the config, or derived from an origin name.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Source {
+    Config(String),
+    Derived,
+}
+
+/// A claim on an exposed name by one item, as its name or as one of its aliases.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Claim {
+    item: usize,
+    alias: bool,
+    source: Source,
+}
+
+struct Named<'a> {
+    candidate: Candidate<'a>,
+    key: Option<&'a str>,
+    name: String,
+    /// The name without server prefix, for fix suggestions.
+    base: String,
+    server_name: String,
+    rule: Option<&'a Override>,
+}
+
+fn build_kind(
+    rules: &Rules,
+    listings: &[&Listing],
+    kind: Kind,
+    out: &mut Vec<Diagnostic>,
+) -> Vec<Exposed> {
+    let noun = kind.noun();
+    let overrides = rules.overrides(kind);
+    let section = kind.section();
+
+    let mut candidates = Vec::new();
+    for listing in listings {
+        let items = match kind {
+            Kind::Tool => &listing.tools,
+            Kind::Prompt => &listing.prompts,
+        };
+        for (i, raw) in items.iter().enumerate() {
+            match parse_item(raw) {
+                Ok((name, fields)) => candidates.push(Candidate {
+                    server: &listing.server,
+                    name,
+                    fields,
+                }),
+                Err(why) => out.push(Diagnostic::warning(
+                    "listing::invalid_item",
+                    format!(
+                        "server `{}` lists {noun} #{i} {why}; it is left out",
+                        listing.server
+                    ),
+                )),
+            }
+        }
+    }
+    candidates.sort_by(|a, b| (a.server, &a.name).cmp(&(b.server, &b.name)));
+
+    // 1. Overrides, and which servers each unqualified key matched.
+    let mut used: BTreeMap<&str, BTreeSet<&ServerId>> = BTreeMap::new();
+    let mut named = Vec::with_capacity(candidates.len());
+    for candidate in candidates {
+        let qualified = format!("{}/{}", candidate.server, candidate.name);
+        let (key, rule) = match overrides.get_key_value(&qualified) {
+            Some((k, r)) => (Some(k.as_str()), Some(r)),
+            None => match overrides.get_key_value(&candidate.name) {
+                Some((k, r)) => (Some(k.as_str()), Some(r)),
+                None => (None, None),
+            },
+        };
+        if let Some(key) = key {
+            used.entry(key).or_default().insert(candidate.server);
+        }
+        // 2. The auto name, unless the override names it.
+        let (server_name, base) = auto_name(rules, candidate.server, &candidate.name);
+        let (name, base) = match rule.and_then(|r| r.name.as_ref()) {
+            Some(name) => (name.as_str().to_owned(), name.as_str().to_owned()),
+            None => {
+                let prefixed = match rules
+                    .servers
+                    .get(candidate.server)
+                    .and_then(|s| s.prefix.as_deref())
+                {
+                    Some(prefix) => format!("{prefix}{}{base}", rules.naming.separator),
+                    None => base.clone(),
+                };
+                (prefixed, base)
+            }
+        };
+        named.push(Named {
+            candidate,
+            key,
+            name,
+            base,
+            server_name,
+            rule,
+        });
+    }
+    for (key, servers) in &used {
+        if servers.len() > 1 && !key.contains('/') {
+            let list: Vec<String> = servers.iter().map(|s| format!("`{s}/{key}`")).collect();
+            out.push(
+                Diagnostic::error(
+                    "naming::ambiguous_override",
+                    format!(
+                        "override `{key}` matches a {noun} in {} servers",
+                        servers.len()
+                    ),
+                )
+                .at(path(&[Seg::Key(section), Seg::Key(key)]))
+                .help(format!(
+                    "qualify the key with its server: {}",
+                    list.join(" or ")
+                )),
+            );
+        }
+    }
+    named.retain(|n| !n.rule.is_some_and(|r| r.hidden));
+
+    // 3-4. Claims on every exposed name and alias.
+    let mut claims: BTreeMap<&str, Vec<Claim>> = BTreeMap::new();
+    for (item, n) in named.iter().enumerate() {
+        let name_source = match (n.rule.and_then(|r| r.name.as_ref()), n.key) {
+            (Some(_), Some(key)) => {
+                Source::Config(path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")]))
+            }
+            _ => Source::Derived,
+        };
+        if name_source == Source::Derived {
+            if let Err(why) = rules.naming.profile.check(&n.name) {
+                out.push(
+                    profile_error(kind, "name", &n.name, &why)
+                        .note(origin_note(kind, n))
+                        .help(fix_yaml(
+                            kind,
+                            &[(n, suggest_short(&n.name, rules.naming.profile.max_len()))],
+                        )),
+                );
+            }
+        }
+        claims.entry(&n.name).or_default().push(Claim {
+            item,
+            alias: false,
+            source: name_source,
+        });
+        if let (Some(rule), Some(key)) = (n.rule, n.key) {
+            for (i, alias) in rule.aliases.iter().enumerate() {
+                let at = path(&[
+                    Seg::Key(section),
+                    Seg::Key(key),
+                    Seg::Key("aliases"),
+                    Seg::Index(i),
+                ]);
+                claims.entry(alias.name.as_str()).or_default().push(Claim {
+                    item,
+                    alias: true,
+                    source: Source::Config(at),
+                });
+            }
+        }
+    }
+
+    // 5. Duplicates. `check_rules` reports a name written at two places in the config; here,
+    // the rest: a side that comes from a listing, or one override that matched two items.
+    let taken: BTreeSet<&str> = claims.keys().copied().collect();
+    for (name, list) in &claims {
+        let written: BTreeSet<&Source> = list.iter().map(|c| &c.source).collect();
+        let reported = written.len() == list.len() && !written.contains(&Source::Derived);
+        if list.len() < 2 || reported {
+            continue;
+        }
+        out.push(duplicate(kind, name, list, &named, &taken));
+    }
+
+    // Overrides that matched nothing.
+    let with_listing: BTreeSet<&ServerId> = listings.iter().map(|l| &l.server).collect();
+    let all_listed = rules.servers.keys().all(|s| with_listing.contains(s));
+    for key in overrides.keys() {
+        if used.contains_key(key.as_str()) {
+            continue;
+        }
+        let at = path(&[Seg::Key(section), Seg::Key(key)]);
+        if let Some(c) = claims.get(key.as_str()) {
+            let target = &named[c[0].item];
+            let (code, what) = if c[0].alias {
+                (
+                    "naming::alias_chain",
+                    format!("an alias of `{}`", target.name),
+                )
+            } else {
+                (
+                    "naming::not_origin_name",
+                    format!(
+                        "the exposed name of `{}/{}`",
+                        target.candidate.server, target.candidate.name
+                    ),
+                )
+            };
+            out.push(
+                Diagnostic::error(code, format!("override `{key}` names {what}, not an origin {noun}"))
+                    .at(at)
+                    .help(format!(
+                        "overrides are keyed by origin name, and aliases do not chain: move these settings to `{}/{}`",
+                        target.candidate.server, target.candidate.name
+                    )),
+            );
+            continue;
+        }
+        let server_listed = match key.split_once('/') {
+            Some((server, _)) if rules.servers.keys().any(|s| s.as_str() == server) => {
+                with_listing.iter().any(|s| s.as_str() == server)
+            }
+            _ => all_listed && !listings.is_empty(),
+        };
+        if server_listed {
+            let origins = named.iter().map(|n| n.candidate.name.as_str());
+            let mut d = Diagnostic::warning(
+                "naming::unmatched_override",
+                format!("override `{key}` matches no {noun} of the connected servers"),
+            )
+            .at(at);
+            if let Some(close) =
+                crate::diagnostic::did_you_mean(key.rsplit('/').next().unwrap_or(key), origins)
+            {
+                d = d.help(format!("did you mean `{close}`?"));
+            }
+            out.push(d);
+        }
+    }
+
+    // 6. The exposed items.
+    let mut exposed: Vec<Exposed> = named.iter().map(|n| expose(rules, n)).collect();
+    exposed.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.origin().cmp(b.origin())));
+    exposed
+}
+
+/// The name field and the fields of an origin item, or why it cannot be named.
+fn parse_item(raw: &RawValue) -> Result<(String, IndexMap<String, Box<RawValue>>), &'static str> {
+    let fields: IndexMap<String, Box<RawValue>> =
+        serde_json::from_str(raw.get()).map_err(|_| "that is not a JSON object")?;
+    let name = fields
+        .get("name")
+        .and_then(|n| serde_json::from_str::<String>(n.get()).ok())
+        .ok_or("without a string `name`")?;
+    Ok((name, fields))
+}
+
+/// Strips the first matching prefix and parses `server__name`: (server name, base name).
+fn auto_name(rules: &Rules, server: &ServerId, origin: &str) -> (String, String) {
+    let naming = &rules.naming;
+    let rest = naming
+        .strip_prefixes
+        .iter()
+        .find_map(|p| origin.strip_prefix(p.as_str()))
+        .unwrap_or(origin);
+    if !naming.split.is_empty() {
+        if let Some((left, right)) = rest.split_once(naming.split.as_str()) {
+            if !left.is_empty() && !right.is_empty() {
+                return (left.replace('_', "-"), right.to_owned());
+            }
+        }
+    }
+    (server.as_str().to_owned(), rest.to_owned())
+}
+
+fn origin_note(kind: Kind, n: &Named<'_>) -> String {
+    format!(
+        "{} `{}` from server `{}` (origin `{}`)",
+        kind.noun(),
+        n.name,
+        n.candidate.server,
+        n.candidate.name
+    )
+}
+
+fn duplicate(
+    kind: Kind,
+    name: &str,
+    claims: &[Claim],
+    named: &[Named<'_>],
+    taken: &BTreeSet<&str>,
+) -> Diagnostic {
+    let mut d = Diagnostic::error(
+        "naming::duplicate",
+        format!(
+            "{} name `{name}` is exposed {}",
+            kind.noun(),
+            times(claims.len())
+        ),
+    );
+    let mut fixes = Vec::new();
+    let mut removals = Vec::new();
+    let mut suggested: BTreeSet<String> = BTreeSet::new();
+    for claim in claims {
+        let n = &named[claim.item];
+        if claim.alias {
+            let Source::Config(at) = &claim.source else {
+                continue;
+            };
+            d = d.note(format!(
+                "`{name}` as an alias of {} `{}` from server `{}`, at `{at}`",
+                kind.noun(),
+                n.name,
+                n.candidate.server
+            ));
+            if d.config_path.is_none() {
+                d = d.at(at.clone());
+            }
+            removals.push(format!("remove or rename the alias at `{at}`"));
+        } else {
+            d = d.note(format!(
+                "`{name}` from server `{}` (origin `{}`)",
+                n.candidate.server, n.candidate.name
+            ));
+            if let Source::Config(at) = &claim.source {
+                if d.config_path.is_none() {
+                    d = d.at(at.clone());
+                }
+            }
+            let mut candidate = format!("{}_{}", n.server_name.replace(['-', '.'], "_"), n.base);
+            if candidate == name {
+                candidate = format!(
+                    "{}_{}",
+                    n.candidate.server.as_str().replace(['-', '.'], "_"),
+                    n.base
+                );
+            }
+            let mut fix = candidate.clone();
+            let mut i = 2;
+            while fix == name || taken.contains(fix.as_str()) || suggested.contains(&fix) {
+                fix = format!("{candidate}_{i}");
+                i += 1;
+            }
+            suggested.insert(fix.clone());
+            fixes.push((n, fix));
+        }
+    }
+    let has_alias = !removals.is_empty();
+    let help = match (fixes.len(), has_alias) {
+        // Only aliases collide with one name: the aliases are what to change.
+        (0 | 1, true) => removals.join("; "),
+        _ => fix_yaml(kind, &fixes),
+    };
+    d.help(help)
+}
+
+fn times(n: usize) -> String {
+    match n {
+        2 => "twice".to_owned(),
+        n => format!("{n} times"),
+    }
+}
+
+/// A ready-to-paste override block that renames each item.
+fn fix_yaml(kind: Kind, renames: &[(&Named<'_>, String)]) -> String {
+    let mut out = format!("add to moniker.yaml:\n  {}:", kind.section());
+    for (n, new_name) in renames {
+        let key = format!("{}/{}", n.candidate.server, n.candidate.name);
+        out.push_str(&format!("\n    {}: {{ name: {new_name} }}", yaml_key(&key)));
+    }
+    out
+}
+
+fn yaml_key(key: &str) -> String {
+    let plain = key
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'/' | b'.'));
+    if plain {
+        key.to_owned()
+    } else {
+        serde_json::to_string(key).unwrap_or_else(|_| format!("\"{key}\""))
+    }
+}
+
+/// A name that fits: characters outside the portable set become `_`, and it is cut to length.
+fn suggest_short(name: &str, max: usize) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut cut: String = cleaned.chars().take(max.max(1)).collect();
+    if cut.is_empty() {
+        cut.push('x');
+    }
+    cut
+}
+
+fn expose(rules: &Rules, n: &Named<'_>) -> Exposed {
+    let mut tags: BTreeSet<Tag> = BTreeSet::new();
+    if let Some(server) = rules.servers.get(n.candidate.server) {
+        tags.extend(server.tags.iter().cloned());
+    }
+    if let Some(server_tags) = rules.server_tags.get(&n.server_name) {
+        tags.extend(server_tags.iter().cloned());
+    }
+    let (mut aliases, mut hidden_aliases) = (Vec::new(), Vec::new());
+    if let Some(rule) = n.rule {
+        tags.extend(rule.tags.iter().cloned());
+        for alias in &rule.aliases {
+            if alias.hidden {
+                hidden_aliases.push(alias.name.as_str().to_owned());
+            } else {
+                aliases.push(alias.name.as_str().to_owned());
+            }
+        }
+    }
+    let tags: Vec<Tag> = tags.into_iter().collect();
+    let description = describe(n, &aliases);
+    let definition = render(
+        &n.candidate.fields,
+        &n.name,
+        description.as_deref(),
+        &aliases,
+        &tags,
+        &n.server_name,
+    );
+    Exposed {
+        name: n.name.clone(),
+        aliases,
+        hidden_aliases,
+        tags,
+        server_name: n.server_name.clone(),
+        route: Route::Origin(Origin {
+            server: n.candidate.server.clone(),
+            name: n.candidate.name.clone(),
+        }),
+        definition,
+    }
+}
+
+/// The new description, or `None` to keep the origin's as it is.
+fn describe(n: &Named<'_>, aliases: &[String]) -> Option<String> {
+    let replaced = n.rule.and_then(|r| r.description.clone());
+    if aliases.is_empty() {
+        return replaced;
+    }
+    let base = match replaced {
+        Some(text) => Some(text),
+        None => match n.candidate.fields.get("description") {
+            // A description that is not a string is the server's business: leave it.
+            Some(raw) => Some(serde_json::from_str::<String>(raw.get()).ok()?),
+            None => None,
+        },
+    };
+    let line = format!("Aliases: {}", aliases.join(", "));
+    Some(match base {
+        Some(text) if !text.is_empty() => format!("{text}\n\n{line}"),
+        _ => line,
+    })
+}
+
+const OWNED: [&str; 3] = ["aliases", "tags", "server_name"];
+
+/// The origin definition, field order kept, with `name` and `description` rewritten and the
+/// fields moniker owns put last.
+fn render(
+    fields: &IndexMap<String, Box<RawValue>>,
+    name: &str,
+    description: Option<&str>,
+    aliases: &[String],
+    tags: &[Tag],
+    server_name: &str,
+) -> Box<RawValue> {
+    fn string(s: &str) -> String {
+        // Serializing a str cannot fail.
+        serde_json::to_string(s).unwrap_or_default()
+    }
+    let mut out =
+        String::with_capacity(fields.values().map(|v| v.get().len() + 16).sum::<usize>() + 64);
+    out.push('{');
+    let mut first = true;
+    let mut field = |out: &mut String, key: &str, value: &str| {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push_str(&string(key));
+        out.push(':');
+        out.push_str(value);
+    };
+    let has_description = fields.contains_key("description");
+    for (key, value) in fields {
+        match key.as_str() {
+            "name" => {
+                field(&mut out, "name", &string(name));
+                if let (false, Some(d)) = (has_description, description) {
+                    field(&mut out, "description", &string(d));
+                }
+            }
+            "description" => match description {
+                Some(d) => field(&mut out, "description", &string(d)),
+                None => field(&mut out, key, value.get()),
+            },
+            k if OWNED.contains(&k) => {}
+            _ => field(&mut out, key, value.get()),
+        }
+    }
+    if !aliases.is_empty() {
+        let list: Vec<String> = aliases.iter().map(|a| string(a)).collect();
+        field(&mut out, "aliases", &format!("[{}]", list.join(",")));
+    }
+    let list: Vec<String> = tags.iter().map(|t| string(t.as_str())).collect();
+    field(&mut out, "tags", &format!("[{}]", list.join(",")));
+    field(&mut out, "server_name", &string(server_name));
+    out.push('}');
+    // Built from valid JSON pieces, so it parses; `null` is the unreachable fallback.
+    RawValue::from_string(out).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

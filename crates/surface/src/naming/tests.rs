@@ -1,0 +1,814 @@
+use serde_json::{Value, json};
+
+use super::*;
+use crate::names::{Name, Profile, ProfileKind};
+use crate::rules::{AliasRule, ServerRules};
+use crate::surface::Via;
+
+fn raw(v: Value) -> Box<RawValue> {
+    RawValue::from_string(v.to_string()).unwrap()
+}
+
+fn sid(s: &str) -> ServerId {
+    s.parse().unwrap()
+}
+
+fn tool(name: &str) -> Value {
+    json!({"name": name, "description": format!("{name} does things."), "inputSchema": {"type": "object"}})
+}
+
+fn listing(server: &str, tools: &[Value]) -> Listing {
+    Listing {
+        server: sid(server),
+        tools: tools.iter().cloned().map(raw).collect(),
+        prompts: Vec::new(),
+    }
+}
+
+fn fixture(file: &str, server: &str) -> Listing {
+    let path = format!("{}/../../fixtures/{file}", env!("CARGO_MANIFEST_DIR"));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let items = |key: &str| -> Vec<Box<RawValue>> {
+        v.get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .map(raw)
+            .collect()
+    };
+    Listing {
+        server: sid(server),
+        tools: items("tools"),
+        prompts: items("prompts"),
+    }
+}
+
+fn aliases(names: &[&str]) -> Vec<AliasRule> {
+    names
+        .iter()
+        .map(|n| AliasRule {
+            name: n.parse().unwrap(),
+            hidden: false,
+        })
+        .collect()
+}
+
+fn rules_with(servers: &[&str]) -> Rules {
+    let mut rules = Rules::default();
+    for s in servers {
+        rules.servers.insert(sid(s), ServerRules::default());
+    }
+    rules
+}
+
+fn set(rules: &mut Rules, key: &str, o: Override) {
+    rules.tools.insert(key.to_owned(), o);
+}
+
+fn contextgraph_rules() -> Rules {
+    let mut rules = rules_with(&["contextgraph"]);
+    set(
+        &mut rules,
+        "discover_sub_goals",
+        Override {
+            aliases: aliases(&["discover_goals"]),
+            ..Default::default()
+        },
+    );
+    set(
+        &mut rules,
+        "trigger_consolidation",
+        Override {
+            aliases: aliases(&["consolidate_memories"]),
+            ..Default::default()
+        },
+    );
+    rules
+}
+
+fn ok(built: Built) -> Surface {
+    let errors: Vec<String> = built.errors().map(ToString::to_string).collect();
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+    built.surface.expect("a surface without errors")
+}
+
+fn def(surface: &Surface, name: &str) -> Value {
+    let exposed = surface.resolve_tool(name).expect(name).exposed;
+    serde_json::from_str(exposed.definition.get()).unwrap()
+}
+
+fn codes(built: &Built) -> Vec<&'static str> {
+    built.diagnostics.iter().map(|d| d.code).collect()
+}
+
+#[test]
+fn seed_aliases_resolve_to_their_canonical_tools() {
+    let surface = ok(build(
+        &contextgraph_rules(),
+        &[fixture("contextgraph.json", "contextgraph")],
+    ));
+    assert_eq!(surface.tools().len(), 35);
+    for (alias, canonical) in [
+        ("discover_goals", "discover_sub_goals"),
+        ("consolidate_memories", "trigger_consolidation"),
+    ] {
+        let by_alias = surface.resolve_tool(alias).unwrap();
+        assert_eq!(by_alias.via, Via::Alias);
+        assert_eq!(by_alias.exposed.name, canonical);
+        assert_eq!(by_alias.exposed.origin().name, canonical);
+        let by_name = surface.resolve_tool(canonical).unwrap();
+        assert_eq!(by_name.via, Via::Name);
+        let listed = def(&surface, canonical);
+        assert_eq!(listed["aliases"], json!([alias]));
+        assert!(
+            listed["description"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("\n\nAliases: {alias}"))
+        );
+    }
+    for wrong in [
+        "Discover_Goals",
+        "DISCOVER_GOALS",
+        "discover_goals ",
+        "nonexistent_tool",
+    ] {
+        assert!(surface.resolve_tool(wrong).is_none(), "{wrong}");
+    }
+    // Tools without aliases list no `aliases` field and keep their description.
+    let plain = def(&surface, "abort_dream");
+    assert!(plain.get("aliases").is_none());
+    assert_eq!(
+        plain["description"],
+        "Abort the currently running dream (offline consolidation) cycle."
+    );
+    assert_eq!(plain["server_name"], "contextgraph");
+    assert_eq!(plain["tags"], json!([]));
+}
+
+#[test]
+fn an_alias_equal_to_a_canonical_name_is_rejected() {
+    let mut rules = contextgraph_rules();
+    set(
+        &mut rules,
+        "trigger_consolidation",
+        Override {
+            aliases: aliases(&["discover_sub_goals"]),
+            ..Default::default()
+        },
+    );
+    let built = build(&rules, &[fixture("contextgraph.json", "contextgraph")]);
+    assert!(built.surface.is_none());
+    let d = built.errors().next().unwrap();
+    assert_eq!(d.code, "naming::duplicate");
+    assert!(
+        d.message.contains("`discover_sub_goals` is exposed twice"),
+        "{d}"
+    );
+    assert_eq!(
+        d.config_path.as_deref(),
+        Some("tools.trigger_consolidation.aliases[0]")
+    );
+    assert!(
+        d.help
+            .as_deref()
+            .unwrap()
+            .contains("remove or rename the alias"),
+        "{d}"
+    );
+}
+
+#[test]
+fn two_tools_may_not_share_an_alias() {
+    let mut rules = contextgraph_rules();
+    set(
+        &mut rules,
+        "trigger_consolidation",
+        Override {
+            aliases: aliases(&["discover_goals"]),
+            ..Default::default()
+        },
+    );
+    let built = build(&rules, &[fixture("contextgraph.json", "contextgraph")]);
+    assert_eq!(codes(&built), ["naming::duplicate"]);
+    let d = &built.diagnostics[0];
+    assert!(
+        d.message
+            .contains("`discover_goals` is written 2 times in `tools`"),
+        "{d}"
+    );
+    // Found without any listing too: `check --offline` reports it.
+    assert_eq!(check_rules(&rules).len(), 1);
+}
+
+#[test]
+fn an_alias_may_not_repeat_its_own_name() {
+    let mut rules = rules_with(&["a"]);
+    set(
+        &mut rules,
+        "x",
+        Override {
+            name: Some("y".parse().unwrap()),
+            aliases: aliases(&["y"]),
+            ..Default::default()
+        },
+    );
+    let diags = check_rules(&rules);
+    assert_eq!(diags.len(), 1);
+    assert!(diags[0].message.contains("own name"), "{}", diags[0]);
+}
+
+#[test]
+fn an_override_keyed_by_an_alias_is_a_chain() {
+    let mut rules = contextgraph_rules();
+    set(
+        &mut rules,
+        "discover_goals",
+        Override {
+            aliases: aliases(&["find_goals"]),
+            ..Default::default()
+        },
+    );
+    let built = build(&rules, &[fixture("contextgraph.json", "contextgraph")]);
+    assert_eq!(codes(&built), ["naming::alias_chain"]);
+    assert!(
+        built.diagnostics[0]
+            .help
+            .as_deref()
+            .unwrap()
+            .contains("contextgraph/discover_sub_goals")
+    );
+}
+
+fn bridge_rules() -> Rules {
+    let mut rules = rules_with(&["bridge"]);
+    rules.naming.strip_prefixes = vec!["local_bridge_".into()];
+    rules.server_tags.insert(
+        "github-custom".into(),
+        ["git", "github", "version-control"]
+            .iter()
+            .map(|t| t.parse().unwrap())
+            .collect(),
+    );
+    set(
+        &mut rules,
+        "local_bridge_github_custom__get_pr_info",
+        Override {
+            name: Some("get_pr_info".parse().unwrap()),
+            tags: vec!["pull-request".parse().unwrap()],
+            ..Default::default()
+        },
+    );
+    rules
+}
+
+#[test]
+fn seed_003_two_search_tools_fail_with_a_fix_that_works() {
+    let rules = bridge_rules();
+    let built = build(&rules, &[fixture("bridge.json", "bridge")]);
+    assert!(built.surface.is_none());
+    assert_eq!(codes(&built), ["naming::duplicate"]);
+    let d = &built.diagnostics[0];
+    assert_eq!(d.message, "tool name `search` is exposed twice");
+    assert_eq!(
+        d.notes,
+        [
+            "`search` from server `bridge` (origin `local_bridge_brave_search__search`)",
+            "`search` from server `bridge` (origin `local_bridge_filesystem__search`)"
+        ]
+    );
+    assert_eq!(
+        d.help.as_deref().unwrap(),
+        "add to moniker.yaml:\n  tools:\n    bridge/local_bridge_brave_search__search: { name: brave_search_search }\n    bridge/local_bridge_filesystem__search: { name: filesystem_search }"
+    );
+
+    // Applying the suggested overrides gives a valid surface.
+    let mut fixed = rules.clone();
+    set(
+        &mut fixed,
+        "bridge/local_bridge_brave_search__search",
+        Override {
+            name: Some("brave_search_search".parse().unwrap()),
+            ..Default::default()
+        },
+    );
+    set(
+        &mut fixed,
+        "bridge/local_bridge_filesystem__search",
+        Override {
+            name: Some("filesystem_search".parse().unwrap()),
+            ..Default::default()
+        },
+    );
+    let surface = ok(build(&fixed, &[fixture("bridge.json", "bridge")]));
+    let names: Vec<&str> = surface.tools().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "brave_search_search",
+            "filesystem_search",
+            "get_pr_info",
+            "list_prs",
+            "read_file"
+        ]
+    );
+}
+
+#[test]
+fn seed_003_before_and_after() {
+    let mut rules = bridge_rules();
+    set(
+        &mut rules,
+        "local_bridge_brave_search__search",
+        Override {
+            name: Some("web_search".parse().unwrap()),
+            ..Default::default()
+        },
+    );
+    let surface = ok(build(&rules, &[fixture("bridge.json", "bridge")]));
+    let pr = def(&surface, "get_pr_info");
+    assert_eq!(pr["name"], "get_pr_info");
+    assert_eq!(pr["server_name"], "github-custom");
+    // DESIGN: tags are merged, deduplicated and sorted.
+    assert_eq!(
+        pr["tags"],
+        json!(["git", "github", "pull-request", "version-control"])
+    );
+    assert!(
+        !pr.to_string().contains("local_bridge"),
+        "the origin name is never exposed: {pr}"
+    );
+    let read = def(&surface, "read_file");
+    assert_eq!(read["server_name"], "filesystem");
+    assert_eq!(
+        surface
+            .resolve_tool("read_file")
+            .unwrap()
+            .exposed
+            .origin()
+            .name,
+        "local_bridge_filesystem__read_file"
+    );
+    // The second search is still `search`, from server `filesystem`.
+    assert_eq!(def(&surface, "search")["server_name"], "filesystem");
+    // Prompts go through the same pipeline.
+    let prompts: Vec<(&str, &str)> = surface
+        .prompts()
+        .iter()
+        .map(|p| (p.name.as_str(), p.server_name.as_str()))
+        .collect();
+    assert_eq!(
+        prompts,
+        [("analyze", "thinking"), ("generate_playbook", "meta")]
+    );
+    assert_eq!(
+        surface
+            .resolve_prompt("analyze")
+            .unwrap()
+            .exposed
+            .origin()
+            .name,
+        "local_bridge_thinking__analyze"
+    );
+    assert!(surface.resolve_tool("analyze").is_none());
+}
+
+#[test]
+fn prompt_overrides_rename_and_tag_prompts() {
+    let mut rules = bridge_rules();
+    set(
+        &mut rules,
+        "local_bridge_brave_search__search",
+        Override {
+            name: Some("web_search".parse().unwrap()),
+            ..Default::default()
+        },
+    );
+    rules
+        .server_tags
+        .insert("thinking".into(), vec!["reasoning".parse().unwrap()]);
+    rules.prompts.insert(
+        "local_bridge_thinking__analyze".into(),
+        Override {
+            name: Some("think".parse().unwrap()),
+            tags: vec!["deep-analysis".parse().unwrap()],
+            aliases: aliases(&["analyze"]),
+            ..Default::default()
+        },
+    );
+    let surface = ok(build(&rules, &[fixture("bridge.json", "bridge")]));
+    let think = surface.resolve_prompt("analyze").unwrap();
+    assert_eq!(
+        (think.exposed.name.as_str(), think.via),
+        ("think", Via::Alias)
+    );
+    let tags: Vec<&str> = think.exposed.tags.iter().map(|t| t.as_str()).collect();
+    assert_eq!(tags, ["deep-analysis", "reasoning"]);
+}
+
+#[test]
+fn server_prefixes_and_split() {
+    let mut rules = rules_with(&["gh", "fs"]);
+    rules.servers.get_mut(&sid("gh")).unwrap().prefix = Some("gh".into());
+    rules.naming.separator = "-".into();
+    let surface = ok(build(
+        &rules,
+        &[
+            listing("gh", &[tool("get_pr")]),
+            listing("fs", &[tool("files__read"), tool("__odd"), tool("odd__")]),
+        ],
+    ));
+    let names: Vec<(&str, &str)> = surface
+        .tools()
+        .iter()
+        .map(|t| (t.name.as_str(), t.server_name.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("__odd", "fs"),
+            ("gh-get_pr", "gh"),
+            ("odd__", "fs"),
+            ("read", "files")
+        ]
+    );
+    // An override's name is final: no prefix.
+    set(
+        &mut rules,
+        "gh/get_pr",
+        Override {
+            name: Some("pr".parse().unwrap()),
+            ..Default::default()
+        },
+    );
+    let surface = ok(build(&rules, &[listing("gh", &[tool("get_pr")])]));
+    assert!(surface.resolve_tool("pr").is_some());
+    // An empty split turns parsing off.
+    rules.naming.split = String::new();
+    let surface = ok(build(&rules, &[listing("fs", &[tool("files__read")])]));
+    assert_eq!(surface.tools()[0].name, "files__read");
+}
+
+#[test]
+fn qualified_overrides_win_and_unqualified_ones_must_not_be_ambiguous() {
+    let mut rules = rules_with(&["a", "b"]);
+    set(
+        &mut rules,
+        "search",
+        Override {
+            tags: vec!["web".parse().unwrap()],
+            ..Default::default()
+        },
+    );
+    let listings = [
+        listing("a", &[tool("search")]),
+        listing("b", &[tool("search")]),
+    ];
+    let built = build(&rules, &listings);
+    assert!(
+        codes(&built).contains(&"naming::ambiguous_override"),
+        "{:?}",
+        built.diagnostics
+    );
+    let d = built
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "naming::ambiguous_override")
+        .unwrap();
+    assert_eq!(
+        d.help.as_deref(),
+        Some("qualify the key with its server: `a/search` or `b/search`")
+    );
+
+    set(
+        &mut rules,
+        "a/search",
+        Override {
+            name: Some("a_search".parse().unwrap()),
+            ..Default::default()
+        },
+    );
+    let surface = ok(build(&rules, &listings));
+    let b = def(&surface, "search");
+    assert_eq!(b["tags"], json!(["web"]));
+    assert!(def(&surface, "a_search")["tags"] == json!([]));
+}
+
+#[test]
+fn hidden_tools_leave_the_surface_and_can_settle_a_duplicate() {
+    let mut rules = rules_with(&["a", "b"]);
+    set(
+        &mut rules,
+        "b/search",
+        Override {
+            hidden: true,
+            ..Default::default()
+        },
+    );
+    let surface = ok(build(
+        &rules,
+        &[
+            listing("a", &[tool("search")]),
+            listing("b", &[tool("search"), tool("other")]),
+        ],
+    ));
+    assert_eq!(surface.tools().len(), 2);
+    assert_eq!(
+        surface
+            .resolve_tool("search")
+            .unwrap()
+            .exposed
+            .origin()
+            .server,
+        sid("a")
+    );
+}
+
+#[test]
+fn hidden_aliases_resolve_but_are_not_listed() {
+    let mut rules = rules_with(&["a"]);
+    set(
+        &mut rules,
+        "search",
+        Override {
+            aliases: vec![
+                AliasRule {
+                    name: "find".parse().unwrap(),
+                    hidden: true,
+                },
+                AliasRule {
+                    name: "lookup".parse().unwrap(),
+                    hidden: false,
+                },
+            ],
+            ..Default::default()
+        },
+    );
+    let surface = ok(build(&rules, &[listing("a", &[tool("search")])]));
+    assert_eq!(surface.resolve_tool("find").unwrap().via, Via::Alias);
+    let listed = def(&surface, "search");
+    assert_eq!(listed["aliases"], json!(["lookup"]));
+    assert_eq!(
+        listed["description"],
+        "search does things.\n\nAliases: lookup"
+    );
+    assert!(!listed.to_string().contains("find"));
+}
+
+#[test]
+fn names_must_fit_the_profile() {
+    let long = "x".repeat(70);
+    let rules = rules_with(&["a"]);
+    let built = build(
+        &rules,
+        &[listing("a", &[tool(&long), tool("with.dot"), tool("ok")])],
+    );
+    let profile: Vec<&Diagnostic> = built
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == "naming::profile")
+        .collect();
+    assert_eq!(profile.len(), 2, "{:?}", built.diagnostics);
+    let d = profile
+        .iter()
+        .find(|d| d.message.contains("with.dot"))
+        .unwrap();
+    assert!(
+        d.message
+            .contains("the `portable` profile allows only letters, digits, `_` and `-`"),
+        "{d}"
+    );
+    assert!(
+        d.help
+            .as_deref()
+            .unwrap()
+            .contains("a/with.dot: { name: with_dot }"),
+        "{d}"
+    );
+    let d = profile
+        .iter()
+        .find(|d| d.message.contains("characters long"))
+        .unwrap();
+    assert!(
+        d.help
+            .as_deref()
+            .unwrap()
+            .contains(&format!("{{ name: {} }}", "x".repeat(64))),
+        "{d}"
+    );
+
+    // The spec profile allows dots and 128 characters; a client prefix budget takes room.
+    let mut spec = rules.clone();
+    spec.naming.profile = Profile {
+        kind: ProfileKind::Spec,
+        prefix_budget: 0,
+    };
+    ok(build(
+        &spec,
+        &[listing("a", &[tool(&long), tool("with.dot")])],
+    ));
+    spec.naming.profile.prefix_budget = 60;
+    assert!(
+        build(&spec, &[listing("a", &[tool(&long)])])
+            .surface
+            .is_none()
+    );
+
+    // Names written in the config are checked too, without listings.
+    let mut written = rules_with(&["a"]);
+    set(
+        &mut written,
+        "t",
+        Override {
+            name: Some("a.b".parse().unwrap()),
+            aliases: aliases(&["c.d"]),
+            ..Default::default()
+        },
+    );
+    let diags = check_rules(&written);
+    let paths: Vec<_> = diags
+        .iter()
+        .map(|d| d.config_path.as_deref().unwrap())
+        .collect();
+    assert_eq!(paths, ["tools.t.name", "tools.t.aliases[0]"]);
+}
+
+#[test]
+fn listing_fields_survive_and_owned_fields_are_replaced() {
+    let origin = r#"{"name":"t","title":"T","description":"Does t.","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2]},"aliases":["stale"],"tags":["OLD"],"zz_unknown":{"b":1,"a":2}}"#;
+    let mut rules = rules_with(&["s"]);
+    set(
+        &mut rules,
+        "t",
+        Override {
+            aliases: aliases(&["tt"]),
+            tags: vec!["new".parse().unwrap()],
+            ..Default::default()
+        },
+    );
+    let l = Listing {
+        server: sid("s"),
+        tools: vec![RawValue::from_string(origin.into()).unwrap()],
+        prompts: vec![],
+    };
+    let surface = ok(build(&rules, &[l]));
+    assert_eq!(
+        surface.tools()[0].definition.get(),
+        r#"{"name":"t","title":"T","description":"Does t.\n\nAliases: tt","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2]},"zz_unknown":{"b":1,"a":2},"aliases":["tt"],"tags":["new"],"server_name":"s"}"#
+    );
+}
+
+#[test]
+fn a_description_override_replaces_and_a_missing_one_is_added() {
+    let mut rules = rules_with(&["s"]);
+    set(
+        &mut rules,
+        "a",
+        Override {
+            description: Some("New.".into()),
+            ..Default::default()
+        },
+    );
+    set(
+        &mut rules,
+        "b",
+        Override {
+            aliases: aliases(&["bb"]),
+            ..Default::default()
+        },
+    );
+    let l = Listing {
+        server: sid("s"),
+        tools: vec![raw(tool("a")), raw(json!({"name": "b"}))],
+        prompts: vec![],
+    };
+    let surface = ok(build(&rules, &[l]));
+    assert_eq!(def(&surface, "a")["description"], "New.");
+    assert_eq!(
+        surface.resolve_tool("b").unwrap().exposed.definition.get(),
+        r#"{"name":"b","description":"Aliases: bb","aliases":["bb"],"tags":[],"server_name":"s"}"#
+    );
+}
+
+#[test]
+fn bad_listing_items_are_left_out_with_a_warning() {
+    let rules = rules_with(&["s"]);
+    let l = Listing {
+        server: sid("s"),
+        tools: vec![
+            raw(json!("text")),
+            raw(json!({"name": 3})),
+            raw(json!({"description": "no name"})),
+            raw(json!(null)),
+            raw(tool("fine")),
+        ],
+        prompts: vec![raw(json!([]))],
+    };
+    let built = build(&rules, &[l]);
+    assert_eq!(
+        built
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == "listing::invalid_item" && !d.is_error())
+            .count(),
+        5
+    );
+    let surface = built.surface.unwrap();
+    assert_eq!(surface.tools().len(), 1);
+}
+
+#[test]
+fn unmatched_overrides_warn_only_when_their_server_is_listed() {
+    let mut rules = rules_with(&["a", "b"]);
+    set(&mut rules, "serach", Override::default());
+    set(&mut rules, "b/gone", Override::default());
+    // Server b is down: nothing can be said of `b/gone`, nor of unqualified keys.
+    let built = build(&rules, &[listing("a", &[tool("search")])]);
+    assert!(built.diagnostics.is_empty(), "{:?}", built.diagnostics);
+    let built = build(
+        &rules,
+        &[listing("a", &[tool("search")]), listing("b", &[tool("x")])],
+    );
+    let warnings: Vec<(&str, Option<&str>)> = built
+        .diagnostics
+        .iter()
+        .map(|d| (d.message.as_str(), d.help.as_deref()))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            (
+                "override `b/gone` matches no tool of the connected servers",
+                None
+            ),
+            (
+                "override `serach` matches no tool of the connected servers",
+                Some("did you mean `search`?")
+            )
+        ]
+    );
+    assert!(built.surface.is_some(), "warnings do not invalidate");
+}
+
+#[test]
+fn name_and_alias_collide_across_servers() {
+    let mut rules = rules_with(&["a", "b"]);
+    set(
+        &mut rules,
+        "a/x",
+        Override {
+            aliases: aliases(&["y"]),
+            ..Default::default()
+        },
+    );
+    let built = build(
+        &rules,
+        &[listing("a", &[tool("x")]), listing("b", &[tool("y")])],
+    );
+    assert_eq!(codes(&built), ["naming::duplicate"]);
+    let d = &built.diagnostics[0];
+    assert_eq!(
+        d.notes,
+        [
+            "`y` as an alias of tool `x` from server `a`, at `tools.\"a/x\".aliases[0]`",
+            "`y` from server `b` (origin `y`)"
+        ]
+    );
+}
+
+#[test]
+fn same_name_twice_in_one_server_is_a_duplicate() {
+    let built = build(
+        &rules_with(&["a"]),
+        &[listing("a", &[tool("x"), tool("x")])],
+    );
+    assert_eq!(codes(&built), ["naming::duplicate"]);
+}
+
+#[test]
+fn names_written_twice_in_config_are_found_offline() {
+    let mut rules = Rules::default();
+    set(
+        &mut rules,
+        "p",
+        Override {
+            name: Some(Name::try_from("same").unwrap()),
+            ..Default::default()
+        },
+    );
+    set(
+        &mut rules,
+        "q",
+        Override {
+            name: Some(Name::try_from("same").unwrap()),
+            ..Default::default()
+        },
+    );
+    let diags = check_rules(&rules);
+    assert_eq!(diags.len(), 1);
+    assert_eq!(
+        diags[0].notes,
+        ["as a name at `tools.p.name`", "as a name at `tools.q.name`"]
+    );
+}

@@ -1,0 +1,160 @@
+//! The built surface: what clients see, and the index that resolves names to routes.
+
+use std::collections::HashMap;
+
+use serde_json::value::RawValue;
+
+use crate::names::{ServerId, Tag};
+use crate::rules::Kind;
+
+/// Where an origin tool or prompt lives.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Origin {
+    pub server: ServerId,
+    /// The name the server knows it by. Never shown to clients.
+    pub name: String,
+}
+
+/// Where a call goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    Origin(Origin),
+}
+
+/// A tool or prompt as moniker exposes it.
+#[derive(Debug, Clone)]
+pub struct Exposed {
+    pub name: String,
+    /// Listed aliases, in config order.
+    pub aliases: Vec<String>,
+    /// Callable, never listed.
+    pub hidden_aliases: Vec<String>,
+    pub tags: Vec<Tag>,
+    pub server_name: String,
+    pub route: Route,
+    /// The listing entry: the origin definition with `name` (and `description`) rewritten and
+    /// `aliases`, `tags`, `server_name` added.
+    pub definition: Box<RawValue>,
+}
+
+impl Exposed {
+    /// The origin behind an exposed tool.
+    pub fn origin(&self) -> &Origin {
+        match &self.route {
+            Route::Origin(origin) => origin,
+        }
+    }
+}
+
+/// How a client named what it called: metrics and logs tell these apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Via {
+    Name,
+    Alias,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Name => "name",
+            Self::Alias => "alias",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    index: u32,
+    via: Via,
+}
+
+/// A resolved name: what it names, and how it was named.
+#[derive(Debug, Clone, Copy)]
+pub struct Resolved<'a> {
+    pub exposed: &'a Exposed,
+    pub via: Via,
+}
+
+/// Everything a client sees, with one index per kind from every exposed name and alias.
+#[derive(Debug, Clone, Default)]
+pub struct Surface {
+    tools: Vec<Exposed>,
+    prompts: Vec<Exposed>,
+    tool_index: HashMap<Box<str>, Entry>,
+    prompt_index: HashMap<Box<str>, Entry>,
+}
+
+impl Surface {
+    pub(crate) fn from_parts(tools: Vec<Exposed>, prompts: Vec<Exposed>) -> Self {
+        fn index(items: &[Exposed]) -> HashMap<Box<str>, Entry> {
+            let mut map = HashMap::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                // Validation has already proved every name and alias unique, and a surface
+                // with more than u32::MAX tools cannot have been listed by any server.
+                let index = i as u32;
+                map.insert(
+                    item.name.as_str().into(),
+                    Entry {
+                        index,
+                        via: Via::Name,
+                    },
+                );
+                for alias in item.aliases.iter().chain(&item.hidden_aliases) {
+                    map.insert(
+                        alias.as_str().into(),
+                        Entry {
+                            index,
+                            via: Via::Alias,
+                        },
+                    );
+                }
+            }
+            map
+        }
+        Self {
+            tool_index: index(&tools),
+            prompt_index: index(&prompts),
+            tools,
+            prompts,
+        }
+    }
+
+    /// Exposed tools, sorted by name.
+    pub fn tools(&self) -> &[Exposed] {
+        &self.tools
+    }
+
+    /// Exposed prompts, sorted by name.
+    pub fn prompts(&self) -> &[Exposed] {
+        &self.prompts
+    }
+
+    pub fn items(&self, kind: Kind) -> &[Exposed] {
+        match kind {
+            Kind::Tool => &self.tools,
+            Kind::Prompt => &self.prompts,
+        }
+    }
+
+    /// One hash lookup: an exposed name or alias (case-sensitive) to what it names.
+    #[inline]
+    pub fn resolve(&self, kind: Kind, name: &str) -> Option<Resolved<'_>> {
+        let (index, items) = match kind {
+            Kind::Tool => (&self.tool_index, &self.tools),
+            Kind::Prompt => (&self.prompt_index, &self.prompts),
+        };
+        let entry = index.get(name)?;
+        Some(Resolved {
+            exposed: &items[entry.index as usize],
+            via: entry.via,
+        })
+    }
+
+    pub fn resolve_tool(&self, name: &str) -> Option<Resolved<'_>> {
+        self.resolve(Kind::Tool, name)
+    }
+
+    pub fn resolve_prompt(&self, name: &str) -> Option<Resolved<'_>> {
+        self.resolve(Kind::Prompt, name)
+    }
+}
