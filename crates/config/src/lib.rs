@@ -1,1 +1,57 @@
-//! placeholder
+//! moniker's config: one YAML file (JSON is YAML too, so a Claude Desktop or Cursor
+//! `mcpServers` file works as is) parsed into the naming [`Rules`] of `moniker-surface`, the
+//! servers to connect to and the gateway's settings.
+//!
+//! [`parse`] is pure: text in, a [`Config`] or a [`ConfigReport`] of *every* error out, each
+//! with a code, the dotted path, its line and column, and a hint. `${VAR}` expansion is a
+//! separate step ([`Config::expand_env`]) so that a config can be checked without its secrets.
+//! The only I/O is at the edge: [`find`] and [`load`].
+//!
+//! This crate does not build the surface (that is `moniker-surface`) nor start servers (that
+//! is `moniker-gateway`).
+
+mod decode;
+mod env;
+mod gateway;
+mod load;
+mod report;
+mod server;
+mod source;
+mod tree;
+
+use indexmap::IndexMap;
+use moniker_surface::{Rules, ServerId};
+
+pub use gateway::GatewaySettings;
+pub use load::{LoadError, find, load};
+pub use report::{ConfigError, ConfigReport, codes};
+pub use server::{ServerConfig, Transport};
+pub use source::{Source, Span};
+
+/// A parsed config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// In file order. Disabled servers are here too, with `disabled: true`.
+    pub servers: IndexMap<ServerId, ServerConfig>,
+    pub gateway: GatewaySettings,
+    /// What naming needs: `naming`, per-server tags and prefixes, `server_tags`, `tools`,
+    /// `prompts`.
+    pub rules: Rules,
+    /// The text, and the span of every path, to show later diagnostics in.
+    pub source: Source,
+}
+
+/// Parses a config. Empty text is an empty config. Never panics, whatever the text.
+pub fn parse(file_name: &str, text: &str) -> Result<Config, ConfigReport> {
+    let root = tree::parse(text).map_err(|e| ConfigReport::new(file_name, text, vec![*e]))?;
+    let (decoded, errors) = decode::decode(root.as_ref());
+    if !errors.is_empty() {
+        return Err(ConfigReport::new(file_name, text, errors));
+    }
+    Ok(Config {
+        servers: decoded.servers,
+        gateway: decoded.gateway,
+        rules: decoded.rules,
+        source: Source::with_spans(file_name, text, decoded.spans, &decoded.servers_key),
+    })
+}

@@ -1,0 +1,389 @@
+//! `${VAR}` and `${VAR:-default}` in server fields, expanded after parsing so that `parse`
+//! stays pure and a config can be checked without its secrets.
+
+use std::borrow::Cow;
+
+use moniker_surface::rules::{Seg, path};
+
+use crate::Config;
+use crate::report::{ConfigError, ConfigReport, codes};
+use crate::server::Transport;
+use crate::source::Source;
+use crate::tree::shorten;
+
+/// What went wrong in one field. Never holds a variable's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Problem {
+    /// `${NAME}` with `NAME` unset and no default.
+    Unset(String),
+    /// `${` with no `}` after it.
+    Unclosed,
+    /// `${...}` whose inside is not `NAME` or `NAME:-default`.
+    BadReference(String),
+}
+
+/// Expands every `${...}` in `text`. Text without `${` is returned as is; `$` alone and `$$`
+/// mean themselves. An empty variable counts as unset for `:-`, as in the shell.
+pub(crate) fn expand<'t>(
+    text: &'t str,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<Cow<'t, str>, Vec<Problem>> {
+    if !text.contains("${") {
+        return Ok(Cow::Borrowed(text));
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut problems = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            problems.push(Problem::Unclosed);
+            rest = "";
+            break;
+        };
+        let inside = &after[..end];
+        rest = &after[end + 1..];
+        let (name, default) = match inside.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inside, None),
+        };
+        if !is_name(name) {
+            problems.push(Problem::BadReference(inside.to_owned()));
+            continue;
+        }
+        match (
+            lookup(name).filter(|v| default.is_none() || !v.is_empty()),
+            default,
+        ) {
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => problems.push(Problem::Unset(name.to_owned())),
+        }
+    }
+    out.push_str(rest);
+    if problems.is_empty() {
+        Ok(Cow::Owned(out))
+    } else {
+        Err(problems)
+    }
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`
+fn is_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+impl Config {
+    /// Expands `${VAR}` and `${VAR:-default}` in the fields that reach a server: `command`,
+    /// `args`, `env` values, `cwd`, `url` and `headers` values. `lookup` is the environment
+    /// (`|name| std::env::var(name).ok()`). Every unset variable is reported, at its field;
+    /// no message holds a value. On error nothing is changed.
+    pub fn expand_env(
+        &mut self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigReport> {
+        let mut errors = Vec::new();
+        let section = self.source.servers_key().to_owned();
+        let mut expanded = Vec::with_capacity(self.servers.len());
+        for (id, server) in &self.servers {
+            let base = [Seg::Key(&section), Seg::Key(id.as_str())];
+            let mut field = |segs: &[Seg<'_>], text: &str| {
+                let p = path(&[&base[..], segs].concat());
+                expand_field(text, &p, &self.source, &lookup, &mut errors)
+            };
+            let transport = match &server.transport {
+                Transport::Stdio {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                } => Transport::Stdio {
+                    command: field(&[Seg::Key("command")], command),
+                    args: args
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| field(&[Seg::Key("args"), Seg::Index(i)], a))
+                        .collect(),
+                    env: env
+                        .iter()
+                        .map(|(k, v)| (k.clone(), field(&[Seg::Key("env"), Seg::Key(k)], v)))
+                        .collect(),
+                    cwd: cwd.as_ref().map(|c| field(&[Seg::Key("cwd")], c)),
+                },
+                Transport::Http { url, headers } => Transport::Http {
+                    url: field(&[Seg::Key("url")], url),
+                    headers: headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), field(&[Seg::Key("headers"), Seg::Key(k)], v)))
+                        .collect(),
+                },
+            };
+            expanded.push(transport);
+        }
+        if !errors.is_empty() {
+            return Err(ConfigReport::new(
+                &self.source.file_name,
+                &self.source.text,
+                errors,
+            ));
+        }
+        for (server, transport) in self.servers.values_mut().zip(expanded) {
+            server.transport = transport;
+        }
+        Ok(())
+    }
+}
+
+fn expand_field(
+    text: &str,
+    p: &str,
+    source: &Source,
+    lookup: &impl Fn(&str) -> Option<String>,
+    errors: &mut Vec<ConfigError>,
+) -> String {
+    let problems = match expand(text, lookup) {
+        Ok(value) => return value.into_owned(),
+        Err(problems) => problems,
+    };
+    for problem in problems {
+        let (message, help) = match problem {
+            Problem::Unset(name) => (
+                format!("environment variable `{name}` is not set"),
+                format!("set `{name}`, or give a default: `${{{name}:-default}}`"),
+            ),
+            Problem::Unclosed => (
+                "`${` has no closing `}`".to_owned(),
+                "write `${NAME}` or `${NAME:-default}`".to_owned(),
+            ),
+            Problem::BadReference(inside) => (
+                format!("`${{{}}}` is not a variable reference", shorten(&inside)),
+                "write `${NAME}` or `${NAME:-default}`, where NAME is letters, digits and `_` and does not start with a digit".to_owned(),
+            ),
+        };
+        let mut error = ConfigError::new(codes::ENV, message, p).with_help(help);
+        error.span = source.span(p);
+        errors.push(error);
+    }
+    text.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "TOKEN" => Some("s3cret".to_owned()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn expands_references() {
+        assert_eq!(
+            expand("Bearer ${TOKEN}", &env).as_deref(),
+            Ok("Bearer s3cret")
+        );
+        assert_eq!(
+            expand("${TOKEN}${TOKEN}", &env).as_deref(),
+            Ok("s3crets3cret")
+        );
+        assert_eq!(expand("${NOPE:-dflt}", &env).as_deref(), Ok("dflt"));
+        assert_eq!(expand("${NOPE:-}", &env).as_deref(), Ok(""));
+        assert_eq!(expand("${TOKEN:-dflt}", &env).as_deref(), Ok("s3cret"));
+        assert_eq!(expand("${EMPTY:-dflt}", &env).as_deref(), Ok("dflt"));
+        assert_eq!(expand("${EMPTY}", &env).as_deref(), Ok(""));
+        assert_eq!(expand("${NOPE:-a:-b}", &env).as_deref(), Ok("a:-b"));
+    }
+
+    #[test]
+    fn leaves_other_text_alone() {
+        for text in [
+            "plain",
+            "$HOME",
+            "$$",
+            "cost: $5",
+            "a$$b",
+            "{x}",
+            "$ {TOKEN}",
+        ] {
+            assert!(
+                matches!(expand(text, &env), Ok(Cow::Borrowed(t)) if t == text),
+                "{text}"
+            );
+        }
+        assert_eq!(expand("$$${TOKEN}", &env).as_deref(), Ok("$$s3cret"));
+    }
+
+    #[test]
+    fn reports_every_problem() {
+        assert_eq!(
+            expand("${A} ${TOKEN} ${B}", &env),
+            Err(vec![
+                Problem::Unset("A".to_owned()),
+                Problem::Unset("B".to_owned())
+            ])
+        );
+        assert_eq!(expand("x ${TOKEN", &env), Err(vec![Problem::Unclosed]));
+        assert_eq!(
+            expand("${1X} ${} ${a b}", &env),
+            Err(vec![
+                Problem::BadReference("1X".to_owned()),
+                Problem::BadReference(String::new()),
+                Problem::BadReference("a b".to_owned()),
+            ])
+        );
+    }
+
+    const CONFIG: &str = r#"servers:
+  github:
+    command: "${HOME}/bin/gh"
+    args: [--token, "${GITHUB_TOKEN}", "$$literal", "${MODE:-fast}"]
+    env: { GITHUB_TOKEN: "${GITHUB_TOKEN}", PLAIN: "x$y" }
+    cwd: "${WORK:-/tmp}"
+  docs:
+    url: "http://127.0.0.1:${PORT:-9000}/mcp"
+    headers: { Authorization: "Bearer ${DOCS_TOKEN}" }
+"#;
+
+    fn vars(name: &str) -> Option<String> {
+        match name {
+            "HOME" => Some("/home/u".to_owned()),
+            "GITHUB_TOKEN" => Some("ghp_s3cret".to_owned()),
+            "DOCS_TOKEN" => Some("docs_s3cret".to_owned()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn config_fields_are_expanded() {
+        let mut config = crate::parse("moniker.yaml", CONFIG).expect("valid");
+        config.expand_env(vars).expect("all set");
+        let github = &config.servers["github"];
+        let Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } = &github.transport
+        else {
+            panic!("stdio")
+        };
+        assert_eq!(command, "/home/u/bin/gh");
+        assert_eq!(args, &["--token", "ghp_s3cret", "$$literal", "fast"]);
+        assert_eq!(env["GITHUB_TOKEN"], "ghp_s3cret");
+        assert_eq!(env["PLAIN"], "x$y");
+        assert_eq!(cwd.as_deref(), Some("/tmp"));
+        let Transport::Http { url, headers } = &config.servers["docs"].transport else {
+            panic!("http")
+        };
+        assert_eq!(url, "http://127.0.0.1:9000/mcp");
+        assert_eq!(headers["Authorization"], "Bearer docs_s3cret");
+        // Secrets are in the config now, and still not in the Debug output of `env` and
+        // `headers` (`args` and `url` are shown as they are).
+        let shown = format!("{:?}", config.servers["docs"]);
+        assert!(!shown.contains("s3cret"), "{shown}");
+        let Transport::Stdio { env, .. } = &config.servers["github"].transport else {
+            panic!("stdio")
+        };
+        let shown = format!("{env:?}");
+        assert!(shown.contains("s3cret"), "the map itself is plain: {shown}");
+        let shown = format!("{:?}", config.servers["github"]);
+        assert_eq!(shown.matches("s3cret").count(), 1, "only in args: {shown}");
+    }
+
+    #[test]
+    fn unset_variables_are_errors_at_their_field() {
+        let mut config = crate::parse("moniker.yaml", CONFIG).expect("valid");
+        let before = config.servers.clone();
+        let only_home = |name: &str| (name == "HOME").then(|| "/home/u".to_owned());
+        let report = config.expand_env(only_home).expect_err("unset");
+        assert_eq!(config.servers, before, "nothing changes on error");
+        let found: Vec<_> = report
+            .errors
+            .iter()
+            .map(|e| {
+                let span = e.span.expect("span");
+                (
+                    e.code,
+                    e.path.as_str(),
+                    e.message.as_str(),
+                    span.line,
+                    span.column,
+                )
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    codes::ENV,
+                    "servers.github.args[1]",
+                    "environment variable `GITHUB_TOKEN` is not set",
+                    4,
+                    21
+                ),
+                (
+                    codes::ENV,
+                    "servers.github.env.GITHUB_TOKEN",
+                    "environment variable `GITHUB_TOKEN` is not set",
+                    5,
+                    26
+                ),
+                (
+                    codes::ENV,
+                    "servers.docs.headers.Authorization",
+                    "environment variable `DOCS_TOKEN` is not set",
+                    9,
+                    31
+                ),
+            ]
+        );
+        assert_eq!(
+            report.errors[0].help.as_deref(),
+            Some("set `GITHUB_TOKEN`, or give a default: `${GITHUB_TOKEN:-default}`")
+        );
+        let shown = report.to_string();
+        assert!(!shown.contains("/home/u"), "{shown}");
+    }
+
+    #[test]
+    fn expanded_values_never_reach_messages() {
+        let text = "mcpServers:\n  a: { command: x, args: ['${SET} ${UNSET} ${1BAD} ${OPEN'] }\n";
+        let mut config = crate::parse("moniker.json", text).expect("valid");
+        let report = config
+            .expand_env(|name| (name == "SET").then(|| "hunter2".to_owned()))
+            .expect_err("problems");
+        let messages: Vec<_> = report.errors.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "environment variable `UNSET` is not set",
+                "`${1BAD}` is not a variable reference",
+                "`${` has no closing `}`",
+            ]
+        );
+        assert!(
+            report
+                .errors
+                .iter()
+                .all(|e| e.path == "mcpServers.a.args[0]")
+        );
+        assert!(!report.to_string().contains("hunter2"));
+    }
+
+    #[test]
+    fn a_config_without_references_is_unchanged() {
+        let text = "servers:\n  a: { command: x, args: ['$$', '$HOME'], env: { K: v } }\n";
+        let mut config = crate::parse("moniker.yaml", text).expect("valid");
+        let before = config.servers.clone();
+        config.expand_env(|_| None).expect("nothing to expand");
+        assert_eq!(config.servers, before);
+    }
+}

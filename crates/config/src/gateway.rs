@@ -1,0 +1,81 @@
+//! The `gateway:` section: timeouts and the restart backoff of crashed servers.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatewaySettings {
+    /// How long a call to a server may take (`gateway.call_timeout`).
+    pub call_timeout: Duration,
+    /// Spawn or connect, `initialize` and the first listing (`gateway.start_timeout`).
+    pub start_timeout: Duration,
+    /// The first restart delay, doubled after each failed attempt
+    /// (`gateway.restart.initial_delay`).
+    pub restart_initial_delay: Duration,
+    /// The longest restart delay (`gateway.restart.max_delay`).
+    pub restart_max_delay: Duration,
+    /// Restarts before a server is given up; `None` = never give up
+    /// (`gateway.restart.max_attempts`).
+    pub restart_max_attempts: Option<u32>,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        Self {
+            call_timeout: Duration::from_secs(60),
+            start_timeout: Duration::from_secs(30),
+            restart_initial_delay: Duration::from_millis(500),
+            restart_max_delay: Duration::from_secs(30),
+            restart_max_attempts: None,
+        }
+    }
+}
+
+pub(crate) const DURATION_HELP: &str =
+    "write a number of seconds (`30`, `0.5`) or a number with a unit: `500ms`, `30s`, `2m`, `1h`";
+
+/// `500ms`, `30s`, `1.5s`, `2m`, `1h`; `None` when it is none of these.
+pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit.trim_start() {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return None,
+    };
+    if number.is_empty() || number == "." {
+        return None;
+    }
+    let value: f64 = number.parse().ok()?;
+    seconds(value * scale)
+}
+
+/// A non-negative, finite, representable number of seconds.
+pub(crate) fn seconds(value: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(value).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("10 s"), Some(Duration::from_secs(10)));
+        for bad in ["", "30", "s", "5x", "-1s", "1..2s", ".s", "1e400s", "9e99h"] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
+        assert_eq!(seconds(-1.0), None);
+        assert_eq!(seconds(f64::NAN), None);
+        assert_eq!(seconds(f64::INFINITY), None);
+    }
+}
