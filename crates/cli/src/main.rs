@@ -1,1 +1,191 @@
-fn main() {}
+//! `moniker`, the binary: parses the command line, loads the config, runs a command, and turns
+//! what happened into reports and an exit code (STYLE 9): 0 ok, 1 runtime failure, 2 usage,
+//! 78 invalid config; a closed stdout pipe exits 0.
+//!
+//! It holds no naming logic (that is `moniker-surface`) and no protocol (that is
+//! `moniker-gateway`). stdout is written only by [`output`]; logs go to stderr.
+
+mod args;
+mod check;
+mod online;
+mod output;
+mod render;
+
+use std::error::Error;
+use std::ffi::OsString;
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use moniker_config::{Config, LoadError};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::LevelFilter;
+
+use crate::args::{Cli, Command};
+use crate::render::Renderer;
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok = 0,
+    /// The servers, the network or the file system failed us.
+    Failure = 1,
+    /// The config is invalid (`EX_CONFIG` from sysexits.h).
+    InvalidConfig = 78,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> Self {
+        ExitCode::from(exit as u8)
+    }
+}
+
+/// A runtime failure: printed as `error: ...` with its causes, and exit code 1.
+pub type Failure = Box<dyn Error + Send + Sync>;
+
+/// The hidden first argument of the process guard: `moniker __guard -- CMD ARGS...` runs a
+/// server as a child that dies with moniker (see `moniker_gateway::guard`).
+const GUARD: &str = "__guard";
+
+fn main() -> ExitCode {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == GUARD) {
+        init_logging(None);
+        let rest = match argv.get(2) {
+            Some(dashes) if dashes == "--" => &argv[3..],
+            _ => &argv[2..],
+        };
+        // The guard's code is the child's, which may be any i32 (128 + signal).
+        std::process::exit(moniker_gateway::guard::run(rest));
+    }
+
+    let cli = Cli::parse();
+    init_logging(cli.log.as_deref());
+    match run(cli) {
+        Ok(exit) => exit.into(),
+        Err(failure) if is_broken_pipe(failure.as_ref()) => Exit::Ok.into(),
+        Err(failure) => {
+            output::report(&Renderer::for_stderr().failure(failure.as_ref()));
+            Exit::Failure.into()
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<Exit, Failure> {
+    let is_check = matches!(cli.command, Command::Check(_));
+    let config = match load_config(cli.config.as_deref()) {
+        Ok(config) => config,
+        Err(ConfigFailure::Invalid(report)) => {
+            output::report(&Renderer::for_stderr().config_report(&report));
+            let summary = check::invalid_summary(&report);
+            if is_check {
+                output::line(&summary)?;
+            } else {
+                // stdout may be the protocol: the count goes with the report.
+                output::report(&summary);
+            }
+            return Ok(Exit::InvalidConfig);
+        }
+        Err(ConfigFailure::Other(failure)) => return Err(failure),
+    };
+    if let Command::Check(args) = &cli.command {
+        if args.offline {
+            return check::offline(&config);
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => online::serve(config, args).await,
+            Command::Check(_) => online::check_online(config).await,
+            Command::List(args) => online::list(config, args).await,
+            Command::Call(args) => online::call(config, args).await,
+            Command::Stats => online::stats(config).await,
+        }
+    })
+}
+
+enum ConfigFailure {
+    Invalid(moniker_config::ConfigReport),
+    Other(Failure),
+}
+
+fn load_config(explicit: Option<&std::path::Path>) -> Result<Config, ConfigFailure> {
+    let Some(path) = moniker_config::find(explicit) else {
+        return Err(ConfigFailure::Other(
+            "no config file: pass `-c FILE`, set `MONIKER_CONFIG`, or create `./moniker.yaml`"
+                .into(),
+        ));
+    };
+    tracing::debug!(path = %path.display(), "loading config");
+    moniker_config::load(&path).map_err(|e| match e {
+        LoadError::Invalid(report) => ConfigFailure::Invalid(report),
+        e @ LoadError::Io { .. } => ConfigFailure::Other(e.into()),
+    })
+}
+
+/// Logs go to stderr only: `--log`, else `RUST_LOG`, else `warn`.
+fn init_logging(flag: Option<&str>) {
+    let builder = EnvFilter::builder().with_default_directive(LevelFilter::WARN.into());
+    let filter = match flag {
+        // `args::log_filter` has checked it already.
+        Some(directives) => builder.parse_lossy(directives),
+        None => builder.from_env_lossy(),
+    };
+    let color = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(color)
+        .init();
+}
+
+/// Whether stdout was closed under us (`moniker list | head -1`): not a failure.
+fn is_broken_pipe(error: &(dyn Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("cannot print the listing")
+        }
+    }
+
+    impl Error for Wrapped {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_closed_stdout_is_not_a_failure() {
+        let pipe = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let failure: Failure = pipe().into();
+        assert!(is_broken_pipe(failure.as_ref()));
+        let failure: Failure = Box::new(Wrapped(pipe()));
+        assert!(is_broken_pipe(failure.as_ref()));
+        let failure: Failure = std::io::Error::other("disk on fire").into();
+        assert!(!is_broken_pipe(failure.as_ref()));
+        let failure: Failure = "no config file".into();
+        assert!(!is_broken_pipe(failure.as_ref()));
+    }
+}

@@ -1,0 +1,138 @@
+//! The command line, as clap parses it. Usage errors exit with code 2 (clap's default).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use moniker_surface::Tag;
+use serde_json::value::RawValue;
+
+/// An MCP gateway that gives every tool and prompt of your MCP servers a clean, stable,
+/// collision-free name.
+#[derive(Debug, Parser)]
+#[command(name = "moniker", version, about, propagate_version = true)]
+pub struct Cli {
+    /// The config file. Else `$MONIKER_CONFIG`, else `./moniker.yaml`, else `moniker.yaml` in
+    /// the user config dir.
+    #[arg(short, long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Log filter for stderr: a level (`debug`) or `tracing` directives
+    /// (`moniker_gateway=debug,warn`). Else `$RUST_LOG`, else `warn`.
+    #[arg(long, global = true, value_name = "LEVEL", value_parser = log_filter)]
+    pub log: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gateway: MCP on stdio (the default) or Streamable HTTP.
+    Serve(ServeArgs),
+    /// Check the config, connect to the servers and build the surface; print every
+    /// diagnostic with its fix. Exit 0 ok, 1 runtime failure, 78 invalid config.
+    Check(CheckArgs),
+    /// The exposed surface (tools and prompts): name, aliases, server, origin name, tags.
+    List(ListArgs),
+    /// One tool call through the full pipeline; the result is printed.
+    Call(CallArgs),
+    /// Tools, bytes and tokens of the listing, per server and total.
+    Stats,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Serve Streamable HTTP on this address (`127.0.0.1:8080`) instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// Equip this toolset for every client session.
+    #[arg(long, value_name = "NAME")]
+    pub toolset: Option<String>,
+    /// Expose moniker's toolset management tools (`build-toolset`, `equip-toolset`, ...).
+    #[arg(long)]
+    pub manage: bool,
+    /// The toolset store file (default: under the user data dir).
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// Check the config file and its naming rules only: start no server.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Only the tools of this toolset.
+    #[arg(long, value_name = "NAME")]
+    pub toolset: Option<String>,
+    /// Only the tools and prompts with this tag.
+    #[arg(long, value_name = "TAG")]
+    pub tag: Option<Tag>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CallArgs {
+    /// The exposed name or an alias of the tool.
+    pub name: String,
+    /// The arguments, a JSON object (default `{}`).
+    #[arg(value_name = "JSON", value_parser = json_object)]
+    pub arguments: Option<Box<RawValue>>,
+}
+
+fn log_filter(text: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::builder()
+        .parse(text)
+        .map(|_| text.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// Kept as the user wrote it (key order, numbers); only checked to be one JSON object.
+fn json_object(text: &str) -> Result<Box<RawValue>, String> {
+    let raw: Box<RawValue> = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    if raw.get().starts_with('{') {
+        Ok(raw)
+    } else {
+        Err("the arguments must be a JSON object: `{\"key\": \"value\"}`".to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn call_arguments_must_be_one_object() {
+        let raw = json_object(" {\"b\": 1.50, \"a\": 2} ").expect("object");
+        assert_eq!(raw.get(), "{\"b\": 1.50, \"a\": 2}");
+        assert!(json_object("[1]").is_err());
+        assert!(json_object("{").is_err());
+    }
+
+    #[test]
+    fn global_flags_go_anywhere() {
+        let cli =
+            Cli::try_parse_from(["moniker", "check", "--offline", "-c", "x.yaml"]).expect("parses");
+        assert_eq!(cli.config, Some(PathBuf::from("x.yaml")));
+        assert!(matches!(
+            cli.command,
+            Command::Check(CheckArgs { offline: true })
+        ));
+        assert!(Cli::try_parse_from(["moniker", "--log", "debug", "stats"]).is_ok());
+        assert!(Cli::try_parse_from(["moniker", "--log", "a=b=c", "stats"]).is_err());
+        assert!(Cli::try_parse_from(["moniker", "list", "--tag", "Git"]).is_err());
+    }
+}

@@ -1,0 +1,97 @@
+//! `moniker check`: every diagnostic to stderr, one summary line to stdout, and the exit code.
+
+use moniker_config::{Config, ConfigReport};
+use moniker_surface::Diagnostic;
+
+use crate::render::Renderer;
+use crate::{Exit, Failure, output};
+
+/// `moniker check --offline`: the config file is already parsed; these are the checks that
+/// need only its rules.
+pub fn offline(config: &Config) -> Result<Exit, Failure> {
+    let diagnostics = moniker_surface::check_rules(&config.rules);
+    report(config, &diagnostics)
+}
+
+/// Renders `diagnostics` (of any origin: rules alone, or the surface built from the servers'
+/// listings) to stderr and prints the summary: 0 when none is an error, else 78.
+pub fn report(config: &Config, diagnostics: &[Diagnostic]) -> Result<Exit, Failure> {
+    if !diagnostics.is_empty() {
+        output::report(&Renderer::for_stderr().diagnostics(&config.source, diagnostics));
+    }
+    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    let warnings = diagnostics.len() - errors;
+    if errors > 0 {
+        output::line(&format!(
+            "{} in `{}`",
+            counts(errors, warnings),
+            config.source.file_name
+        ))?;
+        return Ok(Exit::InvalidConfig);
+    }
+    output::line(&ok_summary(config, warnings))?;
+    Ok(Exit::Ok)
+}
+
+/// `config ok: 4 servers, 3 tool overrides, 1 prompt override`, and the warnings if any.
+fn ok_summary(config: &Config, warnings: usize) -> String {
+    let mut out = format!(
+        "config ok: {}, {}, {}",
+        plural(config.servers.len(), "server"),
+        plural(config.rules.tools.len(), "tool override"),
+        plural(config.rules.prompts.len(), "prompt override"),
+    );
+    if warnings > 0 {
+        out.push_str(&format!(", {}", plural(warnings, "warning")));
+    }
+    out
+}
+
+/// The line that ends an invalid config's report: `2 errors in `moniker.yaml``.
+pub fn invalid_summary(report: &ConfigReport) -> String {
+    format!(
+        "{} in `{}`",
+        counts(report.errors.len(), 0),
+        report.file_name
+    )
+}
+
+fn counts(errors: usize, warnings: usize) -> String {
+    let mut out = plural(errors, "error");
+    if warnings > 0 {
+        out.push_str(&format!(", {}", plural(warnings, "warning")));
+    }
+    out
+}
+
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_count_with_plurals() {
+        let config = moniker_config::parse(
+            "m.yaml",
+            "servers: { a: { command: x } }\ntools: { t: { name: u }, v: { name: w } }\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            ok_summary(&config, 0),
+            "config ok: 1 server, 2 tool overrides, 0 prompt overrides"
+        );
+        assert_eq!(
+            ok_summary(&config, 1),
+            "config ok: 1 server, 2 tool overrides, 0 prompt overrides, 1 warning"
+        );
+        assert_eq!(counts(2, 1), "2 errors, 1 warning");
+        assert_eq!(counts(1, 0), "1 error");
+    }
+}

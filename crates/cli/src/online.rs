@@ -1,0 +1,279 @@
+//! The commands that need the gateway: they start the configured servers. Each takes the
+//! loaded config (`${VAR}` not expanded yet) and its flags, and returns the exit code, or a
+//! runtime failure that `main` prints and exits 1 with.
+
+use std::sync::Arc;
+
+use moniker_config::{Config, Transport};
+use moniker_gateway::server::stdio::StdioSpec;
+use moniker_gateway::session::Session;
+use moniker_gateway::{Gateway, ServerEntry, Settings, StartError};
+use moniker_surface::Kind;
+use serde_json::Value;
+
+use crate::args::{CallArgs, ListArgs, ServeArgs};
+use crate::render::Renderer;
+use crate::{Exit, Failure, check, output};
+
+/// Expands `${VAR}`s and starts every server. `Err(exit)` when the config or the surface is
+/// invalid; the diagnostics have been rendered to stderr.
+async fn start(config: &mut Config) -> Result<Result<Arc<Gateway>, Exit>, Failure> {
+    if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
+        output::report(&Renderer::for_stderr().config_report(&report));
+        return Ok(Err(Exit::InvalidConfig));
+    }
+    let mut servers = Vec::new();
+    for (id, server) in &config.servers {
+        if server.disabled {
+            tracing::info!(server = %id, "disabled in the config");
+            continue;
+        }
+        match &server.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => servers.push(ServerEntry {
+                id: id.clone(),
+                spec: StdioSpec {
+                    command: command.clone(),
+                    args: args.clone(),
+                    env: env.clone(),
+                    cwd: cwd.clone(),
+                },
+            }),
+            Transport::Http { .. } => {
+                tracing::warn!(server = %id, "servers over HTTP are not supported yet: left out")
+            }
+        }
+    }
+    let g = &config.gateway;
+    let settings = Settings {
+        call_timeout: g.call_timeout,
+        start_timeout: g.start_timeout,
+        restart_initial_delay: g.restart_initial_delay,
+        restart_max_delay: g.restart_max_delay,
+        restart_max_attempts: g.restart_max_attempts,
+        guard: std::env::current_exe().ok(),
+        ..Settings::default()
+    };
+    match Gateway::start(config.rules.clone(), servers, settings).await {
+        Ok(gateway) => Ok(Ok(gateway)),
+        Err(StartError::Invalid(diagnostics)) => {
+            output::report(&Renderer::for_stderr().diagnostics(&config.source, &diagnostics));
+            Ok(Err(Exit::InvalidConfig))
+        }
+    }
+}
+
+/// `moniker serve`: one client on stdin and stdout, until stdin closes or a signal comes.
+pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure> {
+    if args.http.is_some() || args.toolset.is_some() || args.manage || args.store.is_some() {
+        return Err("`--http`, `--toolset`, `--manage` and `--store` are not supported yet".into());
+    }
+    let gateway = match start(&mut config).await? {
+        Ok(gateway) => gateway,
+        Err(exit) => return Ok(exit),
+    };
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let outcome = tokio::select! {
+        r = moniker_gateway::client::stdio::serve(gateway.clone()) => r,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = term.recv() => Ok(()),
+    };
+    gateway.shutdown().await;
+    outcome?;
+    Ok(Exit::Ok)
+}
+
+/// `moniker check`: the config, the servers and the surface they make together.
+pub async fn check_online(mut config: Config) -> Result<Exit, Failure> {
+    if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
+        output::report(&Renderer::for_stderr().config_report(&report));
+        output::line(&check::invalid_summary(&report))?;
+        return Ok(Exit::InvalidConfig);
+    }
+    let gateway = match start(&mut config).await? {
+        Ok(gateway) => gateway,
+        Err(exit) => {
+            output::line(&format!(
+                "the surface is invalid in `{}`",
+                config.source.file_name
+            ))?;
+            return Ok(exit);
+        }
+    };
+    let exit = check::report(&config, &gateway.diagnostics())?;
+    let mut failed = 0;
+    for (id, status) in gateway.server_status() {
+        if let (false, Some(error)) = (status.up, &status.last_error) {
+            output::report(&format!("error: server `{id}` failed to start: {error}"));
+            failed += 1;
+        }
+    }
+    let view = gateway.view();
+    output::line(&format!(
+        "{} tools and {} prompts from {} of {} servers",
+        view.surface.tools().len(),
+        view.surface.prompts().len(),
+        view.up.len(),
+        config.servers.values().filter(|s| !s.disabled).count()
+    ))?;
+    gateway.shutdown().await;
+    Ok(if failed > 0 && exit == Exit::Ok {
+        Exit::Failure
+    } else {
+        exit
+    })
+}
+
+/// `moniker list`: the exposed tools and prompts.
+pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
+    if args.toolset.is_some() {
+        return Err("`--toolset` is not supported yet".into());
+    }
+    let gateway = match start(&mut config).await? {
+        Ok(gateway) => gateway,
+        Err(exit) => return Ok(exit),
+    };
+    let view = gateway.view();
+    let mut rows = Vec::new();
+    for kind in [Kind::Tool, Kind::Prompt] {
+        for item in view.surface.items(kind) {
+            if args
+                .tag
+                .as_ref()
+                .is_some_and(|tag| !item.tags.contains(tag))
+            {
+                continue;
+            }
+            rows.push((kind, item));
+        }
+    }
+    let printed = if args.json {
+        let items: Vec<Value> = rows
+            .iter()
+            .map(|(kind, item)| {
+                serde_json::json!({
+                    "kind": kind.noun(),
+                    "name": item.name,
+                    "aliases": item.aliases,
+                    "hidden_aliases": item.hidden_aliases,
+                    "server": item.origin().server.as_str(),
+                    "server_name": item.server_name,
+                    "origin": item.origin().name,
+                    "tags": item.tags.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        output::line(&serde_json::to_string_pretty(&items)?)
+    } else {
+        let mut table =
+            vec![["KIND", "NAME", "ALIASES", "SERVER", "ORIGIN", "TAGS"].map(String::from)];
+        for (kind, item) in &rows {
+            let mut aliases = item.aliases.join(", ");
+            for hidden in &item.hidden_aliases {
+                if !aliases.is_empty() {
+                    aliases.push_str(", ");
+                }
+                aliases.push_str(&format!("({hidden})"));
+            }
+            let server = if item.server_name == item.origin().server.as_str() {
+                item.server_name.clone()
+            } else {
+                format!("{} ({})", item.server_name, item.origin().server)
+            };
+            let tags: Vec<&str> = item.tags.iter().map(|t| t.as_str()).collect();
+            table.push([
+                kind.noun().to_owned(),
+                item.name.clone(),
+                aliases,
+                server,
+                item.origin().name.clone(),
+                tags.join(", "),
+            ]);
+        }
+        output::line(&format_table(&table))
+    };
+    gateway.shutdown().await;
+    printed?;
+    Ok(Exit::Ok)
+}
+
+fn format_table(rows: &[[String; 6]]) -> String {
+    let mut widths = [0usize; 6];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect();
+            cells.join("  ").trim_end().to_owned()
+        })
+        .collect();
+    lines.join("\n")
+}
+
+/// `moniker call`: one call through the whole pipeline (resolution, routing, the server),
+/// as a client session would make it.
+pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
+    let gateway = match start(&mut config).await? {
+        Ok(gateway) => gateway,
+        Err(exit) => return Ok(exit),
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let session = Session::new(gateway.clone(), tx);
+    session.handle(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"moniker call","version":"0"}}}"#.to_owned());
+    session.handle(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned());
+    let arguments = args.arguments.as_ref().map_or("{}", |a| a.get());
+    session.handle(format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":{},"arguments":{arguments}}}}}"#,
+        serde_json::to_string(&args.name)?
+    ));
+    let mut answer = None;
+    while let Some(message) = rx.recv().await {
+        let value: Value = serde_json::from_str(&message)?;
+        if value.get("id") == Some(&Value::from(1)) && value.get("method").is_none() {
+            answer = Some(value);
+            break;
+        }
+    }
+    drop(session);
+    gateway.shutdown().await;
+    let Some(answer) = answer else {
+        return Err("no answer to the call".into());
+    };
+    if let Some(error) = answer.get("error") {
+        let code = error
+            .get("code")
+            .and_then(Value::as_i64)
+            .unwrap_or_default();
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        output::report(&format!("error {code}: {message}"));
+        return Ok(Exit::Failure);
+    }
+    let result = &answer["result"];
+    output::line(&serde_json::to_string_pretty(result)?)?;
+    Ok(if result.get("isError") == Some(&Value::Bool(true)) {
+        Exit::Failure
+    } else {
+        Exit::Ok
+    })
+}
+
+/// `moniker stats`.
+pub async fn stats(config: Config) -> Result<Exit, Failure> {
+    let _ = config;
+    Err("`moniker stats` is not supported yet".into())
+}

@@ -1,0 +1,163 @@
+//! The `moniker` binary as a user runs it: exit codes, what goes to stdout and stderr, and the
+//! rendered reports of `check --offline` on the example configs. Run from the repository root,
+//! as the examples say.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `moniker ARGS` from the repository root, with a quiet, colorless, config-free environment.
+fn moniker(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_moniker"));
+    command
+        .args(args)
+        .current_dir(repo_root())
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("MONIKER_CONFIG");
+    command
+}
+
+fn run(command: &mut Command) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = command.output().expect("moniker runs");
+    (
+        status.code().expect("an exit code"),
+        String::from_utf8(stdout).expect("utf-8 stdout"),
+        String::from_utf8(stderr).expect("utf-8 stderr"),
+    )
+}
+
+#[test]
+fn the_bridge_example_is_valid() {
+    let (code, stdout, stderr) = run(&mut moniker(&[
+        "check",
+        "--offline",
+        "-c",
+        "examples/bridge.yaml",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout,
+        "config ok: 1 server, 3 tool overrides, 2 prompt overrides\n"
+    );
+    assert_eq!(stderr, "");
+}
+
+#[test]
+fn the_contextgraph_example_is_valid() {
+    let (code, stdout, stderr) = run(&mut moniker(&[
+        "check",
+        "--offline",
+        "--config",
+        "examples/contextgraph.yaml",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout,
+        "config ok: 1 server, 2 tool overrides, 0 prompt overrides\n"
+    );
+}
+
+#[test]
+fn an_invalid_config_shows_every_error_and_exits_78() {
+    let (code, stdout, stderr) = run(&mut moniker(&[
+        "check",
+        "--offline",
+        "-c",
+        "examples/broken.yaml",
+    ]));
+    assert_eq!(code, 78, "{stderr}");
+    assert_eq!(stdout, "2 errors in `examples/broken.yaml`\n");
+    insta::assert_snapshot!(stderr);
+}
+
+#[test]
+fn naming_errors_show_every_error_and_exit_78() {
+    let (code, stdout, stderr) = run(&mut moniker(&[
+        "check",
+        "--offline",
+        "-c",
+        "examples/broken-names.yaml",
+    ]));
+    assert_eq!(code, 78, "{stderr}");
+    assert_eq!(stdout, "3 errors in `examples/broken-names.yaml`\n");
+    insta::assert_snapshot!(stderr);
+}
+
+#[test]
+fn the_config_can_come_from_the_environment() {
+    let (code, stdout, stderr) =
+        run(moniker(&["check", "--offline"]).env("MONIKER_CONFIG", "examples/contextgraph.yaml"));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("config ok:"), "{stdout}");
+}
+
+#[test]
+fn a_missing_file_exits_1() {
+    let (code, stdout, stderr) = run(&mut moniker(&[
+        "check",
+        "--offline",
+        "-c",
+        "examples/nonexistent.yaml",
+    ]));
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(stdout, "");
+    assert!(
+        stderr.starts_with("error: cannot read config file `examples/nonexistent.yaml`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("caused by:"), "{stderr}");
+}
+
+#[test]
+fn no_config_anywhere_exits_1() {
+    let empty = std::env::temp_dir().join(format!("moniker-cli-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).expect("temp dir");
+    let (code, _, stderr) = run(moniker(&["check", "--offline"])
+        .current_dir(&empty)
+        .env("HOME", &empty)
+        .env("XDG_CONFIG_HOME", &empty));
+    std::fs::remove_dir_all(&empty).expect("cleanup");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("no config file"), "{stderr}");
+}
+
+#[test]
+fn help_lists_the_commands() {
+    let (code, stdout, _) = run(&mut moniker(&["--help"]));
+    assert_eq!(code, 0);
+    for command in [
+        "serve", "check", "list", "call", "stats", "--config", "--log",
+    ] {
+        assert!(stdout.contains(command), "{command} in {stdout}");
+    }
+    assert!(!stdout.contains("__guard"), "{stdout}");
+    let (code, stdout, _) = run(&mut moniker(&["check", "--help"]));
+    assert_eq!(code, 0);
+    assert!(stdout.contains("--offline"), "{stdout}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let (code, _, stderr) = run(&mut moniker(&["check", "--frobnicate"]));
+    assert_eq!(code, 2, "{stderr}");
+    let (code, _, _) = run(&mut moniker(&["nonsense"]));
+    assert_eq!(code, 2);
+    let (code, _, _) = run(&mut moniker(&[]));
+    assert_eq!(code, 2);
+    let (code, _, stderr) = run(&mut moniker(&["call", "x", "[1]"]));
+    assert_eq!(code, 2, "{stderr}");
+}
+
+#[test]
+fn the_guard_exits_with_its_child() {
+    let (code, _, stderr) = run(&mut moniker(&["__guard", "--", "sh", "-c", "exit 3"]));
+    assert_eq!(code, 3, "{stderr}");
+}

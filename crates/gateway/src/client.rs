@@ -1,0 +1,3 @@
+//! Client transports.
+
+pub mod stdio;

@@ -1,0 +1,78 @@
+//! Newline-delimited framing with a size limit: a line longer than the limit is skipped
+//! (to its newline) and reported, never buffered whole.
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+/// Messages larger than this are refused unless configured otherwise.
+pub const DEFAULT_MAX_MESSAGE: usize = 16 * 1024 * 1024;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// A line, without its newline (nor a `\r` before it).
+    Line,
+    /// A line over the limit, skipped; its length so far.
+    TooLong(usize),
+    Eof,
+}
+
+/// Reads the next line into `buf` (cleared first).
+pub async fn read_frame<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Frame> {
+    buf.clear();
+    let mut skipped = 0usize;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match (skipped, buf.is_empty()) {
+                (0, true) => Frame::Eof,
+                (0, false) => Frame::Line,
+                (n, _) => Frame::TooLong(n),
+            });
+        }
+        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (&available[..i], Some(i + 1)),
+            None => (available, None),
+        };
+        if skipped > 0 || buf.len() + chunk.len() > max {
+            skipped += buf.len() + chunk.len();
+            buf.clear();
+        } else {
+            buf.extend_from_slice(chunk);
+        }
+        let used = done.unwrap_or(available.len());
+        reader.consume(used);
+        if done.is_some() {
+            if skipped > 0 {
+                return Ok(Frame::TooLong(skipped));
+            }
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            return Ok(Frame::Line);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_and_limits() {
+        let input: &[u8] = b"one\r\ntwo-is-long\nthree\nlast";
+        let mut reader = tokio::io::BufReader::with_capacity(4, input);
+        let mut buf = Vec::new();
+        let mut seen = Vec::new();
+        loop {
+            match read_frame(&mut reader, &mut buf, 6).await.unwrap() {
+                Frame::Eof => break,
+                Frame::Line => seen.push(String::from_utf8(buf.clone()).unwrap()),
+                Frame::TooLong(n) => seen.push(format!("<{n}>")),
+            }
+        }
+        assert_eq!(seen, ["one", "<11>", "three", "last"]);
+    }
+}

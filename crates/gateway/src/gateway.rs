@@ -1,0 +1,570 @@
+//! The hub: server supervisors, the current view of the surface, and the routes that carry
+//! server-initiated messages to the sessions they belong to.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, Via, build};
+use serde_json::value::RawValue;
+use tokio::sync::{Notify, oneshot};
+
+use crate::jsonrpc::{self, Message};
+use crate::server::stdio::{self, StdioSpec};
+use crate::server::{self, CallError, Connection, InitInfo, Sink};
+use crate::session::Session;
+
+/// How the gateway runs: timeouts, restarts, limits.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub call_timeout: Duration,
+    pub start_timeout: Duration,
+    pub restart_initial_delay: Duration,
+    pub restart_max_delay: Duration,
+    /// `None`: restart for ever.
+    pub restart_max_attempts: Option<u32>,
+    pub max_message: usize,
+    /// The executable that runs `__guard` (the moniker binary); `None` starts servers directly.
+    pub guard: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            call_timeout: Duration::from_secs(60),
+            start_timeout: Duration::from_secs(30),
+            restart_initial_delay: Duration::from_millis(500),
+            restart_max_delay: Duration::from_secs(30),
+            restart_max_attempts: None,
+            max_message: crate::framing::DEFAULT_MAX_MESSAGE,
+            guard: None,
+        }
+    }
+}
+
+/// A server to connect to.
+#[derive(Clone)]
+pub struct ServerEntry {
+    pub id: ServerId,
+    pub spec: StdioSpec,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("the surface is invalid")]
+    Invalid(Vec<Diagnostic>),
+}
+
+/// What clients see now: the surface built from every server's last valid listing, which
+/// servers are up, and the listings rendered once for every `tools/list`.
+pub struct View {
+    pub surface: Surface,
+    pub up: BTreeSet<ServerId>,
+    pub tools_result: String,
+    pub prompts_result: String,
+}
+
+impl View {
+    fn new(surface: Surface, up: BTreeSet<ServerId>) -> Self {
+        let render = |kind: Kind| {
+            let key = kind.section();
+            let mut out = format!(r#"{{"{key}":["#);
+            let mut first = true;
+            for item in surface
+                .items(kind)
+                .iter()
+                .filter(|e| up.contains(&e.origin().server))
+            {
+                if !first {
+                    out.push(',');
+                }
+                first = false;
+                out.push_str(item.definition.get());
+            }
+            out.push_str("]}");
+            out
+        };
+        Self {
+            tools_result: render(Kind::Tool),
+            prompts_result: render(Kind::Prompt),
+            surface,
+            up,
+        }
+    }
+}
+
+/// The state of one server, for `check` and status.
+#[derive(Debug, Clone, Default)]
+pub struct ServerStatus {
+    pub up: bool,
+    pub restarts: u64,
+    pub last_error: Option<String>,
+}
+
+struct Slot {
+    entry: ServerEntry,
+    conn: ArcSwapOption<Connection>,
+    info: Mutex<Option<InitInfo>>,
+    pgid: Mutex<Option<u32>>,
+    status: Mutex<ServerStatus>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The last valid listing of every server that ever connected.
+    listings: BTreeMap<ServerId, Listing>,
+    up: BTreeSet<ServerId>,
+    /// What the last build said.
+    diagnostics: Vec<Diagnostic>,
+}
+
+pub struct Gateway {
+    rules: Rules,
+    pub settings: Settings,
+    slots: BTreeMap<ServerId, Slot>,
+    state: Mutex<State>,
+    view: ArcSwap<View>,
+    sessions: Mutex<Vec<Weak<Session>>>,
+    /// Progress tokens of moniker's, to the session and the token the client gave.
+    progress: Mutex<HashMap<String, ProgressRoute>>,
+    next_token: AtomicU64,
+    calls: Mutex<HashMap<(String, Via), u64>>,
+    stopping: AtomicBool,
+    stop: Notify,
+}
+
+type ProgressRoute = (Weak<Session>, Box<RawValue>);
+
+/// Server messages reach the gateway through this, so that server tasks do not keep the
+/// gateway alive.
+struct WeakSink(Weak<Gateway>);
+
+impl Sink for WeakSink {
+    fn server_message(&self, conn: &Arc<Connection>, line: String) {
+        if let Some(gateway) = self.0.upgrade() {
+            gateway.server_message(conn, line);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the data is still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Gateway {
+    /// Starts every server in parallel and builds the first surface. Servers that fail to
+    /// start are reported and left out (and retried in the background); an invalid surface
+    /// is an error.
+    pub async fn start(
+        rules: Rules,
+        servers: Vec<ServerEntry>,
+        settings: Settings,
+    ) -> Result<Arc<Self>, StartError> {
+        let slots = servers
+            .into_iter()
+            .map(|entry| {
+                let slot = Slot {
+                    entry: entry.clone(),
+                    conn: ArcSwapOption::empty(),
+                    info: Mutex::new(None),
+                    pgid: Mutex::new(None),
+                    status: Mutex::new(ServerStatus::default()),
+                };
+                (entry.id, slot)
+            })
+            .collect();
+        let gateway = Arc::new(Self {
+            rules,
+            settings,
+            slots,
+            state: Mutex::new(State::default()),
+            view: ArcSwap::from_pointee(View::new(Surface::default(), BTreeSet::new())),
+            sessions: Mutex::new(Vec::new()),
+            progress: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(1),
+            calls: Mutex::new(HashMap::new()),
+            stopping: AtomicBool::new(false),
+            stop: Notify::new(),
+        });
+        let mut first = Vec::new();
+        for id in gateway.slots.keys() {
+            let (tx, rx) = oneshot::channel();
+            first.push(rx);
+            tokio::spawn(supervise(gateway.clone(), id.clone(), tx));
+        }
+        for rx in first {
+            let _ = rx.await;
+        }
+        let diagnostics = gateway.state().diagnostics.clone();
+        if diagnostics.iter().any(Diagnostic::is_error) {
+            gateway.shutdown().await;
+            return Err(StartError::Invalid(diagnostics));
+        }
+        Ok(gateway)
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    pub fn view(&self) -> Arc<View> {
+        self.view.load_full()
+    }
+
+    /// The diagnostics of the last build (warnings, or errors that were kept out).
+    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+        self.state().diagnostics.clone()
+    }
+
+    pub fn server_status(&self) -> BTreeMap<ServerId, ServerStatus> {
+        self.slots
+            .iter()
+            .map(|(id, slot)| (id.clone(), lock(&slot.status).clone()))
+            .collect()
+    }
+
+    pub fn connection(&self, server: &ServerId) -> Option<Arc<Connection>> {
+        self.slots
+            .get(server)?
+            .conn
+            .load_full()
+            .filter(|c| !c.is_closed())
+    }
+
+    /// Every live connection, with what its server can do.
+    pub fn connections(&self) -> Vec<(Arc<Connection>, InitInfo)> {
+        self.slots
+            .values()
+            .filter_map(|slot| {
+                let conn = slot.conn.load_full().filter(|c| !c.is_closed())?;
+                let info = conn.info();
+                Some((conn, info))
+            })
+            .collect()
+    }
+
+    /// What servers can do, as last seen, for the capabilities moniker advertises.
+    pub fn server_infos(&self) -> Vec<InitInfo> {
+        self.slots
+            .values()
+            .filter_map(|slot| lock(&slot.info).clone())
+            .collect()
+    }
+
+    pub fn count_call(&self, name: &str, via: Via) {
+        *lock(&self.calls).entry((name.to_owned(), via)).or_default() += 1;
+    }
+
+    /// Calls per exposed name and per way it was named.
+    pub fn call_counts(&self) -> BTreeMap<(String, &'static str), u64> {
+        lock(&self.calls)
+            .iter()
+            .map(|((n, v), c)| ((n.clone(), v.as_str()), *c))
+            .collect()
+    }
+
+    pub(crate) fn add_session(&self, session: &Arc<Session>) {
+        let mut sessions = lock(&self.sessions);
+        sessions.retain(|s| s.strong_count() > 0);
+        sessions.push(Arc::downgrade(session));
+    }
+
+    fn sessions(&self) -> Vec<Arc<Session>> {
+        lock(&self.sessions)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    /// A progress token unique across sessions, standing for a client's own.
+    pub(crate) fn register_progress(&self, session: &Arc<Session>, token: &RawValue) -> String {
+        let ours = format!(
+            "\"moniker-{}\"",
+            self.next_token.fetch_add(1, Ordering::Relaxed)
+        );
+        lock(&self.progress).insert(ours.clone(), (Arc::downgrade(session), token.to_owned()));
+        ours
+    }
+
+    pub(crate) fn forget_progress(&self, token: &str) {
+        lock(&self.progress).remove(token);
+    }
+
+    /// Rebuilds the view with `listing` as the server's new one. When that makes the surface
+    /// invalid, the server's last valid listing stays (or it is left out) and the problem is
+    /// logged. Sessions hear of changes to what they see.
+    fn update(&self, server: &ServerId, listing: Option<Listing>, up: bool) {
+        let (old, new) = {
+            let mut state = self.state();
+            if up {
+                state.up.insert(server.clone());
+            } else {
+                state.up.remove(server);
+            }
+            let previous = match listing {
+                Some(listing) => state.listings.insert(server.clone(), listing),
+                None => None,
+            };
+            let listings: Vec<Listing> = state.listings.values().cloned().collect();
+            let mut built = build(&self.rules, &listings);
+            if built.surface.is_none() {
+                for d in built.errors() {
+                    tracing::error!(server = %server, "{d}");
+                }
+                match previous {
+                    Some(previous) => {
+                        tracing::error!(server = %server, "the new listing is invalid: keeping the server's last valid one");
+                        state.listings.insert(server.clone(), previous);
+                    }
+                    None => {
+                        tracing::error!(server = %server, "the server's listing is invalid: its tools and prompts are left out");
+                        state.listings.remove(server);
+                    }
+                }
+                let diagnostics = built.diagnostics;
+                let listings: Vec<Listing> = state.listings.values().cloned().collect();
+                built = build(&self.rules, &listings);
+                // Keep the errors visible to `check` and to `start`.
+                built
+                    .diagnostics
+                    .extend(diagnostics.into_iter().filter(Diagnostic::is_error));
+            }
+            for d in built.diagnostics.iter().filter(|d| !d.is_error()) {
+                tracing::warn!("{d}");
+            }
+            state.diagnostics = built.diagnostics;
+            let surface = built.surface.unwrap_or_default();
+            let new = Arc::new(View::new(surface, state.up.clone()));
+            let old = self.view.swap(new.clone());
+            (old, new)
+        };
+        self.announce(&old, &new);
+    }
+
+    fn announce(&self, old: &View, new: &View) {
+        let tools = old.tools_result != new.tools_result;
+        let prompts = old.prompts_result != new.prompts_result;
+        if !(tools || prompts) {
+            return;
+        }
+        for session in self.sessions() {
+            if tools {
+                session.notify("notifications/tools/list_changed");
+            }
+            if prompts {
+                session.notify("notifications/prompts/list_changed");
+            }
+        }
+    }
+
+    fn server_message(self: &Arc<Self>, conn: &Arc<Connection>, line: String) {
+        let Ok(jsonrpc::Parsed::One(message)) = jsonrpc::parse(&line) else {
+            return;
+        };
+        match message {
+            Message::Notification { method, params } => match method {
+                "notifications/tools/list_changed" | "notifications/prompts/list_changed" => {
+                    let gateway = self.clone();
+                    let conn = conn.clone();
+                    tokio::spawn(async move { gateway.relist(&conn).await });
+                }
+                "notifications/progress" => self.route_progress(params),
+                "notifications/cancelled" => {
+                    for session in self.sessions() {
+                        session.server_cancelled(conn, params);
+                    }
+                }
+                _ => {
+                    for session in self.sessions() {
+                        session.send_if_ready(line.clone());
+                    }
+                }
+            },
+            Message::Request { id, method, params } => {
+                let sessions = self.sessions();
+                let chosen = sessions
+                    .iter()
+                    .find(|s| s.has_call_on(&conn.server))
+                    .or_else(|| sessions.iter().find(|s| s.is_ready()));
+                match chosen {
+                    Some(session) => session.forward_server_request(conn, id, method, params),
+                    None => {
+                        let _ = conn.send(jsonrpc::error(
+                            Some(id),
+                            jsonrpc::METHOD_NOT_FOUND,
+                            "no client is connected to moniker",
+                        ));
+                    }
+                }
+            }
+            Message::Response { .. } => {}
+        }
+    }
+
+    fn route_progress(&self, params: Option<&RawValue>) {
+        let Some(params) = params else { return };
+        let Some(fields) = jsonrpc::fields(params) else {
+            return;
+        };
+        let Some(token) = fields.get("progressToken") else {
+            return;
+        };
+        let Some((session, original)) = lock(&self.progress).get(token.get()).cloned() else {
+            return;
+        };
+        let Some(session) = session.upgrade() else {
+            return;
+        };
+        if let Some(params) = jsonrpc::with_fields(params, &[("progressToken", original.get())]) {
+            session.send(jsonrpc::notification(
+                "notifications/progress",
+                Some(&params),
+            ));
+        }
+    }
+
+    async fn relist(&self, conn: &Arc<Connection>) {
+        match server::list(conn, &conn.info(), self.settings.call_timeout).await {
+            Ok(listing) => self.update(&conn.server, Some(listing), true),
+            Err(e) => {
+                tracing::warn!(server = %conn.server, error = %e, "cannot list the server's tools after it said they changed")
+            }
+        }
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Ends every server: SIGTERM to its process group, SIGKILL after a grace period.
+    pub async fn shutdown(&self) {
+        self.stopping.store(true, Ordering::Release);
+        self.stop.notify_waiters();
+        let mut ends = Vec::new();
+        for slot in self.slots.values() {
+            if let Some(conn) = slot.conn.swap(None) {
+                conn.close();
+            }
+            let pgid = lock(&slot.pgid).take();
+            if let Some(pgid) = pgid {
+                ends.push(crate::guard::end_group(pgid, Duration::from_secs(3)));
+            }
+        }
+        for end in ends {
+            end.await;
+        }
+    }
+
+    async fn stopped(&self) {
+        let notified = self.stop.notified();
+        if !self.is_stopping() {
+            notified.await;
+        }
+    }
+}
+
+/// Keeps one server running: start, handshake, serve until it exits, back off, again.
+async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<()>) {
+    let mut first = Some(first);
+    let mut attempt: u32 = 0;
+    let Some(slot) = gateway.slots.get(&id) else {
+        return;
+    };
+    let sink: Arc<dyn Sink> = Arc::new(WeakSink(Arc::downgrade(&gateway)));
+    let settings = gateway.settings.clone();
+    loop {
+        if gateway.is_stopping() {
+            break;
+        }
+        let started = stdio::spawn(
+            id.clone(),
+            &slot.entry.spec,
+            settings.guard.as_deref(),
+            sink.clone(),
+            settings.max_message,
+        );
+        match started {
+            Ok(mut process) => {
+                *lock(&slot.pgid) = process.pgid;
+                let handshake = tokio::select! {
+                    r = server::handshake(&process.conn, settings.start_timeout) => r,
+                    _ = &mut process.closed => Err(server::HandshakeError::Call(CallError::Gone)),
+                };
+                match handshake {
+                    Ok(listing) => {
+                        attempt = 0;
+                        *lock(&slot.info) = Some(process.conn.info());
+                        slot.conn.store(Some(process.conn.clone()));
+                        {
+                            let mut status = lock(&slot.status);
+                            status.up = true;
+                            status.last_error = None;
+                        }
+                        tracing::info!(server = %id, tools = listing.tools.len(), prompts = listing.prompts.len(), "server connected");
+                        gateway.update(&id, Some(listing), true);
+                        if let Some(first) = first.take() {
+                            let _ = first.send(());
+                        }
+                        tokio::select! {
+                            _ = &mut process.closed => {}
+                            _ = gateway.stopped() => {}
+                        }
+                        process.conn.close();
+                        slot.conn.store(None);
+                        lock(&slot.status).up = false;
+                        if gateway.is_stopping() {
+                            break;
+                        }
+                        tracing::warn!(server = %id, "server disconnected");
+                        gateway.update(&id, None, false);
+                    }
+                    Err(e) => {
+                        let reason = match &e {
+                            server::HandshakeError::Call(CallError::Gone) => {
+                                "it exited during the handshake".to_owned()
+                            }
+                            other => other.to_string(),
+                        };
+                        tracing::warn!(server = %id, error = %reason, "server failed to start");
+                        lock(&slot.status).last_error = Some(reason);
+                        process.conn.close();
+                    }
+                }
+                let pgid = lock(&slot.pgid).take();
+                if let Some(pgid) = pgid {
+                    crate::guard::end_group(pgid, Duration::from_secs(2)).await;
+                }
+                let _ = process.child.wait().await;
+            }
+            Err(e) => {
+                let reason = format!("cannot run `{}`: {e}", slot.entry.spec.command);
+                tracing::warn!(server = %id, error = %reason, "server failed to start");
+                lock(&slot.status).last_error = Some(reason);
+            }
+        }
+        if let Some(first) = first.take() {
+            let _ = first.send(());
+        }
+        attempt += 1;
+        if settings
+            .restart_max_attempts
+            .is_some_and(|max| attempt > max)
+        {
+            tracing::error!(server = %id, attempts = attempt, "server gave up after too many restarts");
+            break;
+        }
+        let delay = settings
+            .restart_initial_delay
+            .saturating_mul(1u32 << (attempt - 1).min(16))
+            .min(settings.restart_max_delay);
+        lock(&slot.status).restarts += 1;
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = gateway.stopped() => break,
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! Connections to servers: a request/response multiplexer over one transport, the MCP
+//! handshake, and listing.
+
+pub mod stdio;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use moniker_surface::{Listing, ServerId};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::jsonrpc::{self, Message, Outcome};
+
+/// The protocol version moniker asks servers for. Servers may answer another; moniker accepts
+/// what they answer.
+pub const PINNED_PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// Receives what a server sends on its own: requests to the client and notifications.
+pub trait Sink: Send + Sync + 'static {
+    fn server_message(&self, conn: &Arc<Connection>, line: String);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    #[error("server is not connected")]
+    Gone,
+    #[error("server did not answer in time")]
+    Timeout,
+}
+
+/// What the server said of itself in `initialize`.
+#[derive(Debug, Clone, Default)]
+pub struct InitInfo {
+    pub protocol_version: String,
+    /// The server's capabilities object, raw.
+    pub capabilities: Option<Box<RawValue>>,
+    pub has_tools: bool,
+    pub has_prompts: bool,
+    pub has_resources: bool,
+    pub has_logging: bool,
+    pub has_completions: bool,
+    pub resources_subscribe: bool,
+}
+
+/// One live connection to a server: writes go through a queue to the transport's writer, and
+/// responses find their waiter by id.
+pub struct Connection {
+    pub server: ServerId,
+    out: mpsc::UnboundedSender<String>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<String>>>,
+    next_id: AtomicU64,
+    closed: AtomicBool,
+    init: OnceLock<InitInfo>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    pub(crate) fn new(server: ServerId, out: mpsc::UnboundedSender<String>) -> Self {
+        Self {
+            server,
+            out,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            init: OnceLock::new(),
+        }
+    }
+
+    pub fn info(&self) -> InitInfo {
+        self.init.get().cloned().unwrap_or_default()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Sends a notification or a response.
+    pub fn send(&self, line: String) -> Result<(), CallError> {
+        if self.is_closed() {
+            return Err(CallError::Gone);
+        }
+        self.out.send(line).map_err(|_| CallError::Gone)
+    }
+
+    /// Sends a request; the receiver gets the server's whole response line.
+    pub fn start(
+        &self,
+        method: &str,
+        params: Option<&str>,
+    ) -> Result<(u64, oneshot::Receiver<String>), CallError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(id, tx);
+        // Checked after registering, so that `close` either sees this waiter or we see it
+        // closed: no waiter is left behind.
+        if self.is_closed()
+            || self
+                .out
+                .send(jsonrpc::request(&id.to_string(), method, params))
+                .is_err()
+        {
+            self.lock().remove(&id);
+            return Err(CallError::Gone);
+        }
+        Ok((id, rx))
+    }
+
+    /// Stops waiting for a request (timed out or cancelled).
+    pub fn forget(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// A request and its response line, within `timeout`.
+    pub async fn call(
+        &self,
+        method: &str,
+        params: Option<&str>,
+        timeout: Duration,
+    ) -> Result<String, CallError> {
+        let (id, rx) = self.start(method, params)?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(line)) => Ok(line),
+            Ok(Err(_)) => Err(CallError::Gone),
+            Err(_) => {
+                self.forget(id);
+                let params = format!(r#"{{"requestId":{id},"reason":"timeout"}}"#);
+                let _ = self.send(jsonrpc::notification(
+                    "notifications/cancelled",
+                    Some(&params),
+                ));
+                Err(CallError::Timeout)
+            }
+        }
+    }
+
+    /// Hands a response to its waiter; false when nobody waits for that id.
+    pub(crate) fn deliver(&self, id: &RawValue, line: String) -> bool {
+        let Ok(id) = id.get().parse::<u64>() else {
+            return false;
+        };
+        match self.lock().remove(&id) {
+            Some(tx) => tx.send(line).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Marks the connection closed and fails every waiting request at once.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.lock().clear();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<String>>> {
+        // A poisoned lock only means a panic elsewhere; the map itself is still consistent.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Routes one line read from a server: responses to their waiters, the rest to the sink.
+pub(crate) fn dispatch(conn: &Arc<Connection>, sink: &dyn Sink, line: String) {
+    match jsonrpc::parse(&line) {
+        Ok(jsonrpc::Parsed::One(Message::Response { id, .. })) => {
+            if !conn.deliver(id, line.clone()) {
+                tracing::debug!(server = %conn.server, id = id.get(), "response to no pending request");
+            }
+        }
+        Ok(jsonrpc::Parsed::One(_)) => sink.server_message(conn, line),
+        Ok(jsonrpc::Parsed::Batch(_)) => {
+            tracing::warn!(server = %conn.server, "server sent a batch; moniker does not take batches from servers")
+        }
+        Err(e) => {
+            let shown: String = line.chars().take(120).collect();
+            tracing::warn!(server = %conn.server, error = %e.message, line = %shown, "server wrote something that is not JSON-RPC; ignored");
+        }
+    }
+}
+
+/// The result of a response line, or its error object as text.
+pub fn outcome(line: &str) -> Result<&RawValue, String> {
+    match jsonrpc::parse(line) {
+        Ok(jsonrpc::Parsed::One(Message::Response {
+            outcome: Outcome::Result(r),
+            ..
+        })) => Ok(r),
+        Ok(jsonrpc::Parsed::One(Message::Response {
+            outcome: Outcome::Error(e),
+            ..
+        })) => Err(e.get().to_owned()),
+        _ => Err("not a response".to_owned()),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    #[error("{0}")]
+    Call(#[from] CallError),
+    #[error("`{method}` failed: {error}")]
+    Refused { method: &'static str, error: String },
+}
+
+#[derive(Deserialize)]
+struct InitResult<'a> {
+    #[serde(rename = "protocolVersion", default)]
+    protocol_version: String,
+    #[serde(borrow, default)]
+    capabilities: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct Caps {
+    tools: Option<serde::de::IgnoredAny>,
+    prompts: Option<serde::de::IgnoredAny>,
+    resources: Option<ResourceCaps>,
+    logging: Option<serde::de::IgnoredAny>,
+    completions: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize, Default)]
+struct ResourceCaps {
+    #[serde(default)]
+    subscribe: bool,
+}
+
+/// `initialize`, `notifications/initialized`, then the listing of tools and prompts.
+pub async fn handshake(
+    conn: &Arc<Connection>,
+    timeout: Duration,
+) -> Result<Listing, HandshakeError> {
+    let params = format!(
+        r#"{{"protocolVersion":"{PINNED_PROTOCOL_VERSION}","capabilities":{{"roots":{{"listChanged":true}},"sampling":{{}},"elicitation":{{}}}},"clientInfo":{{"name":"moniker","version":"{}"}}}}"#,
+        env!("CARGO_PKG_VERSION")
+    );
+    let line = conn.call("initialize", Some(&params), timeout).await?;
+    let result = outcome(&line).map_err(|error| HandshakeError::Refused {
+        method: "initialize",
+        error,
+    })?;
+    let init: InitResult<'_> =
+        serde_json::from_str(result.get()).map_err(|e| HandshakeError::Refused {
+            method: "initialize",
+            error: e.to_string(),
+        })?;
+    let caps: Caps = init
+        .capabilities
+        .and_then(|c| serde_json::from_str(c.get()).ok())
+        .unwrap_or_default();
+    let info = InitInfo {
+        protocol_version: init.protocol_version,
+        capabilities: init.capabilities.map(ToOwned::to_owned),
+        has_tools: caps.tools.is_some(),
+        has_prompts: caps.prompts.is_some(),
+        has_resources: caps.resources.is_some(),
+        has_logging: caps.logging.is_some(),
+        has_completions: caps.completions.is_some(),
+        resources_subscribe: caps.resources.is_some_and(|r| r.subscribe),
+    };
+    let _ = conn.init.set(info.clone());
+    conn.send(jsonrpc::notification("notifications/initialized", None))?;
+    list(conn, &info, timeout).await
+}
+
+/// Lists the server's tools and prompts, following `nextCursor`.
+pub async fn list(
+    conn: &Arc<Connection>,
+    info: &InitInfo,
+    timeout: Duration,
+) -> Result<Listing, HandshakeError> {
+    let mut listing = Listing::new(conn.server.clone());
+    if info.has_tools {
+        listing.tools = list_all(conn, "tools/list", "tools", timeout).await?;
+    }
+    if info.has_prompts {
+        listing.prompts = list_all(conn, "prompts/list", "prompts", timeout).await?;
+    }
+    Ok(listing)
+}
+
+/// Every item of a paged list method.
+pub async fn list_all(
+    conn: &Connection,
+    method: &'static str,
+    key: &str,
+    timeout: Duration,
+) -> Result<Vec<Box<RawValue>>, HandshakeError> {
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    // A server that hands out cursors forever must not hold moniker forever.
+    for _ in 0..10_000 {
+        let params = cursor.as_ref().map(|c| format!(r#"{{"cursor":{c}}}"#));
+        let line = conn.call(method, params.as_deref(), timeout).await?;
+        let result = outcome(&line).map_err(|error| HandshakeError::Refused { method, error })?;
+        let fields = jsonrpc::fields(result).ok_or_else(|| HandshakeError::Refused {
+            method,
+            error: "the result is not an object".to_owned(),
+        })?;
+        if let Some(list) = fields.get(key) {
+            let page: Vec<Box<RawValue>> =
+                serde_json::from_str(list.get()).map_err(|e| HandshakeError::Refused {
+                    method,
+                    error: format!("`{key}` is not a list: {e}"),
+                })?;
+            items.extend(page);
+        }
+        match fields.get("nextCursor") {
+            Some(next) if next.get() != "null" => cursor = Some(next.get().to_owned()),
+            _ => return Ok(items),
+        }
+    }
+    Ok(items)
+}
