@@ -11,7 +11,7 @@ pub mod rules;
 
 pub use diagnostic::{Diagnostic, Severity};
 pub use names::{InvalidName, Name, Profile, ProfileKind, ServerId, Tag};
-pub use rules::{AliasRule, Kind, Naming, Override, Rules, ServerRules};
+pub use rules::{ActionRule, AliasRule, Kind, Legacy, Naming, Override, Rules, ServerRules};
 pub mod listing;
 mod naming;
 pub mod surface;

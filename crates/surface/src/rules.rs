@@ -17,6 +17,32 @@ pub struct Rules {
     pub tools: BTreeMap<String, Override>,
     /// Prompt overrides, same shape as `tools`.
     pub prompts: BTreeMap<String, Override>,
+    /// Action tools, by their exposed name: each folds several exposed tools into one.
+    pub actions: BTreeMap<String, ActionRule>,
+}
+
+/// An action tool: one tool with an `action` parameter that dispatches to member tools.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ActionRule {
+    /// Replaces the generated summary line; the list of actions is always appended.
+    pub description: Option<String>,
+    /// Action (`^[a-z][a-z0-9_]*$`) to member, by the member's exposed name, in config order.
+    pub tools: indexmap::IndexMap<String, Name>,
+    pub legacy: Legacy,
+    pub aliases: Vec<AliasRule>,
+    pub tags: Vec<Tag>,
+}
+
+/// What becomes of the members' own names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Legacy {
+    /// Callable, not listed: no existing client breaks.
+    #[default]
+    Hidden,
+    /// Listed too, marked deprecated.
+    Listed,
+    /// Gone: calls by the old names are unknown.
+    Off,
 }
 
 #[derive(Debug, Clone, PartialEq)]
