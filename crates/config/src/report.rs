@@ -31,6 +31,11 @@ pub mod codes {
     pub const UNKNOWN_SERVER: &str = "config::unknown_server";
     /// A server that is neither clearly stdio (`command`) nor HTTP (`url`).
     pub const TRANSPORT: &str = "config::transport";
+    /// An action of an action tool (a key of `actions.<tool>.tools`) that does not match
+    /// `^[a-z][a-z0-9_]*$`.
+    pub const INVALID_ACTION: &str = "config::invalid_action";
+    /// A tool that is the member of two actions (in one action tool or in two).
+    pub const DUPLICATE_MEMBER: &str = "config::duplicate_member";
     /// `${VAR}` expansion failed.
     pub const ENV: &str = "config::env";
 }

@@ -31,6 +31,14 @@ tools:
 prompts:
   github/review: { name: review_pr }
 gateway: { call_timeout: 60, start_timeout: 30s, restart: { initial_delay: 500ms, max_delay: 30s, max_attempts: 10 } }
+actions:
+  project:
+    description: Manage projects.
+    tools: { create: create_project, list: list_projects, set_active: set_active_project, delete: delete_project }
+    legacy: hidden
+    aliases: [proj, { name: p, hidden: true }]
+    tags: [projects]
+  checkpoint: { tools: { save: checkpoint_save, load: checkpoint_load }, legacy: off }
 "#;
 
 fn report(text: &str) -> ConfigReport {
@@ -46,6 +54,8 @@ fn a_full_config_parses_and_expands() {
     assert_eq!(config.servers.len(), 3);
     assert_eq!(config.rules.tools.len(), 2);
     assert_eq!(config.rules.prompts.len(), 1);
+    assert_eq!(config.rules.actions.len(), 2);
+    assert_eq!(config.rules.actions["project"].tools.len(), 4);
     config
         .expand_env(|name| Some(format!("<{name}>")))
         .expect("all set");
@@ -125,7 +135,8 @@ naming: { profile: portabel }
 tools:
   githb/search: { name: web search, aliases: [{ hidden: true }] }
 gateway: { call_timeout: soon, restart: { max_attempts: -1 } }
-actions: {}
+actions: { project: { tools: { Create: create_project, new: create_project }, legacy: hide } }
+toolsets: {}
 "#;
     insta::assert_snapshot!(report(text).to_string());
 }
@@ -138,7 +149,7 @@ fn a_syntax_error_report() {
 /// Text that looks like YAML, to reach past the scanner more often than random text does.
 fn yamlish() -> impl Strategy<Value = String> {
     proptest::string::string_regex(
-        r#"([ \n\t:{}\[\],\-"'#&*!|>?%@`~.0-9]|servers|mcpServers|command|url|tools|aliases|name|tags|gateway|restart|\$\{X\}){0,120}"#,
+        r#"([ \n\t:{}\[\],\-"'#&*!|>?%@`~.0-9]|servers|mcpServers|command|url|tools|aliases|name|tags|gateway|restart|actions|legacy|\$\{X\}){0,120}"#,
     )
     .expect("regex")
 }

@@ -5,6 +5,7 @@
 //! Pure: no I/O, no async, no clock. The same rules and listings give the same surface,
 //! whatever order the servers and their tools come in.
 
+pub mod actions;
 pub mod diagnostic;
 pub mod names;
 pub mod rules;

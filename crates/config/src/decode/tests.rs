@@ -294,16 +294,9 @@ fn unknown_keys_say_where_and_what_was_meant() {
 }
 
 #[test]
-fn actions_and_toolsets_are_not_supported_yet() {
-    let errors = errors("actions: {}\ntoolsets: {}\n");
-    let paths: Vec<_> = errors.iter().map(|e| (e.code, e.path.as_str())).collect();
-    assert_eq!(
-        paths,
-        [
-            (codes::UNKNOWN_KEY, "actions"),
-            (codes::UNKNOWN_KEY, "toolsets")
-        ]
-    );
+fn toolsets_are_not_supported_yet() {
+    let e = error("actions: {}\ntoolsets: {}\n");
+    assert_eq!((e.code, e.path.as_str()), (codes::UNKNOWN_KEY, "toolsets"));
 }
 
 #[test]
@@ -856,4 +849,371 @@ fn spans_in_non_ascii_text_are_bytes() {
 fn aliases_and_anchors_work() {
     let config = ok("servers:\n  a: &common { command: x, env: { A: '1' } }\n  b: *common\n");
     assert_eq!(config.servers[&id("a")], config.servers[&id("b")]);
+}
+
+/// The ctx-sys consolidation of seed 004, as DESIGN.md writes it.
+const CTXSYS: &str = r#"servers: { ctxsys: { command: target/debug/moniker-fixture, args: [fixtures/ctxsys.json] } }
+actions:
+  project: { description: Manage projects., tools: { create: create_project, list: list_projects, set_active: set_active_project, delete: delete_project } }
+"#;
+
+fn name(s: &str) -> Name {
+    s.parse().expect("name")
+}
+
+#[test]
+fn the_ctxsys_action_tool_parses() {
+    let config = ok(CTXSYS);
+    assert_eq!(config.servers.len(), 1);
+    let actions = &config.rules.actions;
+    assert_eq!(actions.len(), 1);
+    let project = &actions["project"];
+    assert_eq!(project.description.as_deref(), Some("Manage projects."));
+    let tools: Vec<(&str, &str)> = project
+        .tools
+        .iter()
+        .map(|(a, m)| (a.as_str(), m.as_str()))
+        .collect();
+    // In config order, not sorted.
+    assert_eq!(
+        tools,
+        [
+            ("create", "create_project"),
+            ("list", "list_projects"),
+            ("set_active", "set_active_project"),
+            ("delete", "delete_project"),
+        ]
+    );
+    assert_eq!(project.legacy, Legacy::Hidden);
+    assert!(project.aliases.is_empty());
+    assert!(project.tags.is_empty());
+    // Every entry has a place, for the naming core's diagnostics.
+    let span = config
+        .source
+        .span("actions.project.tools.set_active")
+        .expect("span");
+    assert_eq!(span.line, 3);
+    assert_eq!(
+        &CTXSYS[span.offset..span.offset + span.len],
+        "set_active_project"
+    );
+}
+
+#[test]
+fn an_action_tool_with_every_field_parses() {
+    let config = ok(r"
+actions:
+  project:
+    description: Manage projects.
+    tools: { create: create_project, list: list_projects, set_active: set_active_project, delete: delete_project }
+    legacy: listed
+    aliases: [proj, { name: p, hidden: true }]
+    tags: [projects]
+  checkpoint:
+    tools:
+      save: checkpoint_save
+      load: checkpoint_load
+    legacy: off
+  memory:
+    tools: { spill: memory_spill }
+    legacy: hidden
+");
+    let actions = &config.rules.actions;
+    let project = &actions["project"];
+    assert_eq!(project.legacy, Legacy::Listed);
+    assert_eq!(
+        project.aliases,
+        [
+            AliasRule {
+                name: name("proj"),
+                hidden: false
+            },
+            AliasRule {
+                name: name("p"),
+                hidden: true
+            },
+        ]
+    );
+    assert_eq!(project.tags, tags(&["projects"]));
+    assert_eq!(project.tools["set_active"], name("set_active_project"));
+    let checkpoint = &actions["checkpoint"];
+    assert_eq!(checkpoint.legacy, Legacy::Off);
+    assert_eq!(checkpoint.description, None);
+    assert_eq!(
+        checkpoint.tools.keys().collect::<Vec<_>>(),
+        ["save", "load"]
+    );
+    assert_eq!(actions["memory"].legacy, Legacy::Hidden);
+    // Nothing is no action tools.
+    assert!(ok("actions:\n").rules.actions.is_empty());
+    assert!(ok("actions: {}\n").rules.actions.is_empty());
+}
+
+#[test]
+fn action_tool_names_are_names() {
+    let e = error("actions:\n  'my project': { tools: { create: create_project } }\n");
+    assert_eq!(e.code, codes::INVALID_NAME);
+    assert_eq!(e.path, r#"actions."my project""#);
+    assert!(
+        e.message.starts_with("action tool `my project` contains"),
+        "{}",
+        e.message
+    );
+    assert_eq!(at(&e), (2, 3));
+    // Names that only the wide `spec` profile allows are names here too.
+    ok("actions:\n  project.v2: { tools: { create: create_project } }\n");
+}
+
+#[test]
+fn actions_must_match_the_rule() {
+    let errors = errors(
+        "actions:\n  project:\n    tools:\n      Create: create_project\n      set-active: set_active_project\n      2nd: list_projects\n      _x: delete_project\n      ok_1: get_project\n",
+    );
+    let found: Vec<_> = errors
+        .iter()
+        .map(|e| (e.code, e.path.as_str(), at(e), e.help.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                codes::INVALID_ACTION,
+                "actions.project.tools.Create",
+                (4, 7),
+                Some("did you mean `create`?")
+            ),
+            (
+                codes::INVALID_ACTION,
+                "actions.project.tools.set-active",
+                (5, 7),
+                Some("did you mean `set_active`?")
+            ),
+            (
+                codes::INVALID_ACTION,
+                "actions.project.tools.2nd",
+                (6, 7),
+                None
+            ),
+            (
+                codes::INVALID_ACTION,
+                "actions.project.tools._x",
+                (7, 7),
+                None
+            ),
+        ]
+    );
+    assert_eq!(errors[0].message, format!("action `Create` {ACTION_RULE}"));
+    assert!(ACTION_RULE.contains("`^[a-z][a-z0-9_]*$`"));
+    for good in ["a", "set_active", "v2", "a_", "impact_report"] {
+        assert!(valid_action(good), "{good}");
+    }
+    for bad in ["", "A", "1a", "_a", "a-b", "a b", "é", "aé"] {
+        assert!(!valid_action(bad), "{bad}");
+    }
+}
+
+#[test]
+fn members_are_names() {
+    let errors = errors(
+        "actions:\n  project:\n    tools: { create: 'create project', list: [list_projects], delete: 12 }\n",
+    );
+    let found: Vec<_> = errors
+        .iter()
+        .map(|e| (e.code, e.path.as_str(), e.message.as_str()))
+        .collect();
+    assert_eq!(found[0].0, codes::INVALID_NAME);
+    assert_eq!(found[0].1, "actions.project.tools.create");
+    assert!(
+        found[0].2.starts_with("tool `create project` contains"),
+        "{}",
+        found[0].2
+    );
+    assert_eq!(
+        found[1..],
+        [
+            (
+                codes::INVALID_TYPE,
+                "actions.project.tools.list",
+                "expected a string, found a list"
+            ),
+            (
+                codes::INVALID_TYPE,
+                "actions.project.tools.delete",
+                "expected a string, found a number `12`"
+            ),
+        ]
+    );
+    assert_eq!(at(&errors[0]), (3, 22));
+}
+
+#[test]
+fn tools_is_a_non_empty_map() {
+    for (text, code, pos) in [
+        (
+            "actions:\n  project: { tools: {} }\n",
+            codes::INVALID_VALUE,
+            (2, 21),
+        ),
+        (
+            "actions:\n  project:\n    tools:\n",
+            codes::INVALID_VALUE,
+            (3, 5),
+        ),
+        (
+            "actions:\n  project: { tools: [create_project] }\n",
+            codes::INVALID_TYPE,
+            (2, 21),
+        ),
+        (
+            "actions:\n  project: { description: x }\n",
+            codes::MISSING_KEY,
+            (2, 3),
+        ),
+        ("actions:\n  project:\n", codes::MISSING_KEY, (2, 3)),
+    ] {
+        let e = error(text);
+        assert_eq!((e.code, at(&e)), (code, pos), "{text}");
+    }
+    let e = error("actions:\n  project: { tools: {} }\n");
+    assert_eq!(e.path, "actions.project.tools");
+    assert_eq!(
+        e.message,
+        "`tools` is empty: an action tool needs at least one action"
+    );
+    assert!(e.help.is_some());
+    let e = error("actions:\n  project: { description: x }\n");
+    assert_eq!(e.path, "actions.project");
+    assert_eq!(e.message, "action tool `project` has no `tools`");
+    let e = error("actions:\n  project: { tools: [create_project] }\n");
+    assert_eq!(
+        e.message,
+        "expected a map of actions to tool names, found a list"
+    );
+    let e = error("actions: [project]\n");
+    assert_eq!(e.code, codes::INVALID_TYPE);
+    assert_eq!(
+        e.message,
+        "expected a map of tool names to action tools, found a list"
+    );
+    let e = error("actions:\n  project: create_project\n");
+    assert_eq!(e.code, codes::INVALID_TYPE);
+    assert_eq!(
+        e.message,
+        "expected a map of action tool settings, found a string `create_project`"
+    );
+}
+
+#[test]
+fn a_tool_is_the_member_of_one_action_only() {
+    // Twice in one action tool.
+    let e = error(
+        "actions:\n  project:\n    tools:\n      create: create_project\n      new: create_project\n",
+    );
+    assert_eq!(e.code, codes::DUPLICATE_MEMBER);
+    assert_eq!(e.path, "actions.project.tools.new");
+    assert_eq!(at(&e), (5, 12));
+    assert_eq!(
+        e.message,
+        "tool `create_project` is already the member of `actions.project.tools.create`"
+    );
+    assert_eq!(
+        e.help.as_deref(),
+        Some("the first is on line 4: a tool can be the member of one action only")
+    );
+
+    // In two action tools: the second place, in file order, is the error.
+    let errors = errors(
+        "actions:\n  project: { tools: { create: create_project, list: list_projects } }\n  admin: { tools: { list: list_projects, add: create_project, stats: get_graph_stats } }\n",
+    );
+    let found: Vec<_> = errors
+        .iter()
+        .map(|e| (e.code, e.path.as_str(), at(e), e.message.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                codes::DUPLICATE_MEMBER,
+                "actions.admin.tools.list",
+                (3, 27),
+                "tool `list_projects` is already the member of `actions.project.tools.list`"
+            ),
+            (
+                codes::DUPLICATE_MEMBER,
+                "actions.admin.tools.add",
+                (3, 47),
+                "tool `create_project` is already the member of `actions.project.tools.create`"
+            ),
+        ]
+    );
+    assert_eq!(
+        errors[1].help.as_deref(),
+        Some("the first is on line 2: a tool can be the member of one action only")
+    );
+}
+
+#[test]
+fn legacy_is_hidden_listed_or_off() {
+    let legacy = |text: &str| {
+        ok(&format!(
+            "actions:\n  p: {{ tools: {{ a: x }}, legacy: {text} }}\n"
+        ))
+        .rules
+        .actions["p"]
+            .legacy
+    };
+    assert_eq!(legacy("hidden"), Legacy::Hidden);
+    assert_eq!(legacy("listed"), Legacy::Listed);
+    assert_eq!(legacy("off"), Legacy::Off);
+
+    let e = error("actions:\n  p: { tools: { a: x }, legacy: hide }\n");
+    assert_eq!(e.code, codes::INVALID_VALUE);
+    assert_eq!(e.path, "actions.p.legacy");
+    assert_eq!(
+        e.message,
+        "legacy `hide` is not a legacy mode: use `hidden`, `listed` or `off`"
+    );
+    assert_eq!(e.help.as_deref(), Some("did you mean `hidden`?"));
+    assert_eq!(at(&e), (2, 33));
+    let e = error("actions:\n  p: { tools: { a: x }, legacy: zzz }\n");
+    assert_eq!(e.help, None);
+    // YAML 1.1 habits: `off` unquoted is the string `off` here, and `false` is no mode.
+    let e = error("actions:\n  p: { tools: { a: x }, legacy: false }\n");
+    assert_eq!(e.code, codes::INVALID_TYPE);
+}
+
+#[test]
+fn action_tool_keys_aliases_and_tags_are_checked() {
+    // `tool:` is reported with a did-you-mean, and not as a missing `tools` too.
+    let e = error("actions:\n  p: { tool: { a: x } }\n");
+    assert_eq!(e.code, codes::UNKNOWN_KEY);
+    assert_eq!(e.path, "actions.p.tool");
+    assert_eq!(e.help.as_deref(), Some("did you mean `tools`?"));
+
+    let e = error("actions:\n  p: { tools: { a: x }, hidden: true }\n");
+    assert_eq!(e.code, codes::UNKNOWN_KEY);
+    assert_eq!(
+        e.help.as_deref(),
+        Some("expected one of `description`, `tools`, `legacy`, `aliases`, `tags`")
+    );
+
+    let errors = errors(
+        "actions:\n  p:\n    tools: { a: x }\n    aliases: ['a b', { hidden: true }]\n    tags: [Projects]\n    description: [x]\n",
+    );
+    let found: Vec<_> = errors.iter().map(|e| (e.code, e.path.as_str())).collect();
+    assert_eq!(
+        found,
+        [
+            (codes::INVALID_NAME, "actions.p.aliases[0]"),
+            (codes::MISSING_KEY, "actions.p.aliases[1]"),
+            (codes::INVALID_TAG, "actions.p.tags[0]"),
+            (codes::INVALID_TYPE, "actions.p.description"),
+        ]
+    );
+}
+
+#[test]
+fn unknown_top_keys_offer_actions() {
+    let e = error("action: {}\n");
+    assert_eq!(e.help.as_deref(), Some("did you mean `actions`?"));
 }

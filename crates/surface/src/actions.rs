@@ -1,0 +1,499 @@
+//! Action tools (DESIGN "Action tools", seed 004): several exposed tools folded into one tool
+//! with an `action` parameter.
+//!
+//! [`merge`] makes the action tool's input schema and description of its members' definitions;
+//! [`dispatch`] checks the arguments of a call to the action tool and makes the arguments of
+//! the member's call of them. Pure: no I/O.
+
+use std::collections::{HashMap, HashSet};
+
+use indexmap::IndexMap;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+/// The parameter that chooses the member.
+pub const ACTION: &str = "action";
+
+/// One member as the merge sees it: its action, its exposed name, and its exposed definition
+/// (a JSON object with `inputSchema`, `description`, ...).
+#[derive(Debug, Clone, Copy)]
+pub struct Member<'a> {
+    pub action: &'a str,
+    pub name: &'a str,
+    pub definition: &'a RawValue,
+}
+
+/// What dispatch needs to know of one action.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionSpec {
+    pub action: String,
+    /// The member's required parameters, in its order (never `action`).
+    pub required: Vec<String>,
+    /// The parameters the member declares (its `properties` and its `required`); the others
+    /// are dropped. `None`: the member takes anything (it declares no `properties`, or says
+    /// that others are allowed with `additionalProperties: true` or a schema, or with
+    /// `patternProperties`), and every argument but `action` is passed on.
+    pub declared: Option<Vec<String>>,
+}
+
+/// An action tool, made of its members.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Merged {
+    pub input_schema: Value,
+    pub description: String,
+    /// One per member, in member order: [`dispatch`] returns an index into them.
+    pub specs: Vec<ActionSpec>,
+}
+
+/// Where a member's definition is: `#/$defs/<name>` or `#/definitions/<name>`. Both end up in
+/// the action tool's `$defs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum DefsKey {
+    Defs,
+    Definitions,
+}
+
+impl DefsKey {
+    fn pointer(self) -> &'static str {
+        match self {
+            Self::Defs => "#/$defs/",
+            Self::Definitions => "#/definitions/",
+        }
+    }
+}
+
+/// A member's definition, read.
+struct Parsed<'a> {
+    action: &'a str,
+    /// The first line of its description.
+    summary: Option<String>,
+    /// `None` when the input schema has no object `properties`.
+    properties: Option<Map<String, Value>>,
+    required: Vec<String>,
+    /// `additionalProperties: false`.
+    closed: bool,
+    /// Declares that undeclared parameters are welcome.
+    open: bool,
+    defs: Vec<(DefsKey, String, Value)>,
+}
+
+fn parse<'a>(member: &Member<'a>) -> Parsed<'a> {
+    let definition: Value = serde_json::from_str(member.definition.get()).unwrap_or(Value::Null);
+    let summary = definition
+        .get("description")
+        .and_then(Value::as_str)
+        .and_then(|d| d.trim().lines().next())
+        .map(|line| line.trim().to_owned())
+        .filter(|line| !line.is_empty());
+    let mut parsed = Parsed {
+        action: member.action,
+        summary,
+        properties: None,
+        required: Vec::new(),
+        closed: false,
+        open: false,
+        defs: Vec::new(),
+    };
+    let Some(Value::Object(mut schema)) = definition.get("inputSchema").cloned() else {
+        return parsed;
+    };
+    if let Some(Value::Object(properties)) = schema.remove("properties") {
+        parsed.properties = Some(properties);
+    }
+    if let Some(Value::Array(required)) = schema.get("required") {
+        for name in required.iter().filter_map(Value::as_str) {
+            if name != ACTION && !parsed.required.iter().any(|r| r == name) {
+                parsed.required.push(name.to_owned());
+            }
+        }
+    }
+    match schema.get("additionalProperties") {
+        Some(Value::Bool(false)) => parsed.closed = true,
+        Some(Value::Bool(true) | Value::Object(_)) => parsed.open = true,
+        _ => {}
+    }
+    if schema.contains_key("patternProperties") {
+        parsed.open = true;
+    }
+    for (key, field) in [
+        (DefsKey::Defs, "$defs"),
+        (DefsKey::Definitions, "definitions"),
+    ] {
+        if let Some(Value::Object(defs)) = schema.remove(field) {
+            parsed
+                .defs
+                .extend(defs.into_iter().map(|(name, def)| (key, name, def)));
+        }
+    }
+    parsed
+}
+
+/// One property of the action tool, as its members declare it.
+#[derive(Default)]
+struct Property {
+    /// The distinct schemas, in member order.
+    schemas: Vec<Value>,
+    /// The actions whose member requires it, in member order.
+    required_by: Vec<String>,
+}
+
+/// Makes an action tool of its members: the input schema (an `action` enum and the union of
+/// the members' parameters), the description (`summary`, or a generated line, then one line
+/// per action) and what [`dispatch`] needs.
+pub fn merge(tool_name: &str, summary: Option<&str>, members: &[Member<'_>]) -> Merged {
+    let parsed: Vec<Parsed<'_>> = members.iter().map(parse).collect();
+
+    let mut defs = Map::new();
+    let mut properties: IndexMap<String, Property> = IndexMap::new();
+    for member in &parsed {
+        let renames = place_defs(&mut defs, member);
+        for (name, schema) in member.properties.iter().flatten() {
+            // The action tool's own parameter: the member's is never passed on.
+            if name == ACTION {
+                continue;
+            }
+            let mut schema = schema.clone();
+            rewrite_refs(&mut schema, &renames);
+            let property = properties.entry(name.clone()).or_default();
+            if !property.schemas.contains(&schema) {
+                property.schemas.push(schema);
+            }
+        }
+    }
+    for member in &parsed {
+        for name in &member.required {
+            if let Some(property) = properties.get_mut(name) {
+                property.required_by.push(member.action.to_owned());
+            }
+        }
+    }
+
+    let mut actions: Vec<&str> = Vec::with_capacity(parsed.len());
+    for member in &parsed {
+        if !actions.contains(&member.action) {
+            actions.push(member.action);
+        }
+    }
+    let mut out_properties = Map::new();
+    out_properties.insert(
+        ACTION.to_owned(),
+        json!({"type": "string", "enum": actions, "description": "The operation to perform"}),
+    );
+    for (name, mut property) in properties {
+        let mut schema = match property.schemas.len() {
+            1 => property.schemas.pop().unwrap_or(Value::Bool(true)),
+            _ => json!({ "anyOf": property.schemas }),
+        };
+        if !property.required_by.is_empty() {
+            note_required(&mut schema, &property.required_by);
+        }
+        out_properties.insert(name, schema);
+    }
+
+    let mut input_schema = Map::new();
+    input_schema.insert("type".to_owned(), json!("object"));
+    input_schema.insert("properties".to_owned(), Value::Object(out_properties));
+    input_schema.insert("required".to_owned(), json!([ACTION]));
+    if !parsed.is_empty() && parsed.iter().all(|m| m.closed) {
+        input_schema.insert("additionalProperties".to_owned(), Value::Bool(false));
+    }
+    if !defs.is_empty() {
+        input_schema.insert("$defs".to_owned(), Value::Object(defs));
+    }
+
+    Merged {
+        input_schema: Value::Object(input_schema),
+        description: describe(tool_name, summary, &parsed),
+        specs: parsed.iter().map(spec).collect(),
+    }
+}
+
+fn spec(member: &Parsed<'_>) -> ActionSpec {
+    let declared = match &member.properties {
+        Some(properties) if !member.open => {
+            let mut declared: Vec<String> = properties
+                .keys()
+                .filter(|k| *k != ACTION)
+                .cloned()
+                .collect();
+            // A required parameter is passed on even when the member forgot to declare it.
+            for name in &member.required {
+                if !declared.contains(name) {
+                    declared.push(name.clone());
+                }
+            }
+            Some(declared)
+        }
+        _ => None,
+    };
+    ActionSpec {
+        action: member.action.to_owned(),
+        required: member.required.clone(),
+        declared,
+    }
+}
+
+/// `Project name (required for: create, delete)`, or `Required for: create, delete`.
+fn note_required(schema: &mut Value, actions: &[String]) {
+    let list = actions.join(", ");
+    match schema {
+        Value::Object(object) => {
+            let description = match object.get("description").and_then(Value::as_str) {
+                Some(d) if !d.trim().is_empty() => {
+                    format!("{} (required for: {list})", d.trim_end())
+                }
+                _ => format!("Required for: {list}"),
+            };
+            object.insert("description".to_owned(), Value::String(description));
+        }
+        // `true` takes anything, as `{}` does.
+        Value::Bool(true) => *schema = json!({ "description": format!("Required for: {list}") }),
+        _ => {}
+    }
+}
+
+fn describe(tool_name: &str, summary: Option<&str>, members: &[Parsed<'_>]) -> String {
+    let mut out = match summary.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(summary) => summary.to_owned(),
+        None => {
+            let n = members.len();
+            let s = if n == 1 { "" } else { "s" };
+            format!("{tool_name}: one tool for {n} action{s}.")
+        }
+    };
+    out.push_str("\n\nActions:");
+    for member in members {
+        out.push_str("\n- ");
+        out.push_str(member.action);
+        if !member.required.is_empty() {
+            out.push_str(" (");
+            out.push_str(&member.required.join(", "));
+            out.push(')');
+        }
+        if let Some(summary) = &member.summary {
+            out.push_str(": ");
+            out.push_str(summary);
+        }
+    }
+    out
+}
+
+/// Adds a member's definitions to the action tool's `$defs`: a definition that is there
+/// already, the same, is shared; one that differs is renamed `<action>_<name>`. Returns where
+/// each of the member's definitions went, to rewrite its `$ref`s with.
+fn place_defs(
+    root: &mut Map<String, Value>,
+    member: &Parsed<'_>,
+) -> HashMap<(DefsKey, String), String> {
+    let mut renames: HashMap<(DefsKey, String), String> = member
+        .defs
+        .iter()
+        .map(|(key, name, _)| ((*key, name.clone()), name.clone()))
+        .collect();
+    if member.defs.is_empty() {
+        return renames;
+    }
+    let originals: HashSet<&str> = member.defs.iter().map(|(_, n, _)| n.as_str()).collect();
+    // A rename changes the `$ref`s of the definitions that use it, which may then differ from
+    // the ones they were the same as: again until nothing changes. Each definition is renamed
+    // at most once, to a name nothing else has, so this ends.
+    for _ in 0..=member.defs.len() {
+        let mut placed: IndexMap<String, Value> = IndexMap::new();
+        let mut clash = None;
+        for (key, name, def) in &member.defs {
+            let mut def = def.clone();
+            rewrite_refs(&mut def, &renames);
+            let target = renames
+                .get(&(*key, name.clone()))
+                .cloned()
+                .unwrap_or_else(|| name.clone());
+            let differs = root
+                .get(&target)
+                .or_else(|| placed.get(&target))
+                .is_some_and(|there| *there != def);
+            if differs {
+                clash = Some((*key, name.clone()));
+                break;
+            }
+            placed.insert(target, def);
+        }
+        match clash {
+            Some((key, name)) => {
+                let fresh = fresh_name(member.action, &name, root, &renames, &originals);
+                renames.insert((key, name), fresh);
+            }
+            None => {
+                for (name, def) in placed {
+                    root.entry(name).or_insert(def);
+                }
+                return renames;
+            }
+        }
+    }
+    renames
+}
+
+/// `<action>_<name>`, or `<action>_<name>_2`, ...: a name no definition has.
+fn fresh_name(
+    action: &str,
+    name: &str,
+    root: &Map<String, Value>,
+    renames: &HashMap<(DefsKey, String), String>,
+    originals: &HashSet<&str>,
+) -> String {
+    let base = format!("{action}_{name}");
+    let taken = |candidate: &str| {
+        root.contains_key(candidate)
+            || originals.contains(candidate)
+            || renames.values().any(|v| v == candidate)
+    };
+    let mut candidate = base.clone();
+    let mut n = 2;
+    while taken(&candidate) {
+        candidate = format!("{base}_{n}");
+        n += 1;
+    }
+    candidate
+}
+
+/// Points every `$ref` to a member's definition at its place in the action tool's `$defs`.
+/// Data (`enum`, `const`, `default`, `examples`) is left alone, whatever it holds.
+fn rewrite_refs(schema: &mut Value, renames: &HashMap<(DefsKey, String), String>) {
+    if renames.is_empty() {
+        return;
+    }
+    match schema {
+        Value::Object(object) => {
+            for (key, value) in object.iter_mut() {
+                match key.as_str() {
+                    "$ref" => {
+                        if let Value::String(reference) = value {
+                            if let Some(new) = rewrite_ref(reference, renames) {
+                                *reference = new;
+                            }
+                        }
+                    }
+                    "enum" | "const" | "default" | "examples" => {}
+                    // Maps of names to schemas: a parameter may be called `default`.
+                    "properties" | "patternProperties" | "$defs" | "definitions"
+                    | "dependentSchemas" => {
+                        if let Value::Object(schemas) = value {
+                            for schema in schemas.values_mut() {
+                                rewrite_refs(schema, renames);
+                            }
+                        }
+                    }
+                    _ => rewrite_refs(value, renames),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                rewrite_refs(item, renames);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn rewrite_ref(reference: &str, renames: &HashMap<(DefsKey, String), String>) -> Option<String> {
+    for key in [DefsKey::Defs, DefsKey::Definitions] {
+        let Some(rest) = reference.strip_prefix(key.pointer()) else {
+            continue;
+        };
+        let (segment, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let name = segment.replace("~1", "/").replace("~0", "~");
+        if let Some(new) = renames.get(&(key, name)) {
+            let new = new.replace('~', "~0").replace('/', "~1");
+            return Some(format!("{}{new}{tail}", DefsKey::Defs.pointer()));
+        }
+    }
+    None
+}
+
+/// Checks the arguments of a call to an action tool and makes the member's of them: returns
+/// the index of the member's spec and its arguments (an object's JSON text), or the message of
+/// the error result to answer with. The member's arguments are the call's without `action`
+/// and without those the member does not declare; the others keep their order and their
+/// exact text (`1.50` stays `1.50`).
+pub fn dispatch(
+    specs: &[ActionSpec],
+    arguments: Option<&RawValue>,
+) -> Result<(usize, String), String> {
+    let valid = || {
+        specs
+            .iter()
+            .map(|s| s.action.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let missing_action = || {
+        format!(
+            "Missing required parameter: {ACTION}. Valid actions: {}",
+            valid()
+        )
+    };
+    let Some(arguments) = arguments else {
+        return Err(missing_action());
+    };
+    // Not an object (`null` included): no action.
+    let Ok(args) = serde_json::from_str::<IndexMap<String, &RawValue>>(arguments.get()) else {
+        return Err(missing_action());
+    };
+    let is_null = |raw: &RawValue| raw.get().trim() == "null";
+    let Some(action) = args.get(ACTION).copied().filter(|raw| !is_null(raw)) else {
+        return Err(missing_action());
+    };
+    let name = serde_json::from_str::<String>(action.get());
+    let index = name
+        .as_ref()
+        .ok()
+        .and_then(|name| specs.iter().position(|s| s.action == *name));
+    let Some(index) = index else {
+        let shown = name.unwrap_or_else(|_| action.get().to_owned());
+        return Err(format!(
+            "Unknown action: {shown}. Valid actions: {}",
+            valid()
+        ));
+    };
+    let spec = &specs[index];
+
+    let missing: Vec<&str> = spec
+        .required
+        .iter()
+        .filter(|r| *r != ACTION)
+        .filter(|r| args.get(r.as_str()).is_none_or(|raw| is_null(raw)))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "Missing required parameter(s) for action \"{}\": {}",
+            spec.action,
+            missing.join(", ")
+        ));
+    }
+
+    let mut out = String::with_capacity(arguments.get().len());
+    out.push('{');
+    for (key, raw) in &args {
+        if key == ACTION {
+            continue;
+        }
+        if let Some(declared) = &spec.declared {
+            if !declared.iter().any(|d| d == key) {
+                continue;
+            }
+        }
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(&Value::String(key.clone()).to_string());
+        out.push(':');
+        out.push_str(raw.get());
+    }
+    out.push('}');
+    Ok((index, out))
+}
+
+#[cfg(test)]
+mod tests;
