@@ -8,7 +8,7 @@ use moniker_config::{Config, Transport};
 use moniker_gateway::server::stdio::StdioSpec;
 use moniker_gateway::session::Session;
 use moniker_gateway::{Gateway, ServerEntry, Settings, StartError};
-use moniker_surface::Kind;
+use moniker_surface::{Exposed, Kind, Route};
 use serde_json::Value;
 
 use crate::args::{CallArgs, ListArgs, ServeArgs};
@@ -154,23 +154,15 @@ pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
     let printed = if args.json {
         let items: Vec<Value> = rows
             .iter()
-            .map(|(kind, item)| {
-                serde_json::json!({
-                    "kind": kind.noun(),
-                    "name": item.name,
-                    "aliases": item.aliases,
-                    "hidden_aliases": item.hidden_aliases,
-                    "server": item.origin().server.as_str(),
-                    "server_name": item.server_name,
-                    "origin": item.origin().name,
-                    "tags": item.tags.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
-                })
-            })
+            .map(|(kind, item)| describe(*kind, item))
             .collect();
         output::line(&serde_json::to_string_pretty(&items)?)
     } else {
-        let mut table =
-            vec![["KIND", "NAME", "ALIASES", "SERVER", "ORIGIN", "TAGS"].map(String::from)];
+        let mut table = vec![
+            ["KIND", "NAME", "ALIASES", "SERVER", "ORIGIN", "TAGS"]
+                .map(String::from)
+                .to_vec(),
+        ];
         for (kind, item) in &rows {
             let mut aliases = item.aliases.join(", ");
             for hidden in &item.hidden_aliases {
@@ -179,18 +171,30 @@ pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
                 }
                 aliases.push_str(&format!("({hidden})"));
             }
-            let server = if item.server_name == item.origin().server.as_str() {
-                item.server_name.clone()
-            } else {
-                format!("{} ({})", item.server_name, item.origin().server)
+            let (server, origin) = match &item.route {
+                Route::Origin(origin) if item.server_name == origin.server.as_str() => {
+                    (item.server_name.clone(), origin.name.clone())
+                }
+                Route::Origin(origin) => (
+                    format!("{} ({})", item.server_name, origin.server),
+                    origin.name.clone(),
+                ),
+                Route::Action(route) => {
+                    let actions: Vec<String> = route
+                        .members
+                        .iter()
+                        .map(|m| format!("{}={}", m.action, m.name))
+                        .collect();
+                    (item.server_name.clone(), actions.join(" "))
+                }
             };
             let tags: Vec<&str> = item.tags.iter().map(|t| t.as_str()).collect();
-            table.push([
-                kind.noun().to_owned(),
+            table.push(vec![
+                kind_label(*kind, item).to_owned(),
                 item.name.clone(),
                 aliases,
                 server,
-                item.origin().name.clone(),
+                origin,
                 tags.join(", "),
             ]);
         }
@@ -201,19 +205,63 @@ pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
     Ok(Exit::Ok)
 }
 
-fn format_table(rows: &[[String; 6]]) -> String {
-    let mut widths = [0usize; 6];
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
+/// `tool`, `prompt`, `action` (an action tool), or `legacy` (a member of an action tool, callable
+/// by its old name but not listed).
+fn kind_label(kind: Kind, item: &Exposed) -> &'static str {
+    match (&item.route, item.listed) {
+        (Route::Action(_), _) => "action",
+        (_, false) => "legacy",
+        _ => kind.noun(),
+    }
+}
+
+/// One row of `list --json`.
+fn describe(kind: Kind, item: &Exposed) -> Value {
+    let mut row = serde_json::json!({
+        "kind": kind_label(kind, item),
+        "name": item.name,
+        "aliases": item.aliases,
+        "hidden_aliases": item.hidden_aliases,
+        "server_name": item.server_name,
+        "tags": item.tags.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+        "listed": item.listed,
+    });
+    match &item.route {
+        Route::Origin(origin) => {
+            row["server"] = origin.server.as_str().into();
+            row["origin"] = origin.name.as_str().into();
+        }
+        Route::Action(route) => {
+            let actions: serde_json::Map<String, Value> = route
+                .members
+                .iter()
+                .map(|m| (m.action.clone(), serde_json::json!({"tool": m.name, "server": m.origin.server.as_str(), "origin": m.origin.name})))
+                .collect();
+            row["actions"] = Value::Object(actions);
         }
     }
+    if let Some((tool, action)) = &item.member_of {
+        row["member_of"] = serde_json::json!({"tool": tool, "action": action});
+    }
+    row
+}
+
+fn format_table(rows: &[Vec<String>]) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let lines: Vec<String> = rows
         .iter()
         .map(|row| {
             let cells: Vec<String> = row
                 .iter()
-                .zip(widths)
+                .zip(&widths)
                 .map(|(c, w)| format!("{c:<w$}"))
                 .collect();
             cells.join("  ").trim_end().to_owned()
@@ -272,8 +320,75 @@ pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
     })
 }
 
-/// `moniker stats`.
-pub async fn stats(config: Config) -> Result<Exit, Failure> {
-    let _ = config;
-    Err("`moniker stats` is not supported yet".into())
+/// `moniker stats`: what the listing costs a client, per server and in total, without the
+/// action tools and with them: tools, bytes of `tools/list`, and tokens (o200k, the tokenizer
+/// of current OpenAI models; other tokenizers differ by a few percent).
+pub async fn stats(mut config: Config) -> Result<Exit, Failure> {
+    let gateway = match start(&mut config).await? {
+        Ok(gateway) => gateway,
+        Err(exit) => return Ok(exit),
+    };
+    let listings = gateway.listings();
+    let after = gateway.view();
+    gateway.shutdown().await;
+    let mut plain = gateway.rules().clone();
+    plain.actions.clear();
+    let before = moniker_surface::build(&plain, &listings)
+        .surface
+        .unwrap_or_default();
+    let bpe = tiktoken_rs::o200k_base()?;
+    let measure = |surface: &moniker_surface::Surface| -> std::collections::BTreeMap<String, (usize, usize, usize)> {
+        let mut groups: std::collections::BTreeMap<String, Vec<&str>> = std::collections::BTreeMap::new();
+        for item in surface.listed(Kind::Tool) {
+            let servers: std::collections::BTreeSet<&str> = item.servers().map(|s| s.as_str()).collect();
+            let key = match servers.len() {
+                1 => servers.into_iter().next().unwrap_or_default().to_owned(),
+                _ => "(several)".to_owned(),
+            };
+            groups.entry(key).or_default().push(item.definition.get());
+        }
+        let mut all = Vec::new();
+        let mut out = std::collections::BTreeMap::new();
+        for (server, defs) in groups {
+            let text = format!(r#"{{"tools":[{}]}}"#, defs.join(","));
+            out.insert(server, (defs.len(), text.len(), bpe.encode_ordinary(&text).len()));
+            all.extend(defs);
+        }
+        let text = format!(r#"{{"tools":[{}]}}"#, all.join(","));
+        out.insert("TOTAL".to_owned(), (all.len(), text.len(), bpe.encode_ordinary(&text).len()));
+        out
+    };
+    let (b, a) = (measure(&before), measure(&after.surface));
+    let mut keys: Vec<&String> = b.keys().chain(a.keys()).filter(|k| *k != "TOTAL").collect();
+    keys.sort();
+    keys.dedup();
+    let total = "TOTAL".to_owned();
+    let mut table = vec![
+        ["SERVER", "TOOLS", "BYTES", "TOKENS"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for key in keys.into_iter().chain(std::iter::once(&total)) {
+        let (tb, bb, kb) = b.get(key).copied().unwrap_or_default();
+        let (ta, ba, ka) = a.get(key).copied().unwrap_or_default();
+        let change = |x: usize, y: usize| {
+            if x == y || x == 0 {
+                format!("{y}")
+            } else {
+                format!(
+                    "{x} -> {y} ({:+.0}%)",
+                    (y as f64 - x as f64) * 100.0 / x as f64
+                )
+            }
+        };
+        table.push(vec![
+            key.clone(),
+            change(tb, ta),
+            change(bb, ba),
+            change(kb, ka),
+        ]);
+    }
+    output::line("tools/list without action tools -> with them (tokens: o200k)")?;
+    output::line(&format_table(&table))?;
+    Ok(Exit::Ok)
 }

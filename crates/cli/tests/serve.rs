@@ -1,36 +1,13 @@
 //! `moniker serve` end to end: a real moniker process between a raw JSON-RPC client and real
 //! fixture server processes, over real pipes.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use moniker_fixture::{Peer, fixture_bin, fixture_file};
+use moniker_fixture::{Peer, fixture_bin, fixture_file, fixture_server, ran_with};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-
-/// A fresh directory for one test's config.
-fn scratch() -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "moniker-serve-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
-
-/// A `servers:` entry running the fixture with `args`.
-fn fixture_server(id: &str, args: &[&str]) -> String {
-    let args: Vec<String> = args.iter().map(|a| json!(a).to_string()).collect();
-    format!(
-        "  {id}:\n    command: {}\n    args: [{}]\n",
-        json!(fixture_bin().display().to_string()),
-        args.join(", ")
-    )
-}
 
 fn contextgraph() -> String {
     fixture_file("contextgraph.json").display().to_string()
@@ -38,32 +15,17 @@ fn contextgraph() -> String {
 
 const CONTEXTGRAPH_RULES: &str = "tools:\n  discover_sub_goals: { aliases: [discover_goals] }\n  trigger_consolidation: { aliases: [consolidate_memories] }\n";
 
-/// `moniker serve` on a config made of `servers` entries and `rest`, initialized.
 fn serve(servers: &[String], rest: &str) -> Peer {
-    let dir = scratch();
-    let config = dir.join("moniker.yaml");
-    std::fs::write(&config, format!("servers:\n{}{rest}", servers.concat())).expect("write config");
-    let mut peer = Peer::spawn(
-        Command::new(env!("CARGO_BIN_EXE_moniker"))
-            .args(["serve", "-c"])
-            .arg(&config)
-            .env("RUST_LOG", "moniker=debug,moniker_gateway=debug"),
-    );
-    peer.initialize();
-    peer
+    moniker_fixture::serve(Path::new(env!("CARGO_BIN_EXE_moniker")), servers, rest)
 }
 
 fn call(peer: &mut Peer, name: &str, arguments: Value) -> Value {
-    peer.call("tools/call", json!({"name": name, "arguments": arguments}))
+    peer.call_tool(name, arguments)
 }
 
 /// The fixture's answer names the origin tool that ran.
 fn ran(response: &Value) -> String {
-    let text = response["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text: {response}"));
-    let inner: Value = serde_json::from_str(text).expect("fixture text is JSON");
-    inner["tool"].as_str().expect("tool").to_owned()
+    ran_with(response).0
 }
 
 fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {

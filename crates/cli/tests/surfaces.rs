@@ -3,7 +3,7 @@
 //! server process), through the same config parser and naming core as `moniker serve`.
 
 use moniker_fixture::{fixture_file, repo_root};
-use moniker_surface::{Kind, Listing, ServerId, Surface, build};
+use moniker_surface::{Kind, Listing, Route, ServerId, Surface, build};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -46,8 +46,17 @@ fn shown(surface: &Surface) -> Value {
             .collect();
         listed.insert(kind.section().into(), Value::Array(items));
         for e in surface.items(kind) {
-            let origin = e.origin();
-            let target = format!("{}/{}", origin.server, origin.name);
+            let target = match &e.route {
+                Route::Origin(origin) => format!("{}/{}", origin.server, origin.name),
+                Route::Action(route) => {
+                    let members: Vec<String> = route
+                        .members
+                        .iter()
+                        .map(|m| format!("{}={}/{}", m.action, m.origin.server, m.origin.name))
+                        .collect();
+                    format!("actions [{}]", members.join(", "))
+                }
+            };
             for name in std::iter::once(&e.name)
                 .chain(&e.aliases)
                 .chain(&e.hidden_aliases)
@@ -90,4 +99,11 @@ fn the_demo_with_three_servers() {
     );
     assert_eq!(s.tools().len(), 70);
     insta::assert_json_snapshot!(shown(&s)["routes"]);
+}
+
+#[test]
+fn ctxsys_folded_into_action_tools() {
+    let s = surface("ctxsys.yaml", &[listing("ctxsys", "ctxsys.json")]);
+    assert_eq!(s.listed(Kind::Tool).count(), 12);
+    insta::assert_json_snapshot!(shown(&s));
 }

@@ -74,9 +74,8 @@ impl View {
             let mut out = format!(r#"{{"{key}":["#);
             let mut first = true;
             for item in surface
-                .items(kind)
-                .iter()
-                .filter(|e| up.contains(&e.origin().server))
+                .listed(kind)
+                .filter(|e| e.servers().any(|s| up.contains(s)))
             {
                 if !first {
                     out.push(',');
@@ -213,6 +212,16 @@ impl Gateway {
 
     pub fn view(&self) -> Arc<View> {
         self.view.load_full()
+    }
+
+    /// The rules the surface is built with.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// The last valid listing of every server that connected.
+    pub fn listings(&self) -> Vec<Listing> {
+        self.state().listings.values().cloned().collect()
     }
 
     /// The diagnostics of the last build (warnings, or errors that were kept out).

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
-use moniker_surface::{Kind, ServerId, Via};
+use moniker_surface::{Kind, Route, ServerId, Via, actions};
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
@@ -301,15 +301,47 @@ impl Session {
             ));
         };
         let exposed = resolved.exposed;
-        let origin = exposed.origin();
-        if resolved.via == Via::Alias {
-            tracing::debug!(alias = %name, canonical = %exposed.name, "Resolved {noun} alias to canonical name");
+        match resolved.via {
+            Via::Alias => {
+                tracing::debug!(alias = %name, canonical = %exposed.name, "Resolved {noun} alias to canonical name")
+            }
+            Via::Legacy => {
+                let (tool, action) = exposed
+                    .member_of
+                    .as_ref()
+                    .map_or(("", ""), |(t, a)| (t.as_str(), a.as_str()));
+                tracing::debug!(legacy = %name, canonical = %exposed.name, action_tool = tool, action, "Resolved legacy name to action tool member");
+            }
+            Via::Name | Via::Action => {}
         }
-        tracing::debug!(name = %exposed.name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name, "{noun} call");
         self.gateway.count_call(&exposed.name, resolved.via);
+        let (origin, arguments) = match &exposed.route {
+            Route::Origin(origin) => (origin, None),
+            Route::Action(route) => {
+                match actions::dispatch(&route.specs, fields.get("arguments").copied()) {
+                    Ok((i, arguments)) => {
+                        let member = &route.members[i];
+                        tracing::debug!(action_tool = %exposed.name, action = %member.action, member = %member.name, "action dispatched");
+                        (&member.origin, Some(arguments))
+                    }
+                    Err(message) => {
+                        tracing::debug!(action_tool = %exposed.name, %message, "action refused");
+                        let text = jsonrpc::string(&message);
+                        let result = format!(
+                            r#"{{"content":[{{"type":"text","text":{text}}}],"isError":true}}"#
+                        );
+                        return Some(jsonrpc::result(id, &result));
+                    }
+                }
+            }
+        };
+        tracing::debug!(name = %exposed.name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name, "{noun} call");
         let origin_name = jsonrpc::string(&origin.name);
         let server = origin.server.clone();
         let mut set: Vec<(&str, &str)> = vec![("name", &origin_name)];
+        if let Some(arguments) = &arguments {
+            set.push(("arguments", arguments));
+        }
         let (meta, token) = self.remap_progress(&fields);
         if let Some(meta) = &meta {
             set.push(("_meta", meta));
@@ -592,7 +624,13 @@ impl Session {
                         &format!("Unknown prompt: {name}"),
                     ));
                 };
-                let origin = resolved.exposed.origin();
+                let Some(origin) = resolved.exposed.origin() else {
+                    return Some(jsonrpc::error(
+                        Some(id),
+                        jsonrpc::UNKNOWN_NAME,
+                        &format!("Unknown prompt: {name}"),
+                    ));
+                };
                 let origin_name = jsonrpc::string(&origin.name);
                 let reference =
                     jsonrpc::with_fields(reference, &[("name", &origin_name)]).unwrap_or_default();

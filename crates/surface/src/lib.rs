@@ -19,4 +19,4 @@ pub mod surface;
 
 pub use listing::Listing;
 pub use naming::{Built, build, check_rules};
-pub use surface::{Exposed, Origin, Resolved, Route, Surface, Via};
+pub use surface::{ActionMember, ActionRoute, Exposed, Origin, Resolved, Route, Surface, Via};

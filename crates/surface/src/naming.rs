@@ -6,11 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
+use crate::actions::{self, Member};
 use crate::diagnostic::Diagnostic;
 use crate::listing::Listing;
 use crate::names::{ServerId, Tag};
-use crate::rules::{Kind, Override, Rules, Seg, path};
-use crate::surface::{Exposed, Origin, Route, Surface};
+use crate::rules::{ActionRule, Kind, Legacy, Override, Rules, Seg, path};
+use crate::surface::{ActionMember, ActionRoute, Exposed, Origin, Route, Surface};
 
 /// The outcome of [`build`]: a surface when no diagnostic is an error, and every diagnostic
 /// (errors and warnings), sorted.
@@ -93,6 +94,32 @@ pub fn check_rules(rules: &Rules) -> Vec<Diagnostic> {
                     .push((at, "alias"));
             }
         }
+        if kind == Kind::Tool {
+            for (name, rule) in &rules.actions {
+                let at = path(&[Seg::Key("actions"), Seg::Key(name)]);
+                if let Err(why) = profile.check(name) {
+                    out.push(profile_error(kind, "name", name, &why).at(at.clone()));
+                }
+                claims.entry(name.as_str()).or_default().push((at, "name"));
+                for (i, alias) in rule.aliases.iter().enumerate() {
+                    let at = path(&[
+                        Seg::Key("actions"),
+                        Seg::Key(name),
+                        Seg::Key("aliases"),
+                        Seg::Index(i),
+                    ]);
+                    if let Err(why) = profile.check(alias.name.as_str()) {
+                        out.push(
+                            profile_error(kind, "alias", alias.name.as_str(), &why).at(at.clone()),
+                        );
+                    }
+                    claims
+                        .entry(alias.name.as_str())
+                        .or_default()
+                        .push((at, "alias"));
+                }
+            }
+        }
         for (name, places) in claims.into_iter().filter(|(_, p)| p.len() > 1) {
             let mut d = Diagnostic::error(
                 "naming::duplicate",
@@ -156,6 +183,88 @@ struct Named<'a> {
     base: String,
     server_name: String,
     rule: Option<&'a Override>,
+}
+
+/// An action tool to build: its members, by index into the named items.
+struct Plan<'a> {
+    name: &'a str,
+    rule: &'a ActionRule,
+    members: Vec<(&'a str, usize)>,
+}
+
+/// Finds every action tool's members among the named items. A member that is missing is an
+/// error when every server is listed, else a warning (its server may be down).
+fn plan_actions<'a>(
+    rules: &'a Rules,
+    named: &[Named<'_>],
+    all_listed: bool,
+    out: &mut Vec<Diagnostic>,
+) -> (Vec<Plan<'a>>, BTreeMap<usize, usize>) {
+    let mut plans = Vec::new();
+    let mut member_of: BTreeMap<usize, usize> = BTreeMap::new();
+    for (name, rule) in &rules.actions {
+        let mut members = Vec::new();
+        for (action, member) in &rule.tools {
+            let at = path(&[
+                Seg::Key("actions"),
+                Seg::Key(name),
+                Seg::Key("tools"),
+                Seg::Key(action),
+            ]);
+            let found = named
+                .iter()
+                .position(|n| n.name == member.as_str())
+                .or_else(|| {
+                    named.iter().position(|n| {
+                        n.rule
+                            .is_some_and(|r| r.aliases.iter().any(|a| &a.name == member))
+                    })
+                });
+            match found {
+                Some(item) => match member_of.get(&item) {
+                    Some(&other) if other != plans.len() => out.push(
+                        Diagnostic::error(
+                            "naming::duplicate_member",
+                            format!("tool `{member}` is a member of two action tools"),
+                        )
+                        .at(at)
+                        .help("a tool belongs to at most one action tool"),
+                    ),
+                    _ => {
+                        member_of.insert(item, plans.len());
+                        members.push((action.as_str(), item));
+                    }
+                },
+                None => {
+                    let message = format!(
+                        "action `{action}` of `{name}` names `{member}`, which no server exposes"
+                    );
+                    let mut d = if all_listed {
+                        Diagnostic::error("naming::unknown_member", message)
+                    } else {
+                        Diagnostic::warning(
+                            "naming::unknown_member",
+                            format!("{message} (now: a server is not connected)"),
+                        )
+                    }
+                    .at(at);
+                    if let Some(close) = crate::diagnostic::did_you_mean(
+                        member.as_str(),
+                        named.iter().map(|n| n.name.as_str()),
+                    ) {
+                        d = d.help(format!("did you mean `{close}`?"));
+                    }
+                    out.push(d);
+                }
+            }
+        }
+        plans.push(Plan {
+            name,
+            rule,
+            members,
+        });
+    }
+    (plans, member_of)
 }
 
 fn build_kind(
@@ -254,9 +363,50 @@ fn build_kind(
     }
     named.retain(|n| !n.rule.is_some_and(|r| r.hidden));
 
-    // 3-4. Claims on every exposed name and alias.
+    let with_listing: BTreeSet<&ServerId> = listings.iter().map(|l| &l.server).collect();
+    let all_listed = !listings.is_empty() && rules.servers.keys().all(|s| with_listing.contains(s));
+    let (plans, member_of) = match kind {
+        Kind::Tool => plan_actions(rules, &named, all_listed, out),
+        Kind::Prompt => (Vec::new(), BTreeMap::new()),
+    };
+    let legacy_off = |item: &usize| {
+        member_of
+            .get(item)
+            .is_some_and(|&p| plans[p].rule.legacy == Legacy::Off)
+    };
+
+    // 3-4. Claims on every exposed name and alias; action tools come after the named items.
     let mut claims: BTreeMap<&str, Vec<Claim>> = BTreeMap::new();
+    for (p, plan) in plans
+        .iter()
+        .enumerate()
+        .filter(|(_, plan)| !plan.members.is_empty())
+    {
+        let item = named.len() + p;
+        let at = path(&[Seg::Key("actions"), Seg::Key(plan.name)]);
+        claims.entry(plan.name).or_default().push(Claim {
+            item,
+            alias: false,
+            source: Source::Config(at),
+        });
+        for (i, alias) in plan.rule.aliases.iter().enumerate() {
+            let at = path(&[
+                Seg::Key("actions"),
+                Seg::Key(plan.name),
+                Seg::Key("aliases"),
+                Seg::Index(i),
+            ]);
+            claims.entry(alias.name.as_str()).or_default().push(Claim {
+                item,
+                alias: true,
+                source: Source::Config(at),
+            });
+        }
+    }
     for (item, n) in named.iter().enumerate() {
+        if legacy_off(&item) {
+            continue;
+        }
         let name_source = match (n.rule.and_then(|r| r.name.as_ref()), n.key) {
             (Some(_), Some(key)) => {
                 Source::Config(path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")]))
@@ -306,18 +456,16 @@ fn build_kind(
         if list.len() < 2 || reported {
             continue;
         }
-        out.push(duplicate(kind, name, list, &named, &taken));
+        out.push(duplicate(kind, name, list, &named, &plans, &taken));
     }
 
     // Overrides that matched nothing.
-    let with_listing: BTreeSet<&ServerId> = listings.iter().map(|l| &l.server).collect();
-    let all_listed = rules.servers.keys().all(|s| with_listing.contains(s));
     for key in overrides.keys() {
         if used.contains_key(key.as_str()) {
             continue;
         }
         let at = path(&[Seg::Key(section), Seg::Key(key)]);
-        if let Some(c) = claims.get(key.as_str()) {
+        if let Some(c) = claims.get(key.as_str()).filter(|c| c[0].item < named.len()) {
             let target = &named[c[0].item];
             let (code, what) = if c[0].alias {
                 (
@@ -347,7 +495,7 @@ fn build_kind(
             Some((server, _)) if rules.servers.keys().any(|s| s.as_str() == server) => {
                 with_listing.iter().any(|s| s.as_str() == server)
             }
-            _ => all_listed && !listings.is_empty(),
+            _ => all_listed,
         };
         if server_listed {
             let origins = named.iter().map(|n| n.candidate.name.as_str());
@@ -365,10 +513,125 @@ fn build_kind(
         }
     }
 
-    // 6. The exposed items.
-    let mut exposed: Vec<Exposed> = named.iter().map(|n| expose(rules, n)).collect();
-    exposed.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.origin().cmp(b.origin())));
+    // 6. The exposed items, then the action tools over them.
+    let mut exposed: Vec<Option<Exposed>> =
+        named.iter().map(|n| Some(expose(rules, n, None))).collect();
+    let mut built = Vec::new();
+    for plan in plans.iter().filter(|p| !p.members.is_empty()) {
+        built.push(expose_action(plan, &exposed));
+        for &(action, item) in &plan.members {
+            let member_of = Some((plan.name.to_owned(), action.to_owned()));
+            match plan.rule.legacy {
+                Legacy::Off => exposed[item] = None,
+                Legacy::Hidden => {
+                    if let Some(e) = exposed[item].as_mut() {
+                        e.listed = false;
+                        e.member_of = member_of;
+                    }
+                }
+                Legacy::Listed => {
+                    let note = format!(
+                        "[Deprecated — use \"{}\" with action \"{action}\"]",
+                        plan.name
+                    );
+                    let mut e = expose(rules, &named[item], Some(&note));
+                    e.member_of = member_of;
+                    exposed[item] = Some(e);
+                }
+            }
+        }
+    }
+    let mut exposed: Vec<Exposed> = exposed.into_iter().flatten().chain(built).collect();
+    exposed.sort_by(|a, b| {
+        a.name
+            .cmp(&b.name)
+            .then_with(|| a.origin().cmp(&b.origin()))
+    });
     exposed
+}
+
+/// An action tool: the merged schema and description, the members' tags, and the members'
+/// server name when they share one.
+fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>]) -> Exposed {
+    let members: Vec<(&str, &Exposed)> = plan
+        .members
+        .iter()
+        .filter_map(|&(action, item)| Some((action, exposed[item].as_ref()?)))
+        .collect();
+    let inputs: Vec<Member<'_>> = members
+        .iter()
+        .map(|(action, e)| Member {
+            action,
+            name: &e.name,
+            definition: &e.definition,
+        })
+        .collect();
+    let merged = actions::merge(plan.name, plan.rule.description.as_deref(), &inputs);
+    let mut tags: BTreeSet<Tag> = plan.rule.tags.iter().cloned().collect();
+    let server_names: BTreeSet<&str> = members
+        .iter()
+        .map(|(_, e)| e.server_name.as_str())
+        .collect();
+    for (_, e) in &members {
+        tags.extend(e.tags.iter().cloned());
+    }
+    let server_name = match server_names.len() {
+        1 => server_names
+            .into_iter()
+            .next()
+            .unwrap_or("moniker")
+            .to_owned(),
+        _ => "moniker".to_owned(),
+    };
+    let (mut aliases, mut hidden_aliases) = (Vec::new(), Vec::new());
+    for alias in &plan.rule.aliases {
+        let list = if alias.hidden {
+            &mut hidden_aliases
+        } else {
+            &mut aliases
+        };
+        list.push(alias.name.as_str().to_owned());
+    }
+    let description = with_aliases_line(merged.description, &aliases);
+    let mut fields: IndexMap<String, Box<RawValue>> = IndexMap::new();
+    fields.insert("name".into(), raw_string(plan.name));
+    fields.insert("description".into(), raw_string(&description));
+    let schema = serde_json::to_string(&merged.input_schema).unwrap_or_else(|_| "{}".to_owned());
+    fields.insert(
+        "inputSchema".into(),
+        RawValue::from_string(schema).unwrap_or_default(),
+    );
+    let tags: Vec<Tag> = tags.into_iter().collect();
+    let definition = render(&fields, plan.name, None, &aliases, &tags, &server_name);
+    let route = ActionRoute {
+        members: members
+            .iter()
+            .filter_map(|(action, e)| {
+                Some(ActionMember {
+                    action: (*action).to_owned(),
+                    name: e.name.clone(),
+                    origin: e.origin()?.clone(),
+                })
+            })
+            .collect(),
+        specs: merged.specs,
+    };
+    Exposed {
+        name: plan.name.to_owned(),
+        aliases,
+        hidden_aliases,
+        tags,
+        server_name,
+        route: Route::Action(route),
+        listed: true,
+        member_of: None,
+        definition,
+    }
+}
+
+fn raw_string(s: &str) -> Box<RawValue> {
+    // A serialized string is valid JSON.
+    RawValue::from_string(serde_json::to_string(s).unwrap_or_default()).unwrap_or_default()
 }
 
 /// The name field and the fields of an origin item, or why it cannot be named.
@@ -415,6 +678,7 @@ fn duplicate(
     name: &str,
     claims: &[Claim],
     named: &[Named<'_>],
+    plans: &[Plan<'_>],
     taken: &BTreeSet<&str>,
 ) -> Diagnostic {
     let mut d = Diagnostic::error(
@@ -429,6 +693,26 @@ fn duplicate(
     let mut removals = Vec::new();
     let mut suggested: BTreeSet<String> = BTreeSet::new();
     for claim in claims {
+        if let Some(plan) = claim
+            .item
+            .checked_sub(named.len())
+            .and_then(|p| plans.get(p))
+        {
+            let Source::Config(at) = &claim.source else {
+                continue;
+            };
+            let what = if claim.alias {
+                format!("an alias of the action tool `{}`", plan.name)
+            } else {
+                "the action tool".to_owned()
+            };
+            d = d.note(format!("`{name}` as {what}, at `{at}`"));
+            if d.config_path.is_none() {
+                d = d.at(at.clone());
+            }
+            removals.push(format!("rename the action tool or its alias at `{at}`"));
+            continue;
+        }
         let n = &named[claim.item];
         if claim.alias {
             let Source::Config(at) = &claim.source else {
@@ -528,7 +812,7 @@ fn suggest_short(name: &str, max: usize) -> String {
     cut
 }
 
-fn expose(rules: &Rules, n: &Named<'_>) -> Exposed {
+fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>) -> Exposed {
     let mut tags: BTreeSet<Tag> = BTreeSet::new();
     if let Some(server) = rules.servers.get(n.candidate.server) {
         tags.extend(server.tags.iter().cloned());
@@ -548,7 +832,7 @@ fn expose(rules: &Rules, n: &Named<'_>) -> Exposed {
         }
     }
     let tags: Vec<Tag> = tags.into_iter().collect();
-    let description = describe(n, &aliases);
+    let description = describe(n, &aliases, deprecated);
     let definition = render(
         &n.candidate.fields,
         &n.name,
@@ -567,29 +851,45 @@ fn expose(rules: &Rules, n: &Named<'_>) -> Exposed {
             server: n.candidate.server.clone(),
             name: n.candidate.name.clone(),
         }),
+        listed: true,
+        member_of: None,
         definition,
     }
 }
 
 /// The new description, or `None` to keep the origin's as it is.
-fn describe(n: &Named<'_>, aliases: &[String]) -> Option<String> {
+fn describe(n: &Named<'_>, aliases: &[String], deprecated: Option<&str>) -> Option<String> {
     let replaced = n.rule.and_then(|r| r.description.clone());
-    if aliases.is_empty() {
+    if aliases.is_empty() && deprecated.is_none() {
         return replaced;
     }
     let base = match replaced {
-        Some(text) => Some(text),
+        Some(text) => text,
         None => match n.candidate.fields.get("description") {
             // A description that is not a string is the server's business: leave it.
-            Some(raw) => Some(serde_json::from_str::<String>(raw.get()).ok()?),
-            None => None,
+            Some(raw) => serde_json::from_str::<String>(raw.get()).ok()?,
+            None => String::new(),
         },
     };
+    let base = match deprecated {
+        Some(note) if base.is_empty() => note.to_owned(),
+        Some(note) => format!("{note} {base}"),
+        None => base,
+    };
+    Some(with_aliases_line(base, aliases))
+}
+
+/// The description with `Aliases: a, b` appended when there are listed aliases.
+fn with_aliases_line(text: String, aliases: &[String]) -> String {
+    if aliases.is_empty() {
+        return text;
+    }
     let line = format!("Aliases: {}", aliases.join(", "));
-    Some(match base {
-        Some(text) if !text.is_empty() => format!("{text}\n\n{line}"),
-        _ => line,
-    })
+    if text.is_empty() {
+        line
+    } else {
+        format!("{text}\n\n{line}")
+    }
 }
 
 const OWNED: [&str; 3] = ["aliases", "tags", "server_name"];

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use serde_json::value::RawValue;
 
+use crate::actions::ActionSpec;
 use crate::names::{ServerId, Tag};
 use crate::rules::Kind;
 
@@ -16,9 +17,26 @@ pub struct Origin {
 }
 
 /// Where a call goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Route {
     Origin(Origin),
+    /// An action tool: the `action` argument picks the member.
+    Action(ActionRoute),
+}
+
+/// The members of an action tool, in config order, with what dispatch checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionRoute {
+    pub members: Vec<ActionMember>,
+    pub specs: Vec<ActionSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionMember {
+    pub action: String,
+    /// The member's exposed name.
+    pub name: String,
+    pub origin: Origin,
 }
 
 /// A tool or prompt as moniker exposes it.
@@ -32,17 +50,33 @@ pub struct Exposed {
     pub tags: Vec<Tag>,
     pub server_name: String,
     pub route: Route,
+    /// In `tools/list`. A member of an action tool whose legacy names are hidden is callable
+    /// by its old names but not listed.
+    pub listed: bool,
+    /// For a member of an action tool: (the action tool, the action). Its names resolve as
+    /// [`Via::Legacy`].
+    pub member_of: Option<(String, String)>,
     /// The listing entry: the origin definition with `name` (and `description`) rewritten and
     /// `aliases`, `tags`, `server_name` added.
     pub definition: Box<RawValue>,
 }
 
 impl Exposed {
-    /// The origin behind an exposed tool.
-    pub fn origin(&self) -> &Origin {
+    /// The origin behind an exposed tool; `None` for an action tool.
+    pub fn origin(&self) -> Option<&Origin> {
         match &self.route {
-            Route::Origin(origin) => origin,
+            Route::Origin(origin) => Some(origin),
+            Route::Action(_) => None,
         }
+    }
+
+    /// The servers a call may go to.
+    pub fn servers(&self) -> impl Iterator<Item = &ServerId> {
+        let (one, many) = match &self.route {
+            Route::Origin(origin) => (Some(&origin.server), None),
+            Route::Action(route) => (None, Some(route.members.iter().map(|m| &m.origin.server))),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
     }
 }
 
@@ -51,6 +85,10 @@ impl Exposed {
 pub enum Via {
     Name,
     Alias,
+    /// The old name (or alias) of a member of an action tool.
+    Legacy,
+    /// The name of an action tool.
+    Action,
 }
 
 impl Via {
@@ -58,6 +96,8 @@ impl Via {
         match self {
             Self::Name => "name",
             Self::Alias => "alias",
+            Self::Legacy => "legacy",
+            Self::Action => "action",
         }
     }
 }
@@ -92,11 +132,16 @@ impl Surface {
                 // Validation has already proved every name and alias unique, and a surface
                 // with more than u32::MAX tools cannot have been listed by any server.
                 let index = i as u32;
+                let (by_name, by_alias) = match (&item.route, &item.member_of) {
+                    (_, Some(_)) => (Via::Legacy, Via::Legacy),
+                    (Route::Action(_), None) => (Via::Action, Via::Alias),
+                    (Route::Origin(_), None) => (Via::Name, Via::Alias),
+                };
                 map.insert(
                     item.name.as_str().into(),
                     Entry {
                         index,
-                        via: Via::Name,
+                        via: by_name,
                     },
                 );
                 for alias in item.aliases.iter().chain(&item.hidden_aliases) {
@@ -104,7 +149,7 @@ impl Surface {
                         alias.as_str().into(),
                         Entry {
                             index,
-                            via: Via::Alias,
+                            via: by_alias,
                         },
                     );
                 }
@@ -119,12 +164,17 @@ impl Surface {
         }
     }
 
-    /// Exposed tools, sorted by name.
+    /// What `tools/list` or `prompts/list` shows, sorted by name.
+    pub fn listed(&self, kind: Kind) -> impl Iterator<Item = &Exposed> {
+        self.items(kind).iter().filter(|e| e.listed)
+    }
+
+    /// Every callable tool (listed or not), sorted by name.
     pub fn tools(&self) -> &[Exposed] {
         &self.tools
     }
 
-    /// Exposed prompts, sorted by name.
+    /// Every callable prompt, sorted by name.
     pub fn prompts(&self) -> &[Exposed] {
         &self.prompts
     }

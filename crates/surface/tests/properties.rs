@@ -166,19 +166,19 @@ proptest! {
         for kind in [Kind::Tool, Kind::Prompt] {
             let mut seen = BTreeSet::new();
             for exposed in surface.items(kind) {
-                let origin = exposed.origin();
+                let origin = exposed.origin().unwrap();
                 let listing = listings.iter().find(|l| l.server == origin.server).unwrap();
                 let items = if kind == Kind::Tool { &listing.tools } else { &listing.prompts };
                 let needle = format!("\"name\":{}", serde_json::to_string(&origin.name).unwrap());
                 prop_assert!(items.iter().any(|t| t.get().contains(&needle)));
                 let r = surface.resolve(kind, &exposed.name).unwrap();
                 prop_assert_eq!(r.via, Via::Name);
-                prop_assert_eq!(r.exposed.origin(), origin);
+                prop_assert_eq!(r.exposed.origin(), Some(origin));
                 prop_assert!(seen.insert(exposed.name.clone()), "name `{}` twice", exposed.name);
                 for alias in exposed.aliases.iter().chain(&exposed.hidden_aliases) {
                     let r = surface.resolve(kind, alias).unwrap();
                     prop_assert_eq!(r.via, Via::Alias);
-                    prop_assert_eq!(r.exposed.origin(), origin);
+                    prop_assert_eq!(r.exposed.origin(), Some(origin));
                     prop_assert!(seen.insert(alias.clone()), "alias `{}` twice", alias);
                 }
                 if kind == Kind::Tool {

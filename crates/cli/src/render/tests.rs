@@ -118,7 +118,7 @@ fn the_suggested_fix_works_as_pasted() {
         ("get_pr_info", "local_bridge_github_custom__get_pr_info"),
     ] {
         let resolved = surface.resolve_tool(name).expect(name);
-        assert_eq!(resolved.exposed.origin().name, origin);
+        assert_eq!(resolved.exposed.origin().expect("an origin").name, origin);
     }
 }
 

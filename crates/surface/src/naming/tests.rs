@@ -116,7 +116,7 @@ fn seed_aliases_resolve_to_their_canonical_tools() {
         let by_alias = surface.resolve_tool(alias).unwrap();
         assert_eq!(by_alias.via, Via::Alias);
         assert_eq!(by_alias.exposed.name, canonical);
-        assert_eq!(by_alias.exposed.origin().name, canonical);
+        assert_eq!(by_alias.exposed.origin().unwrap().name, canonical);
         let by_name = surface.resolve_tool(canonical).unwrap();
         assert_eq!(by_name.via, Via::Name);
         let listed = def(&surface, canonical);
@@ -347,6 +347,7 @@ fn seed_003_before_and_after() {
             .unwrap()
             .exposed
             .origin()
+            .unwrap()
             .name,
         "local_bridge_filesystem__read_file"
     );
@@ -368,6 +369,7 @@ fn seed_003_before_and_after() {
             .unwrap()
             .exposed
             .origin()
+            .unwrap()
             .name,
         "local_bridge_thinking__analyze"
     );
@@ -520,6 +522,7 @@ fn hidden_tools_leave_the_surface_and_can_settle_a_duplicate() {
             .unwrap()
             .exposed
             .origin()
+            .unwrap()
             .server,
         sid("a")
     );
@@ -810,5 +813,202 @@ fn names_written_twice_in_config_are_found_offline() {
     assert_eq!(
         diags[0].notes,
         ["as a name at `tools.p.name`", "as a name at `tools.q.name`"]
+    );
+}
+
+fn action(members: &[(&str, &str)], legacy: crate::rules::Legacy) -> crate::rules::ActionRule {
+    crate::rules::ActionRule {
+        description: Some("Do things.".into()),
+        tools: members
+            .iter()
+            .map(|(a, m)| ((*a).to_owned(), m.parse().unwrap()))
+            .collect(),
+        legacy,
+        aliases: Vec::new(),
+        tags: vec!["grouped".parse().unwrap()],
+    }
+}
+
+fn object_tool(name: &str, props: Value, required: &[&str]) -> Value {
+    json!({"name": name, "description": format!("{name} it.\nMore."), "inputSchema": {"type": "object", "properties": props, "required": required}})
+}
+
+#[test]
+fn action_tools_replace_their_members_in_the_listing() {
+    use crate::rules::Legacy;
+    let mut rules = rules_with(&["s"]);
+    rules.actions.insert(
+        "thing".into(),
+        action(
+            &[("make", "make_thing"), ("drop", "drop_thing")],
+            Legacy::Hidden,
+        ),
+    );
+    let l = listing(
+        "s",
+        &[
+            object_tool(
+                "make_thing",
+                json!({"name": {"type": "string"}, "size": {"type": "integer"}}),
+                &["name"],
+            ),
+            object_tool(
+                "drop_thing",
+                json!({"name": {"type": "string"}, "force": {"type": "boolean"}}),
+                &["name"],
+            ),
+            tool("other"),
+        ],
+    );
+    let surface = ok(build(&rules, &[l]));
+    let listed: Vec<&str> = surface
+        .listed(Kind::Tool)
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(listed, ["other", "thing"]);
+    let thing = surface.resolve_tool("thing").unwrap();
+    assert_eq!(thing.via, Via::Action);
+    let def: Value = serde_json::from_str(thing.exposed.definition.get()).unwrap();
+    assert_eq!(
+        def["inputSchema"]["properties"]["action"]["enum"],
+        json!(["make", "drop"])
+    );
+    assert_eq!(def["inputSchema"]["properties"]["name"]["type"], "string");
+    assert_eq!(def["tags"], json!(["grouped"]));
+    assert_eq!(def["server_name"], "s");
+    assert!(
+        def["description"]
+            .as_str()
+            .unwrap()
+            .contains("- make (name): make_thing it."),
+        "{def}"
+    );
+    // Old names: callable as legacy, not listed.
+    let old = surface.resolve_tool("make_thing").unwrap();
+    assert_eq!(old.via, Via::Legacy);
+    assert!(!old.exposed.listed);
+    assert_eq!(old.exposed.member_of, Some(("thing".into(), "make".into())));
+    let crate::surface::Route::Action(route) = &thing.exposed.route else {
+        panic!("an action route")
+    };
+    assert_eq!(route.members[1].origin.name, "drop_thing");
+}
+
+#[test]
+fn legacy_listed_and_off() {
+    use crate::rules::Legacy;
+    let mut rules = rules_with(&["s"]);
+    rules.actions.insert(
+        "thing".into(),
+        action(&[("make", "make_thing")], Legacy::Listed),
+    );
+    let l = || listing("s", &[tool("make_thing")]);
+    let surface = ok(build(&rules, &[l()]));
+    assert_eq!(surface.listed(Kind::Tool).count(), 2);
+    assert!(
+        def(&surface, "make_thing")["description"]
+            .as_str()
+            .unwrap()
+            .starts_with(
+                "[Deprecated — use \"thing\" with action \"make\"] make_thing does things."
+            )
+    );
+    assert_eq!(surface.resolve_tool("make_thing").unwrap().via, Via::Legacy);
+
+    rules.actions.get_mut("thing").unwrap().legacy = Legacy::Off;
+    let surface = ok(build(&rules, &[l()]));
+    assert!(surface.resolve_tool("make_thing").is_none());
+    assert_eq!(surface.tools().len(), 1);
+    // With the old name gone, the action tool may even take it.
+    rules
+        .actions
+        .insert("make_thing".into(), rules.actions["thing"].clone());
+    rules.actions.remove("thing");
+    let surface = ok(build(&rules, &[l()]));
+    assert_eq!(surface.resolve_tool("make_thing").unwrap().via, Via::Action);
+}
+
+#[test]
+fn an_action_tool_name_must_not_collide_and_members_must_exist() {
+    use crate::rules::Legacy;
+    let mut rules = rules_with(&["s"]);
+    rules.actions.insert(
+        "other".into(),
+        action(
+            &[("make", "make_thing"), ("gone", "no_such_tool")],
+            Legacy::Hidden,
+        ),
+    );
+    let built = build(
+        &rules,
+        &[listing("s", &[tool("make_thing"), tool("other")])],
+    );
+    let mut found = codes(&built);
+    found.sort();
+    assert_eq!(found, ["naming::duplicate", "naming::unknown_member"]);
+    let dup = built
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "naming::duplicate")
+        .unwrap();
+    assert!(
+        dup.notes
+            .iter()
+            .any(|n| n.contains("as the action tool, at `actions.other`")),
+        "{dup}"
+    );
+    let missing = built
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "naming::unknown_member")
+        .unwrap();
+    assert_eq!(
+        missing.config_path.as_deref(),
+        Some("actions.other.tools.gone")
+    );
+
+    // With a server not connected, a missing member is only a warning, and the action tool
+    // is built with the members there are.
+    let mut rules = rules_with(&["s", "down"]);
+    rules.actions.insert(
+        "thing".into(),
+        action(
+            &[("make", "make_thing"), ("gone", "no_such_tool")],
+            Legacy::Hidden,
+        ),
+    );
+    let built = build(&rules, &[listing("s", &[tool("make_thing")])]);
+    assert!(built.errors().next().is_none(), "{:?}", built.diagnostics);
+    let surface = built.surface.unwrap();
+    let crate::surface::Route::Action(route) =
+        &surface.resolve_tool("thing").unwrap().exposed.route
+    else {
+        panic!()
+    };
+    assert_eq!(route.members.len(), 1);
+}
+
+#[test]
+fn action_names_are_checked_offline() {
+    use crate::rules::Legacy;
+    let mut rules = rules_with(&["s"]);
+    rules.actions.insert(
+        "thing".into(),
+        action(&[("make", "make_thing")], Legacy::Hidden),
+    );
+    set(
+        &mut rules,
+        "x",
+        Override {
+            aliases: aliases(&["thing"]),
+            ..Default::default()
+        },
+    );
+    let diags = check_rules(&rules);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert!(
+        diags[0].message.contains("`thing` is written 2 times"),
+        "{}",
+        diags[0]
     );
 }
