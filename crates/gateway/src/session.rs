@@ -95,24 +95,44 @@ impl Session {
         match jsonrpc::parse(&line) {
             Err(e) => self.send(jsonrpc::error(e.id, e.code, &e.message)),
             Ok(Parsed::One(Message::Request { id, .. })) => {
-                let key = id.get().to_owned();
-                lock(&self.in_flight).insert(key.clone(), InFlight::default());
-                let session = self.clone();
-                tokio::spawn(async move {
-                    let reply = session.one(&line).await;
-                    let cancelled = lock(&session.in_flight)
-                        .remove(&key)
-                        .is_some_and(|f| f.cancelled);
-                    if let (Some(reply), false) = (reply, cancelled) {
-                        session.send(reply);
-                    }
-                });
+                // Registered now, before the task runs, so that a cancellation read right
+                // after the request finds it.
+                lock(&self.in_flight).insert(id.get().to_owned(), InFlight::default());
+                self.spawn_reply(line);
             }
+            Ok(Parsed::Batch(_)) => self.spawn_reply(line),
             Ok(Parsed::One(message)) => self.message(message),
-            Ok(Parsed::Batch(_)) => {
-                let session = self.clone();
-                tokio::spawn(async move { session.batch(&line).await });
+        }
+    }
+
+    fn spawn_reply(self: &Arc<Self>, line: String) {
+        let session = self.clone();
+        tokio::spawn(async move {
+            if let Some(reply) = session.reply(&line).await {
+                session.send(reply);
             }
+        });
+    }
+
+    /// Answers one line from the client: the reply to its request (or the array of replies to
+    /// a batch), or `None` for notifications, responses and cancelled requests.
+    pub async fn reply(self: &Arc<Self>, line: &str) -> Option<String> {
+        match jsonrpc::parse(line) {
+            Err(e) => Some(jsonrpc::error(e.id, e.code, &e.message)),
+            Ok(Parsed::One(Message::Request { id, .. })) => {
+                let key = id.get().to_owned();
+                lock(&self.in_flight).entry(key.clone()).or_default();
+                let reply = self.one(line).await;
+                let cancelled = lock(&self.in_flight)
+                    .remove(&key)
+                    .is_some_and(|f| f.cancelled);
+                reply.filter(|_| !cancelled)
+            }
+            Ok(Parsed::One(message)) => {
+                self.message(message);
+                None
+            }
+            Ok(Parsed::Batch(_)) => self.batch(line).await,
         }
     }
 
@@ -135,11 +155,10 @@ impl Session {
         }
     }
 
-    /// A batch: its requests run concurrently, and their answers go out together, in order.
-    async fn batch(self: &Arc<Self>, line: &str) {
-        let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(line) else {
-            return;
-        };
+    /// A batch: its requests run concurrently, and their answers come back together, in
+    /// order.
+    async fn batch(self: &Arc<Self>, line: &str) -> Option<String> {
+        let items = serde_json::from_str::<Vec<&RawValue>>(line).ok()?;
         let tasks: Vec<_> = items
             .into_iter()
             .map(|item| {
@@ -154,9 +173,7 @@ impl Session {
                 replies.push(reply);
             }
         }
-        if !replies.is_empty() {
-            self.send(format!("[{}]", replies.join(",")));
-        }
+        (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")))
     }
 
     /// Notifications and responses from the client.
