@@ -9,5 +9,6 @@ pub mod guard;
 pub mod jsonrpc;
 pub mod server;
 pub mod session;
+pub mod store;
 
 pub use gateway::{Gateway, ServerEntry, Settings, StartError, View};
