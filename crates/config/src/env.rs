@@ -80,7 +80,7 @@ fn is_name(name: &str) -> bool {
 
 impl Config {
     /// Expands `${VAR}` and `${VAR:-default}` in the fields that reach a server: `command`,
-    /// `args`, `env` values, `cwd`, `url` and `headers` values. `lookup` is the environment
+    /// `args`, `env` values, `cwd`, `url` and `headers` values; and in `toolsets.store`. `lookup` is the environment
     /// (`|name| std::env::var(name).ok()`). Every unset variable is reported, at its field;
     /// no message holds a value. On error nothing is changed.
     pub fn expand_env(
@@ -125,6 +125,10 @@ impl Config {
             };
             expanded.push(transport);
         }
+        let store = self.rules.toolsets.store.as_ref().map(|store| {
+            let p = path(&[Seg::Key("toolsets"), Seg::Key("store")]);
+            expand_field(store, &p, &self.source, &lookup, &mut errors)
+        });
         if !errors.is_empty() {
             return Err(ConfigReport::new(
                 &self.source.file_name,
@@ -135,6 +139,7 @@ impl Config {
         for (server, transport) in self.servers.values_mut().zip(expanded) {
             server.transport = transport;
         }
+        self.rules.toolsets.store = store;
         Ok(())
     }
 }

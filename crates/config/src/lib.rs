@@ -35,7 +35,7 @@ pub struct Config {
     pub servers: IndexMap<ServerId, ServerConfig>,
     pub gateway: GatewaySettings,
     /// What naming needs: `naming`, per-server tags and prefixes, `server_tags`, `tools`,
-    /// `prompts`.
+    /// `prompts`, `actions`; and the `toolsets` section.
     pub rules: Rules,
     /// The text, and the span of every path, to show later diagnostics in.
     pub source: Source,
@@ -44,7 +44,7 @@ pub struct Config {
 /// Parses a config. Empty text is an empty config. Never panics, whatever the text.
 pub fn parse(file_name: &str, text: &str) -> Result<Config, ConfigReport> {
     let root = tree::parse(text).map_err(|e| ConfigReport::new(file_name, text, vec![*e]))?;
-    let (decoded, errors) = decode::decode(root.as_ref());
+    let (decoded, errors) = decode::decode(root.as_ref(), text);
     if !errors.is_empty() {
         return Err(ConfigReport::new(file_name, text, errors));
     }

@@ -36,6 +36,15 @@ pub mod codes {
     pub const INVALID_ACTION: &str = "config::invalid_action";
     /// A tool that is the member of two actions (in one action tool or in two).
     pub const DUPLICATE_MEMBER: &str = "config::duplicate_member";
+    /// A key of `toolsets` that is not a valid toolset name
+    /// ([`moniker_surface::toolsets::NAME_RULE`]).
+    pub const INVALID_TOOLSET: &str = "config::invalid_toolset";
+    /// A toolset's `tags` expression that does not parse.
+    pub const INVALID_TAGS: &str = "config::invalid_tags";
+    /// A toolset `include` that names no toolset of the config.
+    pub const UNKNOWN_TOOLSET: &str = "config::unknown_toolset";
+    /// A toolset that includes itself, directly or through others.
+    pub const INCLUDE_CYCLE: &str = "config::include_cycle";
     /// `${VAR}` expansion failed.
     pub const ENV: &str = "config::env";
 }

@@ -39,6 +39,17 @@ actions:
     aliases: [proj, { name: p, hidden: true }]
     tags: [projects]
   checkpoint: { tools: { save: checkpoint_save, load: checkpoint_load }, legacy: off }
+toolsets:
+  manage: true
+  store: "${DATA:-~/.local/share}/moniker-toolsets.json"
+  base: { tools: [web_search], tags: git and not deprecated }
+  review:
+    description: Code review.
+    tools: [get_pr_info, list_prs]
+    prompts: [review_pr]
+    tags: [git, github]
+    include: [base]
+    aliases: { get_pr_info: pr }
 "#;
 
 fn report(text: &str) -> ConfigReport {
@@ -56,6 +67,8 @@ fn a_full_config_parses_and_expands() {
     assert_eq!(config.rules.prompts.len(), 1);
     assert_eq!(config.rules.actions.len(), 2);
     assert_eq!(config.rules.actions["project"].tools.len(), 4);
+    assert_eq!(config.rules.toolsets.sets.len(), 2);
+    assert!(config.rules.toolsets.manage);
     config
         .expand_env(|name| Some(format!("<{name}>")))
         .expect("all set");
@@ -63,6 +76,10 @@ fn a_full_config_parses_and_expands() {
         panic!("http")
     };
     assert_eq!(headers["Authorization"], "Bearer <DOCS_TOKEN>");
+    assert_eq!(
+        config.rules.toolsets.store.as_deref(),
+        Some("<DATA>/moniker-toolsets.json")
+    );
     // The override alias path the naming core would report, shown in the file.
     let span = config
         .source
@@ -136,7 +153,9 @@ tools:
   githb/search: { name: web search, aliases: [{ hidden: true }] }
 gateway: { call_timeout: soon, restart: { max_attempts: -1 } }
 actions: { project: { tools: { Create: create_project, new: create_project }, legacy: hide } }
-toolsets: {}
+toolsets:
+  review: { tols: [x], include: [revew], tags: "git and (github", aliases: { get_pr_info: PR } }
+  loop: { include: [loop] }
 "#;
     insta::assert_snapshot!(report(text).to_string());
 }
@@ -149,7 +168,7 @@ fn a_syntax_error_report() {
 /// Text that looks like YAML, to reach past the scanner more often than random text does.
 fn yamlish() -> impl Strategy<Value = String> {
     proptest::string::string_regex(
-        r#"([ \n\t:{}\[\],\-"'#&*!|>?%@`~.0-9]|servers|mcpServers|command|url|tools|aliases|name|tags|gateway|restart|actions|legacy|\$\{X\}){0,120}"#,
+        r#"([ \n\t:{}\[\],\-"'#&*!|>?%@`~.0-9]|servers|mcpServers|command|url|tools|aliases|name|tags|gateway|restart|actions|legacy|toolsets|include|manage|store| and | or |not |\$\{X\}){0,120}"#,
     )
     .expect("regex")
 }

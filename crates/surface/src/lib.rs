@@ -16,7 +16,9 @@ pub use rules::{ActionRule, AliasRule, Kind, Legacy, Naming, Override, Rules, Se
 pub mod listing;
 mod naming;
 pub mod surface;
+pub mod toolsets;
 
 pub use listing::Listing;
 pub use naming::{Built, build, check_rules};
 pub use surface::{ActionMember, ActionRoute, Exposed, Origin, Resolved, Route, Surface, Via};
+pub use toolsets::{Selection, TagExpr, ToolsetRule, Toolsets};

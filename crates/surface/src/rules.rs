@@ -19,6 +19,8 @@ pub struct Rules {
     pub prompts: BTreeMap<String, Override>,
     /// Action tools, by their exposed name: each folds several exposed tools into one.
     pub actions: BTreeMap<String, ActionRule>,
+    /// The `toolsets` section: static toolsets, and the settings of run-time ones.
+    pub toolsets: crate::toolsets::Toolsets,
 }
 
 /// An action tool: one tool with an `action` parameter that dispatches to member tools.

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use moniker_surface::names::TAG_RULE;
+use moniker_surface::toolsets::{ALIAS_RULE, NAME_RULE, TagExpr, ToolsetRule, Toolsets};
 
 use super::*;
 use crate::{Config, codes, parse};
@@ -291,12 +292,6 @@ fn unknown_keys_say_where_and_what_was_meant() {
         e.help.as_deref(),
         Some("expected one of `call_timeout`, `start_timeout`, `restart`")
     );
-}
-
-#[test]
-fn toolsets_are_not_supported_yet() {
-    let e = error("actions: {}\ntoolsets: {}\n");
-    assert_eq!((e.code, e.path.as_str()), (codes::UNKNOWN_KEY, "toolsets"));
 }
 
 #[test]
@@ -1216,4 +1211,451 @@ fn action_tool_keys_aliases_and_tags_are_checked() {
 fn unknown_top_keys_offer_actions() {
     let e = error("action: {}\n");
     assert_eq!(e.help.as_deref(), Some("did you mean `actions`?"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// toolsets
+
+fn expr(text: &str) -> TagExpr {
+    text.parse().expect("tag expression")
+}
+
+fn strings(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+const TOOLSETS: &str = r"toolsets:
+  manage: true                       # reserved key: show the management tools
+  store: ~/moniker-toolsets.json     # reserved key: the store file
+  review:
+    description: Code review.
+    tools: [get_pr_info, list_prs]
+    prompts: [think]
+    tags: [git, github]
+    include: [base]
+    aliases: { get_pr_info: pr }
+  base:
+    tools: [web_search]
+    tags: git and not deprecated
+  empty:
+  quoted: { tags: 'gitlab or (github and not archived)', include: [base, review] }
+";
+
+#[test]
+fn the_brief_toolsets_example_parses() {
+    let config = ok(TOOLSETS);
+    let toolsets = &config.rules.toolsets;
+    assert!(toolsets.manage);
+    assert_eq!(toolsets.store.as_deref(), Some("~/moniker-toolsets.json"));
+    let names: Vec<&str> = toolsets.sets.keys().map(String::as_str).collect();
+    assert_eq!(names, ["base", "empty", "quoted", "review"]);
+    let review = &toolsets.sets["review"];
+    assert_eq!(
+        review,
+        &ToolsetRule {
+            description: Some("Code review.".to_owned()),
+            tools: strings(&["get_pr_info", "list_prs"]),
+            prompts: strings(&["think"]),
+            tags: Some(expr("git or github")),
+            include: strings(&["base"]),
+            aliases: [("get_pr_info".to_owned(), "pr".to_owned())].into(),
+        }
+    );
+    assert_eq!(
+        toolsets.sets["base"].tags,
+        Some(expr("git and not deprecated"))
+    );
+    assert_eq!(toolsets.sets["empty"], ToolsetRule::default());
+    assert_eq!(
+        toolsets.sets["quoted"].tags,
+        Some(expr("gitlab or (github and not archived)"))
+    );
+    assert_eq!(toolsets.sets["quoted"].include, ["base", "review"]);
+    // Every entry has its place, for diagnostics found later (`check`).
+    let span = config
+        .source
+        .span("toolsets.review.aliases.get_pr_info")
+        .expect("span");
+    assert_eq!((span.line, span.column), (10, 29));
+    let span = config
+        .source
+        .span("toolsets.review.tools[1]")
+        .expect("span");
+    assert_eq!((span.line, span.column), (6, 26));
+    assert!(config.source.span("toolsets.base.include").is_none());
+}
+
+#[test]
+fn the_design_toolsets_line_parses() {
+    let config = ok(
+        "toolsets: { review: { tools: [get_pr_info], tags: [git], aliases: { get_pr_info: pr } } }\n",
+    );
+    let toolsets = &config.rules.toolsets;
+    assert!(!toolsets.manage);
+    assert_eq!(toolsets.store, None);
+    assert_eq!(toolsets.sets["review"].tags, Some(expr("git")));
+}
+
+#[test]
+fn toolsets_may_be_empty() {
+    for text in [
+        "toolsets: {}\n",
+        "toolsets:\n",
+        "toolsets: { store: ~, manage: false }\n",
+    ] {
+        let config = ok(text);
+        assert_eq!(config.rules.toolsets, Toolsets::default(), "{text}");
+    }
+}
+
+#[test]
+fn tag_expression_errors_point_into_the_string() {
+    // Plain: the offending word.
+    let e = error("toolsets:\n  r:\n    tags: git and Github\n");
+    assert_eq!(e.code, codes::INVALID_TAGS);
+    assert_eq!(e.path, "toolsets.r.tags");
+    assert_eq!(at(&e), (3, 19));
+    assert_eq!(e.span.map(|s| s.len), Some(6));
+    assert!(
+        e.message
+            .starts_with("tag expression `git and Github` is invalid: `Github` is not a tag"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.help
+            .as_deref()
+            .unwrap_or("")
+            .contains("`and`, `or`, `not`")
+    );
+
+    // Quoted: past the quote; the end of the text when it ends too early.
+    let e = error("toolsets:\n  r: { tags: \"git and (github\" }\n");
+    assert_eq!(at(&e), (2, 30));
+    assert_eq!(e.span.map(|s| s.len), Some(0));
+    assert!(
+        e.message
+            .contains("expected `)` to close the `(` at character 9"),
+        "{}",
+        e.message
+    );
+    let e = error("toolsets:\n  r: { tags: 'git github' }\n");
+    assert_eq!(at(&e), (2, 19));
+    assert!(e.message.ends_with("found `github`"), "{}", e.message);
+
+    // Non-ASCII before the error: columns count characters.
+    let e = error("toolsets:\n  r: { description: é, tags: git or or }\n");
+    assert_eq!(at(&e), (2, 37));
+
+    // Escapes or several lines: the string itself, with the place in the message.
+    let e = error("toolsets:\n  r: { tags: \"git \\x41ND\" }\n");
+    assert_eq!(at(&e), (2, 14));
+    assert!(
+        e.message.ends_with("(at character 5 of the expression)"),
+        "{}",
+        e.message
+    );
+    // A block scalar whose text is on one line is found where it is.
+    let e = error("toolsets:\n  r:\n    tags: >-\n      git and\n");
+    assert_eq!(e.code, codes::INVALID_TAGS);
+    assert_eq!(at(&e), (4, 14), "{}", e.message);
+    let e = error("toolsets:\n  r:\n    tags: >-\n      git\n      and\n");
+    assert!(
+        e.message.contains("(at character 8 of the expression)"),
+        "{}",
+        e.message
+    );
+    assert_eq!(at(&e), (4, 7));
+}
+
+#[test]
+fn toolset_tags_are_checked() {
+    let errors = errors(
+        "toolsets:\n  a: { tags: [Git, pull request, ok] }\n  b: { tags: 3 }\n  c: { tags: { git: 1 } }\n  d: { tags: '' }\n",
+    );
+    let found: Vec<_> = errors.iter().map(|e| (e.code, e.path.as_str())).collect();
+    assert_eq!(
+        found,
+        [
+            (codes::INVALID_TAG, "toolsets.a.tags[0]"),
+            (codes::INVALID_TAG, "toolsets.a.tags[1]"),
+            (codes::INVALID_TYPE, "toolsets.b.tags"),
+            (codes::INVALID_TYPE, "toolsets.c.tags"),
+            (codes::INVALID_TAGS, "toolsets.d.tags"),
+        ]
+    );
+    assert!(errors[0].message.contains(TAG_RULE));
+    assert_eq!(errors[0].help.as_deref(), Some("did you mean `git`?"));
+    assert_eq!(
+        errors[2].message,
+        "expected a list of tags or a tag expression, found a number `3`"
+    );
+    assert!(errors[4].message.contains("empty"), "{}", errors[4].message);
+    // An empty list selects nothing by tag.
+    assert_eq!(
+        ok("toolsets: { a: { tags: [] } }\n").rules.toolsets.sets["a"].tags,
+        None
+    );
+}
+
+#[test]
+fn toolset_aliases_follow_the_alias_rule() {
+    let errors = errors(
+        "toolsets:\n  r:\n    aliases: { get_pr_info: PR, list_prs: p, web_search: ok_alias, 'bad key': fine, x: [1] }\n",
+    );
+    let found: Vec<_> = errors
+        .iter()
+        .map(|e| (e.code, e.path.as_str(), at(e)))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                codes::INVALID_NAME,
+                "toolsets.r.aliases.get_pr_info",
+                (3, 29)
+            ),
+            (codes::INVALID_NAME, "toolsets.r.aliases.list_prs", (3, 43)),
+            (
+                codes::INVALID_NAME,
+                r#"toolsets.r.aliases."bad key""#,
+                (3, 68)
+            ),
+            (codes::INVALID_TYPE, "toolsets.r.aliases.x", (3, 88)),
+        ]
+    );
+    assert_eq!(errors[0].message, format!("alias `PR` {ALIAS_RULE}"));
+    assert_eq!(errors[0].help.as_deref(), Some("did you mean `pr`?"));
+    assert_eq!(errors[1].message, format!("alias `p` {ALIAS_RULE}"));
+    assert!(
+        errors[2].message.starts_with("tool `bad key` contains"),
+        "{}",
+        errors[2].message
+    );
+}
+
+#[test]
+fn toolset_references_are_names() {
+    let errors = errors(
+        "toolsets:\n  r: { tools: [ok, 'get pr'], prompts: think, include: [{ a: 1 }], description: [x] }\n",
+    );
+    let found: Vec<_> = errors.iter().map(|e| (e.code, e.path.as_str())).collect();
+    assert_eq!(
+        found,
+        [
+            (codes::INVALID_NAME, "toolsets.r.tools[1]"),
+            (codes::INVALID_TYPE, "toolsets.r.prompts"),
+            (codes::INVALID_TYPE, "toolsets.r.include[0]"),
+            (codes::INVALID_TYPE, "toolsets.r.description"),
+        ]
+    );
+    assert!(
+        errors[0].message.starts_with("tool `get pr` contains"),
+        "{}",
+        errors[0].message
+    );
+    assert_eq!(
+        errors[1].message,
+        "expected a list of prompt names, found a string `think`"
+    );
+}
+
+#[test]
+fn includes_name_toolsets_of_the_config() {
+    let errors = errors(
+        "toolsets:\n  base: { tools: [a] }\n  review: { include: [bse, base, zzz] }\n  other: { include: [review] }\n",
+    );
+    let found: Vec<_> = errors
+        .iter()
+        .map(|e| (e.code, e.path.as_str(), at(e), e.help.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                codes::UNKNOWN_TOOLSET,
+                "toolsets.review.include[0]",
+                (3, 23),
+                Some("did you mean `base`?")
+            ),
+            (
+                codes::UNKNOWN_TOOLSET,
+                "toolsets.review.include[2]",
+                (3, 34),
+                Some("toolsets: `base`, `review`, `other`")
+            ),
+        ]
+    );
+    assert_eq!(
+        errors[0].message,
+        "toolset `review` includes `bse`, which is not a toolset"
+    );
+    let e = error("toolsets:\n  manage: true\n  r: { include: [manage] }\n");
+    assert_eq!(e.code, codes::UNKNOWN_TOOLSET);
+    assert_eq!(e.help.as_deref(), Some("toolsets: `r`"));
+}
+
+#[test]
+fn include_cycles_are_errors() {
+    let errors = errors(
+        "toolsets:\n  a: { include: [b] }\n  b: { include: [c, d] }\n  c: { include: [a] }\n  d: { include: [d] }\n  e: { include: [a] }\n",
+    );
+    let found: Vec<_> = errors
+        .iter()
+        .map(|e| (e.code, e.path.as_str(), e.message.as_str(), at(e)))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                codes::INCLUDE_CYCLE,
+                "toolsets.c.include[0]",
+                "toolset `a` includes itself through `c`: a -> b -> c -> a",
+                (4, 18)
+            ),
+            (
+                codes::INCLUDE_CYCLE,
+                "toolsets.d.include[0]",
+                "toolset `d` includes itself",
+                (5, 18)
+            ),
+        ]
+    );
+    assert_eq!(
+        errors[0].help.as_deref(),
+        Some("remove one `include` of the cycle")
+    );
+    // Diamonds are not cycles.
+    ok(
+        "toolsets:\n  a: { include: [b, c] }\n  b: { include: [d] }\n  c: { include: [d] }\n  d: {}\n",
+    );
+}
+
+#[test]
+fn toolset_names_follow_the_name_rule() {
+    let errors = errors(
+        "toolsets:\n  Review: { tools: [a] }\n  other: { include: [Review] }\n  code.review: {}\n",
+    );
+    let found: Vec<_> = errors
+        .iter()
+        .map(|e| (e.code, e.path.as_str(), at(e), e.help.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                codes::INVALID_TOOLSET,
+                "toolsets.Review",
+                (2, 3),
+                Some("did you mean `review`?")
+            ),
+            (
+                codes::INVALID_TOOLSET,
+                r#"toolsets."code.review""#,
+                (4, 3),
+                Some("did you mean `code_review`?")
+            ),
+        ]
+    );
+    assert_eq!(
+        errors[0].message,
+        format!("toolset name `Review` {NAME_RULE}")
+    );
+}
+
+#[test]
+fn unknown_toolset_keys_have_a_did_you_mean() {
+    let errors = errors(
+        "toolsets:\n  manag: true\n  stor: /tmp/x.json\n  review: { tols: [a], alias: { a: bb } }\n",
+    );
+    let found: Vec<_> = errors
+        .iter()
+        .map(|e| (e.code, e.path.as_str(), e.help.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                codes::UNKNOWN_KEY,
+                "toolsets.manag",
+                Some("did you mean `manage`?")
+            ),
+            (
+                codes::UNKNOWN_KEY,
+                "toolsets.stor",
+                Some("did you mean `store`?")
+            ),
+            (
+                codes::UNKNOWN_KEY,
+                "toolsets.review.tols",
+                Some("did you mean `tools`?")
+            ),
+            (
+                codes::UNKNOWN_KEY,
+                "toolsets.review.alias",
+                Some("did you mean `aliases`?")
+            ),
+        ]
+    );
+    // Any other key is a toolset, which must be a map.
+    let e = error("toolsets:\n  review: [a, b]\n");
+    assert_eq!(e.code, codes::INVALID_TYPE);
+    assert_eq!(
+        e.message,
+        "expected a map of toolset settings, found a list"
+    );
+    // A toolset may be named like a setting, when it is one.
+    assert!(
+        ok("toolsets: { stores: { tools: [a] } }\n")
+            .rules
+            .toolsets
+            .sets
+            .contains_key("stores")
+    );
+    // Misspelt `toolsets` at the top.
+    let e = error("toolset: {}\n");
+    assert_eq!(e.help.as_deref(), Some("did you mean `toolsets`?"));
+}
+
+#[test]
+fn manage_and_store_are_checked() {
+    let errors = errors("toolsets: { manage: yes, store: 3 }\n");
+    let found: Vec<_> = errors.iter().map(|e| (e.code, e.path.as_str())).collect();
+    assert_eq!(
+        found,
+        [
+            (codes::INVALID_TYPE, "toolsets.manage"),
+            (codes::INVALID_TYPE, "toolsets.store"),
+        ]
+    );
+    let e = error("toolsets: { store: '  ' }\n");
+    assert_eq!(
+        (e.code, e.path.as_str()),
+        (codes::INVALID_VALUE, "toolsets.store")
+    );
+    let e = error("toolsets: [a]\n");
+    assert_eq!(e.message, "expected a map of toolsets, found a list");
+}
+
+#[test]
+fn the_store_is_expanded_with_the_environment() {
+    let mut config = ok("toolsets:\n  store: ${DATA:-/var/lib}/moniker/${NAME}.json\n");
+    config
+        .expand_env(|name| (name == "NAME").then(|| "toolsets".to_owned()))
+        .expect("set");
+    assert_eq!(
+        config.rules.toolsets.store.as_deref(),
+        Some("/var/lib/moniker/toolsets.json")
+    );
+    let mut config = ok("toolsets:\n  store: ${NOPE}/t.json\n");
+    let report = config.expand_env(|_| None).expect_err("unset");
+    let e = &report.errors[0];
+    assert_eq!(
+        (e.code, e.path.as_str(), at(e)),
+        (codes::ENV, "toolsets.store", (2, 10))
+    );
+    assert_eq!(
+        config.rules.toolsets.store.as_deref(),
+        Some("${NOPE}/t.json")
+    );
 }

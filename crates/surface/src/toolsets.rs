@@ -1,0 +1,1067 @@
+//! Toolsets: named subsets of the exposed tools and prompts, chosen by name and by tag
+//! expression, with aliases of their own. See DESIGN "Toolsets".
+//!
+//! A toolset is resolved against a surface into a [`Selection`]: the canonical names it
+//! exposes and the aliases it adds. [`select`] is lenient (a reference that names nothing now
+//! is `stale`, since a server may be down); [`validate`] is strict (what `build-toolset` and
+//! `check` refuse). [`resolve`] and [`listing`] are what a session with an equipped toolset
+//! serves: a toolset is also a permission boundary.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+
+use indexmap::IndexMap;
+use serde_json::value::RawValue;
+
+use crate::diagnostic::{Diagnostic, did_you_mean};
+use crate::names::{TAG_RULE, Tag};
+use crate::rules::{Kind, Seg, path};
+use crate::surface::{Resolved, Surface, Via};
+
+/// What a toolset's name must look like (a key of the config's `toolsets`).
+pub const NAME_RULE: &str = "must match `^[a-z0-9][a-z0-9_-]{0,63}$` (lowercase letters, digits, `_` and `-`, at most 64 characters)";
+
+/// What a toolset alias must look like.
+pub const ALIAS_RULE: &str = "must match `^[a-z0-9][a-z0-9_-]{1,63}$`";
+
+/// Keys of the config's `toolsets` section that are settings, not toolsets.
+pub const RESERVED: [&str; 2] = ["manage", "store"];
+
+/// moniker's own toolset management tools (DESIGN "Toolsets"). A toolset alias may not take
+/// one of these names: the management tools are listed beside an equipped toolset.
+pub const MANAGEMENT_TOOLS: [&str; 7] = [
+    "list-available-tools",
+    "build-toolset",
+    "list-saved-toolsets",
+    "equip-toolset",
+    "unequip-toolset",
+    "get-active-toolset",
+    "delete-toolset",
+];
+
+/// The stable codes of toolset diagnostics.
+pub mod codes {
+    /// A toolset (asked for, or named in an `include`) that does not exist.
+    pub const UNKNOWN: &str = "toolsets::unknown";
+    /// A toolset that includes itself, directly or through others.
+    pub const INCLUDE_CYCLE: &str = "toolsets::include_cycle";
+    /// A tool reference (in `tools` or an alias key) that names no exposed tool.
+    pub const UNKNOWN_TOOL: &str = "toolsets::unknown_tool";
+    /// A prompt reference that names no exposed prompt.
+    pub const UNKNOWN_PROMPT: &str = "toolsets::unknown_prompt";
+    /// An alias that breaks [`super::ALIAS_RULE`].
+    pub const ALIAS: &str = "toolsets::alias";
+    /// One alias given to two different tools in one toolset (its includes counted).
+    pub const DUPLICATE_ALIAS: &str = "toolsets::duplicate_alias";
+    /// An alias that is the name or an alias of another tool.
+    pub const ALIAS_SHADOWS: &str = "toolsets::alias_shadows";
+    /// A toolset name that breaks [`super::NAME_RULE`] or is reserved.
+    pub const INVALID_NAME: &str = "toolsets::invalid_name";
+}
+
+/// The config's `toolsets` section.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Toolsets {
+    /// Show moniker's toolset management tools to clients.
+    pub manage: bool,
+    /// The store file of run-time toolsets, as written (`${VAR}` expanded by the config
+    /// crate's `expand_env`; `~` is left as it is). `None`: the default place.
+    pub store: Option<String>,
+    /// The static toolsets, by name.
+    pub sets: BTreeMap<String, ToolsetRule>,
+}
+
+/// One toolset, as written in the config or built by a client.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ToolsetRule {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Exposed names or aliases of tools.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Exposed names or aliases of prompts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<String>,
+    /// Every listed tool and prompt whose tags match is in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<TagExpr>,
+    /// Other toolsets whose tools, prompts and aliases this one has too, recursively.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    /// A tool, by its name or an alias as written, to its alias in this toolset. A tool that
+    /// is given an alias is in the toolset.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub aliases: BTreeMap<String, String>,
+}
+
+/// `^[a-z0-9][a-z0-9_-]{0,63}$`
+pub fn valid_name(name: &str) -> bool {
+    slug(name, 1)
+}
+
+/// `^[a-z0-9][a-z0-9_-]{1,63}$`
+pub fn valid_alias(alias: &str) -> bool {
+    slug(alias, 2)
+}
+
+fn slug(text: &str, min: usize) -> bool {
+    let b = text.as_bytes();
+    let inner = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'-');
+    (min..=64).contains(&b.len())
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter().all(inner)
+}
+
+/// The alias a user probably meant: lowercase, other characters as `_`, cut to 64. `None`
+/// when nothing valid comes out of it or it is what was written.
+pub fn alias_fix(alias: &str) -> Option<String> {
+    let fixed: String = alias
+        .trim()
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' | '_' | '-' => c,
+            'A'..='Z' => c.to_ascii_lowercase(),
+            _ => '_',
+        })
+        .collect();
+    let fixed = fixed.trim_start_matches(['_', '-']);
+    let fixed: String = fixed.chars().take(64).collect();
+    (fixed != alias && valid_alias(&fixed)).then_some(fixed)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tag expressions
+
+/// A boolean expression over tags: `git and (github or gitlab) and not deprecated`.
+/// `not` binds tighter than `and`, which binds tighter than `or`; both are left-associative.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TagExpr {
+    Tag(Tag),
+    Not(Box<TagExpr>),
+    And(Box<TagExpr>, Box<TagExpr>),
+    Or(Box<TagExpr>, Box<TagExpr>),
+}
+
+/// Nesting (parentheses and `not`) deeper than this is refused.
+pub const TAG_EXPR_MAX_DEPTH: usize = 32;
+/// More tags than this in one expression are refused.
+pub const TAG_EXPR_MAX_TAGS: usize = 256;
+
+impl TagExpr {
+    /// Whether an item with these tags is selected.
+    pub fn matches(&self, tags: &[Tag]) -> bool {
+        match self {
+            Self::Tag(tag) => tags.contains(tag),
+            Self::Not(e) => !e.matches(tags),
+            Self::And(a, b) => a.matches(tags) && b.matches(tags),
+            Self::Or(a, b) => a.matches(tags) || b.matches(tags),
+        }
+    }
+
+    /// A list of tags means any of them; `None` for no tags.
+    pub fn any_of(tags: Vec<Tag>) -> Option<Self> {
+        tags.into_iter()
+            .map(Self::Tag)
+            .reduce(|a, b| Self::Or(Box::new(a), Box::new(b)))
+    }
+
+    /// Every tag the expression mentions, in order, repeats included.
+    pub fn tags(&self) -> Vec<&Tag> {
+        let mut out = Vec::new();
+        let mut stack = vec![self];
+        while let Some(e) = stack.pop() {
+            match e {
+                Self::Tag(t) => out.push(t),
+                Self::Not(e) => stack.push(e),
+                Self::And(a, b) | Self::Or(a, b) => {
+                    stack.push(b);
+                    stack.push(a);
+                }
+            }
+        }
+        out
+    }
+
+    fn precedence(&self) -> u8 {
+        match self {
+            Self::Or(..) => 1,
+            Self::And(..) => 2,
+            Self::Not(_) => 3,
+            Self::Tag(_) => 4,
+        }
+    }
+}
+
+/// The shortest text that parses back to the same expression.
+impl fmt::Display for TagExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn part(f: &mut fmt::Formatter<'_>, e: &TagExpr, paren: bool) -> fmt::Result {
+            if paren {
+                write!(f, "({e})")
+            } else {
+                write!(f, "{e}")
+            }
+        }
+        match self {
+            Self::Tag(tag) => f.write_str(tag.as_str()),
+            Self::Not(e) => {
+                f.write_str("not ")?;
+                part(f, e, e.precedence() < 3)
+            }
+            Self::And(a, b) | Self::Or(a, b) => {
+                let (level, op) = match self {
+                    Self::And(..) => (2, " and "),
+                    _ => (1, " or "),
+                };
+                part(f, a, a.precedence() < level)?;
+                f.write_str(op)?;
+                part(f, b, b.precedence() <= level)
+            }
+        }
+    }
+}
+
+/// Why a tag expression does not parse, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message} (at character {column})")]
+pub struct TagExprError {
+    /// Byte offset of the offending token in the text (its length when the text ended early).
+    pub offset: usize,
+    /// Length in bytes of the offending token (0 at the end of the text).
+    pub len: usize,
+    /// 1-based position of the offending token in the expression, in characters.
+    pub column: usize,
+    /// What was expected and what was found, lowercase, no trailing period.
+    pub message: String,
+}
+
+impl FromStr for TagExpr {
+    type Err = TagExprError;
+
+    fn from_str(text: &str) -> Result<Self, TagExprError> {
+        let mut parser = Parser {
+            text,
+            tokens: tokenize(text),
+            pos: 0,
+            depth: 0,
+            tags: 0,
+        };
+        if parser.tokens.is_empty() {
+            return Err(parser.fail_at(
+                text.len(),
+                0,
+                "the tag expression is empty: expected a tag".to_owned(),
+            ));
+        }
+        let expr = parser.or()?;
+        match parser.tokens.get(parser.pos) {
+            None => Ok(expr),
+            Some(token) => {
+                let message = match token.kind {
+                    TokenKind::Close => "unexpected `)`: no `(` is open".to_owned(),
+                    _ => format!("expected `and`, `or` or the end, found {}", found(*token)),
+                };
+                Err(parser.fail(*token, message))
+            }
+        }
+    }
+}
+
+impl serde::Serialize for TagExpr {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TagExpr {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TokenKind {
+    Word,
+    Open,
+    Close,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Token<'t> {
+    kind: TokenKind,
+    text: &'t str,
+    offset: usize,
+}
+
+fn tokenize<'t>(text: &'t str) -> Vec<Token<'t>> {
+    let mut out = Vec::new();
+    let mut word: Option<usize> = None;
+    let end_word = |out: &mut Vec<Token<'t>>, start: Option<usize>, end: usize| {
+        if let Some(start) = start {
+            out.push(Token {
+                kind: TokenKind::Word,
+                text: &text[start..end],
+                offset: start,
+            });
+        }
+    };
+    for (i, c) in text.char_indices() {
+        let kind = match c {
+            '(' => Some(TokenKind::Open),
+            ')' => Some(TokenKind::Close),
+            c if c.is_whitespace() => None,
+            _ => {
+                word.get_or_insert(i);
+                continue;
+            }
+        };
+        end_word(&mut out, word.take(), i);
+        if let Some(kind) = kind {
+            out.push(Token {
+                kind,
+                text: &text[i..i + 1],
+                offset: i,
+            });
+        }
+    }
+    end_word(&mut out, word, text.len());
+    out
+}
+
+/// How an error names a token it did not expect: `` `AND` (operators are lowercase: `and`) ``.
+fn found(token: Token<'_>) -> String {
+    let lower = token.text.to_ascii_lowercase();
+    if token.text != lower && matches!(lower.as_str(), "and" | "or" | "not") {
+        format!("`{}` (operators are lowercase: `{lower}`)", token.text)
+    } else {
+        format!("`{}`", short(token.text))
+    }
+}
+
+fn short(text: &str) -> String {
+    const MAX: usize = 40;
+    if text.chars().count() <= MAX {
+        text.to_owned()
+    } else {
+        let mut out: String = text.chars().take(MAX).collect();
+        out.push('…');
+        out
+    }
+}
+
+struct Parser<'t> {
+    text: &'t str,
+    tokens: Vec<Token<'t>>,
+    pos: usize,
+    depth: usize,
+    tags: usize,
+}
+
+impl Parser<'_> {
+    fn column(&self, offset: usize) -> usize {
+        self.text
+            .get(..offset)
+            .map_or(1, |before| before.chars().count() + 1)
+    }
+
+    fn fail_at(&self, offset: usize, len: usize, message: String) -> TagExprError {
+        TagExprError {
+            offset,
+            len,
+            column: self.column(offset),
+            message,
+        }
+    }
+
+    fn fail(&self, token: Token<'_>, message: String) -> TagExprError {
+        self.fail_at(token.offset, token.text.len(), message)
+    }
+
+    fn peek_word(&self, word: &str) -> bool {
+        self.tokens
+            .get(self.pos)
+            .is_some_and(|t| t.kind == TokenKind::Word && t.text == word)
+    }
+
+    fn or(&mut self) -> Result<TagExpr, TagExprError> {
+        let mut left = self.and()?;
+        while self.peek_word("or") {
+            self.pos += 1;
+            let right = self.and()?;
+            left = TagExpr::Or(Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn and(&mut self) -> Result<TagExpr, TagExprError> {
+        let mut left = self.unary()?;
+        while self.peek_word("and") {
+            self.pos += 1;
+            let right = self.unary()?;
+            left = TagExpr::And(Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn deeper(&mut self, token: Token<'_>) -> Result<(), TagExprError> {
+        self.depth += 1;
+        if self.depth > TAG_EXPR_MAX_DEPTH {
+            return Err(self.fail(
+                token,
+                format!(
+                    "the tag expression is nested too deeply: at most {TAG_EXPR_MAX_DEPTH} levels of `not` and `(`"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn unary(&mut self) -> Result<TagExpr, TagExprError> {
+        const EXPECTED: &str = "expected a tag, `not` or `(`";
+        let Some(&token) = self.tokens.get(self.pos) else {
+            let after = match self.pos.checked_sub(1).and_then(|p| self.tokens.get(p)) {
+                Some(t) => format!(" after `{}`", short(t.text)),
+                None => String::new(),
+            };
+            return Err(self.fail_at(
+                self.text.len(),
+                0,
+                format!("{EXPECTED}{after}, found the end of the expression"),
+            ));
+        };
+        self.pos += 1;
+        match token.kind {
+            TokenKind::Close => Err(self.fail(token, format!("{EXPECTED}, found `)`"))),
+            TokenKind::Open => {
+                self.deeper(token)?;
+                let inner = self.or()?;
+                match self.tokens.get(self.pos) {
+                    Some(t) if t.kind == TokenKind::Close => self.pos += 1,
+                    Some(&t) => {
+                        return Err(self.fail(
+                            t,
+                            format!("expected `and`, `or` or `)`, found {}", found(t)),
+                        ));
+                    }
+                    None => {
+                        let column = self.column(token.offset);
+                        return Err(self.fail_at(
+                            self.text.len(),
+                            0,
+                            format!(
+                                "expected `)` to close the `(` at character {column}, found the end of the expression"
+                            ),
+                        ));
+                    }
+                }
+                self.depth -= 1;
+                Ok(inner)
+            }
+            TokenKind::Word if token.text == "not" => {
+                self.deeper(token)?;
+                let inner = self.unary()?;
+                self.depth -= 1;
+                Ok(TagExpr::Not(Box::new(inner)))
+            }
+            TokenKind::Word if matches!(token.text, "and" | "or") => {
+                Err(self.fail(token, format!("{EXPECTED}, found `{}`", token.text)))
+            }
+            TokenKind::Word => {
+                self.tags += 1;
+                if self.tags > TAG_EXPR_MAX_TAGS {
+                    return Err(self.fail(
+                        token,
+                        format!("the tag expression is too long: at most {TAG_EXPR_MAX_TAGS} tags"),
+                    ));
+                }
+                match token.text.parse::<Tag>() {
+                    Ok(tag) => Ok(TagExpr::Tag(tag)),
+                    Err(_) => Err(self.fail(
+                        token,
+                        format!("{} is not a tag: a tag {TAG_RULE}", found(token)),
+                    )),
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Selection
+
+/// What a toolset exposes, resolved against a surface.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selection {
+    /// Canonical exposed names of tools.
+    pub tools: BTreeSet<String>,
+    /// Canonical exposed names of prompts.
+    pub prompts: BTreeSet<String>,
+    /// Toolset alias to the canonical name of its tool. Every target is in `tools`.
+    pub aliases: BTreeMap<String, String>,
+    /// What is left out: references that name nothing now (a server is down, a tool went
+    /// away), each as written; and aliases that cannot be used, each as the sentence that
+    /// says why (`alias `x` for tool `y` in toolset `z` shadows ...`).
+    pub stale: Vec<String>,
+}
+
+/// Resolves toolset `name` (with its includes) against the surface. Unknown toolsets, unknown
+/// includes and include cycles are errors; references that name nothing now and unusable
+/// aliases are left out and listed in `stale`.
+pub fn select(
+    surface: &Surface,
+    name: &str,
+    sets: &BTreeMap<String, ToolsetRule>,
+) -> Result<Selection, Vec<Diagnostic>> {
+    let Some(rule) = sets.get(name) else {
+        return Err(vec![unknown_toolset(name, sets, None)]);
+    };
+    let (members, errors) = closure(name, rule, sets);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let gathered = gather(surface, &members);
+    let mut selection = gathered.selection;
+    let mut seen = BTreeSet::new();
+    for problem in gathered.problems {
+        let entry = match problem.kind {
+            ProblemKind::Unknown(reference) => reference.to_owned(),
+            ProblemKind::Alias => problem.diagnostic.message,
+        };
+        if seen.insert(entry.clone()) {
+            selection.stale.push(entry);
+        }
+    }
+    Ok(selection)
+}
+
+/// What `build-toolset` (and `check`) refuse in toolset `name` written as `rule`, whether or
+/// not `sets` has it yet: a bad name, unknown or cyclic includes, references of `rule` that
+/// name nothing, and aliases of `rule` that break [`ALIAS_RULE`], are given to two tools or
+/// shadow another tool. Problems of included toolsets' own references are not reported
+/// (a server may be down); their aliases that clash with `rule`'s are.
+pub fn validate(
+    surface: &Surface,
+    name: &str,
+    rule: &ToolsetRule,
+    sets: &BTreeMap<String, ToolsetRule>,
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if !valid_name(name) {
+        out.push(
+            Diagnostic::error(
+                codes::INVALID_NAME,
+                format!("toolset name `{}` {NAME_RULE}", short(name)),
+            )
+            .at(path(&[Seg::Key("toolsets"), Seg::Key(name)])),
+        );
+    } else if RESERVED.contains(&name) {
+        out.push(
+            Diagnostic::error(
+                codes::INVALID_NAME,
+                format!("toolset name `{name}` is reserved: `toolsets.{name}` is a setting"),
+            )
+            .at(path(&[Seg::Key("toolsets"), Seg::Key(name)]))
+            .help("choose another name"),
+        );
+    }
+    let (members, errors) = closure(name, rule, sets);
+    out.extend(errors);
+    let gathered = gather(surface, &members);
+    out.extend(
+        gathered
+            .problems
+            .into_iter()
+            .filter(|p| p.owners.contains(&name))
+            .map(|p| p.diagnostic),
+    );
+    out
+}
+
+/// An exposed name or alias, within the selection: the toolset's own aliases first (as
+/// [`Via::Alias`]), then the surface's names, aliases and legacy names of selected items.
+/// `None` for anything outside the toolset, whatever the surface knows it as.
+pub fn resolve<'a>(
+    surface: &'a Surface,
+    selection: &Selection,
+    kind: Kind,
+    name: &str,
+) -> Option<Resolved<'a>> {
+    if kind == Kind::Tool {
+        if let Some(canonical) = selection.aliases.get(name) {
+            let resolved = surface.resolve(kind, canonical)?;
+            return (resolved.exposed.name == *canonical).then_some(Resolved {
+                exposed: resolved.exposed,
+                via: Via::Alias,
+            });
+        }
+    }
+    let resolved = surface.resolve(kind, name)?;
+    let selected = match kind {
+        Kind::Tool => &selection.tools,
+        Kind::Prompt => &selection.prompts,
+    };
+    selected
+        .contains(&resolved.exposed.name)
+        .then_some(resolved)
+}
+
+/// The `tools/list` (`{"tools":[...]}`) or `prompts/list` (`{"prompts":[...]}`) result of a
+/// session with this toolset: its listed items in surface order, each tool with the
+/// toolset's aliases added to its `aliases` and to the `Aliases:` line of its description.
+pub fn listing(surface: &Surface, selection: &Selection, kind: Kind) -> String {
+    let selected = match kind {
+        Kind::Tool => &selection.tools,
+        Kind::Prompt => &selection.prompts,
+    };
+    let mut extra: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    if kind == Kind::Tool {
+        for (alias, canonical) in &selection.aliases {
+            extra
+                .entry(canonical.as_str())
+                .or_default()
+                .push(alias.clone());
+        }
+    }
+    let mut out = String::with_capacity(64);
+    out.push_str("{\"");
+    out.push_str(kind.section());
+    out.push_str("\":[");
+    let mut first = true;
+    for item in surface.listed(kind).filter(|e| selected.contains(&e.name)) {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        match extra.get(item.name.as_str()) {
+            Some(aliases) => out.push_str(with_extra_aliases(&item.definition, aliases).get()),
+            None => out.push_str(item.definition.get()),
+        }
+    }
+    out.push_str("]}");
+    out
+}
+
+/// A listing entry with more aliases: appended to its `aliases` array (added before `tags`
+/// when it has none) and to the `Aliases: a, b` line that ends its description (extended when
+/// there is one, added when not). Every other field keeps its bytes and its place. A
+/// definition that is not an object, or that has all of `extra` already, is returned as is.
+pub fn with_extra_aliases(definition: &RawValue, extra: &[String]) -> Box<RawValue> {
+    let unchanged = || definition.to_owned();
+    let Ok(fields) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(definition.get())
+    else {
+        return unchanged();
+    };
+    let mut aliases: Vec<String> = fields
+        .get("aliases")
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or_default();
+    let before = aliases.len();
+    for alias in extra {
+        if !aliases.contains(alias) {
+            aliases.push(alias.clone());
+        }
+    }
+    if aliases.len() == before {
+        return unchanged();
+    }
+    let added = &aliases[before..];
+    // A description that is not a string is the server's business: leave it.
+    let description = match fields.get("description") {
+        Some(raw) => serde_json::from_str::<String>(raw.get())
+            .ok()
+            .map(|text| with_aliases_line(text, added)),
+        None => Some(with_aliases_line(String::new(), added)),
+    };
+
+    fn string(s: &str) -> String {
+        // Serializing a str cannot fail.
+        serde_json::to_string(s).unwrap_or_default()
+    }
+    let aliases_json = format!(
+        "[{}]",
+        aliases
+            .iter()
+            .map(|a| string(a))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let has_aliases = fields.contains_key("aliases");
+    let has_description = fields.contains_key("description");
+    let mut out = String::with_capacity(definition.get().len() + 64);
+    out.push('{');
+    let put = |out: &mut String, key: &str, value: &str| {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(&string(key));
+        out.push(':');
+        out.push_str(value);
+    };
+    let mut aliases_written = false;
+    for (key, value) in &fields {
+        match key.as_str() {
+            "description" => match &description {
+                Some(d) => put(&mut out, key, &string(d)),
+                None => put(&mut out, key, value.get()),
+            },
+            "aliases" => {
+                put(&mut out, key, &aliases_json);
+                aliases_written = true;
+            }
+            "tags" if !has_aliases => {
+                put(&mut out, "aliases", &aliases_json);
+                aliases_written = true;
+                put(&mut out, key, value.get());
+            }
+            _ => put(&mut out, key, value.get()),
+        }
+        if key == "name" && !has_description {
+            if let Some(d) = &description {
+                put(&mut out, "description", &string(d));
+            }
+        }
+    }
+    if !aliases_written {
+        put(&mut out, "aliases", &aliases_json);
+    }
+    out.push('}');
+    // Built from valid JSON pieces; the fallback is unreachable.
+    RawValue::from_string(out).unwrap_or_else(|_| unchanged())
+}
+
+/// `text` with `added` at the end of its `Aliases: ` line, or with such a line appended.
+fn with_aliases_line(mut text: String, added: &[String]) -> String {
+    let list = added.join(", ");
+    let last_line = text.rfind('\n').map_or(0, |i| i + 1);
+    if text[last_line..].starts_with("Aliases: ") {
+        text.push_str(", ");
+        text.push_str(&list);
+    } else {
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str("Aliases: ");
+        text.push_str(&list);
+    }
+    text
+}
+
+fn toolset_path<'a>(name: &'a str, field: &'a str) -> Vec<Seg<'a>> {
+    vec![Seg::Key("toolsets"), Seg::Key(name), Seg::Key(field)]
+}
+
+fn unknown_toolset(
+    name: &str,
+    sets: &BTreeMap<String, ToolsetRule>,
+    extra: Option<&str>,
+) -> Diagnostic {
+    let mut d = Diagnostic::error(
+        codes::UNKNOWN,
+        format!("there is no toolset `{}`", short(name)),
+    );
+    let names = sets.keys().map(String::as_str).chain(extra);
+    match did_you_mean(name, names) {
+        Some(close) => d = d.help(format!("did you mean `{close}`?")),
+        None if sets.is_empty() && extra.is_none() => d = d.help("no toolsets are defined"),
+        None => {
+            let all: Vec<String> = sets
+                .keys()
+                .map(String::as_str)
+                .chain(extra)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .map(|n| format!("`{n}`"))
+                .collect();
+            d = d.help(format!("toolsets: {}", all.join(", ")));
+        }
+    }
+    d
+}
+
+/// Toolset `name` (as `rule`) and every toolset it includes, each once, in depth-first order;
+/// and the diagnostics of unknown includes and cycles. Iterative: a long chain of includes
+/// cannot overflow the stack.
+fn closure<'a>(
+    name: &'a str,
+    rule: &'a ToolsetRule,
+    sets: &'a BTreeMap<String, ToolsetRule>,
+) -> (Vec<(&'a str, &'a ToolsetRule)>, Vec<Diagnostic>) {
+    let lookup = |n: &str| -> Option<(&'a str, &'a ToolsetRule)> {
+        if n == name {
+            Some((name, rule))
+        } else {
+            sets.get_key_value(n).map(|(k, r)| (k.as_str(), r))
+        }
+    };
+    let mut members = vec![(name, rule)];
+    let mut errors = Vec::new();
+    // Present and false: on the stack; true: done.
+    let mut state: BTreeMap<&str, bool> = BTreeMap::from([(name, false)]);
+    let mut stack: Vec<(&'a str, &'a ToolsetRule, usize)> = vec![(name, rule, 0)];
+    while let Some(&(current, current_rule, i)) = stack.last() {
+        let Some(include) = current_rule.include.get(i) else {
+            state.insert(current, true);
+            stack.pop();
+            continue;
+        };
+        if let Some(top) = stack.last_mut() {
+            top.2 += 1;
+        }
+        let at = path(&[
+            Seg::Key("toolsets"),
+            Seg::Key(current),
+            Seg::Key("include"),
+            Seg::Index(i),
+        ]);
+        match state.get(include.as_str()) {
+            Some(true) => {}
+            Some(false) => {
+                let from = stack
+                    .iter()
+                    .position(|(n, _, _)| *n == include)
+                    .unwrap_or(0);
+                let mut cycle: Vec<&str> = stack[from..].iter().map(|(n, _, _)| *n).collect();
+                cycle.push(include);
+                let message = if cycle.len() == 2 {
+                    format!("toolset `{current}` includes itself")
+                } else {
+                    format!(
+                        "toolset `{include}` includes itself through `{current}`: {}",
+                        cycle.join(" -> ")
+                    )
+                };
+                errors.push(
+                    Diagnostic::error(codes::INCLUDE_CYCLE, message)
+                        .at(at)
+                        .help("remove one `include` of the cycle"),
+                );
+            }
+            None => match lookup(include) {
+                Some((n, r)) => {
+                    state.insert(n, false);
+                    members.push((n, r));
+                    stack.push((n, r, 0));
+                }
+                None => {
+                    let mut d = unknown_toolset(include, sets, Some(name));
+                    d.message = format!(
+                        "toolset `{current}` includes `{}`, which is not a toolset",
+                        short(include)
+                    );
+                    errors.push(d.at(at));
+                }
+            },
+        }
+    }
+    (members, errors)
+}
+
+enum ProblemKind<'a> {
+    /// A reference that names nothing: the reference.
+    Unknown(&'a str),
+    /// An alias that cannot be used.
+    Alias,
+}
+
+struct Problem<'a> {
+    kind: ProblemKind<'a>,
+    /// The toolsets whose entries are involved.
+    owners: Vec<&'a str>,
+    diagnostic: Diagnostic,
+}
+
+struct Gathered<'a> {
+    selection: Selection,
+    problems: Vec<Problem<'a>>,
+}
+
+/// An alias entry whose tool resolved.
+struct AliasEntry<'a> {
+    owner: &'a str,
+    key: &'a str,
+    alias: &'a str,
+    canonical: String,
+}
+
+/// The union of the members' tools, prompts and aliases, with every problem found.
+fn gather<'a>(surface: &Surface, members: &[(&'a str, &'a ToolsetRule)]) -> Gathered<'a> {
+    let mut selection = Selection::default();
+    let mut problems = Vec::new();
+    let mut entries: Vec<AliasEntry<'a>> = Vec::new();
+    for &(owner, rule) in members {
+        for (kind, references) in [(Kind::Tool, &rule.tools), (Kind::Prompt, &rule.prompts)] {
+            for (i, reference) in references.iter().enumerate() {
+                match surface.resolve(kind, reference) {
+                    Some(r) => {
+                        selected_mut(&mut selection, kind).insert(r.exposed.name.clone());
+                    }
+                    None => {
+                        let at = path(&[
+                            Seg::Key("toolsets"),
+                            Seg::Key(owner),
+                            Seg::Key(kind.section()),
+                            Seg::Index(i),
+                        ]);
+                        problems.push(Problem {
+                            kind: ProblemKind::Unknown(reference),
+                            owners: vec![owner],
+                            diagnostic: unknown_reference(surface, owner, kind, reference).at(at),
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(tags) = &rule.tags {
+            for kind in [Kind::Tool, Kind::Prompt] {
+                for item in surface.listed(kind).filter(|e| tags.matches(&e.tags)) {
+                    selected_mut(&mut selection, kind).insert(item.name.clone());
+                }
+            }
+        }
+        for (key, alias) in &rule.aliases {
+            let mut segs = toolset_path(owner, "aliases");
+            segs.push(Seg::Key(key));
+            let at = path(&segs);
+            let Some(resolved) = surface.resolve(Kind::Tool, key) else {
+                let d = unknown_reference(surface, owner, Kind::Tool, key).at(at);
+                problems.push(Problem {
+                    kind: ProblemKind::Unknown(key),
+                    owners: vec![owner],
+                    diagnostic: d,
+                });
+                continue;
+            };
+            let canonical = resolved.exposed.name.clone();
+            selection.tools.insert(canonical.clone());
+            let what = format!(
+                "alias `{}` for tool `{canonical}` in toolset `{owner}`",
+                short(alias)
+            );
+            if !valid_alias(alias) {
+                let mut d = Diagnostic::error(codes::ALIAS, format!("{what} {ALIAS_RULE}"))
+                    .at(at)
+                    .note("lowercase letters, digits, `_` and `-`, 2 to 64 characters, starting with a letter or digit");
+                if let Some(fix) = alias_fix(alias) {
+                    d = d.help(format!("did you mean `{fix}`?"));
+                }
+                problems.push(Problem {
+                    kind: ProblemKind::Alias,
+                    owners: vec![owner],
+                    diagnostic: d,
+                });
+                continue;
+            }
+            let shadowed = match surface.resolve(Kind::Tool, alias) {
+                // The tool's own name or alias: nothing to add.
+                Some(r) if r.exposed.name == canonical => continue,
+                Some(r) if r.exposed.name == *alias => Some(format!("tool `{alias}`")),
+                Some(r) => Some(format!("`{alias}`, an alias of tool `{}`", r.exposed.name)),
+                None if MANAGEMENT_TOOLS.contains(&alias.as_str()) => {
+                    Some(format!("moniker's tool `{alias}`"))
+                }
+                None => None,
+            };
+            if let Some(shadowed) = shadowed {
+                problems.push(Problem {
+                    kind: ProblemKind::Alias,
+                    owners: vec![owner],
+                    diagnostic: Diagnostic::error(
+                        codes::ALIAS_SHADOWS,
+                        format!("{what} shadows {shadowed}"),
+                    )
+                    .at(at)
+                    .help("choose an alias that no tool is named or aliased"),
+                });
+                continue;
+            }
+            entries.push(AliasEntry {
+                owner,
+                key,
+                alias,
+                canonical,
+            });
+        }
+    }
+    // One alias, one tool: an alias given to two tools is left out altogether.
+    let mut by_alias: BTreeMap<&str, Vec<&AliasEntry<'a>>> = BTreeMap::new();
+    for entry in &entries {
+        by_alias.entry(entry.alias).or_default().push(entry);
+    }
+    for (alias, claims) in by_alias {
+        let tools: BTreeSet<&str> = claims.iter().map(|e| e.canonical.as_str()).collect();
+        if tools.len() == 1 {
+            selection
+                .aliases
+                .insert(alias.to_owned(), claims[0].canonical.clone());
+            continue;
+        }
+        let list: Vec<String> = tools.iter().map(|t| format!("`{t}`")).collect();
+        let first = claims[0];
+        let mut segs = toolset_path(first.owner, "aliases");
+        segs.push(Seg::Key(first.key));
+        let mut d = Diagnostic::error(
+            codes::DUPLICATE_ALIAS,
+            format!(
+                "alias `{alias}` is given to {} tools in toolset `{}`: {}",
+                tools.len(),
+                members.first().map_or(first.owner, |m| m.0),
+                list.join(", ")
+            ),
+        )
+        .at(path(&segs))
+        .help("an alias names one tool: rename or remove all but one");
+        for claim in &claims {
+            d = d.note(format!(
+                "`{}` for `{}` (written as `{}`) in toolset `{}`",
+                alias, claim.canonical, claim.key, claim.owner
+            ));
+        }
+        let mut owners: Vec<&str> = claims.iter().map(|c| c.owner).collect();
+        owners.dedup();
+        problems.push(Problem {
+            kind: ProblemKind::Alias,
+            owners,
+            diagnostic: d,
+        });
+    }
+    Gathered {
+        selection,
+        problems,
+    }
+}
+
+fn selected_mut(selection: &mut Selection, kind: Kind) -> &mut BTreeSet<String> {
+    match kind {
+        Kind::Tool => &mut selection.tools,
+        Kind::Prompt => &mut selection.prompts,
+    }
+}
+
+fn unknown_reference(surface: &Surface, owner: &str, kind: Kind, reference: &str) -> Diagnostic {
+    let code = match kind {
+        Kind::Tool => codes::UNKNOWN_TOOL,
+        Kind::Prompt => codes::UNKNOWN_PROMPT,
+    };
+    let noun = kind.noun();
+    let mut d = Diagnostic::error(
+        code,
+        format!(
+            "toolset `{owner}` names {noun} `{}`, which no server exposes",
+            short(reference)
+        ),
+    );
+    let names = surface
+        .listed(kind)
+        .flat_map(|e| std::iter::once(&e.name).chain(&e.aliases))
+        .map(String::as_str);
+    if let Some(close) = did_you_mean(reference, names) {
+        d = d.help(format!("did you mean `{close}`?"));
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests;

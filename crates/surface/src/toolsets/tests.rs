@@ -1,0 +1,1145 @@
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::listing::Listing;
+use crate::names::ServerId;
+use crate::rules::{ActionRule, AliasRule, Override, Rules, ServerRules};
+use crate::{Name, build};
+
+// ---------------------------------------------------------------------------------------------
+// A small surface
+
+fn raw(v: &Value) -> Box<RawValue> {
+    RawValue::from_string(v.to_string()).unwrap()
+}
+
+fn sid(s: &str) -> ServerId {
+    s.parse().unwrap()
+}
+
+fn tag(s: &str) -> Tag {
+    s.parse().unwrap()
+}
+
+fn tags(list: &[&str]) -> Vec<Tag> {
+    list.iter().map(|t| tag(t)).collect()
+}
+
+fn tool(name: &str) -> Value {
+    json!({"name": name, "description": format!("{name} does things."), "inputSchema": {"type": "object"}})
+}
+
+fn origin(server: &str, tools: &[&str], prompts: &[&str]) -> Listing {
+    Listing {
+        server: sid(server),
+        tools: tools.iter().map(|t| raw(&tool(t))).collect(),
+        prompts: prompts
+            .iter()
+            .map(|p| raw(&json!({"name": p, "description": format!("{p} prompt.")})))
+            .collect(),
+    }
+}
+
+/// - `gh` (tags git, github): `get_pr_info` (aliases `pr_info`, hidden `gpi`), `list_prs`,
+///   `old_tool` (+ deprecated); prompt `review`
+/// - `gl` (tags git, gitlab): `merge_request`
+/// - `web`: `web_search` (alias `search`), `docs_search`; prompt `think`
+/// - `ctx`: `create_project`, `list_projects`, folded into the action tool `project` (legacy
+///   names hidden)
+fn surface() -> Surface {
+    let mut rules = Rules::default();
+    for (id, t) in [
+        ("gh", &["git", "github"][..]),
+        ("gl", &["git", "gitlab"][..]),
+        ("web", &[][..]),
+        ("ctx", &["projects"][..]),
+    ] {
+        rules.servers.insert(
+            sid(id),
+            ServerRules {
+                tags: tags(t),
+                prefix: None,
+            },
+        );
+    }
+    rules.tools.insert(
+        "get_pr_info".into(),
+        Override {
+            aliases: vec![
+                AliasRule {
+                    name: "pr_info".parse().unwrap(),
+                    hidden: false,
+                },
+                AliasRule {
+                    name: "gpi".parse().unwrap(),
+                    hidden: true,
+                },
+            ],
+            ..Default::default()
+        },
+    );
+    rules.tools.insert(
+        "old_tool".into(),
+        Override {
+            tags: tags(&["deprecated"]),
+            ..Default::default()
+        },
+    );
+    rules.tools.insert(
+        "web_search".into(),
+        Override {
+            aliases: vec![AliasRule {
+                name: "search".parse().unwrap(),
+                hidden: false,
+            }],
+            ..Default::default()
+        },
+    );
+    let mut members = indexmap::IndexMap::new();
+    members.insert(
+        "create".to_owned(),
+        "create_project".parse::<Name>().unwrap(),
+    );
+    members.insert("list".to_owned(), "list_projects".parse::<Name>().unwrap());
+    rules.actions.insert(
+        "project".into(),
+        ActionRule {
+            tools: members,
+            ..Default::default()
+        },
+    );
+    let built = build(
+        &rules,
+        &[
+            origin("gh", &["get_pr_info", "list_prs", "old_tool"], &["review"]),
+            origin("gl", &["merge_request"], &[]),
+            origin("web", &["web_search", "docs_search"], &["think"]),
+            origin("ctx", &["create_project", "list_projects"], &[]),
+        ],
+    );
+    let errors: Vec<String> = built.errors().map(ToString::to_string).collect();
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+    built.surface.unwrap()
+}
+
+fn sets(list: &[(&str, ToolsetRule)]) -> BTreeMap<String, ToolsetRule> {
+    list.iter()
+        .map(|(n, r)| ((*n).to_owned(), r.clone()))
+        .collect()
+}
+
+fn strings(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn names(set: &BTreeSet<String>) -> Vec<&str> {
+    set.iter().map(String::as_str).collect()
+}
+
+fn aliases(list: &[(&str, &str)]) -> BTreeMap<String, String> {
+    list.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn with_tools(list: &[&str]) -> ToolsetRule {
+    ToolsetRule {
+        tools: strings(list),
+        ..Default::default()
+    }
+}
+
+fn expr(text: &str) -> TagExpr {
+    text.parse().unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+fn codes_of(diagnostics: &[Diagnostic]) -> Vec<&'static str> {
+    diagnostics.iter().map(|d| d.code).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names
+
+#[test]
+fn toolset_names_and_aliases_follow_their_rules() {
+    for good in ["a", "review", "code-review_2", "0", &"a".repeat(64)] {
+        assert!(valid_name(good), "{good}");
+    }
+    for bad in ["", "Review", "-a", "_a", "a b", "a.b", &"a".repeat(65)] {
+        assert!(!valid_name(bad), "{bad}");
+    }
+    for good in ["pr", "git_status", "web-search", "0x", &"a".repeat(64)] {
+        assert!(valid_alias(good), "{good}");
+    }
+    for bad in ["p", "", "PR", "-pr", "_pr", "pr!", "a:b", &"a".repeat(65)] {
+        assert!(!valid_alias(bad), "{bad}");
+    }
+    assert_eq!(alias_fix("Web Search").as_deref(), Some("web_search"));
+    assert_eq!(alias_fix("_pr").as_deref(), Some("pr"));
+    assert_eq!(alias_fix("pr"), None);
+    assert_eq!(alias_fix("!"), None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tag expressions
+
+fn t(s: &str) -> Box<TagExpr> {
+    Box::new(TagExpr::Tag(tag(s)))
+}
+
+#[test]
+fn tag_expressions_parse_with_precedence() {
+    use TagExpr::*;
+    assert_eq!(
+        expr("git and (github or gitlab) and not deprecated"),
+        And(
+            Box::new(And(t("git"), Box::new(Or(t("github"), t("gitlab"))))),
+            Box::new(Not(t("deprecated")))
+        )
+    );
+    assert_eq!(
+        expr("a1 or b1 and c1"),
+        Or(t("a1"), Box::new(And(t("b1"), t("c1"))))
+    );
+    assert_eq!(expr("not a1 and b1"), And(Box::new(Not(t("a1"))), t("b1")));
+    assert_eq!(
+        expr("a1 and b1 and c1"),
+        And(Box::new(And(t("a1"), t("b1"))), t("c1"))
+    );
+    assert_eq!(
+        expr("a1 or b1 or c1"),
+        Or(Box::new(Or(t("a1"), t("b1"))), t("c1"))
+    );
+    assert_eq!(expr("  ((git))  "), *t("git"));
+    assert_eq!(expr("not not git"), Not(Box::new(Not(t("git")))));
+    assert_eq!(expr("(a1)and(b1)"), And(t("a1"), t("b1")));
+    assert_eq!(
+        expr("git\tand\nnot  gitlab"),
+        And(t("git"), Box::new(Not(t("gitlab"))))
+    );
+}
+
+#[test]
+fn tag_expressions_match() {
+    let e = expr("git and (github or gitlab) and not deprecated");
+    assert!(e.matches(&tags(&["git", "github"])));
+    assert!(e.matches(&tags(&["gitlab", "git", "other"])));
+    assert!(!e.matches(&tags(&["git"])));
+    assert!(!e.matches(&tags(&["git", "github", "deprecated"])));
+    assert!(!e.matches(&[]));
+    assert!(expr("not deprecated").matches(&[]));
+    assert_eq!(
+        e.tags().iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+        ["git", "github", "gitlab", "deprecated"]
+    );
+}
+
+#[test]
+fn a_list_of_tags_means_any_of_them() {
+    assert_eq!(TagExpr::any_of(Vec::new()), None);
+    let e = TagExpr::any_of(tags(&["git", "github", "gitlab"])).unwrap();
+    assert_eq!(e.to_string(), "git or github or gitlab");
+    assert!(e.matches(&tags(&["gitlab"])));
+    assert!(!e.matches(&tags(&["web"])));
+    assert_eq!(TagExpr::any_of(tags(&["git"])), Some(*t("git")));
+}
+
+#[test]
+fn tag_expressions_display_with_the_parentheses_they_need() {
+    use TagExpr::*;
+    let cases = [
+        (
+            And(t("a1"), Box::new(And(t("b1"), t("c1")))),
+            "a1 and (b1 and c1)",
+        ),
+        (
+            And(Box::new(Or(t("a1"), t("b1"))), t("c1")),
+            "(a1 or b1) and c1",
+        ),
+        (
+            Or(t("a1"), Box::new(And(t("b1"), t("c1")))),
+            "a1 or b1 and c1",
+        ),
+        (Not(Box::new(Or(t("a1"), t("b1")))), "not (a1 or b1)"),
+        (Not(Box::new(Not(t("a1")))), "not not a1"),
+        (
+            Or(t("a1"), Box::new(Or(t("b1"), t("c1")))),
+            "a1 or (b1 or c1)",
+        ),
+    ];
+    for (e, text) in cases {
+        assert_eq!(e.to_string(), text);
+        assert_eq!(expr(text), e, "{text}");
+    }
+    assert_eq!(
+        expr("git and (github or gitlab) and not deprecated").to_string(),
+        "git and (github or gitlab) and not deprecated"
+    );
+}
+
+/// (message part, column) of the error of `text`.
+fn parse_error(text: &str) -> (String, usize) {
+    let e = text.parse::<TagExpr>().expect_err(text);
+    assert!(
+        text.is_char_boundary(e.offset) && e.offset + e.len <= text.len(),
+        "{e:?}"
+    );
+    (e.message, e.column)
+}
+
+#[test]
+fn tag_expression_errors_say_where_and_what_was_expected() {
+    let cases: &[(&str, &str, usize)] = &[
+        ("", "the tag expression is empty: expected a tag", 1),
+        ("   ", "the tag expression is empty", 4),
+        (
+            "git and",
+            "expected a tag, `not` or `(` after `and`, found the end of the expression",
+            8,
+        ),
+        (
+            "git github",
+            "expected `and`, `or` or the end, found `github`",
+            5,
+        ),
+        (
+            "(git or github",
+            "expected `)` to close the `(` at character 1, found the end of the expression",
+            15,
+        ),
+        ("git)", "unexpected `)`: no `(` is open", 4),
+        ("()", "expected a tag, `not` or `(`, found `)`", 2),
+        ("and git", "expected a tag, `not` or `(`, found `and`", 1),
+        (
+            "git or or gitlab",
+            "expected a tag, `not` or `(`, found `or`",
+            8,
+        ),
+        ("Git", "`Git` is not a tag: a tag must match", 1),
+        (
+            "git AND github",
+            "found `AND` (operators are lowercase: `and`)",
+            5,
+        ),
+        (
+            "NOT git",
+            "`NOT` (operators are lowercase: `not`) is not a tag",
+            1,
+        ),
+        (
+            "(git github)",
+            "expected `and`, `or` or `)`, found `github`",
+            6,
+        ),
+        (
+            "git (github)",
+            "expected `and`, `or` or the end, found `(`",
+            5,
+        ),
+        ("git_hub", "`git_hub` is not a tag", 1),
+        ("é and git_x", "`é` is not a tag", 1),
+        ("git and é", "`é` is not a tag", 9),
+        ("not", "after `not`, found the end of the expression", 4),
+    ];
+    for (text, message, column) in cases {
+        let (found, at) = parse_error(text);
+        assert!(found.contains(message), "{text:?}: {found}");
+        assert_eq!(at, *column, "{text:?}: {found}");
+    }
+    let e = "git and".parse::<TagExpr>().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "expected a tag, `not` or `(` after `and`, found the end of the expression (at character 8)"
+    );
+    assert_eq!((e.offset, e.len), (7, 0));
+    let e = "git github".parse::<TagExpr>().unwrap_err();
+    assert_eq!((e.offset, e.len), (4, 6));
+}
+
+#[test]
+fn tag_expressions_have_limits() {
+    let deep = format!("{}git{}", "(".repeat(40), ")".repeat(40));
+    assert!(parse_error(&deep).0.contains("nested too deeply"));
+    let nots = format!("{}git", "not ".repeat(40));
+    assert!(parse_error(&nots).0.contains("nested too deeply"));
+    let ok = format!("{}git{}", "(".repeat(32), ")".repeat(32));
+    assert_eq!(expr(&ok), *t("git"));
+    let long = vec!["git"; 300].join(" or ");
+    assert!(parse_error(&long).0.contains("too long"));
+    let fine = vec!["git"; 256].join(" and ");
+    assert!(expr(&fine).matches(&tags(&["git"])));
+    // Very long input is an error, never a stack overflow.
+    let huge = "(".repeat(100_000);
+    assert!(huge.parse::<TagExpr>().is_err());
+}
+
+fn tag_strategy() -> impl Strategy<Value = Tag> {
+    "[a-z0-9][a-z0-9-]{0,6}[a-z0-9]"
+        .prop_filter("keywords are not tags in expressions", |s| {
+            !matches!(s.as_str(), "and" | "or" | "not")
+        })
+        .prop_map(|s| tag(&s))
+}
+
+fn expr_strategy() -> impl Strategy<Value = TagExpr> {
+    tag_strategy()
+        .prop_map(TagExpr::Tag)
+        .prop_recursive(6, 48, 2, |inner| {
+            prop_oneof![
+                inner.clone().prop_map(|e| TagExpr::Not(Box::new(e))),
+                (inner.clone(), inner.clone())
+                    .prop_map(|(a, b)| TagExpr::And(Box::new(a), Box::new(b))),
+                (inner.clone(), inner).prop_map(|(a, b)| TagExpr::Or(Box::new(a), Box::new(b))),
+            ]
+        })
+}
+
+/// Text that looks like an expression.
+fn exprish() -> impl Strategy<Value = String> {
+    proptest::string::string_regex(r"(and|or|not|AND|git|gitlab|[ ()]|[a-zA-Z_é-]){0,40}").unwrap()
+}
+
+fn check_parse(text: &str) {
+    match text.parse::<TagExpr>() {
+        Ok(e) => {
+            let shown = e.to_string();
+            assert_eq!(
+                shown.parse::<TagExpr>().as_ref(),
+                Ok(&e),
+                "{text:?} -> {shown:?}"
+            );
+        }
+        Err(e) => {
+            assert!(text.is_char_boundary(e.offset), "{e:?}");
+            assert!(e.offset + e.len <= text.len(), "{e:?}");
+            assert!(e.column >= 1, "{e:?}");
+            assert_eq!(e.column, text[..e.offset].chars().count() + 1);
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn tag_expression_parsing_never_panics(text in any::<String>()) {
+        check_parse(&text);
+    }
+
+    #[test]
+    fn expression_like_text_never_panics(text in exprish()) {
+        check_parse(&text);
+    }
+
+    #[test]
+    fn display_parses_back(e in expr_strategy()) {
+        let shown = e.to_string();
+        prop_assert_eq!(shown.parse::<TagExpr>(), Ok(e));
+    }
+
+    #[test]
+    fn a_list_matches_when_any_tag_does(
+        list in proptest::collection::vec(tag_strategy(), 1..5),
+        have in proptest::collection::vec(tag_strategy(), 0..5),
+    ) {
+        let e = TagExpr::any_of(list.clone()).unwrap();
+        prop_assert_eq!(e.matches(&have), list.iter().any(|t| have.contains(t)));
+        prop_assert_eq!(e.to_string().parse::<TagExpr>(), Ok(e));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// select
+
+#[test]
+fn references_resolve_to_canonical_names() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        // A name, a listed alias, a hidden alias, an action tool, a legacy name.
+        tools: strings(&["list_prs", "pr_info", "gpi", "project", "create_project"]),
+        prompts: strings(&["think"]),
+        ..Default::default()
+    };
+    let selection = select(&surface, "review", &sets(&[("review", rule)])).unwrap();
+    assert_eq!(
+        names(&selection.tools),
+        ["create_project", "get_pr_info", "list_prs", "project"]
+    );
+    assert_eq!(names(&selection.prompts), ["think"]);
+    assert!(selection.aliases.is_empty());
+    assert!(selection.stale.is_empty());
+}
+
+#[test]
+fn references_that_name_nothing_are_stale_not_errors() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        tools: strings(&["list_prs", "gone_tool", "Get_Pr_Info", "gone_tool"]),
+        prompts: strings(&["gone_prompt", "list_prs"]),
+        aliases: aliases(&[("gone_too", "gt")]),
+        ..Default::default()
+    };
+    let selection = select(&surface, "r", &sets(&[("r", rule)])).unwrap();
+    assert_eq!(names(&selection.tools), ["list_prs"]);
+    assert!(selection.prompts.is_empty());
+    assert_eq!(
+        selection.stale,
+        [
+            "gone_tool",
+            "Get_Pr_Info",
+            "gone_prompt",
+            "list_prs",
+            "gone_too"
+        ]
+    );
+}
+
+#[test]
+fn tags_select_every_listed_tool_and_prompt_that_matches() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        tags: Some(expr("git and not deprecated")),
+        ..Default::default()
+    };
+    let selection = select(&surface, "git", &sets(&[("git", rule)])).unwrap();
+    assert_eq!(
+        names(&selection.tools),
+        ["get_pr_info", "list_prs", "merge_request"]
+    );
+    assert_eq!(names(&selection.prompts), ["review"]);
+
+    // The action tool carries its members' tags; its hidden members are not listed, so tags
+    // do not select them.
+    let rule = ToolsetRule {
+        tags: Some(expr("projects")),
+        ..Default::default()
+    };
+    let selection = select(&surface, "p", &sets(&[("p", rule)])).unwrap();
+    assert_eq!(names(&selection.tools), ["project"]);
+
+    let rule = ToolsetRule {
+        tags: TagExpr::any_of(tags(&["gitlab", "deprecated"])),
+        tools: strings(&["web_search"]),
+        ..Default::default()
+    };
+    let selection = select(&surface, "x", &sets(&[("x", rule)])).unwrap();
+    assert_eq!(
+        names(&selection.tools),
+        ["merge_request", "old_tool", "web_search"]
+    );
+}
+
+#[test]
+fn includes_merge_tools_prompts_and_aliases() {
+    let surface = surface();
+    let all = sets(&[
+        (
+            "base",
+            ToolsetRule {
+                tools: strings(&["web_search"]),
+                prompts: strings(&["think"]),
+                aliases: aliases(&[("web_search", "ws")]),
+                include: strings(&["core"]),
+                ..Default::default()
+            },
+        ),
+        (
+            "core",
+            ToolsetRule {
+                tools: strings(&["docs_search"]),
+                ..Default::default()
+            },
+        ),
+        (
+            "review",
+            ToolsetRule {
+                tools: strings(&["get_pr_info"]),
+                aliases: aliases(&[("get_pr_info", "pr")]),
+                // `core` twice, once through `base`: no cycle, merged once.
+                include: strings(&["base", "core"]),
+                ..Default::default()
+            },
+        ),
+    ]);
+    let selection = select(&surface, "review", &all).unwrap();
+    assert_eq!(
+        names(&selection.tools),
+        ["docs_search", "get_pr_info", "web_search"]
+    );
+    assert_eq!(names(&selection.prompts), ["think"]);
+    assert_eq!(
+        selection.aliases,
+        aliases(&[("pr", "get_pr_info"), ("ws", "web_search")])
+    );
+    assert!(selection.stale.is_empty());
+    let base = select(&surface, "base", &all).unwrap();
+    assert_eq!(names(&base.tools), ["docs_search", "web_search"]);
+}
+
+#[test]
+fn unknown_toolsets_and_includes_are_errors() {
+    let surface = surface();
+    let all = sets(&[
+        ("review", with_tools(&["list_prs"])),
+        (
+            "broken",
+            ToolsetRule {
+                include: strings(&["reveiw", "nothing_like_it"]),
+                ..Default::default()
+            },
+        ),
+    ]);
+    let errors = select(&surface, "reviw", &all).unwrap_err();
+    assert_eq!(codes_of(&errors), [codes::UNKNOWN]);
+    assert_eq!(errors[0].message, "there is no toolset `reviw`");
+    assert_eq!(errors[0].help.as_deref(), Some("did you mean `review`?"));
+
+    let errors = select(&surface, "broken", &all).unwrap_err();
+    assert_eq!(codes_of(&errors), [codes::UNKNOWN, codes::UNKNOWN]);
+    assert_eq!(
+        errors[0].message,
+        "toolset `broken` includes `reveiw`, which is not a toolset"
+    );
+    assert_eq!(errors[0].help.as_deref(), Some("did you mean `review`?"));
+    assert_eq!(
+        errors[0].config_path.as_deref(),
+        Some("toolsets.broken.include[0]")
+    );
+    assert_eq!(
+        errors[1].help.as_deref(),
+        Some("toolsets: `broken`, `review`")
+    );
+
+    let errors = select(&surface, "x", &BTreeMap::new()).unwrap_err();
+    assert_eq!(errors[0].help.as_deref(), Some("no toolsets are defined"));
+}
+
+#[test]
+fn include_cycles_are_errors() {
+    let surface = surface();
+    let include = |list: &[&str]| ToolsetRule {
+        include: strings(list),
+        ..Default::default()
+    };
+    let all = sets(&[
+        ("a", include(&["b"])),
+        ("b", include(&["c"])),
+        ("c", include(&["a"])),
+        ("me", include(&["me"])),
+        ("top", include(&["a"])),
+    ]);
+    let errors = select(&surface, "a", &all).unwrap_err();
+    assert_eq!(codes_of(&errors), [codes::INCLUDE_CYCLE]);
+    assert_eq!(
+        errors[0].message,
+        "toolset `a` includes itself through `c`: a -> b -> c -> a"
+    );
+    assert_eq!(
+        errors[0].config_path.as_deref(),
+        Some("toolsets.c.include[0]")
+    );
+    let errors = select(&surface, "me", &all).unwrap_err();
+    assert_eq!(errors[0].message, "toolset `me` includes itself");
+    // A toolset that includes a cycle cannot be selected either.
+    let errors = select(&surface, "top", &all).unwrap_err();
+    assert_eq!(codes_of(&errors), [codes::INCLUDE_CYCLE]);
+}
+
+#[test]
+fn a_long_chain_of_includes_is_fine() {
+    let surface = surface();
+    let mut all = BTreeMap::new();
+    for i in 0..20_000 {
+        all.insert(
+            format!("s{i}"),
+            ToolsetRule {
+                include: vec![format!("s{}", i + 1)],
+                ..Default::default()
+            },
+        );
+    }
+    all.insert("s20000".to_owned(), with_tools(&["list_prs"]));
+    let selection = select(&surface, "s0", &all).unwrap();
+    assert_eq!(names(&selection.tools), ["list_prs"]);
+}
+
+#[test]
+fn aliases_add_their_tool_and_resolve() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        // Keys may be names, aliases or legacy names.
+        aliases: aliases(&[("pr_info", "pr"), ("list_projects", "lp")]),
+        ..Default::default()
+    };
+    let selection = select(&surface, "r", &sets(&[("r", rule)])).unwrap();
+    assert_eq!(names(&selection.tools), ["get_pr_info", "list_projects"]);
+    assert_eq!(
+        selection.aliases,
+        aliases(&[("lp", "list_projects"), ("pr", "get_pr_info")])
+    );
+}
+
+#[test]
+fn an_alias_that_is_the_tools_own_name_or_alias_changes_nothing() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        aliases: aliases(&[
+            ("get_pr_info", "get_pr_info"),
+            ("pr_info", "gpi"),
+            ("web_search", "search"),
+        ]),
+        ..Default::default()
+    };
+    let all = sets(&[("r", rule.clone())]);
+    let selection = select(&surface, "r", &all).unwrap();
+    assert_eq!(names(&selection.tools), ["get_pr_info", "web_search"]);
+    assert!(selection.aliases.is_empty());
+    assert!(selection.stale.is_empty());
+    assert!(validate(&surface, "r", &rule, &all).is_empty());
+}
+
+#[test]
+fn bad_aliases_are_left_out_by_select() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        aliases: aliases(&[
+            ("get_pr_info", "PR"),
+            ("list_prs", "search"),
+            ("docs_search", "find"),
+            ("web_search", "find"),
+            ("merge_request", "mr"),
+            ("old_tool", "build-toolset"),
+        ]),
+        ..Default::default()
+    };
+    let selection = select(&surface, "r", &sets(&[("r", rule)])).unwrap();
+    // Every key names a tool, so every tool is in; only `mr` is usable.
+    assert_eq!(
+        names(&selection.tools),
+        [
+            "docs_search",
+            "get_pr_info",
+            "list_prs",
+            "merge_request",
+            "old_tool",
+            "web_search"
+        ]
+    );
+    assert_eq!(selection.aliases, aliases(&[("mr", "merge_request")]));
+    assert_eq!(selection.stale.len(), 4, "{:#?}", selection.stale);
+    let stale = selection.stale.join("\n");
+    for part in [
+        "alias `PR` for tool `get_pr_info` in toolset `r` must match `^[a-z0-9][a-z0-9_-]{1,63}$`",
+        "alias `search` for tool `list_prs` in toolset `r` shadows `search`, an alias of tool `web_search`",
+        "alias `build-toolset` for tool `old_tool` in toolset `r` shadows moniker's tool `build-toolset`",
+        "alias `find` is given to 2 tools in toolset `r`: `docs_search`, `web_search`",
+    ] {
+        assert!(stale.contains(part), "{part}\n{stale}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// validate
+
+#[test]
+fn a_valid_toolset_has_no_diagnostics() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        description: Some("Code review.".into()),
+        tools: strings(&["get_pr_info", "list_prs"]),
+        prompts: strings(&["review"]),
+        tags: Some(expr("gitlab")),
+        include: strings(&["base"]),
+        aliases: aliases(&[("get_pr_info", "pr")]),
+    };
+    let all = sets(&[("base", with_tools(&["web_search"]))]);
+    assert_eq!(validate(&surface, "review", &rule, &all), []);
+}
+
+#[test]
+fn validate_refuses_unknown_references_with_a_did_you_mean() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        tools: strings(&["get_pr_inf", "zzz"]),
+        prompts: strings(&["thnk"]),
+        aliases: aliases(&[("list_pr", "lp")]),
+        ..Default::default()
+    };
+    let found = validate(&surface, "review", &rule, &BTreeMap::new());
+    assert_eq!(
+        codes_of(&found),
+        [
+            codes::UNKNOWN_TOOL,
+            codes::UNKNOWN_TOOL,
+            codes::UNKNOWN_PROMPT,
+            codes::UNKNOWN_TOOL
+        ]
+    );
+    assert_eq!(
+        found[0].message,
+        "toolset `review` names tool `get_pr_inf`, which no server exposes"
+    );
+    assert_eq!(
+        found[0].help.as_deref(),
+        Some("did you mean `get_pr_info`?")
+    );
+    assert_eq!(
+        found[0].config_path.as_deref(),
+        Some("toolsets.review.tools[0]")
+    );
+    assert_eq!(found[1].help, None);
+    assert_eq!(found[2].help.as_deref(), Some("did you mean `think`?"));
+    assert_eq!(
+        found[3].config_path.as_deref(),
+        Some("toolsets.review.aliases.list_pr")
+    );
+    assert_eq!(found[3].help.as_deref(), Some("did you mean `list_prs`?"));
+}
+
+#[test]
+fn validate_refuses_bad_aliases_with_the_reason() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        aliases: aliases(&[
+            ("get_pr_info", "Pr Info"),
+            ("list_prs", "merge_request"),
+            ("docs_search", "find"),
+            ("web_search", "find"),
+            ("merge_request", "gpi"),
+        ]),
+        ..Default::default()
+    };
+    let found = validate(&surface, "review", &rule, &BTreeMap::new());
+    let mut by_code: BTreeMap<&str, Vec<&Diagnostic>> = BTreeMap::new();
+    for d in &found {
+        by_code.entry(d.code).or_default().push(d);
+    }
+    let format = &by_code[codes::ALIAS];
+    assert_eq!(format.len(), 1);
+    assert!(format[0].message.contains(ALIAS_RULE));
+    assert!(format[0].message.contains("`Pr Info`"));
+    assert_eq!(format[0].help.as_deref(), Some("did you mean `pr_info`?"));
+    assert_eq!(
+        format[0].config_path.as_deref(),
+        Some("toolsets.review.aliases.get_pr_info")
+    );
+
+    let shadows = &by_code[codes::ALIAS_SHADOWS];
+    let messages: Vec<&str> = shadows.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            "alias `merge_request` for tool `list_prs` in toolset `review` shadows tool `merge_request`",
+            "alias `gpi` for tool `merge_request` in toolset `review` shadows `gpi`, an alias of tool `get_pr_info`",
+        ]
+    );
+
+    let duplicate = &by_code[codes::DUPLICATE_ALIAS];
+    assert_eq!(duplicate.len(), 1);
+    assert_eq!(
+        duplicate[0].message,
+        "alias `find` is given to 2 tools in toolset `review`: `docs_search`, `web_search`"
+    );
+    assert_eq!(duplicate[0].notes.len(), 2);
+    assert_eq!(found.len(), 4);
+}
+
+#[test]
+fn validate_checks_the_name_and_the_includes() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        include: strings(&["bse", "Review Set"]),
+        ..Default::default()
+    };
+    let all = sets(&[("base", with_tools(&["list_prs"]))]);
+    let found = validate(&surface, "Review Set", &rule, &all);
+    assert_eq!(
+        codes_of(&found),
+        [codes::INVALID_NAME, codes::UNKNOWN, codes::INCLUDE_CYCLE]
+    );
+    assert!(found[0].message.contains(NAME_RULE));
+    assert_eq!(found[1].help.as_deref(), Some("did you mean `base`?"));
+    assert_eq!(found[2].message, "toolset `Review Set` includes itself");
+
+    let found = validate(&surface, "manage", &ToolsetRule::default(), &all);
+    assert_eq!(codes_of(&found), [codes::INVALID_NAME]);
+    assert!(found[0].message.contains("reserved"));
+
+    // A rule that replaces a saved one is checked as written, not as saved.
+    let all = sets(&[
+        ("a", ToolsetRule::default()),
+        (
+            "b",
+            ToolsetRule {
+                include: strings(&["a"]),
+                ..Default::default()
+            },
+        ),
+    ]);
+    let cyclic = ToolsetRule {
+        include: strings(&["b"]),
+        ..Default::default()
+    };
+    let found = validate(&surface, "a", &cyclic, &all);
+    assert_eq!(codes_of(&found), [codes::INCLUDE_CYCLE]);
+    assert_eq!(
+        found[0].message,
+        "toolset `a` includes itself through `b`: a -> b -> a"
+    );
+}
+
+#[test]
+fn validate_does_not_blame_a_toolset_for_its_includes_stale_references() {
+    let surface = surface();
+    let all = sets(&[(
+        "base",
+        ToolsetRule {
+            tools: strings(&["gone_tool"]),
+            aliases: aliases(&[("web_search", "find"), ("gone_too", "gt")]),
+            ..Default::default()
+        },
+    )]);
+    let rule = ToolsetRule {
+        include: strings(&["base"]),
+        tools: strings(&["list_prs"]),
+        ..Default::default()
+    };
+    assert_eq!(validate(&surface, "review", &rule, &all), []);
+    // An alias that clashes with an included toolset's is the new toolset's problem.
+    let clash = ToolsetRule {
+        aliases: aliases(&[("docs_search", "find")]),
+        ..rule
+    };
+    let found = validate(&surface, "review", &clash, &all);
+    assert_eq!(codes_of(&found), [codes::DUPLICATE_ALIAS]);
+    assert!(found[0].message.contains("toolset `review`"));
+    assert!(found[0].notes.iter().any(|n| n.contains("toolset `base`")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// resolve
+
+#[test]
+fn resolve_is_bounded_by_the_toolset() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        tools: strings(&["list_prs", "project"]),
+        prompts: strings(&["think"]),
+        aliases: aliases(&[("web_search", "ws"), ("list_prs", "lp")]),
+        ..Default::default()
+    };
+    let selection = select(&surface, "r", &sets(&[("r", rule)])).unwrap();
+    let tool = |name: &str| resolve(&surface, &selection, Kind::Tool, name);
+
+    let r = tool("ws").unwrap();
+    assert_eq!((r.exposed.name.as_str(), r.via), ("web_search", Via::Alias));
+    let r = tool("lp").unwrap();
+    assert_eq!((r.exposed.name.as_str(), r.via), ("list_prs", Via::Alias));
+    let r = tool("list_prs").unwrap();
+    assert_eq!((r.exposed.name.as_str(), r.via), ("list_prs", Via::Name));
+    // The surface's own alias of a selected tool works too.
+    let r = tool("search").unwrap();
+    assert_eq!((r.exposed.name.as_str(), r.via), ("web_search", Via::Alias));
+    let r = tool("project").unwrap();
+    assert_eq!(r.via, Via::Action);
+
+    // Outside the toolset: names, listed and hidden aliases, legacy names.
+    for outside in [
+        "get_pr_info",
+        "pr_info",
+        "gpi",
+        "create_project",
+        "docs_search",
+    ] {
+        assert!(tool(outside).is_none(), "{outside}");
+    }
+    // Unknown anyway.
+    assert!(tool("nothing").is_none());
+    // Toolset aliases name tools, not prompts.
+    assert!(resolve(&surface, &selection, Kind::Prompt, "ws").is_none());
+    let r = resolve(&surface, &selection, Kind::Prompt, "think").unwrap();
+    assert_eq!(r.exposed.name, "think");
+    assert!(resolve(&surface, &selection, Kind::Prompt, "review").is_none());
+}
+
+#[test]
+fn a_legacy_name_in_a_toolset_is_callable() {
+    let surface = surface();
+    let selection = select(
+        &surface,
+        "r",
+        &sets(&[("r", with_tools(&["create_project"]))]),
+    )
+    .unwrap();
+    let r = resolve(&surface, &selection, Kind::Tool, "create_project").unwrap();
+    assert_eq!(r.via, Via::Legacy);
+    assert!(resolve(&surface, &selection, Kind::Tool, "project").is_none());
+}
+
+#[test]
+fn an_alias_whose_tool_left_the_surface_resolves_to_nothing() {
+    let surface = surface();
+    let selection = Selection {
+        tools: ["gone".to_owned()].into(),
+        aliases: aliases(&[("g", "gone"), ("also", "pr_info")]),
+        ..Default::default()
+    };
+    assert!(resolve(&surface, &selection, Kind::Tool, "g").is_none());
+    // Aliases map to canonical names only.
+    assert!(resolve(&surface, &selection, Kind::Tool, "also").is_none());
+}
+
+// ---------------------------------------------------------------------------------------------
+// listing
+
+fn parsed(text: &str) -> Value {
+    serde_json::from_str(text).unwrap()
+}
+
+#[test]
+fn the_listing_is_the_toolset_with_its_aliases() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        tools: strings(&["list_prs", "create_project", "web_search", "docs_search"]),
+        prompts: strings(&["think"]),
+        aliases: aliases(&[
+            ("web_search", "ws"),
+            ("list_prs", "lp"),
+            ("web_search", "ws"),
+        ]),
+        ..Default::default()
+    };
+    let mut rule2 = rule.clone();
+    rule2.aliases.insert("docs_search".into(), "ds".into());
+    let selection = select(&surface, "r", &sets(&[("r", rule2)])).unwrap();
+    let tools = parsed(&listing(&surface, &selection, Kind::Tool));
+    let list = tools["tools"].as_array().unwrap();
+    let listed: Vec<&str> = list.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    // Surface order; the hidden legacy member is callable but not listed.
+    assert_eq!(listed, ["docs_search", "list_prs", "web_search"]);
+    assert_eq!(list[0]["aliases"], json!(["ds"]));
+    assert_eq!(
+        list[0]["description"],
+        "docs_search does things.\n\nAliases: ds"
+    );
+    assert_eq!(list[1]["aliases"], json!(["lp"]));
+    // The surface's own listed alias stays first, on the same line.
+    assert_eq!(list[2]["aliases"], json!(["search", "ws"]));
+    assert_eq!(
+        list[2]["description"],
+        "web_search does things.\n\nAliases: search, ws"
+    );
+    assert_eq!(list[2]["server_name"], "web");
+
+    let prompts = parsed(&listing(&surface, &selection, Kind::Prompt));
+    assert_eq!(
+        prompts,
+        json!({"prompts": [parsed(surface.resolve_prompt("think").unwrap().exposed.definition.get())]})
+    );
+
+    let empty = listing(&surface, &Selection::default(), Kind::Tool);
+    assert_eq!(empty, r#"{"tools":[]}"#);
+    // Without toolset aliases, each definition is the surface's, byte for byte.
+    let plain = select(&surface, "r", &sets(&[("r", with_tools(&["list_prs"]))])).unwrap();
+    assert_eq!(
+        listing(&surface, &plain, Kind::Tool),
+        format!(
+            r#"{{"tools":[{}]}}"#,
+            surface
+                .resolve_tool("list_prs")
+                .unwrap()
+                .exposed
+                .definition
+                .get()
+        )
+    );
+}
+
+fn extra(definition: &str, aliases: &[&str]) -> String {
+    let raw = RawValue::from_string(definition.to_owned()).unwrap();
+    with_extra_aliases(&raw, &strings(aliases)).get().to_owned()
+}
+
+#[test]
+fn extra_aliases_keep_every_other_field_as_it_was() {
+    let definition = r#"{"name":"a","title":"A","description":"Does a.\n\nAliases: x","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"_unknown":[1e3, 2],"aliases":["x"],"tags":["t1"],"server_name":"s"}"#;
+    assert_eq!(
+        extra(definition, &["y", "z"]),
+        r#"{"name":"a","title":"A","description":"Does a.\n\nAliases: x, y, z","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"_unknown":[1e3, 2],"aliases":["x","y","z"],"tags":["t1"],"server_name":"s"}"#
+    );
+}
+
+#[test]
+fn extra_aliases_are_added_where_the_surface_would_put_them() {
+    // No aliases yet: before `tags`, and a new `Aliases:` line.
+    assert_eq!(
+        extra(
+            r#"{"name":"a","description":"Does a.","tags":[],"server_name":"s"}"#,
+            &["y"]
+        ),
+        r#"{"name":"a","description":"Does a.\n\nAliases: y","aliases":["y"],"tags":[],"server_name":"s"}"#
+    );
+    // No description: one is added after the name.
+    assert_eq!(
+        extra(r#"{"name":"a","x":1}"#, &["y"]),
+        r#"{"name":"a","description":"Aliases: y","x":1,"aliases":["y"]}"#
+    );
+    // A description that is not a string is left alone.
+    assert_eq!(
+        extra(r#"{"name":"a","description":{"k":1}}"#, &["y"]),
+        r#"{"name":"a","description":{"k":1},"aliases":["y"]}"#
+    );
+    // A last line that starts with `Aliases: ` is extended, whatever came before.
+    assert_eq!(
+        extra(
+            r#"{"name":"a","description":"Line one.\nAliases: x"}"#,
+            &["y"]
+        ),
+        r#"{"name":"a","description":"Line one.\nAliases: x, y","aliases":["y"]}"#
+    );
+    // Only the new ones, once.
+    assert_eq!(
+        extra(
+            r#"{"name":"a","description":"D\n\nAliases: x","aliases":["x"]}"#,
+            &["x", "y", "y"]
+        ),
+        r#"{"name":"a","description":"D\n\nAliases: x, y","aliases":["x","y"]}"#
+    );
+}
+
+#[test]
+fn extra_aliases_change_nothing_when_there_is_nothing_to_add() {
+    for definition in [
+        r#"{"name":"a", "aliases": ["x"] }"#,
+        r#"[1, 2]"#,
+        r#""text""#,
+    ] {
+        assert_eq!(extra(definition, &["x"]), definition);
+        assert_eq!(extra(definition, &[]), definition);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Store form
+
+#[test]
+fn toolset_rules_serialize_with_tags_as_an_expression() {
+    let rule = ToolsetRule {
+        description: Some("Code review.".into()),
+        tools: strings(&["get_pr_info"]),
+        prompts: Vec::new(),
+        tags: Some(expr("git and (github or gitlab)")),
+        include: strings(&["base"]),
+        aliases: aliases(&[("get_pr_info", "pr")]),
+    };
+    let text = serde_json::to_string(&rule).unwrap();
+    assert_eq!(
+        text,
+        r#"{"description":"Code review.","tools":["get_pr_info"],"tags":"git and (github or gitlab)","include":["base"],"aliases":{"get_pr_info":"pr"}}"#
+    );
+    let back: ToolsetRule = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, rule);
+    let empty: ToolsetRule = serde_json::from_str("{}").unwrap();
+    assert_eq!(empty, ToolsetRule::default());
+    let bad = serde_json::from_str::<ToolsetRule>(r#"{"tags":"git and"}"#).unwrap_err();
+    assert!(bad.to_string().contains("found the end"), "{bad}");
+}
