@@ -2,11 +2,13 @@
 //! loaded config (`${VAR}` not expanded yet) and its flags, and returns the exit code, or a
 //! runtime failure that `main` prints and exits 1 with.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use moniker_config::{Config, Transport};
 use moniker_gateway::server::stdio::StdioSpec;
 use moniker_gateway::session::Session;
+use moniker_gateway::store::Store;
 use moniker_gateway::{Gateway, ServerEntry, Settings, StartError};
 use moniker_surface::{Exposed, Kind, Route};
 use serde_json::Value;
@@ -17,7 +19,57 @@ use crate::{Exit, Failure, check, output};
 
 /// Expands `${VAR}`s and starts every server. `Err(exit)` when the config or the surface is
 /// invalid; the diagnostics have been rendered to stderr.
+/// How a command uses toolsets.
+#[derive(Default)]
+struct Toolsets {
+    manage: bool,
+    store: Option<PathBuf>,
+    toolset: Option<String>,
+}
+
+impl Toolsets {
+    /// The flags over the config: `--manage` or `toolsets.manage`; `--store`, else
+    /// `toolsets.store`, else the default place. The store is opened when toolsets are
+    /// managed or one is named (it may be a saved one).
+    fn new(config: &Config, manage: bool, store: Option<PathBuf>, toolset: Option<String>) -> Self {
+        let manage = manage || config.rules.toolsets.manage;
+        let store = (manage || toolset.is_some())
+            .then(|| {
+                store
+                    .or_else(|| config.rules.toolsets.store.as_deref().map(expand_home))
+                    .or_else(Store::default_path)
+            })
+            .flatten();
+        Self {
+            manage,
+            store,
+            toolset,
+        }
+    }
+}
+
+/// `~/x` is under the home directory.
+fn expand_home(path: &str) -> PathBuf {
+    match (path.strip_prefix("~/"), dirs_home()) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
+fn dirs_home() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
 async fn start(config: &mut Config) -> Result<Result<Arc<Gateway>, Exit>, Failure> {
+    start_with(config, Toolsets::default()).await
+}
+
+async fn start_with(
+    config: &mut Config,
+    toolsets: Toolsets,
+) -> Result<Result<Arc<Gateway>, Exit>, Failure> {
     if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
         output::report(&Renderer::for_stderr().config_report(&report));
         return Ok(Err(Exit::InvalidConfig));
@@ -56,6 +108,9 @@ async fn start(config: &mut Config) -> Result<Result<Arc<Gateway>, Exit>, Failur
         restart_max_delay: g.restart_max_delay,
         restart_max_attempts: g.restart_max_attempts,
         guard: std::env::current_exe().ok(),
+        manage: toolsets.manage,
+        store: toolsets.store,
+        default_toolset: toolsets.toolset,
         ..Settings::default()
     };
     match Gateway::start(config.rules.clone(), servers, settings).await {
@@ -69,10 +124,16 @@ async fn start(config: &mut Config) -> Result<Result<Arc<Gateway>, Exit>, Failur
 
 /// `moniker serve`: one client on stdin and stdout, until stdin closes or a signal comes.
 pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure> {
-    if args.http.is_some() || args.toolset.is_some() || args.manage || args.store.is_some() {
-        return Err("`--http`, `--toolset`, `--manage` and `--store` are not supported yet".into());
+    if args.http.is_some() {
+        return Err("`--http` is not supported yet".into());
     }
-    let gateway = match start(&mut config).await? {
+    let toolsets = Toolsets::new(
+        &config,
+        args.manage,
+        args.store.clone(),
+        args.toolset.clone(),
+    );
+    let gateway = match start_with(&mut config, toolsets).await? {
         Ok(gateway) => gateway,
         Err(exit) => return Ok(exit),
     };
@@ -104,7 +165,18 @@ pub async fn check_online(mut config: Config) -> Result<Exit, Failure> {
             return Ok(exit);
         }
     };
-    let exit = check::report(&config, &gateway.diagnostics())?;
+    let mut diagnostics = gateway.diagnostics();
+    let view = gateway.view();
+    let sets = &config.rules.toolsets.sets;
+    for (name, rule) in sets {
+        diagnostics.extend(moniker_surface::toolsets::validate(
+            &view.surface,
+            name,
+            rule,
+            sets,
+        ));
+    }
+    let exit = check::report(&config, &diagnostics)?;
     let mut failed = 0;
     for (id, status) in gateway.server_status() {
         if let (false, Some(error)) = (status.up, &status.last_error) {
@@ -112,7 +184,6 @@ pub async fn check_online(mut config: Config) -> Result<Exit, Failure> {
             failed += 1;
         }
     }
-    let view = gateway.view();
     output::line(&format!(
         "{} tools and {} prompts from {} of {} servers",
         view.surface.tools().len(),
@@ -130,17 +201,28 @@ pub async fn check_online(mut config: Config) -> Result<Exit, Failure> {
 
 /// `moniker list`: the exposed tools and prompts.
 pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
-    if args.toolset.is_some() {
-        return Err("`--toolset` is not supported yet".into());
-    }
-    let gateway = match start(&mut config).await? {
+    let toolsets = Toolsets::new(&config, false, None, args.toolset.clone());
+    let gateway = match start_with(&mut config, toolsets).await? {
         Ok(gateway) => gateway,
         Err(exit) => return Ok(exit),
     };
     let view = gateway.view();
+    let selection = args
+        .toolset
+        .as_ref()
+        .map(|name| gateway.toolset(name, &view));
     let mut rows = Vec::new();
     for kind in [Kind::Tool, Kind::Prompt] {
         for item in view.surface.items(kind) {
+            if let Some(selection) = &selection {
+                let chosen = match kind {
+                    Kind::Tool => &selection.tools,
+                    Kind::Prompt => &selection.prompts,
+                };
+                if !chosen.contains(&item.name) {
+                    continue;
+                }
+            }
             if args
                 .tag
                 .as_ref()
@@ -154,7 +236,19 @@ pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
     let printed = if args.json {
         let items: Vec<Value> = rows
             .iter()
-            .map(|(kind, item)| describe(*kind, item))
+            .map(|(kind, item)| {
+                let mut row = describe(*kind, item);
+                if let Some(selection) = &selection {
+                    let aliases: Vec<&String> = selection
+                        .aliases
+                        .iter()
+                        .filter(|(_, t)| **t == item.name)
+                        .map(|(a, _)| a)
+                        .collect();
+                    row["toolset_aliases"] = serde_json::json!(aliases);
+                }
+                row
+            })
             .collect();
         output::line(&serde_json::to_string_pretty(&items)?)
     } else {
@@ -165,6 +259,14 @@ pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
         ];
         for (kind, item) in &rows {
             let mut aliases = item.aliases.join(", ");
+            if let Some(selection) = &selection {
+                for (alias, _) in selection.aliases.iter().filter(|(_, t)| **t == item.name) {
+                    if !aliases.is_empty() {
+                        aliases.push_str(", ");
+                    }
+                    aliases.push_str(&format!("{alias} [toolset]"));
+                }
+            }
             for hidden in &item.hidden_aliases {
                 if !aliases.is_empty() {
                     aliases.push_str(", ");

@@ -182,12 +182,7 @@ fn every_row_of_the_migration_guide_works_by_action_and_by_old_name() {
             "{tool} {action}: {by_action}"
         );
     }
-    assert!(
-        peer.stderr()
-            .contains("Resolved legacy name to action tool member"),
-        "{}",
-        peer.stderr()
-    );
+    peer.stderr_with(|l| l.contains("Resolved legacy name to action tool member"));
 }
 
 fn error_text(response: &Value) -> String {

@@ -44,14 +44,10 @@ fn scenario_invoke_tool_using_canonical_name() {
     );
     let response = call(&mut peer, "discover_sub_goals", json!({"max_goals": 3}));
     assert_eq!(ran(&response), "discover_sub_goals");
-    // The last call's log line is written before its answer.
-    assert!(peer.stderr().contains("tool call"), "{}", peer.stderr());
+    let log = peer.stderr_with(|l| l.contains("tool call"));
     assert!(
-        !peer
-            .stderr()
-            .contains("Resolved tool alias to canonical name"),
-        "{}",
-        peer.stderr()
+        !log.contains("Resolved tool alias to canonical name"),
+        "{log}"
     );
 }
 
@@ -63,7 +59,7 @@ fn scenario_invoke_tool_using_prd_alias() {
     );
     let response = call(&mut peer, "discover_goals", json!({}));
     assert_eq!(ran(&response), "discover_sub_goals");
-    let log = peer.stderr();
+    let log = peer.stderr_with(|l| l.contains("Resolved tool alias to canonical name"));
     let line = log
         .lines()
         .find(|l| l.contains("Resolved tool alias to canonical name"))
@@ -88,12 +84,7 @@ fn scenario_invoke_consolidation_using_prd_alias() {
         json!({"strategy": "similarity"}),
     );
     assert_eq!(ran(&response), "trigger_consolidation");
-    assert!(
-        peer.stderr()
-            .contains("alias=consolidate_memories canonical=trigger_consolidation"),
-        "{}",
-        peer.stderr()
-    );
+    peer.stderr_with(|l| l.contains("alias=consolidate_memories canonical=trigger_consolidation"));
 }
 
 #[test]
@@ -357,11 +348,7 @@ fn a_server_that_cannot_start_is_left_out() {
             .len(),
         35
     );
-    assert!(
-        peer.stderr().contains("server failed to start"),
-        "{}",
-        peer.stderr()
-    );
+    peer.stderr_with(|l| l.contains("server failed to start"));
 }
 
 #[test]

@@ -29,6 +29,12 @@ pub struct Settings {
     pub max_message: usize,
     /// The executable that runs `__guard` (the moniker binary); `None` starts servers directly.
     pub guard: Option<PathBuf>,
+    /// Show moniker's toolset management tools.
+    pub manage: bool,
+    /// The toolset store to open (`None`: no run-time toolsets).
+    pub store: Option<PathBuf>,
+    /// The toolset every new session starts with.
+    pub default_toolset: Option<String>,
 }
 
 impl Default for Settings {
@@ -41,6 +47,9 @@ impl Default for Settings {
             restart_max_attempts: None,
             max_message: crate::framing::DEFAULT_MAX_MESSAGE,
             guard: None,
+            manage: false,
+            store: None,
+            default_toolset: None,
         }
     }
 }
@@ -122,6 +131,7 @@ struct State {
 
 pub struct Gateway {
     rules: Rules,
+    pub(crate) catalog: crate::toolsets::Catalog,
     pub settings: Settings,
     slots: BTreeMap<ServerId, Slot>,
     state: Mutex<State>,
@@ -176,8 +186,11 @@ impl Gateway {
                 (entry.id, slot)
             })
             .collect();
+        let catalog =
+            crate::toolsets::Catalog::new(rules.toolsets.sets.clone(), settings.store.clone());
         let gateway = Arc::new(Self {
             rules,
+            catalog,
             settings,
             slots,
             state: Mutex::new(State::default()),
@@ -203,6 +216,15 @@ impl Gateway {
             gateway.shutdown().await;
             return Err(StartError::Invalid(diagnostics));
         }
+        if let Some(name) = &gateway.settings.default_toolset {
+            let view = gateway.view();
+            if let Err(diagnostics) =
+                moniker_surface::toolsets::select(&view.surface, name, &gateway.catalog.sets())
+            {
+                gateway.shutdown().await;
+                return Err(StartError::Invalid(diagnostics));
+            }
+        }
         Ok(gateway)
     }
 
@@ -212,6 +234,12 @@ impl Gateway {
 
     pub fn view(&self) -> Arc<View> {
         self.view.load_full()
+    }
+
+    /// What toolset `name` selects in `view` (empty when it cannot be resolved).
+    pub fn toolset(&self, name: &str, view: &View) -> moniker_surface::toolsets::Selection {
+        crate::toolsets::Equipped::new(name, &view.surface, &view.up, &self.catalog.sets())
+            .selection
     }
 
     /// The rules the surface is built with.

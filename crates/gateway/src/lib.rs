@@ -10,5 +10,6 @@ pub mod jsonrpc;
 pub mod server;
 pub mod session;
 pub mod store;
+pub mod toolsets;
 
 pub use gateway::{Gateway, ServerEntry, Settings, StartError, View};

@@ -9,9 +9,11 @@ use moniker_surface::{Kind, Route, ServerId, Via, actions};
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, View};
 use crate::jsonrpc::{self, Message, Outcome, Parsed};
 use crate::server::Connection;
+use crate::toolsets::{Effect, Equipped};
+use moniker_surface::toolsets::MANAGEMENT_TOOLS;
 
 /// Protocol versions moniker speaks with clients, oldest first.
 pub const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -35,6 +37,12 @@ struct Outgoing {
 pub struct Session {
     gateway: Arc<Gateway>,
     out: mpsc::UnboundedSender<String>,
+    /// The equipped toolset, by name.
+    toolset: Mutex<Option<String>>,
+    /// The equipped toolset resolved against the view it was resolved for (by address).
+    equipped: Mutex<Option<(usize, Arc<Equipped>)>>,
+    /// Bound to its toolset (by an HTTP token): no management tools, no unequipping.
+    bound: bool,
     ready: AtomicBool,
     protocol_version: OnceLock<String>,
     in_flight: Mutex<HashMap<String, InFlight>>,
@@ -50,11 +58,34 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 type Reply = Option<String>;
 
 impl Session {
-    /// A session whose messages to the client go to `out`, one JSON text each.
+    /// A session whose messages to the client go to `out`, one JSON text each. It starts with
+    /// the gateway's default toolset, if any.
     pub fn new(gateway: Arc<Gateway>, out: mpsc::UnboundedSender<String>) -> Arc<Self> {
+        let toolset = gateway.settings.default_toolset.clone();
+        Self::create(gateway, out, toolset, false)
+    }
+
+    /// A session that sees and can call only `toolset`, for good.
+    pub fn bound(
+        gateway: Arc<Gateway>,
+        out: mpsc::UnboundedSender<String>,
+        toolset: String,
+    ) -> Arc<Self> {
+        Self::create(gateway, out, Some(toolset), true)
+    }
+
+    fn create(
+        gateway: Arc<Gateway>,
+        out: mpsc::UnboundedSender<String>,
+        toolset: Option<String>,
+        bound: bool,
+    ) -> Arc<Self> {
         let session = Arc::new(Self {
             gateway,
             out,
+            toolset: Mutex::new(toolset),
+            equipped: Mutex::new(None),
+            bound,
             ready: AtomicBool::new(false),
             protocol_version: OnceLock::new(),
             in_flight: Mutex::new(HashMap::new()),
@@ -63,6 +94,39 @@ impl Session {
         });
         session.gateway.add_session(&session);
         session
+    }
+
+    /// The session's toolset resolved against `view`; `None` when none is equipped.
+    fn equipped(&self, view: &Arc<View>) -> Option<Arc<Equipped>> {
+        let name = lock(&self.toolset).clone()?;
+        let key = Arc::as_ptr(view) as usize;
+        let mut cache = lock(&self.equipped);
+        if let Some((at, equipped)) = cache.as_ref() {
+            if *at == key && equipped.name == name {
+                return Some(equipped.clone());
+            }
+        }
+        let equipped = Arc::new(Equipped::new(
+            &name,
+            &view.surface,
+            &view.up,
+            &self.gateway.catalog.sets(),
+        ));
+        *cache = Some((key, equipped.clone()));
+        Some(equipped)
+    }
+
+    /// Management tools are shown to this session.
+    fn manages(&self) -> bool {
+        self.gateway.settings.manage && !self.bound
+    }
+
+    /// Equips or unequips, and tells the client its listing changed.
+    fn set_toolset(&self, toolset: Option<String>) {
+        *lock(&self.toolset) = toolset;
+        *lock(&self.equipped) = None;
+        self.notify("notifications/tools/list_changed");
+        self.notify("notifications/prompts/list_changed");
     }
 
     pub fn is_ready(&self) -> bool {
@@ -287,10 +351,22 @@ impl Session {
             );
         }
         let view = self.gateway.view();
-        let result = match kind {
-            Kind::Tool => &view.tools_result,
-            Kind::Prompt => &view.prompts_result,
+        let equipped = self.equipped(&view);
+        let result = match (kind, &equipped) {
+            (Kind::Tool, Some(e)) => &e.tools_result,
+            (Kind::Prompt, Some(e)) => &e.prompts_result,
+            (Kind::Tool, None) => &view.tools_result,
+            (Kind::Prompt, None) => &view.prompts_result,
         };
+        if kind == Kind::Tool && self.manages() {
+            // `{"tools":[...]}`: the management tools go at the end of the list.
+            let body = &result[..result.len() - 2];
+            let sep = if body.ends_with('[') { "" } else { "," };
+            return jsonrpc::result(
+                id,
+                &format!("{body}{sep}{}]}}", crate::toolsets::definitions()),
+            );
+        }
         jsonrpc::result(id, result)
     }
 
@@ -309,7 +385,15 @@ impl Session {
         };
         let noun = if kind == Kind::Tool { "tool" } else { "prompt" };
         let view = self.gateway.view();
-        let Some(resolved) = view.surface.resolve(kind, &name) else {
+        if kind == Kind::Tool && self.manages() && MANAGEMENT_TOOLS.contains(&name.as_ref()) {
+            return Some(self.manage(id, &name, &fields, &view));
+        }
+        let equipped = self.equipped(&view);
+        let resolved = match &equipped {
+            Some(e) => moniker_surface::toolsets::resolve(&view.surface, &e.selection, kind, &name),
+            None => view.surface.resolve(kind, &name),
+        };
+        let Some(resolved) = resolved else {
             tracing::debug!(name = %name, "{noun} not found");
             return Some(jsonrpc::error(
                 Some(id),
@@ -352,7 +436,7 @@ impl Session {
                 }
             }
         };
-        tracing::debug!(name = %exposed.name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name, "{noun} call");
+        tracing::debug!(requested = %name, name = %exposed.name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name, "{noun} call");
         let origin_name = jsonrpc::string(&origin.name);
         let server = origin.server.clone();
         let mut set: Vec<(&str, &str)> = vec![("name", &origin_name)];
@@ -376,6 +460,42 @@ impl Session {
             self.gateway.forget_progress(&token);
         }
         reply
+    }
+
+    /// A call of one of moniker's management tools.
+    fn manage(
+        &self,
+        id: &RawValue,
+        tool: &str,
+        fields: &jsonrpc::Fields<'_>,
+        view: &Arc<View>,
+    ) -> String {
+        let arguments: serde_json::Value = fields
+            .get("arguments")
+            .and_then(|a| serde_json::from_str(a.get()).ok())
+            .unwrap_or(serde_json::Value::Null);
+        let active = self.equipped(view);
+        let (result, effect) = crate::toolsets::call(
+            &self.gateway.catalog,
+            &view.surface,
+            &view.up,
+            active.as_deref(),
+            tool,
+            &arguments,
+        );
+        tracing::info!(tool, "management tool call");
+        match effect {
+            Effect::None => {}
+            Effect::Equip(name) => {
+                tracing::info!(toolset = %name, "toolset equipped");
+                self.set_toolset(Some(name));
+            }
+            Effect::Unequip => {
+                tracing::info!("toolset unequipped");
+                self.set_toolset(None);
+            }
+        }
+        jsonrpc::result(id, &result)
     }
 
     /// The client's progress token, swapped for one unique across sessions: (new `_meta`, token).
@@ -634,7 +754,16 @@ impl Session {
                     return invalid("missing `ref.name`");
                 };
                 let view = self.gateway.view();
-                let Some(resolved) = view.surface.resolve_prompt(&name) else {
+                let resolved = match self.equipped(&view) {
+                    Some(e) => moniker_surface::toolsets::resolve(
+                        &view.surface,
+                        &e.selection,
+                        Kind::Prompt,
+                        &name,
+                    ),
+                    None => view.surface.resolve_prompt(&name),
+                };
+                let Some(resolved) = resolved else {
                     return Some(jsonrpc::error(
                         Some(id),
                         jsonrpc::UNKNOWN_NAME,

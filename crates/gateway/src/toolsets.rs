@@ -1,0 +1,513 @@
+//! Toolsets in the gateway: the catalog (the config's static toolsets and the store's run-time
+//! ones) and moniker's own management tools, which clients call to build, equip and delete
+//! toolsets. What a toolset selects, and how names resolve in it, is the pure core's
+//! (`moniker_surface::toolsets`).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use moniker_surface::toolsets::{self, Selection, ToolsetRule};
+use moniker_surface::{Diagnostic, Kind, Surface};
+use serde_json::{Value, json};
+
+use crate::store::{Opened, Store, StoredTool, StoredToolset};
+
+/// Every toolset a session may equip.
+pub struct Catalog {
+    static_sets: BTreeMap<String, ToolsetRule>,
+    store: Option<Mutex<Store>>,
+}
+
+impl Catalog {
+    /// The config's toolsets, and the store's when one is given (opened here: what was found
+    /// is logged, and a corrupt file is moved aside).
+    pub fn new(
+        static_sets: BTreeMap<String, ToolsetRule>,
+        store: Option<std::path::PathBuf>,
+    ) -> Self {
+        let store = store.map(|path| {
+            let (store, opened) = Store::open(path);
+            let path = store.path().display().to_string();
+            match opened {
+                Opened::Fresh => tracing::info!(path, "toolset store: none yet, starting empty"),
+                Opened::Loaded => tracing::info!(path, toolsets = store.toolsets().len(), "toolset store loaded"),
+                Opened::MovedAside { to, reason } => tracing::error!(
+                    path, moved_to = %to.display(), %reason,
+                    "toolset store was unreadable: moved aside, starting empty (static toolsets still work)"
+                ),
+                Opened::ReadOnly { reason } => {
+                    tracing::error!(path, %reason, "toolset store is read-only: toolsets cannot be saved or deleted")
+                }
+            }
+            Mutex::new(store)
+        });
+        Self { static_sets, store }
+    }
+
+    /// Static and stored toolsets by name; a static one hides a stored one of the same name.
+    pub fn sets(&self) -> BTreeMap<String, ToolsetRule> {
+        let mut sets: BTreeMap<String, ToolsetRule> = match &self.store {
+            Some(store) => lock(store)
+                .toolsets()
+                .iter()
+                .map(|(name, t)| (name.clone(), rule_of(t)))
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        sets.extend(self.static_sets.iter().map(|(k, v)| (k.clone(), v.clone())));
+        sets
+    }
+
+    pub fn is_static(&self, name: &str) -> bool {
+        self.static_sets.contains_key(name)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the store is still consistent.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn rule_of(stored: &StoredToolset) -> ToolsetRule {
+    ToolsetRule {
+        description: stored.description.clone(),
+        tools: stored.tools.iter().map(|t| t.name.clone()).collect(),
+        prompts: stored.prompts.clone(),
+        aliases: stored
+            .tools
+            .iter()
+            .filter_map(|t| Some((t.name.clone(), t.alias.clone()?)))
+            .collect(),
+        ..ToolsetRule::default()
+    }
+}
+
+/// A tool result: the structured value, also as text for clients that read only text.
+fn result(value: &Value, is_error: bool) -> String {
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    json!({"content": [{"type": "text", "text": text}], "structuredContent": value, "isError": is_error}).to_string()
+}
+
+fn refused(message: impl Into<String>) -> String {
+    let message: String = message.into();
+    json!({"content": [{"type": "text", "text": message}], "isError": true}).to_string()
+}
+
+fn problems(diagnostics: &[Diagnostic]) -> String {
+    let lines: Vec<String> = diagnostics
+        .iter()
+        .map(|d| {
+            let mut line = format!("- {}", d.message);
+            if let Some(help) = &d.help {
+                line.push_str(&format!(" ({help})"));
+            }
+            line
+        })
+        .collect();
+    lines.join("\n")
+}
+
+/// The management tools' listing entries, in `tools/list` form (comma-joined objects).
+pub fn definitions() -> String {
+    let object = |props: Value, required: &[&str]| json!({"type": "object", "properties": props, "required": required});
+    let name = json!({"type": "string", "description": "The toolset's name: lowercase letters, digits, `_` and `-`"});
+    let tools = [
+        (
+            "list-available-tools",
+            "List every tool and prompt moniker exposes, with aliases, server and tags: what a toolset can be built from.",
+            object(json!({}), &[]),
+        ),
+        (
+            "build-toolset",
+            "Build (or replace) a named toolset: a subset of the tools, each with an optional alias of its own, saved across restarts. Equip it with equip-toolset.",
+            object(
+                json!({
+                    "name": name,
+                    "tools": {"type": "array", "description": "Tools by name or alias; an item may be {\"name\": ..., \"alias\": ...} to give the tool another name in this toolset", "items": {"anyOf": [{"type": "string"}, {"type": "object", "properties": {"name": {"type": "string"}, "alias": {"type": "string"}}, "required": ["name"]}]}},
+                    "prompts": {"type": "array", "items": {"type": "string"}, "description": "Prompts by name or alias"},
+                    "description": {"type": "string"},
+                    "equip": {"type": "boolean", "description": "Equip it for this session right away", "default": false}
+                }),
+                &["name", "tools"],
+            ),
+        ),
+        (
+            "list-saved-toolsets",
+            "List the toolsets that can be equipped (from the config and built at run time), with their tools and aliases.",
+            object(json!({}), &[]),
+        ),
+        (
+            "equip-toolset",
+            "Equip a toolset: this session then sees and can call only its tools, under their names and the toolset's aliases.",
+            object(json!({"name": name}), &["name"]),
+        ),
+        (
+            "unequip-toolset",
+            "Unequip the toolset: this session sees every tool again.",
+            object(json!({}), &[]),
+        ),
+        (
+            "get-active-toolset",
+            "The toolset equipped in this session, if any, with its tools and aliases.",
+            object(json!({}), &[]),
+        ),
+        (
+            "delete-toolset",
+            "Delete a toolset built at run time.",
+            object(json!({"name": name}), &["name"]),
+        ),
+    ];
+    let items: Vec<String> = tools
+        .into_iter()
+        .map(|(name, description, schema)| {
+            json!({"name": name, "description": description, "inputSchema": schema, "tags": ["moniker"], "server_name": "moniker"}).to_string()
+        })
+        .collect();
+    items.join(",")
+}
+
+/// A session's equipped toolset, resolved against one view of the surface.
+pub struct Equipped {
+    pub name: String,
+    pub selection: Selection,
+    pub tools_result: String,
+    pub prompts_result: String,
+}
+
+impl Equipped {
+    /// Resolves `name` against the surface, leaving out what only down servers serve. A
+    /// toolset that cannot be resolved (deleted, a broken include) selects nothing: a toolset
+    /// is a permission boundary, and failing closed keeps it one.
+    pub fn new(
+        name: &str,
+        surface: &Surface,
+        up: &std::collections::BTreeSet<moniker_surface::ServerId>,
+        sets: &BTreeMap<String, ToolsetRule>,
+    ) -> Self {
+        let mut selection = match toolsets::select(surface, name, sets) {
+            Ok(selection) => selection,
+            Err(diagnostics) => {
+                for d in &diagnostics {
+                    tracing::error!(toolset = name, "{d}");
+                }
+                Selection::default()
+            }
+        };
+        if !selection.stale.is_empty() {
+            tracing::warn!(toolset = name, stale = ?selection.stale, "toolset references that name nothing now are left out");
+        }
+        let live = |kind: Kind, n: &String| {
+            surface
+                .resolve(kind, n)
+                .is_some_and(|r| r.exposed.servers().any(|s| up.contains(s)))
+        };
+        let mut listed = selection.clone();
+        listed.tools.retain(|n| live(Kind::Tool, n));
+        listed.prompts.retain(|n| live(Kind::Prompt, n));
+        listed.aliases.retain(|_, n| listed.tools.contains(n));
+        selection.stale.sort();
+        Self {
+            name: name.to_owned(),
+            tools_result: toolsets::listing(surface, &listed, Kind::Tool),
+            prompts_result: toolsets::listing(surface, &listed, Kind::Prompt),
+            selection,
+        }
+    }
+
+    fn describe(&self, surface: &Surface) -> Value {
+        let tools: Vec<Value> = self
+            .selection
+            .tools
+            .iter()
+            .map(|name| {
+                let aliases: Vec<&String> = self
+                    .selection
+                    .aliases
+                    .iter()
+                    .filter(|(_, t)| *t == name)
+                    .map(|(a, _)| a)
+                    .collect();
+                let server = surface
+                    .resolve_tool(name)
+                    .map(|r| r.exposed.server_name.clone())
+                    .unwrap_or_default();
+                json!({"name": name, "toolset_aliases": aliases, "server_name": server})
+            })
+            .collect();
+        json!({"name": self.name, "tools": tools, "prompts": self.selection.prompts, "stale": self.selection.stale})
+    }
+}
+
+/// What a management call asks of the session, besides its result.
+pub enum Effect {
+    None,
+    Equip(String),
+    Unequip,
+}
+
+/// Runs one management tool: the `tools/call` result, and what the session must do.
+pub fn call(
+    catalog: &Catalog,
+    surface: &Surface,
+    up: &std::collections::BTreeSet<moniker_surface::ServerId>,
+    active: Option<&Equipped>,
+    tool: &str,
+    arguments: &Value,
+) -> (String, Effect) {
+    let arg = |key: &str| {
+        arguments
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    match tool {
+        "list-available-tools" => {
+            let items = |kind: Kind| -> Vec<Value> {
+                surface
+                    .listed(kind)
+                    .map(|e| {
+                        let description: String = serde_json::from_str::<Value>(e.definition.get())
+                            .ok()
+                            .and_then(|d| d.get("description").and_then(Value::as_str).map(|s| s.lines().next().unwrap_or("").to_owned()))
+                            .unwrap_or_default();
+                        json!({"name": e.name, "aliases": e.aliases, "server_name": e.server_name, "tags": e.tags.iter().map(|t| t.as_str()).collect::<Vec<_>>(), "description": description})
+                    })
+                    .collect()
+            };
+            (
+                result(
+                    &json!({"tools": items(Kind::Tool), "prompts": items(Kind::Prompt)}),
+                    false,
+                ),
+                Effect::None,
+            )
+        }
+        "list-saved-toolsets" => {
+            let sets = catalog.sets();
+            let list: Vec<Value> = sets
+                .iter()
+                .map(|(name, rule)| {
+                    let mut described = Equipped::new(name, surface, up, &sets).describe(surface);
+                    described["source"] = json!(if catalog.is_static(name) {
+                        "config"
+                    } else {
+                        "store"
+                    });
+                    if let Some(d) = &rule.description {
+                        described["description"] = json!(d);
+                    }
+                    described
+                })
+                .collect();
+            (result(&json!({"toolsets": list}), false), Effect::None)
+        }
+        "get-active-toolset" => match active {
+            Some(equipped) => (
+                result(&json!({"active": equipped.describe(surface)}), false),
+                Effect::None,
+            ),
+            None => (result(&json!({"active": null}), false), Effect::None),
+        },
+        "unequip-toolset" => (result(&json!({"active": null}), false), Effect::Unequip),
+        "equip-toolset" => {
+            let Some(name) = arg("name") else {
+                return (refused("missing `name`"), Effect::None);
+            };
+            let sets = catalog.sets();
+            if let Err(diagnostics) = toolsets::select(surface, &name, &sets) {
+                return (
+                    refused(format!(
+                        "cannot equip toolset `{name}`:\n{}",
+                        problems(&diagnostics)
+                    )),
+                    Effect::None,
+                );
+            }
+            let equipped = Equipped::new(&name, surface, up, &sets);
+            (
+                result(&json!({"equipped": equipped.describe(surface)}), false),
+                Effect::Equip(name),
+            )
+        }
+        "delete-toolset" => {
+            let Some(name) = arg("name") else {
+                return (refused("missing `name`"), Effect::None);
+            };
+            if catalog.is_static(&name) {
+                return (
+                    refused(format!(
+                        "toolset `{name}` is defined in the config: remove it there"
+                    )),
+                    Effect::None,
+                );
+            }
+            let Some(store) = &catalog.store else {
+                return (refused("no toolset store is open"), Effect::None);
+            };
+            match lock(store).remove(&name) {
+                Ok(true) => {
+                    let effect = if active.is_some_and(|a| a.name == name) {
+                        Effect::Unequip
+                    } else {
+                        Effect::None
+                    };
+                    (result(&json!({"deleted": name}), false), effect)
+                }
+                Ok(false) => (
+                    refused(format!("there is no saved toolset `{name}`")),
+                    Effect::None,
+                ),
+                Err(e) => (
+                    refused(format!("cannot delete toolset `{name}`: {e}")),
+                    Effect::None,
+                ),
+            }
+        }
+        "build-toolset" => build(catalog, surface, up, arguments),
+        _ => (
+            refused(format!("unknown management tool `{tool}`")),
+            Effect::None,
+        ),
+    }
+}
+
+fn build(
+    catalog: &Catalog,
+    surface: &Surface,
+    up: &std::collections::BTreeSet<moniker_surface::ServerId>,
+    arguments: &Value,
+) -> (String, Effect) {
+    let Some(name) = arguments.get("name").and_then(Value::as_str) else {
+        return (refused("missing `name`"), Effect::None);
+    };
+    if catalog.is_static(name) {
+        return (
+            refused(format!(
+                "toolset `{name}` is defined in the config: choose another name"
+            )),
+            Effect::None,
+        );
+    }
+    let Some(items) = arguments.get("tools").and_then(Value::as_array) else {
+        return (
+            refused("`tools` must be a list of tool names or {\"name\", \"alias\"} objects"),
+            Effect::None,
+        );
+    };
+    let mut tools = Vec::new();
+    for item in items {
+        match item {
+            Value::String(name) => tools.push(StoredTool {
+                name: name.clone(),
+                alias: None,
+            }),
+            Value::Object(fields) => match fields.get("name").and_then(Value::as_str) {
+                Some(tool) => {
+                    let alias = match fields.get("alias") {
+                        None | Some(Value::Null) => None,
+                        Some(Value::String(a)) => Some(a.clone()),
+                        Some(other) => {
+                            return (
+                                refused(format!(
+                                    "the alias of `{tool}` must be a string, not {other}"
+                                )),
+                                Effect::None,
+                            );
+                        }
+                    };
+                    tools.push(StoredTool {
+                        name: tool.to_owned(),
+                        alias,
+                    });
+                }
+                None => {
+                    return (
+                        refused(format!("a tool item needs a `name`: {item}")),
+                        Effect::None,
+                    );
+                }
+            },
+            other => {
+                return (
+                    refused(format!(
+                        "a tool item must be a name or an object, not {other}"
+                    )),
+                    Effect::None,
+                );
+            }
+        }
+    }
+    let prompts: Vec<String> = arguments
+        .get("prompts")
+        .and_then(Value::as_array)
+        .map(|p| {
+            p.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut seen_tools = std::collections::BTreeSet::new();
+    for tool in &tools {
+        if !seen_tools.insert(tool.name.as_str()) {
+            return (
+                refused(format!("tool `{}` is listed twice", tool.name)),
+                Effect::None,
+            );
+        }
+    }
+    let stored = StoredToolset {
+        description: arguments
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        tools,
+        prompts,
+    };
+    let rule = rule_of(&stored);
+    let sets = catalog.sets();
+    let diagnostics = toolsets::validate(surface, name, &rule, &sets);
+    let errors: Vec<Diagnostic> = diagnostics
+        .into_iter()
+        .filter(Diagnostic::is_error)
+        .collect();
+    if !errors.is_empty() {
+        return (
+            refused(format!(
+                "toolset `{name}` was not saved:\n{}",
+                problems(&errors)
+            )),
+            Effect::None,
+        );
+    }
+    let Some(store) = &catalog.store else {
+        return (
+            refused("no toolset store is open: start moniker with --manage"),
+            Effect::None,
+        );
+    };
+    if let Err(e) = lock(store).put(name, stored) {
+        return (
+            refused(format!("toolset `{name}` was not saved: {e}")),
+            Effect::None,
+        );
+    }
+    let sets = catalog.sets();
+    let equipped = Equipped::new(name, surface, up, &sets);
+    let equip = arguments
+        .get("equip")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let effect = if equip {
+        Effect::Equip(name.to_owned())
+    } else {
+        Effect::None
+    };
+    (
+        result(
+            &json!({"saved": equipped.describe(surface), "equipped": equip}),
+            false,
+        ),
+        effect,
+    )
+}
