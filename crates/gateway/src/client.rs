@@ -1,3 +1,4 @@
 //! Client transports.
 
+pub mod http;
 pub mod stdio;

@@ -1,0 +1,932 @@
+//! Clients over MCP's Streamable HTTP transport (protocol 2025-03-26, 2025-06-18, 2025-11-25)
+//! at `/mcp`, each client session a [`Session`] of its own.
+//!
+//! Where each rule of the transport is enforced:
+//! - `mcp`, every request to `/mcp`: `Host` must be a loopback name or address (any port) or
+//!   in [`HttpSettings::allowed_hosts`] (or the address the listener is bound to), else 403;
+//!   an `Origin`, when present, must be a loopback origin or in
+//!   [`HttpSettings::allowed_origins`], else 403 (DNS-rebinding protection); with tokens set,
+//!   `Authorization: Bearer <secret>` must match one (constant-time), else 401 with
+//!   `WWW-Authenticate: Bearer`. `OPTIONS` answers CORS preflights for allowed origins.
+//! - `post`: `Content-Type: application/json` (415); the body's size (413, also while it
+//!   streams); JSON (400 with a `-32700` error) and JSON-RPC shape (400, `-32600`); `Accept`
+//!   (406 when a body with requests can be answered neither as JSON nor as SSE). `initialize`
+//!   without `Mcp-Session-Id` creates a session and returns its id in that header; every other
+//!   POST needs a known id (400 when missing, 404 when unknown or ended) and the token that
+//!   created the session (403). A request that carries `_meta.progressToken` from a client
+//!   that accepts `text/event-stream` is answered as an SSE stream: its progress, then its
+//!   response; other requests are answered with `application/json` when the client accepts
+//!   it, else with an SSE stream whose one event is the response. A body of notifications and
+//!   responses only gets 202 with no body.
+//! - `MCP-Protocol-Version` (`version_ok`): on every request of an existing session (and on
+//!   `initialize`), a version moniker negotiates, or absent (meaning 2025-03-26); else 400.
+//! - `get`: `Accept: text/event-stream` (406), a known session (400/404/403): the session's
+//!   stream of unsolicited messages, see `outbox`: event ids, a bounded replay buffer,
+//!   `Last-Event-ID` resumption, one stream per session (a new GET replaces the old stream,
+//!   which ends), keep-alive comments every 15 s, messages buffered while no stream is open.
+//! - `delete`: ends the session (204); its id then gets 404.
+//! - Sessions unused for [`HttpSettings::session_idle`] (no request running, no stream open)
+//!   are dropped by a sweeper task; at most 10,000 live at once (503 for more).
+//!
+//! Where messages go (`route`): the progress of a request answered as an SSE stream goes on
+//! that stream, before the response (what the server sent before its answer is routed before
+//! the answer is written, so the order holds). Everything else a session sends on its own —
+//! list changes, logging, progress of requests answered as JSON, and the servers' requests to
+//! the client (sampling, elicitation, roots) — goes to the GET stream; what comes while none is
+//! open waits in the replay buffer, so a client that must answer sampling keeps a GET stream
+//! open (the official SDKs do). Events on POST streams carry no ids: POST streams are not
+//! resumable. A POST whose client goes away before its answer is not cancelled (disconnection
+//! is not cancellation, says the spec): the request finishes and its answer is dropped.
+//!
+//! Secrets never reach the logs: tokens are named by their position (`token #1`), and
+//! [`Token`]'s `Debug` hides the secret.
+
+mod checks;
+mod outbox;
+mod route;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use axum::routing::{any, get as route_get};
+use futures_util::{Stream, StreamExt};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use self::checks::{Accept, Auth, Refused};
+use self::outbox::{Activity, Busy, KEEP_ALIVE_COMMENT, Outbox};
+use self::route::{Dispatch, Following};
+use crate::gateway::Gateway;
+use crate::jsonrpc::{self, Message, Outcome, Parsed};
+use crate::session::Session;
+
+/// The MCP endpoint's path.
+pub const MCP_PATH: &str = "/mcp";
+/// A health check: `200 ok`, no authentication.
+pub const HEALTH_PATH: &str = "/healthz";
+
+const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// At most this many sessions at once (each keeps a replay buffer): 503 for more.
+const MAX_SESSIONS: usize = 10_000;
+/// How long requests still running at shutdown may take to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// A bearer token clients may present; `toolset` limits the sessions it creates to a toolset.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token {
+    pub secret: String,
+    pub toolset: Option<String>,
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Token")
+            .field("secret", &"<redacted>")
+            .field("toolset", &self.toolset)
+            .finish()
+    }
+}
+
+/// How the HTTP transport runs.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// Bearer tokens; empty: no authentication (allowed on loopback addresses only, see
+    /// [`check_bind`]).
+    pub tokens: Vec<Token>,
+    /// Exact `Origin` values allowed besides loopback ones.
+    pub allowed_origins: Vec<String>,
+    /// `Host` values allowed besides loopback ones: `host` (any port) or `host:port`.
+    pub allowed_hosts: Vec<String>,
+    /// The largest POST body, in bytes: 413 above it.
+    pub max_body: usize,
+    /// Sessions unused this long are dropped.
+    pub session_idle: Duration,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            tokens: Vec::new(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_body: 4 * 1024 * 1024,
+            session_idle: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// Whether moniker may listen on `addr` with these settings: an address other than a loopback
+/// one requires at least one token, and every token must be visible ASCII (what fits in a
+/// header).
+pub fn check_bind(addr: SocketAddr, settings: &HttpSettings) -> Result<(), String> {
+    for (i, token) in settings.tokens.iter().enumerate() {
+        if token.secret.is_empty() || !token.secret.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!(
+                "token #{} is empty or has characters other than visible ASCII",
+                i + 1
+            ));
+        }
+    }
+    if !addr.ip().is_loopback() && settings.tokens.is_empty() {
+        return Err(format!(
+            "refusing to serve HTTP on {addr} without a bearer token: any host that reaches it could \
+             use every server behind moniker; listen on 127.0.0.1 or configure a token"
+        ));
+    }
+    Ok(())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the map is still consistent.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Shared {
+    gateway: Arc<Gateway>,
+    settings: HttpSettings,
+    /// `allowed_hosts`, plus the address the listener is bound to.
+    hosts: Vec<String>,
+    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// Turns true at shutdown: GET streams end.
+    stop: watch::Receiver<bool>,
+}
+
+/// A client session over HTTP.
+struct HttpSession {
+    session: Arc<Session>,
+    /// The token that created it; every later request must carry the same.
+    auth: Auth,
+    /// The protocol version negotiated in `initialize`.
+    protocol: String,
+    outbox: Arc<Outbox>,
+    dispatch: Arc<Dispatch>,
+    activity: Arc<Activity>,
+}
+
+/// Serves MCP over Streamable HTTP on `listener` until `shutdown` completes; then requests
+/// still running get a few seconds to finish, GET streams end, and every session is dropped.
+/// The servers are the caller's to shut down.
+pub async fn serve(
+    gateway: Arc<Gateway>,
+    listener: TcpListener,
+    settings: HttpSettings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let local = listener.local_addr()?;
+    let mut hosts = settings.allowed_hosts.clone();
+    match local.ip() {
+        ip if ip.is_unspecified() => {}
+        IpAddr::V4(ip) => hosts.push(ip.to_string()),
+        IpAddr::V6(ip) => hosts.push(format!("[{ip}]")),
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        gateway,
+        hosts,
+        sessions: Mutex::new(HashMap::new()),
+        stop: stop_rx.clone(),
+        settings,
+    });
+    let sweeper = tokio::spawn(sweep(Arc::downgrade(&shared), shared.settings.session_idle));
+    let app = Router::new()
+        .route(MCP_PATH, any(mcp))
+        .route(HEALTH_PATH, route_get(|| async { "ok" }))
+        .with_state(shared.clone());
+    tracing::info!(
+        address = %local,
+        tokens = shared.settings.tokens.len(),
+        "serving MCP over Streamable HTTP at http://{local}{MCP_PATH}"
+    );
+    let server = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        })
+        .into_future();
+    let mut stopped = stop_rx;
+    let grace = async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    let result = tokio::select! {
+        result = server => result,
+        () = grace => {
+            tracing::warn!("HTTP requests still running at shutdown were dropped");
+            Ok(())
+        }
+    };
+    sweeper.abort();
+    let sessions = std::mem::take(&mut *lock(&shared.sessions));
+    for session in sessions.values() {
+        session.outbox.close();
+    }
+    tracing::info!(sessions = sessions.len(), "HTTP transport stopped");
+    result
+}
+
+/// Drops the sessions that went unused for `idle`.
+async fn sweep(shared: Weak<Shared>, idle: Duration) {
+    let period = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(60));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let ended: Vec<(String, Arc<HttpSession>)> = {
+            let mut sessions = lock(&shared.sessions);
+            let ids: Vec<String> = sessions
+                .iter()
+                .filter(|(_, s)| s.activity.idle_for(idle))
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| sessions.remove_entry(&id))
+                .collect()
+        };
+        for (id, session) in ended {
+            session.outbox.close();
+            tracing::info!(
+                session = short(&id),
+                "HTTP session dropped after {idle:?} unused"
+            );
+        }
+    }
+}
+
+/// The start of a session id, enough to follow it in logs.
+fn short(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
+}
+
+/// Starts the [`Session`] behind a new HTTP session: bound for good to the toolset of the
+/// token that created it ([`Token::toolset`]), else an ordinary session (which starts with the
+/// gateway's default toolset, if any).
+fn open_session(
+    gateway: Arc<Gateway>,
+    out: mpsc::UnboundedSender<String>,
+    toolset: Option<&str>,
+) -> Arc<Session> {
+    match toolset {
+        Some(toolset) => Session::bound(gateway, out, toolset.to_owned()),
+        None => Session::new(gateway, out),
+    }
+}
+
+/// A new session id: 32 random bytes from the OS, in hex.
+fn new_session_id() -> Option<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+
+fn set(response: &mut Response, name: HeaderName, value: &'static str) {
+    response
+        .headers_mut()
+        .insert(name, HeaderValue::from_static(value));
+}
+
+fn with_status(status: StatusCode, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response
+}
+
+/// A JSON body (a JSON-RPC message).
+fn json(status: StatusCode, body: String) -> Response {
+    let mut response = with_status(status, Body::from(body));
+    set(&mut response, header::CONTENT_TYPE, "application/json");
+    response
+}
+
+/// An error of the transport, as a JSON-RPC error without an id.
+fn failure(status: StatusCode, message: &str) -> Response {
+    let code = if status == StatusCode::BAD_REQUEST {
+        jsonrpc::INVALID_REQUEST
+    } else {
+        -32000
+    };
+    json(status, jsonrpc::error(None, code, message))
+}
+
+fn unauthorized(why: Refused) -> Response {
+    let (message, challenge) = match why {
+        Refused::Missing => (
+            "Unauthorized: a bearer token is required",
+            r#"Bearer realm="moniker""#,
+        ),
+        Refused::Invalid => (
+            "Unauthorized: the bearer token is not valid",
+            r#"Bearer realm="moniker", error="invalid_token""#,
+        ),
+    };
+    let mut response = failure(StatusCode::UNAUTHORIZED, message);
+    set(&mut response, header::WWW_AUTHENTICATE, challenge);
+    response
+}
+
+fn accepted() -> Response {
+    with_status(StatusCode::ACCEPTED, Body::empty())
+}
+
+/// An SSE response from a stream of text chunks.
+fn sse<S>(stream: S) -> Response
+where
+    S: Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static,
+{
+    let mut response = with_status(StatusCode::OK, Body::from_stream(stream));
+    set(&mut response, header::CONTENT_TYPE, "text/event-stream");
+    set(&mut response, header::CACHE_CONTROL, "no-cache");
+    set(
+        &mut response,
+        HeaderName::from_static("x-accel-buffering"),
+        "no",
+    );
+    response
+}
+
+/// One SSE event, and the end of the stream.
+fn sse_once(message: &str) -> Response {
+    let mut text = String::new();
+    outbox::event(&mut text, None, message);
+    sse(futures_util::stream::once(
+        async move { Ok(Bytes::from(text)) },
+    ))
+}
+
+fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+/// Every request to `/mcp`: DNS-rebinding checks, CORS, authentication, then the method.
+async fn mcp(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+    let host = match headers.get(header::HOST) {
+        Some(value) => value.to_str().ok(),
+        None => parts.uri.authority().map(|a| a.as_str()),
+    };
+    match host.and_then(|h| checks::host_allowed(h, &shared.hosts)) {
+        None => {
+            return failure(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: missing or invalid Host header",
+            );
+        }
+        Some(false) => {
+            tracing::warn!(
+                host = host.unwrap_or_default(),
+                "HTTP request refused: Host is not allowed (possible DNS rebinding)"
+            );
+            return failure(
+                StatusCode::FORBIDDEN,
+                "Forbidden: Host header is not allowed",
+            );
+        }
+        Some(true) => {}
+    }
+    let origin = match headers.get(header::ORIGIN) {
+        None => None,
+        Some(value) => match value.to_str() {
+            Ok(origin) if checks::origin_allowed(origin, &shared.settings.allowed_origins) => {
+                Some(value.clone())
+            }
+            _ => {
+                tracing::warn!(
+                    origin = ?value,
+                    "HTTP request refused: Origin is not allowed (possible DNS rebinding)"
+                );
+                return failure(
+                    StatusCode::FORBIDDEN,
+                    "Forbidden: Origin header is not allowed",
+                );
+            }
+        },
+    };
+    let mut response = if parts.method == Method::OPTIONS {
+        preflight()
+    } else {
+        let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+        match checks::authenticate(authorization, &shared.settings.tokens) {
+            Err(why) => unauthorized(why),
+            Ok(auth) => match parts.method {
+                Method::POST => post(&shared, headers, body, auth).await,
+                Method::GET => get(&shared, headers, auth),
+                Method::DELETE => delete(&shared, headers, auth),
+                _ => {
+                    let mut response =
+                        failure(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+                    set(&mut response, header::ALLOW, "GET, POST, DELETE, OPTIONS");
+                    response
+                }
+            },
+        }
+    };
+    if let Some(origin) = origin {
+        let h = response.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.insert(header::VARY, HeaderValue::from_static("Origin"));
+        h.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("mcp-session-id, www-authenticate"),
+        );
+    }
+    response
+}
+
+/// A CORS preflight from an allowed origin.
+fn preflight() -> Response {
+    let mut response = with_status(StatusCode::NO_CONTENT, Body::empty());
+    set(
+        &mut response,
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        "GET, POST, DELETE, OPTIONS",
+    );
+    set(
+        &mut response,
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id",
+    );
+    set(&mut response, header::ACCESS_CONTROL_MAX_AGE, "600");
+    response
+}
+
+/// A request refused before it reached a session.
+struct Reject(StatusCode, String);
+
+impl Reject {
+    fn new(status: StatusCode, message: &str) -> Self {
+        Self(status, message.to_owned())
+    }
+
+    fn response(&self) -> Response {
+        failure(self.0, &self.1)
+    }
+}
+
+/// `MCP-Protocol-Version`, when present, must be a version moniker speaks.
+fn version_ok(headers: &HeaderMap) -> Result<(), Reject> {
+    match headers.get(PROTOCOL_VERSION) {
+        None => Ok(()),
+        Some(value) => match value.to_str() {
+            Ok(v) if checks::protocol_version_supported(v) => Ok(()),
+            _ => Err(Reject(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "Bad Request: unsupported MCP-Protocol-Version {:?} (supported: {})",
+                    String::from_utf8_lossy(value.as_bytes()),
+                    crate::session::PROTOCOL_VERSIONS.join(", ")
+                ),
+            )),
+        },
+    }
+}
+
+/// The request's session: 400 without an id, 404 for one that is unknown or ended, 403 when it
+/// was created with another token; then the protocol version is checked.
+fn session_of(
+    shared: &Shared,
+    headers: &HeaderMap,
+    auth: Auth,
+) -> Result<(String, Arc<HttpSession>), Reject> {
+    let Some(id) = header_str(headers, SESSION_ID).filter(|id| !id.is_empty()) else {
+        return Err(Reject::new(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: the Mcp-Session-Id header is required (send initialize first)",
+        ));
+    };
+    let Some(session) = lock(&shared.sessions).get(id).cloned() else {
+        return Err(Reject::new(
+            StatusCode::NOT_FOUND,
+            "Not Found: no such session (it may have ended): initialize a new one",
+        ));
+    };
+    if session.auth != auth {
+        tracing::warn!(
+            session = short(id),
+            "HTTP request refused: the session belongs to another token"
+        );
+        return Err(Reject::new(
+            StatusCode::FORBIDDEN,
+            "Forbidden: the session was created with another token",
+        ));
+    }
+    version_ok(headers)?;
+    Ok((id.to_owned(), session))
+}
+
+/// What a POST body holds.
+struct Shape {
+    /// It has requests (or invalid batch elements), so it gets a response body.
+    needs_answer: bool,
+    /// It is one `initialize` request.
+    initialize: bool,
+    /// A batch with an `initialize` in it.
+    batched_initialize: bool,
+    /// The `_meta.progressToken` of its one request.
+    progress_token: Option<String>,
+}
+
+impl Shape {
+    /// The body's shape, or the error response to a body that is not JSON-RPC.
+    fn of(text: &str) -> Result<Self, String> {
+        let mut shape = Self {
+            needs_answer: false,
+            initialize: false,
+            batched_initialize: false,
+            progress_token: None,
+        };
+        match jsonrpc::parse(text) {
+            Err(e) => return Err(jsonrpc::error(e.id, e.code, &e.message)),
+            Ok(Parsed::One(Message::Request { method, params, .. })) => {
+                shape.needs_answer = true;
+                shape.initialize = method == "initialize";
+                shape.progress_token = route::request_progress_token(params);
+            }
+            Ok(Parsed::One(_)) => {}
+            Ok(Parsed::Batch(items)) => {
+                for item in &items {
+                    match item {
+                        Ok(Message::Request { method, .. }) => {
+                            shape.needs_answer = true;
+                            shape.batched_initialize |= *method == "initialize";
+                        }
+                        Err(_) => shape.needs_answer = true,
+                        Ok(_) => {}
+                    }
+                }
+            }
+        }
+        Ok(shape)
+    }
+}
+
+/// How a POST's response goes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Json,
+    Sse,
+}
+
+enum BodyError {
+    TooLarge,
+    Broken,
+}
+
+/// The whole body, refused as soon as it passes `max` bytes.
+async fn read_body(body: Body, max: usize) -> Result<Vec<u8>, BodyError> {
+    let mut data = body.into_data_stream();
+    let mut out = Vec::new();
+    while let Some(chunk) = data.next().await {
+        let chunk = chunk.map_err(|_| BodyError::Broken)?;
+        if out.len() + chunk.len() > max {
+            return Err(BodyError::TooLarge);
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+fn too_large(max: usize) -> Response {
+    failure(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("Payload Too Large: the body is over the limit of {max} bytes"),
+    )
+}
+
+/// POST: one JSON-RPC message or a batch.
+async fn post(shared: &Arc<Shared>, headers: &HeaderMap, body: Body, auth: Auth) -> Response {
+    if !checks::is_json_content_type(header_str(headers, header::CONTENT_TYPE)) {
+        return failure(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type: Content-Type must be application/json",
+        );
+    }
+    let max = shared.settings.max_body;
+    let declared = header_str(headers, header::CONTENT_LENGTH).and_then(|l| l.parse::<u64>().ok());
+    if declared.is_some_and(|l| l > max as u64) {
+        return too_large(max);
+    }
+    let bytes = match read_body(body, max).await {
+        Ok(bytes) => bytes,
+        Err(BodyError::TooLarge) => return too_large(max),
+        Err(BodyError::Broken) => {
+            return failure(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: the body could not be read",
+            );
+        }
+    };
+    let Ok(text) = String::from_utf8(bytes) else {
+        return json(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::error(None, jsonrpc::PARSE_ERROR, "Parse error: not UTF-8"),
+        );
+    };
+    let shape = match Shape::of(&text) {
+        Ok(shape) => shape,
+        Err(reply) => return json(StatusCode::BAD_REQUEST, reply),
+    };
+    let mode = if shape.needs_answer {
+        let accept = Accept::parse(header_str(headers, header::ACCEPT));
+        // A request that asks for progress is answered as a stream that carries it.
+        if accept.sse && shape.progress_token.is_some() {
+            Some(Mode::Sse)
+        } else if accept.json {
+            Some(Mode::Json)
+        } else if accept.sse {
+            Some(Mode::Sse)
+        } else {
+            return failure(
+                StatusCode::NOT_ACCEPTABLE,
+                "Not Acceptable: the client must accept application/json or text/event-stream",
+            );
+        }
+    } else {
+        None
+    };
+    if !headers.contains_key(SESSION_ID) {
+        return match mode {
+            Some(mode) if shape.initialize => initialize(shared, headers, text, auth, mode).await,
+            _ if shape.batched_initialize => failure(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: initialize must be sent alone, not in a batch",
+            ),
+            _ => failure(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: the Mcp-Session-Id header is required (send initialize first)",
+            ),
+        };
+    }
+    let (_, http) = match session_of(shared, headers, auth) {
+        Ok(found) => found,
+        Err(reject) => return reject.response(),
+    };
+    let busy = http.activity.busy();
+    match mode {
+        None => {
+            // Notifications and responses are handled at once; nothing to wait for.
+            let _ = http.session.reply(&text).await;
+            accepted()
+        }
+        Some(mode) => answer(&http, text, mode, shape.progress_token, busy).await,
+    }
+}
+
+/// `initialize` without a session: a new session, whose id goes back in `Mcp-Session-Id` when
+/// the answer is a success.
+async fn initialize(
+    shared: &Arc<Shared>,
+    headers: &HeaderMap,
+    text: String,
+    auth: Auth,
+    mode: Mode,
+) -> Response {
+    if let Err(reject) = version_ok(headers) {
+        return reject.response();
+    }
+    if lock(&shared.sessions).len() >= MAX_SESSIONS {
+        tracing::warn!(
+            max = MAX_SESSIONS,
+            "HTTP initialize refused: too many sessions"
+        );
+        return failure(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Service Unavailable: too many sessions; end unused ones with DELETE",
+        );
+    }
+    let toolset = match auth {
+        Auth::Token(i) => shared
+            .settings
+            .tokens
+            .get(i)
+            .and_then(|t| t.toolset.clone()),
+        Auth::Open => None,
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
+    let outbox = Outbox::new();
+    let dispatch = Dispatch::new(rx, outbox.clone());
+    tokio::spawn(dispatch.clone().run());
+    let Some(reply) = session.reply(&text).await else {
+        return failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal error: initialize was not answered",
+        );
+    };
+    let protocol = match jsonrpc::parse(&reply) {
+        Ok(Parsed::One(Message::Response {
+            outcome: Outcome::Result(result),
+            ..
+        })) => jsonrpc::fields(result)
+            .and_then(|f| jsonrpc::str_field(&f, "protocolVersion").map(|v| v.into_owned())),
+        _ => None,
+    };
+    let mut response = match mode {
+        Mode::Json => json(StatusCode::OK, reply),
+        Mode::Sse => sse_once(&reply),
+    };
+    let Some(protocol) = protocol else {
+        return response;
+    };
+    let Some(id) = new_session_id() else {
+        tracing::error!("no randomness for a session id");
+        return failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal error: no session id",
+        );
+    };
+    let Ok(value) = HeaderValue::from_str(&id) else {
+        return failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal error: no session id",
+        );
+    };
+    response.headers_mut().insert(SESSION_ID, value);
+    let token = match auth {
+        Auth::Token(i) => format!("token #{}", i + 1),
+        Auth::Open => "none".to_owned(),
+    };
+    tracing::info!(session = short(&id), token, toolset = ?toolset, "HTTP session started");
+    lock(&shared.sessions).insert(
+        id,
+        Arc::new(HttpSession {
+            session,
+            auth,
+            protocol,
+            outbox,
+            dispatch,
+            activity: Activity::new(),
+        }),
+    );
+    response
+}
+
+/// Runs a body with requests in the session and answers it: as JSON once the answer is there,
+/// or as an SSE stream: the request's progress (when it has a progress token), keep-alive
+/// comments while the answer is awaited, then the answer.
+///
+/// The requests run in a task of their own: a client that goes away does not cancel them
+/// (the spec: disconnection is not cancellation; a client cancels with
+/// `notifications/cancelled`), they finish and their answers are dropped.
+async fn answer(
+    http: &HttpSession,
+    text: String,
+    mode: Mode,
+    progress_token: Option<String>,
+    busy: Busy,
+) -> Response {
+    // Followed before the request starts, so that none of its progress goes elsewhere.
+    let progress = match (mode, progress_token) {
+        (Mode::Sse, Some(token)) => http.dispatch.follow(token),
+        _ => None,
+    };
+    let session = http.session.clone();
+    let task: JoinHandle<Option<String>> = tokio::spawn(async move {
+        let _busy = busy;
+        session.reply(&text).await
+    });
+    match mode {
+        Mode::Json => match task.await {
+            Ok(Some(reply)) => json(StatusCode::OK, reply),
+            // Cancelled by the client: nothing to answer.
+            Ok(None) => accepted(),
+            Err(_) => failure(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal error: the request failed",
+            ),
+        },
+        Mode::Sse => {
+            let state = PostStream {
+                task: Some(task),
+                progress,
+                tick: tokio::time::interval_at(
+                    tokio::time::Instant::now() + KEEP_ALIVE,
+                    KEEP_ALIVE,
+                ),
+            };
+            sse(futures_util::stream::unfold(state, |mut st| async move {
+                let chunk = st.next().await?;
+                Some((Ok(Bytes::from(chunk)), st))
+            }))
+        }
+    }
+}
+
+/// The SSE stream of a POST: the request's progress and keep-alives, then the answer, then
+/// the end.
+struct PostStream {
+    task: Option<JoinHandle<Option<String>>>,
+    progress: Option<(mpsc::UnboundedReceiver<String>, Following)>,
+    tick: tokio::time::Interval,
+}
+
+impl PostStream {
+    async fn next(&mut self) -> Option<String> {
+        let Self {
+            task,
+            progress,
+            tick,
+        } = self;
+        let handle = task.as_mut()?;
+        tokio::select! {
+            reply = handle => {
+                *task = None;
+                let mut text = String::new();
+                if let Some((mut rx, following)) = progress.take() {
+                    // Progress sent before the answer may still be on its way: route it now,
+                    // so that it goes out first.
+                    following.dispatch().flush();
+                    while let Ok(message) = rx.try_recv() {
+                        outbox::event(&mut text, None, &message);
+                    }
+                }
+                if let Ok(Some(reply)) = reply {
+                    outbox::event(&mut text, None, &reply);
+                }
+                (!text.is_empty()).then_some(text)
+            }
+            Some(message) = next_progress(progress) => {
+                let mut text = String::new();
+                outbox::event(&mut text, None, &message);
+                Some(text)
+            }
+            _ = tick.tick() => Some(KEEP_ALIVE_COMMENT.to_owned()),
+        }
+    }
+}
+
+async fn next_progress(
+    progress: &mut Option<(mpsc::UnboundedReceiver<String>, Following)>,
+) -> Option<String> {
+    match progress {
+        Some((rx, _)) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// GET: the session's stream of unsolicited messages.
+fn get(shared: &Arc<Shared>, headers: &HeaderMap, auth: Auth) -> Response {
+    if !Accept::parse(header_str(headers, header::ACCEPT)).sse {
+        return failure(
+            StatusCode::NOT_ACCEPTABLE,
+            "Not Acceptable: the client must accept text/event-stream",
+        );
+    }
+    let (id, http) = match session_of(shared, headers, auth) {
+        Ok(found) => found,
+        Err(reject) => return reject.response(),
+    };
+    let last_event_id = header_str(headers, LAST_EVENT_ID);
+    if http.outbox.is_streaming() {
+        tracing::debug!(
+            session = short(&id),
+            "a new GET stream replaces the session's open one"
+        );
+    }
+    tracing::debug!(
+        session = short(&id),
+        last_event_id,
+        "HTTP session stream opened"
+    );
+    // Priming events came with 2025-11-25; older clients may choke on their empty data.
+    let prime = http.protocol.as_str() >= "2025-11-25";
+    let busy = http.activity.busy();
+    sse(http
+        .outbox
+        .stream(last_event_id, prime, KEEP_ALIVE, shared.stop.clone(), busy))
+}
+
+/// DELETE: ends the session.
+fn delete(shared: &Arc<Shared>, headers: &HeaderMap, auth: Auth) -> Response {
+    let (id, _) = match session_of(shared, headers, auth) {
+        Ok(found) => found,
+        Err(reject) => return reject.response(),
+    };
+    if let Some(http) = lock(&shared.sessions).remove(&id) {
+        http.outbox.close();
+        tracing::info!(session = short(&id), "HTTP session ended by the client");
+    }
+    with_status(StatusCode::NO_CONTENT, Body::empty())
+}

@@ -1,0 +1,346 @@
+//! The header checks of the HTTP transport: `Host` and `Origin` (DNS rebinding), bearer
+//! tokens, `Accept`, `Content-Type` and `MCP-Protocol-Version`. Pure functions of header text.
+
+use std::net::IpAddr;
+
+use subtle::ConstantTimeEq;
+
+use super::Token;
+
+/// Splits `host[:port]` (`[v6]:port` for IPv6) into the host, without brackets, and the port.
+/// `None` when it is not a valid authority.
+fn split_authority(text: &str) -> Option<(&str, Option<u16>)> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        let port = match after {
+            "" => None,
+            _ => Some(after.strip_prefix(':')?),
+        };
+        (host, port)
+    } else {
+        match text.rsplit_once(':') {
+            Some((host, port)) if !host.contains(':') => (host, Some(port)),
+            Some(_) => return None, // an IPv6 address must be in brackets
+            None => (text, None),
+        }
+    };
+    if host.is_empty()
+        || host
+            .chars()
+            .any(|c| c.is_whitespace() || c == '/' || c == '@')
+    {
+        return None;
+    }
+    let port = match port {
+        Some(p) => Some(p.parse::<u16>().ok()?),
+        None => None,
+    };
+    Some((host, port))
+}
+
+/// `localhost` or a loopback IP address.
+fn is_loopback_host(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether a `Host` header value is a loopback name or address (any port), or in `allowed`
+/// (`host` for any port, `host:port` for that port only). `None`: not a valid `Host` at all.
+pub(super) fn host_allowed(value: &str, allowed: &[String]) -> Option<bool> {
+    let (host, port) = split_authority(value)?;
+    if is_loopback_host(host) {
+        return Some(true);
+    }
+    Some(allowed.iter().any(|entry| match split_authority(entry) {
+        Some((h, p)) => h.eq_ignore_ascii_case(host) && (p.is_none() || p == port),
+        None => false,
+    }))
+}
+
+/// Whether an `Origin` header value is a loopback origin (`http://localhost:*`,
+/// `http://127.0.0.1:*`, `http://[::1]:*`, or the same over https) or exactly one of `allowed`
+/// (compared without case and without a trailing slash).
+pub(super) fn origin_allowed(value: &str, allowed: &[String]) -> bool {
+    let value = value.trim().trim_end_matches('/');
+    if allowed
+        .iter()
+        .any(|a| a.trim().trim_end_matches('/').eq_ignore_ascii_case(value))
+    {
+        return true;
+    }
+    let Some((scheme, authority)) = value.split_once("://") else {
+        return false;
+    };
+    (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))
+        && split_authority(authority).is_some_and(|(host, _)| is_loopback_host(host))
+}
+
+/// What the `Authorization` header proved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Auth {
+    /// No tokens are configured: every client is let in.
+    Open,
+    /// The index of the token the client presented.
+    Token(usize),
+}
+
+/// Why a client was not let in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refused {
+    /// No bearer token in the request.
+    Missing,
+    /// A bearer token that is none of ours.
+    Invalid,
+}
+
+/// Checks `Authorization: Bearer <secret>` against every token, in constant time for each
+/// (and without stopping at the first match, so that timing does not tell which matched).
+pub(super) fn authenticate(header: Option<&[u8]>, tokens: &[Token]) -> Result<Auth, Refused> {
+    if tokens.is_empty() {
+        return Ok(Auth::Open);
+    }
+    let given = header.and_then(bearer).ok_or(Refused::Missing)?;
+    let mut found = None;
+    for (i, token) in tokens.iter().enumerate() {
+        let equal: bool = token.secret.as_bytes().ct_eq(given).into();
+        if equal && found.is_none() {
+            found = Some(i);
+        }
+    }
+    found.map(Auth::Token).ok_or(Refused::Invalid)
+}
+
+/// The credentials of `Bearer <credentials>`; the scheme is case-insensitive.
+fn bearer(header: &[u8]) -> Option<&[u8]> {
+    let header = header.trim_ascii();
+    let (scheme, rest) = header.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer") || rest.first().is_none_or(|b| *b != b' ') {
+        return None;
+    }
+    let credentials = rest.trim_ascii();
+    (!credentials.is_empty()).then_some(credentials)
+}
+
+/// What a client's `Accept` header lets moniker answer with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Accept {
+    pub json: bool,
+    pub sse: bool,
+}
+
+impl Accept {
+    /// No header accepts anything (RFC 9110); media ranges with `q=0` are refusals.
+    pub(super) fn parse(header: Option<&str>) -> Self {
+        let Some(header) = header else {
+            return Self {
+                json: true,
+                sse: true,
+            };
+        };
+        let mut accept = Self {
+            json: false,
+            sse: false,
+        };
+        for range in header.split(',') {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+            let refused = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            if refused {
+                continue;
+            }
+            match media.as_str() {
+                "*/*" => {
+                    accept.json = true;
+                    accept.sse = true;
+                }
+                "application/json" | "application/*" => accept.json = true,
+                "text/event-stream" | "text/*" => accept.sse = true,
+                _ => {}
+            }
+        }
+        accept
+    }
+}
+
+/// `application/json`, with any parameters (`; charset=utf-8`).
+pub(super) fn is_json_content_type(header: Option<&str>) -> bool {
+    header.is_some_and(|h| {
+        h.split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .eq_ignore_ascii_case("application/json")
+    })
+}
+
+/// The protocol versions a client may name in `MCP-Protocol-Version`: those moniker
+/// negotiates. An absent header means 2025-03-26 (the spec's rule for old clients).
+pub(super) fn protocol_version_supported(header: &str) -> bool {
+    crate::session::PROTOCOL_VERSIONS.contains(&header.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(secret: &str) -> Token {
+        Token {
+            secret: secret.into(),
+            toolset: None,
+        }
+    }
+
+    #[test]
+    fn hosts() {
+        let none: Vec<String> = vec![];
+        for ok in [
+            "localhost",
+            "localhost:8080",
+            "LOCALHOST:1",
+            "127.0.0.1",
+            "127.0.0.1:3000",
+            "127.1.2.3:9",
+            "[::1]",
+            "[::1]:8080",
+        ] {
+            assert_eq!(host_allowed(ok, &none), Some(true), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8080",
+            "10.0.0.1:80",
+            "localhost.evil",
+        ] {
+            assert_eq!(host_allowed(bad, &none), Some(false), "{bad}");
+        }
+        for invalid in ["", "::1", "[::1", "host:port", "a b", "x/y"] {
+            assert_eq!(host_allowed(invalid, &none), None, "{invalid}");
+        }
+        let allowed = vec!["mcp.example".to_owned(), "box.lan:9000".to_owned()];
+        assert_eq!(host_allowed("mcp.example:1234", &allowed), Some(true));
+        assert_eq!(host_allowed("MCP.example", &allowed), Some(true));
+        assert_eq!(host_allowed("box.lan:9000", &allowed), Some(true));
+        assert_eq!(host_allowed("box.lan:9001", &allowed), Some(false));
+    }
+
+    #[test]
+    fn origins() {
+        let none: Vec<String> = vec![];
+        for ok in [
+            "http://localhost:6274",
+            "http://localhost",
+            "http://127.0.0.1:3000",
+            "https://[::1]:8443",
+            "http://localhost:6274/",
+        ] {
+            assert!(origin_allowed(ok, &none), "{ok}");
+        }
+        for bad in [
+            "http://evil.example",
+            "http://localhost.evil.example",
+            "null",
+            "file://localhost",
+            "localhost",
+        ] {
+            assert!(!origin_allowed(bad, &none), "{bad}");
+        }
+        let allowed = vec!["https://app.example".to_owned()];
+        assert!(origin_allowed("https://app.example", &allowed));
+        assert!(!origin_allowed("https://app.example:444", &allowed));
+        assert!(!origin_allowed("http://app.example", &allowed));
+    }
+
+    #[test]
+    fn tokens() {
+        assert_eq!(authenticate(None, &[]), Ok(Auth::Open));
+        let tokens = [token("alpha"), token("beta")];
+        assert_eq!(authenticate(None, &tokens), Err(Refused::Missing));
+        assert_eq!(
+            authenticate(Some(b"Basic abc"), &tokens),
+            Err(Refused::Missing)
+        );
+        assert_eq!(
+            authenticate(Some(b"Bearer"), &tokens),
+            Err(Refused::Missing)
+        );
+        assert_eq!(
+            authenticate(Some(b"Bearer gamma"), &tokens),
+            Err(Refused::Invalid)
+        );
+        assert_eq!(
+            authenticate(Some(b"Bearer alph"), &tokens),
+            Err(Refused::Invalid)
+        );
+        assert_eq!(
+            authenticate(Some(b"Bearer beta"), &tokens),
+            Ok(Auth::Token(1))
+        );
+        assert_eq!(
+            authenticate(Some(b"bearer  alpha "), &tokens),
+            Ok(Auth::Token(0))
+        );
+    }
+
+    #[test]
+    fn accept_header() {
+        let both = Accept {
+            json: true,
+            sse: true,
+        };
+        assert_eq!(Accept::parse(None), both);
+        assert_eq!(
+            Accept::parse(Some("application/json, text/event-stream")),
+            both
+        );
+        assert_eq!(Accept::parse(Some("*/*")), both);
+        assert_eq!(
+            Accept::parse(Some("text/event-stream")),
+            Accept {
+                json: false,
+                sse: true
+            }
+        );
+        assert_eq!(
+            Accept::parse(Some("application/json;q=0.9, text/event-stream;q=0")),
+            Accept {
+                json: true,
+                sse: false
+            }
+        );
+        assert_eq!(
+            Accept::parse(Some("text/html")),
+            Accept {
+                json: false,
+                sse: false
+            }
+        );
+    }
+
+    #[test]
+    fn content_types() {
+        assert!(is_json_content_type(Some("application/json")));
+        assert!(is_json_content_type(Some(
+            "Application/JSON; charset=utf-8"
+        )));
+        assert!(!is_json_content_type(Some("text/plain")));
+        assert!(!is_json_content_type(None));
+    }
+
+    #[test]
+    fn versions() {
+        for v in ["2025-03-26", "2025-06-18", "2025-11-25"] {
+            assert!(protocol_version_supported(v));
+        }
+        assert!(!protocol_version_supported("1999-01-01"));
+        assert!(!protocol_version_supported(""));
+    }
+}
