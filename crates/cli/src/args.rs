@@ -46,6 +46,10 @@ pub struct ServeArgs {
     /// Serve Streamable HTTP on this address (`127.0.0.1:8080`) instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
+    /// Also serve Prometheus metrics at `http://ADDR/metrics` (with `--http`, they are at
+    /// `/metrics` of the same address).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
     /// Equip this toolset for every client session.
     #[arg(long, value_name = "NAME")]
     pub toolset: Option<String>,

@@ -6,6 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use moniker_config::{Config, Transport};
+use moniker_gateway::client::http::{HttpSettings, Token, check_bind};
+use moniker_gateway::server::ServerSpec;
+use moniker_gateway::server::http::HttpSpec;
 use moniker_gateway::server::stdio::StdioSpec;
 use moniker_gateway::session::Session;
 use moniker_gateway::store::Store;
@@ -80,25 +83,27 @@ async fn start_with(
             tracing::info!(server = %id, "disabled in the config");
             continue;
         }
-        match &server.transport {
+        let spec = match &server.transport {
             Transport::Stdio {
                 command,
                 args,
                 env,
                 cwd,
-            } => servers.push(ServerEntry {
-                id: id.clone(),
-                spec: StdioSpec {
-                    command: command.clone(),
-                    args: args.clone(),
-                    env: env.clone(),
-                    cwd: cwd.clone(),
-                },
+            } => ServerSpec::Stdio(StdioSpec {
+                command: command.clone(),
+                args: args.clone(),
+                env: env.clone(),
+                cwd: cwd.clone(),
             }),
-            Transport::Http { .. } => {
-                tracing::warn!(server = %id, "servers over HTTP are not supported yet: left out")
-            }
-        }
+            Transport::Http { url, headers } => ServerSpec::Http(HttpSpec {
+                url: url.clone(),
+                headers: headers.clone(),
+            }),
+        };
+        servers.push(ServerEntry {
+            id: id.clone(),
+            spec,
+        });
     }
     let g = &config.gateway;
     let settings = Settings {
@@ -124,9 +129,6 @@ async fn start_with(
 
 /// `moniker serve`: one client on stdin and stdout, until stdin closes or a signal comes.
 pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure> {
-    if args.http.is_some() {
-        return Err("`--http` is not supported yet".into());
-    }
     let toolsets = Toolsets::new(
         &config,
         args.manage,
@@ -137,14 +139,115 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure>
         Ok(gateway) => gateway,
         Err(exit) => return Ok(exit),
     };
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let outcome = tokio::select! {
-        r = moniker_gateway::client::stdio::serve(gateway.clone()) => r,
-        _ = tokio::signal::ctrl_c() => Ok(()),
-        _ = term.recv() => Ok(()),
+    let outcome = match args.http {
+        Some(addr) => serve_http(&gateway, &config, addr).await,
+        None => serve_stdio(&gateway, args.metrics).await,
     };
     gateway.shutdown().await;
+    outcome
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+async fn serve_stdio(
+    gateway: &Arc<Gateway>,
+    metrics: Option<std::net::SocketAddr>,
+) -> Result<Exit, Failure> {
+    let (stop_metrics, stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(addr) = metrics {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stopped.await;
+            };
+            if let Err(e) =
+                moniker_gateway::client::http::serve_metrics(gateway, listener, stopped).await
+            {
+                tracing::error!(error = %e, "the metrics endpoint failed");
+            }
+        });
+    }
+    let outcome = tokio::select! {
+        r = moniker_gateway::client::stdio::serve(gateway.clone()) => r,
+        () = stop_signal() => Ok(()),
+    };
+    let _ = stop_metrics.send(());
     outcome?;
+    Ok(Exit::Ok)
+}
+
+/// Tokens from the config's `http.tokens` and from `$MONIKER_TOKENS` (comma-separated, not
+/// bound to a toolset).
+fn tokens(config: &Config) -> Vec<Token> {
+    let mut tokens: Vec<Token> = config
+        .http
+        .tokens
+        .iter()
+        .map(|t| Token {
+            secret: t.token.clone(),
+            toolset: t.toolset.clone(),
+        })
+        .collect();
+    if let Ok(list) = std::env::var("MONIKER_TOKENS") {
+        tokens.extend(
+            list.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(|t| Token {
+                    secret: t.to_owned(),
+                    toolset: None,
+                }),
+        );
+    }
+    tokens
+}
+
+async fn serve_http(
+    gateway: &Arc<Gateway>,
+    config: &Config,
+    addr: std::net::SocketAddr,
+) -> Result<Exit, Failure> {
+    let mut settings = HttpSettings {
+        tokens: tokens(config),
+        ..HttpSettings::default()
+    };
+    settings.allowed_origins = config.http.allowed_origins.clone();
+    settings.allowed_hosts = config.http.allowed_hosts.clone();
+    if let Some(max) = config.http.max_body {
+        settings.max_body = max as usize;
+    }
+    if let Err(why) = check_bind(addr, &settings) {
+        output::report(&format!("error: {why}"));
+        return Ok(Exit::InvalidConfig);
+    }
+    let sets = gateway.toolset_names();
+    for token in &settings.tokens {
+        if let Some(toolset) = token.toolset.as_deref().filter(|t| !sets.contains(*t)) {
+            output::report(&format!(
+                "error: a token of `http.tokens` is bound to toolset `{toolset}`, which does not exist"
+            ));
+            return Ok(Exit::InvalidConfig);
+        }
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    moniker_gateway::client::http::serve(gateway.clone(), listener, settings, stop_signal())
+        .await?;
     Ok(Exit::Ok)
 }
 

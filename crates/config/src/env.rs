@@ -129,6 +129,16 @@ impl Config {
             let p = path(&[Seg::Key("toolsets"), Seg::Key("store")]);
             expand_field(store, &p, &self.source, &lookup, &mut errors)
         });
+        let tokens: Vec<String> = self
+            .http
+            .tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let p = path(&[Seg::Key("http"), Seg::Key("tokens"), Seg::Index(i)]);
+                expand_field(&t.token, &p, &self.source, &lookup, &mut errors)
+            })
+            .collect();
         if !errors.is_empty() {
             return Err(ConfigReport::new(
                 &self.source.file_name,
@@ -140,6 +150,9 @@ impl Config {
             server.transport = transport;
         }
         self.rules.toolsets.store = store;
+        for (token, value) in self.http.tokens.iter_mut().zip(tokens) {
+            token.token = value;
+        }
         Ok(())
     }
 }

@@ -13,6 +13,7 @@
 mod decode;
 mod env;
 mod gateway;
+mod http;
 mod load;
 mod report;
 mod server;
@@ -23,6 +24,7 @@ use indexmap::IndexMap;
 use moniker_surface::{Rules, ServerId};
 
 pub use gateway::GatewaySettings;
+pub use http::{HttpConfig, TokenConfig};
 pub use load::{LoadError, find, load};
 pub use report::{ConfigError, ConfigReport, codes};
 pub use server::{ServerConfig, Transport};
@@ -34,6 +36,8 @@ pub struct Config {
     /// In file order. Disabled servers are here too, with `disabled: true`.
     pub servers: IndexMap<ServerId, ServerConfig>,
     pub gateway: GatewaySettings,
+    /// Who may use the Streamable HTTP endpoint.
+    pub http: HttpConfig,
     /// What naming needs: `naming`, per-server tags and prefixes, `server_tags`, `tools`,
     /// `prompts`, `actions`; and the `toolsets` section.
     pub rules: Rules,
@@ -51,6 +55,7 @@ pub fn parse(file_name: &str, text: &str) -> Result<Config, ConfigReport> {
     Ok(Config {
         servers: decoded.servers,
         gateway: decoded.gateway,
+        http: decoded.http,
         rules: decoded.rules,
         source: Source::with_spans(file_name, text, decoded.spans, &decoded.servers_key),
     })

@@ -8,13 +8,12 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, Via, build};
+use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, build};
 use serde_json::value::RawValue;
 use tokio::sync::{Notify, oneshot};
 
 use crate::jsonrpc::{self, Message};
-use crate::server::stdio::{self, StdioSpec};
-use crate::server::{self, CallError, Connection, InitInfo, Sink};
+use crate::server::{self, CallError, Connection, InitInfo, ServerSpec, Sink};
 use crate::session::Session;
 
 /// How the gateway runs: timeouts, restarts, limits.
@@ -58,7 +57,7 @@ impl Default for Settings {
 #[derive(Clone)]
 pub struct ServerEntry {
     pub id: ServerId,
-    pub spec: StdioSpec,
+    pub spec: ServerSpec,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +139,7 @@ pub struct Gateway {
     /// Progress tokens of moniker's, to the session and the token the client gave.
     progress: Mutex<HashMap<String, ProgressRoute>>,
     next_token: AtomicU64,
-    calls: Mutex<HashMap<(String, Via), u64>>,
+    pub metrics: crate::metrics::Metrics,
     stopping: AtomicBool,
     stop: Notify,
 }
@@ -198,7 +197,7 @@ impl Gateway {
             sessions: Mutex::new(Vec::new()),
             progress: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
-            calls: Mutex::new(HashMap::new()),
+            metrics: crate::metrics::Metrics::default(),
             stopping: AtomicBool::new(false),
             stop: Notify::new(),
         });
@@ -234,6 +233,11 @@ impl Gateway {
 
     pub fn view(&self) -> Arc<View> {
         self.view.load_full()
+    }
+
+    /// The names of every toolset that can be equipped (static and saved).
+    pub fn toolset_names(&self) -> std::collections::BTreeSet<String> {
+        self.catalog.sets().into_keys().collect()
     }
 
     /// What toolset `name` selects in `view` (empty when it cannot be resolved).
@@ -289,18 +293,6 @@ impl Gateway {
         self.slots
             .values()
             .filter_map(|slot| lock(&slot.info).clone())
-            .collect()
-    }
-
-    pub fn count_call(&self, name: &str, via: Via) {
-        *lock(&self.calls).entry((name.to_owned(), via)).or_default() += 1;
-    }
-
-    /// Calls per exposed name and per way it was named.
-    pub fn call_counts(&self) -> BTreeMap<(String, &'static str), u64> {
-        lock(&self.calls)
-            .iter()
-            .map(|((n, v), c)| ((n.clone(), v.as_str()), *c))
             .collect()
     }
 
@@ -517,13 +509,15 @@ async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<(
         if gateway.is_stopping() {
             break;
         }
-        let started = stdio::spawn(
-            id.clone(),
+        let started = server::start(
+            &id,
             &slot.entry.spec,
             settings.guard.as_deref(),
             sink.clone(),
             settings.max_message,
-        );
+            settings.start_timeout,
+        )
+        .await;
         match started {
             Ok(mut process) => {
                 *lock(&slot.pgid) = process.pgid;
@@ -539,6 +533,7 @@ async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<(
                         {
                             let mut status = lock(&slot.status);
                             status.up = true;
+                            gateway.metrics.server_up(&id, true);
                             status.last_error = None;
                         }
                         tracing::info!(server = %id, tools = listing.tools.len(), prompts = listing.prompts.len(), "server connected");
@@ -553,6 +548,7 @@ async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<(
                         process.conn.close();
                         slot.conn.store(None);
                         lock(&slot.status).up = false;
+                        gateway.metrics.server_up(&id, false);
                         if gateway.is_stopping() {
                             break;
                         }
@@ -575,10 +571,11 @@ async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<(
                 if let Some(pgid) = pgid {
                     crate::guard::end_group(pgid, Duration::from_secs(2)).await;
                 }
-                let _ = process.child.wait().await;
+                if let Some(child) = process.child.as_mut() {
+                    let _ = child.wait().await;
+                }
             }
-            Err(e) => {
-                let reason = format!("cannot run `{}`: {e}", slot.entry.spec.command);
+            Err(reason) => {
                 tracing::warn!(server = %id, error = %reason, "server failed to start");
                 lock(&slot.status).last_error = Some(reason);
             }
@@ -599,6 +596,7 @@ async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<(
             .saturating_mul(1u32 << (attempt - 1).min(16))
             .min(settings.restart_max_delay);
         lock(&slot.status).restarts += 1;
+        gateway.metrics.server_restarted(&id);
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = gateway.stopped() => break,

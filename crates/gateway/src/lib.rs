@@ -7,6 +7,7 @@ pub mod framing;
 pub mod gateway;
 pub mod guard;
 pub mod jsonrpc;
+pub mod metrics;
 pub mod server;
 pub mod session;
 pub mod store;

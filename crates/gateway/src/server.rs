@@ -1,6 +1,7 @@
 //! Connections to servers: a request/response multiplexer over one transport, the MCP
 //! handshake, and listing.
 
+pub mod http;
 pub mod stdio;
 
 use std::collections::HashMap;
@@ -14,6 +15,61 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::jsonrpc::{self, Message, Outcome};
+
+/// How to reach one server.
+#[derive(Clone)]
+pub enum ServerSpec {
+    /// A child process speaking newline-delimited JSON-RPC on stdin and stdout.
+    Stdio(stdio::StdioSpec),
+    /// A remote server over Streamable HTTP (or the legacy HTTP+SSE transport).
+    Http(http::HttpSpec),
+}
+
+impl ServerSpec {
+    /// What to show of it in logs and errors: the command or the URL (never headers).
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Stdio(spec) => format!("`{}`", spec.command),
+            Self::Http(spec) => format!("`{}`", spec.url),
+        }
+    }
+}
+
+/// A started connection, what fires when it is gone, and what to end with it.
+pub struct Started {
+    pub conn: Arc<Connection>,
+    pub closed: tokio::sync::oneshot::Receiver<()>,
+    /// The process group of a child server.
+    pub pgid: Option<u32>,
+    pub child: Option<tokio::process::Child>,
+}
+
+/// Starts (or connects to) a server. The handshake is the caller's.
+pub async fn start(
+    server: &ServerId,
+    spec: &ServerSpec,
+    guard: Option<&std::path::Path>,
+    sink: Arc<dyn Sink>,
+    max_message: usize,
+    timeout: Duration,
+) -> Result<Started, String> {
+    match spec {
+        ServerSpec::Stdio(stdio) => {
+            match stdio::spawn(server.clone(), stdio, guard, sink, max_message) {
+                Ok(process) => Ok(Started {
+                    conn: process.conn,
+                    closed: process.closed,
+                    pgid: process.pgid,
+                    child: Some(process.child),
+                }),
+                Err(e) => Err(format!("cannot run `{}`: {e}", stdio.command)),
+            }
+        }
+        ServerSpec::Http(http) => {
+            http::connect(server.clone(), http, sink, max_message, timeout).await
+        }
+    }
+}
 
 /// The protocol version moniker asks servers for. Servers may answer another; moniker accepts
 /// what they answer.

@@ -11,9 +11,11 @@ use tokio::sync::mpsc;
 
 use crate::gateway::{Gateway, View};
 use crate::jsonrpc::{self, Message, Outcome, Parsed};
+use crate::metrics::Outcome as CallOutcome;
 use crate::server::Connection;
 use crate::toolsets::{Effect, Equipped};
 use moniker_surface::toolsets::MANAGEMENT_TOOLS;
+use tracing::Instrument as _;
 
 /// Protocol versions moniker speaks with clients, oldest first.
 pub const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -395,6 +397,9 @@ impl Session {
         };
         let Some(resolved) = resolved else {
             tracing::debug!(name = %name, "{noun} not found");
+            self.gateway
+                .metrics
+                .call(&name, None, CallOutcome::Unknown, None);
             return Some(jsonrpc::error(
                 Some(id),
                 jsonrpc::UNKNOWN_NAME,
@@ -415,7 +420,7 @@ impl Session {
             }
             Via::Name | Via::Action => {}
         }
-        self.gateway.count_call(&exposed.name, resolved.via);
+
         let (origin, arguments) = match &exposed.route {
             Route::Origin(origin) => (origin, None),
             Route::Action(route) => {
@@ -427,6 +432,12 @@ impl Session {
                     }
                     Err(message) => {
                         tracing::debug!(action_tool = %exposed.name, %message, "action refused");
+                        self.gateway.metrics.call(
+                            &exposed.name,
+                            Some(resolved.via),
+                            CallOutcome::ToolError,
+                            None,
+                        );
                         let text = jsonrpc::string(&message);
                         let result = format!(
                             r#"{{"content":[{{"type":"text","text":{text}}}],"isError":true}}"#
@@ -453,9 +464,19 @@ impl Session {
         } else {
             "prompts/get"
         };
+        let span = tracing::debug_span!("call", tool = %exposed.name, requested = %name, via = resolved.via.as_str(), server = %server, origin = %origin.name);
+        let started = std::time::Instant::now();
         let reply = self
             .forward(id, &server, method, rewritten.as_deref())
+            .instrument(span)
             .await;
+        let outcome = reply.as_deref().map_or(CallOutcome::Cancelled, outcome);
+        self.gateway.metrics.call(
+            &exposed.name,
+            Some(resolved.via),
+            outcome,
+            Some((&server, started.elapsed())),
+        );
         if let Some(token) = token {
             self.gateway.forget_progress(&token);
         }
@@ -825,6 +846,34 @@ impl Session {
             }
         }
         jsonrpc::result(id, "{}")
+    }
+}
+
+/// How a call's answer ended, for metrics: shallow reads of the envelope and the result.
+fn outcome(line: &str) -> CallOutcome {
+    match jsonrpc::parse(line) {
+        Ok(Parsed::One(Message::Response {
+            outcome: jsonrpc::Outcome::Error(e),
+            ..
+        })) => {
+            match jsonrpc::fields(e)
+                .and_then(|f| f.get("code").map(|c| c.get().to_owned()))
+                .as_deref()
+            {
+                Some("-32004") => CallOutcome::Unknown,
+                Some("-32041") => CallOutcome::ServerGone,
+                Some("-32042") => CallOutcome::Timeout,
+                _ => CallOutcome::Error,
+            }
+        }
+        Ok(Parsed::One(Message::Response {
+            outcome: jsonrpc::Outcome::Result(r),
+            ..
+        })) => match jsonrpc::fields(r).and_then(|f| f.get("isError").map(|v| v.get() == "true")) {
+            Some(true) => CallOutcome::ToolError,
+            _ => CallOutcome::Ok,
+        },
+        _ => CallOutcome::Error,
     }
 }
 

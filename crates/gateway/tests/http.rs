@@ -10,6 +10,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use moniker_fixture::fixture_bin;
 use moniker_gateway::client::http::{self, HttpSettings, Token};
+use moniker_gateway::server::ServerSpec;
 use moniker_gateway::server::stdio::StdioSpec;
 use moniker_gateway::{Gateway, ServerEntry, Settings};
 use moniker_surface::Rules;
@@ -45,12 +46,12 @@ impl Server {
         let bin = fixture_bin();
         let entry = ServerEntry {
             id: "fixture".parse().expect("server id"),
-            spec: StdioSpec {
+            spec: ServerSpec::Stdio(StdioSpec {
                 command: bin.display().to_string(),
                 args: args.iter().map(|a| (*a).to_owned()).collect(),
                 env: IndexMap::new(),
                 cwd: None,
-            },
+            }),
         };
         let settings_gw = Settings {
             call_timeout: Duration::from_secs(15),

@@ -1659,3 +1659,41 @@ fn the_store_is_expanded_with_the_environment() {
         Some("${NOPE}/t.json")
     );
 }
+
+#[test]
+fn the_http_section() {
+    let config = ok(concat!(
+        "http:\n",
+        "  tokens: [\"${A_TOKEN}\", { token: \"${B_TOKEN:-b-default}\", toolset: review }]\n",
+        "  allowed_origins: [https://app.example.com]\n",
+        "  allowed_hosts: [gw.internal:8080]\n",
+        "  max_body: 1048576\n",
+    ));
+    assert_eq!(config.http.tokens.len(), 2);
+    assert_eq!(config.http.tokens[1].toolset.as_deref(), Some("review"));
+    assert_eq!(config.http.allowed_origins, ["https://app.example.com"]);
+    assert_eq!(config.http.allowed_hosts, ["gw.internal:8080"]);
+    assert_eq!(config.http.max_body, Some(1_048_576));
+    let mut expanded = config.clone();
+    expanded
+        .expand_env(|name| (name == "A_TOKEN").then(|| "secret-a".to_owned()))
+        .expect("expands");
+    assert_eq!(expanded.http.tokens[0].token, "secret-a");
+    assert_eq!(expanded.http.tokens[1].token, "b-default");
+    let shown = format!("{expanded:?}");
+    assert!(
+        !shown.contains("secret-a") && !shown.contains("b-default"),
+        "{shown}"
+    );
+
+    let e = error("http:\n  tokns: [x]\n");
+    assert_eq!(e.code, codes::UNKNOWN_KEY);
+    assert!(e.help.as_deref().unwrap_or("").contains("tokens"), "{e:?}");
+    let e = error("http:\n  tokens: [{ toolset: x }]\n");
+    assert_eq!(e.code, codes::MISSING_KEY);
+    let report = config
+        .clone()
+        .expand_env(|_| None)
+        .expect_err("A_TOKEN unset");
+    assert_eq!(report.errors[0].path, "http.tokens[0]");
+}

@@ -75,6 +75,8 @@ use crate::session::Session;
 pub const MCP_PATH: &str = "/mcp";
 /// A health check: `200 ok`, no authentication.
 pub const HEALTH_PATH: &str = "/healthz";
+/// Prometheus metrics: the Host and token rules of [`MCP_PATH`] apply.
+pub const METRICS_PATH: &str = "/metrics";
 
 const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -205,6 +207,7 @@ pub async fn serve(
     let app = Router::new()
         .route(MCP_PATH, any(mcp))
         .route(HEALTH_PATH, route_get(|| async { "ok" }))
+        .route(METRICS_PATH, route_get(metrics))
         .with_state(shared.clone());
     tracing::info!(
         address = %local,
@@ -453,6 +456,62 @@ async fn mcp(State(shared): State<Arc<Shared>>, request: Request) -> Response {
         );
     }
     response
+}
+
+/// `GET /metrics`: the gateway's metrics in the Prometheus text format.
+async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    if host.and_then(|h| checks::host_allowed(h, &shared.hosts)) != Some(true) {
+        return failure(
+            StatusCode::FORBIDDEN,
+            "Forbidden: Host header is not allowed",
+        );
+    }
+    let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+    if let Err(why) = checks::authenticate(authorization, &shared.settings.tokens) {
+        return unauthorized(why);
+    }
+    metrics_text(&shared.gateway)
+}
+
+fn metrics_text(gateway: &Gateway) -> Response {
+    let mut response = with_status(StatusCode::OK, Body::from(gateway.metrics.render()));
+    set(
+        &mut response,
+        header::CONTENT_TYPE,
+        "text/plain; version=0.0.4; charset=utf-8",
+    );
+    response
+}
+
+/// Serves only `GET /metrics` (for `moniker serve --metrics ADDR` beside stdio), loopback
+/// Host names only, until `shutdown` completes.
+pub async fn serve_metrics(
+    gateway: Arc<Gateway>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let local = listener.local_addr()?;
+    let app = Router::new().route(
+        METRICS_PATH,
+        route_get(move |headers: HeaderMap| {
+            let gateway = gateway.clone();
+            async move {
+                let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+                if host.and_then(|h| checks::host_allowed(h, &[])) != Some(true) {
+                    return failure(
+                        StatusCode::FORBIDDEN,
+                        "Forbidden: Host header is not allowed",
+                    );
+                }
+                metrics_text(&gateway)
+            }
+        }),
+    );
+    tracing::info!(address = %local, "serving metrics at http://{local}{METRICS_PATH}");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// A CORS preflight from an allowed origin.

@@ -1,0 +1,41 @@
+//! The `http:` section: who may use `moniker serve --http`.
+
+/// Bearer tokens, allow-lists and limits of the Streamable HTTP endpoint.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct HttpConfig {
+    pub tokens: Vec<TokenConfig>,
+    /// `Origin` values allowed besides loopback ones (`https://app.example.com`).
+    pub allowed_origins: Vec<String>,
+    /// `Host` values allowed besides loopback ones (`gateway.internal:8080`).
+    pub allowed_hosts: Vec<String>,
+    /// Largest request body, in bytes; `None`: the gateway's default.
+    pub max_body: Option<u32>,
+}
+
+/// One bearer token, and the toolset its sessions are bound to, if any.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenConfig {
+    /// Usually `${SOME_VAR}`: expanded by `expand_env`, never logged.
+    pub token: String,
+    pub toolset: Option<String>,
+}
+
+impl std::fmt::Debug for TokenConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenConfig")
+            .field("token", &"<redacted>")
+            .field("toolset", &self.toolset)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("tokens", &self.tokens)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("max_body", &self.max_body)
+            .finish()
+    }
+}

@@ -1,0 +1,253 @@
+//! Metrics in the Prometheus text format: calls per tool, per way the tool was named and per
+//! outcome; call latency per server; servers up and their restarts. Kept by hand (a few maps
+//! under short locks) rather than through a metrics framework: the set is small and fixed.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use moniker_surface::{ServerId, Via};
+
+/// How a call ended, as the client saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Outcome {
+    /// A result.
+    Ok,
+    /// A result with `isError: true` (from the tool, or moniker's refusal of an action).
+    ToolError,
+    /// A JSON-RPC error from the server.
+    Error,
+    /// No such tool or prompt (`-32004`).
+    Unknown,
+    /// The server was not connected or went away (`-32041`).
+    ServerGone,
+    /// The server did not answer in time (`-32042`).
+    Timeout,
+    /// Cancelled by the client.
+    Cancelled,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::ToolError => "tool_error",
+            Self::Error => "error",
+            Self::Unknown => "unknown",
+            Self::ServerGone => "server_gone",
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0,
+];
+
+#[derive(Default, Clone)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+#[derive(Default)]
+struct Inner {
+    calls: BTreeMap<(String, &'static str, &'static str), u64>,
+    latency: BTreeMap<String, Histogram>,
+    up: BTreeMap<String, bool>,
+    restarts: BTreeMap<String, u64>,
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    inner: Mutex<Inner>,
+}
+
+impl Metrics {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A poisoned lock only means a panic elsewhere; counters are still counters.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One call of `tool` (its exposed name; the name asked for when it named nothing).
+    pub fn call(
+        &self,
+        tool: &str,
+        via: Option<Via>,
+        outcome: Outcome,
+        server: Option<(&ServerId, Duration)>,
+    ) {
+        let mut inner = self.lock();
+        let via = via.map_or("none", Via::as_str);
+        *inner
+            .calls
+            .entry((tool.to_owned(), via, outcome.as_str()))
+            .or_default() += 1;
+        if let Some((server, took)) = server {
+            let h = inner.latency.entry(server.as_str().to_owned()).or_default();
+            let secs = took.as_secs_f64();
+            for (i, bound) in BUCKETS.iter().enumerate() {
+                if secs <= *bound {
+                    h.counts[i] += 1;
+                }
+            }
+            h.count += 1;
+            h.sum += secs;
+        }
+    }
+
+    pub fn server_up(&self, server: &ServerId, up: bool) {
+        self.lock().up.insert(server.as_str().to_owned(), up);
+    }
+
+    pub fn server_restarted(&self, server: &ServerId) {
+        *self
+            .lock()
+            .restarts
+            .entry(server.as_str().to_owned())
+            .or_default() += 1;
+    }
+
+    /// Calls by (tool, via, outcome).
+    pub fn calls(&self) -> BTreeMap<(String, &'static str, &'static str), u64> {
+        self.lock().calls.clone()
+    }
+
+    /// The Prometheus text exposition of everything.
+    pub fn render(&self) -> String {
+        let inner = self.lock();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP moniker_calls_total Tool and prompt calls, by exposed name, by how the client named it (name, alias, legacy, action) and by outcome."
+        );
+        let _ = writeln!(out, "# TYPE moniker_calls_total counter");
+        for ((tool, via, outcome), n) in &inner.calls {
+            let _ = writeln!(
+                out,
+                "moniker_calls_total{{tool=\"{}\",via=\"{via}\",outcome=\"{outcome}\"}} {n}",
+                escape(tool)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP moniker_call_duration_seconds Time from forwarding a call to its server's answer."
+        );
+        let _ = writeln!(out, "# TYPE moniker_call_duration_seconds histogram");
+        for (server, h) in &inner.latency {
+            let server = escape(server);
+            for (bound, n) in BUCKETS.iter().zip(h.counts) {
+                let _ = writeln!(
+                    out,
+                    "moniker_call_duration_seconds_bucket{{server=\"{server}\",le=\"{bound}\"}} {n}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "moniker_call_duration_seconds_bucket{{server=\"{server}\",le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(
+                out,
+                "moniker_call_duration_seconds_sum{{server=\"{server}\"}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "moniker_call_duration_seconds_count{{server=\"{server}\"}} {}",
+                h.count
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP moniker_server_up Whether the server is connected."
+        );
+        let _ = writeln!(out, "# TYPE moniker_server_up gauge");
+        for (server, up) in &inner.up {
+            let _ = writeln!(
+                out,
+                "moniker_server_up{{server=\"{}\"}} {}",
+                escape(server),
+                u8::from(*up)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP moniker_server_restarts_total Times a server was started again after it exited or failed to start."
+        );
+        let _ = writeln!(out, "# TYPE moniker_server_restarts_total counter");
+        for (server, n) in &inner.restarts {
+            let _ = writeln!(
+                out,
+                "moniker_server_restarts_total{{server=\"{}\"}} {n}",
+                escape(server)
+            );
+        }
+        out
+    }
+}
+
+/// A label value: backslash, double quote and newline escaped.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_histograms_and_gauges() {
+        let m = Metrics::default();
+        let s: ServerId = "cg".parse().unwrap();
+        m.call(
+            "discover_sub_goals",
+            Some(Via::Alias),
+            Outcome::Ok,
+            Some((&s, Duration::from_micros(300))),
+        );
+        m.call(
+            "discover_sub_goals",
+            Some(Via::Name),
+            Outcome::Ok,
+            Some((&s, Duration::from_millis(20))),
+        );
+        m.call("nope\"x", None, Outcome::Unknown, None);
+        m.server_up(&s, true);
+        m.server_restarted(&s);
+        let text = m.render();
+        assert!(
+            text.contains(
+                "moniker_calls_total{tool=\"discover_sub_goals\",via=\"alias\",outcome=\"ok\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "moniker_calls_total{tool=\"nope\\\"x\",via=\"none\",outcome=\"unknown\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("moniker_call_duration_seconds_bucket{server=\"cg\",le=\"0.0005\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("moniker_call_duration_seconds_bucket{server=\"cg\",le=\"0.025\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("moniker_call_duration_seconds_count{server=\"cg\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("moniker_server_up{server=\"cg\"} 1"));
+        assert!(text.contains("moniker_server_restarts_total{server=\"cg\"} 1"));
+    }
+}
