@@ -1,0 +1,260 @@
+//! `moniker serve --http` end to end: tokens, Origin checks, tokens bound to toolsets, separate
+//! session views, and `/metrics` telling an alias call from a name call.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use moniker_fixture::{fixture_file, fixture_server, scratch};
+use serde_json::{Value, json};
+
+struct Moniker {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Moniker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+fn start(rest: &str) -> Moniker {
+    let config = scratch().join("moniker.yaml");
+    let cg = fixture_file("contextgraph.json").display().to_string();
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n{}tools:\n  discover_sub_goals: {{ aliases: [discover_goals] }}\n{rest}",
+            fixture_server("contextgraph", &[&cg])
+        ),
+    )
+    .expect("config");
+    let port = free_port();
+    let child = Command::new(Path::new(env!("CARGO_BIN_EXE_moniker")))
+        .args(["serve", "--http", &format!("127.0.0.1:{port}"), "-c"])
+        .arg(&config)
+        .env("XDG_DATA_HOME", scratch())
+        .env("MONIKER_TEST_TOKEN", "s3cret-token")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("moniker serve --http");
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ureq::get(&format!("{base}/healthz")).call().is_err() {
+        assert!(Instant::now() < deadline, "moniker did not start listening");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Moniker { child, base }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .into()
+}
+
+/// A client session: POSTs with the session id and the token.
+struct Client {
+    agent: ureq::Agent,
+    url: String,
+    token: Option<String>,
+    session: Option<String>,
+    next: u64,
+}
+
+impl Client {
+    fn new(m: &Moniker, token: Option<&str>) -> Self {
+        Self {
+            agent: agent(),
+            url: format!("{}/mcp", m.base),
+            token: token.map(str::to_owned),
+            session: None,
+            next: 0,
+        }
+    }
+
+    /// (status, body as JSON when there is one).
+    fn post(&mut self, body: &Value, origin: Option<&str>) -> (u16, Value) {
+        let mut req = self
+            .agent
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream");
+        if let Some(token) = &self.token {
+            req = req.header("Authorization", &format!("Bearer {token}"));
+        }
+        if let Some(session) = &self.session {
+            req = req.header("Mcp-Session-Id", session);
+        }
+        if let Some(origin) = origin {
+            req = req.header("Origin", origin);
+        }
+        let mut response = req.send(body.to_string()).expect("request");
+        if let Some(id) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            self.session = Some(id.to_owned());
+        }
+        let status = response.status().as_u16();
+        let sse = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        let json = if sse {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim)
+                .rfind(|d| !d.is_empty())
+                .unwrap_or("null")
+                .to_owned()
+        } else {
+            text
+        };
+        (status, serde_json::from_str(&json).unwrap_or(Value::Null))
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let (status, body) = self.post(
+            &json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}),
+            None,
+        );
+        assert_eq!(status, 200, "{method}: {body}");
+        body
+    }
+
+    fn initialize(&mut self) {
+        let body = self.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}));
+        assert!(body.get("result").is_some(), "{body}");
+        let (status, _) = self.post(
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            None,
+        );
+        assert_eq!(status, 202);
+    }
+
+    fn tools(&mut self) -> Vec<String> {
+        let body = self.request("tools/list", json!({}));
+        body["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .map(|t| t["name"].as_str().expect("name").to_owned())
+            .collect()
+    }
+
+    fn call(&mut self, name: &str) -> Value {
+        self.request("tools/call", json!({"name": name, "arguments": {}}))
+    }
+}
+
+const TOKENS: &str = "http:\n  tokens:\n    - \"${MONIKER_TEST_TOKEN}\"\n    - { token: review-only-token, toolset: review }\ntoolsets:\n  review:\n    tools: [store_memory, discover_goals]\n    aliases: { store_memory: remember }\n";
+
+#[test]
+fn tokens_are_required_and_checked() {
+    let m = start(TOKENS);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    assert_eq!(Client::new(&m, None).post(&init, None).0, 401);
+    assert_eq!(Client::new(&m, Some("wrong")).post(&init, None).0, 401);
+    let mut ok = Client::new(&m, Some("s3cret-token"));
+    assert_eq!(ok.post(&init, None).0, 200);
+    assert_eq!(
+        Client::new(&m, Some("s3cret-token"))
+            .post(&init, Some("http://evil.example"))
+            .0,
+        403
+    );
+}
+
+#[test]
+fn a_token_bound_to_a_toolset_sees_and_calls_only_that_toolset() {
+    let m = start(TOKENS);
+    let mut bound = Client::new(&m, Some("review-only-token"));
+    bound.initialize();
+    let tools = bound.tools();
+    assert_eq!(
+        tools,
+        ["discover_sub_goals", "store_memory"],
+        "no management tools either"
+    );
+    assert!(bound.call("remember").get("result").is_some());
+    let outside = bound.call("search_graph");
+    assert_eq!(outside["error"]["code"], -32004, "{outside}");
+    assert_eq!(bound.call("build-toolset")["error"]["code"], -32004);
+
+    // Another session, with the other token, sees everything at the same time.
+    let mut full = Client::new(&m, Some("s3cret-token"));
+    full.initialize();
+    assert_eq!(full.tools().len(), 35);
+    assert!(full.call("search_graph").get("result").is_some());
+    assert_eq!(bound.tools().len(), 2);
+}
+
+#[test]
+fn metrics_count_an_alias_call_as_an_alias_call() {
+    let m = start("");
+    let mut client = Client::new(&m, None);
+    client.initialize();
+    client.call("discover_goals");
+    client.call("discover_goals");
+    client.call("discover_sub_goals");
+    client.call("no_such_tool");
+    let text = agent()
+        .get(&format!("{}/metrics", m.base))
+        .call()
+        .expect("metrics")
+        .body_mut()
+        .read_to_string()
+        .expect("text");
+    for line in [
+        "moniker_calls_total{tool=\"discover_sub_goals\",via=\"alias\",outcome=\"ok\"} 2",
+        "moniker_calls_total{tool=\"discover_sub_goals\",via=\"name\",outcome=\"ok\"} 1",
+        "moniker_calls_total{tool=\"no_such_tool\",via=\"none\",outcome=\"unknown\"} 1",
+        "moniker_call_duration_seconds_count{server=\"contextgraph\"} 3",
+        "moniker_server_up{server=\"contextgraph\"} 1",
+    ] {
+        assert!(text.contains(line), "missing `{line}` in:\n{text}");
+    }
+}
+
+#[test]
+fn binding_beyond_loopback_needs_a_token() {
+    let config = scratch().join("moniker.yaml");
+    std::fs::write(&config, "servers: {}\n").expect("config");
+    let out = Command::new(Path::new(env!("CARGO_BIN_EXE_moniker")))
+        .args(["serve", "--http", "0.0.0.0:0", "-c"])
+        .arg(&config)
+        .env_remove("MONIKER_TOKENS")
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(78),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,97 @@
+"""moniker over Streamable HTTP, driven by the official Python SDK's HTTP client: the same four
+servers as test_real_servers.py behind `moniker serve --http`, two sessions at once."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.request
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError
+
+import scenarios as s
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def moniker_http(moniker_bin: Path, gateway_config: Path, tmp_path: Path, memory_file: Path):
+    port = free_port()
+    log = open(tmp_path / "moniker-http.stderr", "w")
+    proc = subprocess.Popen(
+        [str(moniker_bin), "serve", "--http", f"127.0.0.1:{port}", "-c", str(gateway_config)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env={"PATH": "/usr/bin:/bin", "MEMORY_FILE_PATH": str(memory_file), "XDG_DATA_HOME": str(tmp_path)},
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/healthz", timeout=1).read()
+            break
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise AssertionError(f"moniker --http did not come up: {(tmp_path / 'moniker-http.stderr').read_text()}")
+            time.sleep(0.1)
+    yield f"{base}/mcp"
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@asynccontextmanager
+async def session_at(url: str):
+    async with streamable_http_client(url) as (read, write, _):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+async def test_list_and_call_by_alias_over_http(moniker_http: str) -> None:
+    async with session_at(moniker_http) as session:
+        tools = {tool.name: tool for tool in await s.list_all_tools(session)}
+        assert {"fixture_echo", "echo", "read_text_file", "create_entities"} <= set(tools)
+        assert s.extras(tools["read_text_file"])["aliases"] == ["cat"]
+        by_name = await session.call_tool("echo", {"message": "over http"})
+        assert not by_name.isError and "over http" in by_name.content[0].text
+        by_alias = await session.call_tool("cat", {"path": "hello.txt"})
+        by_canonical = await session.call_tool("read_text_file", {"path": "hello.txt"})
+        assert by_alias.content == by_canonical.content
+        with pytest.raises(McpError) as refused:
+            await session.call_tool("nonexistent_tool", {})
+        assert refused.value.error.code == -32004
+
+
+async def test_progress_reaches_the_http_client(moniker_http: str) -> None:
+    seen: list[float] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append(value)
+
+    async with session_at(moniker_http) as session:
+        result = await session.call_tool(s.EVERYTHING_LONG_RUNNING, {"duration": 1, "steps": 4}, progress_callback=progress)
+        assert not result.isError
+    assert seen, "no progress notification reached the client"
+
+
+async def test_two_sessions_at_once(moniker_http: str) -> None:
+    async with session_at(moniker_http) as a, session_at(moniker_http) as b:
+        ra = await a.call_tool("echo", {"message": "from a"})
+        rb = await b.call_tool("echo", {"message": "from b"})
+        assert "from a" in ra.content[0].text and "from b" in rb.content[0].text
