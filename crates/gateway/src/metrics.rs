@@ -2,7 +2,7 @@
 //! outcome; call latency per server; servers up and their restarts. Kept by hand (a few maps
 //! under short locks) rather than through a metrics framework: the set is small and fixed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -54,10 +54,25 @@ struct Histogram {
     sum: f64,
 }
 
+const VIAS: [&str; 5] = ["name", "alias", "legacy", "action", "none"];
+const OUTCOMES: [Outcome; 7] = [
+    Outcome::Ok,
+    Outcome::ToolError,
+    Outcome::Error,
+    Outcome::Unknown,
+    Outcome::ServerGone,
+    Outcome::Timeout,
+    Outcome::Cancelled,
+];
+
+/// Calls of one tool, by way of naming and by outcome.
+type Counts = [[u64; OUTCOMES.len()]; VIAS.len()];
+
 #[derive(Default)]
 struct Inner {
-    calls: BTreeMap<(String, &'static str, &'static str), u64>,
-    latency: BTreeMap<String, Histogram>,
+    /// Looked up by `&str` on the call path: a new tool costs one allocation, a call none.
+    calls: HashMap<String, Counts>,
+    latency: HashMap<String, Histogram>,
     up: BTreeMap<String, bool>,
     restarts: BTreeMap<String, u64>,
 }
@@ -81,14 +96,32 @@ impl Metrics {
         outcome: Outcome,
         server: Option<(&ServerId, Duration)>,
     ) {
+        let v = match via {
+            Some(Via::Name) => 0,
+            Some(Via::Alias) => 1,
+            Some(Via::Legacy) => 2,
+            Some(Via::Action) => 3,
+            None => 4,
+        };
+        let o = OUTCOMES.iter().position(|x| *x == outcome).unwrap_or(0);
         let mut inner = self.lock();
-        let via = via.map_or("none", Via::as_str);
-        *inner
-            .calls
-            .entry((tool.to_owned(), via, outcome.as_str()))
-            .or_default() += 1;
+        match inner.calls.get_mut(tool) {
+            Some(counts) => counts[v][o] += 1,
+            None => {
+                let mut counts = Counts::default();
+                counts[v][o] = 1;
+                inner.calls.insert(tool.to_owned(), counts);
+            }
+        }
         if let Some((server, took)) = server {
-            let h = inner.latency.entry(server.as_str().to_owned()).or_default();
+            if !inner.latency.contains_key(server.as_str()) {
+                inner
+                    .latency
+                    .insert(server.as_str().to_owned(), Histogram::default());
+            }
+            let Some(h) = inner.latency.get_mut(server.as_str()) else {
+                return;
+            };
             let secs = took.as_secs_f64();
             for (i, bound) in BUCKETS.iter().enumerate() {
                 if secs <= *bound {
@@ -112,13 +145,23 @@ impl Metrics {
             .or_default() += 1;
     }
 
-    /// Calls by (tool, via, outcome).
+    /// Calls by (tool, via, outcome), those that happened.
     pub fn calls(&self) -> BTreeMap<(String, &'static str, &'static str), u64> {
-        self.lock().calls.clone()
+        let inner = self.lock();
+        let mut out = BTreeMap::new();
+        for (tool, counts) in &inner.calls {
+            for (v, row) in counts.iter().enumerate() {
+                for (o, n) in row.iter().enumerate().filter(|(_, n)| **n > 0) {
+                    out.insert((tool.clone(), VIAS[v], OUTCOMES[o].as_str()), *n);
+                }
+            }
+        }
+        out
     }
 
     /// The Prometheus text exposition of everything.
     pub fn render(&self) -> String {
+        let calls = self.calls();
         let inner = self.lock();
         let mut out = String::new();
         let _ = writeln!(
@@ -126,7 +169,7 @@ impl Metrics {
             "# HELP moniker_calls_total Tool and prompt calls, by exposed name, by how the client named it (name, alias, legacy, action) and by outcome."
         );
         let _ = writeln!(out, "# TYPE moniker_calls_total counter");
-        for ((tool, via, outcome), n) in &inner.calls {
+        for ((tool, via, outcome), n) in &calls {
             let _ = writeln!(
                 out,
                 "moniker_calls_total{{tool=\"{}\",via=\"{via}\",outcome=\"{outcome}\"}} {n}",
@@ -138,7 +181,8 @@ impl Metrics {
             "# HELP moniker_call_duration_seconds Time from forwarding a call to its server's answer."
         );
         let _ = writeln!(out, "# TYPE moniker_call_duration_seconds histogram");
-        for (server, h) in &inner.latency {
+        let latency: BTreeMap<&String, &Histogram> = inner.latency.iter().collect();
+        for (server, h) in latency {
             let server = escape(server);
             for (bound, n) in BUCKETS.iter().zip(h.counts) {
                 let _ = writeln!(

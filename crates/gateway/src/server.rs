@@ -201,10 +201,7 @@ impl Connection {
     }
 
     /// Hands a response to its waiter; false when nobody waits for that id.
-    pub(crate) fn deliver(&self, id: &RawValue, line: String) -> bool {
-        let Ok(id) = id.get().parse::<u64>() else {
-            return false;
-        };
+    pub(crate) fn deliver(&self, id: u64, line: String) -> bool {
         match self.lock().remove(&id) {
             Some(tx) => tx.send(line).is_ok(),
             None => false,
@@ -225,19 +222,34 @@ impl Connection {
 
 /// Routes one line read from a server: responses to their waiters, the rest to the sink.
 pub(crate) fn dispatch(conn: &Arc<Connection>, sink: &dyn Sink, line: String) {
-    match jsonrpc::parse(&line) {
+    enum Seen {
+        Response(Option<u64>),
+        Other,
+        Batch,
+        Bad(String),
+    }
+    // Classified first, so that the line can move to its waiter without a copy.
+    let seen = match jsonrpc::parse(&line) {
         Ok(jsonrpc::Parsed::One(Message::Response { id, .. })) => {
-            if !conn.deliver(id, line.clone()) {
-                tracing::debug!(server = %conn.server, id = id.get(), "response to no pending request");
+            Seen::Response(id.get().parse().ok())
+        }
+        Ok(jsonrpc::Parsed::One(_)) => Seen::Other,
+        Ok(jsonrpc::Parsed::Batch(_)) => Seen::Batch,
+        Err(e) => Seen::Bad(e.message),
+    };
+    match seen {
+        Seen::Response(id) => {
+            if !id.is_some_and(|id| conn.deliver(id, line)) {
+                tracing::debug!(server = %conn.server, ?id, "response to no pending request");
             }
         }
-        Ok(jsonrpc::Parsed::One(_)) => sink.server_message(conn, line),
-        Ok(jsonrpc::Parsed::Batch(_)) => {
+        Seen::Other => sink.server_message(conn, line),
+        Seen::Batch => {
             tracing::warn!(server = %conn.server, "server sent a batch; moniker does not take batches from servers")
         }
-        Err(e) => {
+        Seen::Bad(error) => {
             let shown: String = line.chars().take(120).collect();
-            tracing::warn!(server = %conn.server, error = %e.message, line = %shown, "server wrote something that is not JSON-RPC; ignored");
+            tracing::warn!(server = %conn.server, %error, line = %shown, "server wrote something that is not JSON-RPC; ignored");
         }
     }
 }

@@ -466,11 +466,10 @@ impl Session {
         };
         let span = tracing::debug_span!("call", tool = %exposed.name, requested = %name, via = resolved.via.as_str(), server = %server, origin = %origin.name);
         let started = std::time::Instant::now();
-        let reply = self
-            .forward(id, &server, method, rewritten.as_deref())
+        let (reply, outcome) = self
+            .forward_call(id, &server, method, rewritten.as_deref())
             .instrument(span)
             .await;
-        let outcome = reply.as_deref().map_or(CallOutcome::Cancelled, outcome);
         self.gateway.metrics.call(
             &exposed.name,
             Some(resolved.via),
@@ -546,12 +545,24 @@ impl Session {
         method: &str,
         params: Option<&str>,
     ) -> Reply {
+        self.forward_call(id, server, method, params).await.0
+    }
+
+    /// [`Self::forward`], with how the call ended (for metrics).
+    async fn forward_call(
+        self: &Arc<Self>,
+        id: &RawValue,
+        server: &ServerId,
+        method: &str,
+        params: Option<&str>,
+    ) -> (Reply, CallOutcome) {
         let gone = || {
-            Some(jsonrpc::error(
+            let error = jsonrpc::error(
                 Some(id),
                 jsonrpc::SERVER_GONE,
                 &format!("Server `{server}` is not connected"),
-            ))
+            );
+            (Some(error), CallOutcome::ServerGone)
         };
         let Some(conn) = self.gateway.connection(server) else {
             return gone();
@@ -565,7 +576,7 @@ impl Session {
             let flight = in_flight.entry(key.clone()).or_default();
             if flight.cancelled {
                 conn.forget(ours);
-                return None;
+                return (None, CallOutcome::Cancelled);
             }
             *flight = InFlight {
                 server: Some(server.clone()),
@@ -582,13 +593,18 @@ impl Session {
             flight.cancelled
         };
         match answer {
-            _ if cancelled => None,
-            Ok(Ok(line)) => Some(relay(id, &line)),
-            Ok(Err(_)) => Some(jsonrpc::error(
-                Some(id),
-                jsonrpc::SERVER_GONE,
-                &format!("Server `{server}` disconnected before answering"),
-            )),
+            _ if cancelled => (None, CallOutcome::Cancelled),
+            Ok(Ok(line)) => {
+                let (reply, outcome) = relay(id, &line);
+                (Some(reply), outcome)
+            }
+            Ok(Err(_)) => {
+                let message = format!("Server `{server}` disconnected before answering");
+                (
+                    Some(jsonrpc::error(Some(id), jsonrpc::SERVER_GONE, &message)),
+                    CallOutcome::ServerGone,
+                )
+            }
             Err(_) => {
                 conn.forget(ours);
                 let params = format!(r#"{{"requestId":{ours},"reason":"moniker: call timeout"}}"#);
@@ -596,14 +612,14 @@ impl Session {
                     "notifications/cancelled",
                     Some(&params),
                 ));
-                Some(jsonrpc::error(
-                    Some(id),
-                    jsonrpc::TIMEOUT,
-                    &format!(
-                        "Server `{server}` did not answer within {} s",
-                        self.gateway.settings.call_timeout.as_secs_f64()
-                    ),
-                ))
+                let message = format!(
+                    "Server `{server}` did not answer within {} s",
+                    self.gateway.settings.call_timeout.as_secs_f64()
+                );
+                (
+                    Some(jsonrpc::error(Some(id), jsonrpc::TIMEOUT, &message)),
+                    CallOutcome::Timeout,
+                )
             }
         }
     }
@@ -849,34 +865,6 @@ impl Session {
     }
 }
 
-/// How a call's answer ended, for metrics: shallow reads of the envelope and the result.
-fn outcome(line: &str) -> CallOutcome {
-    match jsonrpc::parse(line) {
-        Ok(Parsed::One(Message::Response {
-            outcome: jsonrpc::Outcome::Error(e),
-            ..
-        })) => {
-            match jsonrpc::fields(e)
-                .and_then(|f| f.get("code").map(|c| c.get().to_owned()))
-                .as_deref()
-            {
-                Some("-32004") => CallOutcome::Unknown,
-                Some("-32041") => CallOutcome::ServerGone,
-                Some("-32042") => CallOutcome::Timeout,
-                _ => CallOutcome::Error,
-            }
-        }
-        Ok(Parsed::One(Message::Response {
-            outcome: jsonrpc::Outcome::Result(r),
-            ..
-        })) => match jsonrpc::fields(r).and_then(|f| f.get("isError").map(|v| v.get() == "true")) {
-            Some(true) => CallOutcome::ToolError,
-            _ => CallOutcome::Ok,
-        },
-        _ => CallOutcome::Error,
-    }
-}
-
 fn is_error(line: &str) -> bool {
     matches!(
         jsonrpc::parse(line),
@@ -888,20 +876,32 @@ fn is_error(line: &str) -> bool {
 }
 
 /// The server's answer under the client's id: result or error bytes unchanged.
-fn relay(id: &RawValue, line: &str) -> String {
+fn relay(id: &RawValue, line: &str) -> (String, CallOutcome) {
     match jsonrpc::parse(line) {
         Ok(Parsed::One(Message::Response {
             outcome: Outcome::Result(r),
             ..
-        })) => jsonrpc::result(id, r.get()),
+        })) => {
+            let failed =
+                jsonrpc::fields(r).and_then(|f| f.get("isError").map(|v| v.get() == "true"));
+            let outcome = if failed == Some(true) {
+                CallOutcome::ToolError
+            } else {
+                CallOutcome::Ok
+            };
+            (jsonrpc::result(id, r.get()), outcome)
+        }
         Ok(Parsed::One(Message::Response {
             outcome: Outcome::Error(e),
             ..
-        })) => jsonrpc::error_raw(id, e.get()),
-        _ => jsonrpc::error(
-            Some(id),
-            jsonrpc::INTERNAL_ERROR,
-            "the server's answer could not be read",
+        })) => (jsonrpc::error_raw(id, e.get()), CallOutcome::Error),
+        _ => (
+            jsonrpc::error(
+                Some(id),
+                jsonrpc::INTERNAL_ERROR,
+                "the server's answer could not be read",
+            ),
+            CallOutcome::Error,
         ),
     }
 }
