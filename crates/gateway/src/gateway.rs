@@ -408,7 +408,7 @@ impl Gateway {
                     }
                 }
                 _ => {
-                    for session in self.sessions() {
+                    for session in self.recipients(conn, method, params) {
                         session.send_if_ready(line.clone());
                     }
                 }
@@ -431,6 +431,46 @@ impl Gateway {
                 }
             }
             Message::Response { .. } => {}
+        }
+    }
+
+    /// Who hears a server's notification. What may be about one client's work (a log message
+    /// during a call) goes only to the sessions with a call on that server, and else to the
+    /// sessions not bound to a toolset; a resource update only to its subscribers; a change of
+    /// the resource list to everyone.
+    fn recipients(
+        &self,
+        conn: &Connection,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Vec<Arc<Session>> {
+        let sessions = self.sessions();
+        match method {
+            "notifications/resources/list_changed" => sessions,
+            "notifications/resources/updated" => {
+                let uri = params
+                    .and_then(jsonrpc::fields)
+                    .and_then(|f| jsonrpc::str_field(&f, "uri").map(|u| u.into_owned()));
+                match uri {
+                    Some(uri) => sessions
+                        .into_iter()
+                        .filter(|s| s.subscribed(&conn.server, &uri))
+                        .collect(),
+                    None => Vec::new(),
+                }
+            }
+            _ => {
+                let busy: Vec<Arc<Session>> = sessions
+                    .iter()
+                    .filter(|s| s.has_call_on(&conn.server))
+                    .cloned()
+                    .collect();
+                if busy.is_empty() {
+                    sessions.into_iter().filter(|s| !s.is_bound()).collect()
+                } else {
+                    busy
+                }
+            }
         }
     }
 

@@ -45,6 +45,8 @@ pub struct Session {
     equipped: Mutex<Option<(usize, Arc<Equipped>)>>,
     /// Bound to its toolset (by an HTTP token): no management tools, no unequipping.
     bound: bool,
+    /// Resources this session subscribed to, with the server that serves each.
+    subscriptions: Mutex<std::collections::HashSet<(ServerId, String)>>,
     ready: AtomicBool,
     protocol_version: OnceLock<String>,
     in_flight: Mutex<HashMap<String, InFlight>>,
@@ -88,6 +90,7 @@ impl Session {
             toolset: Mutex::new(toolset),
             equipped: Mutex::new(None),
             bound,
+            subscriptions: Mutex::new(std::collections::HashSet::new()),
             ready: AtomicBool::new(false),
             protocol_version: OnceLock::new(),
             in_flight: Mutex::new(HashMap::new()),
@@ -147,6 +150,14 @@ impl Session {
 
     pub(crate) fn notify(&self, method: &str) {
         self.send_if_ready(jsonrpc::notification(method, None));
+    }
+
+    pub(crate) fn is_bound(&self) -> bool {
+        self.bound
+    }
+
+    pub(crate) fn subscribed(&self, server: &ServerId, uri: &str) -> bool {
+        lock(&self.subscriptions).contains(&(server.clone(), uri.to_owned()))
     }
 
     pub(crate) fn has_call_on(&self, server: &ServerId) -> bool {
@@ -755,6 +766,18 @@ impl Session {
         let mut last = None;
         for server in &servers {
             let reply = self.forward(id, server, method, params).await;
+            if reply.as_deref().is_some_and(|line| !is_error(line)) {
+                let key = (server.clone(), uri.clone());
+                match method {
+                    "resources/subscribe" => {
+                        lock(&self.subscriptions).insert(key);
+                    }
+                    "resources/unsubscribe" => {
+                        lock(&self.subscriptions).remove(&key);
+                    }
+                    _ => {}
+                }
+            }
             match &reply {
                 Some(line) if !is_error(line) || servers.len() == 1 => return reply,
                 None => return None,
