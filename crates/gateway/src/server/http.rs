@@ -1,12 +1,65 @@
-//! Servers over Streamable HTTP, with the legacy HTTP+SSE transport as a fallback.
+//! Servers over MCP's Streamable HTTP transport (protocol 2025-03-26 and later), with the
+//! legacy HTTP+SSE transport (2024-11-05) as a fallback: the client side, towards remote
+//! servers.
+//!
+//! Everything the gateway sends to the server comes as a JSON line on the connection's queue;
+//! a writer task turns each into an HTTP request:
+//! - Streamable HTTP: every line is POSTed to the URL with `Content-Type: application/json`,
+//!   `Accept: application/json, text/event-stream`, the spec's headers, `Mcp-Session-Id` once
+//!   the server gave one (in its answer to `initialize`) and `MCP-Protocol-Version` once the
+//!   server answered `initialize` (the version it answered). `initialize` and
+//!   `notifications/initialized` are sent one after the other, each waited for (within the
+//!   set-up timeout); after them POSTs run concurrently, so a slow call blocks nothing. An
+//!   answer is 202 (nothing), `application/json` (one message or a batch) or
+//!   `text/event-stream` (the request's progress and other messages, then its response).
+//!   After `notifications/initialized` the GET stream is opened for what the server sends on
+//!   its own (405: the server offers none); when it drops it is opened again, with
+//!   `Last-Event-ID`, after the server's `retry` or a backoff, for as long as the connection
+//!   lives. A POST stream that ends before its response is resumed the same way when its
+//!   events had ids.
+//! - Legacy HTTP+SSE: when the first POST (`initialize`) gets 400, 404 or 405, the URL is
+//!   opened with GET as an event stream; its first `endpoint` event gives the URL (relative
+//!   to the server's, same origin) to POST messages to, in order; every message from the
+//!   server, responses included, comes on that stream. This holds for the connection's life.
+//!
+//! Messages from the server keep their bytes: results pass through moniker untouched. (Line
+//! ends, which JSON allows only as whitespace between tokens, become spaces: the gateway
+//! carries messages as lines.)
+//!
+//! When the connection is gone its `closed` fires and its pending calls fail at once (the
+//! supervisor then connects again, with a new `initialize`): a 404 to a request that carried
+//! the session id (the server forgot the session), a server that cannot be reached any more
+//! (a request that cannot connect, or whose connection broke while the server's address no
+//! longer takes connections), the end of the legacy event stream. A request whose connection
+//! broke while the server is still there fails alone (-32041). A request the server answers
+//! with an HTTP error, or whose answer ends without its response, gets a JSON-RPC error of
+//! moniker's (-32603; for `initialize`, naming the URL: it is the reason the server did not
+//! start). A request the gateway cancels (`notifications/cancelled`, also sent when a call
+//! times out) stops being read. When the gateway drops the connection, the session is ended
+//! with DELETE (best effort).
+//!
+//! `connect` itself checks the URL (http only: this build has no TLS) and the headers, and
+//! that the server's address takes TCP connections within the set-up timeout (unless a proxy
+//! is configured), so that a wrong or unreachable URL fails to start with a one-line reason.
+//!
+//! The spec's headers are sent with every request and never logged nor shown in errors.
 
-use std::sync::Arc;
+mod sse;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use indexmap::IndexMap;
 use moniker_surface::ServerId;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, StatusCode, Url};
+use serde_json::value::RawValue;
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
-use super::{Sink, Started};
+use self::sse::{Event, Parser};
+use super::{Connection, Sink, Started, dispatch};
+use crate::jsonrpc::{self, Message, Outcome, Parsed};
 
 /// Where a remote server is.
 #[derive(Clone)]
@@ -16,7 +69,30 @@ pub struct HttpSpec {
     pub headers: IndexMap<String, String>,
 }
 
-/// Connects to a remote server.
+const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+const EVENT_STREAM: &str = "text/event-stream";
+const JSON: &str = "application/json";
+const BOTH: &str = "application/json, text/event-stream";
+
+/// How long the DELETE that ends a session may take.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Attempts to resume a POST stream that ended before its response.
+const RESUME_ATTEMPTS: u32 = 3;
+/// Failed attempts in a row after which the GET stream is given up.
+const LISTEN_ATTEMPTS: u32 = 10;
+/// How long the check that a server is still there may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+const BACKOFF_INITIAL: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How much of an error answer's body is read, and shown.
+const ERROR_BODY_MAX: usize = 64 * 1024;
+const ERROR_BODY_SHOWN: usize = 200;
+
+/// Connects to a remote server: checks the URL and the headers, and that the server's
+/// address takes connections (within `timeout`). The handshake is the caller's; which
+/// transport the server speaks is found with it.
 pub async fn connect(
     server: ServerId,
     spec: &HttpSpec,
@@ -24,9 +100,934 @@ pub async fn connect(
     max_message: usize,
     timeout: Duration,
 ) -> Result<Started, String> {
-    let _ = (server, sink, max_message, timeout);
-    Err(format!(
-        "servers over HTTP (`{}`) are not supported yet",
-        spec.url
-    ))
+    let shown = &spec.url;
+    let url = Url::parse(&spec.url).map_err(|e| format!("`{shown}` is not a valid URL: {e}"))?;
+    match url.scheme() {
+        "http" => {}
+        "https" => {
+            return Err(format!(
+                "cannot connect to `{shown}`: this build of moniker has no TLS (https)"
+            ));
+        }
+        other => {
+            return Err(format!(
+                "cannot connect to `{shown}`: `{other}` is not http nor https"
+            ));
+        }
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("`{shown}` is not a valid URL: it has no host"));
+    }
+    let mut headers = HeaderMap::new();
+    for (name, value) in &spec.headers {
+        // The value is a secret: never shown.
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("`{name}` (a header for `{shown}`) is not a valid header name"))?;
+        let mut value = HeaderValue::from_str(value).map_err(|_| {
+            format!("the value of header `{name}` for `{shown}` is not a valid header value")
+        })?;
+        value.set_sensitive(true);
+        headers.append(name, value);
+    }
+    let client = reqwest::Client::builder()
+        .connect_timeout(timeout)
+        .build()
+        .map_err(|e| format!("cannot connect to `{shown}`: {}", cause(&e)))?;
+    probe(&url, shown, timeout).await?;
+
+    let (tx, rx) = mpsc::unbounded_channel::<String>();
+    let conn = Arc::new(Connection::new(server.clone(), tx));
+    let (closed_tx, closed) = oneshot::channel();
+    let (stop, _) = watch::channel(false);
+    let link = Arc::new(Link {
+        server,
+        shown: shown.clone(),
+        url,
+        client,
+        headers,
+        sink,
+        conn: Arc::downgrade(&conn),
+        max_message,
+        session: Mutex::new(None),
+        version: Mutex::new(None),
+        closed: Mutex::new(Some(closed_tx)),
+        calls: Mutex::new(HashMap::new()),
+        stop,
+    });
+    tokio::spawn(run(link, rx, timeout));
+    Ok(Started {
+        conn,
+        closed,
+        pgid: None,
+        child: None,
+    })
+}
+
+/// Whether the server's address takes TCP connections. Skipped when a proxy is configured:
+/// then only the proxy knows.
+async fn probe(url: &Url, shown: &str, timeout: Duration) -> Result<(), String> {
+    const PROXY_VARS: [&str; 6] = [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ];
+    if PROXY_VARS
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()))
+    {
+        return Ok(());
+    }
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return Err(format!("`{shown}` is not a valid URL: it has no host"));
+    };
+    // An IPv6 host comes bracketed, as `host:port` wants it.
+    let address = format!("{host}:{port}");
+    match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(&address)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!("cannot reach `{shown}`: {e}")),
+        Err(_) => Err(format!(
+            "cannot reach `{shown}`: no connection within {} ms",
+            timeout.as_millis()
+        )),
+    }
+}
+
+/// What the tasks of one connection share.
+struct Link {
+    server: ServerId,
+    /// The URL as configured, for messages.
+    shown: String,
+    url: Url,
+    client: reqwest::Client,
+    /// The spec's headers (sensitive: never logged).
+    headers: HeaderMap,
+    sink: Arc<dyn Sink>,
+    /// Weak: the gateway's dropping the connection is what ends these tasks.
+    conn: Weak<Connection>,
+    max_message: usize,
+    session: Mutex<Option<HeaderValue>>,
+    version: Mutex<Option<HeaderValue>>,
+    closed: Mutex<Option<oneshot::Sender<()>>>,
+    /// The requests whose POSTs are running (ids as JSON text): notified to end them.
+    calls: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Set when the connection is over: every task ends.
+    stop: watch::Sender<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the value is still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How messages reach the server.
+enum Mode {
+    /// Streamable HTTP; `ready` once `notifications/initialized` was sent.
+    Streamable { ready: bool },
+    /// Legacy HTTP+SSE: POSTs to the endpoint the event stream gave.
+    Legacy { endpoint: Url },
+}
+
+/// What a POST came to.
+enum Posted {
+    Done,
+    /// The first POST was refused the way servers of the legacy transport refuse it (how).
+    Fallback(String),
+}
+
+impl Link {
+    /// A request to `url` with the spec's headers, the session's, and `set` (which, like the
+    /// session's, replace any of the spec's of the same name).
+    fn request(
+        &self,
+        method: Method,
+        url: &Url,
+        set: &[(HeaderName, HeaderValue)],
+    ) -> reqwest::RequestBuilder {
+        let mut headers = self.headers.clone();
+        if let Some(session) = lock(&self.session).clone() {
+            headers.insert(SESSION_ID, session);
+        }
+        if let Some(version) = lock(&self.version).clone() {
+            headers.insert(PROTOCOL_VERSION, version);
+        }
+        for (name, value) in set {
+            headers.insert(name.clone(), value.clone());
+        }
+        self.client.request(method, url.clone()).headers(headers)
+    }
+
+    fn has_session(&self) -> bool {
+        lock(&self.session).is_some()
+    }
+
+    /// Resolves when the connection is over.
+    async fn stopped(&self) {
+        let mut rx = self.stop.subscribe();
+        let _ = rx.wait_for(|stopped| *stopped).await;
+    }
+
+    /// The connection is gone: its pending calls fail now, and the supervisor hears of it.
+    fn close(&self, why: &str) {
+        if self.stop.send_replace(true) {
+            return;
+        }
+        tracing::warn!(server = %self.server, url = %self.shown, reason = why, "connection to the server lost");
+        if let Some(conn) = self.conn.upgrade() {
+            conn.close();
+        }
+        if let Some(closed) = lock(&self.closed).take() {
+            let _ = closed.send(());
+        }
+    }
+
+    /// Hands what the server sent (one message or a batch) to the connection, noting the
+    /// responses `pending` waits for.
+    fn deliver(&self, text: &str, mut pending: Option<&mut Pending>) {
+        let Some(conn) = self.conn.upgrade() else {
+            return;
+        };
+        for message in split(text) {
+            let line = one_line(message);
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(pending) = pending.as_deref_mut() {
+                pending.note(self, &line);
+            }
+            dispatch(&conn, self.sink.as_ref(), line);
+        }
+    }
+
+    /// Answers the requests `pending` still waits for with an error of moniker's (-32603).
+    /// The failure of `initialize` (which the supervisor reports as the reason the server did
+    /// not start) names the URL; errors that clients see do not.
+    fn fail(&self, pending: &mut Pending, why: &str) {
+        self.fail_with(pending, jsonrpc::INTERNAL_ERROR, why);
+    }
+
+    fn fail_with(&self, pending: &mut Pending, code: i64, why: &str) {
+        if pending.ids.is_empty() {
+            return;
+        }
+        let named;
+        let why = if pending.initialize.is_some() && !why.contains(&self.shown) {
+            named = format!("`{}`: {why}", self.shown);
+            &named
+        } else {
+            why
+        };
+        tracing::warn!(server = %self.server, url = %self.shown, reason = why, "a request to the server failed");
+        let Some(conn) = self.conn.upgrade() else {
+            return;
+        };
+        for id in pending.ids.drain(..) {
+            let Ok(id) = RawValue::from_string(id) else {
+                continue;
+            };
+            let line = jsonrpc::error(Some(&id), code, why);
+            dispatch(&conn, self.sink.as_ref(), line);
+        }
+    }
+}
+
+/// The requests of one POST still waiting for their responses (ids as JSON text).
+struct Pending {
+    ids: Vec<String>,
+    /// The id of `initialize`, whose result tells the protocol version.
+    initialize: Option<String>,
+}
+
+impl Pending {
+    fn of(line: &str) -> Self {
+        let mut pending = Self {
+            ids: Vec::new(),
+            initialize: None,
+        };
+        match jsonrpc::parse(line) {
+            Ok(Parsed::One(Message::Request { id, method, .. })) => {
+                pending.ids.push(id.get().to_owned());
+                if method == "initialize" {
+                    pending.initialize = Some(id.get().to_owned());
+                }
+            }
+            Ok(Parsed::Batch(items)) => {
+                for item in items.into_iter().flatten() {
+                    if let Message::Request { id, .. } = item {
+                        pending.ids.push(id.get().to_owned());
+                    }
+                }
+            }
+            _ => {}
+        }
+        pending
+    }
+
+    fn is_done(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Notes a message from the server: a response to one of ours is no longer pending.
+    fn note(&mut self, link: &Link, line: &str) {
+        let Ok(Parsed::One(Message::Response { id, outcome })) = jsonrpc::parse(line) else {
+            return;
+        };
+        self.ids.retain(|pending| pending != id.get());
+        if self.initialize.as_deref() == Some(id.get()) {
+            self.initialize = None;
+            if let Outcome::Result(result) = outcome {
+                let version = jsonrpc::fields(result)
+                    .and_then(|fields| jsonrpc::str_field(&fields, "protocolVersion"))
+                    .and_then(|v| HeaderValue::from_str(&v).ok());
+                if let Some(version) = version {
+                    *lock(&link.version) = Some(version);
+                }
+            }
+        }
+    }
+}
+
+/// The request a `notifications/cancelled` line cancels (its id as JSON text).
+fn cancelled_request(line: &str) -> Option<String> {
+    let Ok(Parsed::One(Message::Notification {
+        method: "notifications/cancelled",
+        params: Some(params),
+    })) = jsonrpc::parse(line)
+    else {
+        return None;
+    };
+    let fields = jsonrpc::fields(params)?;
+    Some(fields.get("requestId")?.get().to_owned())
+}
+
+/// The messages of a body: the elements of a batch, or the one message.
+fn split(text: &str) -> Vec<&str> {
+    if text.trim_start().starts_with('[') {
+        if let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(text) {
+            return items.into_iter().map(RawValue::get).collect();
+        }
+    }
+    vec![text]
+}
+
+/// A message as one line: line ends (whitespace between JSON tokens, never inside strings)
+/// become spaces.
+fn one_line(message: &str) -> String {
+    let message = message.trim();
+    if message.contains(['\n', '\r']) {
+        message.replace(['\n', '\r'], " ")
+    } else {
+        message.to_owned()
+    }
+}
+
+/// The innermost cause of an error, which says what happened ("Connection refused").
+fn cause(e: &reqwest::Error) -> String {
+    let mut last: &dyn std::error::Error = e;
+    while let Some(source) = last.source() {
+        last = source;
+    }
+    if e.is_timeout() {
+        format!("timed out ({last})")
+    } else {
+        last.to_string()
+    }
+}
+
+fn content_type(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+fn is_event_stream(response: &reqwest::Response) -> bool {
+    content_type(response).starts_with(EVENT_STREAM)
+}
+
+/// The writer: takes the gateway's lines in order and sends them.
+async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<String>, setup: Duration) {
+    let mut mode = Mode::Streamable { ready: false };
+    let mut first = true;
+    loop {
+        let line = tokio::select! {
+            line = rx.recv() => line,
+            () = link.stopped() => None,
+        };
+        let Some(line) = line else { break };
+        match &mut mode {
+            Mode::Legacy { endpoint } => {
+                let endpoint = endpoint.clone();
+                legacy_send(&link, &endpoint, &line, setup).await;
+            }
+            Mode::Streamable { ready: true } => {
+                // A cancelled request's answer is not waited for any more: its stream ends.
+                if let Some(id) = cancelled_request(&line) {
+                    if let Some(cancel) = lock(&link.calls).remove(&id) {
+                        cancel.notify_one();
+                    }
+                }
+                let ids = Pending::of(&line).ids;
+                let cancel = Arc::new(Notify::new());
+                {
+                    let mut calls = lock(&link.calls);
+                    for id in &ids {
+                        calls.insert(id.clone(), cancel.clone());
+                    }
+                }
+                let link = link.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = post(&link, &line, false) => {}
+                        () = cancel.notified() => {}
+                        () = link.stopped() => {}
+                    }
+                    let mut calls = lock(&link.calls);
+                    for id in &ids {
+                        if calls.get(id).is_some_and(|c| Arc::ptr_eq(c, &cancel)) {
+                            calls.remove(id);
+                        }
+                    }
+                });
+            }
+            Mode::Streamable { ready } => {
+                // `initialize` and `notifications/initialized` go one after the other.
+                let posted = tokio::select! {
+                    r = tokio::time::timeout(setup, post(&link, &line, first)) => r,
+                    () = link.stopped() => break,
+                };
+                let is_first = std::mem::replace(&mut first, false);
+                match posted {
+                    Err(_) => {
+                        link.close("the server did not answer in time while connecting");
+                        break;
+                    }
+                    Ok(Posted::Fallback(refusal)) => {
+                        let opened = tokio::select! {
+                            r = tokio::time::timeout(setup, open_legacy(&link)) => r,
+                            () = link.stopped() => break,
+                        };
+                        match opened {
+                            Ok(Ok(endpoint)) => {
+                                tracing::info!(server = %link.server, url = %link.shown, "the server speaks the legacy HTTP+SSE transport");
+                                legacy_send(&link, &endpoint, &line, setup).await;
+                                mode = Mode::Legacy { endpoint };
+                            }
+                            Ok(Err(why)) => {
+                                let why = format!(
+                                    "`{}` speaks neither Streamable HTTP (POST: {refusal}) nor HTTP+SSE ({why})",
+                                    link.shown
+                                );
+                                link.fail(&mut Pending::of(&line), &why);
+                            }
+                            Err(_) => {
+                                let why = format!(
+                                    "`{}` speaks neither Streamable HTTP (POST: {refusal}) nor HTTP+SSE (no `endpoint` event within {} ms)",
+                                    link.shown,
+                                    setup.as_millis()
+                                );
+                                link.fail(&mut Pending::of(&line), &why);
+                            }
+                        }
+                    }
+                    Ok(Posted::Done) => {
+                        let initialized = matches!(
+                            jsonrpc::parse(&line),
+                            Ok(Parsed::One(Message::Notification {
+                                method: "notifications/initialized",
+                                ..
+                            }))
+                        );
+                        if initialized && !is_first {
+                            *ready = true;
+                            let listener = link.clone();
+                            tokio::spawn(async move {
+                                tokio::select! {
+                                    () = listen(&listener) => {}
+                                    () = listener.stopped() => {}
+                                }
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The gateway dropped the connection (or it was lost): every task ends, and a session
+    // the server still holds is ended.
+    let lost = link.stop.send_replace(true);
+    if !lost && matches!(mode, Mode::Streamable { .. }) && link.has_session() {
+        let delete = link.request(Method::DELETE, &link.url, &[]).send();
+        match tokio::time::timeout(DELETE_TIMEOUT, delete).await {
+            Ok(Ok(response)) => {
+                tracing::debug!(server = %link.server, status = %response.status(), "session ended")
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(server = %link.server, error = %cause(&e), "cannot end the session")
+            }
+            Err(_) => tracing::debug!(server = %link.server, "cannot end the session in time"),
+        }
+    }
+}
+
+/// POSTs one line (Streamable HTTP) and hands what comes back to the connection.
+async fn post(link: &Arc<Link>, line: &str, first: bool) -> Posted {
+    let mut pending = Pending::of(line);
+    let had_session = link.has_session();
+    let sent = link
+        .request(
+            Method::POST,
+            &link.url,
+            &[
+                (CONTENT_TYPE, HeaderValue::from_static(JSON)),
+                (ACCEPT, HeaderValue::from_static(BOTH)),
+            ],
+        )
+        .body(line.to_owned())
+        .send()
+        .await;
+    let response = match sent {
+        Ok(response) => response,
+        Err(e) => {
+            // While connecting, the handshake reports it; later, the connection is gone
+            // when the server is.
+            if first {
+                link.fail(
+                    &mut pending,
+                    &format!("cannot reach the server: {}", cause(&e)),
+                );
+            } else if e.is_connect() {
+                link.close(&format!("cannot reach the server: {}", cause(&e)));
+            } else {
+                broke(link, &mut pending, &e).await;
+            }
+            return Posted::Done;
+        }
+    };
+    let status = response.status();
+    if first {
+        if let Some(session) = response.headers().get(SESSION_ID) {
+            *lock(&link.session) = Some(session.clone());
+        }
+    }
+    if status == StatusCode::NOT_FOUND && had_session {
+        link.close("the server forgot the session (HTTP 404)");
+        return Posted::Done;
+    }
+    if first
+        && matches!(
+            status,
+            StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+        )
+    {
+        let body = read_body(response, ERROR_BODY_MAX)
+            .await
+            .unwrap_or_default();
+        return Posted::Fallback(refusal(status, &body));
+    }
+    if !status.is_success() {
+        refused(link, response, &mut pending).await;
+        return Posted::Done;
+    }
+    if pending.is_done() {
+        // A notification or a response: 202, nothing to read.
+        return Posted::Done;
+    }
+    if status == StatusCode::ACCEPTED {
+        link.fail(
+            &mut pending,
+            "the server accepted the request (HTTP 202) but sent no response",
+        );
+        return Posted::Done;
+    }
+    let kind = content_type(&response);
+    if kind.starts_with(EVENT_STREAM) {
+        let mut parser = Parser::new(link.max_message);
+        let read = read_stream(link, response, &mut parser, Some(&mut pending)).await;
+        if !pending.is_done() {
+            match read {
+                Err(e) if parser.last_id().is_none() => broke(link, &mut pending, &e).await,
+                _ => resume(link, &mut parser, &mut pending).await,
+            }
+        }
+    } else if kind.starts_with(JSON) {
+        match read_body(response, link.max_message).await {
+            Ok(body) => link.deliver(&body, Some(&mut pending)),
+            Err(BodyError::Broke(e)) => broke(link, &mut pending, &e).await,
+            Err(BodyError::Invalid(why)) => link.fail(&mut pending, &why),
+        }
+        link.fail(
+            &mut pending,
+            "the server's answer did not hold the response",
+        );
+    } else {
+        let why = format!("the server answered with content type `{kind}`");
+        link.fail(&mut pending, &why);
+    }
+    Posted::Done
+}
+
+/// An HTTP error answer: the responses it holds, if any, else an error for each request.
+async fn refused(link: &Link, response: reqwest::Response, pending: &mut Pending) {
+    let status = response.status();
+    let body = read_body(response, ERROR_BODY_MAX)
+        .await
+        .unwrap_or_default();
+    if pending.is_done() {
+        tracing::warn!(server = %link.server, url = %link.shown, %status, "the server refused a message");
+        return;
+    }
+    if jsonrpc::parse(&body).is_ok() {
+        link.deliver(&body, Some(pending));
+    }
+    let why = format!("the server answered {}", refusal(status, &body));
+    link.fail(pending, &why);
+}
+
+/// An HTTP error and the start of its body, on one line.
+fn refusal(status: StatusCode, body: &str) -> String {
+    let shown: String = one_line(body).chars().take(ERROR_BODY_SHOWN).collect();
+    if shown.is_empty() {
+        format!("HTTP {status}")
+    } else {
+        format!("HTTP {status}: {shown}")
+    }
+}
+
+/// A whole body, at most `max` bytes of UTF-8.
+async fn read_body(mut response: reqwest::Response, max: usize) -> Result<String, BodyError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Broke)? {
+        if body.len() + chunk.len() > max {
+            return Err(BodyError::Invalid(format!(
+                "the server's answer is over the size limit ({max} bytes)"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    String::from_utf8(body)
+        .map_err(|_| BodyError::Invalid("the server's answer is not UTF-8".to_owned()))
+}
+
+enum BodyError {
+    /// The connection broke while the body came.
+    Broke(reqwest::Error),
+    Invalid(String),
+}
+
+/// A request's connection broke: when the server cannot be reached any more, the
+/// connection is gone; else only the request fails.
+async fn broke(link: &Link, pending: &mut Pending, e: &reqwest::Error) {
+    if probe(&link.url, &link.shown, PROBE_TIMEOUT).await.is_err() {
+        link.close(&format!("cannot reach the server: {}", cause(e)));
+    } else {
+        let why = format!("the connection to the server broke: {}", cause(e));
+        link.fail_with(pending, jsonrpc::SERVER_GONE, &why);
+    }
+}
+
+/// Reads an event stream, handing its messages to the connection, until it ends or (with
+/// `pending`) every response came. True when it carried anything (keep-alive comments too).
+async fn read_stream(
+    link: &Link,
+    mut response: reqwest::Response,
+    parser: &mut Parser,
+    mut pending: Option<&mut Pending>,
+) -> Result<bool, reqwest::Error> {
+    parser.restart();
+    let mut events = Vec::new();
+    let mut any = false;
+    loop {
+        if pending.as_deref().is_some_and(Pending::is_done) {
+            return Ok(any);
+        }
+        let Some(chunk) = response.chunk().await? else {
+            return Ok(any);
+        };
+        any |= !chunk.is_empty();
+        parser.feed(&chunk, &mut events);
+        let dropped = parser.take_dropped();
+        if dropped > 0 {
+            tracing::warn!(server = %link.server, events = dropped, limit = link.max_message, "the server sent a message over the size limit; dropped");
+        }
+        for event in events.drain(..) {
+            on_event(link, &event, pending.as_deref_mut());
+        }
+    }
+}
+
+fn on_event(link: &Link, event: &Event, pending: Option<&mut Pending>) {
+    if event.event != "message" {
+        tracing::debug!(server = %link.server, event = %event.event, "event ignored");
+        return;
+    }
+    if event.data.trim().is_empty() {
+        // A priming event: an id to resume from, no message.
+        return;
+    }
+    link.deliver(&event.data, pending);
+}
+
+/// The delay before attempt `attempt` (from 0) to open a stream again.
+fn backoff(parser: &Parser, attempt: u32) -> Duration {
+    parser.retry().unwrap_or_else(|| {
+        BACKOFF_INITIAL
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(BACKOFF_MAX)
+    })
+}
+
+/// Opens a GET event stream (from `last_id`, when given).
+async fn open_stream(
+    link: &Link,
+    last_id: Option<&str>,
+) -> Result<reqwest::Response, reqwest::Error> {
+    let mut set = vec![(ACCEPT, HeaderValue::from_static(EVENT_STREAM))];
+    if let Some(id) = last_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+        set.push((LAST_EVENT_ID, id));
+    }
+    link.request(Method::GET, &link.url, &set).send().await
+}
+
+/// Resumes a POST stream that ended before its responses, from its last event id.
+async fn resume(link: &Link, parser: &mut Parser, pending: &mut Pending) {
+    let mut attempt = 0;
+    while !pending.is_done() && attempt < RESUME_ATTEMPTS {
+        let Some(last_id) = parser.last_id().map(str::to_owned) else {
+            break;
+        };
+        tokio::time::sleep(backoff(parser, attempt)).await;
+        attempt += 1;
+        match open_stream(link, Some(&last_id)).await {
+            Ok(response) if response.status().is_success() && is_event_stream(&response) => {
+                let _ = read_stream(link, response, parser, Some(pending)).await;
+            }
+            Ok(response) if response.status() == StatusCode::NOT_FOUND && link.has_session() => {
+                link.close("the server forgot the session (HTTP 404)");
+                return;
+            }
+            Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => break,
+            Ok(_) => {}
+            Err(e) if e.is_connect() => {
+                link.close(&format!("cannot reach the server: {}", cause(&e)));
+                return;
+            }
+            Err(_) => {}
+        }
+    }
+    link.fail(pending, "the server's answer ended before the response");
+}
+
+/// The GET stream: what the server sends on its own, for as long as the connection lives.
+async fn listen(link: &Link) {
+    let mut parser = Parser::new(link.max_message);
+    let mut failures: u32 = 0;
+    loop {
+        match open_stream(link, parser.last_id()).await {
+            Err(e) if e.is_connect() => {
+                link.close(&format!("cannot reach the server: {}", cause(&e)));
+                return;
+            }
+            Err(e) => {
+                failures += 1;
+                tracing::debug!(server = %link.server, error = %cause(&e), "cannot open the event stream");
+            }
+            Ok(response) => {
+                let status = response.status();
+                if status == StatusCode::METHOD_NOT_ALLOWED {
+                    tracing::debug!(server = %link.server, "the server offers no event stream");
+                    return;
+                }
+                if status == StatusCode::NOT_FOUND && link.has_session() {
+                    link.close("the server forgot the session (HTTP 404)");
+                    return;
+                }
+                if status.is_success() && is_event_stream(&response) {
+                    match read_stream(link, response, &mut parser, None).await {
+                        Ok(true) => failures = 0,
+                        Ok(false) => failures += 1,
+                        Err(e) => {
+                            failures = 0;
+                            tracing::debug!(server = %link.server, error = %cause(&e), "the event stream broke");
+                        }
+                    }
+                } else {
+                    failures += 1;
+                    if failures == 1 {
+                        tracing::warn!(server = %link.server, url = %link.shown, %status, "the server refused the event stream; trying again");
+                    }
+                }
+            }
+        }
+        if failures >= LISTEN_ATTEMPTS {
+            tracing::warn!(server = %link.server, url = %link.shown, "giving up on the server's event stream; its own messages (list changes) will not arrive");
+            return;
+        }
+        tokio::time::sleep(backoff(&parser, failures)).await;
+    }
+}
+
+/// Opens the legacy transport's event stream and waits for its endpoint; its reader then
+/// runs for the connection's life.
+async fn open_legacy(link: &Arc<Link>) -> Result<Url, String> {
+    let mut response = link
+        .request(
+            Method::GET,
+            &link.url,
+            &[(ACCEPT, HeaderValue::from_static(EVENT_STREAM))],
+        )
+        .send()
+        .await
+        .map_err(|e| format!("GET: {}", cause(&e)))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(format!("GET: HTTP {status}"));
+    }
+    if !is_event_stream(&response) {
+        return Err(format!(
+            "GET: content type `{}`, not an event stream",
+            content_type(&response)
+        ));
+    }
+    let mut parser = Parser::new(link.max_message);
+    let mut events = Vec::new();
+    let endpoint = loop {
+        let chunk = response
+            .chunk()
+            .await
+            .map_err(|e| format!("GET: {}", cause(&e)))?
+            .ok_or_else(|| "GET: the stream ended before its `endpoint` event".to_owned())?;
+        parser.feed(&chunk, &mut events);
+        let mut found = None;
+        for event in events.drain(..) {
+            if found.is_none() && event.event == "endpoint" {
+                found = Some(event.data);
+            } else {
+                on_event(link, &event, None);
+            }
+        }
+        if let Some(found) = found {
+            break found;
+        }
+    };
+    let endpoint = link
+        .url
+        .join(endpoint.trim())
+        .map_err(|e| format!("the `endpoint` event is not a URL: {e}"))?;
+    if endpoint.origin() != link.url.origin() {
+        return Err("the `endpoint` event names another origin".to_owned());
+    }
+    let reader = link.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            r = read_stream(&reader, response, &mut parser, None) => {
+                let why = match r {
+                    Ok(_) => "the server ended its event stream".to_owned(),
+                    Err(e) => format!("the server's event stream broke: {}", cause(&e)),
+                };
+                reader.close(&why);
+            }
+            () = reader.stopped() => {}
+        }
+    });
+    Ok(endpoint)
+}
+
+/// Sends one line over the legacy transport, in order: the server acknowledges each at once
+/// (its answers come on the event stream), so one that does not is not waited for long.
+async fn legacy_send(link: &Link, endpoint: &Url, line: &str, wait: Duration) {
+    tokio::select! {
+        r = tokio::time::timeout(wait, legacy_post(link, endpoint, line)) => {
+            if r.is_err() {
+                tracing::warn!(server = %link.server, url = %link.shown, "the server did not acknowledge a message in time");
+            }
+        }
+        () = link.stopped() => {}
+    }
+}
+
+/// POSTs one line to the legacy endpoint; what answers it comes on the event stream.
+async fn legacy_post(link: &Link, endpoint: &Url, line: &str) {
+    let mut pending = Pending::of(line);
+    let sent = link
+        .request(
+            Method::POST,
+            endpoint,
+            &[(CONTENT_TYPE, HeaderValue::from_static(JSON))],
+        )
+        .body(line.to_owned())
+        .send()
+        .await;
+    match sent {
+        Ok(response) if response.status().is_success() => {}
+        Ok(response) if response.status() == StatusCode::NOT_FOUND => {
+            link.close("the server forgot the session (HTTP 404)");
+        }
+        Ok(response) => {
+            let status = response.status();
+            let why = format!("the server answered HTTP {status}");
+            if pending.is_done() {
+                tracing::warn!(server = %link.server, url = %link.shown, %status, "the server refused a message");
+            }
+            link.fail(&mut pending, &why);
+        }
+        Err(e) => {
+            let why = format!("cannot reach the server: {}", cause(&e));
+            if e.is_connect() {
+                link.close(&why);
+            } else {
+                link.fail(&mut pending, &why);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_become_lines_with_their_bytes() {
+        assert_eq!(
+            one_line("{\"a\": 1.0e0,\r\n \"b\":\"x\\ny\"}\n"),
+            "{\"a\": 1.0e0,   \"b\":\"x\\ny\"}"
+        );
+        assert_eq!(
+            split(r#" [{"id":1, "x":1.50},{"id":2}] "#),
+            vec![r#"{"id":1, "x":1.50}"#, r#"{"id":2}"#]
+        );
+        assert_eq!(split(r#"{"id":1}"#), vec![r#"{"id":1}"#]);
+        assert_eq!(split("[not json"), vec!["[not json"]);
+    }
+
+    #[test]
+    fn pending_requests_are_read_from_what_is_sent() {
+        let p = Pending::of(r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}}"#);
+        assert_eq!(p.ids, vec!["3"]);
+        assert_eq!(p.initialize.as_deref(), Some("3"));
+        let p = Pending::of(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        assert!(p.is_done());
+        let p = Pending::of(r#"{"jsonrpc":"2.0","id":"s1","result":{}}"#);
+        assert!(p.is_done());
+        let p = Pending::of(
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"x"}]"#,
+        );
+        assert_eq!(p.ids, vec!["1"]);
+        assert_eq!(
+            cancelled_request(
+                r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":12,"reason":"timeout"}}"#
+            )
+            .as_deref(),
+            Some("12")
+        );
+        assert_eq!(
+            cancelled_request(r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#),
+            None
+        );
+    }
 }
