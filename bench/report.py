@@ -26,13 +26,14 @@ out.append(
     "Each system is driven by `moniker-load` (raw JSON-RPC over stdio or Streamable HTTP) with\n"
     "the same echo server behind it (`moniker-fixture --echo`). Latencies are sequential\n"
     "`tools/call` round trips after a warm-up; throughput keeps 16 calls in flight. *Added* is\n"
-    "the system's p50 (p99) minus direct's in the same run; *ratio* is system / direct.\n"
+    "the system's p50 (p99) minus direct's in the same run; *ratio* is system / direct. *Gateway\n"
+    "RSS* is the peak resident memory of the gateway process alone; *tree RSS* adds its servers.\n"
     % (cpu(), subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip() or "?", fastmcp)
 )
 out.append(
-    "| system | tools | servers | call p50 µs | call p99 µs | added p50 / p99 µs | p50 ratio | tools/list ms | start ms | calls/s | peak RSS MB |"
+    "| system | tools | servers | call p50 µs | call p99 µs | added p50 / p99 µs | p50 ratio | tools/list ms | start ms | calls/s | gateway RSS MB | tree RSS MB |"
 )
-out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
     rep, d = r["report"], direct.get(r["tools"])
     c = rep["call_us"]
@@ -41,10 +42,12 @@ for r in rows:
         added = "%.0f / %.0f" % (c["p50"] - d["call_us"]["p50"], c["p99"] - d["call_us"]["p99"])
         ratio = "%.2f×" % (c["p50"] / d["call_us"]["p50"])
     out.append(
-        "| %s | %d | %d | %.1f | %.1f | %s | %s | %.2f | %.0f | %.0f | %.1f |"
+        "| %s | %d | %d | %.1f | %.1f | %s | %s | %.2f | %.0f | %.0f | %s | %.1f |"
         % (
             r["system"], r["tools"], r["servers"], c["p50"], c["p99"], added, ratio,
-            rep["list_ms"]["p50"], rep["startup_ms"], rep["throughput_per_s"], rep["peak_rss_kb"] / 1024,
+            rep["list_ms"]["p50"], rep["startup_ms"], rep["throughput_per_s"],
+            "—" if r["system"] == "direct" else "%.1f" % (rep.get("peak_rss_root_kb", 0) / 1024),
+            rep["peak_rss_kb"] / 1024,
         )
     )
 

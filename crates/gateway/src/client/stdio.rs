@@ -12,7 +12,23 @@ use crate::session::Session;
 
 /// Serves one client on this process's stdin and stdout until stdin closes.
 pub async fn serve(gateway: Arc<Gateway>) -> std::io::Result<()> {
-    serve_on(gateway, tokio::io::stdin(), tokio::io::stdout()).await
+    // When stdin and stdout are pipes (as MCP clients start servers), read and write them
+    // through the reactor: tokio's own stdin and stdout go through a blocking thread, a hop
+    // that costs tens of microseconds per message.
+    use std::os::fd::AsFd as _;
+    use tokio::net::unix::pipe;
+    let input = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd);
+    let output = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Sender::from_owned_fd);
+    match (input, output) {
+        (Ok(input), Ok(output)) => serve_on(gateway, input, output).await,
+        _ => serve_on(gateway, tokio::io::stdin(), tokio::io::stdout()).await,
+    }
 }
 
 /// Serves one client on any byte streams.
