@@ -37,10 +37,10 @@ echo "fastmcp $FASTMCP_VERSION"
 results=$WORK/results.jsonl
 : >"$results"
 
-# measure NAME TOOLS SERVERS TOOL -- COMMAND...
+# measure NAME TOOLS SERVERS TOOL LOAD-ARGS...  (`-- COMMAND...` for stdio, `--url URL --pid PID` for HTTP)
 measure() {
     local system=$1 tools=$2 servers=$3 tool=$4
-    shift 5
+    shift 4
     printf '%-13s %6s tools %s server(s) ... ' "$system" "$tools" "$servers"
     local json
     if json=$("$LOAD" --tool "$tool" --arguments '{"query":"bench"}' --calls "$CALLS" --warmup "$WARMUP" \
