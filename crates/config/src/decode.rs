@@ -944,6 +944,23 @@ impl Cx<'_> {
         out
     }
 
+    /// Whether a map key is a valid [`Name`]; reported when not (`what` names the key's role).
+    fn name_key(&mut self, what: &str, key: &str, p: &[Seg<'_>], slot: Slot<'_>) -> bool {
+        match key.parse::<Name>() {
+            Ok(_) => true,
+            Err(e) => {
+                self.error(
+                    codes::INVALID_NAME,
+                    format!("{what} `{}` {}", shorten(key), e.rule),
+                    p,
+                    slot.key.unwrap_or(slot.node.span),
+                    None,
+                );
+                false
+            }
+        }
+    }
+
     /// `actions`: action tools by their exposed name. A tool may be the member of one action
     /// only, across all action tools.
     fn actions<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> BTreeMap<String, ActionRule> {
@@ -953,19 +970,7 @@ impl Cx<'_> {
         let mut members: HashMap<String, (String, usize)> = HashMap::new();
         for (key, s) in fields.entries {
             let ap = join(p, Seg::Key(key));
-            let key_ok = match key.parse::<Name>() {
-                Ok(_) => true,
-                Err(e) => {
-                    self.error(
-                        codes::INVALID_NAME,
-                        format!("action tool `{}` {}", shorten(key), e.rule),
-                        &ap,
-                        s.key.unwrap_or(s.node.span),
-                        None,
-                    );
-                    false
-                }
-            };
+            let key_ok = self.name_key("action tool", key, &ap, s);
             let rule = self.action(&ap, s, key, &mut members);
             if key_ok {
                 out.insert(key.to_owned(), rule);
@@ -1309,19 +1314,7 @@ impl Cx<'_> {
         let mut out = BTreeMap::new();
         for (key, s) in fields.entries {
             let ap = join(p, Seg::Key(key));
-            let key_ok = match key.parse::<Name>() {
-                Ok(_) => true,
-                Err(e) => {
-                    self.error(
-                        codes::INVALID_NAME,
-                        format!("tool `{}` {}", shorten(key), e.rule),
-                        &ap,
-                        s.key.unwrap_or(s.node.span),
-                        None,
-                    );
-                    false
-                }
-            };
+            let key_ok = self.name_key("tool", key, &ap, s);
             let Some(alias) = self.string(&ap, s) else {
                 continue;
             };
