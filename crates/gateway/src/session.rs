@@ -196,10 +196,10 @@ impl Session {
     pub async fn reply(self: &Arc<Self>, line: &str) -> Option<String> {
         match jsonrpc::parse(line) {
             Err(e) => Some(jsonrpc::error(e.id, e.code, &e.message)),
-            Ok(Parsed::One(Message::Request { id, .. })) => {
+            Ok(Parsed::One(Message::Request { id, method, params })) => {
                 let key = id.get().to_owned();
                 lock(&self.in_flight).entry(key.clone()).or_default();
-                let reply = self.one(line).await;
+                let reply = self.request(id, method, params).await;
                 let cancelled = lock(&self.in_flight)
                     .remove(&key)
                     .is_some_and(|f| f.cancelled);
