@@ -112,6 +112,7 @@ async fn start_with(
         restart_initial_delay: g.restart_initial_delay,
         restart_max_delay: g.restart_max_delay,
         restart_max_attempts: g.restart_max_attempts,
+        page_size: g.page_size.map(|n| n as usize),
         guard: std::env::current_exe().ok(),
         manage: toolsets.manage,
         store: toolsets.store,

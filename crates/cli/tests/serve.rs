@@ -538,3 +538,37 @@ fn servers_end_when_moniker_is_killed() {
         processes_with(&marker).is_empty()
     });
 }
+
+#[test]
+fn listings_come_in_pages_when_a_page_size_is_set() {
+    let mut peer = serve(
+        &[fixture_server("cg", &[&contextgraph()])],
+        "gateway: { page_size: 10 }\n",
+    );
+    let mut names = Vec::new();
+    let mut cursor = Value::Null;
+    let mut pages = 0;
+    loop {
+        let params = if cursor.is_null() {
+            json!({})
+        } else {
+            json!({"cursor": cursor})
+        };
+        let page = peer.result("tools/list", params);
+        let tools = page["tools"].as_array().expect("tools");
+        assert!(tools.len() <= 10);
+        names.extend(
+            tools
+                .iter()
+                .map(|t| t["name"].as_str().expect("name").to_owned()),
+        );
+        pages += 1;
+        match page.get("nextCursor") {
+            Some(next) => cursor = next.clone(),
+            None => break,
+        }
+    }
+    assert_eq!((pages, names.len()), (4, 35));
+    let bad = peer.call("tools/list", json!({"cursor": "nonsense"}));
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+}

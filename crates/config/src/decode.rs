@@ -57,7 +57,7 @@ const LEGACY_MODES: &[&str] = &["hidden", "listed", "off"];
 /// What an action (a key of `actions.<tool>.tools`) must look like.
 pub(crate) const ACTION_RULE: &str =
     "must match `^[a-z][a-z0-9_]*$` (lowercase letters, digits and `_`, starting with a letter)";
-const GATEWAY_KEYS: &[&str] = &["call_timeout", "start_timeout", "restart"];
+const GATEWAY_KEYS: &[&str] = &["call_timeout", "start_timeout", "restart", "page_size"];
 const RESTART_KEYS: &[&str] = &["initial_delay", "max_delay", "max_attempts"];
 const TRANSPORT_TYPES: &[&str] = &["stdio", "http", "streamable-http", "sse"];
 /// Server fields that only mean something for one transport.
@@ -1499,6 +1499,9 @@ impl Cx<'_> {
             .and_then(|s| self.duration(&field("start_timeout"), s, false))
         {
             out.start_timeout = d;
+        }
+        if let Some(size) = fields.get("page_size") {
+            out.page_size = self.count(&field("page_size"), size).filter(|n| *n > 0);
         }
         let Some(restart) = fields.get("restart") else {
             return out;

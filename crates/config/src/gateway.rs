@@ -16,6 +16,9 @@ pub struct GatewaySettings {
     /// Restarts before a server is given up; `None` = never give up
     /// (`gateway.restart.max_attempts`).
     pub restart_max_attempts: Option<u32>,
+    /// Items per page of `tools/list` and `prompts/list`; `None`: one page
+    /// (`gateway.page_size`).
+    pub page_size: Option<u32>,
 }
 
 impl Default for GatewaySettings {
@@ -26,6 +29,7 @@ impl Default for GatewaySettings {
             restart_initial_delay: Duration::from_millis(500),
             restart_max_delay: Duration::from_secs(30),
             restart_max_attempts: None,
+            page_size: None,
         }
     }
 }

@@ -28,6 +28,8 @@ pub struct Settings {
     pub max_message: usize,
     /// The executable that runs `__guard` (the moniker binary); `None` starts servers directly.
     pub guard: Option<PathBuf>,
+    /// Items per page of `tools/list` and `prompts/list`; `None`: one page.
+    pub page_size: Option<usize>,
     /// Show moniker's toolset management tools.
     pub manage: bool,
     /// The toolset store to open (`None`: no run-time toolsets).
@@ -47,6 +49,7 @@ impl Default for Settings {
             max_message: crate::framing::DEFAULT_MAX_MESSAGE,
             guard: None,
             manage: false,
+            page_size: None,
             store: None,
             default_toolset: None,
         }

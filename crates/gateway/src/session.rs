@@ -352,17 +352,13 @@ impl Session {
         jsonrpc::result(id, &result)
     }
 
+    /// `tools/list` and `prompts/list`: the session's view, in one page, or in pages of
+    /// `page_size` items when one is configured (the cursor is the offset of the next page).
     fn list(&self, id: &RawValue, kind: Kind, params: Option<&RawValue>) -> String {
         let cursor = params
             .and_then(jsonrpc::fields)
-            .and_then(|f| f.get("cursor").map(|c| c.get().to_owned()));
-        if cursor.is_some_and(|c| c != "null") {
-            return jsonrpc::error(
-                Some(id),
-                jsonrpc::INVALID_PARAMS,
-                "Invalid cursor: moniker lists everything in one page",
-            );
-        }
+            .and_then(|f| f.get("cursor").map(|c| c.get().to_owned()))
+            .filter(|c| c != "null");
         let view = self.gateway.view();
         let equipped = self.equipped(&view);
         let result = match (kind, &equipped) {
@@ -371,16 +367,28 @@ impl Session {
             (Kind::Tool, None) => &view.tools_result,
             (Kind::Prompt, None) => &view.prompts_result,
         };
-        if kind == Kind::Tool && self.manages() {
+        let full;
+        let result = if kind == Kind::Tool && self.manages() {
             // `{"tools":[...]}`: the management tools go at the end of the list.
             let body = &result[..result.len() - 2];
             let sep = if body.ends_with('[') { "" } else { "," };
-            return jsonrpc::result(
-                id,
-                &format!("{body}{sep}{}]}}", crate::toolsets::definitions()),
-            );
+            full = format!("{body}{sep}{}]}}", crate::toolsets::definitions());
+            &full
+        } else {
+            result
+        };
+        match (self.gateway.settings.page_size, cursor) {
+            (None, None) => jsonrpc::result(id, result),
+            (None, Some(_)) => jsonrpc::error(
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                "Invalid cursor: moniker lists everything in one page",
+            ),
+            (Some(size), cursor) => match page(result, kind.section(), cursor.as_deref(), size) {
+                Some(page) => jsonrpc::result(id, &page),
+                None => jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, "Invalid cursor"),
+            },
         }
-        jsonrpc::result(id, result)
     }
 
     /// `tools/call` and `prompts/get`: resolve the name, rewrite it to the origin name, and
@@ -886,6 +894,33 @@ impl Session {
         }
         jsonrpc::result(id, "{}")
     }
+}
+
+/// One page of a rendered listing (`{"<key>":[...]}`): `size` items from the offset the cursor
+/// (a JSON string of moniker's) names, with `nextCursor` when more follow. `None` for a cursor
+/// moniker did not give.
+fn page(listing: &str, key: &str, cursor: Option<&str>, size: usize) -> Option<String> {
+    let start = match cursor {
+        None => 0,
+        Some(raw) => serde_json::from_str::<String>(raw)
+            .ok()?
+            .strip_prefix("page-")?
+            .parse::<usize>()
+            .ok()?,
+    };
+    let fields = jsonrpc::fields(serde_json::from_str::<&RawValue>(listing).ok()?)?;
+    let items: Vec<&RawValue> = serde_json::from_str(fields.get(key)?.get()).ok()?;
+    if start > items.len() {
+        return None;
+    }
+    let end = items.len().min(start + size.max(1));
+    let joined: Vec<&str> = items[start..end].iter().map(|i| i.get()).collect();
+    let mut out = format!(r#"{{{}:[{}]"#, jsonrpc::string(key), joined.join(","));
+    if end < items.len() {
+        out.push_str(&format!(r#","nextCursor":"page-{end}""#));
+    }
+    out.push('}');
+    Some(out)
 }
 
 fn is_error(line: &str) -> bool {

@@ -207,8 +207,11 @@ gateway: { call_timeout: 60, start_timeout: 30s, restart: { initial_delay: 500ms
             restart_initial_delay: Duration::from_millis(500),
             restart_max_delay: Duration::from_secs(30),
             restart_max_attempts: Some(10),
+            page_size: None,
         }
     );
+    let paged = ok("gateway: { page_size: 50 }\n");
+    assert_eq!(paged.gateway.page_size, Some(50));
 }
 
 #[test]
