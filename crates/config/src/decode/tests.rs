@@ -293,7 +293,7 @@ fn unknown_keys_say_where_and_what_was_meant() {
     let e = error("gateway: { zzz: 1 }\n");
     assert_eq!(
         e.help.as_deref(),
-        Some("expected one of `call_timeout`, `start_timeout`, `restart`")
+        Some("expected one of `call_timeout`, `start_timeout`, `restart`, `page_size`")
     );
 }
 
