@@ -289,8 +289,12 @@ pub async fn check_online(mut config: Config) -> Result<Exit, Failure> {
         }
     }
     output::line(&format!(
-        "{} tools and {} prompts from {} of {} servers",
-        view.surface.tools().len(),
+        "{} tools{} and {} prompts from {} of {} servers",
+        view.surface.listed(Kind::Tool).count(),
+        match view.surface.tools().len() - view.surface.listed(Kind::Tool).count() {
+            0 => String::new(),
+            n => format!(" (and {n} more callable by their old names)"),
+        },
         view.surface.prompts().len(),
         view.up.len(),
         config.servers.values().filter(|s| !s.disabled).count()
