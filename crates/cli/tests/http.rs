@@ -258,3 +258,44 @@ fn binding_beyond_loopback_needs_a_token() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn metrics_beside_stdio() {
+    let port = free_port();
+    let config = scratch().join("moniker.yaml");
+    let cg = fixture_file("contextgraph.json").display().to_string();
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n{}tools:\n  discover_sub_goals: {{ aliases: [discover_goals] }}\n",
+            fixture_server("cg", &[&cg])
+        ),
+    )
+    .expect("config");
+    let mut peer = moniker_fixture::Peer::spawn(
+        Command::new(Path::new(env!("CARGO_BIN_EXE_moniker")))
+            .args(["serve", "--metrics", &format!("127.0.0.1:{port}"), "-c"])
+            .arg(&config),
+    );
+    peer.initialize();
+    peer.call_tool("discover_goals", json!({}));
+    let text = agent()
+        .get(&format!("http://127.0.0.1:{port}/metrics"))
+        .call()
+        .expect("metrics")
+        .body_mut()
+        .read_to_string()
+        .expect("text");
+    assert!(
+        text.contains(
+            "moniker_calls_total{tool=\"discover_sub_goals\",via=\"alias\",outcome=\"ok\"} 1"
+        ),
+        "{text}"
+    );
+    let foreign = agent()
+        .get(&format!("http://127.0.0.1:{port}/metrics"))
+        .header("Host", "evil.example")
+        .call()
+        .expect("answer");
+    assert_eq!(foreign.status().as_u16(), 403);
+}
