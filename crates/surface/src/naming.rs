@@ -124,9 +124,15 @@ pub fn check_rules(rules: &Rules) -> Vec<Diagnostic> {
             let mut d = Diagnostic::error(
                 "naming::duplicate",
                 format!(
-                    "{} name `{name}` is written {} times in `{section}`",
+                    "{} name `{name}` is written {} times in {}",
                     kind.noun(),
-                    places.len()
+                    places.len(),
+                    // Action tools are tools too: they may collide with `tools` entries.
+                    if places.iter().all(|(at, _)| at.starts_with(section)) {
+                        format!("`{section}`")
+                    } else {
+                        "the config".to_owned()
+                    }
                 ),
             )
             .at(places[0].0.clone());

@@ -1007,7 +1007,9 @@ fn action_names_are_checked_offline() {
     let diags = check_rules(&rules);
     assert_eq!(diags.len(), 1, "{diags:?}");
     assert!(
-        diags[0].message.contains("`thing` is written 2 times"),
+        diags[0]
+            .message
+            .contains("`thing` is written 2 times in the config"),
         "{}",
         diags[0]
     );
