@@ -214,6 +214,13 @@ pub async fn serve(
         tokens = shared.settings.tokens.len(),
         "serving MCP over Streamable HTTP at http://{local}{MCP_PATH}"
     );
+    // Answers are small and come in more than one write: without TCP_NODELAY the second
+    // write waits for the client's delayed acknowledgement.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
