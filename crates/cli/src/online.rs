@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use moniker_config::{Config, Transport};
-use moniker_gateway::client::http::{HttpSettings, Token, check_bind};
-use moniker_gateway::server::ServerSpec;
-use moniker_gateway::server::http::HttpSpec;
-use moniker_gateway::server::stdio::StdioSpec;
+use moniker_gateway::connect::ServerSpec;
+use moniker_gateway::connect::http::HttpSpec;
+use moniker_gateway::connect::stdio::StdioSpec;
+use moniker_gateway::message::{self, Message};
+use moniker_gateway::serve::http::{HttpSettings, Token, check_bind};
 use moniker_gateway::session::Session;
 use moniker_gateway::store::Store;
 use moniker_gateway::{Gateway, ServerEntry, Settings, StartError};
@@ -176,14 +177,14 @@ async fn serve_stdio(
                 let _ = stopped.await;
             };
             if let Err(e) =
-                moniker_gateway::client::http::serve_metrics(gateway, listener, stopped).await
+                moniker_gateway::serve::metrics::serve_metrics(gateway, listener, stopped).await
             {
                 tracing::error!(error = %e, "the metrics endpoint failed");
             }
         });
     }
     let outcome = tokio::select! {
-        r = moniker_gateway::client::stdio::serve(gateway.clone()) => r,
+        r = moniker_gateway::serve::stdio::serve(gateway.clone()) => r,
         () = stop_signal() => Ok(()),
     };
     let _ = stop_metrics.send(());
@@ -247,8 +248,7 @@ async fn serve_http(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    moniker_gateway::client::http::serve(gateway.clone(), listener, settings, stop_signal())
-        .await?;
+    moniker_gateway::serve::http::serve(gateway.clone(), listener, settings, stop_signal()).await?;
     Ok(Exit::Ok)
 }
 
@@ -489,16 +489,26 @@ pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let session = Session::new(gateway.clone(), tx);
-    session.handle(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"moniker call","version":"0"}}}"#.to_owned());
-    session.handle(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned());
+    let initialize = Message::request(
+        "0",
+        "initialize",
+        Some(
+            r#"{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"moniker call","version":"0"}}"#,
+        ),
+    );
+    session.handle(Ok(message::Incoming::One(initialize)), None);
+    let initialized = Message::notification("notifications/initialized", None);
+    session.handle(Ok(message::Incoming::One(initialized)), None);
     let arguments = args.arguments.as_ref().map_or("{}", |a| a.get());
-    session.handle(format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":{},"arguments":{arguments}}}}}"#,
+    let params = format!(
+        r#"{{"name":{},"arguments":{arguments}}}"#,
         serde_json::to_string(&args.name)?
-    ));
+    );
+    let call = Message::request("1", "tools/call", Some(&params));
+    session.handle(Ok(message::Incoming::One(call)), None);
     let mut answer = None;
     while let Some(message) = rx.recv().await {
-        let value: Value = serde_json::from_str(&message)?;
+        let value: Value = serde_json::from_str(message.text())?;
         if value.get("id") == Some(&Value::from(1)) && value.get("method").is_none() {
             answer = Some(value);
             break;

@@ -1,7 +1,11 @@
-//! Newline-delimited framing with a size limit: a line longer than the limit is skipped
-//! (to its newline) and reported, never buffered whole.
+//! Newline-delimited framing, both ways: lines are read with a size limit (a line longer than
+//! the limit is skipped to its newline and reported, never buffered whole), and messages are
+//! written one a line, flushed once per burst.
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::mpsc;
+
+use crate::message::Message;
 
 /// Messages larger than this are refused unless configured otherwise.
 pub const DEFAULT_MAX_MESSAGE: usize = 16 * 1024 * 1024;
@@ -54,6 +58,28 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(
             return Ok(Frame::Line);
         }
     }
+}
+
+/// Writes every message of `rx` to `output`, one a line, until `rx` closes (every sender is
+/// gone) or a write fails. What is queued together goes out with one flush.
+pub async fn write_lines<W: AsyncWrite + Unpin>(
+    output: W,
+    mut rx: mpsc::UnboundedReceiver<Message>,
+) -> std::io::Result<()> {
+    let mut out = BufWriter::new(output);
+    while let Some(message) = rx.recv().await {
+        write_line(&mut out, &message).await?;
+        while let Ok(message) = rx.try_recv() {
+            write_line(&mut out, &message).await?;
+        }
+        out.flush().await?;
+    }
+    Ok(())
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(w: &mut W, message: &Message) -> std::io::Result<()> {
+    w.write_all(message.text().as_bytes()).await?;
+    w.write_all(b"\n").await
 }
 
 #[cfg(test)]

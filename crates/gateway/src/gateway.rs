@@ -1,20 +1,21 @@
-//! The hub: server supervisors, the current view of the surface, and the routes that carry
-//! server-initiated messages to the sessions they belong to.
+//! The gateway: the servers (each kept running by its supervisor), the current view of the
+//! surface built from their listings, and the routing of what servers send on their own to
+//! the clients it concerns (through the [`Hub`], which knows clients only as peers).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, build};
-use serde_json::value::RawValue;
 use tokio::sync::{Notify, oneshot};
 
-use crate::jsonrpc::{self, Message};
-use crate::server::{self, CallError, Connection, InitInfo, ServerSpec, Sink};
-use crate::session::Session;
+use crate::connect::{self, Connection, InitInfo, ServerSpec, Sink};
+use crate::hub::{Hub, Peer};
+use crate::message::Message;
+use crate::sync::lock;
 
 /// How the gateway runs: timeouts, restarts, limits.
 #[derive(Debug, Clone)]
@@ -114,12 +115,12 @@ pub struct ServerStatus {
     pub last_error: Option<String>,
 }
 
-struct Slot {
-    entry: ServerEntry,
-    conn: ArcSwapOption<Connection>,
-    info: Mutex<Option<InitInfo>>,
-    pgid: Mutex<Option<u32>>,
-    status: Mutex<ServerStatus>,
+pub(crate) struct Slot {
+    pub(crate) entry: ServerEntry,
+    pub(crate) conn: ArcSwapOption<Connection>,
+    pub(crate) info: Mutex<Option<InitInfo>>,
+    pub(crate) pgid: Mutex<Option<u32>>,
+    pub(crate) status: Mutex<ServerStatus>,
 }
 
 #[derive(Default)]
@@ -135,35 +136,26 @@ pub struct Gateway {
     rules: Rules,
     pub(crate) catalog: crate::toolsets::Catalog,
     pub settings: Settings,
-    slots: BTreeMap<ServerId, Slot>,
+    pub(crate) slots: BTreeMap<ServerId, Slot>,
     state: Mutex<State>,
     view: ArcSwap<View>,
-    sessions: Mutex<Vec<Weak<Session>>>,
-    /// Progress tokens of moniker's, to the session and the token the client gave.
-    progress: Mutex<HashMap<String, ProgressRoute>>,
-    next_token: AtomicU64,
+    /// The clients, as peers, and the progress tokens in flight.
+    pub hub: Hub,
     pub metrics: crate::metrics::Metrics,
     stopping: AtomicBool,
     stop: Notify,
 }
 
-type ProgressRoute = (Weak<Session>, Box<RawValue>);
-
 /// Server messages reach the gateway through this, so that server tasks do not keep the
 /// gateway alive.
-struct WeakSink(Weak<Gateway>);
+pub(crate) struct WeakSink(pub(crate) Weak<Gateway>);
 
 impl Sink for WeakSink {
-    fn server_message(&self, conn: &Arc<Connection>, line: String) {
+    fn server_message(&self, conn: &Arc<Connection>, message: Message) {
         if let Some(gateway) = self.0.upgrade() {
-            gateway.server_message(conn, line);
+            gateway.server_message(conn, message);
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere; the data is still usable.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Gateway {
@@ -197,9 +189,7 @@ impl Gateway {
             slots,
             state: Mutex::new(State::default()),
             view: ArcSwap::from_pointee(View::new(Surface::default(), BTreeSet::new())),
-            sessions: Mutex::new(Vec::new()),
-            progress: Mutex::new(HashMap::new()),
-            next_token: AtomicU64::new(1),
+            hub: Hub::default(),
             metrics: crate::metrics::Metrics::default(),
             stopping: AtomicBool::new(false),
             stop: Notify::new(),
@@ -208,7 +198,7 @@ impl Gateway {
         for id in gateway.slots.keys() {
             let (tx, rx) = oneshot::channel();
             first.push(rx);
-            tokio::spawn(supervise(gateway.clone(), id.clone(), tx));
+            tokio::spawn(crate::supervise::supervise(gateway.clone(), id.clone(), tx));
         }
         for rx in first {
             let _ = rx.await;
@@ -299,37 +289,10 @@ impl Gateway {
             .collect()
     }
 
-    pub(crate) fn add_session(&self, session: &Arc<Session>) {
-        let mut sessions = lock(&self.sessions);
-        sessions.retain(|s| s.strong_count() > 0);
-        sessions.push(Arc::downgrade(session));
-    }
-
-    fn sessions(&self) -> Vec<Arc<Session>> {
-        lock(&self.sessions)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect()
-    }
-
-    /// A progress token unique across sessions, standing for a client's own.
-    pub(crate) fn register_progress(&self, session: &Arc<Session>, token: &RawValue) -> String {
-        let ours = format!(
-            "\"moniker-{}\"",
-            self.next_token.fetch_add(1, Ordering::Relaxed)
-        );
-        lock(&self.progress).insert(ours.clone(), (Arc::downgrade(session), token.to_owned()));
-        ours
-    }
-
-    pub(crate) fn forget_progress(&self, token: &str) {
-        lock(&self.progress).remove(token);
-    }
-
     /// Rebuilds the view with `listing` as the server's new one. When that makes the surface
     /// invalid, the server's last valid listing stays (or it is left out) and the problem is
     /// logged. Sessions hear of changes to what they see.
-    fn update(&self, server: &ServerId, listing: Option<Listing>, up: bool) {
+    pub(crate) fn update(&self, server: &ServerId, listing: Option<Listing>, up: bool) {
         let (old, new) = {
             let mut state = self.state();
             if up {
@@ -383,57 +346,55 @@ impl Gateway {
         if !(tools || prompts) {
             return;
         }
-        for session in self.sessions() {
+        for peer in self.hub.peers() {
             if tools {
-                session.notify("notifications/tools/list_changed");
+                peer.notify("notifications/tools/list_changed");
             }
             if prompts {
-                session.notify("notifications/prompts/list_changed");
+                peer.notify("notifications/prompts/list_changed");
             }
         }
     }
 
-    fn server_message(self: &Arc<Self>, conn: &Arc<Connection>, line: String) {
-        let Ok(jsonrpc::Parsed::One(message)) = jsonrpc::parse(&line) else {
+    fn server_message(self: &Arc<Self>, conn: &Arc<Connection>, message: Message) {
+        let Some(method) = message.method() else {
             return;
         };
-        match message {
-            Message::Notification { method, params } => match method {
-                "notifications/tools/list_changed" | "notifications/prompts/list_changed" => {
-                    let gateway = self.clone();
-                    let conn = conn.clone();
-                    tokio::spawn(async move { gateway.relist(&conn).await });
-                }
-                "notifications/progress" => self.route_progress(params),
-                "notifications/cancelled" => {
-                    for session in self.sessions() {
-                        session.server_cancelled(conn, params);
-                    }
-                }
-                _ => {
-                    for session in self.recipients(conn, method, params) {
-                        session.send_if_ready(line.clone());
-                    }
-                }
-            },
-            Message::Request { id, method, params } => {
-                let sessions = self.sessions();
-                let chosen = sessions
-                    .iter()
-                    .find(|s| s.has_call_on(&conn.server))
-                    .or_else(|| sessions.iter().find(|s| s.is_ready()));
-                match chosen {
-                    Some(session) => session.forward_server_request(conn, id, method, params),
-                    None => {
-                        let _ = conn.send(jsonrpc::error(
-                            Some(id),
-                            jsonrpc::METHOD_NOT_FOUND,
-                            "no client is connected to moniker",
-                        ));
-                    }
+        if message.is_request() {
+            let peers = self.hub.peers();
+            let chosen = peers
+                .iter()
+                .find(|p| p.has_call_on(&conn.server))
+                .or_else(|| peers.iter().find(|p| p.is_ready()));
+            match chosen {
+                Some(peer) => peer.forward_server_request(conn, &message),
+                None => {
+                    let _ = conn.send(Message::error(
+                        message.id(),
+                        crate::message::METHOD_NOT_FOUND,
+                        "no client is connected to moniker",
+                    ));
                 }
             }
-            Message::Response { .. } => {}
+            return;
+        }
+        match method {
+            "notifications/tools/list_changed" | "notifications/prompts/list_changed" => {
+                let gateway = self.clone();
+                let conn = conn.clone();
+                tokio::spawn(async move { gateway.relist(&conn).await });
+            }
+            "notifications/progress" => self.hub.route_progress(&message),
+            "notifications/cancelled" => {
+                for peer in self.hub.peers() {
+                    peer.server_cancelled(conn, &message);
+                }
+            }
+            _ => {
+                for peer in self.recipients(conn, method, &message) {
+                    peer.send_if_ready(message.clone());
+                }
+            }
         }
     }
 
@@ -441,35 +402,25 @@ impl Gateway {
     /// during a call) goes only to the sessions with a call on that server, and else to the
     /// sessions not bound to a toolset; a resource update only to its subscribers; a change of
     /// the resource list to everyone.
-    fn recipients(
-        &self,
-        conn: &Connection,
-        method: &str,
-        params: Option<&RawValue>,
-    ) -> Vec<Arc<Session>> {
-        let sessions = self.sessions();
+    fn recipients(&self, conn: &Connection, method: &str, message: &Message) -> Vec<Arc<Peer>> {
+        let peers = self.hub.peers();
         match method {
-            "notifications/resources/list_changed" => sessions,
-            "notifications/resources/updated" => {
-                let uri = params
-                    .and_then(jsonrpc::fields)
-                    .and_then(|f| jsonrpc::str_field(&f, "uri").map(|u| u.into_owned()));
-                match uri {
-                    Some(uri) => sessions
-                        .into_iter()
-                        .filter(|s| s.subscribed(&conn.server, &uri))
-                        .collect(),
-                    None => Vec::new(),
-                }
-            }
+            "notifications/resources/list_changed" => peers,
+            "notifications/resources/updated" => match message.uri() {
+                Some(uri) => peers
+                    .into_iter()
+                    .filter(|p| p.subscribed(&conn.server, &uri))
+                    .collect(),
+                None => Vec::new(),
+            },
             _ => {
-                let busy: Vec<Arc<Session>> = sessions
+                let busy: Vec<Arc<Peer>> = peers
                     .iter()
-                    .filter(|s| s.has_call_on(&conn.server))
+                    .filter(|p| p.has_call_on(&conn.server))
                     .cloned()
                     .collect();
                 if busy.is_empty() {
-                    sessions.into_iter().filter(|s| !s.is_bound()).collect()
+                    peers.into_iter().filter(|p| !p.is_bound()).collect()
                 } else {
                     busy
                 }
@@ -477,31 +428,12 @@ impl Gateway {
         }
     }
 
-    fn route_progress(&self, params: Option<&RawValue>) {
-        let Some(params) = params else { return };
-        let Some(fields) = jsonrpc::fields(params) else {
-            return;
-        };
-        let Some(token) = fields.get("progressToken") else {
-            return;
-        };
-        let Some((session, original)) = lock(&self.progress).get(token.get()).cloned() else {
-            return;
-        };
-        let Some(session) = session.upgrade() else {
-            return;
-        };
-        if let Some(params) = jsonrpc::with_fields(params, &[("progressToken", original.get())]) {
-            session.send(jsonrpc::notification(
-                "notifications/progress",
-                Some(&params),
-            ));
-        }
-    }
-
     async fn relist(&self, conn: &Arc<Connection>) {
-        match server::list(conn, &conn.info(), self.settings.call_timeout).await {
+        match connect::list(conn, &conn.info(), self.settings.call_timeout).await {
             Ok(listing) => self.update(&conn.server, Some(listing), true),
+            // moniker's own shutdown (or the server's going away) ends the listing: the
+            // supervisor reports what happened to the server.
+            Err(_) if self.is_stopping() || conn.is_closed() => {}
             Err(e) => {
                 tracing::warn!(server = %conn.server, error = %e, "cannot list the server's tools after it said they changed")
             }
@@ -531,118 +463,10 @@ impl Gateway {
         }
     }
 
-    async fn stopped(&self) {
+    pub(crate) async fn stopped(&self) {
         let notified = self.stop.notified();
         if !self.is_stopping() {
             notified.await;
-        }
-    }
-}
-
-/// Keeps one server running: start, handshake, serve until it exits, back off, again.
-async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<()>) {
-    let mut first = Some(first);
-    let mut attempt: u32 = 0;
-    let Some(slot) = gateway.slots.get(&id) else {
-        return;
-    };
-    let sink: Arc<dyn Sink> = Arc::new(WeakSink(Arc::downgrade(&gateway)));
-    let settings = gateway.settings.clone();
-    loop {
-        if gateway.is_stopping() {
-            break;
-        }
-        let started = server::start(
-            &id,
-            &slot.entry.spec,
-            settings.guard.as_deref(),
-            sink.clone(),
-            settings.max_message,
-            settings.start_timeout,
-        )
-        .await;
-        match started {
-            Ok(mut process) => {
-                *lock(&slot.pgid) = process.pgid;
-                let handshake = tokio::select! {
-                    r = server::handshake(&process.conn, settings.start_timeout) => r,
-                    _ = &mut process.closed => Err(server::HandshakeError::Call(CallError::Gone)),
-                };
-                match handshake {
-                    Ok(listing) => {
-                        attempt = 0;
-                        *lock(&slot.info) = Some(process.conn.info());
-                        slot.conn.store(Some(process.conn.clone()));
-                        {
-                            let mut status = lock(&slot.status);
-                            status.up = true;
-                            gateway.metrics.server_up(&id, true);
-                            status.last_error = None;
-                        }
-                        tracing::info!(server = %id, tools = listing.tools.len(), prompts = listing.prompts.len(), "server connected");
-                        gateway.update(&id, Some(listing), true);
-                        if let Some(first) = first.take() {
-                            let _ = first.send(());
-                        }
-                        tokio::select! {
-                            _ = &mut process.closed => {}
-                            _ = gateway.stopped() => {}
-                        }
-                        process.conn.close();
-                        slot.conn.store(None);
-                        lock(&slot.status).up = false;
-                        gateway.metrics.server_up(&id, false);
-                        if gateway.is_stopping() {
-                            break;
-                        }
-                        tracing::warn!(server = %id, "server disconnected");
-                        gateway.update(&id, None, false);
-                    }
-                    Err(e) => {
-                        let reason = match &e {
-                            server::HandshakeError::Call(CallError::Gone) => {
-                                "it exited during the handshake".to_owned()
-                            }
-                            other => other.to_string(),
-                        };
-                        tracing::warn!(server = %id, error = %reason, "server failed to start");
-                        lock(&slot.status).last_error = Some(reason);
-                        process.conn.close();
-                    }
-                }
-                let pgid = lock(&slot.pgid).take();
-                if let Some(pgid) = pgid {
-                    crate::guard::end_group(pgid, Duration::from_secs(2)).await;
-                }
-                if let Some(child) = process.child.as_mut() {
-                    let _ = child.wait().await;
-                }
-            }
-            Err(reason) => {
-                tracing::warn!(server = %id, error = %reason, "server failed to start");
-                lock(&slot.status).last_error = Some(reason);
-            }
-        }
-        if let Some(first) = first.take() {
-            let _ = first.send(());
-        }
-        attempt += 1;
-        if settings
-            .restart_max_attempts
-            .is_some_and(|max| attempt > max)
-        {
-            tracing::error!(server = %id, attempts = attempt, "server gave up after too many restarts");
-            break;
-        }
-        let delay = settings
-            .restart_initial_delay
-            .saturating_mul(1u32 << (attempt - 1).min(16))
-            .min(settings.restart_max_delay);
-        lock(&slot.status).restarts += 1;
-        gateway.metrics.server_restarted(&id);
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = gateway.stopped() => break,
         }
     }
 }

@@ -1,16 +1,25 @@
-//! moniker's async shell: JSON-RPC framing, server connections, client sessions and routing
-//! around the pure naming core (`moniker-surface`). It forwards what it does not own
-//! byte-faithfully: results, errors and notifications keep the bytes their server wrote.
+//! moniker's async shell around the pure naming core (`moniker-surface`): what clients connect
+//! to (`serve`: stdio, Streamable HTTP, `/metrics`), how moniker reaches servers (`connect`:
+//! stdio, Streamable HTTP, legacy HTTP+SSE), the sessions that answer clients (`session`), the
+//! gateway that keeps the servers and the surface (`gateway`, `supervise`), and the hub through
+//! which servers' messages reach clients (`hub`). A message is parsed once where it enters
+//! (`message`) and carried as that type; what moniker does not own keeps the bytes its server
+//! wrote.
 
-pub mod client;
+pub mod connect;
+pub mod errors;
 pub mod framing;
 pub mod gateway;
 pub mod guard;
-pub mod jsonrpc;
+mod headers;
+pub mod hub;
+pub mod message;
 pub mod metrics;
-pub mod server;
+pub mod serve;
 pub mod session;
 pub mod store;
+mod supervise;
+mod sync;
 pub mod toolsets;
 
 pub use gateway::{Gateway, ServerEntry, Settings, StartError, View};

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 use moniker_fixture::fixture_bin;
-use moniker_gateway::client::http::{self, HttpSettings, Token};
-use moniker_gateway::server::ServerSpec;
-use moniker_gateway::server::stdio::StdioSpec;
+use moniker_gateway::connect::ServerSpec;
+use moniker_gateway::connect::stdio::StdioSpec;
+use moniker_gateway::serve::http::{self, HttpSettings, Token};
 use moniker_gateway::{Gateway, ServerEntry, Settings};
 use moniker_surface::Rules;
 use moniker_surface::toolsets::ToolsetRule;

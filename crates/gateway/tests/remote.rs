@@ -17,9 +17,12 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use axum::routing::any;
 use indexmap::IndexMap;
-use moniker_gateway::server::ServerSpec;
-use moniker_gateway::server::http::HttpSpec;
+use moniker_gateway::connect::ServerSpec;
+use moniker_gateway::connect::http::HttpSpec;
+use moniker_gateway::message::Message;
 use moniker_gateway::session::Session;
+
+use crate::support::Reply as _;
 use moniker_gateway::{Gateway, ServerEntry, Settings};
 use moniker_surface::Rules;
 use serde_json::value::RawValue;
@@ -535,7 +538,7 @@ async fn start(entries: Vec<ServerEntry>) -> Arc<Gateway> {
 /// A client session of the gateway's, initialized.
 struct Client {
     session: Arc<Session>,
-    rx: mpsc::UnboundedReceiver<String>,
+    rx: mpsc::UnboundedReceiver<Message>,
     next_id: u64,
 }
 
@@ -597,7 +600,12 @@ impl Client {
     async fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         within(what, async {
             loop {
-                let line = self.rx.recv().await.expect("the session's channel");
+                let line = self
+                    .rx
+                    .recv()
+                    .await
+                    .map(Message::into_text)
+                    .expect("the session's channel");
                 let value: Value = serde_json::from_str(&line).expect("JSON");
                 if pred(&value) {
                     return value;

@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 use moniker_fixture::{fixture_bin, fixture_file};
-use moniker_gateway::server::ServerSpec;
-use moniker_gateway::server::stdio::StdioSpec;
+use moniker_gateway::connect::ServerSpec;
+use moniker_gateway::connect::stdio::StdioSpec;
+use moniker_gateway::message::Message;
 use moniker_gateway::session::Session;
+
+use crate::support::Reply as _;
 use moniker_gateway::{Gateway, ServerEntry, Settings};
 use moniker_surface::Rules;
 use tokio::sync::mpsc;
@@ -33,7 +36,7 @@ async fn gateway(args: &[&str]) -> Arc<Gateway> {
     }
 }
 
-async fn session(gateway: &Arc<Gateway>) -> (Arc<Session>, mpsc::UnboundedReceiver<String>) {
+async fn session(gateway: &Arc<Gateway>) -> (Arc<Session>, mpsc::UnboundedReceiver<Message>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let session = Session::new(gateway.clone(), tx);
     let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
@@ -47,10 +50,10 @@ async fn session(gateway: &Arc<Gateway>) -> (Arc<Session>, mpsc::UnboundedReceiv
     (session, rx)
 }
 
-fn drain(rx: &mut mpsc::UnboundedReceiver<String>) -> Vec<String> {
+fn drain(rx: &mut mpsc::UnboundedReceiver<Message>) -> Vec<String> {
     let mut out = Vec::new();
     while let Ok(m) = rx.try_recv() {
-        out.push(m);
+        out.push(m.into_text());
     }
     out
 }

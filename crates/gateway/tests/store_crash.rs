@@ -108,7 +108,12 @@ fn sigkill_while_writing_loses_nothing_acknowledged() {
             _ => rng.next() % (MAX_DELAY_MS + 1),
         };
         let mut child = Command::new(&exe)
-            .args(["--exact", "crash_child", "--nocapture", "--ignored"])
+            .args([
+                "--exact",
+                "store_crash::crash_child",
+                "--nocapture",
+                "--ignored",
+            ])
             .env(PATH_VAR, &path)
             .env(ROUND_VAR, round.to_string())
             .stdin(Stdio::null())

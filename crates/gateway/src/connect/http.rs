@@ -44,10 +44,10 @@
 //!
 //! The spec's headers are sent with every request and never logged nor shown in errors.
 
-mod sse;
+pub(super) mod sse;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use indexmap::IndexMap;
@@ -58,8 +58,11 @@ use serde_json::value::RawValue;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use self::sse::{Event, Parser};
+use super::legacy::{legacy_send, open_legacy};
 use super::{Connection, Sink, Started, dispatch};
-use crate::jsonrpc::{self, Message, Outcome, Parsed};
+use crate::headers::{EVENT_STREAM, JSON, LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID};
+use crate::message::{self, Message};
+use crate::sync::lock;
 
 /// Where a remote server is.
 #[derive(Clone)]
@@ -69,11 +72,6 @@ pub struct HttpSpec {
     pub headers: IndexMap<String, String>,
 }
 
-const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
-const EVENT_STREAM: &str = "text/event-stream";
-const JSON: &str = "application/json";
 const BOTH: &str = "application/json, text/event-stream";
 
 /// How long the DELETE that ends a session may take.
@@ -135,7 +133,7 @@ pub async fn connect(
         .map_err(|e| format!("cannot connect to `{shown}`: {}", cause(&e)))?;
     probe(&url, shown, timeout).await?;
 
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
+    let (tx, rx) = mpsc::unbounded_channel::<Message>();
     let conn = Arc::new(Connection::new(server.clone(), tx));
     let (closed_tx, closed) = oneshot::channel();
     let (stop, _) = watch::channel(false);
@@ -196,18 +194,18 @@ async fn probe(url: &Url, shown: &str, timeout: Duration) -> Result<(), String> 
 }
 
 /// What the tasks of one connection share.
-struct Link {
-    server: ServerId,
+pub(super) struct Link {
+    pub(super) server: ServerId,
     /// The URL as configured, for messages.
-    shown: String,
-    url: Url,
+    pub(super) shown: String,
+    pub(super) url: Url,
     client: reqwest::Client,
     /// The spec's headers (sensitive: never logged).
     headers: HeaderMap,
     sink: Arc<dyn Sink>,
     /// Weak: the gateway's dropping the connection is what ends these tasks.
     conn: Weak<Connection>,
-    max_message: usize,
+    pub(super) max_message: usize,
     session: Mutex<Option<HeaderValue>>,
     version: Mutex<Option<HeaderValue>>,
     closed: Mutex<Option<oneshot::Sender<()>>>,
@@ -215,11 +213,6 @@ struct Link {
     calls: Mutex<HashMap<String, Arc<Notify>>>,
     /// Set when the connection is over: every task ends.
     stop: watch::Sender<bool>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere; the value is still usable.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// How messages reach the server.
@@ -240,7 +233,7 @@ enum Posted {
 impl Link {
     /// A request to `url` with the spec's headers, the session's, and `set` (which, like the
     /// session's, replace any of the spec's of the same name).
-    fn request(
+    pub(super) fn request(
         &self,
         method: Method,
         url: &Url,
@@ -264,13 +257,13 @@ impl Link {
     }
 
     /// Resolves when the connection is over.
-    async fn stopped(&self) {
+    pub(super) async fn stopped(&self) {
         let mut rx = self.stop.subscribe();
         let _ = rx.wait_for(|stopped| *stopped).await;
     }
 
     /// The connection is gone: its pending calls fail now, and the supervisor hears of it.
-    fn close(&self, why: &str) {
+    pub(super) fn close(&self, why: &str) {
         if self.stop.send_replace(true) {
             return;
         }
@@ -285,30 +278,38 @@ impl Link {
 
     /// Hands what the server sent (one message or a batch) to the connection, noting the
     /// responses `pending` waits for.
-    fn deliver(&self, text: &str, mut pending: Option<&mut Pending>) {
+    pub(super) fn deliver(&self, text: &str, mut pending: Option<&mut Pending>) {
         let Some(conn) = self.conn.upgrade() else {
             return;
         };
-        for message in split(text) {
-            let line = one_line(message);
+        for part in split(text) {
+            let line = one_line(part);
             if line.is_empty() {
                 continue;
             }
+            // Parsed here, once: the message then goes to its waiter or the gateway as it is.
+            let message = match message::parse_one(line) {
+                Ok(message) => message,
+                Err(e) => {
+                    tracing::warn!(server = %self.server, error = %e.message, "server sent something that is not JSON-RPC; ignored");
+                    continue;
+                }
+            };
             if let Some(pending) = pending.as_deref_mut() {
-                pending.note(self, &line);
+                pending.note(self, &message);
             }
-            dispatch(&conn, self.sink.as_ref(), line);
+            dispatch(&conn, self.sink.as_ref(), message);
         }
     }
 
     /// Answers the requests `pending` still waits for with an error of moniker's (-32603).
     /// The failure of `initialize` (which the supervisor reports as the reason the server did
     /// not start) names the URL; errors that clients see do not.
-    fn fail(&self, pending: &mut Pending, why: &str) {
-        self.fail_with(pending, jsonrpc::INTERNAL_ERROR, why);
+    pub(super) fn fail(&self, pending: &mut Pending, why: &str) {
+        self.fail_with(pending, message::INTERNAL_ERROR, why);
     }
 
-    fn fail_with(&self, pending: &mut Pending, code: i64, why: &str) {
+    pub(super) fn fail_with(&self, pending: &mut Pending, code: i64, why: &str) {
         if pending.ids.is_empty() {
             return;
         }
@@ -324,82 +325,61 @@ impl Link {
             return;
         };
         for id in pending.ids.drain(..) {
-            let Ok(id) = RawValue::from_string(id) else {
-                continue;
-            };
-            let line = jsonrpc::error(Some(&id), code, why);
-            dispatch(&conn, self.sink.as_ref(), line);
+            dispatch(
+                &conn,
+                self.sink.as_ref(),
+                Message::error(Some(&id), code, why),
+            );
         }
     }
 }
 
 /// The requests of one POST still waiting for their responses (ids as JSON text).
-struct Pending {
+pub(super) struct Pending {
     ids: Vec<String>,
     /// The id of `initialize`, whose result tells the protocol version.
     initialize: Option<String>,
 }
 
 impl Pending {
-    fn of(line: &str) -> Self {
-        let mut pending = Self {
-            ids: Vec::new(),
-            initialize: None,
-        };
-        match jsonrpc::parse(line) {
-            Ok(Parsed::One(Message::Request { id, method, .. })) => {
-                pending.ids.push(id.get().to_owned());
-                if method == "initialize" {
-                    pending.initialize = Some(id.get().to_owned());
-                }
-            }
-            Ok(Parsed::Batch(items)) => {
-                for item in items.into_iter().flatten() {
-                    if let Message::Request { id, .. } = item {
-                        pending.ids.push(id.get().to_owned());
-                    }
-                }
-            }
-            _ => {}
+    pub(super) fn of(sent: &Message) -> Self {
+        let id = sent.id().filter(|_| sent.is_request()).map(str::to_owned);
+        Self {
+            initialize: id.clone().filter(|_| sent.method() == Some("initialize")),
+            ids: id.into_iter().collect(),
         }
-        pending
     }
 
-    fn is_done(&self) -> bool {
+    pub(super) fn is_done(&self) -> bool {
         self.ids.is_empty()
     }
 
     /// Notes a message from the server: a response to one of ours is no longer pending.
-    fn note(&mut self, link: &Link, line: &str) {
-        let Ok(Parsed::One(Message::Response { id, outcome })) = jsonrpc::parse(line) else {
+    fn note(&mut self, link: &Link, message: &Message) {
+        let Some(id) = message.id().filter(|_| message.is_response()) else {
             return;
         };
-        self.ids.retain(|pending| pending != id.get());
-        if self.initialize.as_deref() == Some(id.get()) {
+        self.ids.retain(|pending| pending != id);
+        if self.initialize.as_deref() == Some(id) {
             self.initialize = None;
-            if let Outcome::Result(result) = outcome {
-                let version = jsonrpc::fields(result)
-                    .and_then(|fields| jsonrpc::str_field(&fields, "protocolVersion"))
-                    .and_then(|v| HeaderValue::from_str(&v).ok());
-                if let Some(version) = version {
-                    *lock(&link.version) = Some(version);
-                }
+            // The server's answer (not moniker's own text) tells the version it speaks.
+            let version = message
+                .result_text()
+                .and_then(message::fields)
+                .and_then(|fields| message::str_field(&fields, "protocolVersion"))
+                .and_then(|v| HeaderValue::from_str(&v).ok());
+            if let Some(version) = version {
+                *lock(&link.version) = Some(version);
             }
         }
     }
 }
 
-/// The request a `notifications/cancelled` line cancels (its id as JSON text).
-fn cancelled_request(line: &str) -> Option<String> {
-    let Ok(Parsed::One(Message::Notification {
-        method: "notifications/cancelled",
-        params: Some(params),
-    })) = jsonrpc::parse(line)
-    else {
-        return None;
-    };
-    let fields = jsonrpc::fields(params)?;
-    Some(fields.get("requestId")?.get().to_owned())
+/// The request a `notifications/cancelled` of moniker's cancels (its id as JSON text).
+fn cancelled_request(sent: &Message) -> Option<&str> {
+    (sent.method() == Some("notifications/cancelled"))
+        .then(|| sent.request_id())
+        .flatten()
 }
 
 /// The messages of a body: the elements of a batch, or the one message.
@@ -424,7 +404,7 @@ fn one_line(message: &str) -> String {
 }
 
 /// The innermost cause of an error, which says what happened ("Connection refused").
-fn cause(e: &reqwest::Error) -> String {
+pub(super) fn cause(e: &reqwest::Error) -> String {
     let mut last: &dyn std::error::Error = e;
     while let Some(source) = last.source() {
         last = source;
@@ -436,7 +416,7 @@ fn cause(e: &reqwest::Error) -> String {
     }
 }
 
-fn content_type(response: &reqwest::Response) -> String {
+pub(super) fn content_type(response: &reqwest::Response) -> String {
     response
         .headers()
         .get(CONTENT_TYPE)
@@ -446,20 +426,20 @@ fn content_type(response: &reqwest::Response) -> String {
         .to_ascii_lowercase()
 }
 
-fn is_event_stream(response: &reqwest::Response) -> bool {
+pub(super) fn is_event_stream(response: &reqwest::Response) -> bool {
     content_type(response).starts_with(EVENT_STREAM)
 }
 
 /// The writer: takes the gateway's lines in order and sends them.
-async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<String>, setup: Duration) {
+async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: Duration) {
     let mut mode = Mode::Streamable { ready: false };
     let mut first = true;
     loop {
-        let line = tokio::select! {
-            line = rx.recv() => line,
+        let sent = tokio::select! {
+            sent = rx.recv() => sent,
             () = link.stopped() => None,
         };
-        let Some(line) = line else { break };
+        let Some(line) = sent else { break };
         match &mut mode {
             Mode::Legacy { endpoint } => {
                 let endpoint = endpoint.clone();
@@ -468,7 +448,7 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<String>, setup: Du
             Mode::Streamable { ready: true } => {
                 // A cancelled request's answer is not waited for any more: its stream ends.
                 if let Some(id) = cancelled_request(&line) {
-                    if let Some(cancel) = lock(&link.calls).remove(&id) {
+                    if let Some(cancel) = lock(&link.calls).remove(id) {
                         cancel.notify_one();
                     }
                 }
@@ -536,13 +516,7 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<String>, setup: Du
                         }
                     }
                     Ok(Posted::Done) => {
-                        let initialized = matches!(
-                            jsonrpc::parse(&line),
-                            Ok(Parsed::One(Message::Notification {
-                                method: "notifications/initialized",
-                                ..
-                            }))
-                        );
+                        let initialized = line.method() == Some("notifications/initialized");
                         if initialized && !is_first {
                             *ready = true;
                             let listener = link.clone();
@@ -576,7 +550,7 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<String>, setup: Du
 }
 
 /// POSTs one line (Streamable HTTP) and hands what comes back to the connection.
-async fn post(link: &Arc<Link>, line: &str, first: bool) -> Posted {
+async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
     let mut pending = Pending::of(line);
     let had_session = link.has_session();
     let sent = link
@@ -588,7 +562,7 @@ async fn post(link: &Arc<Link>, line: &str, first: bool) -> Posted {
                 (ACCEPT, HeaderValue::from_static(BOTH)),
             ],
         )
-        .body(line.to_owned())
+        .body(line.text().to_owned())
         .send()
         .await;
     let response = match sent {
@@ -682,7 +656,7 @@ async fn refused(link: &Link, response: reqwest::Response, pending: &mut Pending
         tracing::warn!(server = %link.server, url = %link.shown, %status, "the server refused a message");
         return;
     }
-    if jsonrpc::parse(&body).is_ok() {
+    if body.trim_start().starts_with(['{', '[']) {
         link.deliver(&body, Some(pending));
     }
     let why = format!("the server answered {}", refusal(status, &body));
@@ -727,13 +701,13 @@ async fn broke(link: &Link, pending: &mut Pending, e: &reqwest::Error) {
         link.close(&format!("cannot reach the server: {}", cause(e)));
     } else {
         let why = format!("the connection to the server broke: {}", cause(e));
-        link.fail_with(pending, jsonrpc::SERVER_GONE, &why);
+        link.fail_with(pending, crate::errors::SERVER_GONE, &why);
     }
 }
 
 /// Reads an event stream, handing its messages to the connection, until it ends or (with
 /// `pending`) every response came. True when it carried anything (keep-alive comments too).
-async fn read_stream(
+pub(super) async fn read_stream(
     link: &Link,
     mut response: reqwest::Response,
     parser: &mut Parser,
@@ -761,7 +735,7 @@ async fn read_stream(
     }
 }
 
-fn on_event(link: &Link, event: &Event, pending: Option<&mut Pending>) {
+pub(super) fn on_event(link: &Link, event: &Event, pending: Option<&mut Pending>) {
     if event.event != "message" {
         tracing::debug!(server = %link.server, event = %event.event, "event ignored");
         return;
@@ -872,121 +846,6 @@ async fn listen(link: &Link) {
     }
 }
 
-/// Opens the legacy transport's event stream and waits for its endpoint; its reader then
-/// runs for the connection's life.
-async fn open_legacy(link: &Arc<Link>) -> Result<Url, String> {
-    let mut response = link
-        .request(
-            Method::GET,
-            &link.url,
-            &[(ACCEPT, HeaderValue::from_static(EVENT_STREAM))],
-        )
-        .send()
-        .await
-        .map_err(|e| format!("GET: {}", cause(&e)))?;
-    let status = response.status();
-    if !status.is_success() {
-        return Err(format!("GET: HTTP {status}"));
-    }
-    if !is_event_stream(&response) {
-        return Err(format!(
-            "GET: content type `{}`, not an event stream",
-            content_type(&response)
-        ));
-    }
-    let mut parser = Parser::new(link.max_message);
-    let mut events = Vec::new();
-    let endpoint = loop {
-        let chunk = response
-            .chunk()
-            .await
-            .map_err(|e| format!("GET: {}", cause(&e)))?
-            .ok_or_else(|| "GET: the stream ended before its `endpoint` event".to_owned())?;
-        parser.feed(&chunk, &mut events);
-        let mut found = None;
-        for event in events.drain(..) {
-            if found.is_none() && event.event == "endpoint" {
-                found = Some(event.data);
-            } else {
-                on_event(link, &event, None);
-            }
-        }
-        if let Some(found) = found {
-            break found;
-        }
-    };
-    let endpoint = link
-        .url
-        .join(endpoint.trim())
-        .map_err(|e| format!("the `endpoint` event is not a URL: {e}"))?;
-    if endpoint.origin() != link.url.origin() {
-        return Err("the `endpoint` event names another origin".to_owned());
-    }
-    let reader = link.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            r = read_stream(&reader, response, &mut parser, None) => {
-                let why = match r {
-                    Ok(_) => "the server ended its event stream".to_owned(),
-                    Err(e) => format!("the server's event stream broke: {}", cause(&e)),
-                };
-                reader.close(&why);
-            }
-            () = reader.stopped() => {}
-        }
-    });
-    Ok(endpoint)
-}
-
-/// Sends one line over the legacy transport, in order: the server acknowledges each at once
-/// (its answers come on the event stream), so one that does not is not waited for long.
-async fn legacy_send(link: &Link, endpoint: &Url, line: &str, wait: Duration) {
-    tokio::select! {
-        r = tokio::time::timeout(wait, legacy_post(link, endpoint, line)) => {
-            if r.is_err() {
-                tracing::warn!(server = %link.server, url = %link.shown, "the server did not acknowledge a message in time");
-            }
-        }
-        () = link.stopped() => {}
-    }
-}
-
-/// POSTs one line to the legacy endpoint; what answers it comes on the event stream.
-async fn legacy_post(link: &Link, endpoint: &Url, line: &str) {
-    let mut pending = Pending::of(line);
-    let sent = link
-        .request(
-            Method::POST,
-            endpoint,
-            &[(CONTENT_TYPE, HeaderValue::from_static(JSON))],
-        )
-        .body(line.to_owned())
-        .send()
-        .await;
-    match sent {
-        Ok(response) if response.status().is_success() => {}
-        Ok(response) if response.status() == StatusCode::NOT_FOUND => {
-            link.close("the server forgot the session (HTTP 404)");
-        }
-        Ok(response) => {
-            let status = response.status();
-            let why = format!("the server answered HTTP {status}");
-            if pending.is_done() {
-                tracing::warn!(server = %link.server, url = %link.shown, %status, "the server refused a message");
-            }
-            link.fail(&mut pending, &why);
-        }
-        Err(e) => {
-            let why = format!("cannot reach the server: {}", cause(&e));
-            if e.is_connect() {
-                link.close(&why);
-            } else {
-                link.fail(&mut pending, &why);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1005,28 +864,33 @@ mod tests {
         assert_eq!(split("[not json"), vec!["[not json"]);
     }
 
+    fn sent(line: &str) -> Message {
+        message::parse_one(line.to_owned()).expect("a message")
+    }
+
     #[test]
     fn pending_requests_are_read_from_what_is_sent() {
-        let p = Pending::of(r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}}"#);
+        let p = Pending::of(&sent(
+            r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}}"#,
+        ));
         assert_eq!(p.ids, vec!["3"]);
         assert_eq!(p.initialize.as_deref(), Some("3"));
-        let p = Pending::of(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        let p = Pending::of(&sent(
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        ));
         assert!(p.is_done());
-        let p = Pending::of(r#"{"jsonrpc":"2.0","id":"s1","result":{}}"#);
+        let p = Pending::of(&sent(r#"{"jsonrpc":"2.0","id":"s1","result":{}}"#));
         assert!(p.is_done());
-        let p = Pending::of(
-            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"x"}]"#,
-        );
-        assert_eq!(p.ids, vec!["1"]);
         assert_eq!(
-            cancelled_request(
+            cancelled_request(&sent(
                 r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":12,"reason":"timeout"}}"#
-            )
-            .as_deref(),
+            )),
             Some("12")
         );
         assert_eq!(
-            cancelled_request(r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#),
+            cancelled_request(&sent(
+                r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#
+            )),
             None
         );
     }

@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 use moniker_surface::ServerId;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Connection, Sink, dispatch};
-use crate::framing::{Frame, read_frame};
+use super::{Connection, Sink, dispatch_line};
+use crate::framing::{Frame, read_frame, write_lines};
+use crate::message::Message;
 
 /// How to start one server.
 #[derive(Clone)]
@@ -72,26 +73,10 @@ pub fn spawn(
         return Err(std::io::Error::other("the child's pipes were not set up"));
     };
 
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let (tx, rx) = mpsc::unbounded_channel::<Message>();
     let conn = Arc::new(Connection::new(server.clone(), tx));
-
-    tokio::spawn(async move {
-        let mut writer = BufWriter::new(stdin);
-        while let Some(line) = rx.recv().await {
-            if write_line(&mut writer, &line).await.is_err() {
-                return;
-            }
-            // Write whatever else is queued before flushing: one syscall for a burst.
-            while let Ok(line) = rx.try_recv() {
-                if write_line(&mut writer, &line).await.is_err() {
-                    return;
-                }
-            }
-            if writer.flush().await.is_err() {
-                return;
-            }
-        }
-    });
+    // A write that fails means the server is gone: its reader sees that too.
+    tokio::spawn(write_lines(stdin, rx));
 
     let (closed_tx, closed) = oneshot::channel();
     let reader_conn = conn.clone();
@@ -102,7 +87,7 @@ pub fn spawn(
             match read_frame(&mut reader, &mut buf, max_message).await {
                 Ok(Frame::Line) => match std::str::from_utf8(&buf) {
                     Ok(line) if line.trim().is_empty() => {}
-                    Ok(line) => dispatch(&reader_conn, sink.as_ref(), line.to_owned()),
+                    Ok(line) => dispatch_line(&reader_conn, sink.as_ref(), line.to_owned()),
                     Err(_) => {
                         tracing::warn!(server = %reader_conn.server, "server wrote a line that is not UTF-8; ignored")
                     }
@@ -130,9 +115,4 @@ pub fn spawn(
         child,
         closed,
     })
-}
-
-async fn write_line<W: AsyncWriteExt + Unpin>(w: &mut W, line: &str) -> std::io::Result<()> {
-    w.write_all(line.as_bytes()).await?;
-    w.write_all(b"\n").await
 }

@@ -1,7 +1,8 @@
-//! Connections to servers: a request/response multiplexer over one transport, the MCP
-//! handshake, and listing.
+//! How moniker reaches servers: a request/response multiplexer over one transport (a child's
+//! pipes, Streamable HTTP, or the legacy HTTP+SSE transport), the MCP handshake, and listing.
 
 pub mod http;
+mod legacy;
 pub mod stdio;
 
 use std::collections::HashMap;
@@ -14,7 +15,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::jsonrpc::{self, Message, Outcome};
+use crate::message::{self, Message};
+use crate::sync::lock;
 
 /// How to reach one server.
 #[derive(Clone)]
@@ -77,7 +79,7 @@ pub const PINNED_PROTOCOL_VERSION: &str = "2025-06-18";
 
 /// Receives what a server sends on its own: requests to the client and notifications.
 pub trait Sink: Send + Sync + 'static {
-    fn server_message(&self, conn: &Arc<Connection>, line: String);
+    fn server_message(&self, conn: &Arc<Connection>, message: Message);
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -106,8 +108,8 @@ pub struct InitInfo {
 /// responses find their waiter by id.
 pub struct Connection {
     pub server: ServerId,
-    out: mpsc::UnboundedSender<String>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<String>>>,
+    out: mpsc::UnboundedSender<Message>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Message>>>,
     next_id: AtomicU64,
     closed: AtomicBool,
     init: OnceLock<InitInfo>,
@@ -122,7 +124,7 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    pub(crate) fn new(server: ServerId, out: mpsc::UnboundedSender<String>) -> Self {
+    pub(crate) fn new(server: ServerId, out: mpsc::UnboundedSender<Message>) -> Self {
         Self {
             server,
             out,
@@ -142,31 +144,31 @@ impl Connection {
     }
 
     /// Sends a notification or a response.
-    pub fn send(&self, line: String) -> Result<(), CallError> {
+    pub fn send(&self, message: Message) -> Result<(), CallError> {
         if self.is_closed() {
             return Err(CallError::Gone);
         }
-        self.out.send(line).map_err(|_| CallError::Gone)
+        self.out.send(message).map_err(|_| CallError::Gone)
     }
 
-    /// Sends a request; the receiver gets the server's whole response line.
+    /// Sends a request; the receiver gets the server's response.
     pub fn start(
         &self,
         method: &str,
         params: Option<&str>,
-    ) -> Result<(u64, oneshot::Receiver<String>), CallError> {
+    ) -> Result<(u64, oneshot::Receiver<Message>), CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        self.lock().insert(id, tx);
+        lock(&self.pending).insert(id, tx);
         // Checked after registering, so that `close` either sees this waiter or we see it
         // closed: no waiter is left behind.
         if self.is_closed()
             || self
                 .out
-                .send(jsonrpc::request(&id.to_string(), method, params))
+                .send(Message::request(&id.to_string(), method, params))
                 .is_err()
         {
-            self.lock().remove(&id);
+            lock(&self.pending).remove(&id);
             return Err(CallError::Gone);
         }
         Ok((id, rx))
@@ -174,36 +176,37 @@ impl Connection {
 
     /// Stops waiting for a request (timed out or cancelled).
     pub fn forget(&self, id: u64) {
-        self.lock().remove(&id);
+        lock(&self.pending).remove(&id);
     }
 
-    /// A request and its response line, within `timeout`.
+    /// Stops waiting for a request and tells the server so.
+    pub fn cancel(&self, id: u64, reason: &str) {
+        self.forget(id);
+        let _ = self.send(crate::hub::cancellation(id, reason));
+    }
+
+    /// A request and its response, within `timeout`.
     pub async fn call(
         &self,
         method: &str,
         params: Option<&str>,
         timeout: Duration,
-    ) -> Result<String, CallError> {
+    ) -> Result<Message, CallError> {
         let (id, rx) = self.start(method, params)?;
         match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(line)) => Ok(line),
+            Ok(Ok(response)) => Ok(response),
             Ok(Err(_)) => Err(CallError::Gone),
             Err(_) => {
-                self.forget(id);
-                let params = format!(r#"{{"requestId":{id},"reason":"timeout"}}"#);
-                let _ = self.send(jsonrpc::notification(
-                    "notifications/cancelled",
-                    Some(&params),
-                ));
+                self.cancel(id, "timeout");
                 Err(CallError::Timeout)
             }
         }
     }
 
     /// Hands a response to its waiter; false when nobody waits for that id.
-    pub(crate) fn deliver(&self, id: u64, line: String) -> bool {
-        match self.lock().remove(&id) {
-            Some(tx) => tx.send(line).is_ok(),
+    pub(crate) fn deliver(&self, id: u64, response: Message) -> bool {
+        match lock(&self.pending).remove(&id) {
+            Some(tx) => tx.send(response).is_ok(),
             None => false,
         }
     }
@@ -211,61 +214,41 @@ impl Connection {
     /// Marks the connection closed and fails every waiting request at once.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        self.lock().clear();
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<String>>> {
-        // A poisoned lock only means a panic elsewhere; the map itself is still consistent.
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.pending).clear();
     }
 }
 
-/// Routes one line read from a server: responses to their waiters, the rest to the sink.
-pub(crate) fn dispatch(conn: &Arc<Connection>, sink: &dyn Sink, line: String) {
-    enum Seen {
-        Response(Option<u64>),
-        Other,
-        Batch,
-        Bad(String),
+/// Routes one message from a server: responses to their waiters, the rest to the sink.
+pub(crate) fn dispatch(conn: &Arc<Connection>, sink: &dyn Sink, message: Message) {
+    if message.is_response() {
+        let id = message.our_id();
+        if !id.is_some_and(|id| conn.deliver(id, message)) {
+            tracing::debug!(server = %conn.server, ?id, "response to no pending request");
+        }
+    } else {
+        sink.server_message(conn, message);
     }
-    // Classified first, so that the line can move to its waiter without a copy.
-    let seen = match jsonrpc::parse(&line) {
-        Ok(jsonrpc::Parsed::One(Message::Response { id, .. })) => {
-            Seen::Response(id.get().parse().ok())
-        }
-        Ok(jsonrpc::Parsed::One(_)) => Seen::Other,
-        Ok(jsonrpc::Parsed::Batch(_)) => Seen::Batch,
-        Err(e) => Seen::Bad(e.message),
-    };
-    match seen {
-        Seen::Response(id) => {
-            if !id.is_some_and(|id| conn.deliver(id, line)) {
-                tracing::debug!(server = %conn.server, ?id, "response to no pending request");
-            }
-        }
-        Seen::Other => sink.server_message(conn, line),
-        Seen::Batch => {
+}
+
+/// Parses one line from a server, once, and routes it.
+pub(crate) fn dispatch_line(conn: &Arc<Connection>, sink: &dyn Sink, line: String) {
+    match message::parse(line) {
+        Ok(message::Incoming::One(message)) => dispatch(conn, sink, message),
+        Ok(message::Incoming::Batch(_)) => {
             tracing::warn!(server = %conn.server, "server sent a batch; moniker does not take batches from servers")
         }
-        Seen::Bad(error) => {
-            let shown: String = line.chars().take(120).collect();
-            tracing::warn!(server = %conn.server, %error, line = %shown, "server wrote something that is not JSON-RPC; ignored");
+        Err(e) => {
+            tracing::warn!(server = %conn.server, error = %e.message, "server wrote something that is not JSON-RPC; ignored")
         }
     }
 }
 
-/// The result of a response line, or its error object as text.
-pub fn outcome(line: &str) -> Result<&RawValue, String> {
-    match jsonrpc::parse(line) {
-        Ok(jsonrpc::Parsed::One(Message::Response {
-            outcome: Outcome::Result(r),
-            ..
-        })) => Ok(r),
-        Ok(jsonrpc::Parsed::One(Message::Response {
-            outcome: Outcome::Error(e),
-            ..
-        })) => Err(e.get().to_owned()),
-        _ => Err("not a response".to_owned()),
+/// The result of a response, or its error object as text.
+pub fn outcome(response: &Message) -> Result<&str, String> {
+    match (response.result_text(), response.error_text()) {
+        (Some(result), _) => Ok(result),
+        (None, Some(error)) => Err(error.to_owned()),
+        (None, None) => Err("not a response".to_owned()),
     }
 }
 
@@ -309,13 +292,13 @@ pub async fn handshake(
         r#"{{"protocolVersion":"{PINNED_PROTOCOL_VERSION}","capabilities":{{"roots":{{"listChanged":true}},"sampling":{{}},"elicitation":{{}}}},"clientInfo":{{"name":"moniker","version":"{}"}}}}"#,
         env!("CARGO_PKG_VERSION")
     );
-    let line = conn.call("initialize", Some(&params), timeout).await?;
-    let result = outcome(&line).map_err(|error| HandshakeError::Refused {
+    let response = conn.call("initialize", Some(&params), timeout).await?;
+    let result = outcome(&response).map_err(|error| HandshakeError::Refused {
         method: "initialize",
         error,
     })?;
     let init: InitResult<'_> =
-        serde_json::from_str(result.get()).map_err(|e| HandshakeError::Refused {
+        serde_json::from_str(result).map_err(|e| HandshakeError::Refused {
             method: "initialize",
             error: e.to_string(),
         })?;
@@ -334,7 +317,7 @@ pub async fn handshake(
         resources_subscribe: caps.resources.is_some_and(|r| r.subscribe),
     };
     let _ = conn.init.set(info.clone());
-    conn.send(jsonrpc::notification("notifications/initialized", None))?;
+    conn.send(Message::notification("notifications/initialized", None))?;
     list(conn, &info, timeout).await
 }
 
@@ -366,9 +349,10 @@ pub async fn list_all(
     // A server that hands out cursors forever must not hold moniker forever.
     for _ in 0..10_000 {
         let params = cursor.as_ref().map(|c| format!(r#"{{"cursor":{c}}}"#));
-        let line = conn.call(method, params.as_deref(), timeout).await?;
-        let result = outcome(&line).map_err(|error| HandshakeError::Refused { method, error })?;
-        let fields = jsonrpc::fields(result).ok_or_else(|| HandshakeError::Refused {
+        let response = conn.call(method, params.as_deref(), timeout).await?;
+        let result =
+            outcome(&response).map_err(|error| HandshakeError::Refused { method, error })?;
+        let fields = message::fields(result).ok_or_else(|| HandshakeError::Refused {
             method,
             error: "the result is not an object".to_owned(),
         })?;

@@ -28,9 +28,9 @@
 //! - Sessions unused for [`HttpSettings::session_idle`] (no request running, no stream open)
 //!   are dropped by a sweeper task; at most 10,000 live at once (503 for more).
 //!
-//! Where messages go (`route`): the progress of a request answered as an SSE stream goes on
-//! that stream, before the response (what the server sent before its answer is routed before
-//! the answer is written, so the order holds). Everything else a session sends on its own —
+//! Where messages go: the progress of a request answered as an SSE stream goes on that stream,
+//! before the response (the request's answers and its progress share one channel, in the
+//! order they happened; see [`Answers`]). Everything else a session sends on its own —
 //! list changes, logging, progress of requests answered as JSON, and the servers' requests to
 //! the client (sampling, elicitation, roots) — goes to the GET stream; what comes while none is
 //! open waits in the replay buffer, so a client that must answer sampling keeps a GET stream
@@ -43,13 +43,12 @@
 
 mod checks;
 mod outbox;
-mod route;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use axum::Router;
@@ -62,25 +61,22 @@ use axum::routing::{any, get as route_get};
 use futures_util::{Stream, StreamExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 
-use self::checks::{Accept, Auth, Refused};
+use self::checks::{Accept, Refused};
+pub(crate) use self::checks::{Auth, authenticate, host_allowed};
 use self::outbox::{Activity, Busy, KEEP_ALIVE_COMMENT, Outbox};
-use self::route::{Dispatch, Following};
 use crate::gateway::Gateway;
-use crate::jsonrpc::{self, Message, Outcome, Parsed};
-use crate::session::Session;
+use crate::headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID};
+use crate::message::{self, Incoming, Message};
+use crate::session::{Answers, Session};
+use crate::sync::lock;
 
 /// The MCP endpoint's path.
 pub const MCP_PATH: &str = "/mcp";
 /// A health check: `200 ok`, no authentication.
 pub const HEALTH_PATH: &str = "/healthz";
-/// Prometheus metrics: the Host and token rules of [`MCP_PATH`] apply.
-pub const METRICS_PATH: &str = "/metrics";
+pub use super::metrics::METRICS_PATH;
 
-const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// At most this many sessions at once (each keeps a replay buffer): 503 for more.
 const MAX_SESSIONS: usize = 10_000;
@@ -152,11 +148,6 @@ pub fn check_bind(addr: SocketAddr, settings: &HttpSettings) -> Result<(), Strin
     Ok(())
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere; the map is still consistent.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 struct Shared {
     gateway: Arc<Gateway>,
     settings: HttpSettings,
@@ -175,7 +166,6 @@ struct HttpSession {
     /// The protocol version negotiated in `initialize`.
     protocol: String,
     outbox: Arc<Outbox>,
-    dispatch: Arc<Dispatch>,
     activity: Arc<Activity>,
 }
 
@@ -207,7 +197,19 @@ pub async fn serve(
     let app = Router::new()
         .route(MCP_PATH, any(mcp))
         .route(HEALTH_PATH, route_get(|| async { "ok" }))
-        .route(METRICS_PATH, route_get(metrics))
+        .route(
+            METRICS_PATH,
+            route_get(
+                |State(shared): State<Arc<Shared>>, headers: HeaderMap| async move {
+                    super::metrics::respond(
+                        &shared.gateway,
+                        &headers,
+                        &shared.hosts,
+                        &shared.settings.tokens,
+                    )
+                },
+            ),
+        )
         .with_state(shared.clone());
     tracing::info!(
         address = %local,
@@ -289,7 +291,7 @@ fn short(id: &str) -> &str {
 /// gateway's default toolset, if any).
 fn open_session(
     gateway: Arc<Gateway>,
-    out: mpsc::UnboundedSender<String>,
+    out: mpsc::UnboundedSender<Message>,
     toolset: Option<&str>,
 ) -> Arc<Session> {
     match toolset {
@@ -308,36 +310,37 @@ fn new_session_id() -> Option<String> {
 // ---------------------------------------------------------------------------------------------
 // Responses
 
-fn set(response: &mut Response, name: HeaderName, value: &'static str) {
+pub(super) fn set(response: &mut Response, name: HeaderName, value: &'static str) {
     response
         .headers_mut()
         .insert(name, HeaderValue::from_static(value));
 }
 
-fn with_status(status: StatusCode, body: Body) -> Response {
+pub(super) fn with_status(status: StatusCode, body: Body) -> Response {
     let mut response = Response::new(body);
     *response.status_mut() = status;
     response
 }
 
 /// A JSON body (a JSON-RPC message).
-fn json(status: StatusCode, body: String) -> Response {
+fn json(status: StatusCode, message: Message) -> Response {
+    let body = message.into_text();
     let mut response = with_status(status, Body::from(body));
     set(&mut response, header::CONTENT_TYPE, "application/json");
     response
 }
 
 /// An error of the transport, as a JSON-RPC error without an id.
-fn failure(status: StatusCode, message: &str) -> Response {
+pub(super) fn failure(status: StatusCode, text: &str) -> Response {
     let code = if status == StatusCode::BAD_REQUEST {
-        jsonrpc::INVALID_REQUEST
+        message::INVALID_REQUEST
     } else {
         -32000
     };
-    json(status, jsonrpc::error(None, code, message))
+    json(status, Message::error(None, code, text))
 }
 
-fn unauthorized(why: Refused) -> Response {
+pub(super) fn unauthorized(why: Refused) -> Response {
     let (message, challenge) = match why {
         Refused::Missing => (
             "Unauthorized: a bearer token is required",
@@ -374,9 +377,9 @@ where
 }
 
 /// One SSE event, and the end of the stream.
-fn sse_once(message: &str) -> Response {
+fn sse_once(message: &Message) -> Response {
     let mut text = String::new();
-    outbox::event(&mut text, None, message);
+    outbox::event(&mut text, None, message.text());
     sse(futures_util::stream::once(
         async move { Ok(Bytes::from(text)) },
     ))
@@ -463,62 +466,6 @@ async fn mcp(State(shared): State<Arc<Shared>>, request: Request) -> Response {
         );
     }
     response
-}
-
-/// `GET /metrics`: the gateway's metrics in the Prometheus text format.
-async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-    if host.and_then(|h| checks::host_allowed(h, &shared.hosts)) != Some(true) {
-        return failure(
-            StatusCode::FORBIDDEN,
-            "Forbidden: Host header is not allowed",
-        );
-    }
-    let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
-    if let Err(why) = checks::authenticate(authorization, &shared.settings.tokens) {
-        return unauthorized(why);
-    }
-    metrics_text(&shared.gateway)
-}
-
-fn metrics_text(gateway: &Gateway) -> Response {
-    let mut response = with_status(StatusCode::OK, Body::from(gateway.metrics.render()));
-    set(
-        &mut response,
-        header::CONTENT_TYPE,
-        "text/plain; version=0.0.4; charset=utf-8",
-    );
-    response
-}
-
-/// Serves only `GET /metrics` (for `moniker serve --metrics ADDR` beside stdio), loopback
-/// Host names only, until `shutdown` completes.
-pub async fn serve_metrics(
-    gateway: Arc<Gateway>,
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let local = listener.local_addr()?;
-    let app = Router::new().route(
-        METRICS_PATH,
-        route_get(move |headers: HeaderMap| {
-            let gateway = gateway.clone();
-            async move {
-                let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-                if host.and_then(|h| checks::host_allowed(h, &[])) != Some(true) {
-                    return failure(
-                        StatusCode::FORBIDDEN,
-                        "Forbidden: Host header is not allowed",
-                    );
-                }
-                metrics_text(&gateway)
-            }
-        }),
-    );
-    tracing::info!(address = %local, "serving metrics at http://{local}{METRICS_PATH}");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
 }
 
 /// A CORS preflight from an allowed origin.
@@ -610,33 +557,31 @@ struct Shape {
     initialize: bool,
     /// A batch with an `initialize` in it.
     batched_initialize: bool,
-    /// The `_meta.progressToken` of its one request.
-    progress_token: Option<String>,
+    /// Its one request asks for progress.
+    progress: bool,
 }
 
 impl Shape {
-    /// The body's shape, or the error response to a body that is not JSON-RPC.
-    fn of(text: &str) -> Result<Self, String> {
+    fn of(incoming: &Incoming) -> Self {
         let mut shape = Self {
             needs_answer: false,
             initialize: false,
             batched_initialize: false,
-            progress_token: None,
+            progress: false,
         };
-        match jsonrpc::parse(text) {
-            Err(e) => return Err(jsonrpc::error(e.id, e.code, &e.message)),
-            Ok(Parsed::One(Message::Request { method, params, .. })) => {
+        match incoming {
+            Incoming::One(m) if m.is_request() => {
                 shape.needs_answer = true;
-                shape.initialize = method == "initialize";
-                shape.progress_token = route::request_progress_token(params);
+                shape.initialize = m.method() == Some("initialize");
+                shape.progress = m.progress_token().is_some();
             }
-            Ok(Parsed::One(_)) => {}
-            Ok(Parsed::Batch(items)) => {
-                for item in &items {
+            Incoming::One(_) => {}
+            Incoming::Batch(items) => {
+                for item in items {
                     match item {
-                        Ok(Message::Request { method, .. }) => {
+                        Ok(m) if m.is_request() => {
                             shape.needs_answer = true;
-                            shape.batched_initialize |= *method == "initialize";
+                            shape.batched_initialize |= m.method() == Some("initialize");
                         }
                         Err(_) => shape.needs_answer = true,
                         Ok(_) => {}
@@ -644,7 +589,7 @@ impl Shape {
                 }
             }
         }
-        Ok(shape)
+        shape
     }
 }
 
@@ -707,17 +652,19 @@ async fn post(shared: &Arc<Shared>, headers: &HeaderMap, body: Body, auth: Auth)
     let Ok(text) = String::from_utf8(bytes) else {
         return json(
             StatusCode::BAD_REQUEST,
-            jsonrpc::error(None, jsonrpc::PARSE_ERROR, "Parse error: not UTF-8"),
+            Message::error(None, message::PARSE_ERROR, "Parse error: not UTF-8"),
         );
     };
-    let shape = match Shape::of(&text) {
-        Ok(shape) => shape,
-        Err(reply) => return json(StatusCode::BAD_REQUEST, reply),
+    // The body is parsed here, once; the session takes the parsed messages.
+    let incoming = match message::parse(text) {
+        Ok(incoming) => incoming,
+        Err(invalid) => return json(StatusCode::BAD_REQUEST, invalid.answer()),
     };
+    let shape = Shape::of(&incoming);
     let mode = if shape.needs_answer {
         let accept = Accept::parse(header_str(headers, header::ACCEPT));
         // A request that asks for progress is answered as a stream that carries it.
-        if accept.sse && shape.progress_token.is_some() {
+        if accept.sse && shape.progress {
             Some(Mode::Sse)
         } else if accept.json {
             Some(Mode::Json)
@@ -734,7 +681,9 @@ async fn post(shared: &Arc<Shared>, headers: &HeaderMap, body: Body, auth: Auth)
     };
     if !headers.contains_key(SESSION_ID) {
         return match mode {
-            Some(mode) if shape.initialize => initialize(shared, headers, text, auth, mode).await,
+            Some(mode) if shape.initialize => {
+                initialize(shared, headers, incoming, auth, mode).await
+            }
             _ if shape.batched_initialize => failure(
                 StatusCode::BAD_REQUEST,
                 "Bad Request: initialize must be sent alone, not in a batch",
@@ -752,11 +701,11 @@ async fn post(shared: &Arc<Shared>, headers: &HeaderMap, body: Body, auth: Auth)
     let busy = http.activity.busy();
     match mode {
         None => {
-            // Notifications and responses are handled at once; nothing to wait for.
-            let _ = http.session.reply(&text).await;
+            // Notifications and responses are handled before `handle` returns.
+            http.session.handle(Ok(incoming), None);
             accepted()
         }
-        Some(mode) => answer(&http, text, mode, shape.progress_token, busy).await,
+        Some(mode) => answer(&http, incoming, mode, busy).await,
     }
 }
 
@@ -765,7 +714,7 @@ async fn post(shared: &Arc<Shared>, headers: &HeaderMap, body: Body, auth: Auth)
 async fn initialize(
     shared: &Arc<Shared>,
     headers: &HeaderMap,
-    text: String,
+    incoming: Incoming,
     auth: Auth,
     mode: Mode,
 ) -> Response {
@@ -790,25 +739,26 @@ async fn initialize(
             .and_then(|t| t.toolset.clone()),
         Auth::Open => None,
     };
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
     let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
     let outbox = Outbox::new();
-    let dispatch = Dispatch::new(rx, outbox.clone());
-    tokio::spawn(dispatch.clone().run());
-    let Some(reply) = session.reply(&text).await else {
+    let to_outbox = outbox.clone();
+    // What the session sends on its own waits in the outbox for the GET stream.
+    tokio::spawn(async move {
+        while let Some(message) = rx.recv().await {
+            to_outbox.push(message.into_text());
+        }
+    });
+    let Some(reply) = answer_of(&session, incoming).await else {
         return failure(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Internal error: initialize was not answered",
         );
     };
-    let protocol = match jsonrpc::parse(&reply) {
-        Ok(Parsed::One(Message::Response {
-            outcome: Outcome::Result(result),
-            ..
-        })) => jsonrpc::fields(result)
-            .and_then(|f| jsonrpc::str_field(&f, "protocolVersion").map(|v| v.into_owned())),
-        _ => None,
-    };
+    let protocol = session
+        .protocol_version()
+        .filter(|_| reply.result_text().is_some())
+        .map(str::to_owned);
     let mut response = match mode {
         Mode::Json => json(StatusCode::OK, reply),
         Mode::Sse => sse_once(&reply),
@@ -842,113 +792,81 @@ async fn initialize(
             auth,
             protocol,
             outbox,
-            dispatch,
             activity: Activity::new(),
         }),
     );
     response
 }
 
+/// The one answer to what was sent (its progress not wanted): `None` when there is none
+/// (a cancelled request).
+async fn answer_of(session: &Arc<Session>, incoming: Incoming) -> Option<Message> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    session.handle(Ok(incoming), Some(Answers::new(tx, false)));
+    rx.recv().await
+}
+
 /// Runs a body with requests in the session and answers it: as JSON once the answer is there,
-/// or as an SSE stream: the request's progress (when it has a progress token), keep-alive
-/// comments while the answer is awaited, then the answer.
+/// or as an SSE stream: the request's progress (when it asked for it), keep-alive comments
+/// while the answer is awaited, then the answer.
 ///
-/// The requests run in a task of their own: a client that goes away does not cancel them
+/// The requests run in tasks of the session's: a client that goes away does not cancel them
 /// (the spec: disconnection is not cancellation; a client cancels with
 /// `notifications/cancelled`), they finish and their answers are dropped.
-async fn answer(
-    http: &HttpSession,
-    text: String,
-    mode: Mode,
-    progress_token: Option<String>,
-    busy: Busy,
-) -> Response {
-    // Followed before the request starts, so that none of its progress goes elsewhere.
-    let progress = match (mode, progress_token) {
-        (Mode::Sse, Some(token)) => http.dispatch.follow(token),
-        _ => None,
+async fn answer(http: &HttpSession, incoming: Incoming, mode: Mode, busy: Busy) -> Response {
+    let (tx, rx) = mpsc::unbounded_channel();
+    http.session
+        .handle(Ok(incoming), Some(Answers::new(tx, mode == Mode::Sse)));
+    let mut stream = PostStream {
+        rx,
+        tick: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
+        done: false,
+        _busy: busy,
     };
-    let session = http.session.clone();
-    let task: JoinHandle<Option<String>> = tokio::spawn(async move {
-        let _busy = busy;
-        session.reply(&text).await
-    });
     match mode {
-        Mode::Json => match task.await {
-            Ok(Some(reply)) => json(StatusCode::OK, reply),
+        Mode::Json => match stream.rx.recv().await {
+            Some(reply) => json(StatusCode::OK, reply),
             // Cancelled by the client: nothing to answer.
-            Ok(None) => accepted(),
-            Err(_) => failure(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Internal error: the request failed",
-            ),
+            None => accepted(),
         },
-        Mode::Sse => {
-            let state = PostStream {
-                task: Some(task),
-                progress,
-                tick: tokio::time::interval_at(
-                    tokio::time::Instant::now() + KEEP_ALIVE,
-                    KEEP_ALIVE,
-                ),
-            };
-            sse(futures_util::stream::unfold(state, |mut st| async move {
-                let chunk = st.next().await?;
-                Some((Ok(Bytes::from(chunk)), st))
-            }))
-        }
+        Mode::Sse => sse(futures_util::stream::unfold(stream, |mut st| async move {
+            let chunk = st.next().await?;
+            Some((Ok(Bytes::from(chunk)), st))
+        })),
     }
 }
 
 /// The SSE stream of a POST: the request's progress and keep-alives, then the answer, then
-/// the end.
+/// the end. The answer is the last message on the channel: the channel closes after it.
 struct PostStream {
-    task: Option<JoinHandle<Option<String>>>,
-    progress: Option<(mpsc::UnboundedReceiver<String>, Following)>,
+    rx: mpsc::UnboundedReceiver<Message>,
     tick: tokio::time::Interval,
+    done: bool,
+    _busy: Busy,
 }
 
 impl PostStream {
     async fn next(&mut self) -> Option<String> {
-        let Self {
-            task,
-            progress,
-            tick,
-        } = self;
-        let handle = task.as_mut()?;
+        if self.done {
+            return None;
+        }
         tokio::select! {
-            reply = handle => {
-                *task = None;
+            message = self.rx.recv() => {
                 let mut text = String::new();
-                if let Some((mut rx, following)) = progress.take() {
-                    // Progress sent before the answer may still be on its way: route it now,
-                    // so that it goes out first.
-                    following.dispatch().flush();
-                    while let Ok(message) = rx.try_recv() {
-                        outbox::event(&mut text, None, &message);
+                match message {
+                    Some(message) => {
+                        outbox::event(&mut text, None, message.text());
+                        // What else is queued goes in the same chunk.
+                        while let Ok(message) = self.rx.try_recv() {
+                            outbox::event(&mut text, None, message.text());
+                        }
                     }
-                }
-                if let Ok(Some(reply)) = reply {
-                    outbox::event(&mut text, None, &reply);
+                    None => self.done = true,
                 }
                 (!text.is_empty()).then_some(text)
             }
-            Some(message) = next_progress(progress) => {
-                let mut text = String::new();
-                outbox::event(&mut text, None, &message);
-                Some(text)
-            }
-            _ = tick.tick() => Some(KEEP_ALIVE_COMMENT.to_owned()),
+            _ = self.tick.tick() => Some(KEEP_ALIVE_COMMENT.to_owned()),
         }
-    }
-}
-
-async fn next_progress(
-    progress: &mut Option<(mpsc::UnboundedReceiver<String>, Following)>,
-) -> Option<String> {
-    match progress {
-        Some((rx, _)) => rx.recv().await,
-        None => std::future::pending().await,
     }
 }
 

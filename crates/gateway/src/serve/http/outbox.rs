@@ -15,7 +15,9 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use crate::sync::lock;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -26,11 +28,6 @@ use tokio::sync::watch;
 const MAX_MESSAGES: usize = 1024;
 /// …and at most this many bytes of them (the newest message is always kept).
 const MAX_BYTES: usize = 16 * 1024 * 1024;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere; the buffer is still consistent.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 #[derive(Default)]
 struct State {
@@ -104,12 +101,6 @@ impl Outbox {
     pub(super) fn close(&self) {
         lock(&self.state).closed = true;
         self.changed.send_replace(());
-    }
-
-    /// How many messages the buffer holds.
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        lock(&self.state).log.len()
     }
 
     /// Whether a GET stream is open now.

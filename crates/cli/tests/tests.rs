@@ -1,0 +1,8 @@
+//! The `moniker` binary's integration tests, in one binary (a 2-core CI links fewer of them).
+
+mod actions;
+mod check;
+mod http;
+mod serve;
+mod surfaces;
+mod toolsets;

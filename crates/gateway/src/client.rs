@@ -1,4 +1,0 @@
-//! Client transports.
-
-pub mod http;
-pub mod stdio;

@@ -1,0 +1,96 @@
+//! The errors moniker itself returns to clients, in one place: each has its JSON-RPC code, its
+//! message and the outcome it counts as in the metrics. Errors that servers return are not
+//! here: they pass through unchanged.
+
+use std::time::Duration;
+
+use moniker_surface::{Kind, ServerId};
+
+use crate::message::{self, Message};
+use crate::metrics::Outcome;
+
+/// Unknown tool or prompt, after alias resolution and within the session's toolset.
+pub const UNKNOWN_NAME: i64 = -32004;
+/// The route's server is not connected.
+pub const SERVER_GONE: i64 = -32041;
+/// The server did not answer within the call timeout.
+pub const TIMEOUT: i64 = -32042;
+/// No server has the resource (the MCP specification's code).
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// An error of moniker's, answered to a client's request.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Refusal {
+    #[error("Method not found: {0}")]
+    MethodNotFound(String),
+    /// The params are not what the method takes (the reason says how).
+    #[error("{0}")]
+    InvalidParams(String),
+    #[error("Invalid Request: nested batch")]
+    NestedBatch,
+    #[error("Unknown {}: {name}", noun(*kind))]
+    UnknownName { kind: Kind, name: String },
+    #[error("Server `{0}` is not connected")]
+    ServerGone(ServerId),
+    #[error("Server `{0}` disconnected before answering")]
+    Disconnected(ServerId),
+    #[error("Server `{server}` did not answer within {} s", timeout.as_secs_f64())]
+    Timeout { server: ServerId, timeout: Duration },
+    #[error("the server's answer could not be read")]
+    Unreadable,
+    #[error("Resource not found: {0}")]
+    ResourceNotFound(String),
+}
+
+fn noun(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Tool => "tool",
+        Kind::Prompt => "prompt",
+    }
+}
+
+impl Refusal {
+    pub fn invalid_params(why: impl Into<String>) -> Self {
+        Self::InvalidParams(why.into())
+    }
+
+    pub fn code(&self) -> i64 {
+        match self {
+            Self::MethodNotFound(_) => message::METHOD_NOT_FOUND,
+            Self::InvalidParams(_) => message::INVALID_PARAMS,
+            Self::NestedBatch => message::INVALID_REQUEST,
+            Self::UnknownName { .. } => UNKNOWN_NAME,
+            Self::ServerGone(_) | Self::Disconnected(_) => SERVER_GONE,
+            Self::Timeout { .. } => TIMEOUT,
+            Self::Unreadable => message::INTERNAL_ERROR,
+            Self::ResourceNotFound(_) => RESOURCE_NOT_FOUND,
+        }
+    }
+
+    /// How a call that ends with this counts in the metrics.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Self::UnknownName { .. } => Outcome::Unknown,
+            Self::ServerGone(_) | Self::Disconnected(_) => Outcome::ServerGone,
+            Self::Timeout { .. } => Outcome::Timeout,
+            Self::MethodNotFound(_)
+            | Self::InvalidParams(_)
+            | Self::NestedBatch
+            | Self::Unreadable
+            | Self::ResourceNotFound(_) => Outcome::Error,
+        }
+    }
+
+    /// The error response to the request `id` (raw JSON).
+    pub fn answer(&self, id: &str) -> Message {
+        Message::error(Some(id), self.code(), &self.to_string())
+    }
+}
+
+/// A tool result that reports a failure to the model (`isError: true`) with one text.
+pub fn tool_error(text: &str) -> String {
+    format!(
+        r#"{{"content":[{{"type":"text","text":{}}}],"isError":true}}"#,
+        message::string(text)
+    )
+}

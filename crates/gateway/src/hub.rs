@@ -1,0 +1,242 @@
+//! The hub: a registry of the clients' session handles ([`Peer`]s) and of the progress tokens
+//! in flight, through which the gateway reaches clients without knowing what a session is.
+//!
+//! A peer is the half of a session that messages from servers need: where its messages go,
+//! whether it is ready, what it subscribed to, which of its requests are running on which
+//! server, and the servers' requests that wait for its answer.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use moniker_surface::ServerId;
+use tokio::sync::mpsc;
+
+use crate::connect::Connection;
+use crate::message::{self, Message};
+use crate::sync::lock;
+
+/// A request of the client's being handled: registered as it is read, so that a cancellation
+/// that comes right after it is never missed; `server` is set once it is sent to one.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    pub server: Option<ServerId>,
+    pub conn: Weak<Connection>,
+    /// moniker's id for it on that server.
+    pub id: u64,
+    pub cancelled: bool,
+}
+
+/// A request of a server's that waits for the client.
+struct Outgoing {
+    conn: Weak<Connection>,
+    /// The server's id for it (raw JSON).
+    server_id: String,
+}
+
+/// One client, as servers' messages reach it.
+pub struct Peer {
+    out: mpsc::UnboundedSender<Message>,
+    ready: AtomicBool,
+    /// Bound to a toolset for good (by an HTTP token): no management tools, and only the
+    /// server messages about its own calls.
+    bound: bool,
+    /// Resources subscribed to, with the server that serves each.
+    subscriptions: Mutex<HashSet<(ServerId, String)>>,
+    /// The client's requests being handled, by their id (raw JSON).
+    pub(crate) in_flight: Mutex<HashMap<String, InFlight>>,
+    outgoing: Mutex<HashMap<u64, Outgoing>>,
+    next_id: AtomicU64,
+}
+
+impl Peer {
+    pub(crate) fn new(out: mpsc::UnboundedSender<Message>, bound: bool) -> Self {
+        Self {
+            out,
+            ready: AtomicBool::new(false),
+            bound,
+            subscriptions: Mutex::new(HashSet::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            outgoing: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// Where the session's own messages go.
+    pub(crate) fn out(&self) -> &mpsc::UnboundedSender<Message> {
+        &self.out
+    }
+
+    pub fn send(&self, message: Message) {
+        let _ = self.out.send(message);
+    }
+
+    /// Sends once the client said it is initialized.
+    pub fn send_if_ready(&self, message: Message) {
+        if self.is_ready() {
+            self.send(message);
+        }
+    }
+
+    pub fn notify(&self, method: &str) {
+        self.send_if_ready(Message::notification(method, None));
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_ready(&self) {
+        self.ready.store(true, Ordering::Release);
+    }
+
+    pub fn is_bound(&self) -> bool {
+        self.bound
+    }
+
+    pub(crate) fn subscribe(&self, server: &ServerId, uri: &str, on: bool) {
+        let key = (server.clone(), uri.to_owned());
+        let mut subscriptions = lock(&self.subscriptions);
+        if on {
+            subscriptions.insert(key);
+        } else {
+            subscriptions.remove(&key);
+        }
+    }
+
+    pub fn subscribed(&self, server: &ServerId, uri: &str) -> bool {
+        lock(&self.subscriptions).contains(&(server.clone(), uri.to_owned()))
+    }
+
+    pub fn has_call_on(&self, server: &ServerId) -> bool {
+        lock(&self.in_flight)
+            .values()
+            .any(|f| f.server.as_ref() == Some(server))
+    }
+
+    /// A server's request to the client (sampling, elicitation, roots), under an id of ours.
+    pub(crate) fn forward_server_request(&self, conn: &Arc<Connection>, request: &Message) {
+        let ours = self.next_id.fetch_add(1, Ordering::Relaxed);
+        lock(&self.outgoing).insert(
+            ours,
+            Outgoing {
+                conn: Arc::downgrade(conn),
+                server_id: request.id().unwrap_or("null").to_owned(),
+            },
+        );
+        self.send(request.with_id(&ours.to_string()));
+    }
+
+    /// The client's answer to a server's request: back to the server under its own id.
+    pub(crate) fn answer_server(&self, response: &Message) {
+        let Some(ours) = response.our_id() else {
+            return;
+        };
+        let Some(outgoing) = lock(&self.outgoing).remove(&ours) else {
+            return;
+        };
+        if let Some(conn) = outgoing.conn.upgrade() {
+            let _ = conn.send(response.with_id(&outgoing.server_id));
+        }
+    }
+
+    /// A server cancelled one of its requests to the client.
+    pub(crate) fn server_cancelled(&self, conn: &Arc<Connection>, cancel: &Message) {
+        let Some(request_id) = cancel.request_id() else {
+            return;
+        };
+        let ours = {
+            let mut outgoing = lock(&self.outgoing);
+            let found = outgoing.iter().find_map(|(ours, o)| {
+                (o.server_id == request_id && o.conn.as_ptr() == Arc::as_ptr(conn)).then_some(*ours)
+            });
+            found.inspect(|ours| {
+                outgoing.remove(ours);
+            })
+        };
+        let Some(ours) = ours else { return };
+        if let Some(message) = cancel.with_request_id(&ours.to_string()) {
+            self.send(message);
+        }
+    }
+}
+
+/// Where a server's progress goes: the client's own token, and the stream of the request.
+struct ProgressRoute {
+    peer: Weak<Peer>,
+    token: String,
+    to: mpsc::UnboundedSender<Message>,
+}
+
+/// Every client's handle, and the progress tokens moniker gave servers.
+#[derive(Default)]
+pub struct Hub {
+    peers: Mutex<Vec<Weak<Peer>>>,
+    progress: Mutex<HashMap<String, ProgressRoute>>,
+    next_token: AtomicU64,
+}
+
+impl Hub {
+    pub(crate) fn add(&self, peer: &Arc<Peer>) {
+        let mut peers = lock(&self.peers);
+        peers.retain(|p| p.strong_count() > 0);
+        peers.push(Arc::downgrade(peer));
+    }
+
+    pub fn peers(&self) -> Vec<Arc<Peer>> {
+        lock(&self.peers).iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// A progress token unique across sessions (raw JSON), standing for the client's `token`;
+    /// the server's progress under it goes to `to` with the client's token back.
+    pub(crate) fn register_progress(
+        &self,
+        peer: &Arc<Peer>,
+        token: &str,
+        to: mpsc::UnboundedSender<Message>,
+    ) -> String {
+        let ours = format!(
+            "\"moniker-{}\"",
+            self.next_token.fetch_add(1, Ordering::Relaxed)
+        );
+        lock(&self.progress).insert(
+            ours.clone(),
+            ProgressRoute {
+                peer: Arc::downgrade(peer),
+                token: token.to_owned(),
+                to,
+            },
+        );
+        ours
+    }
+
+    pub(crate) fn forget_progress(&self, token: &str) {
+        lock(&self.progress).remove(token);
+    }
+
+    /// A server's `notifications/progress`: to the request's stream, under the client's token.
+    pub(crate) fn route_progress(&self, progress: &Message) {
+        let Some(token) = progress.progress_token() else {
+            return;
+        };
+        let (peer, original, to) = match lock(&self.progress).get(token) {
+            Some(route) => (route.peer.clone(), route.token.clone(), route.to.clone()),
+            None => return,
+        };
+        if peer.strong_count() == 0 {
+            return;
+        }
+        if let Some(message) = progress.with_progress_token(&original) {
+            let _ = to.send(message);
+        }
+    }
+}
+
+/// `{"requestId":ID,"reason":REASON}` for a `notifications/cancelled` of moniker's.
+pub(crate) fn cancellation(id: u64, reason: &str) -> Message {
+    let params = format!(
+        r#"{{"requestId":{id},"reason":{}}}"#,
+        message::string(reason)
+    );
+    Message::notification("notifications/cancelled", Some(&params))
+}

@@ -1,0 +1,829 @@
+//! JSON-RPC 2.0 messages, parsed once where they enter moniker (a line from a client or a
+//! server) into an owned [`Message`]: the text as it came, which is what is relayed, and where
+//! in it lie the parts that routing needs (kind, id, method, params, result or error, and the
+//! params' `name`, `uri`, progress token and cancelled request id). Messages moniker writes
+//! itself are built with the same parts known, so nothing moniker serialised is parsed back.
+//!
+//! Rewrites splice: a new envelope around the bytes of the old parts, a params object with
+//! some fields replaced and the others as they came. Whatever moniker does not own (results,
+//! errors, arguments, unknown fields, number formats, key order) keeps its bytes.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// What a message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Request,
+    Notification,
+    /// A response with a `result`.
+    Result,
+    /// A response with an `error`.
+    Error,
+    /// An array of messages moniker wrote (the answers to a batch); its parts are not read.
+    Batch,
+}
+
+/// Where a part lies in the text: a byte range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    fn of(text: &str, part: &str) -> Self {
+        // `part` is a slice of `text` (borrowed by the parser, or written by a builder).
+        let start = part.as_ptr() as usize - text.as_ptr() as usize;
+        Self {
+            start: start as u32,
+            end: (start + part.len()) as u32,
+        }
+    }
+
+    fn at(start: usize, len: usize) -> Self {
+        Self {
+            start: start as u32,
+            end: (start + len) as u32,
+        }
+    }
+
+    fn get(self, text: &str) -> &str {
+        &text[self.start as usize..self.end as usize]
+    }
+}
+
+/// The parts of the params that routing reads (raw JSON each).
+#[derive(Debug, Clone, Copy, Default)]
+struct Head {
+    name: Option<Span>,
+    uri: Option<Span>,
+    /// `params._meta.progressToken` of a request, `params.progressToken` of a notification.
+    progress_token: Option<Span>,
+    /// `params.requestId` of `notifications/cancelled`.
+    request_id: Option<Span>,
+    cursor: Option<Span>,
+    arguments: Option<Span>,
+    /// The params are an object (only then are they rewritten).
+    object: bool,
+}
+
+/// One message, owned: its text and where its parts are.
+#[derive(Clone)]
+pub struct Message {
+    text: Box<str>,
+    kind: Kind,
+    id: Option<Span>,
+    method: Option<Span>,
+    /// Params, result or error.
+    body: Option<Span>,
+    head: Head,
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Message")
+            .field("kind", &self.kind)
+            .field("id", &self.id())
+            .field("method", &self.method())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a line holds: one message, or a batch of them (each of which may be invalid).
+#[derive(Debug)]
+pub enum Incoming {
+    One(Message),
+    Batch(Vec<Result<Message, Invalid>>),
+}
+
+/// Why a line or a batch element is not a message, with the id to answer to when one was
+/// readable (raw JSON).
+#[derive(Debug, Clone)]
+pub struct Invalid {
+    pub code: i64,
+    pub message: String,
+    pub id: Option<String>,
+}
+
+impl Invalid {
+    /// The error response that answers it.
+    pub fn answer(&self) -> Message {
+        Message::error(self.id.as_deref(), self.code, &self.message)
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    /// Borrowed: a method name with escapes in it is not one that exists.
+    #[serde(borrow, default)]
+    method: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct Params<'a> {
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    uri: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "progressToken")]
+    progress_token: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "requestId")]
+    request_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    cursor: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "_meta")]
+    meta: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Meta<'a> {
+    #[serde(borrow, default, rename = "progressToken")]
+    progress_token: Option<&'a RawValue>,
+}
+
+/// `Some` for any value that is present, `null` included (serde maps `null` to `None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// Parses one line.
+pub fn parse(text: String) -> Result<Incoming, Invalid> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        let items: Vec<&RawValue> = serde_json::from_str(&text).map_err(|e| parse_error(&e))?;
+        if items.is_empty() {
+            return Err(invalid(None, "empty batch"));
+        }
+        return Ok(Incoming::Batch(
+            items
+                .into_iter()
+                .map(|raw| match raw.get().starts_with('[') {
+                    true => Err(invalid(None, "nested batch")),
+                    false => classify(raw.get().into()),
+                })
+                .collect(),
+        ));
+    }
+    classify(text.into_boxed_str()).map(Incoming::One)
+}
+
+/// Parses a line that must hold one message (what a server sends, an element of a batch).
+pub fn parse_one(text: String) -> Result<Message, Invalid> {
+    match parse(text)? {
+        Incoming::One(message) => Ok(message),
+        Incoming::Batch(_) => Err(invalid(None, "a batch where one message was expected")),
+    }
+}
+
+fn parse_error(e: &serde_json::Error) -> Invalid {
+    Invalid {
+        code: PARSE_ERROR,
+        message: format!("Parse error: {e}"),
+        id: None,
+    }
+}
+
+fn invalid(id: Option<&RawValue>, why: &str) -> Invalid {
+    Invalid {
+        code: INVALID_REQUEST,
+        message: format!("Invalid Request: {why}"),
+        id: id.map(|id| id.get().to_owned()),
+    }
+}
+
+fn classify(text: Box<str>) -> Result<Message, Invalid> {
+    let env: Envelope<'_> = match serde_json::from_str(&text) {
+        Ok(env) => env,
+        Err(e) if e.is_syntax() || e.is_eof() => return Err(parse_error(&e)),
+        Err(_) => return Err(invalid(None, "not a JSON-RPC object")),
+    };
+    let id = env.id.filter(|id| id.get() != "null");
+    if env.jsonrpc != Some("2.0") {
+        return Err(invalid(id, "`jsonrpc` must be \"2.0\""));
+    }
+    if let Some(id) = id {
+        let first = id.get().as_bytes().first().copied().unwrap_or(b'n');
+        if !(first == b'"' || first == b'-' || first.is_ascii_digit()) {
+            return Err(invalid(None, "`id` must be a string or a number"));
+        }
+    }
+    let (kind, id, body) = match (env.method, env.result, env.error) {
+        (Some(_), None, None) => match (id, env.id) {
+            (Some(id), _) => (Kind::Request, Some(id), env.params),
+            (None, Some(_)) => return Err(invalid(None, "`id` must not be null")),
+            (None, None) => (Kind::Notification, None, env.params),
+        },
+        (None, Some(result), None) => match id {
+            Some(id) => (Kind::Result, Some(id), Some(result)),
+            None => return Err(invalid(None, "a response needs an `id`")),
+        },
+        (None, None, Some(error)) => match env.id {
+            Some(id) => (Kind::Error, Some(id), Some(error)),
+            None => return Err(invalid(None, "a response needs an `id`")),
+        },
+        _ => {
+            return Err(invalid(
+                id,
+                "expected a request, a notification or a response",
+            ));
+        }
+    };
+    let span = |part: &str| Span::of(&text, part);
+    let head = match kind {
+        Kind::Request | Kind::Notification => {
+            body.map_or_else(Head::default, |params| read_head(&text, params.get(), kind))
+        }
+        _ => Head::default(),
+    };
+    let id = id.map(|v| span(v.get()));
+    let method = env.method.map(span);
+    let body = body.map(|v| span(v.get()));
+    Ok(Message {
+        kind,
+        id,
+        method,
+        body,
+        head,
+        text,
+    })
+}
+
+/// The parts of `params` (a slice of `text`) that routing reads. A params value that is not an
+/// object has none.
+fn read_head(text: &str, params: &str, kind: Kind) -> Head {
+    let Ok(fields) = serde_json::from_str::<Params<'_>>(params) else {
+        return Head::default();
+    };
+    let span = |v: &RawValue| Span::of(text, v.get());
+    let token = match kind {
+        Kind::Request => fields
+            .meta
+            .and_then(|m| serde_json::from_str::<Meta<'_>>(m.get()).ok())
+            .and_then(|m| m.progress_token),
+        _ => fields.progress_token,
+    };
+    Head {
+        name: fields.name.map(span),
+        uri: fields.uri.map(span),
+        progress_token: token.map(span),
+        request_id: fields.request_id.map(span),
+        cursor: fields.cursor.map(span),
+        arguments: fields.arguments.map(span),
+        object: params.trim_start().starts_with('{'),
+    }
+}
+
+/// Writes an envelope, noting where its parts land.
+struct Writer {
+    out: String,
+    id: Option<Span>,
+    method: Option<Span>,
+    body: Option<Span>,
+}
+
+impl Writer {
+    fn new(capacity: usize) -> Self {
+        let mut out = String::with_capacity(40 + capacity);
+        out.push_str(r#"{"jsonrpc":"2.0""#);
+        Self {
+            out,
+            id: None,
+            method: None,
+            body: None,
+        }
+    }
+
+    fn part(&mut self, key: &str, value: &str) -> Span {
+        self.out.push_str(",\"");
+        self.out.push_str(key);
+        self.out.push_str("\":");
+        let at = Span::at(self.out.len(), value.len());
+        self.out.push_str(value);
+        at
+    }
+
+    fn id(mut self, id: &str) -> Self {
+        self.id = Some(self.part("id", id));
+        self
+    }
+
+    fn method(mut self, method: &str) -> Self {
+        self.out.push_str(r#","method":"#);
+        let quoted = string(method);
+        // The name itself, inside its quotes.
+        self.method = Some(Span::at(self.out.len() + 1, method.len()));
+        if quoted.len() != method.len() + 2 {
+            // A name with escapes: its part is the unescaped form, which is not in the text.
+            self.method = None;
+        }
+        self.out.push_str(&quoted);
+        self
+    }
+
+    fn body(mut self, key: &str, value: Option<&str>) -> Self {
+        if let Some(value) = value {
+            self.body = Some(self.part(key, value));
+        }
+        self
+    }
+
+    fn finish(mut self, kind: Kind) -> Message {
+        self.out.push('}');
+        let text = self.out.into_boxed_str();
+        let mut message = Message {
+            text,
+            kind,
+            id: self.id,
+            method: self.method,
+            body: self.body,
+            head: Head::default(),
+        };
+        message.head = message.read_head();
+        message
+    }
+}
+
+impl Message {
+    /// A request of moniker's.
+    pub fn request(id: &str, method: &str, params: Option<&str>) -> Self {
+        Writer::new(id.len() + method.len() + params.map_or(0, str::len))
+            .id(id)
+            .method(method)
+            .body("params", params)
+            .finish(Kind::Request)
+    }
+
+    /// A notification of moniker's.
+    pub fn notification(method: &str, params: Option<&str>) -> Self {
+        Writer::new(method.len() + params.map_or(0, str::len))
+            .method(method)
+            .body("params", params)
+            .finish(Kind::Notification)
+    }
+
+    /// `{"jsonrpc":"2.0","id":ID,"result":RESULT}`: the result's bytes as given.
+    pub fn result(id: &str, result: &str) -> Self {
+        Writer::new(id.len() + result.len())
+            .id(id)
+            .body("result", Some(result))
+            .finish(Kind::Result)
+    }
+
+    /// An error response carrying an error object as given (a server's, unchanged).
+    pub fn error_raw(id: &str, error: &str) -> Self {
+        Writer::new(id.len() + error.len())
+            .id(id)
+            .body("error", Some(error))
+            .finish(Kind::Error)
+    }
+
+    /// An error response of moniker's. `id` is `None` when the request's id could not be read.
+    pub fn error(id: Option<&str>, code: i64, message: &str) -> Self {
+        let error = format!(r#"{{"code":{code},"message":{}}}"#, string(message));
+        Self::error_raw(id.unwrap_or("null"), &error)
+    }
+
+    /// The answers to a batch, as one array.
+    pub fn batch(items: &[Message]) -> Self {
+        let mut text = String::from("[");
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(item.text());
+        }
+        text.push(']');
+        Self {
+            text: text.into_boxed_str(),
+            kind: Kind::Batch,
+            id: None,
+            method: None,
+            body: None,
+            head: Head::default(),
+        }
+    }
+
+    /// The parts of the params of a message built here (a few of moniker's requests and
+    /// notifications carry them: a cancellation's request id, a progress token).
+    fn read_head(&self) -> Head {
+        match (self.kind, self.params()) {
+            (Kind::Request | Kind::Notification, Some(params)) => {
+                read_head(&self.text, params, self.kind)
+            }
+            _ => Head::default(),
+        }
+    }
+
+    /// The message as it came (or as moniker wrote it): what goes on the wire.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn into_text(self) -> String {
+        self.text.into_string()
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn is_request(&self) -> bool {
+        self.kind == Kind::Request
+    }
+
+    pub fn is_response(&self) -> bool {
+        matches!(self.kind, Kind::Result | Kind::Error)
+    }
+
+    fn part(&self, span: Option<Span>) -> Option<&str> {
+        span.map(|s| s.get(&self.text))
+    }
+
+    /// The id, raw JSON (`7`, `"a"`), of a request or a response.
+    pub fn id(&self) -> Option<&str> {
+        self.part(self.id)
+    }
+
+    /// The id of a response to one of moniker's requests (moniker's ids are numbers).
+    pub fn our_id(&self) -> Option<u64> {
+        self.id()?.parse().ok()
+    }
+
+    pub fn method(&self) -> Option<&str> {
+        self.part(self.method)
+    }
+
+    /// The params, raw JSON.
+    pub fn params(&self) -> Option<&str> {
+        match self.kind {
+            Kind::Request | Kind::Notification => self.part(self.body),
+            _ => None,
+        }
+    }
+
+    /// The result of a successful response, raw JSON.
+    pub fn result_text(&self) -> Option<&str> {
+        (self.kind == Kind::Result)
+            .then(|| self.part(self.body))
+            .flatten()
+    }
+
+    /// The error object of an error response, raw JSON.
+    pub fn error_text(&self) -> Option<&str> {
+        (self.kind == Kind::Error)
+            .then(|| self.part(self.body))
+            .flatten()
+    }
+
+    /// `params.name`, unescaped, when it is a string.
+    pub fn name(&self) -> Option<Cow<'_, str>> {
+        unquote(self.part(self.head.name)?)
+    }
+
+    /// `params.uri`, unescaped, when it is a string.
+    pub fn uri(&self) -> Option<Cow<'_, str>> {
+        unquote(self.part(self.head.uri)?)
+    }
+
+    /// The progress token (raw JSON): `params._meta.progressToken` of a request,
+    /// `params.progressToken` of a notification.
+    pub fn progress_token(&self) -> Option<&str> {
+        self.part(self.head.progress_token)
+    }
+
+    /// `params.requestId` (raw JSON) of a cancellation.
+    pub fn request_id(&self) -> Option<&str> {
+        self.part(self.head.request_id)
+    }
+
+    /// `params.cursor` (raw JSON), unless `null`.
+    pub fn cursor(&self) -> Option<&str> {
+        self.part(self.head.cursor).filter(|c| *c != "null")
+    }
+
+    /// `params.arguments`, raw JSON.
+    pub fn arguments(&self) -> Option<&str> {
+        self.part(self.head.arguments)
+    }
+
+    /// The params of a routed call: `name` set, `arguments` set when given, and the progress
+    /// token inside `_meta` swapped when given; every other byte as it came. `None` when the
+    /// params are not an object. Spliced by the parts' places: nothing is parsed again.
+    pub fn call_params(
+        &self,
+        name: &str,
+        arguments: Option<&str>,
+        progress_token: Option<&str>,
+    ) -> Option<String> {
+        let params = self.body.filter(|_| self.head.object)?;
+        let mut parts: Vec<(Span, &str)> = Vec::with_capacity(3);
+        let mut appended = String::new();
+        let mut absent = |key: &str, value: &str| {
+            appended.push(',');
+            appended.push_str(&string(key));
+            appended.push(':');
+            appended.push_str(value);
+        };
+        match self.head.name {
+            Some(span) => parts.push((span, name)),
+            None => absent("name", name),
+        }
+        if let Some(arguments) = arguments {
+            match self.head.arguments {
+                Some(span) => parts.push((span, arguments)),
+                None => absent("arguments", arguments),
+            }
+        }
+        if let (Some(span), Some(token)) = (self.head.progress_token, progress_token) {
+            parts.push((span, token));
+        }
+        parts.sort_by_key(|(span, _)| span.start);
+        let mut out =
+            String::with_capacity((params.end - params.start) as usize + appended.len() + 32);
+        let mut at = params.start as usize;
+        for (span, value) in &parts {
+            out.push_str(&self.text[at..span.start as usize]);
+            out.push_str(value);
+            at = span.end as usize;
+        }
+        // Before the params' closing brace (`{}` gets no leading comma).
+        let end = params.end as usize - 1;
+        out.push_str(&self.text[at..end]);
+        if !appended.is_empty() {
+            let empty = out.trim_end().ends_with('{');
+            out.push_str(if empty { &appended[1..] } else { &appended });
+        }
+        out.push('}');
+        Some(out)
+    }
+
+    /// A notification with one part of its params swapped (the progress token of a
+    /// `notifications/progress`, the request id of a `notifications/cancelled`).
+    fn notification_with(&self, span: Option<Span>, value: &str) -> Option<Self> {
+        let span = span?;
+        let params = self.body?;
+        let spliced = format!(
+            "{}{value}{}",
+            &self.text[params.start as usize..span.start as usize],
+            &self.text[span.end as usize..params.end as usize]
+        );
+        Some(Self::notification(self.method()?, Some(&spliced)))
+    }
+
+    /// The same notification under another progress token.
+    pub fn with_progress_token(&self, token: &str) -> Option<Self> {
+        self.notification_with(self.head.progress_token, token)
+    }
+
+    /// The same cancellation of another request.
+    pub fn with_request_id(&self, id: &str) -> Option<Self> {
+        self.notification_with(self.head.request_id, id)
+    }
+
+    /// The same message under another id (a request or response relayed between ids).
+    pub fn with_id(&self, id: &str) -> Self {
+        match self.kind {
+            Kind::Request => Self::request(id, self.method().unwrap_or_default(), self.params()),
+            Kind::Result => Self::result(id, self.result_text().unwrap_or("null")),
+            Kind::Error => Self::error_raw(id, self.error_text().unwrap_or("null")),
+            Kind::Notification | Kind::Batch => self.clone(),
+        }
+    }
+}
+
+/// A JSON string literal.
+pub fn string(s: &str) -> String {
+    // Serializing a str cannot fail.
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// A JSON string's value, when `raw` is one.
+pub fn unquote(raw: &str) -> Option<Cow<'_, str>> {
+    serde_json::from_str::<Cow<'_, str>>(raw).ok()
+}
+
+/// The fields of a JSON object, borrowed and in order.
+pub type Fields<'a> = indexmap::IndexMap<Cow<'a, str>, &'a RawValue>;
+
+/// Reads an object's fields; `None` when `raw` is not an object.
+pub fn fields(raw: &str) -> Option<Fields<'_>> {
+    serde_json::from_str(raw).ok()
+}
+
+/// A string field of an object, unescaped.
+pub fn str_field<'a>(fields: &Fields<'a>, key: &str) -> Option<Cow<'a, str>> {
+    serde_json::from_str::<Cow<'a, str>>(fields.get(key)?.get()).ok()
+}
+
+/// Writes fields back as an object; values keep their bytes.
+pub fn object<'a>(fields: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut out = String::from("{");
+    for (i, (key, value)) in fields.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&string(key));
+        out.push(':');
+        out.push_str(value);
+    }
+    out.push('}');
+    out
+}
+
+/// `raw` with some fields set (replaced in place, or appended) and the others untouched.
+pub fn with_fields(raw: &str, set: &[(&str, &str)]) -> Option<String> {
+    let fields = fields(raw)?;
+    let mut out: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(k, v)| {
+            let value = set
+                .iter()
+                .find(|(key, _)| key == k)
+                .map_or(v.get(), |(_, new)| *new);
+            (k.as_ref(), value)
+        })
+        .collect();
+    for (key, value) in set {
+        if !fields.contains_key(*key) {
+            out.push((key, value));
+        }
+    }
+    Some(object(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> Message {
+        match parse(text.to_owned()) {
+            Ok(Incoming::One(m)) => m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn classifies_messages() {
+        let m = one(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":"t"}}}"#,
+        );
+        assert_eq!(m.kind(), Kind::Request);
+        assert_eq!(m.id(), Some("7"));
+        assert_eq!(m.method(), Some("tools/call"));
+        assert_eq!(m.name().as_deref(), Some("x"));
+        assert_eq!(m.progress_token(), Some("\"t\""));
+        let m = one(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        assert_eq!(m.kind(), Kind::Notification);
+        assert_eq!(m.params(), None);
+        let m = one(
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":3,"progress":1}}"#,
+        );
+        assert_eq!(m.progress_token(), Some("3"));
+        let m = one(r#"{"jsonrpc":"2.0","id":"a","result":{"n": 1.50}}"#);
+        assert_eq!(m.kind(), Kind::Result);
+        assert_eq!(m.result_text(), Some(r#"{"n": 1.50}"#));
+        let m = one(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"x"}}"#);
+        assert_eq!(m.kind(), Kind::Error);
+        assert_eq!(m.id(), Some("null"));
+        let m = one(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"r1"}}"#,
+        );
+        assert_eq!(m.request_id(), Some("\"r1\""));
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_message() {
+        let e = parse("{not json".into()).unwrap_err();
+        assert_eq!(e.code, PARSE_ERROR);
+        for bad in [
+            r#"{"id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#,
+            r#"[1]"#,
+            r#"42"#,
+            r#"[]"#,
+        ] {
+            match parse(bad.into()) {
+                Err(e) => assert_eq!(e.code, INVALID_REQUEST, "{bad}"),
+                Ok(Incoming::Batch(items)) => assert!(
+                    items
+                        .iter()
+                        .all(|i| i.as_ref().is_err_and(|e| e.code == INVALID_REQUEST)),
+                    "{bad}"
+                ),
+                Ok(other) => panic!("{bad}: {other:?}"),
+            }
+        }
+        // The id is kept when readable, so the error can answer it.
+        let e = parse(r#"{"jsonrpc":"1.0","id":5,"method":"x"}"#.into()).unwrap_err();
+        assert_eq!(e.id.as_deref(), Some("5"));
+    }
+
+    #[test]
+    fn batches_hold_each_element() {
+        let Ok(Incoming::Batch(items)) =
+            parse(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"bad":true}]"#.into())
+        else {
+            panic!()
+        };
+        assert!(items[0].is_ok() && items[1].is_err());
+        assert_eq!(items[0].as_ref().unwrap().method(), Some("ping"));
+    }
+
+    #[test]
+    fn built_messages_know_their_parts() {
+        let m = Message::result("\"abc\"", r#"{"x":1.0e0}"#);
+        assert_eq!(
+            m.text(),
+            r#"{"jsonrpc":"2.0","id":"abc","result":{"x":1.0e0}}"#
+        );
+        assert_eq!(m.id(), Some("\"abc\""));
+        assert_eq!(m.result_text(), Some(r#"{"x":1.0e0}"#));
+        let m = Message::error(None, -32700, "bad \"x\"");
+        assert_eq!(
+            m.text(),
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad \"x\""}}"#
+        );
+        let m = Message::request(
+            "3",
+            "tools/call",
+            Some(r#"{"name":"a","_meta":{"progressToken":"m-1"}}"#),
+        );
+        assert_eq!(m.our_id(), Some(3));
+        assert_eq!(m.method(), Some("tools/call"));
+        assert_eq!(m.progress_token(), Some("\"m-1\""));
+        let m = Message::notification("notifications/cancelled", Some(r#"{"requestId":4}"#));
+        assert_eq!(m.request_id(), Some("4"));
+        // Built and parsed agree.
+        let parsed = one(m.text());
+        assert_eq!(parsed.method(), m.method());
+        assert_eq!(parsed.request_id(), m.request_id());
+    }
+
+    #[test]
+    fn params_are_rewritten_by_splicing() {
+        let m = one(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alias","arguments":{"b":1.50,"a":[]},"_meta":{"progressToken":1}}}"#,
+        );
+        assert_eq!(
+            m.call_params("\"origin\"", None, None).unwrap(),
+            r#"{"name":"origin","arguments":{"b":1.50,"a":[]},"_meta":{"progressToken":1}}"#
+        );
+        assert_eq!(
+            m.call_params("\"o\"", Some(r#"{"x":1}"#), Some("\"m-1\""))
+                .unwrap(),
+            r#"{"name":"o","arguments":{"x":1},"_meta":{"progressToken":"m-1"}}"#
+        );
+        let bare = one(r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{ }}"#);
+        assert_eq!(
+            bare.call_params("\"o\"", Some("{}"), None).unwrap(),
+            r#"{ "name":"o","arguments":{}}"#
+        );
+        let progress = one(
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"moniker-1","progress":0.50}}"#,
+        );
+        assert_eq!(
+            progress.with_progress_token("7").unwrap().text(),
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":7,"progress":0.50}}"#
+        );
+        assert_eq!(with_fields("\"abc\"", &[]), None);
+        let relayed = one(r#"{"jsonrpc":"2.0","id":9,"result":{"n":1.50}}"#).with_id("\"c\"");
+        assert_eq!(
+            relayed.text(),
+            r#"{"jsonrpc":"2.0","id":"c","result":{"n":1.50}}"#
+        );
+    }
+
+    #[test]
+    fn string_fields_unescape() {
+        let f = fields(r#"{"name":"a\u0062c","n":1}"#).unwrap();
+        assert_eq!(str_field(&f, "name").as_deref(), Some("abc"));
+        assert_eq!(str_field(&f, "n"), None);
+        let m = one(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"name":"a\u0062c"}}"#);
+        assert_eq!(m.name().as_deref(), Some("abc"));
+    }
+}

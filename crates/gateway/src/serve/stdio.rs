@@ -1,0 +1,85 @@
+//! One client on stdin and stdout.
+
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileTypeExt as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
+use tokio::net::unix::pipe;
+use tokio::sync::mpsc;
+
+use crate::framing::{Frame, read_frame, write_lines};
+use crate::gateway::Gateway;
+use crate::message::{self, Message};
+use crate::session::Session;
+
+/// Serves one client on this process's stdin and stdout until stdin closes, then until every
+/// request read before that is answered.
+pub async fn serve(gateway: Arc<Gateway>) -> std::io::Result<()> {
+    // A pipe (as MCP clients start servers) is read and written through the reactor: tokio's
+    // own stdin and stdout go through a blocking thread, a hop that costs tens of
+    // microseconds per message. Anything else (a file, a terminal, /dev/null) keeps blocking
+    // I/O on that thread. Each side is chosen on its own: a pipe made non-blocking must never
+    // be read or written by blocking I/O.
+    let input: Box<dyn AsyncRead + Unpin + Send> = match is_pipe(&std::io::stdin()) {
+        Some(fd) => Box::new(pipe::Receiver::from_owned_fd(fd)?),
+        None => Box::new(tokio::io::stdin()),
+    };
+    let output: Box<dyn AsyncWrite + Unpin + Send> = match is_pipe(&std::io::stdout()) {
+        Some(fd) => Box::new(pipe::Sender::from_owned_fd(fd)?),
+        None => Box::new(tokio::io::stdout()),
+    };
+    serve_on(gateway, input, output).await
+}
+
+/// A copy of the descriptor when it is a pipe.
+fn is_pipe(stream: &impl AsFd) -> Option<std::os::fd::OwnedFd> {
+    let fd = stream.as_fd().try_clone_to_owned().ok()?;
+    let file = File::from(fd);
+    let fifo = file.metadata().ok()?.file_type().is_fifo();
+    fifo.then(|| file.into())
+}
+
+/// Serves one client on any byte streams.
+pub async fn serve_on<R, W>(gateway: Arc<Gateway>, input: R, output: W) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let max = gateway.settings.max_message;
+    // Every answer in flight is bounded by the call timeout; a little more for the last write.
+    let drain = gateway.settings.call_timeout + Duration::from_secs(2);
+    let (tx, rx) = mpsc::unbounded_channel::<Message>();
+    let writer = tokio::spawn(write_lines(output, rx));
+    let session = Session::new(gateway, tx);
+    let mut reader = BufReader::with_capacity(64 * 1024, input);
+    let mut buf = Vec::with_capacity(8 * 1024);
+    loop {
+        match read_frame(&mut reader, &mut buf, max).await? {
+            Frame::Eof => break,
+            Frame::TooLong(n) => session.send(Message::error(
+                None,
+                message::INVALID_REQUEST,
+                &format!("Invalid Request: message of {n} bytes is over the limit of {max} bytes"),
+            )),
+            Frame::Line => match String::from_utf8(std::mem::take(&mut buf)) {
+                Ok(line) if line.trim().is_empty() => {}
+                Ok(line) => session.handle(message::parse(line), None),
+                Err(_) => session.send(Message::error(
+                    None,
+                    message::PARSE_ERROR,
+                    "Parse error: not UTF-8",
+                )),
+            },
+        }
+    }
+    // The writer ends once every answer still in flight has been written: the requests'
+    // tasks hold the session until they answer.
+    drop(session);
+    match tokio::time::timeout(drain, writer).await {
+        Ok(Ok(Err(e))) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,258 @@
+//! Names: `tools/list` and `prompts/list` from the session's view, and `tools/call` and
+//! `prompts/get` resolved (aliases, legacy names, actions, the equipped toolset) to the origin
+//! they route to; the toolset management tools.
+
+use std::sync::Arc;
+
+use moniker_surface::toolsets::MANAGEMENT_TOOLS;
+use moniker_surface::{Kind, Route, Via, actions};
+use serde_json::value::RawValue;
+use tracing::Instrument as _;
+
+use super::{Answers, Reply, Session, id_of};
+use crate::errors::{self, Refusal};
+use crate::gateway::View;
+use crate::message::{self, Message};
+use crate::metrics::Outcome;
+use crate::sync::lock;
+use crate::toolsets::{Effect, Equipped};
+
+impl Session {
+    /// The session's toolset resolved against `view`; `None` when none is equipped.
+    pub(super) fn equipped(&self, view: &Arc<View>) -> Option<Arc<Equipped>> {
+        let name = lock(&self.toolset).clone()?;
+        let mut cache = lock(&self.equipped);
+        if let Some((at, equipped)) = cache.as_ref() {
+            if Arc::ptr_eq(at, view) && equipped.name == name {
+                return Some(equipped.clone());
+            }
+        }
+        let equipped = Arc::new(Equipped::new(
+            &name,
+            &view.surface,
+            &view.up,
+            &self.gateway.catalog.sets(),
+        ));
+        *cache = Some((view.clone(), equipped.clone()));
+        Some(equipped)
+    }
+
+    /// Management tools are shown to this session.
+    fn manages(&self) -> bool {
+        self.gateway.settings.manage && !self.peer.is_bound()
+    }
+
+    /// Equips or unequips, and tells the client its listing changed.
+    fn set_toolset(&self, toolset: Option<String>) {
+        *lock(&self.toolset) = toolset;
+        *lock(&self.equipped) = None;
+        self.peer.notify("notifications/tools/list_changed");
+        self.peer.notify("notifications/prompts/list_changed");
+    }
+
+    /// `tools/list` and `prompts/list`: the session's view, in one page, or in pages of
+    /// `page_size` items when one is configured (the cursor is the offset of the next page).
+    pub(super) fn list(&self, request: &Message, kind: Kind) -> Message {
+        let id = id_of(request);
+        let view = self.gateway.view();
+        let equipped = self.equipped(&view);
+        let result = match (kind, &equipped) {
+            (Kind::Tool, Some(e)) => &e.tools_result,
+            (Kind::Prompt, Some(e)) => &e.prompts_result,
+            (Kind::Tool, None) => &view.tools_result,
+            (Kind::Prompt, None) => &view.prompts_result,
+        };
+        let full;
+        let result = if kind == Kind::Tool && self.manages() {
+            // `{"tools":[...]}`: the management tools go at the end of the list.
+            let body = &result[..result.len() - 2];
+            let sep = if body.ends_with('[') { "" } else { "," };
+            full = format!("{body}{sep}{}]}}", crate::toolsets::definitions());
+            &full
+        } else {
+            result
+        };
+        match (self.gateway.settings.page_size, request.cursor()) {
+            (None, None) => Message::result(id, result),
+            (None, Some(_)) => {
+                Refusal::invalid_params("Invalid cursor: moniker lists everything in one page")
+                    .answer(id)
+            }
+            (Some(size), cursor) => match page(result, kind.section(), cursor, size) {
+                Some(page) => Message::result(id, &page),
+                None => Refusal::invalid_params("Invalid cursor").answer(id),
+            },
+        }
+    }
+
+    /// `tools/call` and `prompts/get`: resolve the name, rewrite it to the origin name, and
+    /// forward.
+    pub(super) async fn call(
+        self: &Arc<Self>,
+        request: &Message,
+        kind: Kind,
+        answers: &Answers,
+    ) -> Reply {
+        let id = id_of(request);
+        let invalid = |why: &str| Some(Refusal::invalid_params(why).answer(id));
+        let Some(params) = request.params() else {
+            return invalid("missing params");
+        };
+        if !params.starts_with('{') {
+            return invalid("params must be an object");
+        }
+        let Some(name) = request.name() else {
+            return invalid("missing `name`");
+        };
+        let view = self.gateway.view();
+        if kind == Kind::Tool && self.manages() && MANAGEMENT_TOOLS.contains(&name.as_ref()) {
+            return Some(self.manage(request, &name, &view));
+        }
+        let equipped = self.equipped(&view);
+        let resolved = match &equipped {
+            Some(e) => moniker_surface::toolsets::resolve(&view.surface, &e.selection, kind, &name),
+            None => view.surface.resolve(kind, &name),
+        };
+        let Some(resolved) = resolved else {
+            let refusal = Refusal::UnknownName {
+                kind,
+                name: name.clone().into_owned(),
+            };
+            tracing::debug!(name = %name, "{} not found", if kind == Kind::Tool { "tool" } else { "prompt" });
+            self.gateway
+                .metrics
+                .call(&name, None, refusal.outcome(), None);
+            return Some(refusal.answer(id));
+        };
+        let exposed = resolved.exposed;
+        log_resolution(&name, exposed, resolved.via, kind);
+
+        let (origin, arguments) = match &exposed.route {
+            Route::Origin(origin) => (origin, None),
+            Route::Action(route) => {
+                let given = request
+                    .arguments()
+                    .and_then(|a| serde_json::from_str::<&RawValue>(a).ok());
+                match actions::dispatch(&route.specs, given) {
+                    Ok((i, arguments)) => {
+                        let member = &route.members[i];
+                        tracing::debug!(action_tool = %exposed.name, action = %member.action, member = %member.name, "action dispatched");
+                        (&member.origin, Some(arguments))
+                    }
+                    Err(message) => {
+                        tracing::debug!(action_tool = %exposed.name, %message, "action refused");
+                        self.gateway.metrics.call(
+                            &exposed.name,
+                            Some(resolved.via),
+                            Outcome::ToolError,
+                            None,
+                        );
+                        return Some(Message::result(id, &errors::tool_error(&message)));
+                    }
+                }
+            }
+        };
+        tracing::debug!(requested = %name, name = %exposed.name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name, "{} call", if kind == Kind::Tool { "tool" } else { "prompt" });
+        let token = self.progress_route(request, answers);
+        let rewritten = request.call_params(
+            &message::string(&origin.name),
+            arguments.as_deref(),
+            token.as_deref(),
+        );
+        let method = if kind == Kind::Tool {
+            "tools/call"
+        } else {
+            "prompts/get"
+        };
+        let span = tracing::debug_span!("call", tool = %exposed.name, requested = %name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name);
+        let started = std::time::Instant::now();
+        let (reply, outcome) = self
+            .forward_call(request, &origin.server, method, rewritten.as_deref())
+            .instrument(span)
+            .await;
+        self.gateway.metrics.call(
+            &exposed.name,
+            Some(resolved.via),
+            outcome,
+            Some((&origin.server, started.elapsed())),
+        );
+        if let Some(token) = token {
+            self.gateway.hub.forget_progress(&token);
+        }
+        reply
+    }
+
+    /// A call of one of moniker's management tools.
+    fn manage(&self, request: &Message, tool: &str, view: &Arc<View>) -> Message {
+        let arguments: serde_json::Value = request
+            .arguments()
+            .and_then(|a| serde_json::from_str(a).ok())
+            .unwrap_or(serde_json::Value::Null);
+        let active = self.equipped(view);
+        let (result, effect) = crate::toolsets::call(
+            &self.gateway.catalog,
+            &view.surface,
+            &view.up,
+            active.as_deref(),
+            tool,
+            &arguments,
+        );
+        tracing::info!(tool, "management tool call");
+        match effect {
+            Effect::None => {}
+            Effect::Equip(name) => {
+                tracing::info!(toolset = %name, "toolset equipped");
+                self.set_toolset(Some(name));
+            }
+            Effect::Unequip => {
+                tracing::info!("toolset unequipped");
+                self.set_toolset(None);
+            }
+        }
+        Message::result(id_of(request), &result)
+    }
+}
+
+fn log_resolution(name: &str, exposed: &moniker_surface::Exposed, via: Via, kind: Kind) {
+    let noun = if kind == Kind::Tool { "tool" } else { "prompt" };
+    match via {
+        Via::Alias => {
+            tracing::debug!(alias = %name, canonical = %exposed.name, "Resolved {noun} alias to canonical name")
+        }
+        Via::Legacy => {
+            let (tool, action) = exposed
+                .member_of
+                .as_ref()
+                .map_or(("", ""), |(t, a)| (t.as_str(), a.as_str()));
+            tracing::debug!(legacy = %name, canonical = %exposed.name, action_tool = tool, action, "Resolved legacy name to action tool member");
+        }
+        Via::Name | Via::Action => {}
+    }
+}
+
+/// One page of a rendered listing (`{"<key>":[...]}`): `size` items from the offset the cursor
+/// (a JSON string of moniker's) names, with `nextCursor` when more follow. `None` for a cursor
+/// moniker did not give.
+fn page(listing: &str, key: &str, cursor: Option<&str>, size: usize) -> Option<String> {
+    let start = match cursor {
+        None => 0,
+        Some(raw) => serde_json::from_str::<String>(raw)
+            .ok()?
+            .strip_prefix("page-")?
+            .parse::<usize>()
+            .ok()?,
+    };
+    let fields = message::fields(listing)?;
+    let items: Vec<&RawValue> = serde_json::from_str(fields.get(key)?.get()).ok()?;
+    if start > items.len() {
+        return None;
+    }
+    let end = items.len().min(start + size.max(1));
+    let joined: Vec<&str> = items[start..end].iter().map(|i| i.get()).collect();
+    let mut out = format!(r#"{{{}:[{}]"#, message::string(key), joined.join(","));
+    if end < items.len() {
+        out.push_str(&format!(r#","nextCursor":"page-{end}""#));
+    }
+    out.push('}');
+    Some(out)
+}

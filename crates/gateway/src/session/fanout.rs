@@ -1,0 +1,166 @@
+//! Fan-out across servers: resources listed from every server that has them, resource
+//! requests routed by URI, completions by prompt or resource, the log level to every server.
+
+use std::sync::Arc;
+
+use moniker_surface::{Kind, ServerId};
+use serde_json::value::RawValue;
+
+use super::{Reply, Session, id_of};
+use crate::errors::Refusal;
+use crate::message::{self, Message};
+
+impl Session {
+    /// `resources/list` and `resources/templates/list`: every server's items, merged.
+    pub(super) async fn gather(&self, id: &str, method: &'static str, key: &str) -> Message {
+        let mut items: Vec<Box<RawValue>> = Vec::new();
+        for (conn, info) in self.gateway.connections() {
+            if !info.has_resources {
+                continue;
+            }
+            let timeout = self.gateway.settings.call_timeout;
+            match crate::connect::list_all(&conn, method, key, timeout).await {
+                Ok(list) => items.extend(list),
+                Err(e) => tracing::warn!(server = %conn.server, error = %e, "{method} failed"),
+            }
+        }
+        let joined: Vec<&str> = items.iter().map(|r| r.get()).collect();
+        Message::result(
+            id,
+            &format!(r#"{{{}:[{}]}}"#, message::string(key), joined.join(",")),
+        )
+    }
+
+    /// The servers whose capabilities pass `has`.
+    fn servers_with(&self, has: impl Fn(&crate::connect::InitInfo) -> bool) -> Vec<ServerId> {
+        self.gateway
+            .connections()
+            .into_iter()
+            .filter(|(_, info)| has(info))
+            .map(|(conn, _)| conn.server.clone())
+            .collect()
+    }
+
+    /// Resource requests go to each server with resources until one answers without an
+    /// error (with one server, its answer whatever it is).
+    pub(super) async fn by_uri(self: &Arc<Self>, request: &Message) -> Reply {
+        let id = id_of(request);
+        let method = request.method().unwrap_or_default();
+        let Some(uri) = request.uri().map(|u| u.into_owned()) else {
+            return Some(Refusal::invalid_params("missing `uri`").answer(id));
+        };
+        let servers = self.servers_with(|info| info.has_resources);
+        let mut last = None;
+        for server in &servers {
+            let reply = self
+                .forward(request, server, method, request.params())
+                .await;
+            let ok = reply.as_ref().is_some_and(|r| !is_error(r));
+            if ok {
+                match method {
+                    "resources/subscribe" => self.peer.subscribe(server, &uri, true),
+                    "resources/unsubscribe" => self.peer.subscribe(server, &uri, false),
+                    _ => {}
+                }
+            }
+            match reply {
+                Some(_) if ok || servers.len() == 1 => return reply,
+                None => return None,
+                _ => last = reply,
+            }
+        }
+        last.or_else(|| Some(Refusal::ResourceNotFound(uri).answer(id)))
+    }
+
+    /// `completion/complete`: by the prompt's name (resolved like a call) or the resource's URI.
+    pub(super) async fn complete(self: &Arc<Self>, request: &Message) -> Reply {
+        let id = id_of(request);
+        let invalid = |why: &str| Some(Refusal::invalid_params(why).answer(id));
+        let Some(params) = request.params() else {
+            return invalid("missing params");
+        };
+        let Some(fields) = message::fields(params) else {
+            return invalid("params must be an object");
+        };
+        let Some(reference) = fields.get("ref").copied() else {
+            return invalid("missing `ref`");
+        };
+        let Some(ref_fields) = message::fields(reference.get()) else {
+            return invalid("`ref` must be an object");
+        };
+        match message::str_field(&ref_fields, "type").as_deref() {
+            Some("ref/prompt") => {
+                let Some(name) = message::str_field(&ref_fields, "name") else {
+                    return invalid("missing `ref.name`");
+                };
+                let view = self.gateway.view();
+                let resolved = match self.equipped(&view) {
+                    Some(e) => moniker_surface::toolsets::resolve(
+                        &view.surface,
+                        &e.selection,
+                        Kind::Prompt,
+                        &name,
+                    ),
+                    None => view.surface.resolve_prompt(&name),
+                };
+                let unknown = || {
+                    let refusal = Refusal::UnknownName {
+                        kind: Kind::Prompt,
+                        name: name.clone().into_owned(),
+                    };
+                    Some(refusal.answer(id))
+                };
+                let Some(resolved) = resolved else {
+                    return unknown();
+                };
+                let Some(origin) = resolved.exposed.origin() else {
+                    return unknown();
+                };
+                let origin_name = message::string(&origin.name);
+                let reference = message::with_fields(reference.get(), &[("name", &origin_name)])
+                    .unwrap_or_default();
+                let params = message::with_fields(params, &[("ref", &reference)]);
+                let server = origin.server.clone();
+                self.forward(request, &server, "completion/complete", params.as_deref())
+                    .await
+            }
+            Some("ref/resource") => {
+                let servers = self.servers_with(|info| info.has_completions);
+                let mut last = None;
+                for server in &servers {
+                    let reply = self
+                        .forward(request, server, "completion/complete", Some(params))
+                        .await;
+                    match &reply {
+                        Some(answer) if !is_error(answer) => return reply,
+                        None => return None,
+                        _ => last = reply,
+                    }
+                }
+                last.or_else(|| {
+                    Some(Message::result(
+                        id,
+                        r#"{"completion":{"values":[],"hasMore":false}}"#,
+                    ))
+                })
+            }
+            _ => invalid("`ref.type` must be `ref/prompt` or `ref/resource`"),
+        }
+    }
+
+    pub(super) fn set_level(&self, request: &Message) -> Message {
+        for (conn, info) in self.gateway.connections() {
+            if info.has_logging {
+                // Fire and forget: the level is advice, and a slow server must not hold the client.
+                if let Ok((ours, _)) = conn.start("logging/setLevel", request.params()) {
+                    conn.forget(ours);
+                }
+            }
+        }
+        Message::result(id_of(request), "{}")
+    }
+}
+
+fn is_error(answer: &Message) -> bool {
+    answer.error_text().is_some()
+}

@@ -1,0 +1,137 @@
+//! Relay: a request forwarded to a server under moniker's id and its answer relayed under the
+//! client's, with the call timeout; the client's cancellations passed on; the client's
+//! progress token swapped for one unique across sessions.
+
+use std::sync::Arc;
+
+use moniker_surface::ServerId;
+
+use super::{Answers, Reply, Session, id_of};
+use crate::errors::Refusal;
+use crate::hub::InFlight;
+use crate::message::Message;
+use crate::metrics::Outcome;
+use crate::sync::lock;
+
+impl Session {
+    /// The client's progress token, swapped for one unique across sessions (raw JSON), whose
+    /// progress goes where the request's answer goes (when that stream carries progress) or
+    /// to the session's stream. `None` when the request asked for no progress.
+    pub(super) fn progress_route(&self, request: &Message, answers: &Answers) -> Option<String> {
+        let token = request.progress_token()?;
+        let to = if answers.with_progress {
+            answers.to.clone()
+        } else {
+            self.peer.out().clone()
+        };
+        Some(self.gateway.hub.register_progress(&self.peer, token, to))
+    }
+
+    /// Sends a request to a server and relays its answer with the client's id.
+    pub(super) async fn forward(
+        self: &Arc<Self>,
+        request: &Message,
+        server: &ServerId,
+        method: &str,
+        params: Option<&str>,
+    ) -> Reply {
+        self.forward_call(request, server, method, params).await.0
+    }
+
+    /// [`Self::forward`], with how the call ended (for metrics).
+    pub(super) async fn forward_call(
+        self: &Arc<Self>,
+        request: &Message,
+        server: &ServerId,
+        method: &str,
+        params: Option<&str>,
+    ) -> (Reply, Outcome) {
+        let id = id_of(request);
+        let refused = |refusal: Refusal| {
+            let outcome = refusal.outcome();
+            (Some(refusal.answer(id)), outcome)
+        };
+        let Some(conn) = self.gateway.connection(server) else {
+            return refused(Refusal::ServerGone(server.clone()));
+        };
+        let Ok((ours, rx)) = conn.start(method, params) else {
+            return refused(Refusal::ServerGone(server.clone()));
+        };
+        {
+            let mut in_flight = lock(&self.peer.in_flight);
+            let flight = in_flight.entry(id.to_owned()).or_default();
+            if flight.cancelled {
+                conn.forget(ours);
+                return (None, Outcome::Cancelled);
+            }
+            *flight = InFlight {
+                server: Some(server.clone()),
+                conn: Arc::downgrade(&conn),
+                id: ours,
+                cancelled: false,
+            };
+        }
+        let timeout = self.gateway.settings.call_timeout;
+        let answer = tokio::time::timeout(timeout, rx).await;
+        let cancelled = {
+            let mut in_flight = lock(&self.peer.in_flight);
+            let flight = in_flight.entry(id.to_owned()).or_default();
+            flight.server = None;
+            flight.cancelled
+        };
+        match answer {
+            _ if cancelled => (None, Outcome::Cancelled),
+            Ok(Ok(response)) => relay(id, &response),
+            Ok(Err(_)) => refused(Refusal::Disconnected(server.clone())),
+            Err(_) => {
+                conn.cancel(ours, "moniker: call timeout");
+                refused(Refusal::Timeout {
+                    server: server.clone(),
+                    timeout,
+                })
+            }
+        }
+    }
+
+    /// A client's `notifications/cancelled`: passed to the server, and the answer dropped.
+    pub(super) fn cancel(&self, cancel: &Message) {
+        let Some(request_id) = cancel.request_id() else {
+            return;
+        };
+        let (conn, ours) = {
+            let mut in_flight = lock(&self.peer.in_flight);
+            let Some(flight) = in_flight.get_mut(request_id) else {
+                return;
+            };
+            flight.cancelled = true;
+            (flight.conn.upgrade(), flight.id)
+        };
+        let Some(conn) = conn else { return };
+        conn.forget(ours);
+        if let Some(message) = cancel.with_request_id(&ours.to_string()) {
+            let _ = conn.send(message);
+        }
+    }
+}
+
+/// The server's answer under the client's id, result or error bytes unchanged, and how the
+/// call ended.
+fn relay(id: &str, response: &Message) -> (Reply, Outcome) {
+    if let Some(result) = response.result_text() {
+        // Only a tool's result says `isError`; reading its fields is the one look inside a
+        // server's answer.
+        let failed = crate::message::fields(result)
+            .and_then(|f| f.get("isError").map(|v| v.get() == "true"))
+            .unwrap_or(false);
+        let outcome = if failed {
+            Outcome::ToolError
+        } else {
+            Outcome::Ok
+        };
+        return (Some(Message::result(id, result)), outcome);
+    }
+    if let Some(error) = response.error_text() {
+        return (Some(Message::error_raw(id, error)), Outcome::Error);
+    }
+    (Some(Refusal::Unreadable.answer(id)), Outcome::Error)
+}
