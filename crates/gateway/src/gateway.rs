@@ -333,6 +333,7 @@ impl Gateway {
             }
             state.diagnostics = built.diagnostics;
             let surface = built.surface.unwrap_or_default();
+            tracing::debug!(server = %server, tools = surface.listed(Kind::Tool).count(), "surface rebuilt");
             let new = Arc::new(View::new(surface, state.up.clone()));
             let old = self.view.swap(new.clone());
             (old, new)

@@ -9,6 +9,11 @@ use std::time::Duration;
 
 use moniker_surface::{ServerId, Via};
 
+/// The `tool` label of calls of names that exist nowhere: clients choose those names, so each
+/// must not get a series of its own (a client sending random names would grow moniker's memory
+/// and every Prometheus behind it without bound).
+pub const UNKNOWN_TOOL: &str = "<unknown>";
+
 /// How a call ended, as the client saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Outcome {
@@ -88,7 +93,7 @@ impl Metrics {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// One call of `tool` (its exposed name; the name asked for when it named nothing).
+    /// One call of `tool`: an exposed name (a bounded set), or [`UNKNOWN_TOOL`].
     pub fn call(
         &self,
         tool: &str,

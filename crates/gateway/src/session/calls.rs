@@ -121,7 +121,7 @@ impl Session {
             tracing::debug!(name = %name, "{} not found", if kind == Kind::Tool { "tool" } else { "prompt" });
             self.gateway
                 .metrics
-                .call(&name, None, refusal.outcome(), None);
+                .call(crate::metrics::UNKNOWN_TOOL, None, refusal.outcome(), None);
             return Some(refusal.answer(id));
         };
         let exposed = resolved.exposed;
