@@ -92,6 +92,34 @@ fn naming_errors_show_every_error_and_exit_78() {
 }
 
 #[test]
+fn a_claude_desktop_file_is_checked_as_it_is() {
+    let file = "examples/claude_desktop_config.json";
+    let (code, stdout, stderr) = run(&mut moniker(&["check", "--offline", "-c", file]));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout,
+        "config ok: 2 servers, 0 tool overrides, 0 prompt overrides\n"
+    );
+    assert_eq!(stderr, "");
+
+    // The keys that are Claude Desktop's own are named at `--log info`.
+    let (code, _, stderr) = run(&mut moniker(&[
+        "--log",
+        "info",
+        "check",
+        "--offline",
+        "-c",
+        file,
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("its own keys ignored"), "{stderr}");
+    assert!(
+        stderr.contains("keys=globalShortcut, preferences"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn the_config_can_come_from_the_environment() {
     let (code, stdout, stderr) =
         run(moniker(&["check", "--offline"]).env("MONIKER_CONFIG", "examples/contextgraph.yaml"));

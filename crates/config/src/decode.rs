@@ -7,6 +7,7 @@
 //! own module below.
 
 mod actions;
+mod client;
 mod gateway;
 mod http;
 mod naming;
@@ -48,6 +49,8 @@ pub(crate) struct Decoded {
     pub rules: Rules,
     pub spans: HashMap<String, Spans>,
     pub servers_key: String,
+    /// The top-level keys of a client's config file that are the client's, not moniker's.
+    pub ignored_keys: Vec<String>,
 }
 
 /// `text` is what `root` was parsed from: errors inside a string (a tag expression) point
@@ -364,7 +367,11 @@ impl Cx<'_> {
             node: root,
             key: None,
         };
-        let fields = self.fields(slot, &[], Some(TOP_KEYS), "a map of sections");
+        let fields = if client::is_client_file(root) {
+            self.client_fields(slot, &mut out.ignored_keys)
+        } else {
+            self.fields(slot, &[], Some(TOP_KEYS), "a map of sections")
+        };
         let ids = self.server_sections(&fields, out);
         for (key, slot) in &fields.entries {
             let p = [Seg::Key(key)];
