@@ -130,10 +130,24 @@ fn load_config(explicit: Option<&std::path::Path>) -> Result<Config, ConfigFailu
         ));
     };
     tracing::debug!(path = %path.display(), "loading config");
-    moniker_config::load(&path).map_err(|e| match e {
+    let config = moniker_config::load(&path).map_err(|e| match e {
         LoadError::Invalid(report) => ConfigFailure::Invalid(report),
         e @ LoadError::Io { .. } => ConfigFailure::Other(e.into()),
-    })
+    })?;
+    log_ignored_keys(&config);
+    Ok(config)
+}
+
+/// A client's config file (Claude Desktop, Cursor, VS Code) is read for its servers; what
+/// else it holds is the client's, and the user may want to know it was read past.
+fn log_ignored_keys(config: &Config) {
+    if !config.ignored_keys.is_empty() {
+        tracing::info!(
+            file = %config.source.file_name,
+            keys = %config.ignored_keys.join(", "),
+            "a client's config file: its servers are read, its own keys ignored"
+        );
+    }
 }
 
 /// Logs go to stderr only: `--log`, else `RUST_LOG`, else `warn`.

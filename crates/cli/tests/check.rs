@@ -92,6 +92,64 @@ fn naming_errors_show_every_error_and_exit_78() {
 }
 
 #[test]
+fn a_claude_desktop_file_is_checked_as_it_is() {
+    let file = "examples/claude_desktop_config.json";
+    let (code, stdout, stderr) = run(&mut moniker(&["check", "--offline", "-c", file]));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout,
+        "config ok: 2 servers, 0 tool overrides, 0 prompt overrides\n"
+    );
+    assert_eq!(stderr, "");
+
+    // The keys that are Claude Desktop's own are named at `--log info`.
+    let (code, _, stderr) = run(&mut moniker(&[
+        "--log",
+        "info",
+        "check",
+        "--offline",
+        "-c",
+        file,
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("its own keys ignored"), "{stderr}");
+    assert!(
+        stderr.contains("keys=globalShortcut, preferences"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn https_servers_get_a_warning_and_exit_0() {
+    let dir = std::env::temp_dir().join(format!("moniker-cli-https-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("moniker.yaml");
+    std::fs::write(
+        &file,
+        "servers:\n  docs:\n    url: https://docs.example.com/mcp\n  local:\n    url: http://127.0.0.1:9000/mcp\n",
+    )
+    .expect("write");
+    let path = file.display().to_string();
+    let (code, stdout, stderr) = run(&mut moniker(&["check", "--offline", "-c", &path]));
+    std::fs::remove_dir_all(&dir).expect("cleanup");
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout,
+        "config ok: 2 servers, 0 tool overrides, 0 prompt overrides, 1 warning\n"
+    );
+    assert!(stderr.contains("warning[server::https]"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "server `docs` has an https url, and this version of moniker cannot reach https servers yet"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("TLS support is coming"), "{stderr}");
+    assert!(stderr.contains("servers.docs.url"), "{stderr}");
+    assert!(!stderr.contains("`local`"), "{stderr}");
+}
+
+#[test]
 fn the_config_can_come_from_the_environment() {
     let (code, stdout, stderr) =
         run(moniker(&["check", "--offline"]).env("MONIKER_CONFIG", "examples/contextgraph.yaml"));

@@ -1,6 +1,6 @@
-//! moniker's config: one YAML file (JSON is YAML too, so a Claude Desktop or Cursor
-//! `mcpServers` file works as is) parsed into the naming [`Rules`] of `moniker-surface`, the
-//! servers to connect to and the gateway's settings.
+//! moniker's config: one YAML file (JSON is YAML too, so a Claude Desktop, Cursor or VS Code
+//! file works as is, its own keys listed in [`Config::ignored_keys`]) parsed into the naming
+//! [`Rules`] of `moniker-surface`, the servers to connect to and the gateway's settings.
 //!
 //! [`parse`] is pure: text in, a [`Config`] or a [`ConfigReport`] of *every* error out, each
 //! with a code, the dotted path, its line and column, and a hint. `${VAR}` expansion is a
@@ -43,6 +43,10 @@ pub struct Config {
     pub rules: Rules,
     /// The text, and the span of every path, to show later diagnostics in.
     pub source: Source,
+    /// When the file is a client's config (Claude Desktop, Cursor, VS Code) rather than
+    /// moniker's: the client's own top-level keys (`globalShortcut`, `preferences`, `inputs`),
+    /// read past, in file order. Empty for a moniker config, where such keys are errors.
+    pub ignored_keys: Vec<String>,
 }
 
 /// Parses a config. Empty text is an empty config. Never panics, whatever the text.
@@ -58,5 +62,6 @@ pub fn parse(file_name: &str, text: &str) -> Result<Config, ConfigReport> {
         http: decoded.http,
         rules: decoded.rules,
         source: Source::with_spans(file_name, text, decoded.spans, &decoded.servers_key),
+        ignored_keys: decoded.ignored_keys,
     })
 }

@@ -2,8 +2,12 @@ use std::time::Duration;
 
 use moniker_surface::names::TAG_RULE;
 use moniker_surface::toolsets::{ALIAS_RULE, NAME_RULE, TagExpr, ToolsetRule, Toolsets};
+use moniker_surface::{AliasRule, Legacy, Profile, ProfileKind, ServerRules};
 
+use super::actions::{ACTION_RULE, valid_action};
 use super::*;
+use crate::gateway::DURATION_HELP;
+use crate::server::Transport;
 use crate::{Config, codes, parse};
 
 fn ok(text: &str) -> Config {

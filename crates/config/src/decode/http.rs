@@ -1,0 +1,75 @@
+//! `http`: who may use the Streamable HTTP endpoint.
+
+use moniker_surface::rules::Seg;
+
+use super::{Cx, Slot, join};
+use crate::http::{HttpConfig, TokenConfig};
+use crate::report::codes;
+use crate::tree::Value;
+
+const HTTP_KEYS: &[&str] = &["tokens", "allowed_origins", "allowed_hosts", "max_body"];
+const TOKEN_KEYS: &[&str] = &["token", "toolset"];
+
+impl Cx<'_> {
+    /// `http:`: tokens (a string, or `{token, toolset}`), allow-lists, the body limit.
+    pub(super) fn http<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> HttpConfig {
+        let fields = self.fields(slot, p, Some(HTTP_KEYS), "a map of HTTP settings");
+        let field = |name: &'static str| join(p, Seg::Key(name));
+        let mut out = HttpConfig::default();
+        if let Some(tokens) = fields.get("tokens") {
+            let tp = field("tokens");
+            for (i, item) in self
+                .items(tokens, &tp, "a list of tokens")
+                .into_iter()
+                .enumerate()
+            {
+                let ip = join(&tp, Seg::Index(i));
+                if matches!(item.node.value, Value::Map(_)) {
+                    let entry = self.fields(
+                        item,
+                        &ip,
+                        Some(TOKEN_KEYS),
+                        "a token: a string or {token, toolset}",
+                    );
+                    let token = match entry.get("token") {
+                        Some(t) => self.string(&join(&ip, Seg::Key("token")), t),
+                        None => {
+                            self.error(
+                                codes::MISSING_KEY,
+                                "a token needs `token`".to_owned(),
+                                &ip,
+                                item.node.span,
+                                Some(
+                                    "write `{ token: \"${MONIKER_TOKEN}\", toolset: review }`"
+                                        .to_owned(),
+                                ),
+                            );
+                            None
+                        }
+                    };
+                    let toolset = entry
+                        .get("toolset")
+                        .and_then(|t| self.string(&join(&ip, Seg::Key("toolset")), t));
+                    if let Some(token) = token {
+                        out.tokens.push(TokenConfig { token, toolset });
+                    }
+                } else if let Some(token) = self.string(&ip, item) {
+                    out.tokens.push(TokenConfig {
+                        token,
+                        toolset: None,
+                    });
+                }
+            }
+        }
+        if let Some(list) = fields.get("allowed_origins") {
+            out.allowed_origins = self.strings(&field("allowed_origins"), list, false);
+        }
+        if let Some(list) = fields.get("allowed_hosts") {
+            out.allowed_hosts = self.strings(&field("allowed_hosts"), list, false);
+        }
+        if let Some(max) = fields.get("max_body") {
+            out.max_body = self.count(&field("max_body"), max);
+        }
+        out
+    }
+}

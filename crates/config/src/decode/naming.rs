@@ -1,0 +1,255 @@
+//! `naming`, `server_tags`, and the overrides of `tools` and `prompts`.
+
+use std::collections::BTreeMap;
+
+use moniker_surface::diagnostic::did_you_mean;
+use moniker_surface::rules::Seg;
+use moniker_surface::{AliasRule, Naming, Override, Profile, ProfileKind, Tag};
+
+use super::{Cx, Slot, join, list};
+use crate::report::codes;
+use crate::tree::{ScalarKind, Value, shorten};
+
+const NAMING_KEYS: &[&str] = &["strip_prefixes", "split", "separator", "profile"];
+const PROFILE_KEYS: &[&str] = &["base", "prefix_budget"];
+const OVERRIDE_KEYS: &[&str] = &["name", "tags", "aliases", "description", "hidden"];
+const ALIAS_KEYS: &[&str] = &["name", "hidden"];
+
+impl Cx<'_> {
+    pub(super) fn naming<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Naming {
+        let fields = self.fields(slot, p, Some(NAMING_KEYS), "a map of naming settings");
+        let mut naming = Naming::default();
+        let field = |name: &'static str| join(p, Seg::Key(name));
+        if let Some(s) = fields.get("strip_prefixes") {
+            naming.strip_prefixes = self.strings(&field("strip_prefixes"), s, false);
+        }
+        if let Some(split) = fields
+            .get("split")
+            .and_then(|s| self.string(&field("split"), s))
+        {
+            naming.split = split;
+        }
+        if let Some(sep) = fields
+            .get("separator")
+            .and_then(|s| self.string(&field("separator"), s))
+        {
+            naming.separator = sep;
+        }
+        if let Some(profile) = fields
+            .get("profile")
+            .and_then(|s| self.profile(&field("profile"), s))
+        {
+            naming.profile = profile;
+        }
+        naming
+    }
+
+    fn profile_kind(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<ProfileKind> {
+        let text = self.string(p, slot)?;
+        match text.parse::<ProfileKind>() {
+            Ok(kind) => Some(kind),
+            Err(e) => {
+                let kinds = [ProfileKind::Portable.as_str(), ProfileKind::Spec.as_str()];
+                let help = did_you_mean(&text, kinds).map(|k| format!("did you mean `{k}`?"));
+                self.error(codes::INVALID_VALUE, e.to_string(), p, slot.point(), help);
+                None
+            }
+        }
+    }
+
+    fn profile<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<Profile> {
+        match &slot.node.value {
+            Value::Scalar(s) if s.kind == ScalarKind::Null => None,
+            Value::Scalar(_) => self.profile_kind(p, slot).map(|kind| Profile {
+                kind,
+                prefix_budget: 0,
+            }),
+            Value::Map(_) => {
+                let fields = self.fields(slot, p, Some(PROFILE_KEYS), "a map");
+                let field = |name: &'static str| join(p, Seg::Key(name));
+                let kind = match fields.get("base") {
+                    Some(s) => self.profile_kind(&field("base"), s)?,
+                    None => ProfileKind::default(),
+                };
+                let budget = match fields.get("prefix_budget") {
+                    None => 0,
+                    Some(s) => {
+                        let budget = self.count(&field("prefix_budget"), s)?;
+                        let budget = usize::try_from(budget).unwrap_or(usize::MAX);
+                        if budget >= kind.max_len() {
+                            self.error(
+                                codes::INVALID_VALUE,
+                                format!(
+                                    "prefix budget `{budget}` leaves no room for names: the `{}` profile allows at most {} characters",
+                                    kind.as_str(),
+                                    kind.max_len()
+                                ),
+                                &field("prefix_budget"),
+                                s.point(),
+                                Some(format!("use a number below {}", kind.max_len())),
+                            );
+                            return None;
+                        }
+                        budget
+                    }
+                };
+                Some(Profile {
+                    kind,
+                    prefix_budget: budget,
+                })
+            }
+            Value::Seq(_) => {
+                self.type_error(
+                    "`portable`, `spec` or a map with `base` and `prefix_budget`",
+                    p,
+                    slot,
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn server_tags<'n>(
+        &mut self,
+        p: &[Seg<'n>],
+        slot: Slot<'n>,
+    ) -> BTreeMap<String, Vec<Tag>> {
+        let fields = self.fields(slot, p, None, "a map of server names to tags");
+        fields
+            .entries
+            .into_iter()
+            .map(|(key, s)| (key.to_owned(), self.tags(&join(p, Seg::Key(key)), s)))
+            .collect()
+    }
+
+    pub(super) fn overrides<'n>(
+        &mut self,
+        p: &[Seg<'n>],
+        slot: Slot<'n>,
+        server_ids: &[&str],
+    ) -> BTreeMap<String, Override> {
+        let fields = self.fields(slot, p, None, "a map of names to overrides");
+        let mut out = BTreeMap::new();
+        for (key, s) in fields.entries {
+            let op = join(p, Seg::Key(key));
+            let key_ok = self.override_key(&op, s, key, server_ids);
+            let rule = self.override_(&op, s);
+            if key_ok {
+                out.insert(key.to_owned(), rule);
+            }
+        }
+        out
+    }
+
+    /// `<origin name>` or `<server id>/<origin name>`, split on the first `/`.
+    fn override_key(&mut self, op: &[Seg<'_>], slot: Slot<'_>, key: &str, ids: &[&str]) -> bool {
+        let at = slot.key.unwrap_or(slot.node.span);
+        let Some((server, name)) = key.split_once('/') else {
+            if key.is_empty() {
+                self.error(
+                    codes::INVALID_VALUE,
+                    "override key is empty",
+                    op,
+                    at,
+                    Some("use the origin name, or `<server id>/<origin name>`".to_owned()),
+                );
+                return false;
+            }
+            return true;
+        };
+        if !ids.contains(&server) {
+            let help = match did_you_mean(server, ids.iter().copied()) {
+                Some(close) => format!("did you mean `{close}/{}`?", shorten(name)),
+                None if ids.is_empty() => "no servers are configured".to_owned(),
+                None => format!("configured servers: {}", list(ids)),
+            };
+            self.error(
+                codes::UNKNOWN_SERVER,
+                format!(
+                    "override `{}` names server `{}`, which is not configured",
+                    shorten(key),
+                    shorten(server)
+                ),
+                op,
+                at,
+                Some(help),
+            );
+            return false;
+        }
+        if name.is_empty() {
+            self.error(
+                codes::INVALID_VALUE,
+                format!("override `{}` has no origin name after `/`", shorten(key)),
+                op,
+                at,
+                Some(format!("write `{server}/<origin name>`")),
+            );
+            return false;
+        }
+        true
+    }
+
+    fn override_<'n>(&mut self, op: &[Seg<'n>], slot: Slot<'n>) -> Override {
+        let fields = self.fields(slot, op, Some(OVERRIDE_KEYS), "a map of override settings");
+        let field = |name: &'static str| join(op, Seg::Key(name));
+        let mut rule = Override::default();
+        if let Some(s) = fields.get("name") {
+            rule.name = self.name(&field("name"), s, "name");
+        }
+        if let Some(s) = fields.get("tags") {
+            rule.tags = self.tags(&field("tags"), s);
+        }
+        if let Some(s) = fields.get("aliases") {
+            rule.aliases = self.aliases(&field("aliases"), s);
+        }
+        if let Some(s) = fields.get("description") {
+            rule.description = self.string(&field("description"), s);
+        }
+        if let Some(s) = fields.get("hidden") {
+            rule.hidden = self.boolean(&field("hidden"), s).unwrap_or(false);
+        }
+        rule
+    }
+
+    pub(super) fn aliases<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Vec<AliasRule> {
+        let items = self.items(slot, p, "a list of aliases");
+        let mut out = Vec::new();
+        for (i, item) in items.into_iter().enumerate() {
+            let ip = join(p, Seg::Index(i));
+            match &item.node.value {
+                Value::Scalar(s) if s.kind == ScalarKind::Str => {
+                    if let Some(name) = self.name(&ip, item, "alias") {
+                        out.push(AliasRule {
+                            name,
+                            hidden: false,
+                        });
+                    }
+                }
+                Value::Map(_) => {
+                    let fields = self.fields(item, &ip, Some(ALIAS_KEYS), "a map");
+                    let field = |name: &'static str| join(&ip, Seg::Key(name));
+                    let hidden = fields
+                        .get("hidden")
+                        .and_then(|s| self.boolean(&field("hidden"), s))
+                        .unwrap_or(false);
+                    match fields.get("name") {
+                        Some(s) => {
+                            if let Some(name) = self.name(&field("name"), s, "alias") {
+                                out.push(AliasRule { name, hidden });
+                            }
+                        }
+                        None => self.error(
+                            codes::MISSING_KEY,
+                            "alias has no `name`",
+                            &ip,
+                            item.point(),
+                            Some("write `{ name: <alias>, hidden: true }`".to_owned()),
+                        ),
+                    }
+                }
+                _ => self.type_error("an alias name or a map with `name` and `hidden`", &ip, item),
+            }
+        }
+        out
+    }
+}

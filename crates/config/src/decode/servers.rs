@@ -1,0 +1,342 @@
+//! `servers` (or `mcpServers`): how to reach each server, and its naming rules.
+
+use std::collections::BTreeMap;
+
+use indexmap::IndexMap;
+use moniker_surface::diagnostic::did_you_mean;
+use moniker_surface::rules::Seg;
+use moniker_surface::{Name, ServerId, ServerRules};
+
+use super::{Cx, Decoded, Fields, Slot, join, list};
+use crate::report::codes;
+use crate::server::{ServerConfig, Transport};
+use crate::tree::{ScalarKind, Value, shorten};
+
+const SERVER_KEYS: &[&str] = &[
+    "command", "args", "env", "cwd", "url", "headers", "tags", "prefix", "type", "disabled",
+];
+const TRANSPORT_TYPES: &[&str] = &["stdio", "http", "streamable-http", "sse"];
+/// Server fields that only mean something for one transport.
+const STDIO_ONLY: &[&str] = &["args", "env", "cwd"];
+const HTTP_ONLY: &[&str] = &["headers"];
+
+impl Cx<'_> {
+    /// `servers` and `mcpServers` (one of them, or a conflict); returns every syntactically
+    /// valid server id, for the overrides to check theirs against.
+    pub(super) fn server_sections<'n>(
+        &mut self,
+        fields: &Fields<'n>,
+        out: &mut Decoded,
+    ) -> Vec<&'n str> {
+        let mut servers_section: Option<&str> = None;
+        let mut server_rules = BTreeMap::new();
+        for (key, slot) in &fields.entries {
+            if !matches!(*key, "servers" | "mcpServers") {
+                continue;
+            }
+            match servers_section {
+                None => {
+                    servers_section = Some(*key);
+                    out.servers_key = (*key).to_owned();
+                }
+                Some(first) => self.error(
+                    codes::CONFLICT,
+                    format!("`{key}` and `{first}` are the same section"),
+                    &[Seg::Key(key)],
+                    slot.key.unwrap_or(slot.node.span),
+                    Some(format!("move these servers into `{first}`")),
+                ),
+            }
+            self.servers(key, *slot, &mut out.servers, &mut server_rules);
+        }
+        // Every syntactically valid server key, whether or not the server itself is valid: an
+        // override naming a server with a mistake in its body is not an unknown server too.
+        let ids: Vec<&'n str> = fields
+            .entries
+            .iter()
+            .filter(|(k, _)| matches!(*k, "servers" | "mcpServers"))
+            .filter_map(|(_, s)| match &s.node.value {
+                Value::Map(entries) => Some(entries),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|e| e.key.as_deref())
+            .filter(|k| k.parse::<ServerId>().is_ok())
+            .collect();
+
+        out.rules.servers = server_rules;
+        ids
+    }
+
+    fn servers<'n>(
+        &mut self,
+        section: &'n str,
+        slot: Slot<'n>,
+        servers: &mut IndexMap<ServerId, ServerConfig>,
+        rules: &mut BTreeMap<ServerId, ServerRules>,
+    ) {
+        let p = [Seg::Key(section)];
+        let fields = self.fields(slot, &p, None, "a map of server ids to servers");
+        for (key, server) in fields.entries {
+            let sp = join(&p, Seg::Key(key));
+            let id = match key.parse::<ServerId>() {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    let span = server.key.unwrap_or(server.node.span);
+                    self.error(codes::INVALID_SERVER_ID, e.to_string(), &sp, span, None);
+                    None
+                }
+            };
+            let decoded = self.server(&sp, server, key);
+            if let (Some(id), Some((config, server_rules))) = (id, decoded) {
+                if !servers.contains_key(&id) {
+                    rules.insert(id.clone(), server_rules);
+                    servers.insert(id, config);
+                }
+            }
+        }
+    }
+
+    fn server<'n>(
+        &mut self,
+        sp: &[Seg<'n>],
+        slot: Slot<'n>,
+        id: &str,
+    ) -> Option<(ServerConfig, ServerRules)> {
+        let fields = self.fields(slot, sp, Some(SERVER_KEYS), "a map of server settings");
+        let field = |name: &'static str| join(sp, Seg::Key(name));
+
+        let command = fields
+            .get("command")
+            .and_then(|s| self.command(&field("command"), s));
+        let args = fields
+            .get("args")
+            .map(|s| self.strings(&field("args"), s, true))
+            .unwrap_or_default();
+        let env = fields
+            .get("env")
+            .map(|s| self.text_map(&field("env"), s))
+            .unwrap_or_default();
+        let cwd = fields
+            .get("cwd")
+            .filter(|s| !s.node.is_null())
+            .and_then(|s| self.string(&field("cwd"), s));
+        let url = fields.get("url").and_then(|s| self.url(&field("url"), s));
+        let headers = fields
+            .get("headers")
+            .map(|s| self.text_map(&field("headers"), s))
+            .unwrap_or_default();
+        let tags = fields
+            .get("tags")
+            .map(|s| self.tags(&field("tags"), s))
+            .unwrap_or_default();
+        let prefix = fields
+            .get("prefix")
+            .and_then(|s| self.prefix(&field("prefix"), s, id));
+        let kind = fields
+            .get("type")
+            .and_then(|s| self.transport_type(&field("type"), s));
+        let disabled = fields
+            .get("disabled")
+            .and_then(|s| self.boolean(&field("disabled"), s))
+            .unwrap_or(false);
+
+        let (stdio, ok) = self.transport(sp, slot, &fields, id, kind.as_deref())?;
+        let transport = if stdio {
+            Transport::Stdio {
+                command: command?,
+                args,
+                env,
+                cwd,
+            }
+        } else {
+            Transport::Http { url: url?, headers }
+        };
+        ok.then_some((
+            ServerConfig {
+                transport,
+                disabled,
+            },
+            ServerRules { tags, prefix },
+        ))
+    }
+
+    fn command(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<String> {
+        let command = self.string(p, slot)?;
+        if command.trim().is_empty() {
+            self.error(
+                codes::INVALID_VALUE,
+                "`command` is empty",
+                p,
+                slot.point(),
+                Some("name the program to run: `command: npx`".to_owned()),
+            );
+            return None;
+        }
+        Some(command)
+    }
+
+    fn url(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<String> {
+        let url = self.string(p, slot)?;
+        let http = url.starts_with("http://") || url.starts_with("https://");
+        if !http && !url.contains("${") {
+            self.error(
+                codes::INVALID_VALUE,
+                format!("`{}` is not an http or https url", shorten(&url)),
+                p,
+                slot.point(),
+                Some("write the full address: `url: http://127.0.0.1:9000/mcp`".to_owned()),
+            );
+            return None;
+        }
+        Some(url)
+    }
+
+    /// `true` is the server id, a text is the prefix itself.
+    fn prefix(&mut self, p: &[Seg<'_>], slot: Slot<'_>, id: &str) -> Option<String> {
+        match slot.scalar() {
+            Some((_, ScalarKind::Bool(true))) => Some(id.to_owned()),
+            Some((_, ScalarKind::Bool(false) | ScalarKind::Null)) => None,
+            Some((text, ScalarKind::Str)) => match text.parse::<Name>() {
+                Ok(_) => Some(text.to_owned()),
+                Err(e) => {
+                    self.error(
+                        codes::INVALID_NAME,
+                        format!("prefix `{}` {}", shorten(text), e.rule),
+                        p,
+                        slot.point(),
+                        None,
+                    );
+                    None
+                }
+            },
+            _ => {
+                self.type_error("`true`, `false` or a prefix text", p, slot);
+                None
+            }
+        }
+    }
+
+    fn transport_type(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<String> {
+        let kind = self.string(p, slot)?;
+        if TRANSPORT_TYPES.contains(&kind.as_str()) {
+            return Some(kind);
+        }
+        let help = match did_you_mean(&kind, TRANSPORT_TYPES.iter().copied()) {
+            Some(close) => format!("did you mean `{close}`?"),
+            None => format!("use one of {}", list(TRANSPORT_TYPES)),
+        };
+        self.error(
+            codes::INVALID_VALUE,
+            format!("unknown server type `{}`", shorten(&kind)),
+            p,
+            slot.point(),
+            Some(help),
+        );
+        None
+    }
+
+    /// Which transport: the presence of `command` or `url` decides; `type`, when given,
+    /// must agree. Fields of the other transport are mistakes, not noise. `None` when there
+    /// is no transport at all; else whether it is stdio, and whether the server is valid.
+    fn transport(
+        &mut self,
+        sp: &[Seg<'_>],
+        slot: Slot<'_>,
+        fields: &Fields<'_>,
+        id: &str,
+        kind: Option<&str>,
+    ) -> Option<(bool, bool)> {
+        let field = |name: &'static str| join(sp, Seg::Key(name));
+        let mut ok = true;
+        let at = slot.key.unwrap_or(slot.node.span);
+        let (has_command, has_url) = (fields.has("command"), fields.has("url"));
+        let stdio = match (has_command, has_url) {
+            (true, true) => {
+                self.error(
+                    codes::TRANSPORT,
+                    format!("server `{id}` has both `command` and `url`"),
+                    sp,
+                    at,
+                    Some(
+                        "keep `command` to spawn a stdio server, or `url` to connect to an HTTP server"
+                            .to_owned(),
+                    ),
+                );
+                return None;
+            }
+            // `comand: npx` was reported as unknown with a did-you-mean: that is the error.
+            (false, false) if fields.meant("command") || fields.meant("url") => return None,
+            (false, false) => {
+                let message = match kind {
+                    Some("stdio") => format!("server `{id}` has `type: stdio` but no `command`"),
+                    Some(k) => format!("server `{id}` has `type: {k}` but no `url`"),
+                    None => format!("server `{id}` has neither `command` nor `url`"),
+                };
+                self.error(
+                    codes::TRANSPORT,
+                    message,
+                    sp,
+                    at,
+                    Some(
+                        "add `command: <program>` to spawn a stdio server, or `url: <address>` to connect to a Streamable HTTP server"
+                            .to_owned(),
+                    ),
+                );
+                return None;
+            }
+            (stdio, _) => stdio,
+        };
+        if let (Some(kind), Some(type_slot)) = (kind, fields.get("type")) {
+            if (kind == "stdio") != stdio {
+                let (has, needs) = if stdio {
+                    ("`command`", "`url`")
+                } else {
+                    ("`url`", "`command`")
+                };
+                self.error(
+                    codes::TRANSPORT,
+                    format!("server `{id}` has `type: {kind}` and a {has}"),
+                    &field("type"),
+                    type_slot.point(),
+                    Some(format!(
+                        "`type: {kind}` needs {needs}; remove `type` or fix it"
+                    )),
+                );
+                ok = false;
+            }
+        }
+        ok &= self.foreign_fields(sp, fields, id, stdio);
+        Some((stdio, ok))
+    }
+
+    /// Fields of the other transport (`headers` on a stdio server, `args` on an HTTP one),
+    /// each reported; whether there were none.
+    fn foreign_fields(
+        &mut self,
+        sp: &[Seg<'_>],
+        fields: &Fields<'_>,
+        id: &str,
+        stdio: bool,
+    ) -> bool {
+        let mut ok = true;
+        let (foreign, owner, other) = if stdio {
+            (HTTP_ONLY, "HTTP servers (with `url`)", "`command`")
+        } else {
+            (STDIO_ONLY, "stdio servers (with `command`)", "`url`")
+        };
+        for name in foreign {
+            if let Some(s) = fields.get(name) {
+                self.error(
+                    codes::TRANSPORT,
+                    format!("`{name}` applies only to {owner}, and server `{id}` has {other}"),
+                    &join(sp, Seg::Key(name)),
+                    s.key.unwrap_or(s.node.span),
+                    Some(format!("remove `{name}`")),
+                );
+                ok = false;
+            }
+        }
+        ok
+    }
+}
