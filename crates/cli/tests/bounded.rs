@@ -96,7 +96,6 @@ fn a_hundred_thousand_unknown_names_leave_metrics_and_memory_flat() {
     }
     let metrics_after = metrics(port);
     let rss_after = rss_kib(pid);
-    drop(exchange);
     let _ = child.kill();
     let _ = child.wait();
 
