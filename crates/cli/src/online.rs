@@ -5,12 +5,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use moniker_config::{Config, Transport};
-use moniker_gateway::connect::ServerSpec;
-use moniker_gateway::connect::http::HttpSpec;
-use moniker_gateway::connect::stdio::StdioSpec;
+use moniker_config::{Config, TokenConfig};
 use moniker_gateway::message::{self, Message};
-use moniker_gateway::serve::http::{HttpSettings, Token, check_bind};
+use moniker_gateway::serve::http::check_bind;
 use moniker_gateway::session::Session;
 use moniker_gateway::store::Store;
 use moniker_gateway::{Gateway, ServerEntry, Settings, StartError};
@@ -84,41 +81,17 @@ async fn start_with(
             tracing::info!(server = %id, "disabled in the config");
             continue;
         }
-        let spec = match &server.transport {
-            Transport::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            } => ServerSpec::Stdio(StdioSpec {
-                command: command.clone(),
-                args: args.clone(),
-                env: env.clone(),
-                cwd: cwd.clone(),
-            }),
-            Transport::Http { url, headers } => ServerSpec::Http(HttpSpec {
-                url: url.clone(),
-                headers: headers.clone(),
-            }),
-        };
         servers.push(ServerEntry {
             id: id.clone(),
-            spec,
+            spec: server.transport.clone(),
         });
     }
-    let g = &config.gateway;
     let settings = Settings {
-        call_timeout: g.call_timeout,
-        start_timeout: g.start_timeout,
-        restart_initial_delay: g.restart_initial_delay,
-        restart_max_delay: g.restart_max_delay,
-        restart_max_attempts: g.restart_max_attempts,
-        page_size: g.page_size.map(|n| n as usize),
+        config: config.gateway,
         guard: std::env::current_exe().ok(),
         manage: toolsets.manage,
         store: toolsets.store,
         default_toolset: toolsets.toolset,
-        ..Settings::default()
     };
     match Gateway::start(config.rules.clone(), servers, settings).await {
         Ok(gateway) => Ok(Ok(gateway)),
@@ -192,30 +165,22 @@ async fn serve_stdio(
     Ok(Exit::Ok)
 }
 
-/// Tokens from the config's `http.tokens` and from `$MONIKER_TOKENS` (comma-separated, not
-/// bound to a toolset).
-fn tokens(config: &Config) -> Vec<Token> {
-    let mut tokens: Vec<Token> = config
-        .http
-        .tokens
-        .iter()
-        .map(|t| Token {
-            secret: t.token.clone(),
-            toolset: t.toolset.clone(),
-        })
-        .collect();
+/// The config's `http:` section with the tokens of `$MONIKER_TOKENS` (comma-separated, not
+/// bound to a toolset) added to `http.tokens`.
+fn http_settings(config: &Config) -> moniker_config::HttpConfig {
+    let mut http = config.http.clone();
     if let Ok(list) = std::env::var("MONIKER_TOKENS") {
-        tokens.extend(
+        http.tokens.extend(
             list.split(',')
                 .map(str::trim)
                 .filter(|t| !t.is_empty())
-                .map(|t| Token {
-                    secret: t.to_owned(),
+                .map(|t| TokenConfig {
+                    token: t.to_owned(),
                     toolset: None,
                 }),
         );
     }
-    tokens
+    http
 }
 
 async fn serve_http(
@@ -223,15 +188,7 @@ async fn serve_http(
     config: &Config,
     addr: std::net::SocketAddr,
 ) -> Result<Exit, Failure> {
-    let mut settings = HttpSettings {
-        tokens: tokens(config),
-        ..HttpSettings::default()
-    };
-    settings.allowed_origins = config.http.allowed_origins.clone();
-    settings.allowed_hosts = config.http.allowed_hosts.clone();
-    if let Some(max) = config.http.max_body {
-        settings.max_body = max as usize;
-    }
+    let settings = http_settings(config);
     if let Err(why) = check_bind(addr, &settings) {
         output::report(&format!("error: {why}"));
         return Ok(Exit::InvalidConfig);
@@ -248,8 +205,38 @@ async fn serve_http(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    output::report(&http_banner(local, &settings));
     moniker_gateway::serve::http::serve(gateway.clone(), listener, settings, stop_signal()).await?;
     Ok(Exit::Ok)
+}
+
+/// What `serve --http` says when it starts listening (on stderr: it is for the person who
+/// started it).
+fn http_banner(local: std::net::SocketAddr, http: &moniker_config::HttpConfig) -> String {
+    use moniker_gateway::serve::http::{HEALTH_PATH, MCP_PATH, METRICS_PATH};
+    let auth = match http.tokens.len() {
+        0 => "no token required (loopback only)".to_owned(),
+        1 => "a bearer token is required (1 token configured)".to_owned(),
+        n => format!("a bearer token is required ({n} tokens configured)"),
+    };
+    let mut lines = vec![
+        format!("moniker is listening on http://{local}"),
+        format!("  MCP (Streamable HTTP): http://{local}{MCP_PATH}"),
+        format!("  health:                http://{local}{HEALTH_PATH}"),
+        format!("  metrics:               http://{local}{METRICS_PATH}"),
+        format!("  authentication:        {auth}"),
+    ];
+    if local.ip().is_unspecified() && http.allowed_hosts.is_empty() {
+        lines.push(
+            "  note: clients must use a loopback host name; list the host names they will use \
+             in `http.allowed_hosts` (a request with another Host gets 403)"
+                .to_owned(),
+        );
+    }
+    lines.join("\n")
 }
 
 /// `moniker check`: the config, the servers and the surface they make together.
@@ -281,13 +268,7 @@ pub async fn check_online(mut config: Config) -> Result<Exit, Failure> {
         ));
     }
     let exit = check::report(&config, &diagnostics)?;
-    let mut failed = 0;
-    for (id, status) in gateway.server_status() {
-        if let (false, Some(error)) = (status.up, &status.last_error) {
-            output::report(&format!("error: server `{id}` failed to start: {error}"));
-            failed += 1;
-        }
-    }
+    let failed = report_failed_servers(&gateway, "error");
     output::line(&format!(
         "{} tools{} and {} prompts from {} of {} servers",
         view.surface.listed(Kind::Tool).count(),
@@ -305,6 +286,19 @@ pub async fn check_online(mut config: Config) -> Result<Exit, Failure> {
     } else {
         exit
     })
+}
+
+/// Says why each server that is not up failed (as `level: server ... failed to start: why`);
+/// how many.
+fn report_failed_servers(gateway: &Gateway, level: &str) -> usize {
+    let mut failed = 0;
+    for (id, status) in gateway.server_status() {
+        if let (false, Some(error)) = (status.up, &status.last_error) {
+            output::report(&format!("{level}: server `{id}` failed to start: {error}"));
+            failed += 1;
+        }
+    }
+    failed
 }
 
 /// `moniker list`: the exposed tools and prompts.
@@ -410,9 +404,11 @@ pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
         }
         output::line(&format_table(&table))
     };
+    // A list without a server's tools is not the list asked for.
+    let failed = report_failed_servers(&gateway, "error");
     gateway.shutdown().await;
     printed?;
-    Ok(Exit::Ok)
+    Ok(if failed > 0 { Exit::Failure } else { Exit::Ok })
 }
 
 /// `tool`, `prompt`, `action` (an action tool), or `legacy` (a member of an action tool, callable
@@ -515,6 +511,9 @@ pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
         }
     }
     drop(session);
+    let failed = answer.as_ref().is_none_or(|a| a.get("error").is_some());
+    // A failed call may be a server that did not start; a call that worked did not need it.
+    report_failed_servers(&gateway, if failed { "error" } else { "warning" });
     gateway.shutdown().await;
     let Some(answer) = answer else {
         return Err("no answer to the call".into());

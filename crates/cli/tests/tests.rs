@@ -3,6 +3,7 @@
 mod actions;
 mod bounded;
 mod check;
+mod first_contact;
 mod http;
 mod serve;
 mod surfaces;

@@ -1,4 +1,6 @@
-//! The `http:` section: who may use `moniker serve --http`.
+//! The `http:` section: who may use `moniker serve --http`, and its limits.
+
+use std::time::Duration;
 
 /// Bearer tokens, allow-lists and limits of the Streamable HTTP endpoint.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -10,6 +12,9 @@ pub struct HttpConfig {
     pub allowed_hosts: Vec<String>,
     /// Largest request body, in bytes; `None`: the gateway's default.
     pub max_body: Option<u32>,
+    /// Sessions unused this long are dropped (`http.session_idle`); `None`: the gateway's
+    /// default.
+    pub session_idle: Option<Duration>,
 }
 
 /// One bearer token, and the toolset its sessions are bound to, if any.
@@ -36,6 +41,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("allowed_origins", &self.allowed_origins)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("max_body", &self.max_body)
+            .field("session_idle", &self.session_idle)
             .finish()
     }
 }

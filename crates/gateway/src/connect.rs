@@ -18,24 +18,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::message::{self, Message};
 use crate::sync::lock;
 
-/// How to reach one server.
-#[derive(Clone)]
-pub enum ServerSpec {
-    /// A child process speaking newline-delimited JSON-RPC on stdin and stdout.
-    Stdio(stdio::StdioSpec),
-    /// A remote server over Streamable HTTP (or the legacy HTTP+SSE transport).
-    Http(http::HttpSpec),
-}
-
-impl ServerSpec {
-    /// What to show of it in logs and errors: the command or the URL (never headers).
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Stdio(spec) => format!("`{}`", spec.command),
-            Self::Http(spec) => format!("`{}`", spec.url),
-        }
-    }
-}
+/// How to reach one server: the config's own type.
+pub use moniker_config::Transport as ServerSpec;
 
 /// A started connection, what fires when it is gone, and what to end with it.
 pub struct Started {
@@ -44,6 +28,8 @@ pub struct Started {
     /// The process group of a child server.
     pub pgid: Option<u32>,
     pub child: Option<tokio::process::Child>,
+    /// The last lines a child server wrote to its stderr, complete once the task ends.
+    pub stderr: Option<tokio::task::JoinHandle<Vec<String>>>,
 }
 
 /// Starts (or connects to) a server. The handshake is the caller's.
@@ -56,19 +42,20 @@ pub async fn start(
     timeout: Duration,
 ) -> Result<Started, String> {
     match spec {
-        ServerSpec::Stdio(stdio) => {
-            match stdio::spawn(server.clone(), stdio, guard, sink, max_message) {
+        ServerSpec::Stdio { command, .. } => {
+            match stdio::spawn(server.clone(), spec, guard, sink, max_message) {
                 Ok(process) => Ok(Started {
                     conn: process.conn,
                     closed: process.closed,
                     pgid: process.pgid,
                     child: Some(process.child),
+                    stderr: Some(process.stderr),
                 }),
-                Err(e) => Err(format!("cannot run `{}`: {e}", stdio.command)),
+                Err(e) => Err(stdio::cannot_run(command, &e)),
             }
         }
-        ServerSpec::Http(http) => {
-            http::connect(server.clone(), http, sink, max_message, timeout).await
+        ServerSpec::Http { url, headers } => {
+            http::connect(server.clone(), url, headers, sink, max_message, timeout).await
         }
     }
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
+use moniker_config::GatewaySettings;
 use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, build};
 use tokio::sync::{Notify, oneshot};
 
@@ -17,44 +18,20 @@ use crate::hub::{Hub, Peer};
 use crate::message::Message;
 use crate::sync::lock;
 
-/// How the gateway runs: timeouts, restarts, limits.
-#[derive(Debug, Clone)]
+/// How the gateway runs: the config's `gateway:` section (its defaults are written there), and
+/// what the command line decides.
+#[derive(Debug, Clone, Default)]
 pub struct Settings {
-    pub call_timeout: Duration,
-    pub start_timeout: Duration,
-    pub restart_initial_delay: Duration,
-    pub restart_max_delay: Duration,
-    /// `None`: restart for ever.
-    pub restart_max_attempts: Option<u32>,
-    pub max_message: usize,
+    /// Timeouts, restarts and paging.
+    pub config: GatewaySettings,
     /// The executable that runs `__guard` (the moniker binary); `None` starts servers directly.
     pub guard: Option<PathBuf>,
-    /// Items per page of `tools/list` and `prompts/list`; `None`: one page.
-    pub page_size: Option<usize>,
     /// Show moniker's toolset management tools.
     pub manage: bool,
     /// The toolset store to open (`None`: no run-time toolsets).
     pub store: Option<PathBuf>,
     /// The toolset every new session starts with.
     pub default_toolset: Option<String>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            call_timeout: Duration::from_secs(60),
-            start_timeout: Duration::from_secs(30),
-            restart_initial_delay: Duration::from_millis(500),
-            restart_max_delay: Duration::from_secs(30),
-            restart_max_attempts: None,
-            max_message: crate::framing::DEFAULT_MAX_MESSAGE,
-            guard: None,
-            manage: false,
-            page_size: None,
-            store: None,
-            default_toolset: None,
-        }
-    }
 }
 
 /// A server to connect to.
@@ -430,7 +407,7 @@ impl Gateway {
     }
 
     async fn relist(&self, conn: &Arc<Connection>) {
-        match connect::list(conn, &conn.info(), self.settings.call_timeout).await {
+        match connect::list(conn, &conn.info(), self.settings.config.call_timeout).await {
             Ok(listing) => self.update(&conn.server, Some(listing), true),
             // moniker's own shutdown (or the server's going away) ends the listing: the
             // supervisor reports what happened to the server.

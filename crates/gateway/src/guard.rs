@@ -8,6 +8,7 @@
 //! by signalling the group.
 
 use std::ffi::OsString;
+use std::io::Write as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -24,8 +25,13 @@ pub fn run(args: &[OsString]) -> i32 {
     let mut child = match Command::new(command).args(rest).spawn() {
         Ok(child) => child,
         Err(e) => {
-            tracing::error!(command = ?command, error = %e, "cannot start the server");
-            return 127;
+            // On the server's stderr, which moniker reads: the reason it did not start.
+            let why = crate::connect::stdio::cannot_run(&command.to_string_lossy(), &e);
+            let _ = writeln!(std::io::stderr(), "{why}");
+            return match e.kind() {
+                std::io::ErrorKind::PermissionDenied => 126,
+                _ => 127,
+            };
         }
     };
     loop {

@@ -1,5 +1,7 @@
 //! Supervision of one server: start it (or connect to it), shake hands, serve until it is
-//! gone, back off, again; what happened is kept in its slot for `check` and the metrics.
+//! gone, back off, again. What happened is kept in its slot for `check`, `list` and `call`,
+//! and in the metrics; why a server failed is said as a user would say it (command not found,
+//! permission denied, exited with status N and its last lines of stderr).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,11 +9,20 @@ use std::time::Duration;
 use moniker_surface::ServerId;
 use tokio::sync::oneshot;
 
-use crate::connect::{self, CallError, Sink};
-use crate::gateway::{Gateway, WeakSink};
+use crate::connect::{self, CallError, HandshakeError, Sink, Started};
+use crate::gateway::{Gateway, Slot, WeakSink};
 use crate::sync::lock;
 
-/// Keeps one server running: start, handshake, serve until it exits, back off, again.
+/// How one run of a server ended.
+enum Run {
+    /// It connected, served, and is gone (or moniker is stopping).
+    Served,
+    /// It did not get as far as serving: why.
+    Failed(String),
+}
+
+/// Keeps one server running: start, handshake, serve until it exits, back off, again. `first`
+/// fires once the first attempt is over, whatever its outcome.
 pub(crate) async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<()>) {
     let mut first = Some(first);
     let mut attempt: u32 = 0;
@@ -19,78 +30,11 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: onesho
         return;
     };
     let sink: Arc<dyn Sink> = Arc::new(WeakSink(Arc::downgrade(&gateway)));
-    let settings = gateway.settings.clone();
-    loop {
-        if gateway.is_stopping() {
-            break;
-        }
-        let started = connect::start(
-            &id,
-            &slot.entry.spec,
-            settings.guard.as_deref(),
-            sink.clone(),
-            settings.max_message,
-            settings.start_timeout,
-        )
-        .await;
-        match started {
-            Ok(mut process) => {
-                *lock(&slot.pgid) = process.pgid;
-                let handshake = tokio::select! {
-                    r = connect::handshake(&process.conn, settings.start_timeout) => r,
-                    _ = &mut process.closed => Err(connect::HandshakeError::Call(CallError::Gone)),
-                };
-                match handshake {
-                    Ok(listing) => {
-                        attempt = 0;
-                        *lock(&slot.info) = Some(process.conn.info());
-                        slot.conn.store(Some(process.conn.clone()));
-                        {
-                            let mut status = lock(&slot.status);
-                            status.up = true;
-                            gateway.metrics.server_up(&id, true);
-                            status.last_error = None;
-                        }
-                        tracing::info!(server = %id, tools = listing.tools.len(), prompts = listing.prompts.len(), "server connected");
-                        gateway.update(&id, Some(listing), true);
-                        if let Some(first) = first.take() {
-                            let _ = first.send(());
-                        }
-                        tokio::select! {
-                            _ = &mut process.closed => {}
-                            _ = gateway.stopped() => {}
-                        }
-                        process.conn.close();
-                        slot.conn.store(None);
-                        lock(&slot.status).up = false;
-                        gateway.metrics.server_up(&id, false);
-                        if gateway.is_stopping() {
-                            break;
-                        }
-                        tracing::warn!(server = %id, "server disconnected");
-                        gateway.update(&id, None, false);
-                    }
-                    Err(e) => {
-                        let reason = match &e {
-                            connect::HandshakeError::Call(CallError::Gone) => {
-                                "it exited during the handshake".to_owned()
-                            }
-                            other => other.to_string(),
-                        };
-                        tracing::warn!(server = %id, error = %reason, "server failed to start");
-                        lock(&slot.status).last_error = Some(reason);
-                        process.conn.close();
-                    }
-                }
-                let pgid = lock(&slot.pgid).take();
-                if let Some(pgid) = pgid {
-                    crate::guard::end_group(pgid, Duration::from_secs(2)).await;
-                }
-                if let Some(child) = process.child.as_mut() {
-                    let _ = child.wait().await;
-                }
-            }
-            Err(reason) => {
+    let config = &gateway.settings.config;
+    while !gateway.is_stopping() {
+        match run(&gateway, &id, slot, &sink, &mut first).await {
+            Run::Served => attempt = 0,
+            Run::Failed(reason) => {
                 tracing::warn!(server = %id, error = %reason, "server failed to start");
                 lock(&slot.status).last_error = Some(reason);
             }
@@ -98,18 +42,18 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: onesho
         if let Some(first) = first.take() {
             let _ = first.send(());
         }
+        if gateway.is_stopping() {
+            break;
+        }
         attempt += 1;
-        if settings
-            .restart_max_attempts
-            .is_some_and(|max| attempt > max)
-        {
+        if config.restart_max_attempts.is_some_and(|max| attempt > max) {
             tracing::error!(server = %id, attempts = attempt, "server gave up after too many restarts");
             break;
         }
-        let delay = settings
+        let delay = config
             .restart_initial_delay
             .saturating_mul(1u32 << (attempt - 1).min(16))
-            .min(settings.restart_max_delay);
+            .min(config.restart_max_delay);
         lock(&slot.status).restarts += 1;
         gateway.metrics.server_restarted(&id);
         tokio::select! {
@@ -117,4 +61,113 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: onesho
             _ = gateway.stopped() => break,
         }
     }
+}
+
+/// One start of the server, to its end.
+async fn run(
+    gateway: &Arc<Gateway>,
+    id: &ServerId,
+    slot: &Slot,
+    sink: &Arc<dyn Sink>,
+    first: &mut Option<oneshot::Sender<()>>,
+) -> Run {
+    let settings = &gateway.settings;
+    let started = connect::start(
+        id,
+        &slot.entry.spec,
+        settings.guard.as_deref(),
+        sink.clone(),
+        crate::framing::DEFAULT_MAX_MESSAGE,
+        settings.config.start_timeout,
+    )
+    .await;
+    let mut process = match started {
+        Ok(process) => process,
+        Err(reason) => return Run::Failed(reason),
+    };
+    *lock(&slot.pgid) = process.pgid;
+    let handshake = tokio::select! {
+        r = connect::handshake(&process.conn, settings.config.start_timeout) => r,
+        _ = &mut process.closed => Err(HandshakeError::Call(CallError::Gone)),
+    };
+    let run = match handshake {
+        Ok(listing) => {
+            lock(&slot.status).last_error = None;
+            *lock(&slot.info) = Some(process.conn.info());
+            slot.conn.store(Some(process.conn.clone()));
+            lock(&slot.status).up = true;
+            gateway.metrics.server_up(id, true);
+            tracing::info!(server = %id, tools = listing.tools.len(), prompts = listing.prompts.len(), "server connected");
+            gateway.update(id, Some(listing), true);
+            if let Some(first) = first.take() {
+                let _ = first.send(());
+            }
+            tokio::select! {
+                _ = &mut process.closed => {}
+                _ = gateway.stopped() => {}
+            }
+            process.conn.close();
+            slot.conn.store(None);
+            lock(&slot.status).up = false;
+            gateway.metrics.server_up(id, false);
+            if !gateway.is_stopping() {
+                tracing::warn!(server = %id, "server disconnected");
+                gateway.update(id, None, false);
+            }
+            Run::Served
+        }
+        Err(HandshakeError::Call(CallError::Gone)) => {
+            process.conn.close();
+            Run::Failed(exited(&mut process).await)
+        }
+        Err(e) => {
+            process.conn.close();
+            Run::Failed(e.to_string())
+        }
+    };
+    let pgid = lock(&slot.pgid).take();
+    if let Some(pgid) = pgid {
+        crate::guard::end_group(pgid, Duration::from_secs(2)).await;
+    }
+    if let Some(child) = process.child.as_mut() {
+        let _ = child.wait().await;
+    }
+    run
+}
+
+/// Why a server that closed its output during the handshake did: its exit status and the last
+/// lines of its stderr, or the guard's word that its command could not run.
+async fn exited(process: &mut Started) -> String {
+    const WAIT: Duration = Duration::from_secs(2);
+    let status = match process.child.as_mut() {
+        Some(child) => tokio::time::timeout(WAIT, child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok),
+        None => None,
+    };
+    let tail = match process.stderr.take() {
+        Some(task) => tokio::time::timeout(WAIT, task)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    // The guard says so when the command could not run at all.
+    if let Some(line) = tail.iter().rev().find(|l| l.starts_with("cannot run `")) {
+        return line.clone();
+    }
+    let mut reason = match status.and_then(|s| s.code()) {
+        Some(code) => format!("it exited with status {code} during the handshake"),
+        None => "it exited during the handshake".to_owned(),
+    };
+    if !tail.is_empty() {
+        reason.push_str("; its last lines of stderr:");
+        for line in &tail {
+            reason.push_str("\n  ");
+            reason.push_str(line);
+        }
+    }
+    reason
 }

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use indexmap::IndexMap;
+use moniker_config::GatewaySettings;
 use moniker_fixture::fixture_bin;
 use moniker_gateway::connect::ServerSpec;
-use moniker_gateway::connect::stdio::StdioSpec;
 use moniker_gateway::serve::http::{self, HttpSettings, Token};
 use moniker_gateway::{Gateway, ServerEntry, Settings};
 use moniker_surface::Rules;
@@ -46,15 +46,18 @@ impl Server {
         let bin = fixture_bin();
         let entry = ServerEntry {
             id: "fixture".parse().expect("server id"),
-            spec: ServerSpec::Stdio(StdioSpec {
+            spec: ServerSpec::Stdio {
                 command: bin.display().to_string(),
                 args: args.iter().map(|a| (*a).to_owned()).collect(),
                 env: IndexMap::new(),
                 cwd: None,
-            }),
+            },
         };
         let settings_gw = Settings {
-            call_timeout: Duration::from_secs(15),
+            config: GatewaySettings {
+                call_timeout: Duration::from_secs(15),
+                ..GatewaySettings::default()
+            },
             ..Settings::default()
         };
         let gateway = within(
@@ -359,7 +362,7 @@ fn settings() -> HttpSettings {
 
 fn token(secret: &str, toolset: Option<&str>) -> Token {
     Token {
-        secret: secret.to_owned(),
+        token: secret.to_owned(),
         toolset: toolset.map(str::to_owned),
     }
 }
@@ -614,7 +617,7 @@ async fn bad_bodies_and_headers() {
     let server = Server::start(
         &[],
         HttpSettings {
-            max_body: 2048,
+            max_body: Some(2048),
             ..settings()
         },
     )
@@ -1176,7 +1179,7 @@ async fn idle_sessions_are_dropped() {
     let server = Server::start(
         &[],
         HttpSettings {
-            session_idle: Duration::from_millis(300),
+            session_idle: Some(Duration::from_millis(300)),
             ..settings()
         },
     )

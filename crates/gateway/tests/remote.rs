@@ -18,11 +18,11 @@ use axum::response::Response;
 use axum::routing::any;
 use indexmap::IndexMap;
 use moniker_gateway::connect::ServerSpec;
-use moniker_gateway::connect::http::HttpSpec;
 use moniker_gateway::message::Message;
 use moniker_gateway::session::Session;
 
 use crate::support::Reply as _;
+use moniker_config::GatewaySettings;
 use moniker_gateway::{Gateway, ServerEntry, Settings};
 use moniker_surface::Rules;
 use serde_json::value::RawValue;
@@ -505,10 +505,13 @@ async fn messages(State(remote): State<Arc<Remote>>, request: Request) -> Respon
 
 fn settings() -> Settings {
     Settings {
-        call_timeout: Duration::from_secs(10),
-        start_timeout: Duration::from_secs(5),
-        restart_initial_delay: Duration::from_millis(100),
-        restart_max_delay: Duration::from_millis(500),
+        config: GatewaySettings {
+            call_timeout: Duration::from_secs(10),
+            start_timeout: Duration::from_secs(5),
+            restart_initial_delay: Duration::from_millis(100),
+            restart_max_delay: Duration::from_millis(500),
+            ..GatewaySettings::default()
+        },
         ..Settings::default()
     }
 }
@@ -516,13 +519,13 @@ fn settings() -> Settings {
 fn remote_entry(id: &str, url: &str, headers: &[(&str, &str)]) -> ServerEntry {
     ServerEntry {
         id: id.parse().expect("server id"),
-        spec: ServerSpec::Http(HttpSpec {
+        spec: ServerSpec::Http {
             url: url.to_owned(),
             headers: headers
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect::<IndexMap<_, _>>(),
-        }),
+        },
     }
 }
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use moniker_fixture::{fixture_bin, fixture_file};
 use moniker_gateway::connect::ServerSpec;
-use moniker_gateway::connect::stdio::StdioSpec;
 use moniker_gateway::message::Message;
 use moniker_gateway::session::Session;
 
@@ -19,12 +18,12 @@ use tokio::sync::mpsc;
 async fn gateway(args: &[&str]) -> Arc<Gateway> {
     let entry = ServerEntry {
         id: "cg".parse().expect("id"),
-        spec: ServerSpec::Stdio(StdioSpec {
+        spec: ServerSpec::Stdio {
             command: fixture_bin().display().to_string(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             env: IndexMap::new(),
             cwd: None,
-        }),
+        },
     };
     let started = tokio::time::timeout(
         Duration::from_secs(20),

@@ -76,7 +76,7 @@ impl Cx<'_> {
     }
 
     /// Seconds (a number), or a string with a unit. Nothing keeps the default.
-    fn duration(
+    pub(super) fn duration(
         &mut self,
         p: &[Seg<'_>],
         slot: Slot<'_>,

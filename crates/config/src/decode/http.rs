@@ -7,11 +7,18 @@ use crate::http::{HttpConfig, TokenConfig};
 use crate::report::codes;
 use crate::tree::Value;
 
-const HTTP_KEYS: &[&str] = &["tokens", "allowed_origins", "allowed_hosts", "max_body"];
+const HTTP_KEYS: &[&str] = &[
+    "tokens",
+    "allowed_origins",
+    "allowed_hosts",
+    "max_body",
+    "session_idle",
+];
 const TOKEN_KEYS: &[&str] = &["token", "toolset"];
 
 impl Cx<'_> {
-    /// `http:`: tokens (a string, or `{token, toolset}`), allow-lists, the body limit.
+    /// `http:`: tokens (a string, or `{token, toolset}`), allow-lists, the body limit, the idle
+    /// time of sessions.
     pub(super) fn http<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> HttpConfig {
         let fields = self.fields(slot, p, Some(HTTP_KEYS), "a map of HTTP settings");
         let field = |name: &'static str| join(p, Seg::Key(name));
@@ -69,6 +76,9 @@ impl Cx<'_> {
         }
         if let Some(max) = fields.get("max_body") {
             out.max_body = self.count(&field("max_body"), max);
+        }
+        if let Some(idle) = fields.get("session_idle") {
+            out.session_idle = self.duration(&field("session_idle"), idle, false);
         }
         out
     }

@@ -38,7 +38,7 @@
 //! times out) stops being read. When the gateway drops the connection, the session is ended
 //! with DELETE (best effort).
 //!
-//! `connect` itself checks the URL (http only: this build has no TLS) and the headers, and
+//! `connect` itself checks the URL (http only: moniker has no TLS yet) and the headers, and
 //! that the server's address takes TCP connections within the set-up timeout (unless a proxy
 //! is configured), so that a wrong or unreachable URL fails to start with a one-line reason.
 //!
@@ -64,14 +64,6 @@ use crate::headers::{EVENT_STREAM, JSON, LAST_EVENT_ID, PROTOCOL_VERSION, SESSIO
 use crate::message::{self, Message};
 use crate::sync::lock;
 
-/// Where a remote server is.
-#[derive(Clone)]
-pub struct HttpSpec {
-    pub url: String,
-    /// Sent with every request (`Authorization: Bearer ...`); never logged.
-    pub headers: IndexMap<String, String>,
-}
-
 const BOTH: &str = "application/json, text/event-stream";
 
 /// How long the DELETE that ends a session may take.
@@ -91,20 +83,22 @@ const ERROR_BODY_SHOWN: usize = 200;
 /// Connects to a remote server: checks the URL and the headers, and that the server's
 /// address takes connections (within `timeout`). The handshake is the caller's; which
 /// transport the server speaks is found with it.
+/// `headers` are sent with every request (`Authorization: Bearer ...`) and never logged.
 pub async fn connect(
     server: ServerId,
-    spec: &HttpSpec,
+    url: &str,
+    headers: &IndexMap<String, String>,
     sink: Arc<dyn Sink>,
     max_message: usize,
     timeout: Duration,
 ) -> Result<Started, String> {
-    let shown = &spec.url;
-    let url = Url::parse(&spec.url).map_err(|e| format!("`{shown}` is not a valid URL: {e}"))?;
+    let shown = &url.to_owned();
+    let url = Url::parse(url).map_err(|e| format!("`{shown}` is not a valid URL: {e}"))?;
     match url.scheme() {
         "http" => {}
         "https" => {
             return Err(format!(
-                "cannot connect to `{shown}`: this build of moniker has no TLS (https)"
+                "cannot connect to `{shown}`: moniker cannot reach https servers yet (TLS support is not written; use an http URL, e.g. through a local TLS-terminating proxy)"
             ));
         }
         other => {
@@ -116,8 +110,9 @@ pub async fn connect(
     if url.host_str().is_none_or(str::is_empty) {
         return Err(format!("`{shown}` is not a valid URL: it has no host"));
     }
+    let spec_headers = headers;
     let mut headers = HeaderMap::new();
-    for (name, value) in &spec.headers {
+    for (name, value) in spec_headers {
         // The value is a secret: never shown.
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| format!("`{name}` (a header for `{shown}`) is not a valid header name"))?;
@@ -158,6 +153,7 @@ pub async fn connect(
         closed,
         pgid: None,
         child: None,
+        stderr: None,
     })
 }
 

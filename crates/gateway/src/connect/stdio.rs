@@ -4,24 +4,14 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 
-use indexmap::IndexMap;
 use moniker_surface::ServerId;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Connection, Sink, dispatch_line};
+use super::{Connection, ServerSpec, Sink, dispatch_line};
 use crate::framing::{Frame, read_frame, write_lines};
 use crate::message::Message;
-
-/// How to start one server.
-#[derive(Clone)]
-pub struct StdioSpec {
-    pub command: String,
-    pub args: Vec<String>,
-    pub env: IndexMap<String, String>,
-    pub cwd: Option<String>,
-}
 
 /// A started server process and its connection.
 pub struct Process {
@@ -31,38 +21,63 @@ pub struct Process {
     pub child: Child,
     /// Fires when the server's stdout is closed: the connection is gone.
     pub closed: oneshot::Receiver<()>,
+    /// Logs the server's stderr; ends with its last lines when the server closes it.
+    pub stderr: tokio::task::JoinHandle<Vec<String>>,
+}
+
+/// How many of a server's last stderr lines are kept, to say why it failed.
+const STDERR_TAIL: usize = 5;
+
+/// Why `command` could not be started, as a user would say it.
+pub(crate) fn cannot_run(command: &str, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("cannot run `{command}`: command not found (is it installed and on PATH?)")
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            format!("cannot run `{command}`: permission denied (is it executable?)")
+        }
+        _ => format!("cannot run `{command}`: {e}"),
+    }
 }
 
 /// Starts the server (through the guard, when given) and the tasks that carry its messages.
+/// `spec` is a [`ServerSpec::Stdio`].
 pub fn spawn(
     server: ServerId,
-    spec: &StdioSpec,
+    spec: &ServerSpec,
     guard: Option<&Path>,
     sink: Arc<dyn Sink>,
     max_message: usize,
 ) -> std::io::Result<Process> {
+    let ServerSpec::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = spec
+    else {
+        return Err(std::io::Error::other("not a stdio server"));
+    };
     let mut cmd = match guard {
         Some(guard) => {
             let mut cmd = Command::new(guard);
-            cmd.arg("__guard")
-                .arg("--")
-                .arg(&spec.command)
-                .args(&spec.args);
+            cmd.arg("__guard").arg("--").arg(command).args(args);
             cmd
         }
         None => {
-            let mut cmd = Command::new(&spec.command);
-            cmd.args(&spec.args);
+            let mut cmd = Command::new(command);
+            cmd.args(args);
             cmd
         }
     };
-    cmd.envs(&spec.env)
+    cmd.envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    if let Some(cwd) = &spec.cwd {
+    if let Some(cwd) = cwd {
         cmd.current_dir(cwd);
     }
     let mut child = cmd.spawn()?;
@@ -102,11 +117,17 @@ pub fn spawn(
         let _ = closed_tx.send(());
     });
 
-    tokio::spawn(async move {
+    let stderr = tokio::spawn(async move {
         let mut lines = BufReader::new(stderr).lines();
+        let mut tail = std::collections::VecDeque::with_capacity(STDERR_TAIL);
         while let Ok(Some(line)) = lines.next_line().await {
             tracing::info!(target: "moniker::server", server = %server, "{line}");
+            if tail.len() == STDERR_TAIL {
+                tail.pop_front();
+            }
+            tail.push_back(line);
         }
+        tail.into()
     });
 
     Ok(Process {
@@ -114,5 +135,6 @@ pub fn spawn(
         pgid,
         child,
         closed,
+        stderr,
     })
 }

@@ -3,9 +3,9 @@
 //!
 //! Where each rule of the transport is enforced:
 //! - `mcp`, every request to `/mcp`: `Host` must be a loopback name or address (any port) or
-//!   in [`HttpSettings::allowed_hosts`] (or the address the listener is bound to), else 403;
+//!   in `http.allowed_hosts` (or the address the listener is bound to), else 403;
 //!   an `Origin`, when present, must be a loopback origin or in
-//!   [`HttpSettings::allowed_origins`], else 403 (DNS-rebinding protection); with tokens set,
+//!   `http.allowed_origins`, else 403 (DNS-rebinding protection); with tokens set,
 //!   `Authorization: Bearer <secret>` must match one (constant-time), else 401 with
 //!   `WWW-Authenticate: Bearer`. `OPTIONS` answers CORS preflights for allowed origins.
 //! - `post`: `Content-Type: application/json` (415); the body's size (413, also while it
@@ -25,7 +25,7 @@
 //!   `Last-Event-ID` resumption, one stream per session (a new GET replaces the old stream,
 //!   which ends), keep-alive comments every 15 s, messages buffered while no stream is open.
 //! - `delete`: ends the session (204); its id then gets 404.
-//! - Sessions unused for [`HttpSettings::session_idle`] (no request running, no stream open)
+//! - Sessions unused for `http.session_idle` (default 30 minutes) (no request running, no stream open)
 //!   are dropped by a sweeper task; at most 10,000 live at once (503 for more).
 //!
 //! Where messages go: the progress of a request answered as an SSE stream goes on that stream,
@@ -39,13 +39,12 @@
 //! is not cancellation, says the spec): the request finishes and its answer is dropped.
 //!
 //! Secrets never reach the logs: tokens are named by their position (`token #1`), and
-//! [`Token`]'s `Debug` hides the secret.
+//! a token's `Debug` hides the secret.
 
 mod checks;
 mod outbox;
 
 use std::collections::HashMap;
-use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
@@ -83,56 +82,21 @@ const MAX_SESSIONS: usize = 10_000;
 /// How long requests still running at shutdown may take to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// A bearer token clients may present; `toolset` limits the sessions it creates to a toolset.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Token {
-    pub secret: String,
-    pub toolset: Option<String>,
-}
+/// A bearer token clients may present (its `toolset` limits the sessions it creates to that
+/// toolset), and the HTTP settings: the config's own types.
+pub use moniker_config::{HttpConfig as HttpSettings, TokenConfig as Token};
 
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Token")
-            .field("secret", &"<redacted>")
-            .field("toolset", &self.toolset)
-            .finish()
-    }
-}
-
-/// How the HTTP transport runs.
-#[derive(Debug, Clone)]
-pub struct HttpSettings {
-    /// Bearer tokens; empty: no authentication (allowed on loopback addresses only, see
-    /// [`check_bind`]).
-    pub tokens: Vec<Token>,
-    /// Exact `Origin` values allowed besides loopback ones.
-    pub allowed_origins: Vec<String>,
-    /// `Host` values allowed besides loopback ones: `host` (any port) or `host:port`.
-    pub allowed_hosts: Vec<String>,
-    /// The largest POST body, in bytes: 413 above it.
-    pub max_body: usize,
-    /// Sessions unused this long are dropped.
-    pub session_idle: Duration,
-}
-
-impl Default for HttpSettings {
-    fn default() -> Self {
-        Self {
-            tokens: Vec::new(),
-            allowed_origins: Vec::new(),
-            allowed_hosts: Vec::new(),
-            max_body: 4 * 1024 * 1024,
-            session_idle: Duration::from_secs(30 * 60),
-        }
-    }
-}
+/// The largest POST body unless `http.max_body` says otherwise: 413 above it.
+pub const DEFAULT_MAX_BODY: usize = 4 * 1024 * 1024;
+/// How long a session may go unused unless `http.session_idle` says otherwise.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
 
 /// Whether moniker may listen on `addr` with these settings: an address other than a loopback
 /// one requires at least one token, and every token must be visible ASCII (what fits in a
 /// header).
 pub fn check_bind(addr: SocketAddr, settings: &HttpSettings) -> Result<(), String> {
     for (i, token) in settings.tokens.iter().enumerate() {
-        if token.secret.is_empty() || !token.secret.bytes().all(|b| b.is_ascii_graphic()) {
+        if token.token.is_empty() || !token.token.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(format!(
                 "token #{} is empty or has characters other than visible ASCII",
                 i + 1
@@ -142,7 +106,9 @@ pub fn check_bind(addr: SocketAddr, settings: &HttpSettings) -> Result<(), Strin
     if !addr.ip().is_loopback() && settings.tokens.is_empty() {
         return Err(format!(
             "refusing to serve HTTP on {addr} without a bearer token: any host that reaches it could \
-             use every server behind moniker; listen on 127.0.0.1 or configure a token"
+             use every server behind moniker. Listen on 127.0.0.1, or set a token in `http.tokens` \
+             of the config (or in $MONIKER_TOKENS, comma-separated); then list the host names \
+             clients will use in `http.allowed_hosts` (a request with another Host header gets 403)"
         ));
     }
     Ok(())
@@ -193,7 +159,10 @@ pub async fn serve(
         stop: stop_rx.clone(),
         settings,
     });
-    let sweeper = tokio::spawn(sweep(Arc::downgrade(&shared), shared.settings.session_idle));
+    let sweeper = tokio::spawn(sweep(
+        Arc::downgrade(&shared),
+        shared.settings.session_idle.unwrap_or(DEFAULT_SESSION_IDLE),
+    ));
     let app = Router::new()
         .route(MCP_PATH, any(mcp))
         .route(HEALTH_PATH, route_get(|| async { "ok" }))
@@ -287,7 +256,7 @@ fn short(id: &str) -> &str {
 }
 
 /// Starts the [`Session`] behind a new HTTP session: bound for good to the toolset of the
-/// token that created it ([`Token::toolset`]), else an ordinary session (which starts with the
+/// token that created it (its `toolset`), else an ordinary session (which starts with the
 /// gateway's default toolset, if any).
 fn open_session(
     gateway: Arc<Gateway>,
@@ -634,7 +603,10 @@ async fn post(shared: &Arc<Shared>, headers: &HeaderMap, body: Body, auth: Auth)
             "Unsupported Media Type: Content-Type must be application/json",
         );
     }
-    let max = shared.settings.max_body;
+    let max = shared
+        .settings
+        .max_body
+        .map_or(DEFAULT_MAX_BODY, |max| max as usize);
     let declared = header_str(headers, header::CONTENT_LENGTH).and_then(|l| l.parse::<u64>().ok());
     if declared.is_some_and(|l| l > max as u64) {
         return too_large(max);

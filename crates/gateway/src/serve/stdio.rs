@@ -48,9 +48,9 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let max = gateway.settings.max_message;
+    let max = crate::framing::DEFAULT_MAX_MESSAGE;
     // Every answer in flight is bounded by the call timeout; a little more for the last write.
-    let drain = gateway.settings.call_timeout + Duration::from_secs(2);
+    let drain = gateway.settings.config.call_timeout + Duration::from_secs(2);
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
     let writer = tokio::spawn(write_lines(output, rx));
     let session = Session::new(gateway, tx);

@@ -72,7 +72,10 @@ impl Session {
         } else {
             result
         };
-        match (self.gateway.settings.page_size, request.cursor()) {
+        match (
+            self.gateway.settings.config.page_size.map(|n| n as usize),
+            request.cursor(),
+        ) {
             (None, None) => Message::result(id, result),
             (None, Some(_)) => {
                 Refusal::invalid_params("Invalid cursor: moniker lists everything in one page")

@@ -18,7 +18,7 @@ impl Session {
             if !info.has_resources {
                 continue;
             }
-            let timeout = self.gateway.settings.call_timeout;
+            let timeout = self.gateway.settings.config.call_timeout;
             match crate::connect::list_all(&conn, method, key, timeout).await {
                 Ok(list) => items.extend(list),
                 Err(e) => tracing::warn!(server = %conn.server, error = %e, "{method} failed"),

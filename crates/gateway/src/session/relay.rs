@@ -71,7 +71,7 @@ impl Session {
                 cancelled: false,
             };
         }
-        let timeout = self.gateway.settings.call_timeout;
+        let timeout = self.gateway.settings.config.call_timeout;
         let answer = tokio::time::timeout(timeout, rx).await;
         let cancelled = {
             let mut in_flight = lock(&self.peer.in_flight);

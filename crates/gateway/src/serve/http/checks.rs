@@ -106,7 +106,7 @@ pub(crate) fn authenticate(header: Option<&[u8]>, tokens: &[Token]) -> Result<Au
     let given = header.and_then(bearer).ok_or(Refused::Missing)?;
     let mut found = None;
     for (i, token) in tokens.iter().enumerate() {
-        let equal: bool = token.secret.as_bytes().ct_eq(given).into();
+        let equal: bool = token.token.as_bytes().ct_eq(given).into();
         if equal && found.is_none() {
             found = Some(i);
         }
@@ -194,7 +194,7 @@ mod tests {
 
     fn token(secret: &str) -> Token {
         Token {
-            secret: secret.into(),
+            token: secret.into(),
             toolset: None,
         }
     }
