@@ -96,3 +96,15 @@ pub fn did_you_mean<'a>(
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| c)
 }
+
+/// `text` cut to 40 characters (with `…`), for a message that quotes what a user wrote.
+pub(crate) fn short(text: &str) -> String {
+    const MAX: usize = 40;
+    if text.chars().count() <= MAX {
+        text.to_owned()
+    } else {
+        let mut out: String = text.chars().take(MAX).collect();
+        out.push('…');
+        out
+    }
+}

@@ -16,6 +16,7 @@ pub use rules::{ActionRule, AliasRule, Kind, Legacy, Naming, Override, Rules, Se
 pub mod listing;
 mod naming;
 pub mod surface;
+mod tag_expr;
 pub mod toolsets;
 
 pub use listing::Listing;
