@@ -6,6 +6,7 @@
 //! whatever order the servers and their tools come in.
 
 pub mod actions;
+mod definition;
 pub mod diagnostic;
 pub mod names;
 pub mod rules;
@@ -14,6 +15,7 @@ pub use diagnostic::{Diagnostic, Severity};
 pub use names::{InvalidName, Name, Profile, ProfileKind, ServerId, Tag};
 pub use rules::{ActionRule, AliasRule, Kind, Legacy, Naming, Override, Rules, ServerRules};
 pub mod listing;
+pub mod management;
 mod naming;
 pub mod surface;
 mod tag_expr;

@@ -7,6 +7,7 @@ use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
 use crate::actions::{self, Member};
+use crate::definition::{self, Rewrite, with_aliases_line};
 use crate::diagnostic::Diagnostic;
 use crate::listing::Listing;
 use crate::names::{ServerId, Tag};
@@ -885,21 +886,6 @@ fn describe(n: &Named<'_>, aliases: &[String], deprecated: Option<&str>) -> Opti
     Some(with_aliases_line(base, aliases))
 }
 
-/// The description with `Aliases: a, b` appended when there are listed aliases.
-fn with_aliases_line(text: String, aliases: &[String]) -> String {
-    if aliases.is_empty() {
-        return text;
-    }
-    let line = format!("Aliases: {}", aliases.join(", "));
-    if text.is_empty() {
-        line
-    } else {
-        format!("{text}\n\n{line}")
-    }
-}
-
-const OWNED: [&str; 3] = ["aliases", "tags", "server_name"];
-
 /// The origin definition, field order kept, with `name` and `description` rewritten and the
 /// fields moniker owns put last.
 fn render(
@@ -910,50 +896,16 @@ fn render(
     tags: &[Tag],
     server_name: &str,
 ) -> Box<RawValue> {
-    fn string(s: &str) -> String {
-        // Serializing a str cannot fail.
-        serde_json::to_string(s).unwrap_or_default()
-    }
-    let mut out =
-        String::with_capacity(fields.values().map(|v| v.get().len() + 16).sum::<usize>() + 64);
-    out.push('{');
-    let mut first = true;
-    let mut field = |out: &mut String, key: &str, value: &str| {
-        if !first {
-            out.push(',');
-        }
-        first = false;
-        out.push_str(&string(key));
-        out.push(':');
-        out.push_str(value);
-    };
-    let has_description = fields.contains_key("description");
-    for (key, value) in fields {
-        match key.as_str() {
-            "name" => {
-                field(&mut out, "name", &string(name));
-                if let (false, Some(d)) = (has_description, description) {
-                    field(&mut out, "description", &string(d));
-                }
-            }
-            "description" => match description {
-                Some(d) => field(&mut out, "description", &string(d)),
-                None => field(&mut out, key, value.get()),
-            },
-            k if OWNED.contains(&k) => {}
-            _ => field(&mut out, key, value.get()),
-        }
-    }
-    if !aliases.is_empty() {
-        let list: Vec<String> = aliases.iter().map(|a| string(a)).collect();
-        field(&mut out, "aliases", &format!("[{}]", list.join(",")));
-    }
-    let list: Vec<String> = tags.iter().map(|t| string(t.as_str())).collect();
-    field(&mut out, "tags", &format!("[{}]", list.join(",")));
-    field(&mut out, "server_name", &string(server_name));
-    out.push('}');
-    // Built from valid JSON pieces, so it parses; `null` is the unreachable fallback.
-    RawValue::from_string(out).unwrap_or_default()
+    definition::rewrite(
+        fields,
+        &Rewrite {
+            name: Some(name),
+            description,
+            aliases: Some(aliases),
+            tags: Some(tags),
+            server_name: Some(server_name),
+        },
+    )
 }
 
 #[cfg(test)]

@@ -7,15 +7,19 @@
 //! `check` refuse). [`resolve`] and [`listing`] are what a session with an equipped toolset
 //! serves: a toolset is also a permission boundary.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
-use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
 use crate::diagnostic::{Diagnostic, did_you_mean, short};
 use crate::rules::{Kind, Seg, path};
 use crate::surface::{Resolved, Surface, Via};
 
+pub use crate::definition::with_extra_aliases;
+/// moniker's own toolset management tools (DESIGN "Toolsets"). A toolset alias may not take
+/// one of these names: the management tools are listed beside an equipped toolset.
+pub use crate::management::NAMES as MANAGEMENT_TOOLS;
 pub use crate::tag_expr::{TAG_EXPR_MAX_DEPTH, TAG_EXPR_MAX_TAGS, TagExpr, TagExprError};
 
 /// What a toolset's name must look like (a key of the config's `toolsets`).
@@ -26,18 +30,6 @@ pub const ALIAS_RULE: &str = "must match `^[a-z0-9][a-z0-9_-]{1,63}$`";
 
 /// Keys of the config's `toolsets` section that are settings, not toolsets.
 pub const RESERVED: [&str; 2] = ["manage", "store"];
-
-/// moniker's own toolset management tools (DESIGN "Toolsets"). A toolset alias may not take
-/// one of these names: the management tools are listed beside an equipped toolset.
-pub const MANAGEMENT_TOOLS: [&str; 7] = [
-    "list-available-tools",
-    "build-toolset",
-    "list-saved-toolsets",
-    "equip-toolset",
-    "unequip-toolset",
-    "get-active-toolset",
-    "delete-toolset",
-];
 
 /// The stable codes of toolset diagnostics.
 pub mod codes {
@@ -247,9 +239,19 @@ pub fn resolve<'a>(
 }
 
 /// The `tools/list` (`{"tools":[...]}`) or `prompts/list` (`{"prompts":[...]}`) result of a
-/// session with this toolset: its listed items in surface order, each tool with the
-/// toolset's aliases added to its `aliases` and to the `Aliases:` line of its description.
+/// session with this toolset: its [`definitions`].
 pub fn listing(surface: &Surface, selection: &Selection, kind: Kind) -> String {
+    crate::listing::render(kind, definitions(surface, selection, kind), &[])
+}
+
+/// The listing entries of a session with this toolset: its listed items in surface order,
+/// each tool with the toolset's aliases added to its `aliases` and to the `Aliases:` line of
+/// its description.
+pub fn definitions<'a>(
+    surface: &'a Surface,
+    selection: &'a Selection,
+    kind: Kind,
+) -> impl Iterator<Item = Cow<'a, RawValue>> + 'a {
     let selected = match kind {
         Kind::Tool => &selection.tools,
         Kind::Prompt => &selection.prompts,
@@ -263,128 +265,13 @@ pub fn listing(surface: &Surface, selection: &Selection, kind: Kind) -> String {
                 .push(alias.clone());
         }
     }
-    let mut out = String::with_capacity(64);
-    out.push_str("{\"");
-    out.push_str(kind.section());
-    out.push_str("\":[");
-    let mut first = true;
-    for item in surface.listed(kind).filter(|e| selected.contains(&e.name)) {
-        if !first {
-            out.push(',');
-        }
-        first = false;
-        match extra.get(item.name.as_str()) {
-            Some(aliases) => out.push_str(with_extra_aliases(&item.definition, aliases).get()),
-            None => out.push_str(item.definition.get()),
-        }
-    }
-    out.push_str("]}");
-    out
-}
-
-/// A listing entry with more aliases: appended to its `aliases` array (added before `tags`
-/// when it has none) and to the `Aliases: a, b` line that ends its description (extended when
-/// there is one, added when not). Every other field keeps its bytes and its place. A
-/// definition that is not an object, or that has all of `extra` already, is returned as is.
-pub fn with_extra_aliases(definition: &RawValue, extra: &[String]) -> Box<RawValue> {
-    let unchanged = || definition.to_owned();
-    let Ok(fields) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(definition.get())
-    else {
-        return unchanged();
-    };
-    let mut aliases: Vec<String> = fields
-        .get("aliases")
-        .and_then(|raw| serde_json::from_str(raw.get()).ok())
-        .unwrap_or_default();
-    let before = aliases.len();
-    for alias in extra {
-        if !aliases.contains(alias) {
-            aliases.push(alias.clone());
-        }
-    }
-    if aliases.len() == before {
-        return unchanged();
-    }
-    let added = &aliases[before..];
-    // A description that is not a string is the server's business: leave it.
-    let description = match fields.get("description") {
-        Some(raw) => serde_json::from_str::<String>(raw.get())
-            .ok()
-            .map(|text| with_aliases_line(text, added)),
-        None => Some(with_aliases_line(String::new(), added)),
-    };
-
-    fn string(s: &str) -> String {
-        // Serializing a str cannot fail.
-        serde_json::to_string(s).unwrap_or_default()
-    }
-    let aliases_json = format!(
-        "[{}]",
-        aliases
-            .iter()
-            .map(|a| string(a))
-            .collect::<Vec<_>>()
-            .join(",")
-    );
-    let has_aliases = fields.contains_key("aliases");
-    let has_description = fields.contains_key("description");
-    let mut out = String::with_capacity(definition.get().len() + 64);
-    out.push('{');
-    let put = |out: &mut String, key: &str, value: &str| {
-        if out.len() > 1 {
-            out.push(',');
-        }
-        out.push_str(&string(key));
-        out.push(':');
-        out.push_str(value);
-    };
-    let mut aliases_written = false;
-    for (key, value) in &fields {
-        match key.as_str() {
-            "description" => match &description {
-                Some(d) => put(&mut out, key, &string(d)),
-                None => put(&mut out, key, value.get()),
-            },
-            "aliases" => {
-                put(&mut out, key, &aliases_json);
-                aliases_written = true;
-            }
-            "tags" if !has_aliases => {
-                put(&mut out, "aliases", &aliases_json);
-                aliases_written = true;
-                put(&mut out, key, value.get());
-            }
-            _ => put(&mut out, key, value.get()),
-        }
-        if key == "name" && !has_description {
-            if let Some(d) = &description {
-                put(&mut out, "description", &string(d));
-            }
-        }
-    }
-    if !aliases_written {
-        put(&mut out, "aliases", &aliases_json);
-    }
-    out.push('}');
-    // Built from valid JSON pieces; the fallback is unreachable.
-    RawValue::from_string(out).unwrap_or_else(|_| unchanged())
-}
-
-/// `text` with `added` at the end of its `Aliases: ` line, or with such a line appended.
-fn with_aliases_line(mut text: String, added: &[String]) -> String {
-    let list = added.join(", ");
-    let last_line = text.rfind('\n').map_or(0, |i| i + 1);
-    if text[last_line..].starts_with("Aliases: ") {
-        text.push_str(", ");
-        text.push_str(&list);
-    } else {
-        if !text.is_empty() {
-            text.push_str("\n\n");
-        }
-        text.push_str("Aliases: ");
-        text.push_str(&list);
-    }
-    text
+    surface
+        .listed(kind)
+        .filter(|e| selected.contains(&e.name))
+        .map(move |item| match extra.get(item.name.as_str()) {
+            Some(aliases) => Cow::Owned(with_extra_aliases(&item.definition, aliases)),
+            None => Cow::Borrowed(&*item.definition),
+        })
 }
 
 fn toolset_path<'a>(name: &'a str, field: &'a str) -> Vec<Seg<'a>> {
