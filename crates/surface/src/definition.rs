@@ -5,6 +5,12 @@
 //! Every field of the definition keeps its place and its bytes, except `name` and
 //! `description`, replaced where they are, and the fields moniker owns (`aliases`, `tags`,
 //! `server_name`), which go last in that order.
+//!
+//! The same three are also in `_meta`, under moniker's own keys ([`META_ALIASES`],
+//! [`META_TAGS`], [`META_SERVER`]): an SDK that drops a tool's unknown fields (the TypeScript
+//! one does) keeps `_meta`. They are added to the server's `_meta` object, whose other keys
+//! keep their bytes, or in a `_meta` of their own, last, when it sent none. A `_meta` that is
+//! not an object is the server's business: left alone.
 
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
@@ -13,6 +19,16 @@ use crate::names::Tag;
 
 /// The fields moniker owns: what a server sends under these names is replaced.
 const OWNED: [&str; 3] = ["aliases", "tags", "server_name"];
+
+/// `_meta` key of the listed aliases (absent when there are none).
+pub const META_ALIASES: &str = "io.moniker/aliases";
+/// `_meta` key of the tags.
+pub const META_TAGS: &str = "io.moniker/tags";
+/// `_meta` key of the server name (`server_name`).
+pub const META_SERVER: &str = "io.moniker/server";
+
+/// The `_meta` keys moniker owns, in the order of [`OWNED`].
+const META_OWNED: [&str; 3] = [META_ALIASES, META_TAGS, META_SERVER];
 
 /// What [`rewrite`] changes; `None` keeps what the definition has.
 #[derive(Debug, Default)]
@@ -46,6 +62,11 @@ pub(crate) fn rewrite(
         None => kept("server_name"),
     };
     let owned = [aliases, tags, server_name];
+    let meta: Vec<(&str, &str)> = META_OWNED
+        .iter()
+        .zip(&owned)
+        .filter_map(|(key, value)| Some((*key, value.as_deref()?)))
+        .collect();
 
     let mut out =
         String::with_capacity(fields.values().map(|v| v.get().len() + 16).sum::<usize>() + 64);
@@ -76,6 +97,10 @@ pub(crate) fn rewrite(
                 Some(d) => field(&mut out, key, &string(d)),
                 None => field(&mut out, key, value.get()),
             },
+            "_meta" => match with_meta(value, &meta) {
+                Some(merged) => field(&mut out, key, &merged),
+                None => field(&mut out, key, value.get()),
+            },
             k if OWNED.contains(&k) => {}
             _ => field(&mut out, key, value.get()),
         }
@@ -85,9 +110,41 @@ pub(crate) fn rewrite(
             field(&mut out, key, value);
         }
     }
+    if !fields.contains_key("_meta") && !meta.is_empty() {
+        field(&mut out, "_meta", &object(&meta));
+    }
     out.push('}');
     // Built from valid JSON pieces, so it parses; `null` is the unreachable fallback.
     RawValue::from_string(out).unwrap_or_default()
+}
+
+/// A `_meta` object with moniker's keys set to `ours` (any it had before taken out), or `None`
+/// to keep it as it is: not an object, or nothing to change.
+fn with_meta(meta: &RawValue, ours: &[(&str, &str)]) -> Option<String> {
+    let entries: IndexMap<String, Box<RawValue>> = serde_json::from_str(meta.get()).ok()?;
+    if entries.keys().any(|k| META_OWNED.contains(&k.as_str())) {
+        let theirs = entries
+            .iter()
+            .filter(|(k, _)| !META_OWNED.contains(&k.as_str()))
+            .map(|(k, v)| (k.as_str(), v.get()));
+        let all: Vec<(&str, &str)> = theirs.chain(ours.iter().copied()).collect();
+        return Some(object(&all));
+    }
+    if ours.is_empty() {
+        return None;
+    }
+    // Appended before the closing brace: the server's keys keep their bytes, spaces included.
+    let mut out = meta.get().trim_end().strip_suffix('}')?.to_owned();
+    for (i, (key, value)) in ours.iter().enumerate() {
+        if i > 0 || !entries.is_empty() {
+            out.push(',');
+        }
+        out.push_str(&string(key));
+        out.push(':');
+        out.push_str(value);
+    }
+    out.push('}');
+    Some(out)
 }
 
 /// A listing entry with more aliases: appended to its `aliases` array and to the
@@ -161,7 +218,18 @@ fn string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 
+fn object(entries: &[(&str, &str)]) -> String {
+    let entries: Vec<String> = entries
+        .iter()
+        .map(|(key, value)| format!("{}:{value}", string(key)))
+        .collect();
+    format!("{{{}}}", entries.join(","))
+}
+
 fn array<'a>(items: impl Iterator<Item = &'a str>) -> String {
     let items: Vec<String> = items.map(string).collect();
     format!("[{}]", items.join(","))
 }
+
+#[cfg(test)]
+mod tests;

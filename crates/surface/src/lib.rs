@@ -6,7 +6,7 @@
 //! whatever order the servers and their tools come in.
 
 pub mod actions;
-mod definition;
+pub mod definition;
 pub mod diagnostic;
 pub mod names;
 pub mod rules;

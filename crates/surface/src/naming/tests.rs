@@ -658,7 +658,7 @@ fn listing_fields_survive_and_owned_fields_are_replaced() {
     let surface = ok(build(&rules, &[l]));
     assert_eq!(
         surface.tools()[0].definition.get(),
-        r#"{"name":"t","title":"T","description":"Does t.\n\nAliases: tt","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2]},"zz_unknown":{"b":1,"a":2},"aliases":["tt"],"tags":["new"],"server_name":"s"}"#
+        r#"{"name":"t","title":"T","description":"Does t.\n\nAliases: tt","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2],"io.moniker/aliases":["tt"],"io.moniker/tags":["new"],"io.moniker/server":"s"},"zz_unknown":{"b":1,"a":2},"aliases":["tt"],"tags":["new"],"server_name":"s"}"#
     );
 }
 
@@ -690,7 +690,7 @@ fn a_description_override_replaces_and_a_missing_one_is_added() {
     assert_eq!(def(&surface, "a")["description"], "New.");
     assert_eq!(
         surface.resolve_tool("b").unwrap().exposed.definition.get(),
-        r#"{"name":"b","description":"Aliases: bb","aliases":["bb"],"tags":[],"server_name":"s"}"#
+        r#"{"name":"b","description":"Aliases: bb","aliases":["bb"],"tags":[],"server_name":"s","_meta":{"io.moniker/aliases":["bb"],"io.moniker/tags":[],"io.moniker/server":"s"}}"#
     );
 }
 
