@@ -11,7 +11,7 @@ pub mod diagnostic;
 pub mod names;
 pub mod rules;
 
-pub use diagnostic::{Diagnostic, Severity};
+pub use diagnostic::{Diagnostic, Fix, Rename, Severity};
 pub use names::{InvalidName, Name, Profile, ProfileKind, ServerId, Tag};
 pub use rules::{ActionRule, AliasRule, Kind, Legacy, Naming, Override, Rules, ServerRules};
 pub mod listing;
