@@ -12,6 +12,7 @@ use std::io::IsTerminal as _;
 
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceCode};
 use moniker_config::{ConfigReport, Source, Span};
+use moniker_surface::rules::{Seg, path};
 use moniker_surface::{Diagnostic, Severity};
 
 /// How reports look: plain ASCII for pipes, files and tests; unicode, and color unless
@@ -72,55 +73,189 @@ impl Renderer {
 
     /// Naming diagnostics, each shown at the config entry it is about (or the closest entry
     /// that has a place in the file); the ones about listings alone have no snippet.
+    ///
+    /// When several are fixed by renames (or a server prefix fixes them all), each is shown
+    /// once without its own fix, the ones with no place in the file on one line each, and
+    /// one fix for all follows: blocks pasted one after the other would repeat `tools:`.
     pub fn diagnostics(&self, source: &Source, diagnostics: &[Diagnostic]) -> String {
         let named = NamedSource::new(&source.file_name, source.text.clone());
+        let renamed = diagnostics
+            .iter()
+            .filter(|d| !d.fix.renames.is_empty())
+            .count();
+        let merged = renamed >= 2 || diagnostics.iter().any(|d| !d.fix.prefix.is_empty());
         // In file order, as config errors are; the ones with no place in the file last.
         let mut sorted: Vec<(Option<Span>, &Diagnostic)> = diagnostics
             .iter()
             .map(|d| (d.config_path.as_deref().and_then(|p| locate(source, p)), d))
             .collect();
         sorted.sort_by_key(|(span, _)| span.map_or(usize::MAX, |s| s.offset));
-        let reports: Vec<String> = sorted
-            .into_iter()
-            .map(|(span, d)| {
-                let mut labels = Vec::new();
-                let mut unplaced = None;
-                if let Some(path) = d.config_path.as_deref() {
-                    match span {
-                        Some(span) => labels.push(LabeledSpan::new_primary_with_span(
-                            Some(path.to_owned()),
-                            miette_span(span),
-                        )),
-                        None => unplaced = Some(path),
-                    }
+        let mut reports = Vec::new();
+        let mut short = String::new();
+        for (span, d) in sorted {
+            let in_merged_fix = merged && !d.fix.renames.is_empty();
+            if in_merged_fix && d.config_path.is_none() {
+                short.push_str(&self.short(d));
+                continue;
+            }
+            let mut labels = Vec::new();
+            let mut unplaced = None;
+            if let Some(path) = d.config_path.as_deref() {
+                match span {
+                    Some(span) => labels.push(LabeledSpan::new_primary_with_span(
+                        Some(path.to_owned()),
+                        miette_span(span),
+                    )),
+                    None => unplaced = Some(path),
                 }
-                // Other entries the notes name (`as an alias at `tools.b.aliases[0]``) get a
-                // label too, so that both sides of a conflict show in the file.
-                for other in d.notes.iter().flat_map(|n| quoted(n)) {
-                    let is_path = other.contains(['.', '[']);
-                    if !is_path || Some(other) == d.config_path.as_deref() {
-                        continue;
-                    }
-                    if let Some(span) = source.span(other) {
-                        labels.push(LabeledSpan::new_with_span(
-                            Some(other.to_owned()),
-                            miette_span(span),
-                        ));
-                    }
+            }
+            // Other entries the notes name (`as an alias at `tools.b.aliases[0]``) get a
+            // label too, so that both sides of a conflict show in the file.
+            for other in d.notes.iter().flat_map(|n| quoted(n)) {
+                let is_path = other.contains(['.', '[']);
+                if !is_path || Some(other) == d.config_path.as_deref() {
+                    continue;
                 }
-                self.one(&Report {
-                    severity: d.severity,
-                    code: d.code,
-                    message: &d.message,
-                    source: &named,
-                    labels,
-                    unplaced,
-                    notes: &d.notes,
-                    help: d.help.as_deref(),
-                })
-            })
-            .collect();
+                if let Some(span) = source.span(other) {
+                    labels.push(LabeledSpan::new_with_span(
+                        Some(other.to_owned()),
+                        miette_span(span),
+                    ));
+                }
+            }
+            reports.push(self.one(&Report {
+                severity: d.severity,
+                code: d.code,
+                message: &d.message,
+                source: &named,
+                labels,
+                unplaced,
+                notes: &d.notes,
+                help: if in_merged_fix {
+                    None
+                } else {
+                    d.help.as_deref()
+                },
+            }));
+        }
+        if !short.is_empty() {
+            reports.push(short);
+        }
+        if merged {
+            reports.push(self.merged_fix(source, diagnostics));
+        }
         reports.join("\n")
+    }
+
+    /// One line: `error[naming::duplicate]: tool name `echo` is exposed twice (from
+    /// `a/echo` and `b/echo`)`.
+    fn short(&self, d: &Diagnostic) -> String {
+        let theme = self.theme();
+        let (style, level) = match d.severity {
+            Severity::Error => (theme.styles.error, "error"),
+            Severity::Warning => (theme.styles.warning, "warning"),
+        };
+        let origins: Vec<String> = d
+            .fix
+            .renames
+            .iter()
+            .map(|r| format!("`{}/{}`", r.server, r.origin))
+            .collect();
+        let origins = match origins.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        format!(
+            "{} {} (from {origins})\n",
+            style.style(format!("{level}[{}]:", d.code)),
+            d.message
+        )
+    }
+
+    /// The one fix for every diagnostic that renames: a server prefix when one resolves them
+    /// all, then every rename in one block (per section), ready to paste.
+    fn merged_fix(&self, source: &Source, diagnostics: &[Diagnostic]) -> String {
+        let help = self.theme().styles.help.style("help:");
+        let fixed: Vec<&Diagnostic> = diagnostics
+            .iter()
+            .filter(|d| !d.fix.renames.is_empty())
+            .collect();
+        let mut out = String::new();
+        let count = match fixed.len() {
+            1 => "the error above".to_owned(),
+            2 => "both errors above".to_owned(),
+            n => format!("all {n} errors above"),
+        };
+        // Of the servers a prefix would do for, the last in the file: more likely the copy.
+        let prefix = diagnostics
+            .iter()
+            .flat_map(|d| &d.fix.prefix)
+            .max_by_key(|id| {
+                let at = path(&[Seg::Key(source.servers_key()), Seg::Key(id)]);
+                source.span(&at).map(|s| s.offset)
+            })
+            .map(String::as_str);
+        let mut servers: Vec<&str> = fixed
+            .iter()
+            .flat_map(|d| &d.fix.renames)
+            .map(|r| r.server.as_str())
+            .collect();
+        servers.sort_unstable();
+        servers.dedup();
+        if let (Some(server), [a, b]) = (prefix, servers.as_slice()) {
+            let _ = writeln!(
+                out,
+                "{help} {count} are between servers `{a}` and `{b}`: `prefix: true` on server `{server}` resolves them in one line (its names then start with `{server}`):"
+            );
+            let _ = writeln!(
+                out,
+                "        {}: {{ {server}: {{ prefix: true }} }}",
+                source.servers_key()
+            );
+            let _ = write!(out, "{help} or rename each one;");
+        } else {
+            let _ = write!(out, "{help} one fix for {count}:");
+        }
+        // Each item once, tools first; the first name suggested for it wins.
+        let mut seen = std::collections::BTreeSet::new();
+        let mut sections: Vec<(&str, Vec<String>)> = Vec::new();
+        for section in ["tools", "prompts"] {
+            let lines: Vec<String> = fixed
+                .iter()
+                .flat_map(|d| &d.fix.renames)
+                .filter(|r| r.section == section)
+                .filter(|r| seen.insert((r.section, r.server.as_str(), r.origin.as_str())))
+                .map(|r| r.yaml())
+                .collect();
+            if !lines.is_empty() {
+                sections.push((section, lines));
+            }
+        }
+        let existing: Vec<String> = sections
+            .iter()
+            .filter(|(section, _)| source.span(section).is_some())
+            .map(|(section, _)| format!("`{section}:`"))
+            .collect();
+        if existing.is_empty() {
+            let _ = writeln!(out, " add to {}:", source.file_name);
+        } else {
+            let _ = writeln!(
+                out,
+                " add to {} (these go under its {}):",
+                source.file_name,
+                existing.join(" and ")
+            );
+        }
+        for (section, lines) in sections {
+            if source.span(section).is_none() {
+                let _ = writeln!(out, "        {section}:");
+            }
+            for line in lines {
+                let _ = writeln!(out, "          {line}");
+            }
+        }
+        out
     }
 
     /// A runtime failure: `error: message`, then each cause on its own line.

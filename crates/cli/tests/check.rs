@@ -219,3 +219,72 @@ fn the_guard_exits_with_its_child() {
     let (code, _, stderr) = run(&mut moniker(&["__guard", "--", "sh", "-c", "exit 3"]));
     assert_eq!(code, 3, "{stderr}");
 }
+
+/// Two copies of one server: `check` shows each conflict once and one fix for all, and that
+/// fix, appended to the config as printed, makes it pass; so does the one-line prefix it
+/// offers first.
+#[test]
+fn two_copies_of_a_server_get_each_conflict_once_and_one_fix() {
+    let dir = moniker_fixture::scratch();
+    let inventory = dir.join("inventory.json");
+    std::fs::write(
+        &inventory,
+        serde_json::json!({
+            "tools": [
+                {"name": "echo", "inputSchema": {"type": "object"}},
+                {"name": "add", "inputSchema": {"type": "object"}},
+                {"name": "get-env", "inputSchema": {"type": "object"}}
+            ],
+            "prompts": [{"name": "greet"}]
+        })
+        .to_string(),
+    )
+    .expect("inventory");
+    let inventory = inventory.display().to_string();
+    let servers = format!(
+        "servers:\n{}{}",
+        moniker_fixture::fixture_server("everything", &[&inventory]),
+        moniker_fixture::fixture_server("everything2", &[&inventory]),
+    );
+    let config = dir.join("moniker.yaml");
+    let check = |text: &str| {
+        std::fs::write(&config, text).expect("config");
+        // The gateway's own log lines are not what is checked here.
+        run(moniker(&["check", "--log", "off", "-c"]).arg(&config))
+    };
+
+    let (code, stdout, stderr) = check(&servers);
+    assert_eq!(code, 78, "{stdout}{stderr}");
+    for name in [
+        "tool name `echo`",
+        "tool name `add`",
+        "tool name `get-env`",
+        "prompt name `greet`",
+    ] {
+        assert_eq!(stderr.matches(name).count(), 1, "{name}:\n{stderr}");
+    }
+    assert_eq!(stderr.matches("tools:").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("prompts:").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("        servers: { everything2: { prefix: true } }\n"),
+        "{stderr}"
+    );
+
+    // `add to <the config's path>:`
+    let (_, block) = stderr.rsplit_once("moniker.yaml:\n").expect("one fix");
+    let mut fixed = servers.clone();
+    for line in block.lines() {
+        fixed.push_str(line.strip_prefix("        ").expect("indented"));
+        fixed.push('\n');
+    }
+    let (code, stdout, stderr) = check(&fixed);
+    assert_eq!(code, 0, "{fixed}\n{stdout}{stderr}");
+    assert!(
+        stdout.contains("config ok: 2 servers, 6 tool overrides, 2 prompt overrides"),
+        "{stdout}"
+    );
+
+    let prefixed = servers.replace("  everything2:\n", "  everything2:\n    prefix: true\n");
+    let (code, stdout, stderr) = check(&prefixed);
+    assert_eq!(code, 0, "{prefixed}\n{stdout}{stderr}");
+}

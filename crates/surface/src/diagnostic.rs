@@ -22,6 +22,51 @@ pub struct Diagnostic {
     pub notes: Vec<String>,
     /// What to do, when known: a did-you-mean or a ready-to-paste YAML fix.
     pub help: Option<String>,
+    /// The fix of `help` as data, when it is config entries: the CLI merges those of every
+    /// diagnostic into one block (several blocks pasted one after the other would repeat a
+    /// key).
+    pub fix: Fix,
+}
+
+/// Config entries that resolve a diagnostic.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Fix {
+    /// Overrides that give items new names.
+    pub renames: Vec<Rename>,
+    /// The servers on each of which `prefix: true` alone resolves every error of the build
+    /// (set on each error, and only when there are two servers involved and it does).
+    pub prefix: Vec<String>,
+}
+
+/// An override that renames one item: `<section>: { <server>/<origin>: { name: <name> } }`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rename {
+    /// `tools` or `prompts`.
+    pub section: &'static str,
+    pub server: String,
+    /// The name the server lists it by.
+    pub origin: String,
+    pub name: String,
+}
+
+impl Rename {
+    /// The override's key, quoted when YAML needs it: `github/search`.
+    pub fn key(&self) -> String {
+        let key = format!("{}/{}", self.server, self.origin);
+        let plain = key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'/' | b'.'));
+        if plain {
+            key
+        } else {
+            serde_json::to_string(&key).unwrap_or_else(|_| format!("\"{key}\""))
+        }
+    }
+
+    /// Its line under the section: `github/search: { name: github_search }`.
+    pub fn yaml(&self) -> String {
+        format!("{}: {{ name: {} }}", self.key(), self.name)
+    }
 }
 
 impl Diagnostic {
@@ -33,6 +78,7 @@ impl Diagnostic {
             config_path: None,
             notes: Vec::new(),
             help: None,
+            fix: Fix::default(),
         }
     }
 
@@ -55,6 +101,22 @@ impl Diagnostic {
 
     pub fn help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
+        self
+    }
+
+    /// `renames` as the fix, and as the help: a ready-to-paste block.
+    pub fn with_fix(mut self, renames: Vec<Rename>) -> Self {
+        let mut help = "add to moniker.yaml:".to_owned();
+        let mut section = "";
+        for rename in &renames {
+            if rename.section != section {
+                section = rename.section;
+                help.push_str(&format!("\n  {section}:"));
+            }
+            help.push_str(&format!("\n    {}", rename.yaml()));
+        }
+        self.help = Some(help);
+        self.fix.renames = renames;
         self
     }
 
@@ -95,4 +157,16 @@ pub fn did_you_mean<'a>(
         .filter(|(score, _)| *score > 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| c)
+}
+
+/// `text` cut to 40 characters (with `…`), for a message that quotes what a user wrote.
+pub(crate) fn short(text: &str) -> String {
+    const MAX: usize = 40;
+    if text.chars().count() <= MAX {
+        text.to_owned()
+    } else {
+        let mut out: String = text.chars().take(MAX).collect();
+        out.push('…');
+        out
+    }
 }

@@ -6,16 +6,19 @@
 //! whatever order the servers and their tools come in.
 
 pub mod actions;
+pub mod definition;
 pub mod diagnostic;
 pub mod names;
 pub mod rules;
 
-pub use diagnostic::{Diagnostic, Severity};
+pub use diagnostic::{Diagnostic, Fix, Rename, Severity};
 pub use names::{InvalidName, Name, Profile, ProfileKind, ServerId, Tag};
 pub use rules::{ActionRule, AliasRule, Kind, Legacy, Naming, Override, Rules, ServerRules};
 pub mod listing;
+pub mod management;
 mod naming;
 pub mod surface;
+mod tag_expr;
 pub mod toolsets;
 
 pub use listing::Listing;

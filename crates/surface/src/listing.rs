@@ -1,9 +1,14 @@
-//! What a server lists, as it listed it: each item is kept as raw JSON so that every field
-//! (`title`, `annotations`, `outputSchema`, `_meta`, unknown ones) reaches clients unchanged.
+//! Listings both ways. What a server lists, as it listed it: each item is kept as raw JSON so
+//! that every field (`title`, `annotations`, `outputSchema`, `_meta`, unknown ones) reaches
+//! clients unchanged. And what a client is listed: [`render`] writes the one wire shape of a
+//! `tools/list` or `prompts/list` result.
+
+use std::borrow::Borrow;
 
 use serde_json::value::RawValue;
 
 use crate::names::ServerId;
+use crate::rules::Kind;
 
 /// One server's tools and prompts, each a JSON object exactly as the server sent it.
 #[derive(Debug, Clone)]
@@ -20,5 +25,65 @@ impl Listing {
             tools: Vec::new(),
             prompts: Vec::new(),
         }
+    }
+}
+
+/// The result of `tools/list` (`{"tools":[...]}`) or `prompts/list` (`{"prompts":[...]}`):
+/// `definitions` in their order, then `extra` (moniker's own tools, say), each byte for byte.
+pub fn render<D: Borrow<RawValue>>(
+    kind: Kind,
+    definitions: impl IntoIterator<Item = D>,
+    extra: &[Box<RawValue>],
+) -> String {
+    let mut out = String::with_capacity(64);
+    out.push_str("{\"");
+    out.push_str(kind.section());
+    out.push_str("\":[");
+    let start = out.len();
+    let mut push = |definition: &RawValue| {
+        if out.len() > start {
+            out.push(',');
+        }
+        out.push_str(definition.get());
+    };
+    for definition in definitions {
+        push(definition.borrow());
+    }
+    for definition in extra {
+        push(definition);
+    }
+    out.push_str("]}");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn a_listing_is_its_definitions_then_the_extra_ones() {
+        let (a, b, m) = (
+            raw(r#"{"name":"a"}"#),
+            raw(r#"{ "name": "b" }"#),
+            raw(r#"{"name":"m"}"#),
+        );
+        let none: [&RawValue; 0] = [];
+        assert_eq!(render(Kind::Tool, none, &[]), r#"{"tools":[]}"#);
+        assert_eq!(
+            render(Kind::Prompt, [&*a, &*b], &[]),
+            r#"{"prompts":[{"name":"a"},{ "name": "b" }]}"#
+        );
+        assert_eq!(
+            render(Kind::Tool, none, std::slice::from_ref(&m)),
+            r#"{"tools":[{"name":"m"}]}"#
+        );
+        assert_eq!(
+            render(Kind::Tool, vec![a.clone(), b], &[m]),
+            r#"{"tools":[{"name":"a"},{ "name": "b" },{"name":"m"}]}"#
+        );
     }
 }

@@ -7,7 +7,8 @@ use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
 use crate::actions::{self, Member};
-use crate::diagnostic::Diagnostic;
+use crate::definition::{self, Rewrite, with_aliases_line};
+use crate::diagnostic::{Diagnostic, Rename};
 use crate::listing::Listing;
 use crate::names::{ServerId, Tag};
 use crate::rules::{ActionRule, Kind, Legacy, Override, Rules, Seg, path};
@@ -30,6 +31,59 @@ impl Built {
 /// Builds the surface from the rules and the servers' listings. Deterministic: the order of
 /// `listings` and of the items in them does not matter.
 pub fn build(rules: &Rules, listings: &[Listing]) -> Built {
+    let mut built = build_once(rules, listings);
+    let prefix = prefix_fix(rules, listings, &built.diagnostics);
+    if !prefix.is_empty() {
+        for d in built.diagnostics.iter_mut().filter(|d| d.is_error()) {
+            d.fix.prefix = prefix.clone();
+        }
+    }
+    built
+}
+
+/// The servers on which `prefix: true` alone would resolve every error, when every error is a
+/// rename between the same two servers (two copies of one server, say): each is tried, with a
+/// build of its own.
+fn prefix_fix(rules: &Rules, listings: &[Listing], diagnostics: &[Diagnostic]) -> Vec<String> {
+    let mut errors = diagnostics.iter().filter(|d| d.is_error()).peekable();
+    let mut servers = BTreeSet::new();
+    if errors.peek().is_none() {
+        return Vec::new();
+    }
+    for d in errors {
+        if d.fix.renames.is_empty() {
+            return Vec::new();
+        }
+        servers.extend(d.fix.renames.iter().map(|r| r.server.as_str()));
+    }
+    if servers.len() != 2 {
+        return Vec::new();
+    }
+    servers
+        .into_iter()
+        .filter(|&server| {
+            let Some((id, server_rules)) =
+                rules.servers.iter().find(|(id, _)| id.as_str() == server)
+            else {
+                return false;
+            };
+            if server_rules.prefix.is_some() {
+                return false;
+            }
+            let mut prefixed = rules.clone();
+            if let Some(r) = prefixed.servers.get_mut(id) {
+                r.prefix = Some(id.as_str().to_owned());
+            }
+            !build_once(&prefixed, listings)
+                .diagnostics
+                .iter()
+                .any(Diagnostic::is_error)
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+fn build_once(rules: &Rules, listings: &[Listing]) -> Built {
     let mut diagnostics = check_rules(rules);
     let mut listings: Vec<&Listing> = listings.iter().collect();
     listings.sort_by(|a, b| a.server.cmp(&b.server));
@@ -424,7 +478,7 @@ fn build_kind(
                 out.push(
                     profile_error(kind, "name", &n.name, &why)
                         .note(origin_note(kind, n))
-                        .help(fix_yaml(
+                        .with_fix(renames(
                             kind,
                             &[(n, suggest_short(&n.name, rules.naming.profile.max_len()))],
                         )),
@@ -456,13 +510,23 @@ fn build_kind(
     // 5. Duplicates. `check_rules` reports a name written at two places in the config; here,
     // the rest: a side that comes from a listing, or one override that matched two items.
     let taken: BTreeSet<&str> = claims.keys().copied().collect();
+    // New names suggested so far: no two fixes may suggest the same one.
+    let mut suggested: BTreeSet<String> = BTreeSet::new();
     for (name, list) in &claims {
         let written: BTreeSet<&Source> = list.iter().map(|c| &c.source).collect();
         let reported = written.len() == list.len() && !written.contains(&Source::Derived);
         if list.len() < 2 || reported {
             continue;
         }
-        out.push(duplicate(kind, name, list, &named, &plans, &taken));
+        out.push(duplicate(
+            kind,
+            name,
+            list,
+            &named,
+            &plans,
+            &taken,
+            &mut suggested,
+        ));
     }
 
     // Overrides that matched nothing.
@@ -686,6 +750,7 @@ fn duplicate(
     named: &[Named<'_>],
     plans: &[Plan<'_>],
     taken: &BTreeSet<&str>,
+    suggested: &mut BTreeSet<String>,
 ) -> Diagnostic {
     let mut d = Diagnostic::error(
         "naming::duplicate",
@@ -697,7 +762,6 @@ fn duplicate(
     );
     let mut fixes = Vec::new();
     let mut removals = Vec::new();
-    let mut suggested: BTreeSet<String> = BTreeSet::new();
     for claim in claims {
         if let Some(plan) = claim
             .item
@@ -763,12 +827,11 @@ fn duplicate(
         }
     }
     let has_alias = !removals.is_empty();
-    let help = match (fixes.len(), has_alias) {
+    match (fixes.len(), has_alias) {
         // Only aliases collide with one name: the aliases are what to change.
-        (0 | 1, true) => removals.join("; "),
-        _ => fix_yaml(kind, &fixes),
-    };
-    d.help(help)
+        (0 | 1, true) => d.help(removals.join("; ")),
+        _ => d.with_fix(renames(kind, &fixes)),
+    }
 }
 
 fn times(n: usize) -> String {
@@ -778,25 +841,16 @@ fn times(n: usize) -> String {
     }
 }
 
-/// A ready-to-paste override block that renames each item.
-fn fix_yaml(kind: Kind, renames: &[(&Named<'_>, String)]) -> String {
-    let mut out = format!("add to moniker.yaml:\n  {}:", kind.section());
-    for (n, new_name) in renames {
-        let key = format!("{}/{}", n.candidate.server, n.candidate.name);
-        out.push_str(&format!("\n    {}: {{ name: {new_name} }}", yaml_key(&key)));
-    }
-    out
-}
-
-fn yaml_key(key: &str) -> String {
-    let plain = key
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'/' | b'.'));
-    if plain {
-        key.to_owned()
-    } else {
-        serde_json::to_string(key).unwrap_or_else(|_| format!("\"{key}\""))
-    }
+/// The overrides that give each item its new name.
+fn renames(kind: Kind, list: &[(&Named<'_>, String)]) -> Vec<Rename> {
+    list.iter()
+        .map(|(n, name)| Rename {
+            section: kind.section(),
+            server: n.candidate.server.as_str().to_owned(),
+            origin: n.candidate.name.clone(),
+            name: name.clone(),
+        })
+        .collect()
 }
 
 /// A name that fits: characters outside the portable set become `_`, and it is cut to length.
@@ -885,21 +939,6 @@ fn describe(n: &Named<'_>, aliases: &[String], deprecated: Option<&str>) -> Opti
     Some(with_aliases_line(base, aliases))
 }
 
-/// The description with `Aliases: a, b` appended when there are listed aliases.
-fn with_aliases_line(text: String, aliases: &[String]) -> String {
-    if aliases.is_empty() {
-        return text;
-    }
-    let line = format!("Aliases: {}", aliases.join(", "));
-    if text.is_empty() {
-        line
-    } else {
-        format!("{text}\n\n{line}")
-    }
-}
-
-const OWNED: [&str; 3] = ["aliases", "tags", "server_name"];
-
 /// The origin definition, field order kept, with `name` and `description` rewritten and the
 /// fields moniker owns put last.
 fn render(
@@ -910,50 +949,16 @@ fn render(
     tags: &[Tag],
     server_name: &str,
 ) -> Box<RawValue> {
-    fn string(s: &str) -> String {
-        // Serializing a str cannot fail.
-        serde_json::to_string(s).unwrap_or_default()
-    }
-    let mut out =
-        String::with_capacity(fields.values().map(|v| v.get().len() + 16).sum::<usize>() + 64);
-    out.push('{');
-    let mut first = true;
-    let mut field = |out: &mut String, key: &str, value: &str| {
-        if !first {
-            out.push(',');
-        }
-        first = false;
-        out.push_str(&string(key));
-        out.push(':');
-        out.push_str(value);
-    };
-    let has_description = fields.contains_key("description");
-    for (key, value) in fields {
-        match key.as_str() {
-            "name" => {
-                field(&mut out, "name", &string(name));
-                if let (false, Some(d)) = (has_description, description) {
-                    field(&mut out, "description", &string(d));
-                }
-            }
-            "description" => match description {
-                Some(d) => field(&mut out, "description", &string(d)),
-                None => field(&mut out, key, value.get()),
-            },
-            k if OWNED.contains(&k) => {}
-            _ => field(&mut out, key, value.get()),
-        }
-    }
-    if !aliases.is_empty() {
-        let list: Vec<String> = aliases.iter().map(|a| string(a)).collect();
-        field(&mut out, "aliases", &format!("[{}]", list.join(",")));
-    }
-    let list: Vec<String> = tags.iter().map(|t| string(t.as_str())).collect();
-    field(&mut out, "tags", &format!("[{}]", list.join(",")));
-    field(&mut out, "server_name", &string(server_name));
-    out.push('}');
-    // Built from valid JSON pieces, so it parses; `null` is the unreachable fallback.
-    RawValue::from_string(out).unwrap_or_default()
+    definition::rewrite(
+        fields,
+        &Rewrite {
+            name: Some(name),
+            description,
+            aliases: Some(aliases),
+            tags: Some(tags),
+            server_name: Some(server_name),
+        },
+    )
 }
 
 #[cfg(test)]

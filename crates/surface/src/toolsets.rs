@@ -7,17 +7,20 @@
 //! `check` refuse). [`resolve`] and [`listing`] are what a session with an equipped toolset
 //! serves: a toolset is also a permission boundary.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
-use std::str::FromStr;
 
-use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
-use crate::diagnostic::{Diagnostic, did_you_mean};
-use crate::names::{TAG_RULE, Tag};
+use crate::diagnostic::{Diagnostic, did_you_mean, short};
 use crate::rules::{Kind, Seg, path};
 use crate::surface::{Resolved, Surface, Via};
+
+pub use crate::definition::with_extra_aliases;
+/// moniker's own toolset management tools (DESIGN "Toolsets"). A toolset alias may not take
+/// one of these names: the management tools are listed beside an equipped toolset.
+pub use crate::management::NAMES as MANAGEMENT_TOOLS;
+pub use crate::tag_expr::{TAG_EXPR_MAX_DEPTH, TAG_EXPR_MAX_TAGS, TagExpr, TagExprError};
 
 /// What a toolset's name must look like (a key of the config's `toolsets`).
 pub const NAME_RULE: &str = "must match `^[a-z0-9][a-z0-9_-]{0,63}$` (lowercase letters, digits, `_` and `-`, at most 64 characters)";
@@ -27,18 +30,6 @@ pub const ALIAS_RULE: &str = "must match `^[a-z0-9][a-z0-9_-]{1,63}$`";
 
 /// Keys of the config's `toolsets` section that are settings, not toolsets.
 pub const RESERVED: [&str; 2] = ["manage", "store"];
-
-/// moniker's own toolset management tools (DESIGN "Toolsets"). A toolset alias may not take
-/// one of these names: the management tools are listed beside an equipped toolset.
-pub const MANAGEMENT_TOOLS: [&str; 7] = [
-    "list-available-tools",
-    "build-toolset",
-    "list-saved-toolsets",
-    "equip-toolset",
-    "unequip-toolset",
-    "get-active-toolset",
-    "delete-toolset",
-];
 
 /// The stable codes of toolset diagnostics.
 pub mod codes {
@@ -130,367 +121,6 @@ pub fn alias_fix(alias: &str) -> Option<String> {
     let fixed: String = fixed.chars().take(64).collect();
     (fixed != alias && valid_alias(&fixed)).then_some(fixed)
 }
-
-// ---------------------------------------------------------------------------------------------
-// Tag expressions
-
-/// A boolean expression over tags: `git and (github or gitlab) and not deprecated`.
-/// `not` binds tighter than `and`, which binds tighter than `or`; both are left-associative.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TagExpr {
-    Tag(Tag),
-    Not(Box<TagExpr>),
-    And(Box<TagExpr>, Box<TagExpr>),
-    Or(Box<TagExpr>, Box<TagExpr>),
-}
-
-/// Nesting (parentheses and `not`) deeper than this is refused.
-pub const TAG_EXPR_MAX_DEPTH: usize = 32;
-/// More tags than this in one expression are refused.
-pub const TAG_EXPR_MAX_TAGS: usize = 256;
-
-impl TagExpr {
-    /// Whether an item with these tags is selected.
-    pub fn matches(&self, tags: &[Tag]) -> bool {
-        match self {
-            Self::Tag(tag) => tags.contains(tag),
-            Self::Not(e) => !e.matches(tags),
-            Self::And(a, b) => a.matches(tags) && b.matches(tags),
-            Self::Or(a, b) => a.matches(tags) || b.matches(tags),
-        }
-    }
-
-    /// A list of tags means any of them; `None` for no tags.
-    pub fn any_of(tags: Vec<Tag>) -> Option<Self> {
-        tags.into_iter()
-            .map(Self::Tag)
-            .reduce(|a, b| Self::Or(Box::new(a), Box::new(b)))
-    }
-
-    /// Every tag the expression mentions, in order, repeats included.
-    pub fn tags(&self) -> Vec<&Tag> {
-        let mut out = Vec::new();
-        let mut stack = vec![self];
-        while let Some(e) = stack.pop() {
-            match e {
-                Self::Tag(t) => out.push(t),
-                Self::Not(e) => stack.push(e),
-                Self::And(a, b) | Self::Or(a, b) => {
-                    stack.push(b);
-                    stack.push(a);
-                }
-            }
-        }
-        out
-    }
-
-    fn precedence(&self) -> u8 {
-        match self {
-            Self::Or(..) => 1,
-            Self::And(..) => 2,
-            Self::Not(_) => 3,
-            Self::Tag(_) => 4,
-        }
-    }
-}
-
-/// The shortest text that parses back to the same expression.
-impl fmt::Display for TagExpr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fn part(f: &mut fmt::Formatter<'_>, e: &TagExpr, paren: bool) -> fmt::Result {
-            if paren {
-                write!(f, "({e})")
-            } else {
-                write!(f, "{e}")
-            }
-        }
-        match self {
-            Self::Tag(tag) => f.write_str(tag.as_str()),
-            Self::Not(e) => {
-                f.write_str("not ")?;
-                part(f, e, e.precedence() < 3)
-            }
-            Self::And(a, b) | Self::Or(a, b) => {
-                let (level, op) = match self {
-                    Self::And(..) => (2, " and "),
-                    _ => (1, " or "),
-                };
-                part(f, a, a.precedence() < level)?;
-                f.write_str(op)?;
-                part(f, b, b.precedence() <= level)
-            }
-        }
-    }
-}
-
-/// Why a tag expression does not parse, and where.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message} (at character {column})")]
-pub struct TagExprError {
-    /// Byte offset of the offending token in the text (its length when the text ended early).
-    pub offset: usize,
-    /// Length in bytes of the offending token (0 at the end of the text).
-    pub len: usize,
-    /// 1-based position of the offending token in the expression, in characters.
-    pub column: usize,
-    /// What was expected and what was found, lowercase, no trailing period.
-    pub message: String,
-}
-
-impl FromStr for TagExpr {
-    type Err = TagExprError;
-
-    fn from_str(text: &str) -> Result<Self, TagExprError> {
-        let mut parser = Parser {
-            text,
-            tokens: tokenize(text),
-            pos: 0,
-            depth: 0,
-            tags: 0,
-        };
-        if parser.tokens.is_empty() {
-            return Err(parser.fail_at(
-                text.len(),
-                0,
-                "the tag expression is empty: expected a tag".to_owned(),
-            ));
-        }
-        let expr = parser.or()?;
-        match parser.tokens.get(parser.pos) {
-            None => Ok(expr),
-            Some(token) => {
-                let message = match token.kind {
-                    TokenKind::Close => "unexpected `)`: no `(` is open".to_owned(),
-                    _ => format!("expected `and`, `or` or the end, found {}", found(*token)),
-                };
-                Err(parser.fail(*token, message))
-            }
-        }
-    }
-}
-
-impl serde::Serialize for TagExpr {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for TagExpr {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TokenKind {
-    Word,
-    Open,
-    Close,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Token<'t> {
-    kind: TokenKind,
-    text: &'t str,
-    offset: usize,
-}
-
-fn tokenize<'t>(text: &'t str) -> Vec<Token<'t>> {
-    let mut out = Vec::new();
-    let mut word: Option<usize> = None;
-    let end_word = |out: &mut Vec<Token<'t>>, start: Option<usize>, end: usize| {
-        if let Some(start) = start {
-            out.push(Token {
-                kind: TokenKind::Word,
-                text: &text[start..end],
-                offset: start,
-            });
-        }
-    };
-    for (i, c) in text.char_indices() {
-        let kind = match c {
-            '(' => Some(TokenKind::Open),
-            ')' => Some(TokenKind::Close),
-            c if c.is_whitespace() => None,
-            _ => {
-                word.get_or_insert(i);
-                continue;
-            }
-        };
-        end_word(&mut out, word.take(), i);
-        if let Some(kind) = kind {
-            out.push(Token {
-                kind,
-                text: &text[i..i + 1],
-                offset: i,
-            });
-        }
-    }
-    end_word(&mut out, word, text.len());
-    out
-}
-
-/// How an error names a token it did not expect: `` `AND` (operators are lowercase: `and`) ``.
-fn found(token: Token<'_>) -> String {
-    let lower = token.text.to_ascii_lowercase();
-    if token.text != lower && matches!(lower.as_str(), "and" | "or" | "not") {
-        format!("`{}` (operators are lowercase: `{lower}`)", token.text)
-    } else {
-        format!("`{}`", short(token.text))
-    }
-}
-
-fn short(text: &str) -> String {
-    const MAX: usize = 40;
-    if text.chars().count() <= MAX {
-        text.to_owned()
-    } else {
-        let mut out: String = text.chars().take(MAX).collect();
-        out.push('…');
-        out
-    }
-}
-
-struct Parser<'t> {
-    text: &'t str,
-    tokens: Vec<Token<'t>>,
-    pos: usize,
-    depth: usize,
-    tags: usize,
-}
-
-impl Parser<'_> {
-    fn column(&self, offset: usize) -> usize {
-        self.text
-            .get(..offset)
-            .map_or(1, |before| before.chars().count() + 1)
-    }
-
-    fn fail_at(&self, offset: usize, len: usize, message: String) -> TagExprError {
-        TagExprError {
-            offset,
-            len,
-            column: self.column(offset),
-            message,
-        }
-    }
-
-    fn fail(&self, token: Token<'_>, message: String) -> TagExprError {
-        self.fail_at(token.offset, token.text.len(), message)
-    }
-
-    fn peek_word(&self, word: &str) -> bool {
-        self.tokens
-            .get(self.pos)
-            .is_some_and(|t| t.kind == TokenKind::Word && t.text == word)
-    }
-
-    fn or(&mut self) -> Result<TagExpr, TagExprError> {
-        let mut left = self.and()?;
-        while self.peek_word("or") {
-            self.pos += 1;
-            let right = self.and()?;
-            left = TagExpr::Or(Box::new(left), Box::new(right));
-        }
-        Ok(left)
-    }
-
-    fn and(&mut self) -> Result<TagExpr, TagExprError> {
-        let mut left = self.unary()?;
-        while self.peek_word("and") {
-            self.pos += 1;
-            let right = self.unary()?;
-            left = TagExpr::And(Box::new(left), Box::new(right));
-        }
-        Ok(left)
-    }
-
-    fn deeper(&mut self, token: Token<'_>) -> Result<(), TagExprError> {
-        self.depth += 1;
-        if self.depth > TAG_EXPR_MAX_DEPTH {
-            return Err(self.fail(
-                token,
-                format!(
-                    "the tag expression is nested too deeply: at most {TAG_EXPR_MAX_DEPTH} levels of `not` and `(`"
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn unary(&mut self) -> Result<TagExpr, TagExprError> {
-        const EXPECTED: &str = "expected a tag, `not` or `(`";
-        let Some(&token) = self.tokens.get(self.pos) else {
-            let after = match self.pos.checked_sub(1).and_then(|p| self.tokens.get(p)) {
-                Some(t) => format!(" after `{}`", short(t.text)),
-                None => String::new(),
-            };
-            return Err(self.fail_at(
-                self.text.len(),
-                0,
-                format!("{EXPECTED}{after}, found the end of the expression"),
-            ));
-        };
-        self.pos += 1;
-        match token.kind {
-            TokenKind::Close => Err(self.fail(token, format!("{EXPECTED}, found `)`"))),
-            TokenKind::Open => {
-                self.deeper(token)?;
-                let inner = self.or()?;
-                match self.tokens.get(self.pos) {
-                    Some(t) if t.kind == TokenKind::Close => self.pos += 1,
-                    Some(&t) => {
-                        return Err(self.fail(
-                            t,
-                            format!("expected `and`, `or` or `)`, found {}", found(t)),
-                        ));
-                    }
-                    None => {
-                        let column = self.column(token.offset);
-                        return Err(self.fail_at(
-                            self.text.len(),
-                            0,
-                            format!(
-                                "expected `)` to close the `(` at character {column}, found the end of the expression"
-                            ),
-                        ));
-                    }
-                }
-                self.depth -= 1;
-                Ok(inner)
-            }
-            TokenKind::Word if token.text == "not" => {
-                self.deeper(token)?;
-                let inner = self.unary()?;
-                self.depth -= 1;
-                Ok(TagExpr::Not(Box::new(inner)))
-            }
-            TokenKind::Word if matches!(token.text, "and" | "or") => {
-                Err(self.fail(token, format!("{EXPECTED}, found `{}`", token.text)))
-            }
-            TokenKind::Word => {
-                self.tags += 1;
-                if self.tags > TAG_EXPR_MAX_TAGS {
-                    return Err(self.fail(
-                        token,
-                        format!("the tag expression is too long: at most {TAG_EXPR_MAX_TAGS} tags"),
-                    ));
-                }
-                match token.text.parse::<Tag>() {
-                    Ok(tag) => Ok(TagExpr::Tag(tag)),
-                    Err(_) => Err(self.fail(
-                        token,
-                        format!("{} is not a tag: a tag {TAG_RULE}", found(token)),
-                    )),
-                }
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Selection
 
 /// What a toolset exposes, resolved against a surface.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -609,9 +239,19 @@ pub fn resolve<'a>(
 }
 
 /// The `tools/list` (`{"tools":[...]}`) or `prompts/list` (`{"prompts":[...]}`) result of a
-/// session with this toolset: its listed items in surface order, each tool with the
-/// toolset's aliases added to its `aliases` and to the `Aliases:` line of its description.
+/// session with this toolset: its [`definitions`].
 pub fn listing(surface: &Surface, selection: &Selection, kind: Kind) -> String {
+    crate::listing::render(kind, definitions(surface, selection, kind), &[])
+}
+
+/// The listing entries of a session with this toolset: its listed items in surface order,
+/// each tool with the toolset's aliases added to its `aliases` and to the `Aliases:` line of
+/// its description.
+pub fn definitions<'a>(
+    surface: &'a Surface,
+    selection: &'a Selection,
+    kind: Kind,
+) -> impl Iterator<Item = Cow<'a, RawValue>> + 'a {
     let selected = match kind {
         Kind::Tool => &selection.tools,
         Kind::Prompt => &selection.prompts,
@@ -625,128 +265,13 @@ pub fn listing(surface: &Surface, selection: &Selection, kind: Kind) -> String {
                 .push(alias.clone());
         }
     }
-    let mut out = String::with_capacity(64);
-    out.push_str("{\"");
-    out.push_str(kind.section());
-    out.push_str("\":[");
-    let mut first = true;
-    for item in surface.listed(kind).filter(|e| selected.contains(&e.name)) {
-        if !first {
-            out.push(',');
-        }
-        first = false;
-        match extra.get(item.name.as_str()) {
-            Some(aliases) => out.push_str(with_extra_aliases(&item.definition, aliases).get()),
-            None => out.push_str(item.definition.get()),
-        }
-    }
-    out.push_str("]}");
-    out
-}
-
-/// A listing entry with more aliases: appended to its `aliases` array (added before `tags`
-/// when it has none) and to the `Aliases: a, b` line that ends its description (extended when
-/// there is one, added when not). Every other field keeps its bytes and its place. A
-/// definition that is not an object, or that has all of `extra` already, is returned as is.
-pub fn with_extra_aliases(definition: &RawValue, extra: &[String]) -> Box<RawValue> {
-    let unchanged = || definition.to_owned();
-    let Ok(fields) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(definition.get())
-    else {
-        return unchanged();
-    };
-    let mut aliases: Vec<String> = fields
-        .get("aliases")
-        .and_then(|raw| serde_json::from_str(raw.get()).ok())
-        .unwrap_or_default();
-    let before = aliases.len();
-    for alias in extra {
-        if !aliases.contains(alias) {
-            aliases.push(alias.clone());
-        }
-    }
-    if aliases.len() == before {
-        return unchanged();
-    }
-    let added = &aliases[before..];
-    // A description that is not a string is the server's business: leave it.
-    let description = match fields.get("description") {
-        Some(raw) => serde_json::from_str::<String>(raw.get())
-            .ok()
-            .map(|text| with_aliases_line(text, added)),
-        None => Some(with_aliases_line(String::new(), added)),
-    };
-
-    fn string(s: &str) -> String {
-        // Serializing a str cannot fail.
-        serde_json::to_string(s).unwrap_or_default()
-    }
-    let aliases_json = format!(
-        "[{}]",
-        aliases
-            .iter()
-            .map(|a| string(a))
-            .collect::<Vec<_>>()
-            .join(",")
-    );
-    let has_aliases = fields.contains_key("aliases");
-    let has_description = fields.contains_key("description");
-    let mut out = String::with_capacity(definition.get().len() + 64);
-    out.push('{');
-    let put = |out: &mut String, key: &str, value: &str| {
-        if out.len() > 1 {
-            out.push(',');
-        }
-        out.push_str(&string(key));
-        out.push(':');
-        out.push_str(value);
-    };
-    let mut aliases_written = false;
-    for (key, value) in &fields {
-        match key.as_str() {
-            "description" => match &description {
-                Some(d) => put(&mut out, key, &string(d)),
-                None => put(&mut out, key, value.get()),
-            },
-            "aliases" => {
-                put(&mut out, key, &aliases_json);
-                aliases_written = true;
-            }
-            "tags" if !has_aliases => {
-                put(&mut out, "aliases", &aliases_json);
-                aliases_written = true;
-                put(&mut out, key, value.get());
-            }
-            _ => put(&mut out, key, value.get()),
-        }
-        if key == "name" && !has_description {
-            if let Some(d) = &description {
-                put(&mut out, "description", &string(d));
-            }
-        }
-    }
-    if !aliases_written {
-        put(&mut out, "aliases", &aliases_json);
-    }
-    out.push('}');
-    // Built from valid JSON pieces; the fallback is unreachable.
-    RawValue::from_string(out).unwrap_or_else(|_| unchanged())
-}
-
-/// `text` with `added` at the end of its `Aliases: ` line, or with such a line appended.
-fn with_aliases_line(mut text: String, added: &[String]) -> String {
-    let list = added.join(", ");
-    let last_line = text.rfind('\n').map_or(0, |i| i + 1);
-    if text[last_line..].starts_with("Aliases: ") {
-        text.push_str(", ");
-        text.push_str(&list);
-    } else {
-        if !text.is_empty() {
-            text.push_str("\n\n");
-        }
-        text.push_str("Aliases: ");
-        text.push_str(&list);
-    }
-    text
+    surface
+        .listed(kind)
+        .filter(|e| selected.contains(&e.name))
+        .map(move |item| match extra.get(item.name.as_str()) {
+            Some(aliases) => Cow::Owned(with_extra_aliases(&item.definition, aliases)),
+            None => Cow::Borrowed(&*item.definition),
+        })
 }
 
 fn toolset_path<'a>(name: &'a str, field: &'a str) -> Vec<Seg<'a>> {

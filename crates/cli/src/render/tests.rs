@@ -215,3 +215,110 @@ fn failures_show_their_causes() {
     let shown = Renderer::plain().failure(&io);
     assert_eq!(shown, "error: disk on fire\n");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Several conflicts: each once, one fix for all
+
+fn listing_of(server: &str, tools: &[&str], prompts: &[&str]) -> Listing {
+    let items = |names: &[&str]| -> Vec<Box<RawValue>> {
+        names
+            .iter()
+            .map(|n| {
+                let item = serde_json::json!({"name": n, "inputSchema": {"type": "object"}});
+                RawValue::from_string(item.to_string()).expect("json")
+            })
+            .collect()
+    };
+    Listing {
+        tools: items(tools),
+        prompts: items(prompts),
+        ..Listing::new(server.parse::<ServerId>().expect("server id"))
+    }
+}
+
+/// Two copies of one server, and a third with a tool of its own.
+const COPIES: &str = "\
+servers:
+  main: { command: x }
+  copy: { command: x }
+  other: { command: x }
+";
+
+fn copies() -> Vec<Listing> {
+    vec![
+        listing_of("main", &["echo", "add", "get-env"], &["greet"]),
+        listing_of("copy", &["echo", "add", "get-env"], &["greet"]),
+        listing_of("other", &["unique"], &[]),
+    ]
+}
+
+/// The config with the lines of the last `add to moniker.yaml:` block of `shown` appended.
+fn paste_merged(config: &str, shown: &str) -> String {
+    let (_, block) = shown
+        .rsplit_once("add to moniker.yaml:\n")
+        .expect("a merged fix");
+    let mut out = config.to_owned();
+    for line in block.lines() {
+        out.push_str(line.strip_prefix("        ").expect("indented"));
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn several_conflicts_between_two_servers_show_once_with_a_prefix_and_one_block() {
+    let config = parse(COPIES);
+    let built = moniker_surface::build(&config.rules, &copies());
+    assert_eq!(built.errors().count(), 4, "{:#?}", built.diagnostics);
+    let shown = Renderer::plain().diagnostics(&config.source, &built.diagnostics);
+    insta::assert_snapshot!(shown);
+    assert_eq!(shown.matches("tools:").count(), 1, "{shown}");
+
+    // The block, pasted as printed, resolves every conflict.
+    let fixed = parse(&paste_merged(COPIES, &shown));
+    let rebuilt = moniker_surface::build(&fixed.rules, &copies());
+    assert_eq!(rebuilt.errors().count(), 0, "{:#?}", rebuilt.diagnostics);
+    // So does the one line.
+    let prefixed =
+        parse(&COPIES.replace("copy: { command: x }", "copy: { command: x, prefix: true }"));
+    let rebuilt = moniker_surface::build(&prefixed.rules, &copies());
+    assert_eq!(rebuilt.errors().count(), 0, "{:#?}", rebuilt.diagnostics);
+    assert!(
+        rebuilt
+            .surface
+            .expect("valid")
+            .resolve_tool("copy_echo")
+            .is_some()
+    );
+}
+
+#[test]
+fn conflicts_across_three_servers_get_one_block_under_the_existing_section() {
+    let text = "\
+servers:
+  a: { command: x }
+  b: { command: x }
+  c: { command: x }
+tools:
+  unique: { tags: [own] }
+";
+    let config = parse(text);
+    let listings = [
+        listing_of("a", &["echo", "add", "unique"], &[]),
+        listing_of("b", &["echo"], &[]),
+        listing_of("c", &["add"], &[]),
+    ];
+    let built = moniker_surface::build(&config.rules, &listings);
+    let shown = Renderer::plain().diagnostics(&config.source, &built.diagnostics);
+    insta::assert_snapshot!(shown);
+    assert!(!shown.contains("prefix"), "{shown}");
+    // Under the `tools:` the config has already: the lines alone, pasted at its end.
+    let (_, block) = shown.rsplit_once("`tools:`):\n").expect("a merged fix");
+    let mut fixed = text.to_owned();
+    for line in block.lines() {
+        fixed.push_str(&line[8..]);
+        fixed.push('\n');
+    }
+    let rebuilt = moniker_surface::build(&parse(&fixed).rules, &listings);
+    assert_eq!(rebuilt.errors().count(), 0, "{:#?}", rebuilt.diagnostics);
+}

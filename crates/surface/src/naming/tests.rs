@@ -658,7 +658,7 @@ fn listing_fields_survive_and_owned_fields_are_replaced() {
     let surface = ok(build(&rules, &[l]));
     assert_eq!(
         surface.tools()[0].definition.get(),
-        r#"{"name":"t","title":"T","description":"Does t.\n\nAliases: tt","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2]},"zz_unknown":{"b":1,"a":2},"aliases":["tt"],"tags":["new"],"server_name":"s"}"#
+        r#"{"name":"t","title":"T","description":"Does t.\n\nAliases: tt","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2],"io.moniker/aliases":["tt"],"io.moniker/tags":["new"],"io.moniker/server":"s"},"zz_unknown":{"b":1,"a":2},"aliases":["tt"],"tags":["new"],"server_name":"s"}"#
     );
 }
 
@@ -690,7 +690,7 @@ fn a_description_override_replaces_and_a_missing_one_is_added() {
     assert_eq!(def(&surface, "a")["description"], "New.");
     assert_eq!(
         surface.resolve_tool("b").unwrap().exposed.definition.get(),
-        r#"{"name":"b","description":"Aliases: bb","aliases":["bb"],"tags":[],"server_name":"s"}"#
+        r#"{"name":"b","description":"Aliases: bb","aliases":["bb"],"tags":[],"server_name":"s","_meta":{"io.moniker/aliases":["bb"],"io.moniker/tags":[],"io.moniker/server":"s"}}"#
     );
 }
 
@@ -1013,4 +1013,127 @@ fn action_names_are_checked_offline() {
         "{}",
         diags[0]
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixes as data
+
+fn renames_of(d: &Diagnostic) -> Vec<(&str, &str, &str)> {
+    d.fix
+        .renames
+        .iter()
+        .map(|r| (r.server.as_str(), r.origin.as_str(), r.name.as_str()))
+        .collect()
+}
+
+#[test]
+fn a_duplicate_carries_its_renames_as_data() {
+    let built = build(
+        &rules_with(&["a", "b"]),
+        &[listing("a", &[tool("echo")]), listing("b", &[tool("echo")])],
+    );
+    let d = built.errors().next().unwrap();
+    assert_eq!(
+        renames_of(d),
+        [("a", "echo", "a_echo"), ("b", "echo", "b_echo")]
+    );
+    assert_eq!(d.fix.renames[0].section, "tools");
+    // The help says the same, ready to paste.
+    assert_eq!(
+        d.help.as_deref(),
+        Some(
+            "add to moniker.yaml:\n  tools:\n    a/echo: { name: a_echo }\n    b/echo: { name: b_echo }"
+        )
+    );
+}
+
+#[test]
+fn a_prefix_is_offered_when_it_resolves_every_error() {
+    let two = |rules: &Rules| {
+        build(
+            rules,
+            &[
+                listing("one", &[tool("echo"), tool("add"), tool("own")]),
+                listing("two", &[tool("echo"), tool("add")]),
+            ],
+        )
+    };
+    let built = two(&rules_with(&["one", "two"]));
+    assert_eq!(built.errors().count(), 2);
+    // Either server will do.
+    assert!(
+        built.errors().all(|d| d.fix.prefix == ["one", "two"]),
+        "{:#?}",
+        built.diagnostics
+    );
+    // And it does resolve them.
+    let mut prefixed = rules_with(&["one", "two"]);
+    prefixed.servers.get_mut(&sid("two")).unwrap().prefix = Some("two".into());
+    assert!(two(&prefixed).surface.is_some());
+
+    // `two` has a prefix already, and its names are overridden: `one` then.
+    let mut rules = rules_with(&["one", "two"]);
+    rules.servers.get_mut(&sid("two")).unwrap().prefix = Some("x".into());
+    set(
+        &mut rules,
+        "two/echo",
+        Override {
+            name: Some("echo".parse().unwrap()),
+            ..Default::default()
+        },
+    );
+    set(
+        &mut rules,
+        "two/add",
+        Override {
+            name: Some("add".parse().unwrap()),
+            ..Default::default()
+        },
+    );
+    let built = two(&rules);
+    assert_eq!(built.errors().count(), 2, "{:#?}", built.diagnostics);
+    // The overridden names are final: a prefix on `one` it is.
+    assert!(
+        built.errors().all(|d| d.fix.prefix == ["one"]),
+        "{:#?}",
+        built.diagnostics
+    );
+}
+
+#[test]
+fn no_prefix_is_offered_across_three_servers_or_for_other_errors() {
+    let built = build(
+        &rules_with(&["a", "b", "c"]),
+        &[
+            listing("a", &[tool("echo"), tool("add")]),
+            listing("b", &[tool("echo")]),
+            listing("c", &[tool("add")]),
+        ],
+    );
+    assert_eq!(built.errors().count(), 2);
+    assert!(built.errors().all(|d| d.fix.prefix.is_empty()));
+
+    // An alias that is another tool's name: the alias is what to change, no rename.
+    let mut rules = rules_with(&["a", "b"]);
+    set(
+        &mut rules,
+        "a/echo",
+        Override {
+            aliases: aliases(&["add"]),
+            ..Default::default()
+        },
+    );
+    let built = build(
+        &rules,
+        &[
+            listing("a", &[tool("echo")]),
+            listing("b", &[tool("echo"), tool("add")]),
+        ],
+    );
+    assert!(
+        built.errors().any(|d| d.fix.renames.is_empty()),
+        "{:#?}",
+        built.diagnostics
+    );
+    assert!(built.errors().all(|d| d.fix.prefix.is_empty()));
 }

@@ -1,0 +1,235 @@
+//! A listing entry as moniker lists it: the one rewrite of a tool's or prompt's definition
+//! (DESIGN "Listing format"). The surface build, a toolset's listing and moniker's own tools
+//! all go through [`rewrite`], so an entry looks the same whoever listed it.
+//!
+//! Every field of the definition keeps its place and its bytes, except `name` and
+//! `description`, replaced where they are, and the fields moniker owns (`aliases`, `tags`,
+//! `server_name`), which go last in that order.
+//!
+//! The same three are also in `_meta`, under moniker's own keys ([`META_ALIASES`],
+//! [`META_TAGS`], [`META_SERVER`]): an SDK that drops a tool's unknown fields (the TypeScript
+//! one does) keeps `_meta`. They are added to the server's `_meta` object, whose other keys
+//! keep their bytes, or in a `_meta` of their own, last, when it sent none. A `_meta` that is
+//! not an object is the server's business: left alone.
+
+use indexmap::IndexMap;
+use serde_json::value::RawValue;
+
+use crate::names::Tag;
+
+/// The fields moniker owns: what a server sends under these names is replaced.
+const OWNED: [&str; 3] = ["aliases", "tags", "server_name"];
+
+/// `_meta` key of the listed aliases (absent when there are none).
+pub const META_ALIASES: &str = "io.moniker/aliases";
+/// `_meta` key of the tags.
+pub const META_TAGS: &str = "io.moniker/tags";
+/// `_meta` key of the server name (`server_name`).
+pub const META_SERVER: &str = "io.moniker/server";
+
+/// The `_meta` keys moniker owns, in the order of [`OWNED`].
+const META_OWNED: [&str; 3] = [META_ALIASES, META_TAGS, META_SERVER];
+
+/// What [`rewrite`] changes; `None` keeps what the definition has.
+#[derive(Debug, Default)]
+pub(crate) struct Rewrite<'a> {
+    pub name: Option<&'a str>,
+    /// Put where the description is, or right after `name` when there is none.
+    pub description: Option<&'a str>,
+    /// The listed aliases; none: no `aliases` field.
+    pub aliases: Option<&'a [String]>,
+    pub tags: Option<&'a [Tag]>,
+    pub server_name: Option<&'a str>,
+}
+
+/// The definition with `change` applied: see the module's documentation.
+pub(crate) fn rewrite(
+    fields: &IndexMap<String, Box<RawValue>>,
+    change: &Rewrite<'_>,
+) -> Box<RawValue> {
+    let kept = |key: &str| fields.get(key).map(|raw| raw.get().to_owned());
+    let aliases = match change.aliases {
+        Some([]) => None,
+        Some(list) => Some(array(list.iter().map(String::as_str))),
+        None => kept("aliases"),
+    };
+    let tags = match change.tags {
+        Some(list) => Some(array(list.iter().map(Tag::as_str))),
+        None => kept("tags"),
+    };
+    let server_name = match change.server_name {
+        Some(name) => Some(string(name)),
+        None => kept("server_name"),
+    };
+    let owned = [aliases, tags, server_name];
+    let meta: Vec<(&str, &str)> = META_OWNED
+        .iter()
+        .zip(&owned)
+        .filter_map(|(key, value)| Some((*key, value.as_deref()?)))
+        .collect();
+
+    let mut out =
+        String::with_capacity(fields.values().map(|v| v.get().len() + 16).sum::<usize>() + 64);
+    out.push('{');
+    let mut first = true;
+    let mut field = |out: &mut String, key: &str, value: &str| {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push_str(&string(key));
+        out.push(':');
+        out.push_str(value);
+    };
+    let has_description = fields.contains_key("description");
+    for (key, value) in fields {
+        match key.as_str() {
+            "name" => {
+                match change.name {
+                    Some(name) => field(&mut out, key, &string(name)),
+                    None => field(&mut out, key, value.get()),
+                }
+                if let (false, Some(d)) = (has_description, change.description) {
+                    field(&mut out, "description", &string(d));
+                }
+            }
+            "description" => match change.description {
+                Some(d) => field(&mut out, key, &string(d)),
+                None => field(&mut out, key, value.get()),
+            },
+            "_meta" => match with_meta(value, &meta) {
+                Some(merged) => field(&mut out, key, &merged),
+                None => field(&mut out, key, value.get()),
+            },
+            k if OWNED.contains(&k) => {}
+            _ => field(&mut out, key, value.get()),
+        }
+    }
+    for (key, value) in OWNED.iter().zip(&owned) {
+        if let Some(value) = value {
+            field(&mut out, key, value);
+        }
+    }
+    if !fields.contains_key("_meta") && !meta.is_empty() {
+        field(&mut out, "_meta", &object(&meta));
+    }
+    out.push('}');
+    // Built from valid JSON pieces, so it parses; `null` is the unreachable fallback.
+    RawValue::from_string(out).unwrap_or_default()
+}
+
+/// A `_meta` object with moniker's keys set to `ours` (any it had before taken out), or `None`
+/// to keep it as it is: not an object, or nothing to change.
+fn with_meta(meta: &RawValue, ours: &[(&str, &str)]) -> Option<String> {
+    let entries: IndexMap<String, Box<RawValue>> = serde_json::from_str(meta.get()).ok()?;
+    if entries.keys().any(|k| META_OWNED.contains(&k.as_str())) {
+        let theirs = entries
+            .iter()
+            .filter(|(k, _)| !META_OWNED.contains(&k.as_str()))
+            .map(|(k, v)| (k.as_str(), v.get()));
+        let all: Vec<(&str, &str)> = theirs.chain(ours.iter().copied()).collect();
+        return Some(object(&all));
+    }
+    if ours.is_empty() {
+        return None;
+    }
+    // Appended before the closing brace: the server's keys keep their bytes, spaces included.
+    let mut out = meta.get().trim_end().strip_suffix('}')?.to_owned();
+    for (i, (key, value)) in ours.iter().enumerate() {
+        if i > 0 || !entries.is_empty() {
+            out.push(',');
+        }
+        out.push_str(&string(key));
+        out.push(':');
+        out.push_str(value);
+    }
+    out.push('}');
+    Some(out)
+}
+
+/// A listing entry with more aliases: appended to its `aliases` array and to the
+/// `Aliases: a, b` line that ends its description (extended when there is one, added when
+/// not). Every other field keeps its bytes; the fields moniker owns go last. A definition
+/// that is not an object, or that has all of `extra` already, is returned as is.
+pub fn with_extra_aliases(definition: &RawValue, extra: &[String]) -> Box<RawValue> {
+    let unchanged = || definition.to_owned();
+    let Ok(fields) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(definition.get())
+    else {
+        return unchanged();
+    };
+    let mut aliases: Vec<String> = fields
+        .get("aliases")
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or_default();
+    let before = aliases.len();
+    for alias in extra {
+        if !aliases.contains(alias) {
+            aliases.push(alias.clone());
+        }
+    }
+    if aliases.len() == before {
+        return unchanged();
+    }
+    let added = &aliases[before..];
+    // A description that is not a string is the server's business: leave it.
+    let description = match fields.get("description") {
+        Some(raw) => serde_json::from_str::<String>(raw.get())
+            .ok()
+            .map(|text| extend_aliases_line(text, added)),
+        None => Some(extend_aliases_line(String::new(), added)),
+    };
+    rewrite(
+        &fields,
+        &Rewrite {
+            description: description.as_deref(),
+            aliases: Some(&aliases),
+            ..Rewrite::default()
+        },
+    )
+}
+
+/// The description with a line `Aliases: a, b` appended when there are listed aliases.
+pub(crate) fn with_aliases_line(text: String, aliases: &[String]) -> String {
+    if aliases.is_empty() {
+        return text;
+    }
+    let line = format!("Aliases: {}", aliases.join(", "));
+    if text.is_empty() {
+        line
+    } else {
+        format!("{text}\n\n{line}")
+    }
+}
+
+/// `text` with `added` at the end of its `Aliases: ` line, or with such a line appended.
+fn extend_aliases_line(mut text: String, added: &[String]) -> String {
+    let last_line = text.rfind('\n').map_or(0, |i| i + 1);
+    if text[last_line..].starts_with("Aliases: ") {
+        text.push_str(", ");
+        text.push_str(&added.join(", "));
+        text
+    } else {
+        with_aliases_line(text, added)
+    }
+}
+
+fn string(s: &str) -> String {
+    // Serializing a str cannot fail.
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+fn object(entries: &[(&str, &str)]) -> String {
+    let entries: Vec<String> = entries
+        .iter()
+        .map(|(key, value)| format!("{}:{value}", string(key)))
+        .collect();
+    format!("{{{}}}", entries.join(","))
+}
+
+fn array<'a>(items: impl Iterator<Item = &'a str>) -> String {
+    let items: Vec<String> = items.map(string).collect();
+    format!("[{}]", items.join(","))
+}
+
+#[cfg(test)]
+mod tests;

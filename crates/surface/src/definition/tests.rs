@@ -1,0 +1,101 @@
+use super::*;
+
+fn fields(text: &str) -> IndexMap<String, Box<RawValue>> {
+    serde_json::from_str(text).unwrap()
+}
+
+fn tags(list: &[&str]) -> Vec<Tag> {
+    list.iter().map(|t| t.parse().unwrap()).collect()
+}
+
+/// The surface's rewrite: everything set.
+fn full(text: &str, aliases: &[&str], tag_list: &[&str]) -> String {
+    let aliases: Vec<String> = aliases.iter().map(|a| a.to_string()).collect();
+    let tags = tags(tag_list);
+    rewrite(
+        &fields(text),
+        &Rewrite {
+            name: Some("new"),
+            description: None,
+            aliases: Some(&aliases),
+            tags: Some(&tags),
+            server_name: Some("srv"),
+        },
+    )
+    .get()
+    .to_owned()
+}
+
+#[test]
+fn without_meta_one_is_added_last() {
+    assert_eq!(
+        full(r#"{"name":"old","inputSchema":{}}"#, &["a1", "a2"], &["t1"]),
+        r#"{"name":"new","inputSchema":{},"aliases":["a1","a2"],"tags":["t1"],"server_name":"srv","_meta":{"io.moniker/aliases":["a1","a2"],"io.moniker/tags":["t1"],"io.moniker/server":"srv"}}"#
+    );
+    // No listed aliases: no aliases key, in either place.
+    assert_eq!(
+        full(r#"{"name":"old"}"#, &[], &[]),
+        r#"{"name":"new","tags":[],"server_name":"srv","_meta":{"io.moniker/tags":[],"io.moniker/server":"srv"}}"#
+    );
+}
+
+#[test]
+fn the_servers_meta_is_kept_and_extended_in_place() {
+    // Its keys keep their bytes, spaces included; `_meta` keeps its place.
+    assert_eq!(
+        full(
+            r#"{"name":"old","_meta":{ "ui/x": {"a": 1.50} , "k":"v" },"inputSchema":{}}"#,
+            &["a1"],
+            &["t1", "t2"]
+        ),
+        r#"{"name":"new","_meta":{ "ui/x": {"a": 1.50} , "k":"v" ,"io.moniker/aliases":["a1"],"io.moniker/tags":["t1","t2"],"io.moniker/server":"srv"},"inputSchema":{},"aliases":["a1"],"tags":["t1","t2"],"server_name":"srv"}"#
+    );
+    assert_eq!(
+        full(r#"{"name":"old","_meta":{}}"#, &[], &[]),
+        r#"{"name":"new","_meta":{"io.moniker/tags":[],"io.moniker/server":"srv"},"tags":[],"server_name":"srv"}"#
+    );
+    assert_eq!(
+        full(r#"{"name":"old","_meta":{ }}"#, &[], &[]),
+        r#"{"name":"new","_meta":{ "io.moniker/tags":[],"io.moniker/server":"srv"},"tags":[],"server_name":"srv"}"#
+    );
+}
+
+#[test]
+fn moniker_keys_a_server_sent_are_replaced() {
+    assert_eq!(
+        full(
+            r#"{"name":"old","_meta":{"io.moniker/server":"fake","k":1,"io.moniker/aliases":["z"]}}"#,
+            &[],
+            &["t1"]
+        ),
+        r#"{"name":"new","_meta":{"k":1,"io.moniker/tags":["t1"],"io.moniker/server":"srv"},"tags":["t1"],"server_name":"srv"}"#
+    );
+}
+
+#[test]
+fn a_meta_that_is_not_an_object_is_left_alone() {
+    for meta in ["null", "[1,2]", r#""text""#, "7"] {
+        let text = format!(r#"{{"name":"old","_meta":{meta}}}"#);
+        assert_eq!(
+            full(&text, &["a1"], &[]),
+            format!(
+                r#"{{"name":"new","_meta":{meta},"aliases":["a1"],"tags":[],"server_name":"srv"}}"#
+            )
+        );
+    }
+}
+
+#[test]
+fn toolset_aliases_reach_meta_too() {
+    let surface_entry = full(
+        r#"{"name":"old","description":"Does.","_meta":{"k":1}}"#,
+        &["a1"],
+        &["t1"],
+    );
+    let raw = RawValue::from_string(surface_entry).unwrap();
+    let more = with_extra_aliases(&raw, &["ts".to_owned()]);
+    assert_eq!(
+        more.get(),
+        r#"{"name":"new","description":"Does.\n\nAliases: ts","_meta":{"k":1,"io.moniker/aliases":["a1","ts"],"io.moniker/tags":["t1"],"io.moniker/server":"srv"},"aliases":["a1","ts"],"tags":["t1"],"server_name":"srv"}"#
+    );
+}

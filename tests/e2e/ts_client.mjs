@@ -1,0 +1,42 @@
+// A client on the official TypeScript MCP SDK, for the e2e tests: starts
+// `<moniker> serve -c <config>` over stdio, lists tools and prompts, and prints
+// {"tools": [...], "prompts": [...]} as the SDK hands them over (it drops a tool's unknown
+// top-level fields, which is why moniker also puts its own in `_meta`).
+//
+//   node tests/e2e/ts_client.mjs <moniker binary> <config> [<timeout ms>]
+//
+// moniker's stderr goes to this script's stderr. Exits 1 (with the reason on stderr) when
+// anything fails or takes longer than the timeout (default 20 s).
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+const [moniker, config, timeoutArg] = process.argv.slice(2);
+if (!moniker || !config) {
+  process.stderr.write("usage: node ts_client.mjs <moniker binary> <config> [<timeout ms>]\n");
+  process.exit(2);
+}
+const timeout = Number(timeoutArg ?? 20000);
+const timer = setTimeout(() => {
+  process.stderr.write(`ts_client: no answer within ${timeout} ms\n`);
+  process.exit(1);
+}, timeout);
+
+const transport = new StdioClientTransport({
+  command: moniker,
+  args: ["serve", "-c", config],
+  stderr: "inherit",
+});
+const client = new Client({ name: "moniker-e2e-ts", version: "0.0.0" });
+
+try {
+  await client.connect(transport);
+  const { tools } = await client.listTools();
+  const { prompts } = await client.listPrompts();
+  process.stdout.write(JSON.stringify({ tools, prompts }) + "\n");
+  await client.close();
+  clearTimeout(timer);
+} catch (error) {
+  process.stderr.write(`ts_client: ${error?.stack ?? error}\n`);
+  process.exit(1);
+}
