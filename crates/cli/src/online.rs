@@ -26,6 +26,8 @@ struct Toolsets {
     manage: bool,
     store: Option<PathBuf>,
     toolset: Option<String>,
+    /// The caller shows the surface's warnings itself (`check`).
+    quiet: bool,
 }
 
 impl Toolsets {
@@ -33,11 +35,11 @@ impl Toolsets {
     /// `toolsets.store`, else the default place. The store is opened when toolsets are
     /// managed or one is named (it may be a saved one).
     fn new(config: &Config, manage: bool, store: Option<PathBuf>, toolset: Option<String>) -> Self {
-        let manage = manage || config.rules.toolsets.manage;
+        let manage = manage || config.toolsets.manage;
         let store = (manage || toolset.is_some())
             .then(|| {
                 store
-                    .or_else(|| config.rules.toolsets.store.as_deref().map(expand_home))
+                    .or_else(|| config.toolsets.store.as_deref().map(expand_home))
                     .or_else(Store::default_path)
             })
             .flatten();
@@ -45,6 +47,7 @@ impl Toolsets {
             manage,
             store,
             toolset,
+            quiet: false,
         }
     }
 }
@@ -86,6 +89,7 @@ async fn start_with(
             spec: server.transport.clone(),
         });
     }
+    let quiet = toolsets.quiet;
     let settings = Settings {
         config: config.gateway,
         guard: std::env::current_exe().ok(),
@@ -94,7 +98,15 @@ async fn start_with(
         default_toolset: toolsets.toolset,
     };
     match Gateway::start(config.rules.clone(), servers, settings).await {
-        Ok(gateway) => Ok(Ok(gateway)),
+        Ok(gateway) => {
+            // `check` shows them itself; every other command says them once, here.
+            if !quiet {
+                for d in gateway.diagnostics() {
+                    tracing::warn!("{d}");
+                }
+            }
+            Ok(Ok(gateway))
+        }
         Err(StartError::Invalid(diagnostics)) => {
             output::report(&Renderer::for_stderr().diagnostics(&config.source, &diagnostics));
             Ok(Err(Exit::InvalidConfig))
@@ -246,7 +258,11 @@ pub async fn check_online(mut config: Config) -> Result<Exit, Failure> {
         output::line(&check::invalid_summary(&report))?;
         return Ok(Exit::InvalidConfig);
     }
-    let gateway = match start(&mut config).await? {
+    let quiet = Toolsets {
+        quiet: true,
+        ..Toolsets::default()
+    };
+    let gateway = match start_with(&mut config, quiet).await? {
         Ok(gateway) => gateway,
         Err(exit) => {
             output::line(&format!(

@@ -46,6 +46,7 @@ pub(crate) struct Decoded {
     pub servers: IndexMap<ServerId, ServerConfig>,
     pub gateway: GatewaySettings,
     pub http: crate::http::HttpConfig,
+    pub toolsets: crate::ToolsetSettings,
     pub rules: Rules,
     pub spans: HashMap<String, Spans>,
     pub servers_key: String,
@@ -381,7 +382,7 @@ impl Cx<'_> {
                 "tools" => out.rules.tools = self.overrides(&p, *slot, &ids),
                 "prompts" => out.rules.prompts = self.overrides(&p, *slot, &ids),
                 "actions" => out.rules.actions = self.actions(&p, *slot),
-                "toolsets" => out.rules.toolsets = self.toolsets(&p, *slot),
+                "toolsets" => (out.rules.toolsets, out.toolsets) = self.toolsets(&p, *slot),
                 "gateway" => out.gateway = self.gateway(&p, *slot),
                 "http" => out.http = self.http(&p, *slot),
                 _ => {}

@@ -125,7 +125,7 @@ impl Config {
             };
             expanded.push(transport);
         }
-        let store = self.rules.toolsets.store.as_ref().map(|store| {
+        let store = self.toolsets.store.as_ref().map(|store| {
             let p = path(&[Seg::Key("toolsets"), Seg::Key("store")]);
             expand_field(store, &p, &self.source, &lookup, &mut errors)
         });
@@ -149,7 +149,7 @@ impl Config {
         for (server, transport) in self.servers.values_mut().zip(expanded) {
             server.transport = transport;
         }
-        self.rules.toolsets.store = store;
+        self.toolsets.store = store;
         for (token, value) in self.http.tokens.iter_mut().zip(tokens) {
             token.token = value;
         }

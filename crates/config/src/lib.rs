@@ -28,6 +28,16 @@ pub use http::{HttpConfig, TokenConfig};
 pub use load::{LoadError, find, load};
 pub use report::{ConfigError, ConfigReport, codes};
 pub use server::{ServerConfig, Transport};
+
+/// The run-time settings of the `toolsets` section (the toolsets themselves are naming rules).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolsetSettings {
+    /// Show moniker's toolset management tools to clients (`toolsets.manage`).
+    pub manage: bool,
+    /// The store file of run-time toolsets, as written (`${VAR}` expanded by
+    /// [`Config::expand_env`]; `~` is left as it is). `None`: the default place.
+    pub store: Option<String>,
+}
 pub use source::{Source, Span};
 
 /// A parsed config.
@@ -38,6 +48,8 @@ pub struct Config {
     pub gateway: GatewaySettings,
     /// Who may use the Streamable HTTP endpoint.
     pub http: HttpConfig,
+    /// How toolsets run: `toolsets.manage` and `toolsets.store`.
+    pub toolsets: ToolsetSettings,
     /// What naming needs: `naming`, per-server tags and prefixes, `server_tags`, `tools`,
     /// `prompts`, `actions`; and the `toolsets` section.
     pub rules: Rules,
@@ -60,6 +72,7 @@ pub fn parse(file_name: &str, text: &str) -> Result<Config, ConfigReport> {
         servers: decoded.servers,
         gateway: decoded.gateway,
         http: decoded.http,
+        toolsets: decoded.toolsets,
         rules: decoded.rules,
         source: Source::with_spans(file_name, text, decoded.spans, &decoded.servers_key),
         ignored_keys: decoded.ignored_keys,

@@ -68,7 +68,7 @@ fn a_full_config_parses_and_expands() {
     assert_eq!(config.rules.actions.len(), 2);
     assert_eq!(config.rules.actions["project"].tools.len(), 4);
     assert_eq!(config.rules.toolsets.sets.len(), 2);
-    assert!(config.rules.toolsets.manage);
+    assert!(config.toolsets.manage);
     config
         .expand_env(|name| Some(format!("<{name}>")))
         .expect("all set");
@@ -77,7 +77,7 @@ fn a_full_config_parses_and_expands() {
     };
     assert_eq!(headers["Authorization"], "Bearer <DOCS_TOKEN>");
     assert_eq!(
-        config.rules.toolsets.store.as_deref(),
+        config.toolsets.store.as_deref(),
         Some("<DATA>/moniker-toolsets.json")
     );
     // The override alias path the naming core would report, shown in the file.

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use moniker_config::GatewaySettings;
-use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, build};
+use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, build, listing};
+use serde_json::value::RawValue;
 use tokio::sync::{Notify, oneshot};
 
 use crate::connect::{self, Connection, InitInfo, ServerSpec, Sink};
@@ -48,7 +49,8 @@ pub enum StartError {
 }
 
 /// What clients see now: the surface built from every server's last valid listing, which
-/// servers are up, and the listings rendered once for every `tools/list`.
+/// servers are up, and the listings rendered once for every `tools/list` (with moniker's
+/// management tools at the end when sessions manage toolsets).
 pub struct View {
     pub surface: Surface,
     pub up: BTreeSet<ServerId>,
@@ -57,30 +59,29 @@ pub struct View {
 }
 
 impl View {
-    fn new(surface: Surface, up: BTreeSet<ServerId>) -> Self {
-        let render = |kind: Kind| {
-            let key = kind.section();
-            let mut out = format!(r#"{{"{key}":["#);
-            let mut first = true;
-            for item in surface
-                .listed(kind)
-                .filter(|e| e.servers().any(|s| up.contains(s)))
-            {
-                if !first {
-                    out.push(',');
-                }
-                first = false;
-                out.push_str(item.definition.get());
-            }
-            out.push_str("]}");
-            out
-        };
-        Self {
-            tools_result: render(Kind::Tool),
-            prompts_result: render(Kind::Prompt),
+    fn new(surface: Surface, up: BTreeSet<ServerId>, manage: bool) -> Self {
+        let mut view = Self {
             surface,
             up,
-        }
+            tools_result: String::new(),
+            prompts_result: String::new(),
+        };
+        let extra = if manage {
+            moniker_surface::management::definitions()
+        } else {
+            &[]
+        };
+        view.tools_result = listing::render(Kind::Tool, view.listed(Kind::Tool), extra);
+        view.prompts_result = listing::render(Kind::Prompt, view.listed(Kind::Prompt), &[]);
+        view
+    }
+
+    /// The definitions listed to a session without a toolset: what a server that is up serves.
+    pub fn listed(&self, kind: Kind) -> impl Iterator<Item = &RawValue> {
+        self.surface
+            .listed(kind)
+            .filter(|e| e.servers().any(|s| self.up.contains(s)))
+            .map(|e| &*e.definition)
     }
 }
 
@@ -119,6 +120,9 @@ pub struct Gateway {
     /// The clients, as peers, and the progress tokens in flight.
     pub hub: Hub,
     pub metrics: crate::metrics::Metrics,
+    /// `start` is over: from now on the surface's problems are only in the log. Before, they
+    /// are the caller's to show (`start` returns them), so they are logged at debug level.
+    started: AtomicBool,
     stopping: AtomicBool,
     stop: Notify,
 }
@@ -165,9 +169,10 @@ impl Gateway {
             settings,
             slots,
             state: Mutex::new(State::default()),
-            view: ArcSwap::from_pointee(View::new(Surface::default(), BTreeSet::new())),
+            view: ArcSwap::from_pointee(View::new(Surface::default(), BTreeSet::new(), false)),
             hub: Hub::default(),
             metrics: crate::metrics::Metrics::default(),
+            started: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             stop: Notify::new(),
         });
@@ -194,6 +199,7 @@ impl Gateway {
                 return Err(StartError::Invalid(diagnostics));
             }
         }
+        gateway.started.store(true, Ordering::Release);
         Ok(gateway)
     }
 
@@ -212,7 +218,7 @@ impl Gateway {
 
     /// What toolset `name` selects in `view` (empty when it cannot be resolved).
     pub fn toolset(&self, name: &str, view: &View) -> moniker_surface::toolsets::Selection {
-        crate::toolsets::Equipped::new(name, &view.surface, &view.up, &self.catalog.sets())
+        crate::toolsets::Equipped::new(name, &view.surface, &view.up, &self.catalog.sets(), false)
             .selection
     }
 
@@ -285,7 +291,11 @@ impl Gateway {
             let mut built = build(&self.rules, &listings);
             if built.surface.is_none() {
                 for d in built.errors() {
-                    tracing::error!(server = %server, "{d}");
+                    if self.started.load(Ordering::Acquire) {
+                        tracing::error!(server = %server, "{d}");
+                    } else {
+                        tracing::debug!(server = %server, "{d}");
+                    }
                 }
                 match previous {
                     Some(previous) => {
@@ -305,13 +315,15 @@ impl Gateway {
                     .diagnostics
                     .extend(diagnostics.into_iter().filter(Diagnostic::is_error));
             }
-            for d in built.diagnostics.iter().filter(|d| !d.is_error()) {
-                tracing::warn!("{d}");
+            if self.started.load(Ordering::Acquire) {
+                for d in built.diagnostics.iter().filter(|d| !d.is_error()) {
+                    tracing::warn!("{d}");
+                }
             }
             state.diagnostics = built.diagnostics;
             let surface = built.surface.unwrap_or_default();
             tracing::debug!(server = %server, tools = surface.listed(Kind::Tool).count(), "surface rebuilt");
-            let new = Arc::new(View::new(surface, state.up.clone()));
+            let new = Arc::new(View::new(surface, state.up.clone(), self.settings.manage));
             let old = self.view.swap(new.clone());
             (old, new)
         };

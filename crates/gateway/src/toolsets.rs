@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use moniker_surface::toolsets::{self, Selection, ToolsetRule};
-use moniker_surface::{Diagnostic, Kind, Surface};
+use moniker_surface::{Diagnostic, Kind, Surface, listing};
 use serde_json::{Value, json};
 
 use crate::store::{Opened, Store, StoredTool, StoredToolset};
@@ -107,69 +107,12 @@ fn problems(diagnostics: &[Diagnostic]) -> String {
     lines.join("\n")
 }
 
-/// The management tools' listing entries, in `tools/list` form (comma-joined objects).
-pub fn definitions() -> String {
-    let object = |props: Value, required: &[&str]| json!({"type": "object", "properties": props, "required": required});
-    let name = json!({"type": "string", "description": "The toolset's name: lowercase letters, digits, `_` and `-`"});
-    let tools = [
-        (
-            "list-available-tools",
-            "List every tool and prompt moniker exposes, with aliases, server and tags: what a toolset can be built from.",
-            object(json!({}), &[]),
-        ),
-        (
-            "build-toolset",
-            "Build (or replace) a named toolset: a subset of the tools, each with an optional alias of its own, saved across restarts. Equip it with equip-toolset.",
-            object(
-                json!({
-                    "name": name,
-                    "tools": {"type": "array", "description": "Tools by name or alias; an item may be {\"name\": ..., \"alias\": ...} to give the tool another name in this toolset", "items": {"anyOf": [{"type": "string"}, {"type": "object", "properties": {"name": {"type": "string"}, "alias": {"type": "string"}}, "required": ["name"]}]}},
-                    "prompts": {"type": "array", "items": {"type": "string"}, "description": "Prompts by name or alias"},
-                    "description": {"type": "string"},
-                    "equip": {"type": "boolean", "description": "Equip it for this session right away", "default": false}
-                }),
-                &["name", "tools"],
-            ),
-        ),
-        (
-            "list-saved-toolsets",
-            "List the toolsets that can be equipped (from the config and built at run time), with their tools and aliases.",
-            object(json!({}), &[]),
-        ),
-        (
-            "equip-toolset",
-            "Equip a toolset: this session then sees and can call only its tools, under their names and the toolset's aliases.",
-            object(json!({"name": name}), &["name"]),
-        ),
-        (
-            "unequip-toolset",
-            "Unequip the toolset: this session sees every tool again.",
-            object(json!({}), &[]),
-        ),
-        (
-            "get-active-toolset",
-            "The toolset equipped in this session, if any, with its tools and aliases.",
-            object(json!({}), &[]),
-        ),
-        (
-            "delete-toolset",
-            "Delete a toolset built at run time.",
-            object(json!({"name": name}), &["name"]),
-        ),
-    ];
-    let items: Vec<String> = tools
-        .into_iter()
-        .map(|(name, description, schema)| {
-            json!({"name": name, "description": description, "inputSchema": schema, "tags": ["moniker"], "server_name": "moniker"}).to_string()
-        })
-        .collect();
-    items.join(",")
-}
-
 /// A session's equipped toolset, resolved against one view of the surface.
 pub struct Equipped {
     pub name: String,
     pub selection: Selection,
+    /// What of the selection is listed: what a server that is up serves.
+    pub listed: Selection,
     pub tools_result: String,
     pub prompts_result: String,
 }
@@ -183,6 +126,7 @@ impl Equipped {
         surface: &Surface,
         up: &std::collections::BTreeSet<moniker_surface::ServerId>,
         sets: &BTreeMap<String, ToolsetRule>,
+        manages: bool,
     ) -> Self {
         let mut selection = match toolsets::select(surface, name, sets) {
             Ok(selection) => selection,
@@ -206,11 +150,21 @@ impl Equipped {
         listed.prompts.retain(|n| live(Kind::Prompt, n));
         listed.aliases.retain(|_, n| listed.tools.contains(n));
         selection.stale.sort();
+        let extra = if manages {
+            moniker_surface::management::definitions()
+        } else {
+            &[]
+        };
         Self {
             name: name.to_owned(),
-            tools_result: toolsets::listing(surface, &listed, Kind::Tool),
+            tools_result: listing::render(
+                Kind::Tool,
+                toolsets::definitions(surface, &listed, Kind::Tool),
+                extra,
+            ),
             prompts_result: toolsets::listing(surface, &listed, Kind::Prompt),
             selection,
+            listed,
         }
     }
 
@@ -287,7 +241,8 @@ pub fn call(
             let list: Vec<Value> = sets
                 .iter()
                 .map(|(name, rule)| {
-                    let mut described = Equipped::new(name, surface, up, &sets).describe(surface);
+                    let mut described =
+                        Equipped::new(name, surface, up, &sets, false).describe(surface);
                     described["source"] = json!(if catalog.is_static(name) {
                         "config"
                     } else {
@@ -323,7 +278,7 @@ pub fn call(
                     Effect::None,
                 );
             }
-            let equipped = Equipped::new(&name, surface, up, &sets);
+            let equipped = Equipped::new(&name, surface, up, &sets, false);
             (
                 result(&json!({"equipped": equipped.describe(surface)}), false),
                 Effect::Equip(name),
@@ -493,7 +448,7 @@ fn build(
         );
     }
     let sets = catalog.sets();
-    let equipped = Equipped::new(name, surface, up, &sets);
+    let equipped = Equipped::new(name, surface, up, &sets, false);
     let equip = arguments
         .get("equip")
         .and_then(Value::as_bool)

@@ -51,14 +51,10 @@ pub mod codes {
     pub const INVALID_NAME: &str = "toolsets::invalid_name";
 }
 
-/// The config's `toolsets` section.
+/// The toolsets of the config's `toolsets` section (its run-time settings, `manage` and
+/// `store`, are the config crate's).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Toolsets {
-    /// Show moniker's toolset management tools to clients.
-    pub manage: bool,
-    /// The store file of run-time toolsets, as written (`${VAR}` expanded by the config
-    /// crate's `expand_env`; `~` is left as it is). `None`: the default place.
-    pub store: Option<String>,
     /// The static toolsets, by name.
     pub sets: BTreeMap<String, ToolsetRule>,
 }

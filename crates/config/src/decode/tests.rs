@@ -1252,8 +1252,11 @@ const TOOLSETS: &str = r"toolsets:
 fn the_brief_toolsets_example_parses() {
     let config = ok(TOOLSETS);
     let toolsets = &config.rules.toolsets;
-    assert!(toolsets.manage);
-    assert_eq!(toolsets.store.as_deref(), Some("~/moniker-toolsets.json"));
+    assert!(config.toolsets.manage);
+    assert_eq!(
+        config.toolsets.store.as_deref(),
+        Some("~/moniker-toolsets.json")
+    );
     let names: Vec<&str> = toolsets.sets.keys().map(String::as_str).collect();
     assert_eq!(names, ["base", "empty", "quoted", "review"]);
     let review = &toolsets.sets["review"];
@@ -1298,8 +1301,8 @@ fn the_design_toolsets_line_parses() {
         "toolsets: { review: { tools: [get_pr_info], tags: [git], aliases: { get_pr_info: pr } } }\n",
     );
     let toolsets = &config.rules.toolsets;
-    assert!(!toolsets.manage);
-    assert_eq!(toolsets.store, None);
+    assert!(!config.toolsets.manage);
+    assert_eq!(config.toolsets.store, None);
     assert_eq!(toolsets.sets["review"].tags, Some(expr("git")));
 }
 
@@ -1651,7 +1654,7 @@ fn the_store_is_expanded_with_the_environment() {
         .expand_env(|name| (name == "NAME").then(|| "toolsets".to_owned()))
         .expect("set");
     assert_eq!(
-        config.rules.toolsets.store.as_deref(),
+        config.toolsets.store.as_deref(),
         Some("/var/lib/moniker/toolsets.json")
     );
     let mut config = ok("toolsets:\n  store: ${NOPE}/t.json\n");
@@ -1661,10 +1664,7 @@ fn the_store_is_expanded_with_the_environment() {
         (e.code, e.path.as_str(), at(e)),
         (codes::ENV, "toolsets.store", (2, 10))
     );
-    assert_eq!(
-        config.rules.toolsets.store.as_deref(),
-        Some("${NOPE}/t.json")
-    );
+    assert_eq!(config.toolsets.store.as_deref(), Some("${NOPE}/t.json"));
 }
 
 #[test]

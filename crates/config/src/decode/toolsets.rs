@@ -10,6 +10,7 @@ use moniker_surface::toolsets::{
 };
 
 use super::{Cx, Slot, join};
+use crate::ToolsetSettings;
 use crate::report::{ConfigError, codes};
 use crate::source::Span;
 use crate::tree::{ScalarKind, Value, shorten};
@@ -27,9 +28,14 @@ const TAGS_HELP: &str = "write a list of tags (any of them), or an expression of
 impl Cx<'_> {
     /// `toolsets`: `manage` and `store`, and toolsets by name. Includes are checked once every
     /// toolset is known: unknown ones and cycles are errors.
-    pub(super) fn toolsets<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Toolsets {
+    pub(super) fn toolsets<'n>(
+        &mut self,
+        p: &[Seg<'n>],
+        slot: Slot<'n>,
+    ) -> (Toolsets, ToolsetSettings) {
         let fields = self.fields(slot, p, None, "a map of toolsets");
         let mut out = Toolsets::default();
+        let mut settings = ToolsetSettings::default();
         // Every toolset written, valid name or not: an include of a toolset with a mistake
         // in its name is not an unknown toolset too.
         let names: Vec<&str> = fields
@@ -44,12 +50,12 @@ impl Cx<'_> {
             match key {
                 "manage" => {
                     if let Some(manage) = self.boolean(&kp, s) {
-                        out.manage = manage;
+                        settings.manage = manage;
                     }
                 }
                 "store" => {
                     if !s.node.is_null() {
-                        out.store = self.store(&kp, s);
+                        settings.store = self.store(&kp, s);
                     }
                 }
                 _ => {
@@ -86,7 +92,7 @@ impl Cx<'_> {
             }
         }
         self.includes(p, &names, &includes);
-        out
+        (out, settings)
     }
 
     fn store(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<String> {

@@ -4,8 +4,10 @@
 
 use std::sync::Arc;
 
-use moniker_surface::toolsets::MANAGEMENT_TOOLS;
-use moniker_surface::{Kind, Route, Via, actions};
+use std::borrow::Cow;
+
+use moniker_surface::toolsets::{self, MANAGEMENT_TOOLS};
+use moniker_surface::{Kind, Route, Via, actions, listing, management};
 use serde_json::value::RawValue;
 use tracing::Instrument as _;
 
@@ -32,6 +34,7 @@ impl Session {
             &view.surface,
             &view.up,
             &self.gateway.catalog.sets(),
+            self.manages(),
         ));
         *cache = Some((view.clone(), equipped.clone()));
         Some(equipped)
@@ -50,41 +53,49 @@ impl Session {
         self.peer.notify("notifications/prompts/list_changed");
     }
 
-    /// `tools/list` and `prompts/list`: the session's view, in one page, or in pages of
-    /// `page_size` items when one is configured (the cursor is the offset of the next page).
+    /// `tools/list` and `prompts/list`: the session's view (its toolset's, when one is
+    /// equipped; with the management tools at the end when it manages toolsets), in one page
+    /// rendered once per view, or in pages of `page_size` items when one is configured (the
+    /// cursor names the offset of the next page).
     pub(super) fn list(&self, request: &Message, kind: Kind) -> Message {
         let id = id_of(request);
         let view = self.gateway.view();
         let equipped = self.equipped(&view);
-        let result = match (kind, &equipped) {
-            (Kind::Tool, Some(e)) => &e.tools_result,
-            (Kind::Prompt, Some(e)) => &e.prompts_result,
-            (Kind::Tool, None) => &view.tools_result,
-            (Kind::Prompt, None) => &view.prompts_result,
-        };
-        let full;
-        let result = if kind == Kind::Tool && self.manages() {
-            // `{"tools":[...]}`: the management tools go at the end of the list.
-            let body = &result[..result.len() - 2];
-            let sep = if body.ends_with('[') { "" } else { "," };
-            full = format!("{body}{sep}{}]}}", crate::toolsets::definitions());
-            &full
-        } else {
-            result
-        };
-        match (
-            self.gateway.settings.config.page_size.map(|n| n as usize),
-            request.cursor(),
-        ) {
-            (None, None) => Message::result(id, result),
-            (None, Some(_)) => {
-                Refusal::invalid_params("Invalid cursor: moniker lists everything in one page")
-                    .answer(id)
+        let page_size = self.gateway.settings.config.page_size;
+        let Some(size) = page_size.map(|n| (n as usize).max(1)) else {
+            if request.cursor().is_some() {
+                return Refusal::invalid_params(
+                    "Invalid cursor: moniker lists everything in one page",
+                )
+                .answer(id);
             }
-            (Some(size), cursor) => match page(result, kind.section(), cursor, size) {
-                Some(page) => Message::result(id, &page),
-                None => Refusal::invalid_params("Invalid cursor").answer(id),
-            },
+            let result = match (kind, &equipped) {
+                (Kind::Tool, Some(e)) => &e.tools_result,
+                (Kind::Prompt, Some(e)) => &e.prompts_result,
+                (Kind::Tool, None) => &view.tools_result,
+                (Kind::Prompt, None) => &view.prompts_result,
+            };
+            return Message::result(id, result);
+        };
+        let Some(start) = request.cursor().map_or(Some(0), cursor_offset) else {
+            return Refusal::invalid_params("Invalid cursor").answer(id);
+        };
+        let extra = if kind == Kind::Tool && self.manages() {
+            management::definitions()
+        } else {
+            &[]
+        };
+        let items: Vec<Cow<'_, RawValue>> = match &equipped {
+            Some(e) => toolsets::definitions(&view.surface, &e.listed, kind).collect(),
+            None => view.listed(kind).map(Cow::Borrowed).collect(),
+        };
+        let all = items
+            .iter()
+            .map(|c| c.as_ref())
+            .chain(extra.iter().map(|b| &**b));
+        match page(kind, all, start, size) {
+            Some(page) => Message::result(id, &page),
+            None => Refusal::invalid_params("Invalid cursor").answer(id),
         }
     }
 
@@ -233,29 +244,32 @@ fn log_resolution(name: &str, exposed: &moniker_surface::Exposed, via: Via, kind
     }
 }
 
-/// One page of a rendered listing (`{"<key>":[...]}`): `size` items from the offset the cursor
-/// (a JSON string of moniker's) names, with `nextCursor` when more follow. `None` for a cursor
-/// moniker did not give.
-fn page(listing: &str, key: &str, cursor: Option<&str>, size: usize) -> Option<String> {
-    let start = match cursor {
-        None => 0,
-        Some(raw) => serde_json::from_str::<String>(raw)
-            .ok()?
-            .strip_prefix("page-")?
-            .parse::<usize>()
-            .ok()?,
-    };
-    let fields = message::fields(listing)?;
-    let items: Vec<&RawValue> = serde_json::from_str(fields.get(key)?.get()).ok()?;
+/// The offset a cursor of moniker's names (`"page-N"`); `None` for one moniker did not give.
+fn cursor_offset(raw: &str) -> Option<usize> {
+    message::unquote(raw)?
+        .strip_prefix("page-")?
+        .parse::<usize>()
+        .ok()
+}
+
+/// One page of a listing: `size` items from `start`, with `nextCursor` when more follow;
+/// `None` when `start` is past the end.
+fn page<'a>(
+    kind: Kind,
+    items: impl Iterator<Item = &'a RawValue>,
+    start: usize,
+    size: usize,
+) -> Option<String> {
+    let items: Vec<&RawValue> = items.collect();
     if start > items.len() {
         return None;
     }
-    let end = items.len().min(start + size.max(1));
-    let joined: Vec<&str> = items[start..end].iter().map(|i| i.get()).collect();
-    let mut out = format!(r#"{{{}:[{}]"#, message::string(key), joined.join(","));
+    let end = items.len().min(start + size);
+    let mut out = listing::render(kind, items[start..end].iter().copied(), &[]);
     if end < items.len() {
-        out.push_str(&format!(r#","nextCursor":"page-{end}""#));
+        // Before the closing brace of `{"tools":[...]}`.
+        out.pop();
+        out.push_str(&format!(r#","nextCursor":"page-{end}"}}"#));
     }
-    out.push('}');
     Some(out)
 }
