@@ -276,6 +276,7 @@ impl Gateway {
     /// invalid, the server's last valid listing stays (or it is left out) and the problem is
     /// logged. Sessions hear of changes to what they see.
     pub(crate) fn update(&self, server: &ServerId, listing: Option<Listing>, up: bool) {
+        let started = self.started.load(Ordering::Acquire);
         let (old, new) = {
             let mut state = self.state();
             if up {
@@ -291,7 +292,7 @@ impl Gateway {
             let mut built = build(&self.rules, &listings);
             if built.surface.is_none() {
                 for d in built.errors() {
-                    if self.started.load(Ordering::Acquire) {
+                    if started {
                         tracing::error!(server = %server, "{d}");
                     } else {
                         tracing::debug!(server = %server, "{d}");
@@ -299,11 +300,15 @@ impl Gateway {
                 }
                 match previous {
                     Some(previous) => {
-                        tracing::error!(server = %server, "the new listing is invalid: keeping the server's last valid one");
+                        if started {
+                            tracing::error!(server = %server, "the new listing is invalid: keeping the server's last valid one");
+                        }
                         state.listings.insert(server.clone(), previous);
                     }
                     None => {
-                        tracing::error!(server = %server, "the server's listing is invalid: its tools and prompts are left out");
+                        if started {
+                            tracing::error!(server = %server, "the server's listing is invalid: its tools and prompts are left out");
+                        }
                         state.listings.remove(server);
                     }
                 }
@@ -315,7 +320,7 @@ impl Gateway {
                     .diagnostics
                     .extend(diagnostics.into_iter().filter(Diagnostic::is_error));
             }
-            if self.started.load(Ordering::Acquire) {
+            if started {
                 for d in built.diagnostics.iter().filter(|d| !d.is_error()) {
                     tracing::warn!("{d}");
                 }
