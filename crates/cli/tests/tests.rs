@@ -5,5 +5,6 @@ mod bounded;
 mod check;
 mod http;
 mod serve;
+mod stdio;
 mod surfaces;
 mod toolsets;
