@@ -6,5 +6,6 @@ mod check;
 mod first_contact;
 mod http;
 mod serve;
+mod stdio;
 mod surfaces;
 mod toolsets;
