@@ -3,6 +3,7 @@
 
 pub mod http;
 mod legacy;
+mod link;
 pub mod stdio;
 
 use std::collections::HashMap;
@@ -169,7 +170,7 @@ impl Connection {
     /// Stops waiting for a request and tells the server so.
     pub fn cancel(&self, id: u64, reason: &str) {
         self.forget(id);
-        let _ = self.send(crate::hub::cancellation(id, reason));
+        let _ = self.send(Message::cancellation(id, reason));
     }
 
     /// A request and its response, within `timeout`.

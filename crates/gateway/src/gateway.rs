@@ -12,7 +12,7 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use moniker_config::GatewaySettings;
 use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, build, listing};
 use serde_json::value::RawValue;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 
 use crate::connect::{self, Connection, InitInfo, ServerSpec, Sink};
 use crate::hub::{Hub, Peer};
@@ -140,14 +140,9 @@ impl Sink for WeakSink {
 }
 
 impl Gateway {
-    /// Starts every server in parallel and builds the first surface. Servers that fail to
-    /// start are reported and left out (and retried in the background); an invalid surface
-    /// is an error.
-    pub async fn start(
-        rules: Rules,
-        servers: Vec<ServerEntry>,
-        settings: Settings,
-    ) -> Result<Arc<Self>, StartError> {
+    /// A gateway with its servers' slots and an empty view; nothing runs yet (`start`, in
+    /// `supervise`, starts the servers).
+    pub(crate) fn new(rules: Rules, servers: Vec<ServerEntry>, settings: Settings) -> Arc<Self> {
         let slots = servers
             .into_iter()
             .map(|entry| {
@@ -163,7 +158,7 @@ impl Gateway {
             .collect();
         let catalog =
             crate::toolsets::Catalog::new(rules.toolsets.sets.clone(), settings.store.clone());
-        let gateway = Arc::new(Self {
+        Arc::new(Self {
             rules,
             catalog,
             settings,
@@ -175,32 +170,12 @@ impl Gateway {
             started: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             stop: Notify::new(),
-        });
-        let mut first = Vec::new();
-        for id in gateway.slots.keys() {
-            let (tx, rx) = oneshot::channel();
-            first.push(rx);
-            tokio::spawn(crate::supervise::supervise(gateway.clone(), id.clone(), tx));
-        }
-        for rx in first {
-            let _ = rx.await;
-        }
-        let diagnostics = gateway.state().diagnostics.clone();
-        if diagnostics.iter().any(Diagnostic::is_error) {
-            gateway.shutdown().await;
-            return Err(StartError::Invalid(diagnostics));
-        }
-        if let Some(name) = &gateway.settings.default_toolset {
-            let view = gateway.view();
-            if let Err(diagnostics) =
-                moniker_surface::toolsets::select(&view.surface, name, &gateway.catalog.sets())
-            {
-                gateway.shutdown().await;
-                return Err(StartError::Invalid(diagnostics));
-            }
-        }
-        gateway.started.store(true, Ordering::Release);
-        Ok(gateway)
+        })
+    }
+
+    /// The first build is over: the surface's problems go to the log from now on.
+    pub(crate) fn set_started(&self) {
+        self.started.store(true, Ordering::Release);
     }
 
     fn state(&self) -> MutexGuard<'_, State> {

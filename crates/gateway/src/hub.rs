@@ -13,7 +13,7 @@ use moniker_surface::ServerId;
 use tokio::sync::mpsc;
 
 use crate::connect::Connection;
-use crate::message::{self, Message};
+use crate::message::Message;
 use crate::sync::lock;
 
 /// A request of the client's being handled: registered as it is read, so that a cancellation
@@ -230,13 +230,4 @@ impl Hub {
             let _ = to.send(message);
         }
     }
-}
-
-/// `{"requestId":ID,"reason":REASON}` for a `notifications/cancelled` of moniker's.
-pub(crate) fn cancellation(id: u64, reason: &str) -> Message {
-    let params = format!(
-        r#"{{"requestId":{id},"reason":{}}}"#,
-        message::string(reason)
-    );
-    Message::notification("notifications/cancelled", Some(&params))
 }

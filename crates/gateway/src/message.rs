@@ -405,6 +405,12 @@ impl Message {
         Self::error_raw(id.unwrap_or("null"), &error)
     }
 
+    /// moniker's `notifications/cancelled` of its request `id`.
+    pub fn cancellation(id: u64, reason: &str) -> Self {
+        let params = format!(r#"{{"requestId":{id},"reason":{}}}"#, string(reason));
+        Self::notification("notifications/cancelled", Some(&params))
+    }
+
     /// The answers to a batch, as one array.
     pub fn batch(items: &[Message]) -> Self {
         let mut text = String::from("[");

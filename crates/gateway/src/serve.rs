@@ -1,6 +1,8 @@
 //! What clients connect to: one client on stdin and stdout, many over Streamable HTTP; and
 //! the Prometheus `/metrics` endpoint, beside either.
 
+mod checks;
 pub mod http;
 pub mod metrics;
+mod respond;
 pub mod stdio;

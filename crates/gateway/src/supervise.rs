@@ -6,12 +6,50 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use moniker_surface::ServerId;
+use moniker_surface::{Diagnostic, Rules, ServerId};
 use tokio::sync::oneshot;
 
 use crate::connect::{self, CallError, HandshakeError, Sink, Started};
-use crate::gateway::{Gateway, Slot, WeakSink};
+use crate::gateway::{Gateway, ServerEntry, Settings, Slot, StartError, WeakSink};
 use crate::sync::lock;
+
+impl Gateway {
+    /// Starts every server in parallel, each under its supervisor, and builds the first
+    /// surface. Servers that fail to start are reported and left out (and retried in the
+    /// background); an invalid surface is an error.
+    pub async fn start(
+        rules: Rules,
+        servers: Vec<ServerEntry>,
+        settings: Settings,
+    ) -> Result<Arc<Self>, StartError> {
+        let gateway = Gateway::new(rules, servers, settings);
+        let mut first = Vec::new();
+        for id in gateway.slots.keys() {
+            let (tx, rx) = oneshot::channel();
+            first.push(rx);
+            tokio::spawn(supervise(gateway.clone(), id.clone(), tx));
+        }
+        for rx in first {
+            let _ = rx.await;
+        }
+        let diagnostics = gateway.diagnostics();
+        if diagnostics.iter().any(Diagnostic::is_error) {
+            gateway.shutdown().await;
+            return Err(StartError::Invalid(diagnostics));
+        }
+        if let Some(name) = &gateway.settings.default_toolset {
+            let view = gateway.view();
+            if let Err(diagnostics) =
+                moniker_surface::toolsets::select(&view.surface, name, &gateway.catalog.sets())
+            {
+                gateway.shutdown().await;
+                return Err(StartError::Invalid(diagnostics));
+            }
+        }
+        gateway.set_started();
+        Ok(gateway)
+    }
+}
 
 /// How one run of a server ended.
 enum Run {
@@ -23,7 +61,7 @@ enum Run {
 
 /// Keeps one server running: start, handshake, serve until it exits, back off, again. `first`
 /// fires once the first attempt is over, whatever its outcome.
-pub(crate) async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<()>) {
+async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<()>) {
     let mut first = Some(first);
     let mut attempt: u32 = 0;
     let Some(slot) = gateway.slots.get(&id) else {

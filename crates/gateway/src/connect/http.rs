@@ -47,21 +47,23 @@
 pub(super) mod sse;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indexmap::IndexMap;
 use moniker_surface::ServerId;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
-use serde_json::value::RawValue;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
-use self::sse::{Event, Parser};
+use self::sse::Parser;
 use super::legacy::{legacy_send, open_legacy};
-use super::{Connection, Sink, Started, dispatch};
-use crate::headers::{EVENT_STREAM, JSON, LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID};
-use crate::message::{self, Message};
+#[cfg(test)]
+use super::link::split;
+use super::link::{Link, Pending, cause, content_type, is_event_stream, one_line, read_stream};
+use super::{Connection, Sink, Started};
+use crate::headers::{EVENT_STREAM, JSON, LAST_EVENT_ID, SESSION_ID};
+use crate::message::Message;
 use crate::sync::lock;
 
 const BOTH: &str = "application/json, text/event-stream";
@@ -189,28 +191,6 @@ async fn probe(url: &Url, shown: &str, timeout: Duration) -> Result<(), String> 
     }
 }
 
-/// What the tasks of one connection share.
-pub(super) struct Link {
-    pub(super) server: ServerId,
-    /// The URL as configured, for messages.
-    pub(super) shown: String,
-    pub(super) url: Url,
-    client: reqwest::Client,
-    /// The spec's headers (sensitive: never logged).
-    headers: HeaderMap,
-    sink: Arc<dyn Sink>,
-    /// Weak: the gateway's dropping the connection is what ends these tasks.
-    conn: Weak<Connection>,
-    pub(super) max_message: usize,
-    session: Mutex<Option<HeaderValue>>,
-    version: Mutex<Option<HeaderValue>>,
-    closed: Mutex<Option<oneshot::Sender<()>>>,
-    /// The requests whose POSTs are running (ids as JSON text): notified to end them.
-    calls: Mutex<HashMap<String, Arc<Notify>>>,
-    /// Set when the connection is over: every task ends.
-    stop: watch::Sender<bool>,
-}
-
 /// How messages reach the server.
 enum Mode {
     /// Streamable HTTP; `ready` once `notifications/initialized` was sent.
@@ -226,204 +206,11 @@ enum Posted {
     Fallback(String),
 }
 
-impl Link {
-    /// A request to `url` with the spec's headers, the session's, and `set` (which, like the
-    /// session's, replace any of the spec's of the same name).
-    pub(super) fn request(
-        &self,
-        method: Method,
-        url: &Url,
-        set: &[(HeaderName, HeaderValue)],
-    ) -> reqwest::RequestBuilder {
-        let mut headers = self.headers.clone();
-        if let Some(session) = lock(&self.session).clone() {
-            headers.insert(SESSION_ID, session);
-        }
-        if let Some(version) = lock(&self.version).clone() {
-            headers.insert(PROTOCOL_VERSION, version);
-        }
-        for (name, value) in set {
-            headers.insert(name.clone(), value.clone());
-        }
-        self.client.request(method, url.clone()).headers(headers)
-    }
-
-    fn has_session(&self) -> bool {
-        lock(&self.session).is_some()
-    }
-
-    /// Resolves when the connection is over.
-    pub(super) async fn stopped(&self) {
-        let mut rx = self.stop.subscribe();
-        let _ = rx.wait_for(|stopped| *stopped).await;
-    }
-
-    /// The connection is gone: its pending calls fail now, and the supervisor hears of it.
-    pub(super) fn close(&self, why: &str) {
-        if self.stop.send_replace(true) {
-            return;
-        }
-        tracing::warn!(server = %self.server, url = %self.shown, reason = why, "connection to the server lost");
-        if let Some(conn) = self.conn.upgrade() {
-            conn.close();
-        }
-        if let Some(closed) = lock(&self.closed).take() {
-            let _ = closed.send(());
-        }
-    }
-
-    /// Hands what the server sent (one message or a batch) to the connection, noting the
-    /// responses `pending` waits for.
-    pub(super) fn deliver(&self, text: &str, mut pending: Option<&mut Pending>) {
-        let Some(conn) = self.conn.upgrade() else {
-            return;
-        };
-        for part in split(text) {
-            let line = one_line(part);
-            if line.is_empty() {
-                continue;
-            }
-            // Parsed here, once: the message then goes to its waiter or the gateway as it is.
-            let message = match message::parse_one(line) {
-                Ok(message) => message,
-                Err(e) => {
-                    tracing::warn!(server = %self.server, error = %e.message, "server sent something that is not JSON-RPC; ignored");
-                    continue;
-                }
-            };
-            if let Some(pending) = pending.as_deref_mut() {
-                pending.note(self, &message);
-            }
-            dispatch(&conn, self.sink.as_ref(), message);
-        }
-    }
-
-    /// Answers the requests `pending` still waits for with an error of moniker's (-32603).
-    /// The failure of `initialize` (which the supervisor reports as the reason the server did
-    /// not start) names the URL; errors that clients see do not.
-    pub(super) fn fail(&self, pending: &mut Pending, why: &str) {
-        self.fail_with(pending, message::INTERNAL_ERROR, why);
-    }
-
-    pub(super) fn fail_with(&self, pending: &mut Pending, code: i64, why: &str) {
-        if pending.ids.is_empty() {
-            return;
-        }
-        let named;
-        let why = if pending.initialize.is_some() && !why.contains(&self.shown) {
-            named = format!("`{}`: {why}", self.shown);
-            &named
-        } else {
-            why
-        };
-        tracing::warn!(server = %self.server, url = %self.shown, reason = why, "a request to the server failed");
-        let Some(conn) = self.conn.upgrade() else {
-            return;
-        };
-        for id in pending.ids.drain(..) {
-            dispatch(
-                &conn,
-                self.sink.as_ref(),
-                Message::error(Some(&id), code, why),
-            );
-        }
-    }
-}
-
-/// The requests of one POST still waiting for their responses (ids as JSON text).
-pub(super) struct Pending {
-    ids: Vec<String>,
-    /// The id of `initialize`, whose result tells the protocol version.
-    initialize: Option<String>,
-}
-
-impl Pending {
-    pub(super) fn of(sent: &Message) -> Self {
-        let id = sent.id().filter(|_| sent.is_request()).map(str::to_owned);
-        Self {
-            initialize: id.clone().filter(|_| sent.method() == Some("initialize")),
-            ids: id.into_iter().collect(),
-        }
-    }
-
-    pub(super) fn is_done(&self) -> bool {
-        self.ids.is_empty()
-    }
-
-    /// Notes a message from the server: a response to one of ours is no longer pending.
-    fn note(&mut self, link: &Link, message: &Message) {
-        let Some(id) = message.id().filter(|_| message.is_response()) else {
-            return;
-        };
-        self.ids.retain(|pending| pending != id);
-        if self.initialize.as_deref() == Some(id) {
-            self.initialize = None;
-            // The server's answer (not moniker's own text) tells the version it speaks.
-            let version = message
-                .result_text()
-                .and_then(message::fields)
-                .and_then(|fields| message::str_field(&fields, "protocolVersion"))
-                .and_then(|v| HeaderValue::from_str(&v).ok());
-            if let Some(version) = version {
-                *lock(&link.version) = Some(version);
-            }
-        }
-    }
-}
-
 /// The request a `notifications/cancelled` of moniker's cancels (its id as JSON text).
 fn cancelled_request(sent: &Message) -> Option<&str> {
     (sent.method() == Some("notifications/cancelled"))
         .then(|| sent.request_id())
         .flatten()
-}
-
-/// The messages of a body: the elements of a batch, or the one message.
-fn split(text: &str) -> Vec<&str> {
-    if text.trim_start().starts_with('[') {
-        if let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(text) {
-            return items.into_iter().map(RawValue::get).collect();
-        }
-    }
-    vec![text]
-}
-
-/// A message as one line: line ends (whitespace between JSON tokens, never inside strings)
-/// become spaces.
-fn one_line(message: &str) -> String {
-    let message = message.trim();
-    if message.contains(['\n', '\r']) {
-        message.replace(['\n', '\r'], " ")
-    } else {
-        message.to_owned()
-    }
-}
-
-/// The innermost cause of an error, which says what happened ("Connection refused").
-pub(super) fn cause(e: &reqwest::Error) -> String {
-    let mut last: &dyn std::error::Error = e;
-    while let Some(source) = last.source() {
-        last = source;
-    }
-    if e.is_timeout() {
-        format!("timed out ({last})")
-    } else {
-        last.to_string()
-    }
-}
-
-pub(super) fn content_type(response: &reqwest::Response) -> String {
-    response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase()
-}
-
-pub(super) fn is_event_stream(response: &reqwest::Response) -> bool {
-    content_type(response).starts_with(EVENT_STREAM)
 }
 
 /// The writer: takes the gateway's lines in order and sends them.
@@ -701,48 +488,6 @@ async fn broke(link: &Link, pending: &mut Pending, e: &reqwest::Error) {
     }
 }
 
-/// Reads an event stream, handing its messages to the connection, until it ends or (with
-/// `pending`) every response came. True when it carried anything (keep-alive comments too).
-pub(super) async fn read_stream(
-    link: &Link,
-    mut response: reqwest::Response,
-    parser: &mut Parser,
-    mut pending: Option<&mut Pending>,
-) -> Result<bool, reqwest::Error> {
-    parser.restart();
-    let mut events = Vec::new();
-    let mut any = false;
-    loop {
-        if pending.as_deref().is_some_and(Pending::is_done) {
-            return Ok(any);
-        }
-        let Some(chunk) = response.chunk().await? else {
-            return Ok(any);
-        };
-        any |= !chunk.is_empty();
-        parser.feed(&chunk, &mut events);
-        let dropped = parser.take_dropped();
-        if dropped > 0 {
-            tracing::warn!(server = %link.server, events = dropped, limit = link.max_message, "the server sent a message over the size limit; dropped");
-        }
-        for event in events.drain(..) {
-            on_event(link, &event, pending.as_deref_mut());
-        }
-    }
-}
-
-pub(super) fn on_event(link: &Link, event: &Event, pending: Option<&mut Pending>) {
-    if event.event != "message" {
-        tracing::debug!(server = %link.server, event = %event.event, "event ignored");
-        return;
-    }
-    if event.data.trim().is_empty() {
-        // A priming event: an id to resume from, no message.
-        return;
-    }
-    link.deliver(&event.data, pending);
-}
-
 /// The delay before attempt `attempt` (from 0) to open a stream again.
 fn backoff(parser: &Parser, attempt: u32) -> Duration {
     parser.retry().unwrap_or_else(|| {
@@ -861,7 +606,7 @@ mod tests {
     }
 
     fn sent(line: &str) -> Message {
-        message::parse_one(line.to_owned()).expect("a message")
+        crate::message::parse_one(line.to_owned()).expect("a message")
     }
 
     #[test]

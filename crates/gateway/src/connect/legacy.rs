@@ -10,7 +10,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 
 use super::http::sse::Parser;
-use super::http::{Link, Pending, cause, content_type, is_event_stream, on_event, read_stream};
+use super::link::{Link, Pending, cause, content_type, is_event_stream, on_event, read_stream};
 use crate::headers::{EVENT_STREAM, JSON};
 use crate::message::Message;
 

@@ -41,7 +41,6 @@
 //! Secrets never reach the logs: tokens are named by their position (`token #1`), and
 //! a token's `Debug` hides the secret.
 
-mod checks;
 mod outbox;
 
 use std::collections::HashMap;
@@ -61,9 +60,9 @@ use futures_util::{Stream, StreamExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
-use self::checks::{Accept, Refused};
-pub(crate) use self::checks::{Auth, authenticate, host_allowed};
 use self::outbox::{Activity, Busy, KEEP_ALIVE_COMMENT, Outbox};
+use super::checks::{self, Accept, Auth};
+use super::respond::{failure, json, set, unauthorized, with_status};
 use crate::gateway::Gateway;
 use crate::headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID};
 use crate::message::{self, Incoming, Message};
@@ -278,52 +277,6 @@ fn new_session_id() -> Option<String> {
 
 // ---------------------------------------------------------------------------------------------
 // Responses
-
-pub(super) fn set(response: &mut Response, name: HeaderName, value: &'static str) {
-    response
-        .headers_mut()
-        .insert(name, HeaderValue::from_static(value));
-}
-
-pub(super) fn with_status(status: StatusCode, body: Body) -> Response {
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    response
-}
-
-/// A JSON body (a JSON-RPC message).
-fn json(status: StatusCode, message: Message) -> Response {
-    let body = message.into_text();
-    let mut response = with_status(status, Body::from(body));
-    set(&mut response, header::CONTENT_TYPE, "application/json");
-    response
-}
-
-/// An error of the transport, as a JSON-RPC error without an id.
-pub(super) fn failure(status: StatusCode, text: &str) -> Response {
-    let code = if status == StatusCode::BAD_REQUEST {
-        message::INVALID_REQUEST
-    } else {
-        -32000
-    };
-    json(status, Message::error(None, code, text))
-}
-
-pub(super) fn unauthorized(why: Refused) -> Response {
-    let (message, challenge) = match why {
-        Refused::Missing => (
-            "Unauthorized: a bearer token is required",
-            r#"Bearer realm="moniker""#,
-        ),
-        Refused::Invalid => (
-            "Unauthorized: the bearer token is not valid",
-            r#"Bearer realm="moniker", error="invalid_token""#,
-        ),
-    };
-    let mut response = failure(StatusCode::UNAUTHORIZED, message);
-    set(&mut response, header::WWW_AUTHENTICATE, challenge);
-    response
-}
 
 fn accepted() -> Response {
     with_status(StatusCode::ACCEPTED, Body::empty())

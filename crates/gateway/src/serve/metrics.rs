@@ -13,7 +13,10 @@ use axum::response::Response;
 use axum::routing::get;
 use tokio::net::TcpListener;
 
-use super::http::{Token, authenticate, failure, host_allowed, set, unauthorized, with_status};
+use moniker_config::TokenConfig as Token;
+
+use super::checks::{authenticate, host_allowed};
+use super::respond::{failure, set, unauthorized, with_status};
 use crate::gateway::Gateway;
 
 /// Prometheus metrics: the Host and token rules of the MCP endpoint apply.

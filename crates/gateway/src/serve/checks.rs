@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use subtle::ConstantTimeEq;
 
-use super::Token;
+use moniker_config::TokenConfig as Token;
 
 /// Splits `host[:port]` (`[v6]:port` for IPv6) into the host, without brackets, and the port.
 /// `None` when it is not a valid authority.
@@ -50,7 +50,7 @@ fn is_loopback_host(host: &str) -> bool {
 
 /// Whether a `Host` header value is a loopback name or address (any port), or in `allowed`
 /// (`host` for any port, `host:port` for that port only). `None`: not a valid `Host` at all.
-pub(crate) fn host_allowed(value: &str, allowed: &[String]) -> Option<bool> {
+pub(super) fn host_allowed(value: &str, allowed: &[String]) -> Option<bool> {
     let (host, port) = split_authority(value)?;
     if is_loopback_host(host) {
         return Some(true);
@@ -81,7 +81,7 @@ pub(super) fn origin_allowed(value: &str, allowed: &[String]) -> bool {
 
 /// What the `Authorization` header proved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Auth {
+pub(super) enum Auth {
     /// No tokens are configured: every client is let in.
     Open,
     /// The index of the token the client presented.
@@ -90,7 +90,7 @@ pub(crate) enum Auth {
 
 /// Why a client was not let in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refused {
+pub(super) enum Refused {
     /// No bearer token in the request.
     Missing,
     /// A bearer token that is none of ours.
@@ -99,7 +99,7 @@ pub(crate) enum Refused {
 
 /// Checks `Authorization: Bearer <secret>` against every token, in constant time for each
 /// (and without stopping at the first match, so that timing does not tell which matched).
-pub(crate) fn authenticate(header: Option<&[u8]>, tokens: &[Token]) -> Result<Auth, Refused> {
+pub(super) fn authenticate(header: Option<&[u8]>, tokens: &[Token]) -> Result<Auth, Refused> {
     if tokens.is_empty() {
         return Ok(Auth::Open);
     }
