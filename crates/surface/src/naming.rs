@@ -106,104 +106,127 @@ fn build_once(rules: &Rules, listings: &[Listing]) -> Built {
 /// profile, and none is written twice. `moniker check --offline` runs these.
 pub fn check_rules(rules: &Rules) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let profile = rules.naming.profile;
     for kind in [Kind::Tool, Kind::Prompt] {
-        let section = kind.section();
-        // Every literal name in the section, with where it is written.
-        let mut claims: BTreeMap<&str, Vec<(String, &str)>> = BTreeMap::new();
-        for (key, rule) in rules.overrides(kind) {
-            if let Some(name) = &rule.name {
-                let at = path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")]);
-                if let Err(why) = profile.check(name.as_str()) {
-                    out.push(profile_error(kind, "name", name.as_str(), &why).at(at.clone()));
-                }
-                claims.entry(name.as_str()).or_default().push((at, "name"));
-            }
-            for (i, alias) in rule.aliases.iter().enumerate() {
-                let at = path(&[
-                    Seg::Key(section),
-                    Seg::Key(key),
-                    Seg::Key("aliases"),
-                    Seg::Index(i),
-                ]);
-                if let Err(why) = profile.check(alias.name.as_str()) {
-                    out.push(
-                        profile_error(kind, "alias", alias.name.as_str(), &why).at(at.clone()),
-                    );
-                }
-                if rule.name.as_ref() == Some(&alias.name) {
-                    out.push(
-                        Diagnostic::error(
-                            "naming::duplicate",
-                            format!("alias `{}` is the {}'s own name", alias.name, kind.noun()),
-                        )
-                        .at(at.clone())
-                        .help("remove the alias: the name already resolves"),
-                    );
-                    continue;
-                }
-                claims
-                    .entry(alias.name.as_str())
-                    .or_default()
-                    .push((at, "alias"));
-            }
-        }
+        let mut written = Written::new();
+        write_overrides(rules, kind, &mut written, &mut out);
         if kind == Kind::Tool {
-            for (name, rule) in &rules.actions {
-                let at = path(&[Seg::Key("actions"), Seg::Key(name)]);
-                if let Err(why) = profile.check(name) {
-                    out.push(profile_error(kind, "name", name, &why).at(at.clone()));
-                }
-                claims.entry(name.as_str()).or_default().push((at, "name"));
-                for (i, alias) in rule.aliases.iter().enumerate() {
-                    let at = path(&[
-                        Seg::Key("actions"),
-                        Seg::Key(name),
-                        Seg::Key("aliases"),
-                        Seg::Index(i),
-                    ]);
-                    if let Err(why) = profile.check(alias.name.as_str()) {
-                        out.push(
-                            profile_error(kind, "alias", alias.name.as_str(), &why).at(at.clone()),
-                        );
-                    }
-                    claims
-                        .entry(alias.name.as_str())
-                        .or_default()
-                        .push((at, "alias"));
-                }
-            }
+            write_actions(rules, &mut written, &mut out);
         }
-        for (name, places) in claims.into_iter().filter(|(_, p)| p.len() > 1) {
-            let mut d = Diagnostic::error(
-                "naming::duplicate",
-                format!(
-                    "{} name `{name}` is written {} times in {}",
-                    kind.noun(),
-                    places.len(),
-                    // Action tools are tools too: they may collide with `tools` entries.
-                    if places.iter().all(|(at, _)| at.starts_with(section)) {
-                        format!("`{section}`")
-                    } else {
-                        "the config".to_owned()
-                    }
-                ),
-            )
-            .at(places[0].0.clone());
-            for (at, role) in &places {
-                d = d.note(format!(
-                    "as {} at `{at}`",
-                    if *role == "name" {
-                        "a name"
-                    } else {
-                        "an alias"
-                    }
-                ));
-            }
-            out.push(d.help("every name and alias must be unique: rename or remove all but one"));
+        for (name, places) in written.into_iter().filter(|(_, p)| p.len() > 1) {
+            out.push(written_twice(kind, name, &places));
         }
     }
     out
+}
+
+/// Every literal name in the config, with where it is written and as what (`name` or
+/// `alias`).
+type Written<'a> = BTreeMap<&'a str, Vec<(String, &'static str)>>;
+
+/// The names and aliases the overrides of `kind` write; each must fit the profile, and an
+/// alias may not repeat its own name.
+fn write_overrides<'a>(
+    rules: &'a Rules,
+    kind: Kind,
+    written: &mut Written<'a>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let profile = rules.naming.profile;
+    let section = kind.section();
+    for (key, rule) in rules.overrides(kind) {
+        if let Some(name) = &rule.name {
+            let at = path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")]);
+            if let Err(why) = profile.check(name.as_str()) {
+                out.push(profile_error(kind, "name", name.as_str(), &why).at(at.clone()));
+            }
+            written.entry(name.as_str()).or_default().push((at, "name"));
+        }
+        for (i, alias) in rule.aliases.iter().enumerate() {
+            let at = path(&[
+                Seg::Key(section),
+                Seg::Key(key),
+                Seg::Key("aliases"),
+                Seg::Index(i),
+            ]);
+            if let Err(why) = profile.check(alias.name.as_str()) {
+                out.push(profile_error(kind, "alias", alias.name.as_str(), &why).at(at.clone()));
+            }
+            if rule.name.as_ref() == Some(&alias.name) {
+                out.push(
+                    Diagnostic::error(
+                        "naming::duplicate",
+                        format!("alias `{}` is the {}'s own name", alias.name, kind.noun()),
+                    )
+                    .at(at.clone())
+                    .help("remove the alias: the name already resolves"),
+                );
+                continue;
+            }
+            written
+                .entry(alias.name.as_str())
+                .or_default()
+                .push((at, "alias"));
+        }
+    }
+}
+
+/// The names and aliases of the action tools; each must fit the profile.
+fn write_actions<'a>(rules: &'a Rules, written: &mut Written<'a>, out: &mut Vec<Diagnostic>) {
+    let profile = rules.naming.profile;
+    let kind = Kind::Tool;
+    for (name, rule) in &rules.actions {
+        let at = path(&[Seg::Key("actions"), Seg::Key(name)]);
+        if let Err(why) = profile.check(name) {
+            out.push(profile_error(kind, "name", name, &why).at(at.clone()));
+        }
+        written.entry(name.as_str()).or_default().push((at, "name"));
+        for (i, alias) in rule.aliases.iter().enumerate() {
+            let at = path(&[
+                Seg::Key("actions"),
+                Seg::Key(name),
+                Seg::Key("aliases"),
+                Seg::Index(i),
+            ]);
+            if let Err(why) = profile.check(alias.name.as_str()) {
+                out.push(profile_error(kind, "alias", alias.name.as_str(), &why).at(at.clone()));
+            }
+            written
+                .entry(alias.name.as_str())
+                .or_default()
+                .push((at, "alias"));
+        }
+    }
+}
+
+/// A name written at more than one place in the config, with every place.
+fn written_twice(kind: Kind, name: &str, places: &[(String, &str)]) -> Diagnostic {
+    let section = kind.section();
+    let mut d = Diagnostic::error(
+        "naming::duplicate",
+        format!(
+            "{} name `{name}` is written {} times in {}",
+            kind.noun(),
+            places.len(),
+            // Action tools are tools too: they may collide with `tools` entries.
+            if places.iter().all(|(at, _)| at.starts_with(section)) {
+                format!("`{section}`")
+            } else {
+                "the config".to_owned()
+            }
+        ),
+    )
+    .at(places[0].0.clone());
+    for (at, role) in places {
+        d = d.note(format!(
+            "as {} at `{at}`",
+            if *role == "name" {
+                "a name"
+            } else {
+                "an alias"
+            }
+        ));
+    }
+    d.help("every name and alias must be unique: rename or remove all but one")
 }
 
 fn profile_error(kind: Kind, role: &str, name: &str, why: &str) -> Diagnostic {
@@ -333,10 +356,30 @@ fn build_kind(
     kind: Kind,
     out: &mut Vec<Diagnostic>,
 ) -> Vec<Exposed> {
-    let noun = kind.noun();
-    let overrides = rules.overrides(kind);
-    let section = kind.section();
+    let candidates = gather(listings, kind, out);
+    let (mut named, used) = name_candidates(rules, kind, candidates);
+    report_ambiguous(kind, &used, out);
+    named.retain(|n| !n.rule.is_some_and(|r| r.hidden));
 
+    let listed = Listed::new(rules, listings);
+    let (plans, member_of) = match kind {
+        Kind::Tool => plan_actions(rules, &named, listed.all, out),
+        Kind::Prompt => (Vec::new(), BTreeMap::new()),
+    };
+    let claims = claim_names(rules, kind, &named, &plans, &member_of, out);
+    report_duplicates(kind, &claims, &named, &plans, out);
+    report_unused_overrides(rules, kind, &used, &claims, &named, &listed, out);
+    assemble(rules, &named, &plans)
+}
+
+/// Every item of `kind` in the listings, sorted by server and name so that the listings'
+/// order does not matter. An item that cannot be named is left out, with a warning.
+fn gather<'a>(
+    listings: &[&'a Listing],
+    kind: Kind,
+    out: &mut Vec<Diagnostic>,
+) -> Vec<Candidate<'a>> {
+    let noun = kind.noun();
     let mut candidates = Vec::new();
     for listing in listings {
         let items = match kind {
@@ -361,37 +404,39 @@ fn build_kind(
         }
     }
     candidates.sort_by(|a, b| (a.server, &a.name).cmp(&(b.server, &b.name)));
+    candidates
+}
 
-    // 1. Overrides, and which servers each unqualified key matched.
-    let mut used: BTreeMap<&str, BTreeSet<&ServerId>> = BTreeMap::new();
+/// Which servers each override key matched: an unqualified key may match in several.
+type Used<'a> = BTreeMap<&'a str, BTreeSet<&'a ServerId>>;
+
+/// Names every candidate: its override (step 1), then the auto name unless the override names
+/// it (step 2). Also which servers each override key matched.
+fn name_candidates<'a>(
+    rules: &'a Rules,
+    kind: Kind,
+    candidates: Vec<Candidate<'a>>,
+) -> (Vec<Named<'a>>, Used<'a>) {
+    let overrides = rules.overrides(kind);
+    let mut used = Used::new();
     let mut named = Vec::with_capacity(candidates.len());
     for candidate in candidates {
         let qualified = format!("{}/{}", candidate.server, candidate.name);
-        let (key, rule) = match overrides.get_key_value(&qualified) {
+        // A key qualified with the server wins over the bare origin name.
+        let (key, rule) = match overrides
+            .get_key_value(&qualified)
+            .or_else(|| overrides.get_key_value(&candidate.name))
+        {
             Some((k, r)) => (Some(k.as_str()), Some(r)),
-            None => match overrides.get_key_value(&candidate.name) {
-                Some((k, r)) => (Some(k.as_str()), Some(r)),
-                None => (None, None),
-            },
+            None => (None, None),
         };
         if let Some(key) = key {
             used.entry(key).or_default().insert(candidate.server);
         }
-        // 2. The auto name, unless the override names it.
         let (server_name, base) = auto_name(rules, candidate.server, &candidate.name);
         let (name, base) = match rule.and_then(|r| r.name.as_ref()) {
             Some(name) => (name.as_str().to_owned(), name.as_str().to_owned()),
-            None => {
-                let prefixed = match rules
-                    .servers
-                    .get(candidate.server)
-                    .and_then(|s| s.prefix.as_deref())
-                {
-                    Some(prefix) => format!("{prefix}{}{base}", rules.naming.separator),
-                    None => base.clone(),
-                };
-                (prefixed, base)
-            }
+            None => (prefixed(rules, candidate.server, &base), base),
         };
         named.push(Named {
             candidate,
@@ -402,18 +447,33 @@ fn build_kind(
             rule,
         });
     }
-    for (key, servers) in &used {
+    (named, used)
+}
+
+/// The base name with the server's prefix, when it has one.
+fn prefixed(rules: &Rules, server: &ServerId, base: &str) -> String {
+    match rules.servers.get(server).and_then(|s| s.prefix.as_deref()) {
+        Some(prefix) => format!("{prefix}{}{base}", rules.naming.separator),
+        None => base.to_owned(),
+    }
+}
+
+/// An unqualified override key that matched items on more than one server is an error: it
+/// would change them all.
+fn report_ambiguous(kind: Kind, used: &Used<'_>, out: &mut Vec<Diagnostic>) {
+    for (key, servers) in used {
         if servers.len() > 1 && !key.contains('/') {
             let list: Vec<String> = servers.iter().map(|s| format!("`{s}/{key}`")).collect();
             out.push(
                 Diagnostic::error(
                     "naming::ambiguous_override",
                     format!(
-                        "override `{key}` matches a {noun} in {} servers",
+                        "override `{key}` matches a {} in {} servers",
+                        kind.noun(),
                         servers.len()
                     ),
                 )
-                .at(path(&[Seg::Key(section), Seg::Key(key)]))
+                .at(path(&[Seg::Key(kind.section()), Seg::Key(key)]))
                 .help(format!(
                     "qualify the key with its server: {}",
                     list.join(" or ")
@@ -421,48 +481,52 @@ fn build_kind(
             );
         }
     }
-    named.retain(|n| !n.rule.is_some_and(|r| r.hidden));
+}
 
-    let with_listing: BTreeSet<&ServerId> = listings.iter().map(|l| &l.server).collect();
-    let all_listed = !listings.is_empty() && rules.servers.keys().all(|s| with_listing.contains(s));
-    let (plans, member_of) = match kind {
-        Kind::Tool => plan_actions(rules, &named, all_listed, out),
-        Kind::Prompt => (Vec::new(), BTreeMap::new()),
-    };
+/// Which servers sent a listing. What is missing from the listings is only an error when
+/// every server, or the one it names, is listed: else that server may be down.
+struct Listed<'a> {
+    servers: BTreeSet<&'a ServerId>,
+    all: bool,
+}
+
+impl<'a> Listed<'a> {
+    fn new(rules: &Rules, listings: &[&'a Listing]) -> Self {
+        let servers: BTreeSet<&ServerId> = listings.iter().map(|l| &l.server).collect();
+        let all = !listings.is_empty() && rules.servers.keys().all(|s| servers.contains(s));
+        Self { servers, all }
+    }
+
+    /// Whether the server an override key names is listed; every server, when the key names
+    /// none that is configured.
+    fn covers(&self, rules: &Rules, key: &str) -> bool {
+        match key.split_once('/') {
+            Some((server, _)) if rules.servers.keys().any(|s| s.as_str() == server) => {
+                self.servers.iter().any(|s| s.as_str() == server)
+            }
+            _ => self.all,
+        }
+    }
+}
+
+/// Claims on every exposed name and alias (steps 3-4); action tools come after the named items, as
+/// items `named.len() + p`. Checks that every derived name fits the profile (names written in
+/// the config are `check_rules`' to check).
+fn claim_names<'a>(
+    rules: &Rules,
+    kind: Kind,
+    named: &'a [Named<'_>],
+    plans: &'a [Plan<'_>],
+    member_of: &BTreeMap<usize, usize>,
+    out: &mut Vec<Diagnostic>,
+) -> BTreeMap<&'a str, Vec<Claim>> {
+    let section = kind.section();
     let legacy_off = |item: &usize| {
         member_of
             .get(item)
             .is_some_and(|&p| plans[p].rule.legacy == Legacy::Off)
     };
-
-    // 3-4. Claims on every exposed name and alias; action tools come after the named items.
-    let mut claims: BTreeMap<&str, Vec<Claim>> = BTreeMap::new();
-    for (p, plan) in plans
-        .iter()
-        .enumerate()
-        .filter(|(_, plan)| !plan.members.is_empty())
-    {
-        let item = named.len() + p;
-        let at = path(&[Seg::Key("actions"), Seg::Key(plan.name)]);
-        claims.entry(plan.name).or_default().push(Claim {
-            item,
-            alias: false,
-            source: Source::Config(at),
-        });
-        for (i, alias) in plan.rule.aliases.iter().enumerate() {
-            let at = path(&[
-                Seg::Key("actions"),
-                Seg::Key(plan.name),
-                Seg::Key("aliases"),
-                Seg::Index(i),
-            ]);
-            claims.entry(alias.name.as_str()).or_default().push(Claim {
-                item,
-                alias: true,
-                source: Source::Config(at),
-            });
-        }
-    }
+    let mut claims = claim_actions(plans, named.len());
     for (item, n) in named.iter().enumerate() {
         if legacy_off(&item) {
             continue;
@@ -474,16 +538,7 @@ fn build_kind(
             _ => Source::Derived,
         };
         if name_source == Source::Derived {
-            if let Err(why) = rules.naming.profile.check(&n.name) {
-                out.push(
-                    profile_error(kind, "name", &n.name, &why)
-                        .note(origin_note(kind, n))
-                        .with_fix(renames(
-                            kind,
-                            &[(n, suggest_short(&n.name, rules.naming.profile.max_len()))],
-                        )),
-                );
-            }
+            out.extend(derived_profile_error(rules, kind, n));
         }
         claims.entry(&n.name).or_default().push(Claim {
             item,
@@ -506,13 +561,67 @@ fn build_kind(
             }
         }
     }
+    claims
+}
 
-    // 5. Duplicates. `check_rules` reports a name written at two places in the config; here,
-    // the rest: a side that comes from a listing, or one override that matched two items.
+/// The claims of the action tools that have members, as items `first + p`.
+fn claim_actions<'a>(plans: &'a [Plan<'_>], first: usize) -> BTreeMap<&'a str, Vec<Claim>> {
+    let mut claims: BTreeMap<&str, Vec<Claim>> = BTreeMap::new();
+    for (p, plan) in plans
+        .iter()
+        .enumerate()
+        .filter(|(_, plan)| !plan.members.is_empty())
+    {
+        let item = first + p;
+        let at = path(&[Seg::Key("actions"), Seg::Key(plan.name)]);
+        claims.entry(plan.name).or_default().push(Claim {
+            item,
+            alias: false,
+            source: Source::Config(at),
+        });
+        for (i, alias) in plan.rule.aliases.iter().enumerate() {
+            let at = path(&[
+                Seg::Key("actions"),
+                Seg::Key(plan.name),
+                Seg::Key("aliases"),
+                Seg::Index(i),
+            ]);
+            claims.entry(alias.name.as_str()).or_default().push(Claim {
+                item,
+                alias: true,
+                source: Source::Config(at),
+            });
+        }
+    }
+    claims
+}
+
+/// A derived name that does not fit the profile, with an override that shortens it.
+fn derived_profile_error(rules: &Rules, kind: Kind, n: &Named<'_>) -> Option<Diagnostic> {
+    let why = rules.naming.profile.check(&n.name).err()?;
+    Some(
+        profile_error(kind, "name", &n.name, &why)
+            .note(origin_note(kind, n))
+            .with_fix(renames(
+                kind,
+                &[(n, suggest_short(&n.name, rules.naming.profile.max_len()))],
+            )),
+    )
+}
+
+/// Duplicates (step 5). `check_rules` reports a name written at two places in the config; here,
+/// the rest: a side that comes from a listing, or one override that matched two items.
+fn report_duplicates(
+    kind: Kind,
+    claims: &BTreeMap<&str, Vec<Claim>>,
+    named: &[Named<'_>],
+    plans: &[Plan<'_>],
+    out: &mut Vec<Diagnostic>,
+) {
     let taken: BTreeSet<&str> = claims.keys().copied().collect();
     // New names suggested so far: no two fixes may suggest the same one.
     let mut suggested: BTreeSet<String> = BTreeSet::new();
-    for (name, list) in &claims {
+    for (name, list) in claims {
         let written: BTreeSet<&Source> = list.iter().map(|c| &c.source).collect();
         let reported = written.len() == list.len() && !written.contains(&Source::Derived);
         if list.len() < 2 || reported {
@@ -522,52 +631,36 @@ fn build_kind(
             kind,
             name,
             list,
-            &named,
-            &plans,
+            named,
+            plans,
             &taken,
             &mut suggested,
         ));
     }
+}
 
-    // Overrides that matched nothing.
-    for key in overrides.keys() {
+/// Overrides that matched nothing: an error when the key is an exposed name or an alias
+/// rather than an origin name, else a warning when its server is listed.
+fn report_unused_overrides(
+    rules: &Rules,
+    kind: Kind,
+    used: &Used<'_>,
+    claims: &BTreeMap<&str, Vec<Claim>>,
+    named: &[Named<'_>],
+    listed: &Listed<'_>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let noun = kind.noun();
+    for key in rules.overrides(kind).keys() {
         if used.contains_key(key.as_str()) {
             continue;
         }
-        let at = path(&[Seg::Key(section), Seg::Key(key)]);
+        let at = path(&[Seg::Key(kind.section()), Seg::Key(key)]);
         if let Some(c) = claims.get(key.as_str()).filter(|c| c[0].item < named.len()) {
-            let target = &named[c[0].item];
-            let (code, what) = if c[0].alias {
-                (
-                    "naming::alias_chain",
-                    format!("an alias of `{}`", target.name),
-                )
-            } else {
-                (
-                    "naming::not_origin_name",
-                    format!(
-                        "the exposed name of `{}/{}`",
-                        target.candidate.server, target.candidate.name
-                    ),
-                )
-            };
-            out.push(
-                Diagnostic::error(code, format!("override `{key}` names {what}, not an origin {noun}"))
-                    .at(at)
-                    .help(format!(
-                        "overrides are keyed by origin name, and aliases do not chain: move these settings to `{}/{}`",
-                        target.candidate.server, target.candidate.name
-                    )),
-            );
+            out.push(keyed_by_exposed_name(kind, key, &c[0], named).at(at));
             continue;
         }
-        let server_listed = match key.split_once('/') {
-            Some((server, _)) if rules.servers.keys().any(|s| s.as_str() == server) => {
-                with_listing.iter().any(|s| s.as_str() == server)
-            }
-            _ => all_listed,
-        };
-        if server_listed {
+        if listed.covers(rules, key) {
             let origins = named.iter().map(|n| n.candidate.name.as_str());
             let mut d = Diagnostic::warning(
                 "naming::unmatched_override",
@@ -582,8 +675,38 @@ fn build_kind(
             out.push(d);
         }
     }
+}
 
-    // 6. The exposed items, then the action tools over them.
+/// An override keyed by the name an item is exposed under, or by one of its aliases, where
+/// an origin name belongs.
+fn keyed_by_exposed_name(kind: Kind, key: &str, claim: &Claim, named: &[Named<'_>]) -> Diagnostic {
+    let target = &named[claim.item];
+    let (code, what) = if claim.alias {
+        (
+            "naming::alias_chain",
+            format!("an alias of `{}`", target.name),
+        )
+    } else {
+        (
+            "naming::not_origin_name",
+            format!(
+                "the exposed name of `{}/{}`",
+                target.candidate.server, target.candidate.name
+            ),
+        )
+    };
+    Diagnostic::error(
+        code,
+        format!("override `{key}` names {what}, not an origin {}", kind.noun()),
+    )
+    .help(format!(
+        "overrides are keyed by origin name, and aliases do not chain: move these settings to `{}/{}`",
+        target.candidate.server, target.candidate.name
+    ))
+}
+
+/// The exposed items, then the action tools over them, sorted by name (step 6).
+fn assemble(rules: &Rules, named: &[Named<'_>], plans: &[Plan<'_>]) -> Vec<Exposed> {
     let mut exposed: Vec<Option<Exposed>> =
         named.iter().map(|n| Some(expose(rules, n, None))).collect();
     let mut built = Vec::new();
@@ -808,20 +931,7 @@ fn duplicate(
                     d = d.at(at.clone());
                 }
             }
-            let mut candidate = format!("{}_{}", n.server_name.replace(['-', '.'], "_"), n.base);
-            if candidate == name {
-                candidate = format!(
-                    "{}_{}",
-                    n.candidate.server.as_str().replace(['-', '.'], "_"),
-                    n.base
-                );
-            }
-            let mut fix = candidate.clone();
-            let mut i = 2;
-            while fix == name || taken.contains(fix.as_str()) || suggested.contains(&fix) {
-                fix = format!("{candidate}_{i}");
-                i += 1;
-            }
+            let fix = fix_name(name, n, taken, suggested);
             suggested.insert(fix.clone());
             fixes.push((n, fix));
         }
@@ -832,6 +942,31 @@ fn duplicate(
         (0 | 1, true) => d.help(removals.join("; ")),
         _ => d.with_fix(renames(kind, &fixes)),
     }
+}
+
+/// A new name for `n`, out of the duplicate `name`: its server name (or, when that gives
+/// `name` back, its server id) before its base name, numbered until it is free.
+fn fix_name(
+    name: &str,
+    n: &Named<'_>,
+    taken: &BTreeSet<&str>,
+    suggested: &BTreeSet<String>,
+) -> String {
+    let mut candidate = format!("{}_{}", n.server_name.replace(['-', '.'], "_"), n.base);
+    if candidate == name {
+        candidate = format!(
+            "{}_{}",
+            n.candidate.server.as_str().replace(['-', '.'], "_"),
+            n.base
+        );
+    }
+    let mut fix = candidate.clone();
+    let mut i = 2;
+    while fix == name || taken.contains(fix.as_str()) || suggested.contains(&fix) {
+        fix = format!("{candidate}_{i}");
+        i += 1;
+    }
+    fix
 }
 
 fn times(n: usize) -> String {
