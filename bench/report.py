@@ -1,6 +1,7 @@
 """Renders bench/compare.sh's results as BENCHMARKS.md: absolute figures and ratios to direct."""
 import json
 import platform
+import os
 import subprocess
 import sys
 
@@ -22,13 +23,20 @@ def cpu():
 out = []
 out.append("# Benchmarks\n")
 out.append(
-    "Made by `bench/compare.sh` in one run (release build), on %s, %s cores; FastMCP %s.\n"
-    "Each system is driven by `moniker-load` (raw JSON-RPC over stdio or Streamable HTTP) with\n"
+    "Made by `bench/compare.sh` in one run (release build), on %s, %s cores; FastMCP %s; load\n"
+    "average as the run ended, its own processes included: %s (nothing else ran).\n"
+    "Each system is driven by `moniker-load` (raw JSON-RPC over stdio or Streamable HTTP; over\n"
+    "HTTP the sequential calls use one keep-alive HTTP/1.1 connection with TCP_NODELAY) with\n"
     "the same echo server behind it (`moniker-fixture --echo`). Latencies are sequential\n"
     "`tools/call` round trips after a warm-up; throughput keeps 16 calls in flight. *Added* is\n"
     "the system's p50 (p99) minus direct's in the same run; *ratio* is system / direct. *Gateway\n"
     "RSS* is the peak resident memory of the gateway process alone; *tree RSS* adds its servers.\n"
-    % (cpu(), subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip() or "?", fastmcp)
+    % (
+        cpu(),
+        subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip() or "?",
+        fastmcp,
+        " ".join("%.2f" % x for x in os.getloadavg()),
+    )
 )
 out.append(
     "| system | tools | servers | call p50 µs | call p99 µs | added p50 / p99 µs | p50 ratio | tools/list ms | start ms | calls/s | gateway RSS MB | tree RSS MB |"
