@@ -2,20 +2,13 @@
 //! rebuilds of the surface.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use moniker_fixture::{Peer, fixture_file, fixture_server, scratch};
-use serde_json::{Value, json};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
+use crate::http::free_port;
+use serde_json::{Value, json};
 
 fn metrics(port: u16) -> String {
     ureq::Agent::new_with_defaults()

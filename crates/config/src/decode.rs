@@ -27,6 +27,8 @@ use crate::server::ServerConfig;
 use crate::source::{Span, Spans};
 use crate::tree::{Node, ScalarKind, Value, shorten};
 
+/// The top-level keys: the two names of the servers' section first (a client's config file
+/// has only those; see `client`), then the sections only a moniker config has.
 const TOP_KEYS: &[&str] = &[
     "servers",
     "mcpServers",

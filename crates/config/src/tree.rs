@@ -107,16 +107,7 @@ impl Node {
 }
 
 /// Long values are cut in messages: they are there to be recognized, not read.
-pub(crate) fn shorten(text: &str) -> String {
-    const MAX: usize = 40;
-    if text.chars().count() <= MAX {
-        text.to_owned()
-    } else {
-        let mut out: String = text.chars().take(MAX).collect();
-        out.push('…');
-        out
-    }
-}
+pub(crate) use moniker_surface::diagnostic::short as shorten;
 
 enum Frame {
     Seq {

@@ -160,7 +160,7 @@ pub fn did_you_mean<'a>(
 }
 
 /// `text` cut to 40 characters (with `…`), for a message that quotes what a user wrote.
-pub(crate) fn short(text: &str) -> String {
+pub fn short(text: &str) -> String {
     const MAX: usize = 40;
     if text.chars().count() <= MAX {
         text.to_owned()

@@ -19,16 +19,7 @@ use crate::report::codes;
 use crate::tree::{Node, Value, shorten};
 
 /// The top-level sections only a moniker config has.
-const MONIKER_SECTIONS: &[&str] = &[
-    "naming",
-    "server_tags",
-    "tools",
-    "prompts",
-    "actions",
-    "toolsets",
-    "gateway",
-    "http",
-];
+const MONIKER_SECTIONS: &[&str] = TOP_KEYS.split_at(2).1;
 /// Server keys VS Code's `servers` entries never have.
 const MONIKER_SERVER_KEYS: &[&str] = &["tags", "prefix", "disabled"];
 /// How close (Jaro-Winkler) a client's key may come to one of moniker's before it is taken
