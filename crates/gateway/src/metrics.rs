@@ -89,8 +89,7 @@ pub struct Metrics {
 
 impl Metrics {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        // A poisoned lock only means a panic elsewhere; counters are still counters.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.inner)
     }
 
     /// One call of `tool`: an exposed name (a bounded set), or [`UNKNOWN_TOOL`].

@@ -11,6 +11,7 @@ use moniker_surface::{Diagnostic, Kind, Surface, listing};
 use serde_json::{Value, json};
 
 use crate::store::{Opened, Store, StoredTool, StoredToolset};
+use crate::sync::lock;
 
 /// Every toolset a session may equip.
 pub struct Catalog {
@@ -61,11 +62,6 @@ impl Catalog {
     pub fn is_static(&self, name: &str) -> bool {
         self.static_sets.contains_key(name)
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere; the store is still consistent.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn rule_of(stored: &StoredToolset) -> ToolsetRule {
