@@ -15,6 +15,7 @@ pub use diagnostic::{Diagnostic, Fix, Rename, Severity};
 pub use names::{InvalidName, Name, Profile, ProfileKind, ServerId, Tag};
 pub use rules::{ActionRule, AliasRule, Kind, Legacy, Naming, Override, Rules, ServerRules};
 pub mod listing;
+pub mod lock;
 pub mod management;
 mod naming;
 pub mod surface;
@@ -22,6 +23,7 @@ mod tag_expr;
 pub mod toolsets;
 
 pub use listing::Listing;
+pub use lock::{Breaking, Lock};
 pub use naming::{Built, build, check_rules};
 pub use surface::{ActionMember, ActionRoute, Exposed, Origin, Resolved, Route, Surface, Via};
 pub use toolsets::{Selection, TagExpr, ToolsetRule, Toolsets};

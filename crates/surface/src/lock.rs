@@ -1,0 +1,673 @@
+//! The surface lock: every exposed name and alias as clients have come to rely on it, in a
+//! stable text (`moniker.lock`), and the comparison of a lock with a newly built surface that
+//! says which of those names a change breaks.
+//!
+//! Names drift: a server renames `discover_goals` to `discover_sub_goals` and every client
+//! using the old name breaks. The lock remembers what was exposed; [`compare`] finds what is
+//! gone or changed, and, for a name that is gone, the likely rename on the same server with
+//! the override that keeps the old name working.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::rules::Kind;
+use crate::surface::{Exposed, Route, Surface};
+
+/// The first line of a rendered lock.
+const HEADER: &str = "# moniker.lock: the exposed names clients rely on; written by `moniker lock`, checked by `moniker check`";
+
+/// Every exposed tool and prompt of a surface, sorted by kind and name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lock {
+    pub entries: Vec<Entry>,
+}
+
+/// One exposed tool or prompt: one line of the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: Kind,
+    pub name: String,
+    /// The server id (for an action tool, its server name).
+    pub server: String,
+    /// The name the server lists it by (`-` for an action tool).
+    pub origin: String,
+    /// FNV-1a 64 of the canonical input schema (a prompt's `arguments`).
+    pub schema: u64,
+    /// The top-level parameters, sorted by name.
+    pub params: Vec<Param>,
+    pub aliases: Vec<String>,
+    pub hidden: Vec<String>,
+}
+
+/// A top-level parameter: its name, its JSON Schema type and whether it is required.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Param {
+    pub name: String,
+    /// `string`, `integer|null` (a list of types), or `any` when the schema names none.
+    pub ty: String,
+    pub required: bool,
+}
+
+impl Entry {
+    /// The name and every alias, listed and hidden.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.name.as_str())
+            .chain(self.aliases.iter().map(String::as_str))
+            .chain(self.hidden.iter().map(String::as_str))
+    }
+
+    fn from_exposed(kind: Kind, item: &Exposed) -> Self {
+        let (server, origin) = match &item.route {
+            Route::Origin(origin) => (origin.server.as_str().to_owned(), origin.name.clone()),
+            Route::Action(_) => (item.server_name.clone(), "-".to_owned()),
+        };
+        let definition: Value = serde_json::from_str(item.definition.get()).unwrap_or_default();
+        let (schema, params) = match kind {
+            Kind::Tool => {
+                let schema = definition.get("inputSchema").cloned().unwrap_or_default();
+                let params = tool_params(&schema);
+                (schema, params)
+            }
+            Kind::Prompt => {
+                let arguments = definition.get("arguments").cloned().unwrap_or_default();
+                let params = prompt_params(&arguments);
+                (arguments, params)
+            }
+        };
+        Self {
+            kind,
+            name: item.name.clone(),
+            server,
+            origin,
+            schema: fnv1a(canonical(&schema).as_bytes()),
+            params,
+            aliases: item.aliases.clone(),
+            hidden: item.hidden_aliases.clone(),
+        }
+    }
+
+    /// The same parameter names and types, required or not: a near rename.
+    fn same_shape(&self, other: &Self) -> bool {
+        let shape = |e: &Self| -> Vec<(String, String)> {
+            e.params
+                .iter()
+                .map(|p| (p.name.clone(), p.ty.clone()))
+                .collect()
+        };
+        shape(self) == shape(other)
+    }
+}
+
+impl Lock {
+    /// The lock of a built surface: every tool and prompt, listed or only callable.
+    pub fn of(surface: &Surface) -> Self {
+        let mut entries: Vec<Entry> = [Kind::Tool, Kind::Prompt]
+            .into_iter()
+            .flat_map(|kind| {
+                surface
+                    .items(kind)
+                    .iter()
+                    .map(move |item| Entry::from_exposed(kind, item))
+            })
+            .collect();
+        entries.sort_by(|a, b| (kind_str(a.kind), &a.name).cmp(&(kind_str(b.kind), &b.name)));
+        Self { entries }
+    }
+
+    /// The text of `moniker.lock`: a header, then one line per exposed name, sorted.
+    pub fn render(&self) -> String {
+        let mut out = String::from(HEADER);
+        out.push('\n');
+        for entry in &self.entries {
+            out.push_str(&render_entry(entry));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Reads the text of `moniker.lock`; blank lines and `#` comments are skipped.
+    pub fn parse(text: &str) -> Result<Self, ParseError> {
+        let mut entries = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let entry = parse_entry(line).map_err(|message| ParseError {
+                line: i + 1,
+                message,
+            })?;
+            entries.push(entry);
+        }
+        entries.sort_by(|a, b| (kind_str(a.kind), &a.name).cmp(&(kind_str(b.kind), &b.name)));
+        Ok(Self { entries })
+    }
+}
+
+/// A line of `moniker.lock` that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct ParseError {
+    pub line: usize,
+    pub message: String,
+}
+
+fn kind_str(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Tool => "tool",
+        Kind::Prompt => "prompt",
+    }
+}
+
+fn render_entry(entry: &Entry) -> String {
+    let params: Vec<String> = entry
+        .params
+        .iter()
+        .map(|p| {
+            format!(
+                "{}{}:{}",
+                escape(&p.name),
+                if p.required { "!" } else { "" },
+                escape(&p.ty)
+            )
+        })
+        .collect();
+    let mut line = format!(
+        "{} {} server={} origin={} schema={:016x} params={}",
+        kind_str(entry.kind),
+        escape(&entry.name),
+        escape(&entry.server),
+        escape(&entry.origin),
+        entry.schema,
+        params.join(",")
+    );
+    for (key, names) in [("aliases", &entry.aliases), ("hidden", &entry.hidden)] {
+        if !names.is_empty() {
+            let names: Vec<String> = names.iter().map(|n| escape(n)).collect();
+            line.push_str(&format!(" {key}={}", names.join(",")));
+        }
+    }
+    line
+}
+
+fn parse_entry(line: &str) -> Result<Entry, String> {
+    let mut words = line.split(' ').filter(|w| !w.is_empty());
+    let kind = match words.next() {
+        Some("tool") => Kind::Tool,
+        Some("prompt") => Kind::Prompt,
+        Some(other) => return Err(format!("`{other}` is not `tool` or `prompt`")),
+        None => return Err("an empty line".to_owned()),
+    };
+    let name = unescape(words.next().ok_or("no name after the kind")?)?;
+    let mut fields: BTreeMap<&str, &str> = BTreeMap::new();
+    for word in words {
+        let (key, value) = word
+            .split_once('=')
+            .ok_or_else(|| format!("`{word}` is not `key=value`"))?;
+        if !matches!(
+            key,
+            "server" | "origin" | "schema" | "params" | "aliases" | "hidden"
+        ) {
+            return Err(format!(
+                "unknown key `{key}`: expected server, origin, schema, params, aliases or hidden"
+            ));
+        }
+        if fields.insert(key, value).is_some() {
+            return Err(format!("`{key}` is given twice"));
+        }
+    }
+    let field = |key: &str| {
+        fields
+            .get(key)
+            .copied()
+            .ok_or_else(|| format!("`{name}` has no `{key}=`"))
+    };
+    let schema = field("schema")?;
+    let schema = u64::from_str_radix(schema, 16)
+        .map_err(|_| format!("schema `{schema}` is not a hexadecimal hash"))?;
+    let list = |key: &str| -> Result<Vec<String>, String> {
+        match fields.get(key) {
+            None | Some(&"") => Ok(Vec::new()),
+            Some(v) => v.split(',').map(unescape).collect(),
+        }
+    };
+    let params = match fields.get("params") {
+        None | Some(&"") => Vec::new(),
+        Some(v) => v.split(',').map(parse_param).collect::<Result<_, _>>()?,
+    };
+    Ok(Entry {
+        kind,
+        server: unescape(field("server")?)?,
+        origin: unescape(field("origin")?)?,
+        schema,
+        params,
+        aliases: list("aliases")?,
+        hidden: list("hidden")?,
+        name,
+    })
+}
+
+/// `name!:type`, its parts still escaped: the separators `!` and `:` are escaped in names.
+fn parse_param(text: &str) -> Result<Param, String> {
+    let (name, ty) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("parameter `{text}` is not `name:type`"))?;
+    let (name, required) = match name.strip_suffix('!') {
+        Some(name) => (name, true),
+        None => (name, false),
+    };
+    Ok(Param {
+        name: unescape(name)?,
+        ty: unescape(ty)?,
+        required,
+    })
+}
+
+/// Bytes outside `[A-Za-z0-9_.\-/|$@]` as `%XX`: the separators of the format (space, `=`,
+/// `,`, `:`, `!`) never appear inside a value.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'/' | b'|' | b'$' | b'@')
+        {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn unescape(text: &str) -> Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("a bad escape in `{text}`"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("`{text}` is not UTF-8 once unescaped"))
+}
+
+fn tool_params(schema: &Value) -> Vec<Param> {
+    let required: BTreeSet<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut params: Vec<Param> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|props| {
+            props
+                .iter()
+                .map(|(name, prop)| Param {
+                    name: name.clone(),
+                    ty: type_of(prop),
+                    required: required.contains(name.as_str()),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    params.sort();
+    params
+}
+
+fn type_of(prop: &Value) -> String {
+    match prop.get("type") {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(types)) => {
+            let mut types: Vec<&str> = types.iter().filter_map(Value::as_str).collect();
+            types.sort_unstable();
+            types.join("|")
+        }
+        _ => "any".to_owned(),
+    }
+}
+
+fn prompt_params(arguments: &Value) -> Vec<Param> {
+    let mut params: Vec<Param> = arguments
+        .as_array()
+        .map(|args| {
+            args.iter()
+                .filter_map(|a| {
+                    Some(Param {
+                        name: a.get("name")?.as_str()?.to_owned(),
+                        ty: "string".to_owned(),
+                        required: a.get("required").and_then(Value::as_bool) == Some(true),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    params.sort();
+    params
+}
+
+/// JSON with the keys of every object sorted: the same schema in any key order gives the
+/// same text.
+pub fn canonical(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// FNV-1a, 64 bits: small, stable across versions and platforms, and enough to tell schemas
+/// apart (it is not a defence against anyone).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// A change that breaks a client relying on the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Breaking {
+    /// Names of a locked entry that resolve to nothing now.
+    Gone {
+        kind: Kind,
+        /// The locked entry's name.
+        entry: String,
+        server: String,
+        /// The names that are gone (the entry's name, its aliases).
+        names: Vec<String>,
+        /// Where the names likely went, and the override that keeps them working.
+        fix: Option<Keep>,
+    },
+    /// A parameter that is required now and was not (or did not exist).
+    NewRequired {
+        kind: Kind,
+        name: String,
+        param: String,
+    },
+    /// A parameter whose type changed.
+    TypeChanged {
+        kind: Kind,
+        name: String,
+        param: String,
+        was: String,
+        now: String,
+    },
+}
+
+/// Where gone names likely went: an exposed item of the same server, and the override that
+/// gives it the gone names as aliases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keep {
+    /// The exposed name the gone names now belong to.
+    pub target: String,
+    /// Renamed (`true`), or the entry's name is still there and only aliases went.
+    pub renamed: bool,
+    /// Ready to paste: `tools:\n  discover_sub_goals: { aliases: [discover_goals] }`.
+    pub yaml: String,
+}
+
+impl Breaking {
+    /// A stable code for the diagnostic.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Gone { .. } => "lock::gone",
+            Self::NewRequired { .. } => "lock::new_required",
+            Self::TypeChanged { .. } => "lock::type_changed",
+        }
+    }
+}
+
+impl fmt::Display for Breaking {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Gone {
+                kind,
+                server,
+                names,
+                fix,
+                ..
+            } => {
+                let names: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+                write!(
+                    f,
+                    "{} {} of server `{server}` {} gone",
+                    kind_str(*kind),
+                    names.join(", "),
+                    if names.len() == 1 { "is" } else { "are" }
+                )?;
+                match fix {
+                    Some(Keep {
+                        target,
+                        renamed: true,
+                        ..
+                    }) => write!(f, ": likely renamed to `{target}`"),
+                    _ => Ok(()),
+                }
+            }
+            Self::NewRequired { kind, name, param } => write!(
+                f,
+                "{} `{name}` now requires parameter `{param}`",
+                kind_str(*kind)
+            ),
+            Self::TypeChanged {
+                kind,
+                name,
+                param,
+                was,
+                now,
+            } => write!(
+                f,
+                "parameter `{param}` of {} `{name}` changed type: `{was}` -> `{now}`",
+                kind_str(*kind)
+            ),
+        }
+    }
+}
+
+/// What in `surface` breaks a client relying on `lock`: names that are gone, parameters now
+/// required, parameters whose type changed. Empty for a surface compared with its own lock.
+pub fn compare(lock: &Lock, surface: &Surface) -> Vec<Breaking> {
+    let now = Lock::of(surface);
+    let locked_names: BTreeSet<(&'static str, &str)> = lock
+        .entries
+        .iter()
+        .flat_map(|e| e.names().map(move |n| (kind_str(e.kind), n)))
+        .collect();
+    let mut out = Vec::new();
+    for entry in &lock.entries {
+        let gone: Vec<String> = entry
+            .names()
+            .filter(|n| surface.resolve(entry.kind, n).is_none())
+            .map(str::to_owned)
+            .collect();
+        // What the entry is now: the item its name (or a remaining alias) resolves to.
+        let current = entry
+            .names()
+            .find_map(|n| surface.resolve(entry.kind, n))
+            .map(|r| Entry::from_exposed(entry.kind, r.exposed));
+        if !gone.is_empty() {
+            let target = match &current {
+                Some(current) => Some((current, false)),
+                None => likely_rename(entry, &now, &locked_names).map(|t| (t, true)),
+            };
+            let fix = target.and_then(|(target, renamed)| {
+                keep(entry, &gone, target, surface).map(|yaml| Keep {
+                    target: target.name.clone(),
+                    renamed,
+                    yaml,
+                })
+            });
+            out.push(Breaking::Gone {
+                kind: entry.kind,
+                entry: entry.name.clone(),
+                server: entry.server.clone(),
+                names: gone,
+                fix,
+            });
+        }
+        if let Some(current) = current {
+            out.extend(param_changes(entry, &current));
+        }
+    }
+    out
+}
+
+/// An item of the same server and kind, named by nothing in the lock, with the same schema
+/// or, failing that, the same parameter names and types. Only an unambiguous one.
+fn likely_rename<'a>(
+    entry: &Entry,
+    now: &'a Lock,
+    locked_names: &BTreeSet<(&'static str, &str)>,
+) -> Option<&'a Entry> {
+    let candidates: Vec<&Entry> = now
+        .entries
+        .iter()
+        .filter(|e| e.kind == entry.kind && e.server == entry.server)
+        .filter(|e| {
+            !e.names()
+                .any(|n| locked_names.contains(&(kind_str(e.kind), n)))
+        })
+        .collect();
+    let exact: Vec<&Entry> = candidates
+        .iter()
+        .copied()
+        .filter(|e| e.schema == entry.schema)
+        .collect();
+    let pick = |found: Vec<&'a Entry>| (found.len() == 1).then(|| found[0]);
+    pick(exact).or_else(|| {
+        pick(
+            candidates
+                .into_iter()
+                .filter(|e| e.same_shape(entry))
+                .collect(),
+        )
+    })
+}
+
+/// The override that gives `target` the `gone` names as aliases (hidden ones stay hidden),
+/// keeping the aliases the target has: `tools:\n  <origin>: { aliases: [...] }`. `None` for an
+/// action tool, whose aliases live in `actions:`.
+fn keep(entry: &Entry, gone: &[String], target: &Entry, surface: &Surface) -> Option<String> {
+    if target.origin == "-" {
+        return None;
+    }
+    let hidden_gone = |n: &String| entry.hidden.contains(n);
+    let mut aliases: Vec<String> = target.aliases.clone();
+    aliases.extend(gone.iter().filter(|n| !hidden_gone(n)).cloned());
+    let mut hidden: Vec<String> = target.hidden.clone();
+    hidden.extend(gone.iter().filter(|n| hidden_gone(n)).cloned());
+    let mut items: Vec<String> = aliases.iter().map(|a| yaml_scalar(a)).collect();
+    items.extend(
+        hidden
+            .iter()
+            .map(|h| format!("{{ name: {}, hidden: true }}", yaml_scalar(h))),
+    );
+    // The bare origin name is the key when no other server lists a tool by that name.
+    let shared = surface
+        .items(entry.kind)
+        .iter()
+        .filter_map(Exposed::origin)
+        .filter(|o| o.name == target.origin)
+        .count()
+        > 1;
+    let key = if shared {
+        format!("{}/{}", target.server, target.origin)
+    } else {
+        target.origin.clone()
+    };
+    let name = if target.name == target.origin {
+        String::new()
+    } else {
+        format!("name: {}, ", yaml_scalar(&target.name))
+    };
+    Some(format!(
+        "{}:\n  {}: {{ {name}aliases: [{}] }}",
+        entry.kind.section(),
+        yaml_scalar(&key),
+        items.join(", ")
+    ))
+}
+
+fn yaml_scalar(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'/' | b'.'));
+    if plain {
+        text.to_owned()
+    } else {
+        Value::String(text.to_owned()).to_string()
+    }
+}
+
+fn param_changes(entry: &Entry, current: &Entry) -> Vec<Breaking> {
+    let before: BTreeMap<&str, &Param> =
+        entry.params.iter().map(|p| (p.name.as_str(), p)).collect();
+    let mut out = Vec::new();
+    for param in &current.params {
+        match before.get(param.name.as_str()) {
+            Some(old) if old.ty != param.ty => out.push(Breaking::TypeChanged {
+                kind: entry.kind,
+                name: entry.name.clone(),
+                param: param.name.clone(),
+                was: old.ty.clone(),
+                now: param.ty.clone(),
+            }),
+            Some(old) if param.required && !old.required => out.push(Breaking::NewRequired {
+                kind: entry.kind,
+                name: entry.name.clone(),
+                param: param.name.clone(),
+            }),
+            None if param.required => out.push(Breaking::NewRequired {
+                kind: entry.kind,
+                name: entry.name.clone(),
+                param: param.name.clone(),
+            }),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

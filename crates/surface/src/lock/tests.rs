@@ -1,0 +1,372 @@
+#![allow(clippy::unwrap_used)]
+
+use proptest::prelude::*;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::rules::{AliasRule, Override, Rules};
+use crate::{Listing, build};
+
+fn raw(v: &Value) -> Box<RawValue> {
+    RawValue::from_string(v.to_string()).unwrap()
+}
+
+fn goal_schema() -> Value {
+    json!({"type": "object", "properties": {"goal": {"type": "string"}, "depth": {"type": "integer"}}, "required": ["goal"]})
+}
+
+/// A surface of servers (id, tools as (name, inputSchema)) with `tools` overrides given as
+/// (key, aliases, hidden aliases).
+fn surface(
+    servers: &[(&str, Vec<(&str, Value)>)],
+    overrides: &[(&str, &[&str], &[&str])],
+) -> Surface {
+    let mut rules = Rules::default();
+    let listings: Vec<Listing> = servers
+        .iter()
+        .map(|(id, tools)| {
+            rules
+                .servers
+                .insert(id.parse().unwrap(), Default::default());
+            Listing {
+                server: id.parse().unwrap(),
+                tools: tools
+                    .iter()
+                    .map(|(name, schema)| {
+                        raw(&json!({"name": name, "description": "d", "inputSchema": schema}))
+                    })
+                    .collect(),
+                prompts: Vec::new(),
+            }
+        })
+        .collect();
+    for (key, aliases, hidden) in overrides {
+        let alias = |n: &&str, hidden| AliasRule {
+            name: n.parse().unwrap(),
+            hidden,
+        };
+        rules.tools.insert(
+            (*key).to_owned(),
+            Override {
+                aliases: aliases
+                    .iter()
+                    .map(|a| alias(a, false))
+                    .chain(hidden.iter().map(|h| alias(h, true)))
+                    .collect(),
+                ..Default::default()
+            },
+        );
+    }
+    let built = build(&rules, &listings);
+    built
+        .surface
+        .unwrap_or_else(|| panic!("{:#?}", built.diagnostics))
+}
+
+fn contextgraph(tool: &str, schema: Value) -> Surface {
+    surface(
+        &[(
+            "contextgraph",
+            vec![(tool, schema), ("abort_dream", json!({"type": "object"}))],
+        )],
+        &[],
+    )
+}
+
+#[test]
+fn a_lock_has_one_sorted_line_per_exposed_name() {
+    let s = surface(
+        &[(
+            "cg",
+            vec![
+                ("discover_sub_goals", goal_schema()),
+                ("abort", json!({"type": "object"})),
+            ],
+        )],
+        &[("discover_sub_goals", &["discover_goals"], &["dg"])],
+    );
+    let text = Lock::of(&s).render();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].starts_with("# moniker.lock"));
+    assert_eq!(
+        lines[1],
+        format!(
+            "tool abort server=cg origin=abort schema={:016x} params=",
+            fnv1a(b"{\"type\":\"object\"}")
+        )
+    );
+    assert!(
+        lines[2].starts_with("tool discover_sub_goals server=cg origin=discover_sub_goals schema="),
+        "{text}"
+    );
+    assert!(
+        lines[2].ends_with(" params=depth:integer,goal!:string aliases=discover_goals hidden=dg"),
+        "{text}"
+    );
+    assert_eq!(Lock::parse(&text).unwrap(), Lock::of(&s));
+}
+
+#[test]
+fn the_schema_hash_ignores_key_order() {
+    let a: Value = serde_json::from_str(r#"{"type":"object","properties":{"a":{"type":"string","description":"x"},"b":{"type":"integer"}}}"#).unwrap();
+    let b: Value = serde_json::from_str(r#"{"properties":{"b":{"type":"integer"},"a":{"description":"x","type":"string"}},"type":"object"}"#).unwrap();
+    assert_eq!(canonical(&a), canonical(&b));
+    let (la, lb) = (
+        Lock::of(&contextgraph("t", a)),
+        Lock::of(&contextgraph("t", b)),
+    );
+    assert_eq!(la, lb);
+    // FNV-1a 64's published test vectors.
+    assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+    assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+}
+
+#[test]
+fn parse_errors_name_their_line() {
+    let err = Lock::parse("# header\n\ntool a server=s origin=a schema=zz params=\n").unwrap_err();
+    assert_eq!(err.line, 3);
+    assert!(err.message.contains("schema `zz`"), "{err}");
+    let err = Lock::parse("tool a server=s origin=a schema=1\nwidget b\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "line 2: `widget` is not `tool` or `prompt`"
+    );
+    let err = Lock::parse("tool a origin=a schema=1\n").unwrap_err();
+    assert_eq!(err.to_string(), "line 1: `a` has no `server=`");
+    let err = Lock::parse("tool a server=s origin=a schema=1 colour=red\n").unwrap_err();
+    assert!(err.message.starts_with("unknown key `colour`"), "{err}");
+    let err = Lock::parse("tool a server=s origin=a%2 schema=1\n").unwrap_err();
+    assert!(err.message.contains("bad escape"), "{err}");
+}
+
+#[test]
+fn a_surface_has_no_breaking_change_against_its_own_lock() {
+    let s = contextgraph("discover_goals", goal_schema());
+    assert_eq!(compare(&Lock::of(&s), &s), vec![]);
+}
+
+#[test]
+fn a_rename_with_the_same_schema_is_named_with_its_override() {
+    let lock = Lock::of(&contextgraph("discover_goals", goal_schema()));
+    let now = contextgraph("discover_sub_goals", goal_schema());
+    let breaking = compare(&lock, &now);
+    assert_eq!(breaking.len(), 1, "{breaking:#?}");
+    let Breaking::Gone { names, fix, .. } = &breaking[0] else {
+        panic!("{breaking:#?}")
+    };
+    assert_eq!(names, &["discover_goals"]);
+    let fix = fix.as_ref().unwrap();
+    assert_eq!(fix.target, "discover_sub_goals");
+    assert!(fix.renamed);
+    assert_eq!(
+        fix.yaml,
+        "tools:\n  discover_sub_goals: { aliases: [discover_goals] }"
+    );
+    assert_eq!(
+        breaking[0].to_string(),
+        "tool `discover_goals` of server `contextgraph` is gone: likely renamed to `discover_sub_goals`"
+    );
+    // With the override pasted, nothing breaks.
+    let kept = surface(
+        &[(
+            "contextgraph",
+            vec![
+                ("discover_sub_goals", goal_schema()),
+                ("abort_dream", json!({"type": "object"})),
+            ],
+        )],
+        &[("discover_sub_goals", &["discover_goals"], &[])],
+    );
+    assert_eq!(compare(&lock, &kept), vec![]);
+}
+
+#[test]
+fn a_rename_with_the_same_parameters_is_found_too() {
+    let lock = Lock::of(&contextgraph("discover_goals", goal_schema()));
+    let mut described = goal_schema();
+    described["properties"]["goal"]["description"] = json!("The goal");
+    let breaking = compare(&lock, &contextgraph("discover_sub_goals", described));
+    let Breaking::Gone { fix: Some(fix), .. } = &breaking[0] else {
+        panic!("{breaking:#?}")
+    };
+    assert_eq!(fix.target, "discover_sub_goals");
+}
+
+#[test]
+fn a_gone_name_with_no_likely_rename_has_no_fix() {
+    let lock = Lock::of(&contextgraph("discover_goals", goal_schema()));
+    let other = json!({"type": "object", "properties": {"id": {"type": "string"}}});
+    let breaking = compare(&lock, &contextgraph("forget", other));
+    assert!(
+        matches!(&breaking[..], [Breaking::Gone { fix: None, names, .. }] if names == &["discover_goals"]),
+        "{breaking:#?}"
+    );
+    // Nor on another server.
+    let elsewhere = surface(
+        &[
+            (
+                "contextgraph",
+                vec![("abort_dream", json!({"type": "object"}))],
+            ),
+            ("other", vec![("discover_sub_goals", goal_schema())]),
+        ],
+        &[],
+    );
+    let breaking = compare(&lock, &elsewhere);
+    assert!(
+        matches!(&breaking[..], [Breaking::Gone { fix: None, .. }]),
+        "{breaking:#?}"
+    );
+}
+
+#[test]
+fn a_gone_alias_is_given_back_on_its_tool() {
+    let s = surface(
+        &[("cg", vec![("discover_sub_goals", goal_schema())])],
+        &[("discover_sub_goals", &["discover_goals"], &["dg"])],
+    );
+    let lock = Lock::of(&s);
+    let now = surface(
+        &[("cg", vec![("discover_sub_goals", goal_schema())])],
+        &[("discover_sub_goals", &["other"], &[])],
+    );
+    let breaking = compare(&lock, &now);
+    let [
+        Breaking::Gone {
+            names,
+            fix: Some(fix),
+            ..
+        },
+    ] = &breaking[..]
+    else {
+        panic!("{breaking:#?}")
+    };
+    assert_eq!(names, &["discover_goals", "dg"]);
+    assert!(!fix.renamed);
+    assert_eq!(
+        fix.yaml,
+        "tools:\n  discover_sub_goals: { aliases: [other, discover_goals, { name: dg, hidden: true }] }"
+    );
+}
+
+#[test]
+fn a_new_required_parameter_breaks() {
+    let lock = Lock::of(&contextgraph("discover_goals", goal_schema()));
+    let mut schema = goal_schema();
+    schema["required"] = json!(["goal", "depth"]);
+    schema["properties"]["scope"] = json!({"type": "string"});
+    assert_eq!(
+        compare(&lock, &contextgraph("discover_goals", schema.clone())),
+        vec![Breaking::NewRequired {
+            kind: Kind::Tool,
+            name: "discover_goals".into(),
+            param: "depth".into()
+        }]
+    );
+    schema["required"] = json!(["goal", "depth", "scope"]);
+    assert_eq!(
+        compare(&lock, &contextgraph("discover_goals", schema)).len(),
+        2
+    );
+    // A new optional one breaks nothing.
+    let mut schema = goal_schema();
+    schema["properties"]["scope"] = json!({"type": "string"});
+    assert_eq!(
+        compare(&lock, &contextgraph("discover_goals", schema)),
+        vec![]
+    );
+}
+
+#[test]
+fn a_changed_parameter_type_breaks() {
+    let lock = Lock::of(&contextgraph("discover_goals", goal_schema()));
+    let mut schema = goal_schema();
+    schema["properties"]["depth"] = json!({"type": ["string", "null"]});
+    let breaking = compare(&lock, &contextgraph("discover_goals", schema));
+    assert_eq!(
+        breaking,
+        vec![Breaking::TypeChanged {
+            kind: Kind::Tool,
+            name: "discover_goals".into(),
+            param: "depth".into(),
+            was: "integer".into(),
+            now: "null|string".into()
+        }]
+    );
+    assert_eq!(
+        breaking[0].to_string(),
+        "parameter `depth` of tool `discover_goals` changed type: `integer` -> `null|string`"
+    );
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![3 => "[a-z_]{1,6}", 1 => "[ -~éß]{1,6}"]
+}
+
+fn entry() -> impl Strategy<Value = Entry> {
+    (
+        any::<bool>(),
+        "[a-z_]{1,8}",
+        text(),
+        text(),
+        any::<u64>(),
+        proptest::collection::btree_map(text(), ("[a-z|]{1,8}", any::<bool>()), 0..4),
+        proptest::collection::vec("[a-z]{1,4}", 0..3),
+        proptest::collection::vec("[a-z]{1,4}", 0..3),
+    )
+        .prop_map(
+            |(tool, name, server, origin, schema, params, aliases, hidden)| Entry {
+                kind: if tool { Kind::Tool } else { Kind::Prompt },
+                name,
+                server,
+                origin,
+                schema,
+                params: params
+                    .into_iter()
+                    .map(|(name, (ty, required))| Param { name, ty, required })
+                    .collect(),
+                aliases,
+                hidden,
+            },
+        )
+}
+
+proptest! {
+    #[test]
+    fn render_then_parse_gives_the_lock_back(entries in proptest::collection::btree_map("[a-z_]{1,8}", entry(), 0..6)) {
+        let mut entries: Vec<Entry> = entries
+            .into_iter()
+            .map(|(name, entry)| Entry { name, ..entry })
+            .collect();
+        entries.sort_by(|a, b| (kind_str(a.kind), &a.name).cmp(&(kind_str(b.kind), &b.name)));
+        let lock = Lock { entries };
+        prop_assert_eq!(Lock::parse(&lock.render()).unwrap(), lock);
+    }
+
+    #[test]
+    fn any_surface_is_compatible_with_its_own_lock(
+        tools in proptest::collection::btree_map(
+            "[a-d]{1,3}",
+            proptest::collection::btree_map("[a-c]{1,2}", ("string|integer|boolean", any::<bool>()), 0..4),
+            1..6,
+        )
+    ) {
+        let tools: Vec<(&str, Value)> = tools
+            .iter()
+            .map(|(name, params)| {
+                let properties: serde_json::Map<String, Value> = params
+                    .iter()
+                    .map(|(p, (ty, _))| (p.clone(), json!({"type": ty})))
+                    .collect();
+                let required: Vec<&String> = params.iter().filter(|(_, (_, r))| *r).map(|(p, _)| p).collect();
+                (name.as_str(), json!({"type": "object", "properties": properties, "required": required}))
+            })
+            .collect();
+        let s = surface(&[("srv", tools)], &[]);
+        let lock = Lock::of(&s);
+        prop_assert_eq!(Lock::parse(&lock.render()).unwrap(), lock.clone());
+        prop_assert_eq!(compare(&lock, &s), vec![]);
+    }
+}
