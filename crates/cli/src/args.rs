@@ -39,6 +39,9 @@ pub enum Command {
     Call(CallArgs),
     /// Tools, bytes and tokens of the listing, per server and total.
     Stats,
+    /// Write `moniker.lock` beside the config: every exposed name and alias, with its server,
+    /// origin and schema hash, so that `moniker check` can tell when a change breaks a client.
+    Lock(LockArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -66,6 +69,16 @@ pub struct CheckArgs {
     /// Check the config file and its naming rules only: start no server.
     #[arg(long)]
     pub offline: bool,
+    /// Exit 1 when the surface breaks a name or a schema of `moniker.lock` (beside the config).
+    #[arg(long, conflicts_with = "offline")]
+    pub locked: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LockArgs {
+    /// Print what would change in `moniker.lock`, without writing it.
+    #[arg(long)]
+    pub diff: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -133,7 +146,12 @@ mod tests {
         assert_eq!(cli.config, Some(PathBuf::from("x.yaml")));
         assert!(matches!(
             cli.command,
-            Command::Check(CheckArgs { offline: true })
+            Command::Check(CheckArgs { offline: true, .. })
+        ));
+        assert!(Cli::try_parse_from(["moniker", "check", "--offline", "--locked"]).is_err());
+        assert!(matches!(
+            Cli::try_parse_from(["moniker", "lock", "--diff"]).map(|c| c.command),
+            Ok(Command::Lock(LockArgs { diff: true }))
         ));
         assert!(Cli::try_parse_from(["moniker", "--log", "debug", "stats"]).is_ok());
         assert!(Cli::try_parse_from(["moniker", "--log", "a=b=c", "stats"]).is_err());

@@ -7,6 +7,7 @@
 
 mod args;
 mod check;
+mod lockfile;
 mod online;
 mod output;
 mod render;
@@ -109,7 +110,8 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => online::serve(config, args).await,
-            Command::Check(_) => online::check_online(config).await,
+            Command::Check(args) => online::check_online(config, args.locked).await,
+            Command::Lock(args) => online::lock(config, args).await,
             Command::List(args) => online::list(config, args).await,
             Command::Call(args) => online::call(config, args).await,
             Command::Stats => online::stats(config).await,

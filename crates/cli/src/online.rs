@@ -14,9 +14,9 @@ use moniker_gateway::{Gateway, ServerEntry, Settings, StartError};
 use moniker_surface::{Exposed, Kind, Route};
 use serde_json::Value;
 
-use crate::args::{CallArgs, ListArgs, ServeArgs};
+use crate::args::{CallArgs, ListArgs, LockArgs, ServeArgs};
 use crate::render::Renderer;
-use crate::{Exit, Failure, check, output};
+use crate::{Exit, Failure, check, lockfile, output};
 
 /// Expands `${VAR}`s and starts every server. `Err(exit)` when the config or the surface is
 /// invalid; the diagnostics have been rendered to stderr.
@@ -251,8 +251,19 @@ fn http_banner(local: std::net::SocketAddr, http: &moniker_config::HttpConfig) -
     lines.join("\n")
 }
 
-/// `moniker check`: the config, the servers and the surface they make together.
-pub async fn check_online(mut config: Config) -> Result<Exit, Failure> {
+/// `moniker check`: the config, the servers and the surface they make together; with a
+/// `moniker.lock` beside the config, what the surface breaks of it (warnings, or with
+/// `locked` exit 1).
+pub async fn check_online(mut config: Config, locked: bool) -> Result<Exit, Failure> {
+    let lock_path = lockfile::path(&config);
+    let lock = lockfile::read(&lock_path)?;
+    if locked && lock.is_none() {
+        return Err(format!(
+            "`--locked` needs `{}`: write it with `moniker lock`",
+            lock_path.display()
+        )
+        .into());
+    }
     if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
         output::report(&Renderer::for_stderr().config_report(&report));
         output::line(&check::invalid_summary(&report))?;
@@ -283,6 +294,11 @@ pub async fn check_online(mut config: Config) -> Result<Exit, Failure> {
             sets,
         ));
     }
+    let breaking = lock
+        .as_ref()
+        .map(|lock| moniker_surface::lock::compare(lock, &view.surface))
+        .unwrap_or_default();
+    diagnostics.extend(breaking.iter().map(lockfile::diagnostic));
     let exit = check::report(&config, &diagnostics)?;
     let failed = report_failed_servers(&gateway, "error");
     output::line(&format!(
@@ -296,12 +312,67 @@ pub async fn check_online(mut config: Config) -> Result<Exit, Failure> {
         view.up.len(),
         config.servers.values().filter(|s| !s.disabled).count()
     ))?;
+    if lock.is_some() {
+        output::line(&match breaking.len() {
+            0 => format!("no breaking change against `{}`", lock_path.display()),
+            1 => format!("1 breaking change against `{}`", lock_path.display()),
+            n => format!("{n} breaking changes against `{}`", lock_path.display()),
+        })?;
+    }
     gateway.shutdown().await;
-    Ok(if failed > 0 && exit == Exit::Ok {
+    let broken = locked && !breaking.is_empty();
+    Ok(if (failed > 0 || broken) && exit == Exit::Ok {
         Exit::Failure
     } else {
         exit
     })
+}
+
+/// `moniker lock`: starts the servers and writes `moniker.lock` beside the config (with
+/// `--diff`, prints what would change instead). Refuses when a server did not start: its names
+/// would be missing from the lock, and reported as gone by every later check.
+pub async fn lock(mut config: Config, args: LockArgs) -> Result<Exit, Failure> {
+    let path = lockfile::path(&config);
+    let old = lockfile::read(&path)?;
+    let gateway = match start(&mut config).await? {
+        Ok(gateway) => gateway,
+        Err(exit) => return Ok(exit),
+    };
+    let failed = report_failed_servers(&gateway, "error");
+    let lock = moniker_surface::Lock::of(&gateway.view().surface);
+    gateway.shutdown().await;
+    if failed > 0 {
+        output::report(&format!(
+            "error: `{}` not written: every server must be up to lock the surface",
+            path.display()
+        ));
+        return Ok(Exit::Failure);
+    }
+    let (lines, [added, removed, changed]) =
+        lockfile::diff(&old.clone().unwrap_or_default(), &lock);
+    if args.diff {
+        for line in &lines {
+            output::line(line)?;
+        }
+        output::line(&if lines.is_empty() && old.is_some() {
+            format!("`{}` is up to date", path.display())
+        } else {
+            format!(
+                "{added} added, {removed} removed, {changed} changed in `{}` (not written)",
+                path.display()
+            )
+        })?;
+        return Ok(Exit::Ok);
+    }
+    lockfile::write(&path, &lock.render())?;
+    let tools = lock.entries.iter().filter(|e| e.kind == Kind::Tool).count();
+    output::line(&format!(
+        "wrote `{}`: {} tools, {} prompts ({added} added, {removed} removed, {changed} changed)",
+        path.display(),
+        tools,
+        lock.entries.len() - tools,
+    ))?;
+    Ok(Exit::Ok)
 }
 
 /// Says why each server that is not up failed (as `level: server ... failed to start: why`);

@@ -10,7 +10,7 @@ fn repo_root() -> PathBuf {
 }
 
 /// `moniker ARGS` from the repository root, with a quiet, colorless, config-free environment.
-fn moniker(args: &[&str]) -> Command {
+pub(crate) fn moniker(args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_moniker"));
     command
         .args(args)
@@ -21,7 +21,7 @@ fn moniker(args: &[&str]) -> Command {
     command
 }
 
-fn run(command: &mut Command) -> (i32, String, String) {
+pub(crate) fn run(command: &mut Command) -> (i32, String, String) {
     let Output {
         status,
         stdout,

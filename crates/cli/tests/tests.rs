@@ -5,6 +5,7 @@ mod bounded;
 mod check;
 mod first_contact;
 mod http;
+mod lock;
 mod serve;
 mod stdio;
 mod surfaces;
