@@ -300,6 +300,13 @@ pub async fn check_online(mut config: Config, locked: bool) -> Result<Exit, Fail
         .unwrap_or_default();
     diagnostics.extend(breaking.iter().map(lockfile::diagnostic));
     let exit = check::report(&config, &diagnostics)?;
+    if let Some(fix) = moniker_surface::lock::merged_fix(&breaking) {
+        output::report(&format!(
+            "help: to keep every old name working, add to `{}`:\n{}",
+            config.source.file_name,
+            indent(&fix)
+        ));
+    }
     let failed = report_failed_servers(&gateway, "error");
     output::line(&format!(
         "{} tools{} and {} prompts from {} of {} servers",
@@ -326,6 +333,13 @@ pub async fn check_online(mut config: Config, locked: bool) -> Result<Exit, Fail
     } else {
         exit
     })
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("      {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `moniker lock`: starts the servers and writes `moniker.lock` beside the config (with

@@ -442,8 +442,34 @@ pub struct Keep {
     pub target: String,
     /// Renamed (`true`), or the entry's name is still there and only aliases went.
     pub renamed: bool,
+    /// `tools` or `prompts`.
+    pub section: &'static str,
+    /// The override's line under its section: `discover_sub_goals: { aliases: [discover_goals] }`.
+    pub entry: String,
     /// Ready to paste: `tools:\n  discover_sub_goals: { aliases: [discover_goals] }`.
     pub yaml: String,
+}
+
+/// The overrides of every gone name with a fix, in one block per section (pasting several
+/// blocks one after the other would repeat a key); `None` when fewer than two need one.
+pub fn merged_fix(breaking: &[Breaking]) -> Option<String> {
+    let mut sections: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for b in breaking {
+        if let Breaking::Gone { fix: Some(fix), .. } = b {
+            let entries = sections.entry(fix.section).or_default();
+            if !entries.contains(&fix.entry.as_str()) {
+                entries.push(&fix.entry);
+            }
+        }
+    }
+    if sections.values().map(Vec::len).sum::<usize>() < 2 {
+        return None;
+    }
+    let blocks: Vec<String> = sections
+        .into_iter()
+        .map(|(section, entries)| format!("{section}:\n  {}", entries.join("\n  ")))
+        .collect();
+    Some(blocks.join("\n"))
 }
 
 impl Breaking {
@@ -531,10 +557,12 @@ pub fn compare(lock: &Lock, surface: &Surface) -> Vec<Breaking> {
                 None => likely_rename(entry, &now, &locked_names).map(|t| (t, true)),
             };
             let fix = target.and_then(|(target, renamed)| {
-                keep(entry, &gone, target, surface).map(|yaml| Keep {
+                keep(entry, &gone, target, surface).map(|line| Keep {
                     target: target.name.clone(),
                     renamed,
-                    yaml,
+                    section: entry.kind.section(),
+                    yaml: format!("{}:\n  {line}", entry.kind.section()),
+                    entry: line,
                 })
             });
             out.push(Breaking::Gone {
@@ -585,8 +613,8 @@ fn likely_rename<'a>(
 }
 
 /// The override that gives `target` the `gone` names as aliases (hidden ones stay hidden),
-/// keeping the aliases the target has: `tools:\n  <origin>: { aliases: [...] }`. `None` for an
-/// action tool, whose aliases live in `actions:`.
+/// keeping the aliases the target has: `<origin>: { aliases: [...] }`, the line under `tools:`.
+/// `None` for an action tool, whose aliases live in `actions:`.
 fn keep(entry: &Entry, gone: &[String], target: &Entry, surface: &Surface) -> Option<String> {
     if target.origin == "-" {
         return None;
@@ -621,8 +649,7 @@ fn keep(entry: &Entry, gone: &[String], target: &Entry, surface: &Surface) -> Op
         format!("name: {}, ", yaml_scalar(&target.name))
     };
     Some(format!(
-        "{}:\n  {}: {{ {name}aliases: [{}] }}",
-        entry.kind.section(),
+        "{}: {{ {name}aliases: [{}] }}",
         yaml_scalar(&key),
         items.join(", ")
     ))

@@ -370,3 +370,40 @@ proptest! {
         prop_assert_eq!(compare(&lock, &s), vec![]);
     }
 }
+
+#[test]
+fn several_overrides_merge_into_one_block() {
+    let lock = Lock::of(&surface(
+        &[(
+            "cg",
+            vec![
+                ("discover_goals", goal_schema()),
+                (
+                    "dream",
+                    json!({"type": "object", "properties": {"x": {"type": "number"}}}),
+                ),
+            ],
+        )],
+        &[],
+    ));
+    let now = surface(
+        &[(
+            "cg",
+            vec![
+                ("discover_sub_goals", goal_schema()),
+                (
+                    "trigger_dream",
+                    json!({"type": "object", "properties": {"x": {"type": "number"}}}),
+                ),
+            ],
+        )],
+        &[],
+    );
+    let breaking = compare(&lock, &now);
+    assert_eq!(breaking.len(), 2, "{breaking:#?}");
+    assert_eq!(
+        merged_fix(&breaking).unwrap(),
+        "tools:\n  discover_sub_goals: { aliases: [discover_goals] }\n  trigger_dream: { aliases: [dream] }"
+    );
+    assert_eq!(merged_fix(&breaking[..1]), None);
+}
