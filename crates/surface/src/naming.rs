@@ -546,22 +546,33 @@ fn claim_names<'a>(
             source: name_source,
         });
         if let (Some(rule), Some(key)) = (n.rule, n.key) {
-            for (i, alias) in rule.aliases.iter().enumerate() {
-                let at = path(&[
-                    Seg::Key(section),
-                    Seg::Key(key),
-                    Seg::Key("aliases"),
-                    Seg::Index(i),
-                ]);
-                claims.entry(alias.name.as_str()).or_default().push(Claim {
-                    item,
-                    alias: true,
-                    source: Source::Config(at),
-                });
-            }
+            claim_aliases(&mut claims, section, key, &rule.aliases, item);
         }
     }
     claims
+}
+
+/// The claims of the aliases written at `<section>.<key>.aliases`, for item `item`.
+fn claim_aliases<'a>(
+    claims: &mut BTreeMap<&'a str, Vec<Claim>>,
+    section: &str,
+    key: &str,
+    aliases: &'a [crate::AliasRule],
+    item: usize,
+) {
+    for (i, alias) in aliases.iter().enumerate() {
+        let at = path(&[
+            Seg::Key(section),
+            Seg::Key(key),
+            Seg::Key("aliases"),
+            Seg::Index(i),
+        ]);
+        claims.entry(alias.name.as_str()).or_default().push(Claim {
+            item,
+            alias: true,
+            source: Source::Config(at),
+        });
+    }
 }
 
 /// The claims of the action tools that have members, as items `first + p`.
@@ -579,19 +590,7 @@ fn claim_actions<'a>(plans: &'a [Plan<'_>], first: usize) -> BTreeMap<&'a str, V
             alias: false,
             source: Source::Config(at),
         });
-        for (i, alias) in plan.rule.aliases.iter().enumerate() {
-            let at = path(&[
-                Seg::Key("actions"),
-                Seg::Key(plan.name),
-                Seg::Key("aliases"),
-                Seg::Index(i),
-            ]);
-            claims.entry(alias.name.as_str()).or_default().push(Claim {
-                item,
-                alias: true,
-                source: Source::Config(at),
-            });
-        }
+        claim_aliases(&mut claims, "actions", plan.name, &plan.rule.aliases, item);
     }
     claims
 }
