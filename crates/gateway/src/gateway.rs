@@ -193,7 +193,7 @@ impl Gateway {
 
     /// What toolset `name` selects in `view` (empty when it cannot be resolved).
     pub fn toolset(&self, name: &str, view: &View) -> moniker_surface::toolsets::Selection {
-        crate::toolsets::Equipped::new(name, &view.surface, &view.up, &self.catalog.sets(), false)
+        crate::toolsets::Equipped::new(name, &view.surface, &view.up, &self.catalog.sets())
             .selection
     }
 

@@ -52,11 +52,18 @@ pub struct Session {
     toolset: Mutex<Option<String>>,
     /// The equipped toolset resolved against the view it was resolved for. The view is kept
     /// (not its address): a rebuilt view is another view.
-    equipped: Mutex<Option<(Arc<View>, Arc<Equipped>)>>,
+    equipped: Mutex<Option<(Arc<View>, Arc<Toolset>)>>,
     protocol_version: OnceLock<String>,
 }
 
 type Reply = Option<Message>;
+
+/// The equipped toolset resolved against one view, with its listings rendered once.
+pub(crate) struct Toolset {
+    equipped: Equipped,
+    tools_result: String,
+    prompts_result: String,
+}
 
 /// The id of a request, raw JSON.
 fn id_of(request: &Message) -> &str {
@@ -95,10 +102,6 @@ impl Session {
             equipped: Mutex::new(None),
             protocol_version: OnceLock::new(),
         })
-    }
-
-    pub fn is_ready(&self) -> bool {
-        self.peer.is_ready()
     }
 
     /// The protocol version agreed in `initialize`.

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use moniker_surface::toolsets::{self, Selection, ToolsetRule};
 use moniker_surface::{Diagnostic, Kind, Surface, listing};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::store::{Opened, Store, StoredTool, StoredToolset};
@@ -109,8 +110,6 @@ pub struct Equipped {
     pub selection: Selection,
     /// What of the selection is listed: what a server that is up serves.
     pub listed: Selection,
-    pub tools_result: String,
-    pub prompts_result: String,
 }
 
 impl Equipped {
@@ -122,7 +121,6 @@ impl Equipped {
         surface: &Surface,
         up: &std::collections::BTreeSet<moniker_surface::ServerId>,
         sets: &BTreeMap<String, ToolsetRule>,
-        manages: bool,
     ) -> Self {
         let mut selection = match toolsets::select(surface, name, sets) {
             Ok(selection) => selection,
@@ -146,22 +144,21 @@ impl Equipped {
         listed.prompts.retain(|n| live(Kind::Prompt, n));
         listed.aliases.retain(|_, n| listed.tools.contains(n));
         selection.stale.sort();
-        let extra = if manages {
-            moniker_surface::management::definitions()
-        } else {
-            &[]
-        };
         Self {
             name: name.to_owned(),
-            tools_result: listing::render(
-                Kind::Tool,
-                toolsets::definitions(surface, &listed, Kind::Tool),
-                extra,
-            ),
-            prompts_result: toolsets::listing(surface, &listed, Kind::Prompt),
             selection,
             listed,
         }
+    }
+
+    /// The `tools/list` or `prompts/list` result of a session with this toolset, with `extra`
+    /// (the management tools) at the end.
+    pub fn render(&self, surface: &Surface, kind: Kind, extra: &[Box<RawValue>]) -> String {
+        listing::render(
+            kind,
+            toolsets::definitions(surface, &self.listed, kind),
+            extra,
+        )
     }
 
     fn describe(&self, surface: &Surface) -> Value {
@@ -237,8 +234,7 @@ pub fn call(
             let list: Vec<Value> = sets
                 .iter()
                 .map(|(name, rule)| {
-                    let mut described =
-                        Equipped::new(name, surface, up, &sets, false).describe(surface);
+                    let mut described = Equipped::new(name, surface, up, &sets).describe(surface);
                     described["source"] = json!(if catalog.is_static(name) {
                         "config"
                     } else {
@@ -274,7 +270,7 @@ pub fn call(
                     Effect::None,
                 );
             }
-            let equipped = Equipped::new(&name, surface, up, &sets, false);
+            let equipped = Equipped::new(&name, surface, up, &sets);
             (
                 result(&json!({"equipped": equipped.describe(surface)}), false),
                 Effect::Equip(name),
@@ -444,7 +440,7 @@ fn build(
         );
     }
     let sets = catalog.sets();
-    let equipped = Equipped::new(name, surface, up, &sets, false);
+    let equipped = Equipped::new(name, surface, up, &sets);
     let equip = arguments
         .get("equip")
         .and_then(Value::as_bool)

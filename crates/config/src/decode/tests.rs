@@ -17,7 +17,7 @@ fn ok(text: &str) -> Config {
     }
 }
 
-fn errors(text: &str) -> Vec<ConfigError> {
+pub(super) fn errors(text: &str) -> Vec<ConfigError> {
     match parse("moniker.yaml", text) {
         Ok(config) => panic!("expected errors, got {config:#?}"),
         Err(report) => report.errors,
@@ -36,7 +36,7 @@ fn at(e: &ConfigError) -> (usize, usize) {
     (span.line, span.column)
 }
 
-fn id(s: &str) -> ServerId {
+pub(super) fn id(s: &str) -> ServerId {
     s.parse().expect("server id")
 }
 

@@ -11,7 +11,7 @@ use moniker_surface::{Kind, Route, Via, actions, listing, management};
 use serde_json::value::RawValue;
 use tracing::Instrument as _;
 
-use super::{Answers, Reply, Session, id_of};
+use super::{Answers, Reply, Session, Toolset, id_of};
 use crate::errors::{self, Refusal};
 use crate::gateway::View;
 use crate::message::{self, Message};
@@ -21,23 +21,27 @@ use crate::toolsets::{Effect, Equipped};
 
 impl Session {
     /// The session's toolset resolved against `view`; `None` when none is equipped.
-    pub(super) fn equipped(&self, view: &Arc<View>) -> Option<Arc<Equipped>> {
+    pub(super) fn equipped(&self, view: &Arc<View>) -> Option<Arc<Toolset>> {
         let name = lock(&self.toolset).clone()?;
         let mut cache = lock(&self.equipped);
-        if let Some((at, equipped)) = cache.as_ref() {
-            if Arc::ptr_eq(at, view) && equipped.name == name {
-                return Some(equipped.clone());
+        if let Some((at, toolset)) = cache.as_ref() {
+            if Arc::ptr_eq(at, view) && toolset.equipped.name == name {
+                return Some(toolset.clone());
             }
         }
-        let equipped = Arc::new(Equipped::new(
-            &name,
-            &view.surface,
-            &view.up,
-            &self.gateway.catalog.sets(),
-            self.manages(),
-        ));
-        *cache = Some((view.clone(), equipped.clone()));
-        Some(equipped)
+        let equipped = Equipped::new(&name, &view.surface, &view.up, &self.gateway.catalog.sets());
+        let extra = if self.manages() {
+            management::definitions()
+        } else {
+            &[]
+        };
+        let toolset = Arc::new(Toolset {
+            tools_result: equipped.render(&view.surface, Kind::Tool, extra),
+            prompts_result: equipped.render(&view.surface, Kind::Prompt, &[]),
+            equipped,
+        });
+        *cache = Some((view.clone(), toolset.clone()));
+        Some(toolset)
     }
 
     /// Management tools are shown to this session.
@@ -86,7 +90,7 @@ impl Session {
             &[]
         };
         let items: Vec<Cow<'_, RawValue>> = match &equipped {
-            Some(e) => toolsets::definitions(&view.surface, &e.listed, kind).collect(),
+            Some(e) => toolsets::definitions(&view.surface, &e.equipped.listed, kind).collect(),
             None => view.listed(kind).map(Cow::Borrowed).collect(),
         };
         let all = items
@@ -124,7 +128,12 @@ impl Session {
         }
         let equipped = self.equipped(&view);
         let resolved = match &equipped {
-            Some(e) => moniker_surface::toolsets::resolve(&view.surface, &e.selection, kind, &name),
+            Some(e) => moniker_surface::toolsets::resolve(
+                &view.surface,
+                &e.equipped.selection,
+                kind,
+                &name,
+            ),
             None => view.surface.resolve(kind, &name),
         };
         let Some(resolved) = resolved else {
@@ -207,7 +216,7 @@ impl Session {
             &self.gateway.catalog,
             &view.surface,
             &view.up,
-            active.as_deref(),
+            active.as_deref().map(|t| &t.equipped),
             tool,
             &arguments,
         );

@@ -97,7 +97,7 @@ impl Session {
                 let resolved = match self.equipped(&view) {
                     Some(e) => moniker_surface::toolsets::resolve(
                         &view.surface,
-                        &e.selection,
+                        &e.equipped.selection,
                         Kind::Prompt,
                         &name,
                     ),

@@ -118,11 +118,12 @@ impl Session {
 /// call ended.
 fn relay(id: &str, response: &Message) -> (Reply, Outcome) {
     if let Some(result) = response.result_text() {
-        // Only a tool's result says `isError`; reading its fields is the one look inside a
-        // server's answer.
-        let failed = crate::message::fields(result)
-            .and_then(|f| f.get("isError").map(|v| v.get() == "true"))
-            .unwrap_or(false);
+        // Only a tool's result says `isError`; its fields are read (the one look inside a
+        // server's answer) only when the key is there at all.
+        let failed = result.contains("\"isError\"")
+            && crate::message::fields(result)
+                .and_then(|f| f.get("isError").map(|v| v.get() == "true"))
+                .unwrap_or(false);
         let outcome = if failed {
             Outcome::ToolError
         } else {

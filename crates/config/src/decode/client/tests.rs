@@ -1,25 +1,14 @@
 use indexmap::IndexMap;
-use moniker_surface::ServerId;
 
+use crate::decode::tests::{errors, id};
 use crate::server::Transport;
-use crate::{Config, ConfigError, codes, parse};
+use crate::{Config, codes, parse};
 
 fn ok(file_name: &str, text: &str) -> Config {
     match parse(file_name, text) {
         Ok(config) => config,
         Err(report) => panic!("expected a valid config:\n{report}"),
     }
-}
-
-fn errors(text: &str) -> Vec<ConfigError> {
-    match parse("moniker.yaml", text) {
-        Ok(config) => panic!("expected errors, got {config:#?}"),
-        Err(report) => report.errors,
-    }
-}
-
-fn id(s: &str) -> ServerId {
-    s.parse().expect("server id")
 }
 
 fn map(pairs: &[(&str, &str)]) -> IndexMap<String, String> {
