@@ -23,11 +23,11 @@ pub async fn serve(gateway: Arc<Gateway>) -> std::io::Result<()> {
     // microseconds per message. Anything else (a file, a terminal, /dev/null) keeps blocking
     // I/O on that thread. Each side is chosen on its own: a pipe made non-blocking must never
     // be read or written by blocking I/O.
-    let input: Box<dyn AsyncRead + Unpin + Send> = match is_pipe(&std::io::stdin()) {
+    let input: Box<dyn AsyncRead + Unpin + Send> = match pipe_fd(&std::io::stdin()) {
         Some(fd) => Box::new(pipe::Receiver::from_owned_fd(fd)?),
         None => Box::new(tokio::io::stdin()),
     };
-    let output: Box<dyn AsyncWrite + Unpin + Send> = match is_pipe(&std::io::stdout()) {
+    let output: Box<dyn AsyncWrite + Unpin + Send> = match pipe_fd(&std::io::stdout()) {
         Some(fd) => Box::new(pipe::Sender::from_owned_fd(fd)?),
         None => Box::new(tokio::io::stdout()),
     };
@@ -35,7 +35,7 @@ pub async fn serve(gateway: Arc<Gateway>) -> std::io::Result<()> {
 }
 
 /// A copy of the descriptor when it is a pipe.
-fn is_pipe(stream: &impl AsFd) -> Option<std::os::fd::OwnedFd> {
+fn pipe_fd(stream: &impl AsFd) -> Option<std::os::fd::OwnedFd> {
     let fd = stream.as_fd().try_clone_to_owned().ok()?;
     let file = File::from(fd);
     let fifo = file.metadata().ok()?.file_type().is_fifo();
