@@ -42,6 +42,18 @@ pub enum Command {
     /// Write `moniker.lock` beside the config: every exposed name and alias, with its server,
     /// origin and schema hash, so that `moniker check` can tell when a change breaks a client.
     Lock(LockArgs),
+    /// Log in to a remote server that asks for OAuth: the browser opens (`$BROWSER`, else
+    /// the platform's opener; the URL is printed too), and the tokens are kept where only you
+    /// can read them. `serve` and the other commands use and refresh them.
+    Login(ServerArg),
+    /// Forget the tokens moniker keeps for a remote server.
+    Logout(ServerArg),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServerArg {
+    /// The server's id in the config.
+    pub server: String,
 }
 
 #[derive(Debug, Clone, Args)]

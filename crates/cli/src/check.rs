@@ -10,34 +10,41 @@ use crate::{Exit, Failure, output};
 /// need only its rules.
 pub fn offline(config: &Config) -> Result<Exit, Failure> {
     let mut diagnostics = moniker_surface::check_rules(&config.rules);
-    diagnostics.extend(https_warnings(config));
+    diagnostics.extend(file_errors(config));
     report(config, &diagnostics)
 }
 
-/// A warning for each enabled server with an `https://` url: this build has no TLS, so it
-/// cannot reach them. A warning, not an error: the config itself is right, and stays right
-/// once TLS lands. (A url from `${VAR}` is not known offline, and is not warned about.)
-fn https_warnings(config: &Config) -> Vec<Diagnostic> {
-    config
-        .servers
-        .iter()
-        .filter(|(_, server)| !server.disabled)
-        .filter_map(|(id, server)| match &server.transport {
-            Transport::Http { url, .. } if url.starts_with("https://") => Some(
-                Diagnostic::warning(
-                    "server::https",
-                    format!(
-                        "server `{id}` has an https url, and this version of moniker cannot reach https servers yet"
-                    ),
-                )
-                .at(format!("servers.{id}.url"))
-                .help(
-                    "TLS support is coming; until then, reach the server over `http://` (for example through a local TLS proxy)",
-                ),
-            ),
-            _ => None,
-        })
-        .collect()
+/// An error for each file a remote server's `tls` or `auth` names that cannot be read: a
+/// missing CA or key would only show when moniker connects. (A path from `${VAR}` is not
+/// known offline, and is not checked.)
+fn file_errors(config: &Config) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (id, server) in config.servers.iter().filter(|(_, s)| !s.disabled) {
+        let Transport::Http { tls, auth, .. } = &server.transport else {
+            continue;
+        };
+        let files = [
+            ("tls.ca_file", &tls.ca_file),
+            ("tls.client_cert", &tls.client_cert),
+            ("tls.client_key", &tls.client_key),
+            ("auth.private_key", &auth.private_key),
+        ];
+        for (key, path) in files {
+            let Some(path) = path.as_deref().filter(|p| !p.contains("${")) else {
+                continue;
+            };
+            if let Err(e) = std::fs::File::open(path) {
+                out.push(
+                    Diagnostic::error("server::file", format!("cannot read `{path}`: {e}"))
+                        .at(format!("servers.{id}.{key}"))
+                        .help(format!(
+                            "`{key}` names a PEM file moniker reads when it connects"
+                        )),
+                );
+            }
+        }
+    }
+    out
 }
 
 /// Renders `diagnostics` (of any origin: rules alone, or the surface built from the servers'
@@ -123,31 +130,23 @@ mod tests {
     }
 
     #[test]
-    fn https_servers_are_warned_about() {
+    fn files_that_tls_and_auth_name_must_be_readable() {
         let config = moniker_config::parse(
             "m.yaml",
-            "servers:\n  docs: { url: https://docs.example.com/mcp }\n  local: { url: http://127.0.0.1:9000/mcp }\n  off: { url: https://off.example.com/mcp, disabled: true }\n  env: { url: \"${DOCS_URL}\" }\n  stdio: { command: x }\n",
+            "servers:\n  docs: { url: https://docs.example.com/mcp, tls: { ca_file: /nonexistent/ca.pem } }\n  off: { url: https://off.example.com/mcp, tls: { ca_file: /nonexistent/x.pem }, disabled: true }\n  env: { url: https://e.example.com/mcp, auth: { client_id: m, private_key: \"${KEY}\" } }\n  stdio: { command: x }\n",
         )
         .expect("valid");
-        let warnings = https_warnings(&config);
-        assert_eq!(warnings.len(), 1, "{warnings:#?}");
-        let warning = &warnings[0];
-        assert!(!warning.is_error());
-        assert_eq!(warning.code, "server::https");
-        assert_eq!(warning.config_path.as_deref(), Some("servers.docs.url"));
-        assert!(
-            warning
-                .message
-                .contains("this version of moniker cannot reach https servers yet"),
-            "{}",
-            warning.message
+        let errors = file_errors(&config);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(errors[0].is_error());
+        assert_eq!(
+            errors[0].config_path.as_deref(),
+            Some("servers.docs.tls.ca_file")
         );
         assert!(
-            warning
-                .help
-                .as_deref()
-                .is_some_and(|h| h.contains("TLS support is coming")),
-            "{warning:?}"
+            errors[0].message.contains("/nonexistent/ca.pem"),
+            "{}",
+            errors[0].message
         );
     }
 }

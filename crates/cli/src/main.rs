@@ -8,6 +8,7 @@
 mod args;
 mod check;
 mod lockfile;
+mod login;
 mod online;
 mod output;
 mod render;
@@ -31,6 +32,8 @@ pub enum Exit {
     Ok = 0,
     /// The servers, the network or the file system failed us.
     Failure = 1,
+    /// A server needs a person to log in: `moniker login SERVER` (`EX_NOPERM`).
+    NeedsLogin = 77,
     /// The config is invalid (`EX_CONFIG` from sysexits.h).
     InvalidConfig = 78,
 }
@@ -115,6 +118,8 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             Command::List(args) => online::list(config, args).await,
             Command::Call(args) => online::call(config, args).await,
             Command::Stats => online::stats(config).await,
+            Command::Login(args) => login::login(config, args).await,
+            Command::Logout(args) => login::logout(config, args),
         }
     })
 }

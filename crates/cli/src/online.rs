@@ -629,7 +629,11 @@ pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
             .and_then(Value::as_str)
             .unwrap_or_default();
         output::report(&format!("error {code}: {message}"));
-        return Ok(Exit::Failure);
+        return Ok(if crate::login::report_needed_logins(&config) {
+            Exit::NeedsLogin
+        } else {
+            Exit::Failure
+        });
     }
     let result = &answer["result"];
     output::line(&serde_json::to_string_pretty(result)?)?;

@@ -120,33 +120,26 @@ fn a_claude_desktop_file_is_checked_as_it_is() {
 }
 
 #[test]
-fn https_servers_get_a_warning_and_exit_0() {
+fn a_missing_ca_file_is_an_error_offline() {
     let dir = std::env::temp_dir().join(format!("moniker-cli-https-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join("moniker.yaml");
     std::fs::write(
         &file,
-        "servers:\n  docs:\n    url: https://docs.example.com/mcp\n  local:\n    url: http://127.0.0.1:9000/mcp\n",
+        "servers:\n  docs:\n    url: https://docs.example.com/mcp\n    tls: { ca_file: /nonexistent/ca.pem }\n  local:\n    url: http://127.0.0.1:9000/mcp\n",
     )
     .expect("write");
     let path = file.display().to_string();
     let (code, stdout, stderr) = run(&mut moniker(&["check", "--offline", "-c", &path]));
     std::fs::remove_dir_all(&dir).expect("cleanup");
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(
-        stdout,
-        "config ok: 2 servers, 0 tool overrides, 0 prompt overrides, 1 warning\n"
-    );
-    assert!(stderr.contains("warning[server::https]"), "{stderr}");
+    assert_eq!(code, 78, "{stderr}");
+    assert!(stdout.starts_with("1 error"), "{stdout}");
+    assert!(stderr.contains("error[server::file]"), "{stderr}");
     assert!(
-        stderr.contains(
-            "server `docs` has an https url, and this version of moniker cannot reach https servers yet"
-        ),
+        stderr.contains("cannot read `/nonexistent/ca.pem`"),
         "{stderr}"
     );
-    assert!(stderr.contains("TLS support is coming"), "{stderr}");
-    assert!(stderr.contains("servers.docs.url"), "{stderr}");
-    assert!(!stderr.contains("`local`"), "{stderr}");
+    assert!(stderr.contains("servers.docs.tls.ca_file"), "{stderr}");
 }
 
 #[test]

@@ -212,7 +212,7 @@ fn listening_on_every_address_without_a_token_says_how_to_set_one() {
 }
 
 #[test]
-fn an_https_server_is_refused_without_pretending_another_build_has_tls() {
+fn an_unreachable_https_server_is_named_with_its_reason() {
     let config = scratch().join("moniker.yaml");
     std::fs::write(
         &config,
@@ -222,8 +222,8 @@ fn an_https_server_is_refused_without_pretending_another_build_has_tls() {
     let (out, stdout, stderr) = run(&["check"], &config);
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     assert!(
-        stderr.contains("cannot reach https servers yet"),
+        stderr.contains("cannot reach `https://127.0.0.1:9/mcp`"),
         "{stderr}"
     );
-    assert!(!stderr.contains("this build"), "{stderr}");
+    assert!(!stderr.contains("TLS support"), "{stderr}");
 }

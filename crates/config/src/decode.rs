@@ -11,6 +11,7 @@ mod client;
 mod gateway;
 mod http;
 mod naming;
+mod remote;
 mod servers;
 mod toolsets;
 

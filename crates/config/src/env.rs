@@ -7,7 +7,7 @@ use moniker_surface::rules::{Seg, path};
 
 use crate::Config;
 use crate::report::{ConfigError, ConfigReport, codes};
-use crate::server::Transport;
+use crate::server::{Auth, Tls, Transport};
 use crate::source::Source;
 use crate::tree::shorten;
 
@@ -80,7 +80,7 @@ fn is_name(name: &str) -> bool {
 
 impl Config {
     /// Expands `${VAR}` and `${VAR:-default}` in the fields that reach a server: `command`,
-    /// `args`, `env` values, `cwd`, `url` and `headers` values; and in `toolsets.store`. `lookup` is the environment
+    /// `args`, `env` values, `cwd`, `url`, `headers` values, `tls` and `auth` values; and in `toolsets.store`. `lookup` is the environment
     /// (`|name| std::env::var(name).ok()`). Every unset variable is reported, at its field;
     /// no message holds a value. On error nothing is changed.
     pub fn expand_env(
@@ -115,13 +115,58 @@ impl Config {
                         .collect(),
                     cwd: cwd.as_ref().map(|c| field(&[Seg::Key("cwd")], c)),
                 },
-                Transport::Http { url, headers } => Transport::Http {
-                    url: field(&[Seg::Key("url")], url),
-                    headers: headers
-                        .iter()
-                        .map(|(k, v)| (k.clone(), field(&[Seg::Key("headers"), Seg::Key(k)], v)))
-                        .collect(),
-                },
+                Transport::Http {
+                    url,
+                    headers,
+                    tls,
+                    auth,
+                } => {
+                    let mut optional = |segs: &[Seg<'_>], text: &Option<String>| {
+                        text.as_ref().map(|t| field(segs, t))
+                    };
+                    let tls = Tls {
+                        ca_file: optional(&[Seg::Key("tls"), Seg::Key("ca_file")], &tls.ca_file),
+                        client_cert: optional(
+                            &[Seg::Key("tls"), Seg::Key("client_cert")],
+                            &tls.client_cert,
+                        ),
+                        client_key: optional(
+                            &[Seg::Key("tls"), Seg::Key("client_key")],
+                            &tls.client_key,
+                        ),
+                    };
+                    let auth = Auth {
+                        client_id: optional(
+                            &[Seg::Key("auth"), Seg::Key("client_id")],
+                            &auth.client_id,
+                        ),
+                        client_secret: optional(
+                            &[Seg::Key("auth"), Seg::Key("client_secret")],
+                            &auth.client_secret,
+                        ),
+                        client_metadata_url: optional(
+                            &[Seg::Key("auth"), Seg::Key("client_metadata_url")],
+                            &auth.client_metadata_url,
+                        ),
+                        grant: auth.grant,
+                        private_key: optional(
+                            &[Seg::Key("auth"), Seg::Key("private_key")],
+                            &auth.private_key,
+                        ),
+                        scope: optional(&[Seg::Key("auth"), Seg::Key("scope")], &auth.scope),
+                    };
+                    Transport::Http {
+                        url: field(&[Seg::Key("url")], url),
+                        headers: headers
+                            .iter()
+                            .map(|(k, v)| {
+                                (k.clone(), field(&[Seg::Key("headers"), Seg::Key(k)], v))
+                            })
+                            .collect(),
+                        tls,
+                        auth,
+                    }
+                }
             };
             expanded.push(transport);
         }
@@ -298,7 +343,7 @@ mod tests {
         assert_eq!(env["GITHUB_TOKEN"], "ghp_s3cret");
         assert_eq!(env["PLAIN"], "x$y");
         assert_eq!(cwd.as_deref(), Some("/tmp"));
-        let Transport::Http { url, headers } = &config.servers["docs"].transport else {
+        let Transport::Http { url, headers, .. } = &config.servers["docs"].transport else {
             panic!("http")
         };
         assert_eq!(url, "http://127.0.0.1:9000/mcp");

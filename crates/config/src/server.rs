@@ -26,7 +26,75 @@ pub enum Transport {
     Http {
         url: String,
         headers: IndexMap<String, String>,
+        tls: Tls,
+        auth: Auth,
     },
+}
+
+/// TLS towards one remote server, besides the platform's trust store. Paths as written
+/// (after `${VAR}` expansion); relative ones are relative to the working directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tls {
+    /// PEM certificates of a private CA, trusted for this server.
+    pub ca_file: Option<String>,
+    /// PEM certificate chain and private key for mutual TLS: both or neither.
+    pub client_cert: Option<String>,
+    pub client_key: Option<String>,
+}
+
+/// How moniker identifies itself to a remote server's authorization server (OAuth 2.1).
+/// Everything is optional: a server that answers 401 gets the authorization flow anyway,
+/// with Dynamic Client Registration. `Debug` never shows the secret.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Auth {
+    /// A pre-registered client.
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    /// A Client ID Metadata Document (an https URL), used as the `client_id` when the
+    /// authorization server supports them.
+    pub client_metadata_url: Option<String>,
+    pub grant: Grant,
+    /// A PEM private key (PKCS#8) for `private_key_jwt` client authentication.
+    pub private_key: Option<String>,
+    /// The scope to ask for, instead of the one the server names.
+    pub scope: Option<String>,
+}
+
+/// The OAuth grant moniker uses for a server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Grant {
+    /// A person logs in with a browser (`moniker login SERVER`).
+    #[default]
+    AuthorizationCode,
+    /// moniker's own credentials, with no person: for gateways that run unattended.
+    ClientCredentials,
+}
+
+impl Grant {
+    pub const NAMES: &[&str] = &["authorization_code", "client_credentials"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AuthorizationCode => "authorization_code",
+            Self::ClientCredentials => "client_credentials",
+        }
+    }
+}
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Auth")
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| RedactedValue),
+            )
+            .field("client_metadata_url", &self.client_metadata_url)
+            .field("grant", &self.grant)
+            .field("private_key", &self.private_key)
+            .field("scope", &self.scope)
+            .finish()
+    }
 }
 
 impl Transport {
@@ -54,10 +122,17 @@ impl fmt::Debug for Transport {
                 .field("env", &Redacted(env))
                 .field("cwd", cwd)
                 .finish(),
-            Self::Http { url, headers } => f
+            Self::Http {
+                url,
+                headers,
+                tls,
+                auth,
+            } => f
                 .debug_struct("Http")
                 .field("url", url)
                 .field("headers", &Redacted(headers))
+                .field("tls", tls)
+                .field("auth", auth)
                 .finish(),
         }
     }
@@ -108,9 +183,18 @@ mod tests {
         let http = Transport::Http {
             url: "http://127.0.0.1:9000/mcp".to_owned(),
             headers: IndexMap::from([("Authorization".to_owned(), "Bearer tok_456".to_owned())]),
+            tls: Tls::default(),
+            auth: Auth {
+                client_id: Some("moniker".to_owned()),
+                client_secret: Some("sec_789".to_owned()),
+                ..Auth::default()
+            },
         };
         let shown = format!("{http:?}");
-        assert!(!shown.contains("tok_456"), "{shown}");
+        assert!(
+            !shown.contains("tok_456") && !shown.contains("sec_789"),
+            "{shown}"
+        );
         assert!(shown.contains(r#""Authorization": <redacted>"#), "{shown}");
     }
 }

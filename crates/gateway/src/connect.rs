@@ -4,7 +4,9 @@
 pub mod http;
 mod legacy;
 mod link;
+mod login;
 pub mod stdio;
+mod tls;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -16,6 +18,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
+pub use self::login::{LOGIN_LIMIT, LoggedIn, login};
+use crate::auth::Store;
 use crate::message::{self, Message};
 use crate::sync::lock;
 
@@ -55,10 +59,28 @@ pub async fn start(
                 Err(e) => Err(stdio::cannot_run(command, &e)),
             }
         }
-        ServerSpec::Http { url, headers } => {
-            http::connect(server.clone(), url, headers, sink, max_message, timeout).await
+        ServerSpec::Http {
+            url,
+            headers,
+            tls,
+            auth,
+        } => {
+            let store = Store::default_dir().map(Store::new);
+            let remote = http::Remote {
+                url,
+                headers,
+                tls,
+                auth,
+                store: store.as_ref(),
+            };
+            http::connect(server.clone(), remote, sink, max_message, timeout).await
         }
     }
+}
+
+/// What a failed HTTP request met, in words (a certificate problem named).
+pub(crate) fn describe(e: &reqwest::Error) -> String {
+    link::cause(e)
 }
 
 /// The protocol version moniker asks servers for. Servers may answer another; moniker accepts

@@ -29,6 +29,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+mod tls;
+
 const WAIT: Duration = Duration::from_secs(20);
 
 async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
@@ -525,6 +527,8 @@ fn remote_entry(id: &str, url: &str, headers: &[(&str, &str)]) -> ServerEntry {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect::<IndexMap<_, _>>(),
+            tls: Default::default(),
+            auth: Default::default(),
         },
     }
 }

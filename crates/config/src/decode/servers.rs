@@ -9,16 +9,17 @@ use moniker_surface::{Name, ServerId, ServerRules};
 
 use super::{Cx, Decoded, Fields, Slot, join, list};
 use crate::report::codes;
-use crate::server::{ServerConfig, Transport};
+use crate::server::{Auth, ServerConfig, Tls, Transport};
 use crate::tree::{ScalarKind, Value, shorten};
 
 const SERVER_KEYS: &[&str] = &[
-    "command", "args", "env", "cwd", "url", "headers", "tags", "prefix", "type", "disabled",
+    "command", "args", "env", "cwd", "url", "headers", "tls", "auth", "tags", "prefix", "type",
+    "disabled",
 ];
 const TRANSPORT_TYPES: &[&str] = &["stdio", "http", "streamable-http", "sse"];
 /// Server fields that only mean something for one transport.
 const STDIO_ONLY: &[&str] = &["args", "env", "cwd"];
-const HTTP_ONLY: &[&str] = &["headers"];
+const HTTP_ONLY: &[&str] = &["headers", "tls", "auth"];
 
 impl Cx<'_> {
     /// `servers` and `mcpServers` (one of them, or a conflict); returns every syntactically
@@ -126,6 +127,14 @@ impl Cx<'_> {
             .get("headers")
             .map(|s| self.text_map(&field("headers"), s))
             .unwrap_or_default();
+        let tls = match fields.get("tls") {
+            Some(s) => self.tls(&field("tls"), s),
+            None => Some(Tls::default()),
+        };
+        let auth = match fields.get("auth") {
+            Some(s) => self.auth(&field("auth"), s),
+            None => Some(Auth::default()),
+        };
         let tags = fields
             .get("tags")
             .map(|s| self.tags(&field("tags"), s))
@@ -150,7 +159,12 @@ impl Cx<'_> {
                 cwd,
             }
         } else {
-            Transport::Http { url: url?, headers }
+            Transport::Http {
+                url: url?,
+                headers,
+                tls: tls?,
+                auth: auth?,
+            }
         };
         ok.then_some((
             ServerConfig {

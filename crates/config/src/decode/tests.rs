@@ -98,7 +98,7 @@ fn the_design_example_parses() {
     assert_eq!(env["GITHUB_TOKEN"], "${GITHUB_TOKEN}");
     assert_eq!(cwd, &None);
 
-    let Transport::Http { url, headers } = &config.servers[&id("docs")].transport else {
+    let Transport::Http { url, headers, .. } = &config.servers[&id("docs")].transport else {
         panic!("http")
     };
     assert_eq!(url, "http://127.0.0.1:9000/mcp");

@@ -38,7 +38,11 @@
 //! times out) stops being read. When the gateway drops the connection, the session is ended
 //! with DELETE (best effort).
 //!
-//! `connect` itself checks the URL (http only: moniker has no TLS yet) and the headers, and
+//! Over https, TLS is rustls with the platform's trust store and the server's `tls` settings
+//! (`connect/tls`). Every request carries the server's OAuth access token, and a challenge
+//! is answered by its authorizer (`auth`) before the request is sent again.
+//!
+//! `connect` itself checks the URL (http or https) and the headers, and
 //! that the server's address takes TCP connections within the set-up timeout (unless a proxy
 //! is configured), so that a wrong or unreachable URL fails to start with a one-line reason.
 //!
@@ -51,8 +55,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indexmap::IndexMap;
+use moniker_config::{Auth, Tls};
 use moniker_surface::ServerId;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
@@ -60,8 +65,11 @@ use self::sse::Parser;
 use super::legacy::{legacy_send, open_legacy};
 #[cfg(test)]
 use super::link::split;
-use super::link::{Link, Pending, cause, content_type, is_event_stream, one_line, read_stream};
+use super::link::{
+    Link, Pending, SendError, cause, content_type, is_event_stream, one_line, read_stream,
+};
 use super::{Connection, Sink, Started};
+use crate::auth::{Authorizer, Store};
 use crate::headers::{EVENT_STREAM, JSON, LAST_EVENT_ID, SESSION_ID};
 use crate::message::Message;
 use crate::sync::lock;
@@ -82,39 +90,41 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 const ERROR_BODY_MAX: usize = 64 * 1024;
 const ERROR_BODY_SHOWN: usize = 200;
 
+/// How to reach one remote server.
+#[derive(Clone, Copy)]
+pub struct Remote<'a> {
+    pub url: &'a str,
+    /// Sent with every request (`Authorization: Bearer ...`) and never logged.
+    pub headers: &'a IndexMap<String, String>,
+    pub tls: &'a Tls,
+    pub auth: &'a Auth,
+    /// Where OAuth tokens are kept (`None`: in memory only).
+    pub store: Option<&'a Store>,
+}
+
 /// Connects to a remote server: checks the URL and the headers, and that the server's
 /// address takes connections (within `timeout`). The handshake is the caller's; which
 /// transport the server speaks is found with it.
-/// `headers` are sent with every request (`Authorization: Bearer ...`) and never logged.
 pub async fn connect(
     server: ServerId,
-    url: &str,
-    headers: &IndexMap<String, String>,
+    remote: Remote<'_>,
     sink: Arc<dyn Sink>,
     max_message: usize,
     timeout: Duration,
 ) -> Result<Started, String> {
-    let shown = &url.to_owned();
-    let url = Url::parse(url).map_err(|e| format!("`{shown}` is not a valid URL: {e}"))?;
-    match url.scheme() {
-        "http" => {}
-        "https" => {
-            return Err(format!(
-                "cannot connect to `{shown}`: moniker cannot reach https servers yet (TLS support is not written; use an http URL, e.g. through a local TLS-terminating proxy)"
-            ));
-        }
-        other => {
-            return Err(format!(
-                "cannot connect to `{shown}`: `{other}` is not http nor https"
-            ));
-        }
+    let shown = &remote.url.to_owned();
+    let url = Url::parse(remote.url).map_err(|e| format!("`{shown}` is not a valid URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "cannot connect to `{shown}`: `{}` is not http nor https",
+            url.scheme()
+        ));
     }
     if url.host_str().is_none_or(str::is_empty) {
         return Err(format!("`{shown}` is not a valid URL: it has no host"));
     }
-    let spec_headers = headers;
     let mut headers = HeaderMap::new();
-    for (name, value) in spec_headers {
+    for (name, value) in remote.headers {
         // The value is a secret: never shown.
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| format!("`{name}` (a header for `{shown}`) is not a valid header name"))?;
@@ -124,10 +134,18 @@ pub async fn connect(
         value.set_sensitive(true);
         headers.append(name, value);
     }
-    let client = reqwest::Client::builder()
-        .connect_timeout(timeout)
-        .build()
-        .map_err(|e| format!("cannot connect to `{shown}`: {}", cause(&e)))?;
+    let client = super::tls::http_client(remote.tls, timeout)
+        .map_err(|e| format!("cannot connect to `{shown}`: {e}"))?;
+    // The user's own `Authorization` header wins over OAuth.
+    let auth = (!headers.contains_key(AUTHORIZATION)).then(|| {
+        Arc::new(Authorizer::new(
+            server.clone(),
+            url.clone(),
+            remote.auth.clone(),
+            client.clone(),
+            remote.store.cloned(),
+        ))
+    });
     probe(&url, shown, timeout).await?;
 
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
@@ -140,6 +158,7 @@ pub async fn connect(
         url,
         client,
         headers,
+        auth,
         sink,
         conn: Arc::downgrade(&conn),
         max_message,
@@ -319,13 +338,13 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: D
     // the server still holds is ended.
     let lost = link.stop.send_replace(true);
     if !lost && matches!(mode, Mode::Streamable { .. }) && link.has_session() {
-        let delete = link.request(Method::DELETE, &link.url, &[]).send();
+        let delete = link.send(Method::DELETE, &link.url, &[], None);
         match tokio::time::timeout(DELETE_TIMEOUT, delete).await {
             Ok(Ok(response)) => {
                 tracing::debug!(server = %link.server, status = %response.status(), "session ended")
             }
             Ok(Err(e)) => {
-                tracing::debug!(server = %link.server, error = %cause(&e), "cannot end the session")
+                tracing::debug!(server = %link.server, error = %e.cause(), "cannot end the session")
             }
             Err(_) => tracing::debug!(server = %link.server, "cannot end the session in time"),
         }
@@ -337,20 +356,23 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
     let mut pending = Pending::of(line);
     let had_session = link.has_session();
     let sent = link
-        .request(
+        .send(
             Method::POST,
             &link.url,
             &[
                 (CONTENT_TYPE, HeaderValue::from_static(JSON)),
                 (ACCEPT, HeaderValue::from_static(BOTH)),
             ],
+            Some(line.text()),
         )
-        .body(line.text().to_owned())
-        .send()
         .await;
     let response = match sent {
         Ok(response) => response,
-        Err(e) => {
+        Err(SendError::Unauthorized(why)) => {
+            link.fail(&mut pending, &why);
+            return Posted::Done;
+        }
+        Err(SendError::Http(e)) => {
             // While connecting, the handshake reports it; later, the connection is gone
             // when the server is.
             if first {
@@ -498,15 +520,12 @@ fn backoff(parser: &Parser, attempt: u32) -> Duration {
 }
 
 /// Opens a GET event stream (from `last_id`, when given).
-async fn open_stream(
-    link: &Link,
-    last_id: Option<&str>,
-) -> Result<reqwest::Response, reqwest::Error> {
+async fn open_stream(link: &Link, last_id: Option<&str>) -> Result<reqwest::Response, SendError> {
     let mut set = vec![(ACCEPT, HeaderValue::from_static(EVENT_STREAM))];
     if let Some(id) = last_id.and_then(|id| HeaderValue::from_str(id).ok()) {
         set.push((LAST_EVENT_ID, id));
     }
-    link.request(Method::GET, &link.url, &set).send().await
+    link.send(Method::GET, &link.url, &set, None).await
 }
 
 /// Resumes a POST stream that ended before its responses, from its last event id.
@@ -529,10 +548,14 @@ async fn resume(link: &Link, parser: &mut Parser, pending: &mut Pending) {
             Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => break,
             Ok(_) => {}
             Err(e) if e.is_connect() => {
-                link.close(&format!("cannot reach the server: {}", cause(&e)));
+                link.close(&format!("cannot reach the server: {}", e.cause()));
                 return;
             }
-            Err(_) => {}
+            Err(SendError::Unauthorized(why)) => {
+                link.fail(pending, &why);
+                return;
+            }
+            Err(SendError::Http(_)) => {}
         }
     }
     link.fail(pending, "the server's answer ended before the response");
@@ -545,12 +568,16 @@ async fn listen(link: &Link) {
     loop {
         match open_stream(link, parser.last_id()).await {
             Err(e) if e.is_connect() => {
-                link.close(&format!("cannot reach the server: {}", cause(&e)));
+                link.close(&format!("cannot reach the server: {}", e.cause()));
+                return;
+            }
+            Err(SendError::Unauthorized(why)) => {
+                tracing::warn!(server = %link.server, reason = %why, "the server refused the event stream; its own messages (list changes) will not arrive");
                 return;
             }
             Err(e) => {
                 failures += 1;
-                tracing::debug!(server = %link.server, error = %cause(&e), "cannot open the event stream");
+                tracing::debug!(server = %link.server, error = %e.cause(), "cannot open the event stream");
             }
             Ok(response) => {
                 let status = response.status();

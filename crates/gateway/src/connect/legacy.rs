@@ -18,14 +18,14 @@ use crate::message::Message;
 /// runs for the connection's life.
 pub(super) async fn open_legacy(link: &Arc<Link>) -> Result<Url, String> {
     let mut response = link
-        .request(
+        .send(
             Method::GET,
             &link.url,
             &[(ACCEPT, HeaderValue::from_static(EVENT_STREAM))],
+            None,
         )
-        .send()
         .await
-        .map_err(|e| format!("GET: {}", cause(&e)))?;
+        .map_err(|e| format!("GET: {}", e.cause()))?;
     let status = response.status();
     if !status.is_success() {
         return Err(format!("GET: HTTP {status}"));
@@ -97,13 +97,12 @@ pub(super) async fn legacy_send(link: &Link, endpoint: &Url, line: &Message, wai
 async fn legacy_post(link: &Link, endpoint: &Url, line: &Message) {
     let mut pending = Pending::of(line);
     let sent = link
-        .request(
+        .send(
             Method::POST,
             endpoint,
             &[(CONTENT_TYPE, HeaderValue::from_static(JSON))],
+            Some(line.text()),
         )
-        .body(line.text().to_owned())
-        .send()
         .await;
     match sent {
         Ok(response) if response.status().is_success() => {}
@@ -119,7 +118,7 @@ async fn legacy_post(link: &Link, endpoint: &Url, line: &Message) {
             link.fail(&mut pending, &why);
         }
         Err(e) => {
-            let why = format!("cannot reach the server: {}", cause(&e));
+            let why = format!("cannot reach the server: {}", e.cause());
             if e.is_connect() {
                 link.close(&why);
             } else {

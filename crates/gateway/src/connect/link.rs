@@ -7,16 +7,44 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use moniker_surface::ServerId;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{
+    AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, WWW_AUTHENTICATE,
+};
 use reqwest::{Method, Url};
 use serde_json::value::RawValue;
 use tokio::sync::{Notify, oneshot, watch};
 
 use super::http::sse::{Event, Parser};
 use super::{Connection, Sink, dispatch};
+use crate::auth::{self, Authorizer};
 use crate::headers::{EVENT_STREAM, PROTOCOL_VERSION, SESSION_ID};
 use crate::message::{self, Message};
 use crate::sync::lock;
+
+/// Challenges answered for one request before its refusal is taken as the answer.
+const CHALLENGE_LIMIT: u32 = 3;
+
+/// Why a request was not sent, or not answered.
+#[derive(Debug)]
+pub(super) enum SendError {
+    Http(reqwest::Error),
+    /// The server wants an authorization moniker cannot get by itself: what to do.
+    Unauthorized(String),
+}
+
+impl SendError {
+    pub(super) fn is_connect(&self) -> bool {
+        matches!(self, Self::Http(e) if e.is_connect())
+    }
+
+    /// What happened, in words.
+    pub(super) fn cause(&self) -> String {
+        match self {
+            Self::Http(e) => cause(e),
+            Self::Unauthorized(why) => why.clone(),
+        }
+    }
+}
 
 /// What the tasks of one connection share.
 pub(super) struct Link {
@@ -27,6 +55,8 @@ pub(super) struct Link {
     pub(super) client: reqwest::Client,
     /// The spec's headers (sensitive: never logged).
     pub(super) headers: HeaderMap,
+    /// The server's OAuth authorization (none when the user set `Authorization` themselves).
+    pub(super) auth: Option<Arc<Authorizer>>,
     pub(super) sink: Arc<dyn Sink>,
     /// Weak: the gateway's dropping the connection is what ends these tasks.
     pub(super) conn: Weak<Connection>,
@@ -60,6 +90,50 @@ impl Link {
             headers.insert(name.clone(), value.clone());
         }
         self.client.request(method, url.clone()).headers(headers)
+    }
+
+    /// Sends a request built like [`Link::request`], with the server's access token; a
+    /// challenge (401, or 403 `insufficient_scope`) is answered by the authorizer and the
+    /// request sent again, when it can be without a person.
+    pub(super) async fn send(
+        &self,
+        method: Method,
+        url: &Url,
+        set: &[(HeaderName, HeaderValue)],
+        body: Option<&str>,
+    ) -> Result<reqwest::Response, SendError> {
+        let mut challenges = 0;
+        loop {
+            let token = match &self.auth {
+                Some(auth) => auth.bearer().await,
+                None => None,
+            };
+            let mut request = self.request(method.clone(), url, set);
+            if let Some(token) = &token {
+                request = request.header(AUTHORIZATION, token.clone());
+            }
+            if let Some(body) = body {
+                request = request.body(body.to_owned());
+            }
+            let response = request.send().await.map_err(SendError::Http)?;
+            let Some(auth) = &self.auth else {
+                return Ok(response);
+            };
+            let status = response.status().as_u16();
+            let header = response
+                .headers()
+                .get(WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok());
+            if !auth::is_challenge(status, header) || challenges == CHALLENGE_LIMIT {
+                return Ok(response);
+            }
+            challenges += 1;
+            let header = header.map(str::to_owned);
+            tracing::debug!(server = %self.server, status, "the server asks for authorization");
+            auth.challenged(token.as_ref(), status, header.as_deref())
+                .await
+                .map_err(SendError::Unauthorized)?;
+        }
     }
 
     pub(super) fn has_session(&self) -> bool {
@@ -206,8 +280,12 @@ pub(super) fn one_line(message: &str) -> String {
     }
 }
 
-/// The innermost cause of an error, which says what happened ("Connection refused").
+/// The innermost cause of an error, which says what happened ("Connection refused"); a
+/// certificate problem in words.
 pub(super) fn cause(e: &reqwest::Error) -> String {
+    if let Some(tls) = super::tls::explain(e) {
+        return tls;
+    }
     let mut last: &dyn std::error::Error = e;
     while let Some(source) = last.source() {
         last = source;

@@ -93,6 +93,8 @@ fn a_cursor_mcp_json_is_read_as_it_is() {
         Transport::Http {
             url: "https://mcp.context7.com/mcp".to_owned(),
             headers: map(&[("CONTEXT7_API_KEY", "${env:CONTEXT7_API_KEY}")]),
+            tls: Default::default(),
+            auth: Default::default(),
         }
     );
     assert!(matches!(
@@ -128,6 +130,8 @@ fn a_vs_code_mcp_json_is_read_as_it_is() {
         Transport::Http {
             url: "https://api.githubcopilot.com/mcp/".to_owned(),
             headers: IndexMap::new(),
+            tls: Default::default(),
+            auth: Default::default(),
         }
     );
     let Transport::Stdio { command, env, .. } = &config.servers[&id("perplexity")].transport else {

@@ -1,0 +1,126 @@
+//! `moniker login` and `moniker logout`: a person's OAuth authorization of one remote server.
+
+use moniker_config::{Config, ServerConfig, Transport};
+use moniker_gateway::auth::{Browser, Store};
+use moniker_gateway::connect;
+use moniker_surface::ServerId;
+
+use crate::args::ServerArg;
+use crate::render::Renderer;
+use crate::{Exit, Failure, output};
+
+/// The configured server named `name`, with `${VAR}`s expanded.
+fn server(
+    config: &mut Config,
+    name: &str,
+) -> Result<Result<(ServerId, ServerConfig), Exit>, Failure> {
+    if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
+        output::report(&Renderer::for_stderr().config_report(&report));
+        return Ok(Err(Exit::InvalidConfig));
+    }
+    let found = config
+        .servers
+        .iter()
+        .find(|(id, _)| id.as_str() == name)
+        .map(|(id, server)| (id.clone(), server.clone()));
+    match found {
+        Some(found) => Ok(Ok(found)),
+        None => {
+            let known: Vec<&str> = config.servers.keys().map(|id| id.as_str()).collect();
+            let hint = match moniker_surface::diagnostic::did_you_mean(name, known.iter().copied())
+            {
+                Some(close) => format!(": did you mean `{close}`?"),
+                None if known.is_empty() => String::new(),
+                None => format!(" (servers: {})", known.join(", ")),
+            };
+            Err(format!("no server `{name}` in `{}`{hint}", config.source.file_name).into())
+        }
+    }
+}
+
+pub async fn login(mut config: Config, args: ServerArg) -> Result<Exit, Failure> {
+    let (id, server) = match server(&mut config, &args.server)? {
+        Ok(found) => found,
+        Err(exit) => return Ok(exit),
+    };
+    let shown = id.clone();
+    let browser = Browser::from_env(Box::new(move |url| {
+        output::report(&format!(
+            "To log in to `{shown}`, open this URL in a browser (moniker tries to open it):\n\n    {url}\n"
+        ));
+    }));
+    let timeout = config.gateway.start_timeout;
+    match connect::login(&id, &server.transport, &browser, timeout).await {
+        Ok(done) => {
+            let tools = format!(
+                "{} tool{}",
+                done.tools,
+                if done.tools == 1 { "" } else { "s" }
+            );
+            if done.authorizations == 0 {
+                output::line(&format!(
+                    "`{id}` answers without a login from you ({tools}); nothing to do"
+                ))?;
+            } else {
+                let scope = done
+                    .scope
+                    .map(|s| format!(" with scope `{s}`"))
+                    .unwrap_or_default();
+                let kept = done
+                    .path
+                    .map(|p| format!("; tokens kept in {}", p.display()))
+                    .unwrap_or_default();
+                output::line(&format!("logged in to `{id}`{scope} ({tools}){kept}"))?;
+            }
+            Ok(Exit::Ok)
+        }
+        Err(why) => {
+            output::report(&format!("error: cannot log in to `{id}`: {why}"));
+            Ok(Exit::Failure)
+        }
+    }
+}
+
+pub fn logout(mut config: Config, args: ServerArg) -> Result<Exit, Failure> {
+    let (id, server) = match server(&mut config, &args.server)? {
+        Ok(found) => found,
+        Err(exit) => return Ok(exit),
+    };
+    let Transport::Http { url, .. } = &server.transport else {
+        output::line(&format!(
+            "`{id}` is a stdio server: moniker keeps no tokens for it"
+        ))?;
+        return Ok(Exit::Ok);
+    };
+    let Some(dir) = Store::default_dir() else {
+        return Err("this platform has no user data dir: moniker keeps no tokens".into());
+    };
+    if Store::new(dir).remove(id.as_str(), url)? {
+        output::line(&format!("logged out of `{id}`: its tokens are forgotten"))?;
+    } else {
+        output::line(&format!("moniker keeps no tokens for `{id}`"))?;
+    }
+    Ok(Exit::Ok)
+}
+
+/// The servers whose last challenge waits for a person (after a command failed): the hint
+/// to log in is said once for each. Whether there was one.
+pub fn report_needed_logins(config: &Config) -> bool {
+    let Some(dir) = Store::default_dir() else {
+        return false;
+    };
+    let store = Store::new(dir);
+    let mut any = false;
+    for (id, server) in &config.servers {
+        if let Transport::Http { url, .. } = &server.transport {
+            if let Some(scope) = store.pending(id.as_str(), url) {
+                let scope = scope.map(|s| format!(" (scope `{s}`)")).unwrap_or_default();
+                output::report(&format!(
+                    "hint: `{id}` waits for you to log in{scope}: run `moniker login {id}`"
+                ));
+                any = true;
+            }
+        }
+    }
+    any
+}

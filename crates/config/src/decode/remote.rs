@@ -1,0 +1,163 @@
+//! A remote server's `tls` and `auth`: how moniker trusts it and identifies itself to it.
+
+use moniker_surface::diagnostic::did_you_mean;
+use moniker_surface::rules::Seg;
+
+use super::{Cx, Slot, join, list};
+use crate::report::codes;
+use crate::server::{Auth, Grant, Tls};
+use crate::tree::shorten;
+
+const TLS_KEYS: &[&str] = &["ca_file", "client_cert", "client_key"];
+const AUTH_KEYS: &[&str] = &[
+    "client_id",
+    "client_secret",
+    "client_metadata_url",
+    "grant",
+    "private_key",
+    "scope",
+];
+
+impl Cx<'_> {
+    pub(super) fn tls<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<Tls> {
+        let fields = self.fields(
+            slot,
+            p,
+            Some(TLS_KEYS),
+            "a map with `ca_file`, `client_cert`, `client_key`",
+        );
+        let mut path = |name: &'static str| {
+            fields
+                .get(name)
+                .and_then(|s| self.non_empty(&join(p, Seg::Key(name)), s, name))
+        };
+        let tls = Tls {
+            ca_file: path("ca_file"),
+            client_cert: path("client_cert"),
+            client_key: path("client_key"),
+        };
+        if tls.client_cert.is_some() != tls.client_key.is_some() {
+            let (has, lacks) = if tls.client_cert.is_some() {
+                ("client_cert", "client_key")
+            } else {
+                ("client_key", "client_cert")
+            };
+            self.error(
+                codes::MISSING_KEY,
+                format!("`tls` has `{has}` but no `{lacks}`"),
+                p,
+                slot.point(),
+                Some(format!(
+                    "mutual TLS needs both: add `{lacks}: <PEM file>`, or remove `{has}`"
+                )),
+            );
+            return None;
+        }
+        Some(tls)
+    }
+
+    pub(super) fn auth<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<Auth> {
+        let fields = self.fields(slot, p, Some(AUTH_KEYS), "a map of OAuth client settings");
+        let field = |name: &'static str| join(p, Seg::Key(name));
+        let mut ok = true;
+        let text = |cx: &mut Self, name: &'static str| {
+            fields
+                .get(name)
+                .and_then(|s| cx.non_empty(&field(name), s, name))
+        };
+        let client_id = text(self, "client_id");
+        let client_secret = text(self, "client_secret");
+        let client_metadata_url = text(self, "client_metadata_url");
+        let private_key = text(self, "private_key");
+        let scope = text(self, "scope");
+        let grant = match fields.get("grant") {
+            None => Grant::default(),
+            Some(s) => {
+                let name = self.string(&field("grant"), s)?;
+                match Grant::NAMES.iter().position(|g| *g == name) {
+                    Some(0) => Grant::AuthorizationCode,
+                    Some(_) => Grant::ClientCredentials,
+                    None => {
+                        let help = match did_you_mean(&name, Grant::NAMES.iter().copied()) {
+                            Some(close) => format!("did you mean `{close}`?"),
+                            None => format!("use one of {}", list(Grant::NAMES)),
+                        };
+                        self.error(
+                            codes::INVALID_VALUE,
+                            format!("unknown grant `{}`", shorten(&name)),
+                            &field("grant"),
+                            s.point(),
+                            Some(help),
+                        );
+                        return None;
+                    }
+                }
+            }
+        };
+        if let Some(url) = &client_metadata_url {
+            if !url.starts_with("https://") && !url.contains("${") {
+                let s = fields.get("client_metadata_url").unwrap_or(slot);
+                self.error(
+                    codes::INVALID_VALUE,
+                    format!("`{}` is not an https url", shorten(url)),
+                    &field("client_metadata_url"),
+                    s.point(),
+                    Some("a Client ID Metadata Document is served over https: `client_metadata_url: https://example.com/moniker.json`".to_owned()),
+                );
+                ok = false;
+            }
+        }
+        let needs_id = [
+            ("client_secret", client_secret.is_some()),
+            ("private_key", private_key.is_some()),
+        ];
+        for (name, set) in needs_id {
+            if set && client_id.is_none() {
+                self.error(
+                    codes::MISSING_KEY,
+                    format!("`auth` has `{name}` but no `client_id`"),
+                    p,
+                    slot.point(),
+                    Some(format!("add the `client_id` the `{name}` belongs to")),
+                );
+                ok = false;
+            }
+        }
+        if grant == Grant::ClientCredentials
+            && (client_id.is_none() || (client_secret.is_none() && private_key.is_none()))
+        {
+            self.error(
+                codes::MISSING_KEY,
+                "`grant: client_credentials` needs `client_id` and `client_secret` (or `private_key`)",
+                p,
+                slot.point(),
+                Some("add the credentials the authorization server gave moniker".to_owned()),
+            );
+            ok = false;
+        }
+        ok.then_some(Auth {
+            client_id,
+            client_secret,
+            client_metadata_url,
+            grant,
+            private_key,
+            scope,
+        })
+    }
+
+    /// A string that is not blank.
+    fn non_empty(&mut self, p: &[Seg<'_>], slot: Slot<'_>, name: &str) -> Option<String> {
+        let text = self.string(p, slot)?;
+        if text.trim().is_empty() {
+            self.error(
+                codes::INVALID_VALUE,
+                format!("`{name}` is empty"),
+                p,
+                slot.point(),
+                Some(format!("give `{name}` a value, or remove it")),
+            );
+            return None;
+        }
+        Some(text)
+    }
+}

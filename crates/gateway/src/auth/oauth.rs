@@ -1,0 +1,538 @@
+//! The OAuth 2.1 exchanges with an authorization server: discovery (Protected Resource
+//! Metadata, then the authorization server's metadata, with the 2025-03-26 fallbacks), who
+//! moniker is there (a configured client, a Client ID Metadata Document, or Dynamic Client
+//! Registration), and the token endpoint (authorization code, refresh token, client
+//! credentials), with the client authentication the server supports.
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use moniker_config::Auth;
+use reqwest::Url;
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderValue};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::challenge::{self, Challenge};
+use super::store::{Client, Tokens, now};
+
+/// How long one request to an authorization server may take.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much of a metadata or token answer is read.
+const ANSWER_MAX: usize = 256 * 1024;
+
+/// An authorization server's metadata (RFC 8414), the fields moniker uses.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct Metadata {
+    pub issuer: String,
+    pub authorization_endpoint: Option<String>,
+    pub token_endpoint: Option<String>,
+    pub registration_endpoint: Option<String>,
+    pub code_challenge_methods_supported: Option<Vec<String>>,
+    pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    pub scopes_supported: Option<Vec<String>>,
+    #[serde(default)]
+    pub client_id_metadata_document_supported: bool,
+    #[serde(default)]
+    pub authorization_response_iss_parameter_supported: bool,
+}
+
+/// What discovery found for one server.
+#[derive(Debug, Clone)]
+pub(crate) struct Discovered {
+    /// The resource indicator (RFC 8707) tokens are asked for.
+    pub resource: String,
+    /// The resource's `scopes_supported`.
+    pub scopes_supported: Option<Vec<String>>,
+    pub metadata: Metadata,
+}
+
+#[derive(Deserialize)]
+struct ResourceMetadata {
+    resource: Option<String>,
+    #[serde(default)]
+    authorization_servers: Vec<String>,
+    scopes_supported: Option<Vec<String>>,
+}
+
+/// Finds the authorization server of `server` (MCP authorization 2025-11-25, "Authorization
+/// Server Discovery"; 2025-03-26 when the server has no Protected Resource Metadata).
+pub(crate) async fn discover(
+    http: &reqwest::Client,
+    server: &Url,
+    challenge: Option<&Challenge>,
+) -> Result<Discovered, String> {
+    let named = challenge.and_then(|c| c.resource_metadata.as_deref());
+    let mut found = None;
+    for url in challenge::resource_metadata_urls(server, named) {
+        if let Some(document) = get_json::<ResourceMetadata>(http, &url).await? {
+            found = Some((url, document));
+            break;
+        }
+    }
+    let Some((prm_url, prm)) = found else {
+        // 2025-03-26: the authorization server is the server's origin.
+        let mut issuer = server.clone();
+        issuer.set_path("");
+        issuer.set_query(None);
+        issuer.set_fragment(None);
+        let issuer_text = issuer.as_str().trim_end_matches('/').to_owned();
+        let at = |path: &str| issuer.join(path).ok().map(|u| u.to_string());
+        // With no metadata either, the 2025-03-26 default endpoints, and PKCE S256 assumed.
+        // The origin is no issuer anyone named: its metadata's `issuer` is not checked
+        // against it (2025-03-26 servers publish theirs under a path of their own).
+        let metadata = match authorization_server(http, &issuer, None).await? {
+            Some(metadata) => metadata,
+            None => Metadata {
+                issuer: issuer_text,
+                authorization_endpoint: at("/authorize"),
+                token_endpoint: at("/token"),
+                registration_endpoint: at("/register"),
+                code_challenge_methods_supported: Some(vec!["S256".to_owned()]),
+                ..Metadata::default()
+            },
+        };
+        return Ok(Discovered {
+            resource: challenge::resource_of(server),
+            scopes_supported: None,
+            metadata,
+        });
+    };
+    let resource = match prm.resource {
+        Some(resource) if challenge::resource_matches(server, &resource) => resource,
+        Some(resource) => {
+            return Err(format!(
+                "the server's resource metadata ({prm_url}) is for `{resource}`, not for this server: refusing to authorize"
+            ));
+        }
+        None => challenge::resource_of(server),
+    };
+    let Some(issuer_text) = prm.authorization_servers.first() else {
+        return Err(format!(
+            "the server's resource metadata ({prm_url}) names no authorization server"
+        ));
+    };
+    let issuer = Url::parse(issuer_text).map_err(|e| {
+        format!("the authorization server `{issuer_text}` (from {prm_url}) is not a URL: {e}")
+    })?;
+    let Some(metadata) = authorization_server(http, &issuer, Some(issuer_text)).await? else {
+        return Err(format!(
+            "the authorization server `{issuer_text}` publishes no metadata (RFC 8414 or OpenID Connect Discovery)"
+        ));
+    };
+    Ok(Discovered {
+        resource,
+        scopes_supported: prm.scopes_supported,
+        metadata,
+    })
+}
+
+/// The metadata of the authorization server at `issuer`, checked to be the named issuer's
+/// own (RFC 8414 §3.3).
+async fn authorization_server(
+    http: &reqwest::Client,
+    issuer: &Url,
+    named: Option<&str>,
+) -> Result<Option<Metadata>, String> {
+    for url in challenge::authorization_server_metadata_urls(issuer) {
+        if let Some(metadata) = get_json::<Metadata>(http, &url).await? {
+            if let Some(issuer_text) =
+                named.filter(|n| !challenge::same_issuer(&metadata.issuer, n))
+            {
+                return Err(format!(
+                    "the metadata at {url} is for issuer `{}`, not `{issuer_text}`: refusing it",
+                    metadata.issuer
+                ));
+            }
+            return Ok(Some(metadata));
+        }
+    }
+    Ok(None)
+}
+
+/// A JSON document, or `None` when there is none at `url` (an HTTP error, or not JSON).
+async fn get_json<T: for<'de> Deserialize<'de>>(
+    http: &reqwest::Client,
+    url: &Url,
+) -> Result<Option<T>, String> {
+    let sent = http
+        .get(url.clone())
+        .header(ACCEPT, "application/json")
+        .timeout(EXCHANGE_TIMEOUT)
+        .send()
+        .await;
+    let response = match sent {
+        Ok(response) => response,
+        Err(e) => {
+            return Err(format!(
+                "cannot reach {url}: {}",
+                crate::connect::describe(&e)
+            ));
+        }
+    };
+    if !response.status().is_success() {
+        tracing::debug!(%url, status = %response.status(), "no metadata here");
+        return Ok(None);
+    }
+    let body = read(response).await?;
+    match serde_json::from_str(&body) {
+        Ok(document) => Ok(Some(document)),
+        Err(e) => {
+            tracing::debug!(%url, error = %e, "not metadata");
+            Ok(None)
+        }
+    }
+}
+
+async fn read(mut response: reqwest::Response) -> Result<String, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("the answer broke off: {}", crate::connect::describe(&e)))?
+    {
+        if body.len() + chunk.len() > ANSWER_MAX {
+            return Err(format!("the answer is over {ANSWER_MAX} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    String::from_utf8(body).map_err(|_| "the answer is not UTF-8".to_owned())
+}
+
+/// Who moniker is at the authorization server, in the order of the MCP spec: the configured
+/// client, else a Client ID Metadata Document when the server takes them, else Dynamic Client
+/// Registration (`redirect_uri` for the authorization code grant).
+pub(crate) async fn identify(
+    http: &reqwest::Client,
+    settings: &Auth,
+    metadata: &Metadata,
+    redirect_uri: Option<&str>,
+) -> Result<Client, String> {
+    if let Some(id) = &settings.client_id {
+        let method = if settings.private_key.is_some() {
+            "private_key_jwt"
+        } else if settings.client_secret.is_some() {
+            secret_method(metadata)
+        } else {
+            "none"
+        };
+        return Ok(Client {
+            client_id: id.clone(),
+            client_secret: settings.client_secret.clone(),
+            auth_method: method.to_owned(),
+            registered: false,
+        });
+    }
+    if let Some(url) = &settings.client_metadata_url {
+        if metadata.client_id_metadata_document_supported {
+            return Ok(Client {
+                client_id: url.clone(),
+                client_secret: None,
+                auth_method: "none".to_owned(),
+                registered: false,
+            });
+        }
+    }
+    let Some(endpoint) = &metadata.registration_endpoint else {
+        return Err(format!(
+            "the authorization server `{}` does not register clients (no registration endpoint){}: register moniker there and set `auth.client_id` (and `auth.client_secret`)",
+            metadata.issuer,
+            if settings.client_metadata_url.is_none()
+                && metadata.client_id_metadata_document_supported
+            {
+                ", and takes Client ID Metadata Documents: set `auth.client_metadata_url`"
+            } else {
+                ""
+            }
+        ));
+    };
+    register(http, endpoint, metadata, redirect_uri).await
+}
+
+/// How a client with a secret authenticates at the token endpoint: `client_secret_basic`
+/// unless the server offers only `client_secret_post` (RFC 8414: basic when unsaid).
+fn secret_method(metadata: &Metadata) -> &'static str {
+    match &metadata.token_endpoint_auth_methods_supported {
+        Some(methods)
+            if !methods.iter().any(|m| m == "client_secret_basic")
+                && methods.iter().any(|m| m == "client_secret_post") =>
+        {
+            "client_secret_post"
+        }
+        _ => "client_secret_basic",
+    }
+}
+
+/// Dynamic Client Registration (RFC 7591).
+async fn register(
+    http: &reqwest::Client,
+    endpoint: &str,
+    metadata: &Metadata,
+    redirect_uri: Option<&str>,
+) -> Result<Client, String> {
+    let offered = metadata.token_endpoint_auth_methods_supported.as_deref();
+    let wanted = match offered {
+        None => "none",
+        Some(methods) if methods.iter().any(|m| m == "none") => "none",
+        Some(methods) if methods.iter().any(|m| m == "client_secret_basic") => {
+            "client_secret_basic"
+        }
+        Some(methods) if methods.iter().any(|m| m == "client_secret_post") => "client_secret_post",
+        Some(_) => "none",
+    };
+    let mut body = serde_json::json!({
+        "client_name": "moniker",
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": wanted,
+        "application_type": "native",
+    });
+    if let Some(uri) = redirect_uri {
+        body["redirect_uris"] = serde_json::json!([uri]);
+    }
+    let response = http
+        .post(endpoint)
+        .json_body(&body)
+        .timeout(EXCHANGE_TIMEOUT)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot register at {endpoint}: {}",
+                crate::connect::describe(&e)
+            )
+        })?;
+    let status = response.status();
+    let text = read(response).await?;
+    if !status.is_success() {
+        return Err(format!(
+            "the authorization server refused to register moniker (HTTP {status}): {}",
+            oauth_error(&text)
+        ));
+    }
+    let answer: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("the registration answer is not JSON: {e}"))?;
+    let Some(client_id) = answer.get("client_id").and_then(Value::as_str) else {
+        return Err("the registration answer has no client_id".to_owned());
+    };
+    let client_secret = answer
+        .get("client_secret")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let method = answer
+        .get("token_endpoint_auth_method")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            if client_secret.is_some() && wanted == "none" {
+                "client_secret_basic".to_owned()
+            } else {
+                wanted.to_owned()
+            }
+        });
+    Ok(Client {
+        client_id: client_id.to_owned(),
+        client_secret,
+        auth_method: method,
+        registered: true,
+    })
+}
+
+/// The `error` and `error_description` of an OAuth error answer, or its start.
+fn oauth_error(body: &str) -> String {
+    if let Ok(value) = serde_json::from_str::<Value>(body) {
+        if let Some(error) = value.get("error").and_then(Value::as_str) {
+            return match value.get("error_description").and_then(Value::as_str) {
+                Some(d) => format!("{error}: {d}"),
+                None => error.to_owned(),
+            };
+        }
+    }
+    body.chars().take(200).collect()
+}
+
+/// Small helper so that bodies are JSON without reqwest's `json` feature.
+trait JsonBody {
+    fn json_body(self, value: &Value) -> Self;
+}
+
+impl JsonBody for reqwest::RequestBuilder {
+    fn json_body(self, value: &Value) -> Self {
+        self.header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(value.to_string())
+    }
+}
+
+/// A token request (RFC 6749 §3.2) with the client's authentication; the tokens it gave.
+/// `keep_refresh` is the refresh token to keep when the answer brings no new one.
+pub(crate) async fn token(
+    http: &reqwest::Client,
+    metadata: &Metadata,
+    client: &Client,
+    private_key: Option<&str>,
+    mut form: Vec<(&'static str, String)>,
+    keep_refresh: Option<String>,
+) -> Result<Tokens, String> {
+    let Some(endpoint) = &metadata.token_endpoint else {
+        return Err(format!(
+            "the authorization server `{}` has no token endpoint",
+            metadata.issuer
+        ));
+    };
+    let mut request = http
+        .post(endpoint)
+        .header(ACCEPT, "application/json")
+        .timeout(EXCHANGE_TIMEOUT);
+    match client.auth_method.as_str() {
+        "client_secret_basic" => {
+            let secret = client.client_secret.as_deref().unwrap_or_default();
+            // RFC 6749 §2.3.1: both parts form-urlencoded before base64.
+            let pair = format!("{}:{}", form_encode(&client.client_id), form_encode(secret));
+            let mut value = HeaderValue::from_str(&format!("Basic {}", STANDARD.encode(pair)))
+                .map_err(|_| "the client credentials cannot be sent in a header".to_owned())?;
+            value.set_sensitive(true);
+            request = request.header(AUTHORIZATION, value);
+        }
+        "client_secret_post" => {
+            form.push(("client_id", client.client_id.clone()));
+            form.push((
+                "client_secret",
+                client.client_secret.clone().unwrap_or_default(),
+            ));
+        }
+        "private_key_jwt" => {
+            let Some(key) = private_key else {
+                return Err("`private_key_jwt` needs `auth.private_key`".to_owned());
+            };
+            form.push(("client_id", client.client_id.clone()));
+            form.push((
+                "client_assertion_type",
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".to_owned(),
+            ));
+            form.push((
+                "client_assertion",
+                assertion(key, &client.client_id, &metadata.issuer)?,
+            ));
+        }
+        _ => form.push(("client_id", client.client_id.clone())),
+    }
+    let response = request.form(&form).send().await.map_err(|e| {
+        format!(
+            "cannot reach the token endpoint {endpoint}: {}",
+            crate::connect::describe(&e)
+        )
+    })?;
+    let status = response.status();
+    let text = read(response).await?;
+    if !status.is_success() {
+        return Err(format!(
+            "the authorization server refused the token request (HTTP {status}): {}",
+            oauth_error(&text)
+        ));
+    }
+    #[derive(Deserialize)]
+    struct Answer {
+        access_token: String,
+        refresh_token: Option<String>,
+        expires_in: Option<u64>,
+        scope: Option<String>,
+    }
+    let answer: Answer = serde_json::from_str(&text)
+        .map_err(|e| format!("the token answer is not what OAuth says: {e}"))?;
+    Ok(Tokens {
+        access_token: answer.access_token,
+        refresh_token: answer.refresh_token.or(keep_refresh),
+        expires_at: answer.expires_in.map(|s| now() + s),
+        scope: answer.scope,
+    })
+}
+
+fn form_encode(text: &str) -> String {
+    reqwest::Url::parse_with_params("x:", [("v", text)])
+        .ok()
+        .and_then(|u| u.query().map(|q| q.trim_start_matches("v=").to_owned()))
+        .unwrap_or_default()
+}
+
+/// A client assertion (RFC 7523 §2.2): `iss` and `sub` the client, `aud` the issuer, signed
+/// with the configured key (ES256 for an EC P-256 key, RS256 for an RSA one).
+fn assertion(key_path: &str, client_id: &str, issuer: &str) -> Result<String, String> {
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+    let pem = std::fs::read(key_path)
+        .map_err(|e| format!("cannot read `auth.private_key` {key_path}: {e}"))?;
+    let (key, algorithm) = match EncodingKey::from_ec_pem(&pem) {
+        Ok(key) => (key, Algorithm::ES256),
+        Err(_) => match EncodingKey::from_rsa_pem(&pem) {
+            Ok(key) => (key, Algorithm::RS256),
+            Err(e) => {
+                return Err(format!(
+                    "`auth.private_key` {key_path} is neither an EC P-256 nor an RSA private key in PEM: {e}"
+                ));
+            }
+        },
+    };
+    let issued = now();
+    let claims = serde_json::json!({
+        "iss": client_id,
+        "sub": client_id,
+        "aud": issuer,
+        "iat": issued,
+        "exp": issued + 300,
+        "jti": random_text(16),
+    });
+    jsonwebtoken::encode(&Header::new(algorithm), &claims, &key)
+        .map_err(|e| format!("cannot sign the client assertion: {e}"))
+}
+
+/// `bytes` random bytes, base64url: state values, PKCE verifiers, JWT ids.
+pub(crate) fn random_text(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    // getrandom fails only where the OS has no randomness: nothing could be done safely.
+    if getrandom::fill(&mut buffer).is_err() {
+        buffer.iter_mut().enumerate().for_each(|(i, b)| {
+            *b = (now() as usize).wrapping_mul(31).wrapping_add(i) as u8;
+        });
+        tracing::error!("the system has no randomness source");
+    }
+    URL_SAFE_NO_PAD.encode(buffer)
+}
+
+/// The S256 challenge of a PKCE verifier (RFC 7636 §4.2).
+pub(crate) fn s256(verifier: &str) -> String {
+    use sha2::{Digest, Sha256};
+    URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pkce_s256_matches_rfc_7636_appendix_b() {
+        assert_eq!(
+            s256("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+        assert_eq!(random_text(32).len(), 43);
+    }
+
+    #[test]
+    fn secrets_are_form_encoded_for_basic_authentication() {
+        assert_eq!(form_encode("a b:c/d"), "a+b%3Ac%2Fd");
+        assert_eq!(form_encode("plain"), "plain");
+    }
+
+    #[test]
+    fn the_secret_method_follows_what_the_server_offers() {
+        let mut metadata = Metadata::default();
+        assert_eq!(secret_method(&metadata), "client_secret_basic");
+        metadata.token_endpoint_auth_methods_supported = Some(vec!["client_secret_post".into()]);
+        assert_eq!(secret_method(&metadata), "client_secret_post");
+        metadata.token_endpoint_auth_methods_supported = Some(vec![
+            "client_secret_post".into(),
+            "client_secret_basic".into(),
+        ]);
+        assert_eq!(secret_method(&metadata), "client_secret_basic");
+    }
+}

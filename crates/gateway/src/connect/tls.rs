@@ -1,0 +1,113 @@
+//! TLS towards remote servers, with rustls (its `ring` provider; no OpenSSL): the platform's
+//! trust store, plus a server's own CA (`tls.ca_file`), and a client certificate for mutual
+//! TLS (`tls.client_cert`, `tls.client_key`). A certificate problem is never skipped: it is
+//! named (unknown issuer, expired, issued for another name) with what to do.
+
+use std::error::Error as StdError;
+use std::sync::Arc;
+use std::time::Duration;
+
+use moniker_config::Tls;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{CertificateError, ClientConfig};
+
+/// The HTTP client for one remote server (and its authorization server): its TLS settings,
+/// and `timeout` to connect.
+pub(crate) fn http_client(tls: &Tls, timeout: Duration) -> Result<reqwest::Client, String> {
+    let config = client_config(tls)?;
+    reqwest::Client::builder()
+        .connect_timeout(timeout)
+        .tls_backend_preconfigured(config)
+        .build()
+        .map_err(|e| format!("cannot set up HTTPS: {e}"))
+}
+
+fn client_config(tls: &Tls) -> Result<ClientConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let extra = match &tls.ca_file {
+        Some(path) => {
+            let certs = certificates(path, "tls.ca_file")?;
+            if certs.is_empty() {
+                return Err(format!(
+                    "`tls.ca_file` {path} holds no PEM certificate (`-----BEGIN CERTIFICATE-----`)"
+                ));
+            }
+            certs
+        }
+        None => Vec::new(),
+    };
+    let verifier =
+        rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider.clone())
+            .map_err(|e| format!("cannot read the platform's trust store: {e}"))?;
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("cannot set up TLS: {e}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier));
+    let mut config = match (&tls.client_cert, &tls.client_key) {
+        (Some(cert), Some(key)) => {
+            let chain = certificates(cert, "tls.client_cert")?;
+            if chain.is_empty() {
+                return Err(format!(
+                    "`tls.client_cert` {cert} holds no PEM certificate (`-----BEGIN CERTIFICATE-----`)"
+                ));
+            }
+            let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+                format!("cannot read the private key in `tls.client_key` {key}: {e}")
+            })?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("the client certificate and key do not go together: {e}"))?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+fn certificates(path: &str, key: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("cannot read the certificates in `{key}` {path}: {e}"))
+}
+
+/// What a failed TLS handshake means, when the failure was one (read along the error's
+/// sources): the certificate problem in words, and what to do.
+pub(crate) fn explain(error: &(dyn StdError + 'static)) -> Option<String> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return Some(describe(tls));
+        }
+        // An `io::Error` hides the error it wraps from `source()`: it is looked into.
+        next = match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn StdError + 'static)),
+            None => e.source(),
+        };
+    }
+    None
+}
+
+fn describe(error: &rustls::Error) -> String {
+    let rustls::Error::InvalidCertificate(problem) = error else {
+        return format!("the TLS handshake failed: {error}");
+    };
+    match problem {
+        CertificateError::UnknownIssuer => "the server's certificate is signed by an unknown issuer (a CA neither the platform nor `tls.ca_file` trusts): set `tls.ca_file` to the PEM file of the CA that signed it".to_owned(),
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+            "the server's certificate has expired: the server needs a new one".to_owned()
+        }
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            "the server's certificate is not valid yet (check this machine's clock)".to_owned()
+        }
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            "the server's certificate was issued for another name than the URL's host: use the host name the certificate names".to_owned()
+        }
+        CertificateError::Revoked => "the server's certificate was revoked".to_owned(),
+        other => format!("the server's certificate is refused: {other:?}"),
+    }
+}
