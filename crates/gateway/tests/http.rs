@@ -117,7 +117,12 @@ const JSON_ONLY: &[(&str, &str)] = &[("Accept", "application/json")];
 impl Client {
     fn new(url: &str) -> Self {
         Self {
-            http: reqwest::Client::new(),
+            // moniker builds reqwest without a default TLS provider: plain http needs none,
+            // but reqwest wants one chosen.
+            http: {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                reqwest::Client::new()
+            },
             url: url.to_owned(),
             session: None,
             token: None,

@@ -444,6 +444,7 @@ pub(crate) async fn token(
         access_token: answer.access_token,
         refresh_token: answer.refresh_token.or(keep_refresh),
         expires_at: answer.expires_in.map(|s| now() + s),
+        lifetime: answer.expires_in,
         scope: answer.scope,
     })
 }

@@ -44,12 +44,17 @@ pub(crate) struct Tokens {
     pub refresh_token: Option<String>,
     /// Seconds since the Unix epoch.
     pub expires_at: Option<u64>,
+    /// Seconds the token was given for (`expires_in`).
+    #[serde(default)]
+    pub lifetime: Option<u64>,
     pub scope: Option<String>,
 }
 
 impl Tokens {
-    /// Expired, or within `margin` seconds of it.
+    /// Expired, or within `margin` seconds of it (at most half its lifetime: a short-lived
+    /// token is not renewed before every use).
     pub fn expires_within(&self, margin: u64) -> bool {
+        let margin = self.lifetime.map_or(margin, |l| margin.min(l / 2));
         self.expires_at.is_some_and(|at| at <= now() + margin)
     }
 }
@@ -178,6 +183,7 @@ mod tests {
                 access_token: "at".to_owned(),
                 refresh_token: None,
                 expires_at: Some(now() + 100),
+                lifetime: Some(100),
                 scope: None,
             }),
             ..Saved::default()
