@@ -55,7 +55,15 @@ class OAuthServers:
         self.mcp: str = info["mcp"]
         self.client_id: str = info["client_credentials"]["client_id"]
         self.client_secret: str = info["client_credentials"]["client_secret"]
+        self.control: str = info["control"]
         self.stderr_path = stderr_path
+
+    def revoke_seen(self) -> None:
+        """The MCP server refuses (401 invalid_token) every access token it accepted so far."""
+        import urllib.request
+
+        with urllib.request.urlopen(urllib.request.Request(f"{self.control}/revoke-seen", method="POST"), timeout=10):
+            pass
 
     def log(self) -> str:
         try:
@@ -65,8 +73,14 @@ class OAuthServers:
 
 
 @pytest.fixture
-def oauth_servers(tmp_path: Path) -> Iterator[OAuthServers]:
-    """server.mjs running (access tokens live ACCESS_TTL seconds); stopped after the test."""
+def oauth_ttl() -> int:
+    """Lifetime of server.mjs's access tokens (a test overrides it with parametrize)."""
+    return ACCESS_TTL
+
+
+@pytest.fixture
+def oauth_servers(tmp_path: Path, oauth_ttl: int) -> Iterator[OAuthServers]:
+    """server.mjs running (access tokens live `oauth_ttl` seconds); stopped after the test."""
     assert NODE is not None
     stderr_path = tmp_path / "oauth-server.stderr"
     with open(stderr_path, "w") as errlog:
@@ -76,7 +90,7 @@ def oauth_servers(tmp_path: Path) -> Iterator[OAuthServers]:
             stdout=subprocess.PIPE,
             stderr=errlog,
             text=True,
-            env={**os.environ, "OAUTH_ACCESS_TTL": str(ACCESS_TTL)},
+            env={**os.environ, "OAUTH_ACCESS_TTL": str(oauth_ttl)},
             cwd=E2E_DIR,
         )
     try:
@@ -220,10 +234,10 @@ def text_of(result: Any) -> str:
     return "\n".join(getattr(block, "text", "") for block in result.content)
 
 
-async def call_whoami(session: Any, moniker: Moniker, what: str) -> str:
+async def call_whoami(session: Any, moniker: Moniker, what: str, sub: str = "alice") -> str:
     result = await session.call_tool("whoami", {})
     text = text_of(result)
-    assert not result.isError and "sub=alice" in text, (
+    assert not result.isError and f"sub={sub}" in text, (
         f"{what}: whoami through `moniker serve` answered {text!r} (isError={result.isError})"
         f"\n--- server.mjs log ---\n{moniker.servers.log()}"
     )
@@ -376,26 +390,56 @@ async def test_login_call_refresh_logout(moniker_oauth: Moniker, remote_config: 
     assert "moniker login remote" in stderr, f"`moniker serve` did not say to run `moniker login remote`:\n{stderr[-3000:]}"
 
 
-def test_client_credentials(moniker_oauth: Moniker, write_config, oauth_servers: OAuthServers) -> None:
+def client_credentials_config(write_config, servers: OAuthServers, name: str = "moniker.yaml") -> Path:
+    auth = {"grant": "client_credentials", "client_id": servers.client_id, "client_secret": servers.client_secret}
+    return write_config({"servers": {"remote": {"url": servers.mcp, "auth": auth}}}, name=name)
+
+
+async def test_client_credentials(moniker_oauth: Moniker, write_config, oauth_servers: OAuthServers) -> None:
     m = moniker_oauth
-    config = write_config(
-        {
-            "servers": {
-                "remote": {
-                    "url": oauth_servers.mcp,
-                    "auth": {
-                        "grant": "client_credentials",
-                        "client_id": oauth_servers.client_id,
-                        "client_secret": oauth_servers.client_secret,
-                    },
-                }
-            }
-        }
-    )
+    config = client_credentials_config(write_config, oauth_servers)
     done = m.run("-c", str(config), "call", "whoami", "{}")  # BROWSER unset, stdin closed
     assert done.returncode == 0, "`moniker call whoami` with client_credentials failed\n" + m.describe(done)
     assert f"sub={oauth_servers.client_id}" in done.stdout, m.describe(done)
     assert "mcp:tools" in done.stdout, m.describe(done)
+
+    # `moniker serve` gets (and renews) client-credentials tokens by itself.
+    async with m.serve(config, name="serve-cc") as session:
+        await call_whoami(session, m, "serve, client_credentials", sub=oauth_servers.client_id)
+        await anyio.sleep(ACCESS_TTL + 1)
+        await call_whoami(session, m, "serve, client_credentials, after expiry", sub=oauth_servers.client_id)
+
+
+@pytest.mark.parametrize("oauth_ttl", [120], ids=["ttl120"])
+async def test_refresh_on_401(moniker_oauth: Moniker, remote_config: Path, oauth_servers: OAuthServers) -> None:
+    """Tokens far from expiry that the server refuses anyway (401 invalid_token): moniker
+    refreshes on the challenge and retries, in `serve` and in `call`."""
+    m = moniker_oauth
+    login(m, remote_config)
+    async with m.serve(remote_config) as session:
+        await call_whoami(session, m, "before the revocation")
+        before = oauth_servers.log().count("grant.success refresh_token")
+        oauth_servers.revoke_seen()
+        await call_whoami(session, m, "after the server revoked the access token (401 invalid_token)")
+    assert oauth_servers.log().count("grant.success refresh_token") > before, (
+        "no refresh after the 401\n" + oauth_servers.log()
+    )
+    oauth_servers.revoke_seen()
+    done = m.run("-c", str(remote_config), "call", "whoami", "{}")
+    assert done.returncode == 0 and "sub=alice" in done.stdout, (
+        "`moniker call whoami` after a 401 invalid_token on a stored token\n" + m.describe(done)
+    )
+
+
+def test_call_logs_in_in_place(moniker_oauth: Moniker, remote_config: Path) -> None:
+    """oauth-interface.md: one-shot commands run the browser flow in place on a 401."""
+    m = moniker_oauth
+    done = m.run("-c", str(remote_config), "call", "whoami", "{}", browser=str(FOLLOW))
+    assert done.returncode == 0 and "sub=alice" in done.stdout, (
+        "`moniker call whoami` with no stored token and a working $BROWSER did not log in in place\n"
+        + m.describe(done)
+    )
+    assert m.auth_files(), f"`moniker call` logged in but stored nothing under {m.auth_dir}"
 
 
 _URLISH = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
@@ -462,21 +506,7 @@ async def test_no_secret_in_logs(moniker_oauth: Moniker, remote_config: Path, wr
     assert done.returncode == 0, "`moniker call whoami` (stored tokens) failed\n" + m.describe(done)
     secrets.update(stored_secrets(m.auth_files()))
 
-    cc_config = write_config(
-        {
-            "servers": {
-                "remote": {
-                    "url": oauth_servers.mcp,
-                    "auth": {
-                        "grant": "client_credentials",
-                        "client_id": oauth_servers.client_id,
-                        "client_secret": oauth_servers.client_secret,
-                    },
-                }
-            }
-        },
-        name="cc.yaml",
-    )
+    cc_config = client_credentials_config(write_config, oauth_servers, name="cc.yaml")
     done = m.run("-c", str(cc_config), "--log", "trace", "call", "whoami", "{}")
     assert done.returncode == 0, "`moniker call whoami` (client_credentials) failed\n" + m.describe(done)
     secrets["client_credentials client_secret"] = oauth_servers.client_secret

@@ -5,7 +5,8 @@
 //
 // Both listen on 127.0.0.1, ephemeral ports. When both are up, ONE JSON line goes to stdout:
 //   {"issuer": "http://127.0.0.1:A", "mcp": "http://127.0.0.1:R/mcp",
-//    "client_credentials": {"client_id": "...", "client_secret": "..."}}
+//    "client_credentials": {"client_id": "...", "client_secret": "..."},
+//    "control": "http://127.0.0.1:R/_test"}
 // A request log goes to stderr (method, path, status; never a token or a code). SIGTERM/SIGINT
 // end it cleanly.
 //
@@ -52,6 +53,9 @@
 //     mcp:tools: 403 error="insufficient_scope".
 //   - /.well-known/oauth-protected-resource/mcp (RFC 9728):
 //       {resource, authorization_servers: [issuer], scopes_supported: ["mcp:tools"]}
+//   - POST /_test/revoke-seen (for tests): every access token /mcp accepted so far is refused
+//     from now on (401 invalid_token), as if revoked before its expiry: a client must then
+//     refresh on the 401 rather than before expiry.
 //
 // The flow a client follows (checked by hand with curl and Python, and on every run by
 // test_oauth.py::test_harness_with_the_sdk_oauth_client with the Python SDK's OAuth client):
@@ -234,6 +238,8 @@ function asHandler(req, res) {
 // ------------------------------------------------------------------------------------------
 
 const jwks = createRemoteJWKSet(new URL(`${ISSUER}/jwks`));
+const accepted = new Set(); // jti of every token /mcp accepted
+const revoked = new Set(); // jti refused by /_test/revoke-seen
 
 function challenge(res, status, error, description) {
   const params = [`resource_metadata="${PRM_URL}"`, `scope="${SCOPE}"`];
@@ -267,12 +273,18 @@ async function authorize(req, res) {
     challenge(res, 401, 'invalid_token', `${err.code ?? err.name}`);
     return undefined;
   }
+  if (revoked.has(claims.jti)) {
+    log('RS rejected a token: revoked');
+    challenge(res, 401, 'invalid_token', 'revoked');
+    return undefined;
+  }
   const scopes = new Set(String(claims.scope ?? '').split(' '));
   if (!scopes.has(SCOPE)) {
     log(`RS token without ${SCOPE} (scope: ${claims.scope ?? 'none'})`);
     challenge(res, 403, 'insufficient_scope', `${SCOPE} needed`);
     return undefined;
   }
+  accepted.add(claims.jti);
   return claims;
 }
 
@@ -319,6 +331,12 @@ rsHandler = (req, res) => {
     });
     return;
   }
+  if (path === '/_test/revoke-seen' && req.method === 'POST') {
+    for (const jti of accepted) revoked.add(jti);
+    accepted.clear();
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ revoked: revoked.size }));
+    return;
+  }
   if (path === '/.well-known/oauth-protected-resource/mcp' && req.method === 'GET') {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({
@@ -351,4 +369,5 @@ process.stdout.write(`${JSON.stringify({
   issuer: ISSUER,
   mcp: RESOURCE,
   client_credentials: { client_id: ccClient.client_id, client_secret: ccClient.client_secret },
+  control: `${RS_ORIGIN}/_test`,
 })}\n`);
