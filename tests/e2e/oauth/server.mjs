@@ -1,0 +1,373 @@
+// An OAuth 2.1 authorization server and an MCP resource server that needs its tokens, in one
+// Node process, for moniker's end-to-end OAuth tests (tests/e2e/test_oauth.py).
+//
+//   node tests/e2e/oauth/server.mjs        (env OAUTH_ACCESS_TTL: access-token lifetime, s, default 60)
+//
+// Both listen on 127.0.0.1, ephemeral ports. When both are up, ONE JSON line goes to stdout:
+//   {"issuer": "http://127.0.0.1:A", "mcp": "http://127.0.0.1:R/mcp",
+//    "client_credentials": {"client_id": "...", "client_secret": "..."},
+//    "control": "http://127.0.0.1:R/_test"}
+// A request log goes to stderr (method, path, status; never a token or a code). SIGTERM/SIGINT
+// end it cleanly.
+//
+// Authorization server (AS): oidc-provider, issuer http://127.0.0.1:A (no path; plain http is
+// fine for oidc-provider, no proxy/dev setting needed).
+//   - metadata: /.well-known/oauth-authorization-server and /.well-known/openid-configuration
+//     (same document; code_challenge_methods_supported ["S256"],
+//     authorization_response_iss_parameter_supported true).
+//   - Dynamic Client Registration, open (no initial access token): POST /reg.
+//     oidc-provider's defaults for omitted metadata: grant_types ["authorization_code"] (so no
+//     refresh token unless "refresh_token" is registered too), token_endpoint_auth_method
+//     "client_secret_basic" (a secret is issued; send "none" to register a public client),
+//     application_type "web" (redirect_uri matched exactly, port included). With
+//     application_type "native" a loopback redirect_uri (http://127.0.0.1:P/callback) matches
+//     any port P (RFC 8252 7.3).
+//   - PKCE (S256 only) required for every authorization-code request (without one, or with
+//     "plain": the redirect carries error=invalid_request).
+//   - Resource Indicators (RFC 8707): the only resource is the MCP URL below; a token for it is
+//     a JWT (typ at+jwt, RS256) with aud = that URL and scope ⊆ "mcp:tools". A token request
+//     without `resource` gets the one granted at /auth (no openid scope here); an /auth request
+//     without `resource` gets an opaque token the MCP server rejects.
+//   - refresh tokens: issued by the code grant to clients registered with the refresh_token
+//     grant (offline_access not needed); default rotation (public clients get a new refresh
+//     token on each use, and reusing an old one fails).
+//   - client_credentials grant: one static confidential client (registered client_secret_basic;
+//     oidc-provider accepts client_secret_post from it too). Without `resource` the token is
+//     opaque (the MCP server answers 401 invalid_token); without scope=mcp:tools it has no
+//     scope (403 insufficient_scope). An unknown resource: error=invalid_target.
+//   - authorization responses carry `iss` (RFC 9207).
+//   - login and consent need no human: /interaction/:uid logs in the fixed account `alice`,
+//     grants whatever is asked, and redirects straight on (303, no form). So a "browser" that
+//     only follows redirects (oauth/follow.py) goes
+//       GET /auth?... -> 303 /interaction/U (login) -> 303 /auth/U -> 303 /interaction/V
+//       (consent) -> 303 /auth/V -> 303 http://127.0.0.1:P/callback?code=...&state=...&iss=...
+//     keeping the AS's cookies between hops.
+//
+// Resource server (RS), http://127.0.0.1:R:
+//   - /mcp: MCP Streamable HTTP (official TypeScript SDK, stateless), tools `whoami` (the
+//     token's sub and scope) and `echo` ({text}). POST only (GET/DELETE: 405).
+//     Every request needs `Authorization: Bearer <JWT>`, verified against the AS's JWKS
+//     (iss = issuer, aud = the /mcp URL, typ at+jwt). Without one: 401 and
+//       WWW-Authenticate: Bearer resource_metadata="http://127.0.0.1:R/.well-known/oauth-protected-resource/mcp", scope="mcp:tools"
+//     with a bad or expired one: the same plus error="invalid_token"; with a token lacking
+//     mcp:tools: 403 error="insufficient_scope".
+//   - /.well-known/oauth-protected-resource/mcp (RFC 9728):
+//       {resource, authorization_servers: [issuer], scopes_supported: ["mcp:tools"]}
+//   - POST /_test/revoke-seen (for tests): every access token /mcp accepted so far is refused
+//     from now on (401 invalid_token), as if revoked before its expiry: a client must then
+//     refresh on the 401 rather than before expiry.
+//
+// The flow a client follows (checked by hand with curl and Python, and on every run by
+// test_oauth.py::test_harness_with_the_sdk_oauth_client with the Python SDK's OAuth client):
+//   1. POST /mcp without a token -> 401 + WWW-Authenticate -> GET resource_metadata
+//   2. GET issuer/.well-known/oauth-authorization-server (or openid-configuration)
+//   3. POST /reg {redirect_uris:[loopback], grant_types:[authorization_code, refresh_token],
+//      token_endpoint_auth_method, application_type: native, ...}
+//   4. browser: GET /auth?response_type=code&client_id&redirect_uri&code_challenge(S256)
+//      &state&scope=mcp:tools[ offline_access]&resource=<mcp url> ... -> callback?code&state&iss
+//   5. POST /token grant_type=authorization_code&code&code_verifier&redirect_uri[&resource]
+//      -> {access_token (JWT), refresh_token, expires_in, scope}
+//   6. POST /mcp with Bearer -> 200; later POST /token grant_type=refresh_token&refresh_token
+//      [&resource] -> new tokens
+
+import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { createRemoteJWKSet, exportJWK, generateKeyPair, jwtVerify } from 'jose';
+import Provider, { errors } from 'oidc-provider';
+import { z } from 'zod';
+
+const HOST = '127.0.0.1';
+const ACCESS_TTL = Number.parseInt(process.env.OAUTH_ACCESS_TTL ?? '60', 10);
+if (!(ACCESS_TTL > 0)) {
+  throw new Error(`OAUTH_ACCESS_TTL must be a positive number of seconds, not ${process.env.OAUTH_ACCESS_TTL}`);
+}
+const SCOPE = 'mcp:tools';
+const ACCOUNT = 'alice';
+
+function log(message) {
+  process.stderr.write(`[oauth-e2e] ${message}\n`);
+}
+
+// Paths only: query strings hold codes and states, which stay out of logs.
+function logRequests(name, server) {
+  server.on('request', (req, res) => {
+    res.on('finish', () => log(`${name} ${req.method} ${req.url.split('?')[0]} -> ${res.statusCode}`));
+  });
+}
+
+function listen(server) {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, HOST, () => resolve(server.address().port));
+  });
+}
+
+// Both servers listen first, so each knows the other's URL before the provider is built.
+let provider;
+let rsHandler;
+const asServer = http.createServer((req, res) => asHandler(req, res));
+const rsServer = http.createServer((req, res) => rsHandler(req, res));
+logRequests('AS', asServer);
+logRequests('RS', rsServer);
+const asPort = await listen(asServer);
+const rsPort = await listen(rsServer);
+
+const ISSUER = `http://${HOST}:${asPort}`;
+const RS_ORIGIN = `http://${HOST}:${rsPort}`;
+const RESOURCE = `${RS_ORIGIN}/mcp`;
+const PRM_URL = `${RS_ORIGIN}/.well-known/oauth-protected-resource/mcp`;
+
+// ------------------------------------------------------------------------------------------
+// Authorization server
+// ------------------------------------------------------------------------------------------
+
+const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+const signingKey = { ...(await exportJWK(privateKey)), alg: 'RS256', use: 'sig', kid: 'e2e-rs256' };
+
+const ccClient = {
+  client_id: 'moniker-e2e-cc',
+  client_secret: randomBytes(24).toString('base64url'),
+  grant_types: ['client_credentials'],
+  response_types: [],
+  redirect_uris: [],
+  token_endpoint_auth_method: 'client_secret_basic',
+  scope: SCOPE,
+};
+
+provider = new Provider(ISSUER, {
+  clients: [ccClient],
+  jwks: { keys: [signingKey] },
+  cookies: { keys: [randomBytes(32).toString('base64url')] },
+  findAccount: async (_ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
+  scopes: ['openid', 'offline_access', SCOPE],
+  pkce: { required: () => true },
+  ttl: {
+    AccessToken: ACCESS_TTL,
+    ClientCredentials: ACCESS_TTL,
+  },
+  // Refresh tokens for whoever registered the refresh_token grant, offline_access or not.
+  issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+  interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+  features: {
+    devInteractions: { enabled: false },
+    registration: { enabled: true }, // open: no initial access token
+    clientCredentials: { enabled: true },
+    revocation: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      // oidc-provider's defaults for defaultResource (none: a client names the resource itself,
+      // RFC 8707, as MCP requires) and useGrantedResource (a token request without `resource`
+      // gets the granted one since no openid scope is involved).
+      getResourceServerInfo: async (_ctx, resourceIndicator) => {
+        if (resourceIndicator !== RESOURCE) {
+          throw new errors.InvalidTarget(`unknown resource ${resourceIndicator}`);
+        }
+        return {
+          scope: SCOPE,
+          audience: RESOURCE,
+          accessTokenTTL: ACCESS_TTL,
+          accessTokenFormat: 'jwt',
+          jwt: { sign: { alg: 'RS256' } },
+        };
+      },
+    },
+  },
+  // Keep the AS's own error pages short (they land in follow.py's stderr).
+  renderError: async (ctx, out) => {
+    ctx.type = 'text/plain';
+    ctx.body = `oidc-provider error: ${out.error}: ${out.error_description ?? ''}\n`;
+  },
+});
+
+provider.on('server_error', (_ctx, err) => log(`AS server_error: ${err.stack ?? err}`));
+for (const event of ['authorization.error', 'grant.error', 'registration_create.error', 'introspection.error']) {
+  provider.on(event, (_ctx, err) => log(`AS ${event}: ${err.name}: ${err.message} ${err.error_description ?? ''}`));
+}
+provider.on('grant.success', (ctx) => log(`AS grant.success ${ctx.oidc.params.grant_type}`));
+provider.on('registration_create.success', (_ctx, client) => log(
+  `AS registered client: application_type=${client.applicationType} `
+  + `token_endpoint_auth_method=${client.tokenEndpointAuthMethod} grant_types=${client.grantTypes} `
+  + `redirect_uris=${client.redirectUris}`,
+));
+
+const providerCallback = provider.callback();
+
+// Login and consent without a human: log `alice` in, grant everything asked, redirect on.
+async function interaction(req, res) {
+  const details = await provider.interactionDetails(req, res);
+  const { prompt, params, session } = details;
+  if (prompt.name === 'login') {
+    await provider.interactionFinished(req, res, { login: { accountId: ACCOUNT } }, { mergeWithLastSubmission: false });
+    return;
+  }
+  if (prompt.name === 'consent') {
+    const grant = details.grantId
+      ? await provider.Grant.find(details.grantId)
+      : new provider.Grant({ accountId: session.accountId, clientId: params.client_id });
+    const missing = prompt.details;
+    if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope.join(' '));
+    if (missing.missingOIDCClaims) grant.addOIDCClaims(missing.missingOIDCClaims);
+    for (const [indicator, scopes] of Object.entries(missing.missingResourceScopes ?? {})) {
+      grant.addResourceScope(indicator, scopes.join(' '));
+    }
+    const grantId = await grant.save();
+    const consent = details.grantId ? {} : { grantId };
+    await provider.interactionFinished(req, res, { consent }, { mergeWithLastSubmission: true });
+    return;
+  }
+  res.writeHead(500, { 'content-type': 'text/plain' }).end(`unexpected prompt ${prompt.name}\n`);
+}
+
+function asHandler(req, res) {
+  if (req.method === 'GET' && /^\/interaction\/[^/?]+(\?|$)/.test(req.url)) {
+    interaction(req, res).catch((err) => {
+      log(`AS interaction failed: ${err.name}: ${err.message}`);
+      if (!res.headersSent) res.writeHead(400, { 'content-type': 'text/plain' });
+      res.end(`interaction failed: ${err.message}\n`);
+    });
+    return;
+  }
+  providerCallback(req, res);
+}
+
+// ------------------------------------------------------------------------------------------
+// Resource server
+// ------------------------------------------------------------------------------------------
+
+const jwks = createRemoteJWKSet(new URL(`${ISSUER}/jwks`));
+const accepted = new Set(); // jti of every token /mcp accepted
+const revoked = new Set(); // jti refused by /_test/revoke-seen
+
+function challenge(res, status, error, description) {
+  const params = [`resource_metadata="${PRM_URL}"`, `scope="${SCOPE}"`];
+  if (error) params.push(`error="${error}"`);
+  if (description) params.push(`error_description="${description.replace(/["\\]/g, '')}"`);
+  res.writeHead(status, {
+    'www-authenticate': `Bearer ${params.join(', ')}`,
+    'content-type': 'application/json',
+  });
+  res.end(JSON.stringify({ error: error ?? 'unauthorized', error_description: description }));
+}
+
+// -> the verified claims, or undefined once a 401/403 was sent.
+async function authorize(req, res) {
+  const header = req.headers.authorization ?? '';
+  const match = /^Bearer[ ]+([^ ]+)$/i.exec(header);
+  if (!match) {
+    challenge(res, 401, header ? 'invalid_request' : undefined, header ? 'not a Bearer authorization' : undefined);
+    return undefined;
+  }
+  let claims;
+  try {
+    ({ payload: claims } = await jwtVerify(match[1], jwks, {
+      issuer: ISSUER,
+      audience: RESOURCE,
+      typ: 'at+jwt',
+      algorithms: ['RS256'],
+    }));
+  } catch (err) {
+    log(`RS rejected a token: ${err.code ?? err.name}`);
+    challenge(res, 401, 'invalid_token', `${err.code ?? err.name}`);
+    return undefined;
+  }
+  if (revoked.has(claims.jti)) {
+    log('RS rejected a token: revoked');
+    challenge(res, 401, 'invalid_token', 'revoked');
+    return undefined;
+  }
+  const scopes = new Set(String(claims.scope ?? '').split(' '));
+  if (!scopes.has(SCOPE)) {
+    log(`RS token without ${SCOPE} (scope: ${claims.scope ?? 'none'})`);
+    challenge(res, 403, 'insufficient_scope', `${SCOPE} needed`);
+    return undefined;
+  }
+  accepted.add(claims.jti);
+  return claims;
+}
+
+function mcpServer(claims) {
+  const server = new McpServer({ name: 'moniker-e2e-oauth', version: '1.0.0' });
+  server.registerTool(
+    'whoami',
+    { description: 'Who the access token was issued to: its sub and scope.', inputSchema: {} },
+    async () => ({ content: [{ type: 'text', text: `sub=${claims.sub} scope=${claims.scope ?? ''}` }] }),
+  );
+  server.registerTool(
+    'echo',
+    { description: 'Echoes the text back.', inputSchema: { text: z.string() } },
+    async ({ text }) => ({ content: [{ type: 'text', text }] }),
+  );
+  return server;
+}
+
+async function mcp(req, res) {
+  const claims = await authorize(req, res);
+  if (!claims) return;
+  if (req.method !== 'POST') {
+    res.writeHead(405, { allow: 'POST' }).end();
+    return;
+  }
+  // Stateless: a server and a transport per request.
+  const server = mcpServer(claims);
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+  res.on('close', () => {
+    transport.close().catch(() => {});
+    server.close().catch(() => {});
+  });
+  await server.connect(transport);
+  await transport.handleRequest(req, res);
+}
+
+rsHandler = (req, res) => {
+  const path = req.url.split('?')[0];
+  if (path === '/mcp') {
+    mcp(req, res).catch((err) => {
+      log(`RS /mcp failed: ${err.stack ?? err}`);
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end();
+    });
+    return;
+  }
+  if (path === '/_test/revoke-seen' && req.method === 'POST') {
+    for (const jti of accepted) revoked.add(jti);
+    accepted.clear();
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ revoked: revoked.size }));
+    return;
+  }
+  if (path === '/.well-known/oauth-protected-resource/mcp' && req.method === 'GET') {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({
+      resource: RESOURCE,
+      authorization_servers: [ISSUER],
+      scopes_supported: [SCOPE],
+      bearer_methods_supported: ['header'],
+    }));
+    return;
+  }
+  res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+};
+
+// ------------------------------------------------------------------------------------------
+
+function shutdown(signal) {
+  log(`${signal}: closing`);
+  asServer.closeAllConnections();
+  rsServer.closeAllConnections();
+  let open = 2;
+  const done = () => { open -= 1; if (open === 0) process.exit(0); };
+  asServer.close(done);
+  rsServer.close(done);
+  setTimeout(() => process.exit(0), 2000).unref();
+}
+process.on('SIGTERM', () => shutdown('SIGTERM'));
+process.on('SIGINT', () => shutdown('SIGINT'));
+
+process.stdout.write(`${JSON.stringify({
+  issuer: ISSUER,
+  mcp: RESOURCE,
+  client_credentials: { client_id: ccClient.client_id, client_secret: ccClient.client_secret },
+  control: `${RS_ORIGIN}/_test`,
+})}\n`);

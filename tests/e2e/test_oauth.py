@@ -1,0 +1,530 @@
+"""moniker as an OAuth 2.1 client, against a real authorization server (oidc-provider) and an MCP
+server that needs its tokens, both from tests/e2e/oauth/server.mjs (see the comments at its
+top for the flow and the server's rules). The "browser" is tests/e2e/oauth/follow.py, which
+follows the authorization server's redirects to moniker's loopback callback.
+
+Each test starts its own server.mjs and stops it. Tokens live under $XDG_DATA_HOME (and HOME)
+in the test's tmp_path, never in the user's home.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import selectors
+import shutil
+import stat
+import subprocess
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+E2E_DIR = Path(__file__).resolve().parent
+SessionOpener = Any  # conftest's mcp_session fixture: opener(command, args, **kw) -> async CM
+OAUTH_DIR = E2E_DIR / "oauth"
+SERVER_JS = OAUTH_DIR / "server.mjs"
+FOLLOW = OAUTH_DIR / "follow.py"
+NODE = shutil.which("node")
+
+CLI_TIMEOUT = 30  # seconds for one moniker command
+NO_BROWSER_TIMEOUT = 25  # seconds for a command that must give up when the browser fails
+SERVER_START_TIMEOUT = 20
+ACCESS_TTL = 3  # seconds: server.mjs's access tokens expire this fast, so refreshes happen
+
+pytestmark = pytest.mark.skipif(
+    NODE is None or not (E2E_DIR / "node_modules" / "oidc-provider").is_dir(),
+    reason="needs `node` on PATH and tests/e2e/node_modules/oidc-provider (npm ci --prefix tests/e2e)",
+)
+
+
+# --------------------------------------------------------------------------------------------
+# The OAuth servers
+# --------------------------------------------------------------------------------------------
+
+
+class OAuthServers:
+    def __init__(self, info: dict[str, Any], stderr_path: Path) -> None:
+        self.issuer: str = info["issuer"]
+        self.mcp: str = info["mcp"]
+        self.client_id: str = info["client_credentials"]["client_id"]
+        self.client_secret: str = info["client_credentials"]["client_secret"]
+        self.control: str = info["control"]
+        self.stderr_path = stderr_path
+
+    def revoke_seen(self) -> None:
+        """The MCP server refuses (401 invalid_token) every access token it accepted so far."""
+        import urllib.request
+
+        with urllib.request.urlopen(urllib.request.Request(f"{self.control}/revoke-seen", method="POST"), timeout=10):
+            pass
+
+    def log(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return "(no log)"
+
+
+@pytest.fixture
+def oauth_ttl() -> int:
+    """Lifetime of server.mjs's access tokens (a test overrides it with parametrize)."""
+    return ACCESS_TTL
+
+
+@pytest.fixture
+def oauth_servers(tmp_path: Path, oauth_ttl: int) -> Iterator[OAuthServers]:
+    """server.mjs running (access tokens live `oauth_ttl` seconds); stopped after the test."""
+    assert NODE is not None
+    stderr_path = tmp_path / "oauth-server.stderr"
+    with open(stderr_path, "w") as errlog:
+        proc = subprocess.Popen(
+            [NODE, str(SERVER_JS)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+            text=True,
+            env={**os.environ, "OAUTH_ACCESS_TTL": str(oauth_ttl)},
+            cwd=E2E_DIR,
+        )
+    try:
+        line = _read_line(proc, SERVER_START_TIMEOUT)
+        if not line:
+            pytest.fail(
+                f"server.mjs printed no JSON line within {SERVER_START_TIMEOUT} s (exit {proc.poll()})\n"
+                + stderr_path.read_text(errors="replace")[-3000:],
+                pytrace=False,
+            )
+        yield OAuthServers(json.loads(line), stderr_path)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        if proc.stdout:
+            proc.stdout.close()
+
+
+def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                return proc.stdout.readline().strip()
+            if proc.poll() is not None:
+                return ""
+    return ""
+
+
+# --------------------------------------------------------------------------------------------
+# moniker: one-shot commands and serve sessions, with a private HOME / XDG_DATA_HOME
+# --------------------------------------------------------------------------------------------
+
+
+class Moniker:
+    """Runs the moniker binary with tokens kept in tmp_path; records every stderr it saw."""
+
+    def __init__(self, binary: Path, tmp_path: Path, servers: OAuthServers, opener: SessionOpener) -> None:
+        self.binary = binary
+        self.tmp_path = tmp_path
+        self.servers = servers
+        self.opener = opener
+        self.data = tmp_path / "data"
+        self.home = tmp_path / "home"
+        self.data.mkdir(exist_ok=True)
+        self.home.mkdir(exist_ok=True)
+        self.follow_log = tmp_path / "follow.log"
+        self.outputs: list[tuple[str, str]] = []  # (what, text): every stderr (and CLI stdout)
+
+    @property
+    def auth_dir(self) -> Path:
+        return self.data / "moniker" / "auth"
+
+    def env(self, browser: str | None) -> dict[str, str]:
+        env = {
+            "RUST_BACKTRACE": "1",
+            "HOME": str(self.home),
+            "XDG_DATA_HOME": str(self.data),
+            "FOLLOW_LOG": str(self.follow_log),
+        }
+        if browser is not None:
+            env["BROWSER"] = browser
+        return env
+
+    def run(
+        self, *args: str, browser: str | None = None, timeout: float = CLI_TIMEOUT
+    ) -> subprocess.CompletedProcess[str]:
+        base = {k: v for k, v in os.environ.items() if k not in ("BROWSER", "RUST_LOG", "MONIKER_LOG")}
+        command = " ".join(["moniker", *args])
+        try:
+            done = subprocess.run(
+                [str(self.binary), *args],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={**base, **self.env(browser)},
+                cwd=self.tmp_path,
+            )
+        except subprocess.TimeoutExpired as expired:
+            err = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else expired.stderr
+            pytest.fail(
+                f"`{command}` did not end within {timeout} s\n--- its stderr ---\n{(err or '')[-3000:]}"
+                f"\n--- server.mjs log ---\n{self.servers.log()}",
+                pytrace=False,
+            )
+        self.outputs.append((f"`{command}` stderr", done.stderr))
+        self.outputs.append((f"`{command}` stdout", done.stdout))
+        return done
+
+    def describe(self, done: subprocess.CompletedProcess[str]) -> str:
+        return (
+            f"exit {done.returncode}\n--- stdout ---\n{done.stdout[-2000:]}\n--- stderr ---\n{done.stderr[-3000:]}"
+            f"\n--- server.mjs log ---\n{self.servers.log()}"
+        )
+
+    def serve(self, config: Path, *, log: str | None = None, name: str = "serve"):
+        args = ["-c", str(config)] + (["--log", log] if log else []) + ["serve"]
+        stderr_path = self.tmp_path / f"moniker-{name}.stderr"
+        return self.opener(
+            self.binary, args, env=self.env(None), stderr_path=stderr_path, label=f"moniker {' '.join(args)}"
+        )
+
+    def record_stderr(self, name: str) -> str:
+        text = (self.tmp_path / f"moniker-{name}.stderr").read_text(errors="replace")
+        self.outputs.append((f"`moniker serve` ({name}) stderr", text))
+        return text
+
+    def auth_files(self) -> list[Path]:
+        if not self.auth_dir.exists():
+            return []
+        return sorted(p for p in self.auth_dir.rglob("*") if p.is_file())
+
+
+@pytest.fixture
+def moniker_oauth(moniker_bin: Path, tmp_path: Path, oauth_servers: OAuthServers, mcp_session: SessionOpener) -> Moniker:
+    return Moniker(moniker_bin, tmp_path, oauth_servers, mcp_session)
+
+
+@pytest.fixture
+def remote_config(write_config, oauth_servers: OAuthServers) -> Path:
+    return write_config({"servers": {"remote": {"url": oauth_servers.mcp}}})
+
+
+@pytest.fixture
+def no_browser(tmp_path: Path) -> str:
+    """A $BROWSER that cannot open anything."""
+    script = tmp_path / "no-browser.sh"
+    script.write_text('#!/bin/sh\necho "no-browser.sh: cannot open $1" >&2\nexit 1\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+async def call_whoami(session: Any, moniker: Moniker, what: str, sub: str = "alice") -> str:
+    result = await session.call_tool("whoami", {})
+    text = text_of(result)
+    assert not result.isError and f"sub={sub}" in text, (
+        f"{what}: whoami through `moniker serve` answered {text!r} (isError={result.isError})"
+        f"\n--- server.mjs log ---\n{moniker.servers.log()}"
+    )
+    return text
+
+
+def login(moniker: Moniker, config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    done = moniker.run("-c", str(config), *extra, "login", "remote", browser=str(FOLLOW))
+    assert done.returncode == 0, "`moniker login remote` failed\n" + moniker.describe(done)
+    reached = moniker.follow_log.read_text() if moniker.follow_log.exists() else ""
+    assert "code=" in reached, (
+        "follow.py ($BROWSER) never reached moniker's /callback with a code\n" + moniker.describe(done)
+    )
+    return done
+
+
+# --------------------------------------------------------------------------------------------
+# The harness alone: the official Python SDK's OAuth client against server.mjs, no moniker
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+async def test_harness_with_the_sdk_oauth_client(oauth_servers: OAuthServers, tmp_path: Path) -> None:
+    """server.mjs and follow.py work with a reference client (mcp's OAuthClientProvider: PRM
+    discovery, DCR, PKCE, resource, refresh): a failure of the moniker tests above that this one
+    does not share is on moniker's side."""
+    import http.server
+    import threading
+
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.auth import OAuthClientProvider, TokenStorage
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+    class Memory(TokenStorage):
+        tokens: OAuthToken | None = None
+        client: OAuthClientInformationFull | None = None
+
+        async def get_tokens(self) -> OAuthToken | None:
+            return self.tokens
+
+        async def set_tokens(self, tokens: OAuthToken) -> None:
+            self.tokens = tokens
+
+        async def get_client_info(self) -> OAuthClientInformationFull | None:
+            return self.client
+
+        async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+            self.client = client_info
+
+    reached: list[str] = []
+
+    class Callback(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            reached.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"done\n")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    listener = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Callback)
+    threading.Thread(target=listener.serve_forever, daemon=True).start()
+    redirect_uri = f"http://127.0.0.1:{listener.server_address[1]}/callback"
+
+    async def open_browser(url: str) -> None:
+        done = await anyio.to_thread.run_sync(
+            lambda: subprocess.run([str(FOLLOW), url], capture_output=True, text=True, timeout=CLI_TIMEOUT)
+        )
+        assert done.returncode == 0, f"follow.py failed:\n{done.stderr}\n--- server.mjs ---\n{oauth_servers.log()}"
+
+    async def callback() -> tuple[str, str | None]:
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(reached[-1]).query)
+        assert query.get("iss") == [oauth_servers.issuer], f"callback without the right iss: {sorted(query)}"
+        return query["code"][0], query.get("state", [None])[0]
+
+    auth = OAuthClientProvider(
+        server_url=oauth_servers.mcp,
+        client_metadata=OAuthClientMetadata(
+            client_name="sdk-harness-check",
+            redirect_uris=[redirect_uri],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+        ),
+        storage=Memory(),
+        redirect_handler=open_browser,
+        callback_handler=callback,
+        timeout=CLI_TIMEOUT,
+    )
+    try:
+        async with httpx.AsyncClient(auth=auth, timeout=15) as client:
+            for round_ in range(2):
+                async with streamable_http_client(oauth_servers.mcp, http_client=client) as (read, write, _):
+                    async with ClientSession(read, write) as session:
+                        await session.initialize()
+                        names = [tool.name for tool in (await session.list_tools()).tools]
+                        assert {"whoami", "echo"} <= set(names), names
+                        text = text_of(await session.call_tool("whoami", {}))
+                        assert "sub=alice" in text and "mcp:tools" in text, text
+                if round_ == 0:
+                    await anyio.sleep(ACCESS_TTL + 1)  # the second round needs a refresh
+    finally:
+        listener.shutdown()
+        listener.server_close()
+    assert len(reached) == 1, f"expected one browser login (then a refresh), saw {len(reached)}\n{oauth_servers.log()}"
+    assert "grant.success refresh_token" in oauth_servers.log(), oauth_servers.log()
+
+
+# --------------------------------------------------------------------------------------------
+# moniker against server.mjs
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+async def test_login_call_refresh_logout(moniker_oauth: Moniker, remote_config: Path, no_browser: str) -> None:
+    m = moniker_oauth
+    login(m, remote_config)
+
+    files = m.auth_files()
+    assert files, f"`moniker login` stored nothing under {m.auth_dir} (all files: {sorted(m.data.rglob('*'))})"
+    for path in files:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == 0o600, f"{path} has mode {mode:04o}, not 0600"
+
+    async with m.serve(remote_config) as session:
+        names = [tool.name for tool in (await session.list_tools()).tools]
+        assert "whoami" in names, f"whoami not listed by `moniker serve` after login: {names}"
+        await call_whoami(session, m, "right after login")
+        await anyio.sleep(ACCESS_TTL + 1)
+        await call_whoami(session, m, f"after the access token expired ({ACCESS_TTL} s): refresh")
+        await anyio.sleep(ACCESS_TTL + 1)
+        # server.mjs rotates refresh tokens: the one from the first refresh must be the one used
+        await call_whoami(session, m, "after the second expiry: refresh with the rotated refresh token")
+
+    done = m.run("-c", str(remote_config), "logout", "remote")
+    assert done.returncode == 0, "`moniker logout remote` failed\n" + m.describe(done)
+    left = [p for p in files if p.exists()]
+    assert not left, f"`moniker logout remote` left the token files {left}"
+
+    done = m.run("-c", str(remote_config), "call", "whoami", "{}", browser=no_browser, timeout=NO_BROWSER_TIMEOUT)
+    assert done.returncode != 0, "`moniker call whoami` succeeded after logout with no browser\n" + m.describe(done)
+
+    async with m.serve(remote_config, name="serve-after-logout") as session:
+        names = [tool.name for tool in (await session.list_tools()).tools]
+    stderr = m.record_stderr("serve-after-logout")
+    assert "whoami" not in names, f"`moniker serve` lists whoami after logout: {names}"
+    assert "moniker login remote" in stderr, f"`moniker serve` did not say to run `moniker login remote`:\n{stderr[-3000:]}"
+
+
+def client_credentials_config(write_config, servers: OAuthServers, name: str = "moniker.yaml") -> Path:
+    auth = {"grant": "client_credentials", "client_id": servers.client_id, "client_secret": servers.client_secret}
+    return write_config({"servers": {"remote": {"url": servers.mcp, "auth": auth}}}, name=name)
+
+
+async def test_client_credentials(moniker_oauth: Moniker, write_config, oauth_servers: OAuthServers) -> None:
+    m = moniker_oauth
+    config = client_credentials_config(write_config, oauth_servers)
+    done = m.run("-c", str(config), "call", "whoami", "{}")  # BROWSER unset, stdin closed
+    assert done.returncode == 0, "`moniker call whoami` with client_credentials failed\n" + m.describe(done)
+    assert f"sub={oauth_servers.client_id}" in done.stdout, m.describe(done)
+    assert "mcp:tools" in done.stdout, m.describe(done)
+
+    # `moniker serve` gets (and renews) client-credentials tokens by itself.
+    async with m.serve(config, name="serve-cc") as session:
+        await call_whoami(session, m, "serve, client_credentials", sub=oauth_servers.client_id)
+        await anyio.sleep(ACCESS_TTL + 1)
+        await call_whoami(session, m, "serve, client_credentials, after expiry", sub=oauth_servers.client_id)
+
+
+@pytest.mark.parametrize("oauth_ttl", [120], ids=["ttl120"])
+async def test_refresh_on_401(moniker_oauth: Moniker, remote_config: Path, oauth_servers: OAuthServers) -> None:
+    """Tokens far from expiry that the server refuses anyway (401 invalid_token): moniker
+    refreshes on the challenge and retries, in `serve` and in `call`."""
+    m = moniker_oauth
+    login(m, remote_config)
+    async with m.serve(remote_config) as session:
+        await call_whoami(session, m, "before the revocation")
+        before = oauth_servers.log().count("grant.success refresh_token")
+        oauth_servers.revoke_seen()
+        await call_whoami(session, m, "after the server revoked the access token (401 invalid_token)")
+    assert oauth_servers.log().count("grant.success refresh_token") > before, (
+        "no refresh after the 401\n" + oauth_servers.log()
+    )
+    oauth_servers.revoke_seen()
+    done = m.run("-c", str(remote_config), "call", "whoami", "{}")
+    assert done.returncode == 0 and "sub=alice" in done.stdout, (
+        "`moniker call whoami` after a 401 invalid_token on a stored token\n" + m.describe(done)
+    )
+
+
+def test_call_logs_in_in_place(moniker_oauth: Moniker, remote_config: Path) -> None:
+    """oauth-interface.md: one-shot commands run the browser flow in place on a 401."""
+    m = moniker_oauth
+    done = m.run("-c", str(remote_config), "call", "whoami", "{}", browser=str(FOLLOW))
+    assert done.returncode == 0 and "sub=alice" in done.stdout, (
+        "`moniker call whoami` with no stored token and a working $BROWSER did not log in in place\n"
+        + m.describe(done)
+    )
+    assert m.auth_files(), f"`moniker call` logged in but stored nothing under {m.auth_dir}"
+
+
+_URLISH = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
+_NOT_SECRET_KEYS = re.compile(r"(^|_)(client_id|scopes?|url|uri|endpoint|issuer|resource|type|method|server|name)s?$", re.I)
+
+
+def _strings(value: Any, path: str = "$") -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{path}[{index}]")
+
+
+def stored_secrets(files: list[Path]) -> dict[str, str]:
+    """label -> value of everything secret-looking in moniker's token files: strings longer than
+    8 characters, except URLs, scopes, client ids, names and dates."""
+    found: dict[str, str] = {}
+    for path in files:
+        text = path.read_text(errors="replace")
+        try:
+            strings = list(_strings(json.loads(text)))
+        except json.JSONDecodeError:  # not JSON: every long token-like run of characters
+            strings = [(f"run {i}", run) for i, run in enumerate(re.findall(r"[A-Za-z0-9._~+/=-]{16,}", text))]
+        for where, value in strings:
+            key = where.rsplit(".", 1)[-1]
+            if (
+                len(value) <= 8
+                or _URLISH.match(value)
+                or " " in value
+                or _NOT_SECRET_KEYS.search(key)
+                or re.fullmatch(r"[\d:.TZ+-]+", value)
+            ):
+                continue
+            found[f"{path.name} {where}"] = value
+            if value.count(".") == 2 and value.startswith("eyJ"):  # a JWT: its signature alone too
+                found[f"{path.name} {where} (JWT signature)"] = value.rsplit(".", 1)[1]
+    return found
+
+
+@pytest.mark.timeout(120)
+async def test_no_secret_in_logs(moniker_oauth: Moniker, remote_config: Path, write_config, oauth_servers: OAuthServers) -> None:
+    m = moniker_oauth
+    login(m, remote_config, "--log", "trace")
+    files = m.auth_files()
+    assert files, f"`moniker login` stored nothing under {m.auth_dir}"
+    secrets = stored_secrets(files)
+    assert any(v.startswith("eyJ") for v in secrets.values()), (
+        f"no access token (JWT) found in the token files {files}: {sorted(secrets)}"
+    )
+
+    async with m.serve(remote_config, log="trace", name="serve-trace") as session:
+        await call_whoami(session, m, "serve --log trace")
+        await anyio.sleep(ACCESS_TTL + 1)
+        await call_whoami(session, m, "serve --log trace, after a refresh")
+    m.record_stderr("serve-trace")
+    secrets.update(stored_secrets(m.auth_files()))  # the refreshed tokens too
+
+    await anyio.sleep(ACCESS_TTL + 1)  # the CLI refreshes as well
+    done = m.run("-c", str(remote_config), "--log", "trace", "call", "whoami", "{}")
+    assert done.returncode == 0, "`moniker call whoami` (stored tokens) failed\n" + m.describe(done)
+    secrets.update(stored_secrets(m.auth_files()))
+
+    cc_config = client_credentials_config(write_config, oauth_servers, name="cc.yaml")
+    done = m.run("-c", str(cc_config), "--log", "trace", "call", "whoami", "{}")
+    assert done.returncode == 0, "`moniker call whoami` (client_credentials) failed\n" + m.describe(done)
+    secrets["client_credentials client_secret"] = oauth_servers.client_secret
+    basic = base64.b64encode(f"{oauth_servers.client_id}:{oauth_servers.client_secret}".encode()).decode()
+    secrets["client_credentials Basic credentials"] = basic
+
+    for url in m.follow_log.read_text().split():
+        for code in urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("code", []):
+            secrets[f"authorization code from {url.split('?')[0]}"] = code
+    assert any(label.startswith("authorization code") for label in secrets), "no authorization code was seen"
+
+    assert any("trace" in text.lower() or "debug" in text.lower() for _, text in m.outputs if text), (
+        "--log trace produced no trace/debug lines anywhere: is the flag honoured?"
+    )
+    leaks = [
+        f"{label} appears in {what}"
+        for label, value in secrets.items()
+        for what, text in m.outputs
+        if value in text
+    ]
+    assert not leaks, "secrets in moniker's output:\n" + "\n".join(leaks)
