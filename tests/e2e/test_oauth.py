@@ -431,15 +431,17 @@ async def test_refresh_on_401(moniker_oauth: Moniker, remote_config: Path, oauth
     )
 
 
-def test_call_logs_in_in_place(moniker_oauth: Moniker, remote_config: Path) -> None:
-    """oauth-interface.md: one-shot commands run the browser flow in place on a 401."""
+def test_call_without_a_login_says_to_log_in(moniker_oauth: Moniker, remote_config: Path) -> None:
+    """A one-shot command never opens a browser by itself: with no stored token, `moniker call`
+    fails with exit 77 (EX_NOPERM) and says which command to run, without waiting."""
     m = moniker_oauth
     done = m.run("-c", str(remote_config), "call", "whoami", "{}", browser=str(FOLLOW))
-    assert done.returncode == 0 and "sub=alice" in done.stdout, (
-        "`moniker call whoami` with no stored token and a working $BROWSER did not log in in place\n"
-        + m.describe(done)
+    assert done.returncode == 77, m.describe(done)
+    assert "moniker login remote" in done.stderr, m.describe(done)
+    assert "scope `mcp:tools`" in done.stderr, m.describe(done)
+    assert not any(f.read_text().count("access_token") for f in m.auth_files()), (
+        "`moniker call` stored a token without a login\n" + m.describe(done)
     )
-    assert m.auth_files(), f"`moniker call` logged in but stored nothing under {m.auth_dir}"
 
 
 _URLISH = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
