@@ -7,6 +7,7 @@
 
 mod args;
 mod check;
+mod elicit;
 mod lockfile;
 mod login;
 mod online;

@@ -590,7 +590,7 @@ pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
         "0",
         "initialize",
         Some(
-            r#"{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"moniker call","version":"0"}}"#,
+            r#"{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{"form":{}}},"clientInfo":{"name":"moniker call","version":"0"}}"#,
         ),
     );
     session.handle(Ok(message::Incoming::One(initialize)), None);
@@ -604,8 +604,28 @@ pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
     let call = Message::request("1", "tools/call", Some(&params));
     session.handle(Ok(message::Incoming::One(call)), None);
     let mut answer = None;
+    let mut terminal = None;
     while let Some(message) = rx.recv().await {
         let value: Value = serde_json::from_str(message.text())?;
+        if let (Some(method), Some(id)) = (message.method(), message.id()) {
+            // A request of the server's, through the gateway: a person answers elicitations.
+            let reply = if method == "elicitation/create" {
+                let params = value.get("params").cloned().unwrap_or(Value::Null);
+                let result = terminal
+                    .get_or_insert_with(crate::elicit::Terminal::new)
+                    .answer(&params)
+                    .await;
+                Message::result(id, &result.to_string())
+            } else {
+                Message::error(
+                    Some(id),
+                    message::METHOD_NOT_FOUND,
+                    &format!("`moniker call` does not answer `{method}`"),
+                )
+            };
+            session.handle(Ok(message::Incoming::One(reply)), None);
+            continue;
+        }
         if value.get("id") == Some(&Value::from(1)) && value.get("method").is_none() {
             answer = Some(value);
             break;

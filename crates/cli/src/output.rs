@@ -23,3 +23,10 @@ pub fn report(text: &str) {
     }
     let _ = err.flush();
 }
+
+/// A question on stderr, without a line end: the answer is typed after it.
+pub fn prompt(text: &str) {
+    let mut err = io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+    let _ = err.flush();
+}
