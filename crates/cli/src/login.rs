@@ -103,24 +103,36 @@ pub fn logout(mut config: Config, args: ServerArg) -> Result<Exit, Failure> {
     Ok(Exit::Ok)
 }
 
-/// The servers whose last challenge waits for a person (after a command failed): the hint
-/// to log in is said once for each. Whether there was one.
-pub fn report_needed_logins(config: &Config) -> bool {
+/// The servers whose last challenge waits for a person, with the scope they asked for.
+fn waiting(config: &Config) -> Vec<(ServerId, Option<String>)> {
     let Some(dir) = Store::default_dir() else {
-        return false;
+        return Vec::new();
     };
     let store = Store::new(dir);
-    let mut any = false;
-    for (id, server) in &config.servers {
-        if let Transport::Http { url, .. } = &server.transport {
-            if let Some(scope) = store.pending(id.as_str(), url) {
-                let scope = scope.map(|s| format!(" (scope `{s}`)")).unwrap_or_default();
-                output::report(&format!(
-                    "hint: `{id}` waits for you to log in{scope}: run `moniker login {id}`"
-                ));
-                any = true;
-            }
-        }
+    config
+        .servers
+        .iter()
+        .filter(|(_, server)| !server.disabled)
+        .filter_map(|(id, server)| match &server.transport {
+            Transport::Http { url, .. } => store
+                .pending(id.as_str(), url)
+                .map(|scope| (id.clone(), scope)),
+            Transport::Stdio { .. } => None,
+        })
+        .collect()
+}
+
+/// Says, for each server that waits for a person to log in, the command to run.
+pub fn report_needed_logins(config: &Config) {
+    for (id, scope) in waiting(config) {
+        let scope = scope.map(|s| format!(" (scope `{s}`)")).unwrap_or_default();
+        output::report(&format!(
+            "hint: `{id}` waits for you to log in{scope}: run `moniker login {id}`"
+        ));
     }
-    any
+}
+
+/// Whether a server waits for a person to log in.
+pub fn needs_login(config: &Config) -> bool {
+    !waiting(config).is_empty()
 }

@@ -99,6 +99,8 @@ async fn start_with(
     };
     match Gateway::start(config.rules.clone(), servers, settings).await {
         Ok(gateway) => {
+            // Servers that need a person never hold the others up: the command is said.
+            crate::login::report_needed_logins(config);
             // `check` shows them itself; every other command says them once, here.
             if !quiet {
                 for d in gateway.diagnostics() {
@@ -649,7 +651,7 @@ pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
             .and_then(Value::as_str)
             .unwrap_or_default();
         output::report(&format!("error {code}: {message}"));
-        return Ok(if crate::login::report_needed_logins(&config) {
+        return Ok(if crate::login::needs_login(&config) {
             Exit::NeedsLogin
         } else {
             Exit::Failure
