@@ -677,7 +677,7 @@ pub async fn stats(mut config: Config) -> Result<Exit, Failure> {
     let listings = gateway.listings();
     let after = gateway.view();
     gateway.shutdown().await;
-    let mut plain = gateway.rules().clone();
+    let mut plain = moniker_surface::Rules::clone(&gateway.rules());
     plain.actions.clear();
     let before = moniker_surface::build(&plain, &listings)
         .surface

@@ -222,6 +222,11 @@ impl Connection {
     }
 
     /// Marks the connection closed and fails every waiting request at once.
+    /// Requests of moniker's waiting for the server's answer.
+    pub fn in_flight(&self) -> usize {
+        lock(&self.pending).len()
+    }
+
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         lock(&self.pending).clear();

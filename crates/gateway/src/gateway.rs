@@ -12,7 +12,7 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use moniker_config::GatewaySettings;
 use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, build, listing};
 use serde_json::value::RawValue;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use crate::connect::{self, Connection, InitInfo, ServerSpec, Sink};
 use crate::hub::{Hub, Peer};
@@ -93,12 +93,51 @@ pub struct ServerStatus {
     pub last_error: Option<String>,
 }
 
+/// One configured server: how to reach it, its live connection, what happened to it. A
+/// reload that removes or changes the server retires its slot (its supervisor ends it, after
+/// the calls in flight); a changed server gets a new slot.
 pub(crate) struct Slot {
     pub(crate) entry: ServerEntry,
     pub(crate) conn: ArcSwapOption<Connection>,
     pub(crate) info: Mutex<Option<InitInfo>>,
     pub(crate) pgid: Mutex<Option<u32>>,
     pub(crate) status: Mutex<ServerStatus>,
+    retired: watch::Sender<bool>,
+}
+
+impl Slot {
+    fn new(entry: ServerEntry) -> Arc<Self> {
+        Arc::new(Self {
+            entry,
+            conn: ArcSwapOption::empty(),
+            info: Mutex::new(None),
+            pgid: Mutex::new(None),
+            status: Mutex::new(ServerStatus::default()),
+            retired: watch::channel(false).0,
+        })
+    }
+
+    fn retire(&self) {
+        self.retired.send_replace(true);
+    }
+
+    pub(crate) fn is_retired(&self) -> bool {
+        *self.retired.borrow()
+    }
+
+    /// Resolves when the slot is retired.
+    pub(crate) async fn retired(&self) {
+        let mut rx = self.retired.subscribe();
+        let _ = rx.wait_for(|retired| *retired).await;
+    }
+}
+
+/// What a reload changed in the servers.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    pub added: Vec<ServerId>,
+    pub removed: Vec<ServerId>,
+    pub restarted: Vec<ServerId>,
 }
 
 #[derive(Default)]
@@ -111,10 +150,14 @@ struct State {
 }
 
 pub struct Gateway {
-    rules: Rules,
+    /// The naming rules: replaced as a whole by a reload.
+    rules: ArcSwap<Rules>,
     pub(crate) catalog: crate::toolsets::Catalog,
     pub settings: Settings,
-    pub(crate) slots: BTreeMap<ServerId, Slot>,
+    /// The servers: replaced as a whole by a reload (read without a lock by every call).
+    slots: ArcSwap<BTreeMap<ServerId, Arc<Slot>>>,
+    /// Why the last config reload was refused (the previous config still serves).
+    config_error: Mutex<Option<String>>,
     state: Mutex<State>,
     view: ArcSwap<View>,
     /// The clients, as peers, and the progress tokens in flight.
@@ -145,24 +188,16 @@ impl Gateway {
     pub(crate) fn new(rules: Rules, servers: Vec<ServerEntry>, settings: Settings) -> Arc<Self> {
         let slots = servers
             .into_iter()
-            .map(|entry| {
-                let slot = Slot {
-                    entry: entry.clone(),
-                    conn: ArcSwapOption::empty(),
-                    info: Mutex::new(None),
-                    pgid: Mutex::new(None),
-                    status: Mutex::new(ServerStatus::default()),
-                };
-                (entry.id, slot)
-            })
+            .map(|entry| (entry.id.clone(), Slot::new(entry)))
             .collect();
         let catalog =
             crate::toolsets::Catalog::new(rules.toolsets.sets.clone(), settings.store.clone());
         Arc::new(Self {
-            rules,
+            rules: ArcSwap::from_pointee(rules),
             catalog,
             settings,
-            slots,
+            slots: ArcSwap::from_pointee(slots),
+            config_error: Mutex::new(None),
             state: Mutex::new(State::default()),
             view: ArcSwap::from_pointee(View::new(Surface::default(), BTreeSet::new(), false)),
             hub: Hub::default(),
@@ -171,6 +206,104 @@ impl Gateway {
             stopping: AtomicBool::new(false),
             stop: Notify::new(),
         })
+    }
+
+    /// The servers' slots now.
+    pub(crate) fn slots(&self) -> Arc<BTreeMap<ServerId, Arc<Slot>>> {
+        self.slots.load_full()
+    }
+
+    /// Whether `slot` is still the server's (not retired by a reload).
+    pub(crate) fn is_current(&self, slot: &Arc<Slot>) -> bool {
+        self.slots
+            .load()
+            .get(&slot.entry.id)
+            .is_some_and(|s| Arc::ptr_eq(s, slot))
+    }
+
+    /// Applies a new config's rules and servers as a difference: servers added are started,
+    /// removed ones stopped, changed ones restarted (only those; calls in flight on them
+    /// finish first); the rules and the config's toolsets apply at once. Sessions hear of it
+    /// only when what they see changed.
+    ///
+    /// Rules that would make the surface invalid with the listings at hand change nothing:
+    /// their diagnostics are returned.
+    pub fn reload(
+        self: &Arc<Self>,
+        rules: Rules,
+        servers: Vec<ServerEntry>,
+    ) -> Result<Reloaded, Vec<Diagnostic>> {
+        {
+            let state = self.state();
+            let kept: Vec<Listing> = state
+                .listings
+                .iter()
+                .filter(|(id, _)| servers.iter().any(|s| &s.id == *id))
+                .map(|(_, l)| l.clone())
+                .collect();
+            let built = build(&rules, &kept);
+            if built.surface.is_none() {
+                return Err(built.diagnostics);
+            }
+        }
+        let old = self.slots.load_full();
+        let mut report = Reloaded::default();
+        let mut next = BTreeMap::new();
+        let mut fresh = Vec::new();
+        for entry in servers {
+            let id = entry.id.clone();
+            match old.get(&id) {
+                Some(slot) if slot.entry.spec == entry.spec => {
+                    next.insert(id, slot.clone());
+                }
+                found => {
+                    if found.is_some() {
+                        report.restarted.push(id.clone());
+                    } else {
+                        report.added.push(id.clone());
+                    }
+                    let slot = Slot::new(entry);
+                    fresh.push(slot.clone());
+                    next.insert(id, slot);
+                }
+            }
+        }
+        for (id, slot) in old.iter() {
+            if !next.get(id).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+                slot.retire();
+                if !next.contains_key(id) {
+                    report.removed.push(id.clone());
+                }
+            }
+        }
+        let old_sets = self.catalog.sets();
+        self.catalog.set_static(rules.toolsets.sets.clone());
+        self.rules.store(Arc::new(rules));
+        self.slots.store(Arc::new(next));
+        self.rebuild(&old_sets, |state| {
+            for id in &report.removed {
+                state.listings.remove(id);
+                state.up.remove(id);
+            }
+            for id in &report.restarted {
+                state.up.remove(id);
+            }
+        });
+        for slot in fresh {
+            let (first, _) = tokio::sync::oneshot::channel();
+            tokio::spawn(crate::supervise::supervise(self.clone(), slot, first));
+        }
+        Ok(report)
+    }
+
+    /// Notes why a new config was refused (`None`: the last one applied).
+    pub fn set_config_error(&self, error: Option<String>) {
+        *lock(&self.config_error) = error;
+    }
+
+    /// Why the last config reload was refused, if it was.
+    pub fn config_error(&self) -> Option<String> {
+        lock(&self.config_error).clone()
     }
 
     /// The first build is over: the surface's problems go to the log from now on.
@@ -198,8 +331,8 @@ impl Gateway {
     }
 
     /// The rules the surface is built with.
-    pub fn rules(&self) -> &Rules {
-        &self.rules
+    pub fn rules(&self) -> Arc<Rules> {
+        self.rules.load_full()
     }
 
     /// The last valid listing of every server that connected.
@@ -214,6 +347,7 @@ impl Gateway {
 
     pub fn server_status(&self) -> BTreeMap<ServerId, ServerStatus> {
         self.slots
+            .load()
             .iter()
             .map(|(id, slot)| (id.clone(), lock(&slot.status).clone()))
             .collect()
@@ -221,6 +355,7 @@ impl Gateway {
 
     pub fn connection(&self, server: &ServerId) -> Option<Arc<Connection>> {
         self.slots
+            .load()
             .get(server)?
             .conn
             .load_full()
@@ -230,6 +365,7 @@ impl Gateway {
     /// Every live connection, with what its server can do.
     pub fn connections(&self) -> Vec<(Arc<Connection>, InitInfo)> {
         self.slots
+            .load()
             .values()
             .filter_map(|slot| {
                 let conn = slot.conn.load_full().filter(|c| !c.is_closed())?;
@@ -242,6 +378,7 @@ impl Gateway {
     /// What servers can do, as last seen, for the capabilities moniker advertises.
     pub fn server_infos(&self) -> Vec<InitInfo> {
         self.slots
+            .load()
             .values()
             .filter_map(|slot| lock(&slot.info).clone())
             .collect()
@@ -252,6 +389,7 @@ impl Gateway {
     /// logged. Sessions hear of changes to what they see.
     pub(crate) fn update(&self, server: &ServerId, listing: Option<Listing>, up: bool) {
         let started = self.started.load(Ordering::Acquire);
+        let rules = self.rules();
         let (old, new) = {
             let mut state = self.state();
             if up {
@@ -264,7 +402,7 @@ impl Gateway {
                 None => None,
             };
             let listings: Vec<Listing> = state.listings.values().cloned().collect();
-            let mut built = build(&self.rules, &listings);
+            let built = build(&rules, &listings);
             if built.surface.is_none() {
                 for d in built.errors() {
                     if started {
@@ -287,36 +425,116 @@ impl Gateway {
                         state.listings.remove(server);
                     }
                 }
-                let diagnostics = built.diagnostics;
-                let listings: Vec<Listing> = state.listings.values().cloned().collect();
-                built = build(&self.rules, &listings);
-                // Keep the errors visible to `check` and to `start`.
-                built
-                    .diagnostics
-                    .extend(diagnostics.into_iter().filter(Diagnostic::is_error));
+                self.publish(&mut state, &rules, built.diagnostics)
+            } else {
+                self.publish_built(&mut state, built)
             }
-            if started {
-                for d in built.diagnostics.iter().filter(|d| !d.is_error()) {
-                    tracing::warn!("{d}");
-                }
-            }
-            state.diagnostics = built.diagnostics;
-            let surface = built.surface.unwrap_or_default();
-            tracing::debug!(server = %server, tools = surface.listed(Kind::Tool).count(), "surface rebuilt");
-            let new = Arc::new(View::new(surface, state.up.clone(), self.settings.manage));
-            let old = self.view.swap(new.clone());
-            (old, new)
         };
-        self.announce(&old, &new);
+        self.announce(&old, &new, None);
     }
 
-    fn announce(&self, old: &View, new: &View) {
-        let tools = old.tools_result != new.tools_result;
-        let prompts = old.prompts_result != new.prompts_result;
-        if !(tools || prompts) {
+    /// Rebuilds the view after `change` to the state (a reload: new rules, servers gone);
+    /// `old_sets` are the toolsets before the reload.
+    fn rebuild(
+        &self,
+        old_sets: &BTreeMap<String, moniker_surface::ToolsetRule>,
+        change: impl FnOnce(&mut State),
+    ) {
+        let rules = self.rules();
+        let (old, new) = {
+            let mut state = self.state();
+            change(&mut state);
+            self.publish(&mut state, &rules, Vec::new())
+        };
+        self.announce(&old, &new, Some(old_sets));
+    }
+
+    /// Builds the surface from the state's listings and makes it the view; `errors` are
+    /// earlier errors to keep visible (to `check` and `start`).
+    fn publish(
+        &self,
+        state: &mut State,
+        rules: &Rules,
+        errors: Vec<Diagnostic>,
+    ) -> (Arc<View>, Arc<View>) {
+        let listings: Vec<Listing> = state.listings.values().cloned().collect();
+        let mut built = build(rules, &listings);
+        if built.surface.is_none() {
+            // Rules that make every listing together invalid (a reload's): the errors are
+            // logged, and what is valid serves.
+            for d in built.errors() {
+                tracing::error!("{d}");
+            }
+        }
+        built
+            .diagnostics
+            .extend(errors.into_iter().filter(Diagnostic::is_error));
+        self.publish_built(state, built)
+    }
+
+    fn publish_built(
+        &self,
+        state: &mut State,
+        built: moniker_surface::Built,
+    ) -> (Arc<View>, Arc<View>) {
+        if self.started.load(Ordering::Acquire) {
+            for d in built.diagnostics.iter().filter(|d| !d.is_error()) {
+                tracing::warn!("{d}");
+            }
+        }
+        state.diagnostics = built.diagnostics;
+        let surface = built.surface.unwrap_or_default();
+        tracing::debug!(
+            tools = surface.listed(Kind::Tool).count(),
+            "surface rebuilt"
+        );
+        let new = Arc::new(View::new(surface, state.up.clone(), self.settings.manage));
+        let old = self.view.swap(new.clone());
+        (old, new)
+    }
+
+    /// Tells each session whose listing changed from `old` to `new`: a session with a toolset
+    /// sees only that toolset's part (compared once per toolset).
+    /// `old_sets` are the toolsets `old` was seen with, when a reload changed them.
+    fn announce(
+        &self,
+        old: &View,
+        new: &View,
+        old_sets: Option<&BTreeMap<String, moniker_surface::ToolsetRule>>,
+    ) {
+        let peers = self.hub.peers();
+        if peers.is_empty() {
             return;
         }
-        for peer in self.hub.peers() {
+        let sets = self.catalog.sets();
+        let old_sets = old_sets.unwrap_or(&sets);
+        let mut changed: BTreeMap<Option<String>, (bool, bool)> = BTreeMap::new();
+        for peer in peers {
+            let toolset = peer.toolset();
+            let (tools, prompts) =
+                *changed
+                    .entry(toolset.clone())
+                    .or_insert_with(|| match &toolset {
+                        None => (
+                            old.tools_result != new.tools_result,
+                            old.prompts_result != new.prompts_result,
+                        ),
+                        Some(name) => {
+                            let before = crate::toolsets::Equipped::new(
+                                name,
+                                &old.surface,
+                                &old.up,
+                                old_sets,
+                            );
+                            let after =
+                                crate::toolsets::Equipped::new(name, &new.surface, &new.up, &sets);
+                            let differs = |kind| {
+                                before.render(&old.surface, kind, &[])
+                                    != after.render(&new.surface, kind, &[])
+                            };
+                            (differs(Kind::Tool), differs(Kind::Prompt))
+                        }
+                    });
             if tools {
                 peer.notify("notifications/tools/list_changed");
             }
@@ -419,7 +637,7 @@ impl Gateway {
         self.stopping.store(true, Ordering::Release);
         self.stop.notify_waiters();
         let mut ends = Vec::new();
-        for slot in self.slots.values() {
+        for slot in self.slots.load().values() {
             if let Some(conn) = slot.conn.swap(None) {
                 conn.close();
             }

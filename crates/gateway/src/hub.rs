@@ -41,6 +41,8 @@ pub struct Peer {
     /// Bound to a toolset for good (by an HTTP token): no management tools, and only the
     /// server messages about its own calls.
     bound: bool,
+    /// The session's equipped toolset, by name: what it sees of the surface.
+    toolset: Arc<Mutex<Option<String>>>,
     /// Resources subscribed to, with the server that serves each.
     subscriptions: Mutex<HashSet<(ServerId, String)>>,
     /// The client's requests being handled, by their id (raw JSON).
@@ -50,16 +52,26 @@ pub struct Peer {
 }
 
 impl Peer {
-    pub(crate) fn new(out: mpsc::UnboundedSender<Message>, bound: bool) -> Self {
+    pub(crate) fn new(
+        out: mpsc::UnboundedSender<Message>,
+        bound: bool,
+        toolset: Arc<Mutex<Option<String>>>,
+    ) -> Self {
         Self {
             out,
             ready: AtomicBool::new(false),
             bound,
+            toolset,
             subscriptions: Mutex::new(HashSet::new()),
             in_flight: Mutex::new(HashMap::new()),
             outgoing: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    /// The toolset the session has equipped, if any.
+    pub(crate) fn toolset(&self) -> Option<String> {
+        lock(&self.toolset).clone()
     }
 
     /// Where the session's own messages go.

@@ -49,7 +49,7 @@ pub struct Session {
     gateway: Arc<Gateway>,
     peer: Arc<Peer>,
     /// The equipped toolset, by name.
-    toolset: Mutex<Option<String>>,
+    toolset: Arc<Mutex<Option<String>>>,
     /// The equipped toolset resolved against the view it was resolved for. The view is kept
     /// (not its address): a rebuilt view is another view.
     equipped: Mutex<Option<(Arc<View>, Arc<Toolset>)>>,
@@ -93,12 +93,14 @@ impl Session {
         toolset: Option<String>,
         bound: bool,
     ) -> Arc<Self> {
-        let peer = Arc::new(Peer::new(out, bound));
+        // Shared with the peer: the gateway tells the session of a change to what it sees.
+        let toolset = Arc::new(Mutex::new(toolset));
+        let peer = Arc::new(Peer::new(out, bound, toolset.clone()));
         gateway.hub.add(&peer);
         Arc::new(Self {
             gateway,
             peer,
-            toolset: Mutex::new(toolset),
+            toolset,
             equipped: Mutex::new(None),
             protocol_version: OnceLock::new(),
         })

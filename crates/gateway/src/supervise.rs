@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moniker_surface::{Diagnostic, Rules, ServerId};
+
 use tokio::sync::oneshot;
 
 use crate::connect::{self, CallError, HandshakeError, Sink, Started};
@@ -24,10 +25,10 @@ impl Gateway {
     ) -> Result<Arc<Self>, StartError> {
         let gateway = Gateway::new(rules, servers, settings);
         let mut first = Vec::new();
-        for id in gateway.slots.keys() {
+        for slot in gateway.slots().values() {
             let (tx, rx) = oneshot::channel();
             first.push(rx);
-            tokio::spawn(supervise(gateway.clone(), id.clone(), tx));
+            tokio::spawn(supervise(gateway.clone(), slot.clone(), tx));
         }
         for rx in first {
             let _ = rx.await;
@@ -59,17 +60,17 @@ enum Run {
     Failed(String),
 }
 
-/// Keeps one server running: start, handshake, serve until it exits, back off, again. `first`
-/// fires once the first attempt is over, whatever its outcome.
-async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<()>) {
+/// Keeps one server running: start, handshake, serve until it exits, back off, again, until
+/// moniker stops or a reload retires the slot. `first` fires once the first attempt is over,
+/// whatever its outcome.
+pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>, first: oneshot::Sender<()>) {
     let mut first = Some(first);
     let mut attempt: u32 = 0;
-    let Some(slot) = gateway.slots.get(&id) else {
-        return;
-    };
+    let id = slot.entry.id.clone();
+    let slot = &slot;
     let sink: Arc<dyn Sink> = Arc::new(WeakSink(Arc::downgrade(&gateway)));
     let config = &gateway.settings.config;
-    while !gateway.is_stopping() {
+    while !gateway.is_stopping() && !slot.is_retired() {
         match run(&gateway, &id, slot, &sink, &mut first).await {
             Run::Served => attempt = 0,
             Run::Failed(reason) => {
@@ -80,7 +81,7 @@ async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<(
         if let Some(first) = first.take() {
             let _ = first.send(());
         }
-        if gateway.is_stopping() {
+        if gateway.is_stopping() || slot.is_retired() {
             break;
         }
         attempt += 1;
@@ -97,7 +98,11 @@ async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<(
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = gateway.stopped() => break,
+            _ = slot.retired() => break,
         }
+    }
+    if slot.is_retired() {
+        tracing::info!(server = %id, "server stopped: the config no longer has it as it was");
     }
 }
 
@@ -105,7 +110,7 @@ async fn supervise(gateway: Arc<Gateway>, id: ServerId, first: oneshot::Sender<(
 async fn run(
     gateway: &Arc<Gateway>,
     id: &ServerId,
-    slot: &Slot,
+    slot: &Arc<Slot>,
     sink: &Arc<dyn Sink>,
     first: &mut Option<oneshot::Sender<()>>,
 ) -> Run {
@@ -129,6 +134,11 @@ async fn run(
         _ = &mut process.closed => Err(HandshakeError::Call(CallError::Gone)),
     };
     let run = match handshake {
+        Ok(_) if !gateway.is_current(slot) => {
+            // Retired while it started: never served.
+            process.conn.close();
+            Run::Served
+        }
         Ok(listing) => {
             lock(&slot.status).last_error = None;
             *lock(&slot.info) = Some(process.conn.info());
@@ -143,12 +153,18 @@ async fn run(
             tokio::select! {
                 _ = &mut process.closed => {}
                 _ = gateway.stopped() => {}
+                _ = slot.retired() => {
+                    // Calls in flight finish (within the call timeout) before it goes.
+                    drain(&process.conn, settings.config.call_timeout).await;
+                }
             }
             process.conn.close();
             slot.conn.store(None);
             lock(&slot.status).up = false;
-            gateway.metrics.server_up(id, false);
-            if !gateway.is_stopping() {
+            if gateway.is_current(slot) {
+                gateway.metrics.server_up(id, false);
+            }
+            if !gateway.is_stopping() && gateway.is_current(slot) {
                 tracing::warn!(server = %id, "server disconnected");
                 gateway.update(id, None, false);
             }
@@ -171,6 +187,14 @@ async fn run(
         let _ = child.wait().await;
     }
     run
+}
+
+/// Waits until no call is waiting on `conn` (at most `limit`).
+async fn drain(conn: &connect::Connection, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while conn.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Why a server that closed its output during the handshake did: its exit status and the last

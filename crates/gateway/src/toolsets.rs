@@ -16,7 +16,8 @@ use crate::sync::lock;
 
 /// Every toolset a session may equip.
 pub struct Catalog {
-    static_sets: BTreeMap<String, ToolsetRule>,
+    /// The config's: replaced when the config is reloaded.
+    static_sets: Mutex<BTreeMap<String, ToolsetRule>>,
     store: Option<Mutex<Store>>,
 }
 
@@ -43,7 +44,15 @@ impl Catalog {
             }
             Mutex::new(store)
         });
-        Self { static_sets, store }
+        Self {
+            static_sets: Mutex::new(static_sets),
+            store,
+        }
+    }
+
+    /// The config's toolsets, after a reload.
+    pub fn set_static(&self, sets: BTreeMap<String, ToolsetRule>) {
+        *lock(&self.static_sets) = sets;
     }
 
     /// Static and stored toolsets by name; a static one hides a stored one of the same name.
@@ -56,12 +65,16 @@ impl Catalog {
                 .collect(),
             None => BTreeMap::new(),
         };
-        sets.extend(self.static_sets.iter().map(|(k, v)| (k.clone(), v.clone())));
+        sets.extend(
+            lock(&self.static_sets)
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
         sets
     }
 
     pub fn is_static(&self, name: &str) -> bool {
-        self.static_sets.contains_key(name)
+        lock(&self.static_sets).contains_key(name)
     }
 }
 
