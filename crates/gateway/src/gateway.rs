@@ -158,6 +158,8 @@ pub struct Gateway {
     slots: ArcSwap<BTreeMap<ServerId, Arc<Slot>>>,
     /// Why the last config reload was refused (the previous config still serves).
     config_error: Mutex<Option<String>>,
+    /// The HTTP transport's tokens and allow-lists: replaced by a reload.
+    http: ArcSwap<moniker_config::HttpConfig>,
     state: Mutex<State>,
     view: ArcSwap<View>,
     /// The clients, as peers, and the progress tokens in flight.
@@ -198,6 +200,7 @@ impl Gateway {
             settings,
             slots: ArcSwap::from_pointee(slots),
             config_error: Mutex::new(None),
+            http: ArcSwap::from_pointee(moniker_config::HttpConfig::default()),
             state: Mutex::new(State::default()),
             view: ArcSwap::from_pointee(View::new(Surface::default(), BTreeSet::new(), false)),
             hub: Hub::default(),
@@ -294,6 +297,17 @@ impl Gateway {
             tokio::spawn(crate::supervise::supervise(self.clone(), slot, first));
         }
         Ok(report)
+    }
+
+    /// The HTTP transport's settings now.
+    pub fn http(&self) -> Arc<moniker_config::HttpConfig> {
+        self.http.load_full()
+    }
+
+    /// New tokens and allow-lists for the HTTP transport: the next request is checked with
+    /// them (a session keeps working while its token stays in the list).
+    pub fn set_http(&self, settings: moniker_config::HttpConfig) {
+        self.http.store(Arc::new(settings));
     }
 
     /// Notes why a new config was refused (`None`: the last one applied).

@@ -80,12 +80,36 @@ pub(super) fn origin_allowed(value: &str, allowed: &[String]) -> bool {
 }
 
 /// What the `Authorization` header proved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(super) enum Auth {
     /// No tokens are configured: every client is let in.
     Open,
-    /// The index of the token the client presented.
-    Token(usize),
+    /// The token the client presented, and its position in the list (for logs).
+    Token { index: usize, token: Token },
+}
+
+impl Auth {
+    /// The position of the token, for `Token(i)` checks in tests.
+    #[cfg(test)]
+    fn index(&self) -> Option<usize> {
+        match self {
+            Self::Open => None,
+            Self::Token { index, .. } => Some(*index),
+        }
+    }
+}
+
+/// The same client: the same token (wherever a config reload moved it in the list).
+impl PartialEq for Auth {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Open, Self::Open) => true,
+            (Self::Token { token: a, .. }, Self::Token { token: b, .. }) => {
+                a.token.as_bytes().ct_eq(b.token.as_bytes()).into()
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Why a client was not let in.
@@ -111,7 +135,12 @@ pub(super) fn authenticate(header: Option<&[u8]>, tokens: &[Token]) -> Result<Au
             found = Some(i);
         }
     }
-    found.map(Auth::Token).ok_or(Refused::Invalid)
+    found
+        .map(|index| Auth::Token {
+            index,
+            token: tokens[index].clone(),
+        })
+        .ok_or(Refused::Invalid)
 }
 
 /// The credentials of `Bearer <credentials>`; the scheme is case-insensitive.
@@ -261,7 +290,7 @@ mod tests {
 
     #[test]
     fn tokens() {
-        assert_eq!(authenticate(None, &[]), Ok(Auth::Open));
+        assert_eq!(authenticate(None, &[]).map(|a| a.index()), Ok(None));
         let tokens = [token("alpha"), token("beta")];
         assert_eq!(authenticate(None, &tokens), Err(Refused::Missing));
         assert_eq!(
@@ -281,12 +310,12 @@ mod tests {
             Err(Refused::Invalid)
         );
         assert_eq!(
-            authenticate(Some(b"Bearer beta"), &tokens),
-            Ok(Auth::Token(1))
+            authenticate(Some(b"Bearer beta"), &tokens).map(|a| a.index()),
+            Ok(Some(1))
         );
         assert_eq!(
-            authenticate(Some(b"bearer  alpha "), &tokens),
-            Ok(Auth::Token(0))
+            authenticate(Some(b"bearer  alpha "), &tokens).map(|a| a.index()),
+            Ok(Some(0))
         );
     }
 

@@ -115,9 +115,8 @@ pub fn check_bind(addr: SocketAddr, settings: &HttpSettings) -> Result<(), Strin
 
 struct Shared {
     gateway: Arc<Gateway>,
-    settings: HttpSettings,
-    /// `allowed_hosts`, plus the address the listener is bound to.
-    hosts: Vec<String>,
+    /// The address the listener is bound to, as a Host may name it (none when unspecified).
+    bound: Option<String>,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
     /// Turns true at shutdown: GET streams end.
     stop: watch::Receiver<bool>,
@@ -144,36 +143,38 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let local = listener.local_addr()?;
-    let mut hosts = settings.allowed_hosts.clone();
-    match local.ip() {
-        ip if ip.is_unspecified() => {}
-        IpAddr::V4(ip) => hosts.push(ip.to_string()),
-        IpAddr::V6(ip) => hosts.push(format!("[{ip}]")),
-    }
+    let bound = match local.ip() {
+        ip if ip.is_unspecified() => None,
+        IpAddr::V4(ip) => Some(ip.to_string()),
+        IpAddr::V6(ip) => Some(format!("[{ip}]")),
+    };
+    let idle = settings.session_idle.unwrap_or(DEFAULT_SESSION_IDLE);
+    let tokens = settings.tokens.len();
+    gateway.set_http(settings);
     let (stop_tx, stop_rx) = watch::channel(false);
     let shared = Arc::new(Shared {
         gateway,
-        hosts,
+        bound,
         sessions: Mutex::new(HashMap::new()),
         stop: stop_rx.clone(),
-        settings,
     });
-    let sweeper = tokio::spawn(sweep(
-        Arc::downgrade(&shared),
-        shared.settings.session_idle.unwrap_or(DEFAULT_SESSION_IDLE),
-    ));
+    let sweeper = tokio::spawn(sweep(Arc::downgrade(&shared), idle));
     let app = Router::new()
         .route(MCP_PATH, any(mcp))
-        .route(HEALTH_PATH, route_get(|| async { "ok" }))
+        .route(
+            HEALTH_PATH,
+            route_get(|State(shared): State<Arc<Shared>>| async move { health(&shared.gateway) }),
+        )
         .route(
             METRICS_PATH,
             route_get(
                 |State(shared): State<Arc<Shared>>, headers: HeaderMap| async move {
+                    let settings = shared.gateway.http();
                     super::metrics::respond(
                         &shared.gateway,
                         &headers,
-                        &shared.hosts,
-                        &shared.settings.tokens,
+                        &shared.hosts(&settings),
+                        &settings.tokens,
                     )
                 },
             ),
@@ -181,7 +182,7 @@ pub async fn serve(
         .with_state(shared.clone());
     tracing::info!(
         address = %local,
-        tokens = shared.settings.tokens.len(),
+        tokens,
         "serving MCP over Streamable HTTP at http://{local}{MCP_PATH}"
     );
     // Answers are small and come in more than one write: without TCP_NODELAY the second
@@ -216,6 +217,26 @@ pub async fn serve(
     }
     tracing::info!(sessions = sessions.len(), "HTTP transport stopped");
     result
+}
+
+impl Shared {
+    /// `allowed_hosts`, plus the address the listener is bound to.
+    fn hosts(&self, settings: &HttpSettings) -> Vec<String> {
+        let mut hosts = settings.allowed_hosts.clone();
+        hosts.extend(self.bound.clone());
+        hosts
+    }
+}
+
+/// `/healthz`: `ok`, and the reason the last config reload was refused (the previous config
+/// still serves), with its place in the file.
+fn health(gateway: &Gateway) -> String {
+    match gateway.config_error() {
+        None => "ok".to_owned(),
+        Some(error) => {
+            format!("ok\nconfig reload refused (the previous config still serves):\n{error}\n")
+        }
+    }
 }
 
 /// Drops the sessions that went unused for `idle`.
@@ -322,7 +343,8 @@ async fn mcp(State(shared): State<Arc<Shared>>, request: Request) -> Response {
         Some(value) => value.to_str().ok(),
         None => parts.uri.authority().map(|a| a.as_str()),
     };
-    match host.and_then(|h| checks::host_allowed(h, &shared.hosts)) {
+    let settings = shared.gateway.http();
+    match host.and_then(|h| checks::host_allowed(h, &shared.hosts(&settings))) {
         None => {
             return failure(
                 StatusCode::BAD_REQUEST,
@@ -344,7 +366,7 @@ async fn mcp(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let origin = match headers.get(header::ORIGIN) {
         None => None,
         Some(value) => match value.to_str() {
-            Ok(origin) if checks::origin_allowed(origin, &shared.settings.allowed_origins) => {
+            Ok(origin) if checks::origin_allowed(origin, &settings.allowed_origins) => {
                 Some(value.clone())
             }
             _ => {
@@ -363,7 +385,7 @@ async fn mcp(State(shared): State<Arc<Shared>>, request: Request) -> Response {
         preflight()
     } else {
         let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
-        match checks::authenticate(authorization, &shared.settings.tokens) {
+        match checks::authenticate(authorization, &settings.tokens) {
             Err(why) => unauthorized(why),
             Ok(auth) => match parts.method {
                 Method::POST => post(&shared, headers, body, auth).await,
@@ -557,7 +579,8 @@ async fn post(shared: &Arc<Shared>, headers: &HeaderMap, body: Body, auth: Auth)
         );
     }
     let max = shared
-        .settings
+        .gateway
+        .http()
         .max_body
         .map_or(DEFAULT_MAX_BODY, |max| max as usize);
     let declared = header_str(headers, header::CONTENT_LENGTH).and_then(|l| l.parse::<u64>().ok());
@@ -656,12 +679,8 @@ async fn initialize(
             "Service Unavailable: too many sessions; end unused ones with DELETE",
         );
     }
-    let toolset = match auth {
-        Auth::Token(i) => shared
-            .settings
-            .tokens
-            .get(i)
-            .and_then(|t| t.toolset.clone()),
+    let toolset = match &auth {
+        Auth::Token { token, .. } => token.toolset.clone(),
         Auth::Open => None,
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
@@ -706,7 +725,7 @@ async fn initialize(
     };
     response.headers_mut().insert(SESSION_ID, value);
     let token = match auth {
-        Auth::Token(i) => format!("token #{}", i + 1),
+        Auth::Token { index, .. } => format!("token #{}", index + 1),
         Auth::Open => "none".to_owned(),
     };
     tracing::info!(session = short(&id), token, toolset = ?toolset, "HTTP session started");
