@@ -12,6 +12,7 @@ mod lockfile;
 mod login;
 mod online;
 mod output;
+mod reload;
 mod render;
 
 use std::error::Error;

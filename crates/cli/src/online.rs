@@ -66,6 +66,22 @@ fn dirs_home() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The servers of `config` to run (its disabled ones are not).
+pub(crate) fn entries(config: &Config) -> Vec<ServerEntry> {
+    let mut servers = Vec::new();
+    for (id, server) in &config.servers {
+        if server.disabled {
+            tracing::info!(server = %id, "disabled in the config");
+            continue;
+        }
+        servers.push(ServerEntry {
+            id: id.clone(),
+            spec: server.transport.clone(),
+        });
+    }
+    servers
+}
+
 async fn start(config: &mut Config) -> Result<Result<Arc<Gateway>, Exit>, Failure> {
     start_with(config, Toolsets::default()).await
 }
@@ -78,17 +94,7 @@ async fn start_with(
         output::report(&Renderer::for_stderr().config_report(&report));
         return Ok(Err(Exit::InvalidConfig));
     }
-    let mut servers = Vec::new();
-    for (id, server) in &config.servers {
-        if server.disabled {
-            tracing::info!(server = %id, "disabled in the config");
-            continue;
-        }
-        servers.push(ServerEntry {
-            id: id.clone(),
-            spec: server.transport.clone(),
-        });
-    }
+    let servers = entries(config);
     let quiet = toolsets.quiet;
     let settings = Settings {
         config: config.gateway,
@@ -128,10 +134,14 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure>
         Ok(gateway) => gateway,
         Err(exit) => return Ok(exit),
     };
+    let watcher = crate::reload::watch(gateway.clone(), &config, args.http.is_some());
     let outcome = match args.http {
         Some(addr) => serve_http(&gateway, &config, addr).await,
         None => serve_stdio(&gateway, args.metrics).await,
     };
+    if let Some(watcher) = watcher {
+        watcher.abort();
+    }
     gateway.shutdown().await;
     outcome
 }
@@ -181,7 +191,7 @@ async fn serve_stdio(
 
 /// The config's `http:` section with the tokens of `$MONIKER_TOKENS` (comma-separated, not
 /// bound to a toolset) added to `http.tokens`.
-fn http_settings(config: &Config) -> moniker_config::HttpConfig {
+pub(crate) fn http_settings(config: &Config) -> moniker_config::HttpConfig {
     let mut http = config.http.clone();
     if let Ok(list) = std::env::var("MONIKER_TOKENS") {
         http.tokens.extend(

@@ -1,0 +1,202 @@
+//! Live reload for `serve`: the config file is watched (and SIGHUP asks for a reload too); a
+//! new config is parsed, expanded and checked completely first. An invalid one changes
+//! nothing: the previous config keeps serving, and the diagnostics (with file:line:column)
+//! go to the log and to `/healthz`. A valid one is applied as a difference
+//! ([`Gateway::reload`]): only the servers added, removed or changed start, stop or restart;
+//! naming, actions, toolsets, HTTP tokens and allow-lists apply at once. Settings that only
+//! a restart applies are named in the log.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use moniker_config::{Config, LoadError};
+use moniker_gateway::Gateway;
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::online::{entries, http_settings};
+use crate::render::Renderer;
+
+/// Changes closer together than this are one reload (an editor writes a file in steps).
+const DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// Watches the config of `serve` (`http`: whether the HTTP transport runs). `None` when the
+/// file cannot be watched (said in the log; SIGHUP still works then).
+pub fn watch(gateway: Arc<Gateway>, config: &Config, http: bool) -> Option<JoinHandle<()>> {
+    let path = PathBuf::from(&config.source.file_name);
+    let current = config.clone();
+    let (tx, rx) = mpsc::unbounded_channel::<()>();
+    let watcher = file_watcher(&path, tx.clone());
+    if let Ok(mut hangup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                tracing::info!("SIGHUP: reloading the config");
+                if tx.send(()).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    Some(tokio::spawn(async move {
+        // The watcher lives as long as the task.
+        let _watcher = watcher;
+        run(gateway, path, current, http, rx).await;
+    }))
+}
+
+/// A watcher of the file's directory (editors replace files by renaming), whose events about
+/// the file are sent on `tx`.
+fn file_watcher(path: &Path, tx: mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
+    let name = path.file_name()?.to_owned();
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let handler = move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event {
+            let ours = event.paths.iter().any(|p| p.file_name() == Some(&name));
+            let changes = !matches!(event.kind, notify::EventKind::Access(_));
+            if ours && changes {
+                let _ = tx.send(());
+            }
+        }
+    };
+    let watched = notify::recommended_watcher(handler)
+        .and_then(|mut w| w.watch(&dir, RecursiveMode::NonRecursive).map(|()| w));
+    match watched {
+        Ok(watcher) => {
+            tracing::info!(path = %path.display(), "watching the config file: changes apply without a restart");
+            Some(watcher)
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot watch the config file: reload with SIGHUP");
+            None
+        }
+    }
+}
+
+async fn run(
+    gateway: Arc<Gateway>,
+    path: PathBuf,
+    mut current: Config,
+    http: bool,
+    mut rx: mpsc::UnboundedReceiver<()>,
+) {
+    while rx.recv().await.is_some() {
+        // Whatever else comes within the debounce is the same change.
+        tokio::time::sleep(DEBOUNCE).await;
+        while rx.try_recv().is_ok() {}
+        if let Some(applied) = apply(&gateway, &path, &current, http) {
+            current = applied;
+        }
+    }
+}
+
+/// Reads, checks and applies the config at `path`; the config now serving, when it changed.
+fn apply(gateway: &Arc<Gateway>, path: &Path, current: &Config, http: bool) -> Option<Config> {
+    let plain = Renderer::plain();
+    let mut config = match moniker_config::load(path) {
+        Ok(config) => config,
+        Err(LoadError::Invalid(report)) => {
+            refuse(gateway, &plain.config_report(&report));
+            return None;
+        }
+        Err(e @ LoadError::Io { .. }) => {
+            refuse(gateway, &plain.failure(&e));
+            return None;
+        }
+    };
+    if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
+        refuse(gateway, &plain.config_report(&report));
+        return None;
+    }
+    if config.servers == current.servers
+        && config.rules == current.rules
+        && config.http == current.http
+        && config.gateway == current.gateway
+        && config.toolsets == current.toolsets
+    {
+        tracing::debug!("the config file changed, but not what it says");
+        gateway.set_config_error(None);
+        return None;
+    }
+    let settings = http_settings(&config);
+    if http {
+        let known = gateway.toolset_names();
+        let static_sets: Vec<&String> = config.rules.toolsets.sets.keys().collect();
+        if let Some(token) = settings.tokens.iter().find(|t| {
+            t.toolset
+                .as_ref()
+                .is_some_and(|name| !static_sets.contains(&name) && !known.contains(name))
+        }) {
+            let name = token.toolset.as_deref().unwrap_or_default();
+            refuse(
+                gateway,
+                &format!(
+                    "a token of `http.tokens` is bound to toolset `{name}`, which does not exist"
+                ),
+            );
+            return None;
+        }
+    }
+    match gateway.reload(config.rules.clone(), entries(&config)) {
+        Err(diagnostics) => {
+            refuse(gateway, &plain.diagnostics(&config.source, &diagnostics));
+            None
+        }
+        Ok(reloaded) => {
+            if http {
+                gateway.set_http(settings);
+            }
+            gateway.set_config_error(None);
+            restart_only(current, &config);
+            tracing::info!(
+                added = ?names(&reloaded.added),
+                removed = ?names(&reloaded.removed),
+                restarted = ?names(&reloaded.restarted),
+                "config reloaded"
+            );
+            Some(config)
+        }
+    }
+}
+
+fn names(ids: &[moniker_surface::ServerId]) -> Vec<&str> {
+    ids.iter().map(|id| id.as_str()).collect()
+}
+
+fn refuse(gateway: &Gateway, why: &str) {
+    tracing::error!("config reload refused; the previous config still serves:\n{why}");
+    gateway.set_config_error(Some(why.to_owned()));
+}
+
+/// Says which changed settings wait for a restart; and that `${VAR}`s are the environment
+/// moniker started with.
+fn restart_only(before: &Config, after: &Config) {
+    let mut waiting = Vec::new();
+    if before.gateway != after.gateway {
+        waiting.push("`gateway` (timeouts, restarts, paging)");
+    }
+    if before.toolsets.manage != after.toolsets.manage
+        || before.toolsets.store != after.toolsets.store
+    {
+        waiting.push("`toolsets.manage` and `toolsets.store`");
+    }
+    if before.http.session_idle != after.http.session_idle {
+        waiting.push("`http.session_idle`");
+    }
+    if !waiting.is_empty() {
+        tracing::warn!(
+            "changed, applied on the next restart only: {}",
+            waiting.join(", ")
+        );
+    }
+    if after.source.text.contains("${") {
+        tracing::info!(
+            "`${{VAR}}` values are read from moniker's environment as it was at start: a changed variable applies on restart"
+        );
+    }
+}
