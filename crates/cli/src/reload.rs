@@ -152,6 +152,7 @@ fn apply(gateway: &Arc<Gateway>, path: &Path, current: &Config, http: bool) -> O
                 gateway.set_http(settings);
             }
             gateway.set_config_error(None);
+            watch_lock(gateway, &config);
             restart_only(current, &config);
             tracing::info!(
                 added = ?names(&reloaded.added),
@@ -161,6 +162,21 @@ fn apply(gateway: &Arc<Gateway>, path: &Path, current: &Config, http: bool) -> O
             );
             Some(config)
         }
+    }
+}
+
+/// Checks the surface against `moniker.lock` beside the config, if there is one, from now on
+/// (at start, on every change of a server's list, after a reload).
+pub fn watch_lock(gateway: &Gateway, config: &Config) {
+    let path = crate::lockfile::path(config);
+    match crate::lockfile::read(&path) {
+        Ok(lock) => {
+            if lock.is_some() {
+                tracing::info!(path = %path.display(), "checking the surface against the lock");
+            }
+            gateway.set_lock(lock);
+        }
+        Err(e) => tracing::warn!("{e}: the surface is not checked against it"),
     }
 }
 

@@ -132,6 +132,12 @@ impl Slot {
     }
 }
 
+/// A lock, and the breaking changes against it already in the log.
+struct LockWatch {
+    lock: moniker_surface::Lock,
+    reported: BTreeSet<String>,
+}
+
 /// What a reload changed in the servers.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Reloaded {
@@ -160,6 +166,8 @@ pub struct Gateway {
     config_error: Mutex<Option<String>>,
     /// The HTTP transport's tokens and allow-lists: replaced by a reload.
     http: ArcSwap<moniker_config::HttpConfig>,
+    /// The surface lock every new surface is checked against (`serve` with a `moniker.lock`).
+    lock: Mutex<Option<LockWatch>>,
     state: Mutex<State>,
     view: ArcSwap<View>,
     /// The clients, as peers, and the progress tokens in flight.
@@ -201,6 +209,7 @@ impl Gateway {
             slots: ArcSwap::from_pointee(slots),
             config_error: Mutex::new(None),
             http: ArcSwap::from_pointee(moniker_config::HttpConfig::default()),
+            lock: Mutex::new(None),
             state: Mutex::new(State::default()),
             view: ArcSwap::from_pointee(View::new(Surface::default(), BTreeSet::new(), false)),
             hub: Hub::default(),
@@ -297,6 +306,54 @@ impl Gateway {
             tokio::spawn(crate::supervise::supervise(self.clone(), slot, first));
         }
         Ok(report)
+    }
+
+    /// Checks every new surface against `lock` from now on (`None`: no lock): each breaking
+    /// change is logged once, with the override that keeps a renamed name, and counted in the
+    /// metrics. The surface now is checked at once.
+    pub fn set_lock(&self, locked: Option<moniker_surface::Lock>) {
+        *lock(&self.lock) = locked.map(|locked| LockWatch {
+            lock: locked,
+            reported: BTreeSet::new(),
+        });
+        self.check_lock(&self.view());
+    }
+
+    fn check_lock(&self, view: &View) {
+        let mut guard = lock(&self.lock);
+        let Some(watch) = guard.as_mut() else {
+            return;
+        };
+        // A name of a server that is down is not gone: it comes back with its server.
+        let breaking: Vec<moniker_surface::Breaking> =
+            moniker_surface::lock::compare(&watch.lock, &view.surface)
+                .into_iter()
+                .filter(|b| match b {
+                    moniker_surface::Breaking::Gone { server, .. } => {
+                        view.up.iter().any(|up| up.as_str() == server)
+                    }
+                    _ => true,
+                })
+                .collect();
+        let mut now = BTreeSet::new();
+        for b in &breaking {
+            let text = b.to_string();
+            if !watch.reported.contains(&text) {
+                match b {
+                    moniker_surface::Breaking::Gone { fix: Some(fix), .. } => {
+                        tracing::warn!(
+                            code = b.code(),
+                            "{text}; to keep the old names working, add to the config:\n{}",
+                            fix.yaml
+                        );
+                    }
+                    _ => tracing::warn!(code = b.code(), "{text} (against moniker.lock)"),
+                }
+            }
+            now.insert(text);
+        }
+        watch.reported = now;
+        self.metrics.lock_breaking(breaking.len());
     }
 
     /// The HTTP transport's settings now.
@@ -504,6 +561,9 @@ impl Gateway {
         );
         let new = Arc::new(View::new(surface, state.up.clone(), self.settings.manage));
         let old = self.view.swap(new.clone());
+        if self.started.load(Ordering::Acquire) {
+            self.check_lock(&new);
+        }
         (old, new)
     }
 

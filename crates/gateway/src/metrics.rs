@@ -85,6 +85,8 @@ struct Inner {
 #[derive(Default)]
 pub struct Metrics {
     inner: Mutex<Inner>,
+    /// Breaking changes of the surface against `moniker.lock` now (`None`: no lock).
+    lock_breaking: Mutex<Option<usize>>,
 }
 
 impl Metrics {
@@ -135,6 +137,11 @@ impl Metrics {
             h.count += 1;
             h.sum += secs;
         }
+    }
+
+    /// How many breaking changes the surface has against the lock now.
+    pub fn lock_breaking(&self, count: usize) {
+        *crate::sync::lock(&self.lock_breaking) = Some(count);
     }
 
     pub fn server_up(&self, server: &ServerId, up: bool) {
@@ -234,6 +241,14 @@ impl Metrics {
                 "moniker_server_restarts_total{{server=\"{}\"}} {n}",
                 escape(server)
             );
+        }
+        if let Some(count) = *crate::sync::lock(&self.lock_breaking) {
+            let _ = writeln!(
+                out,
+                "# HELP moniker_lock_breaking_changes Breaking changes of the surface against moniker.lock (gone names, new required parameters, changed types)."
+            );
+            let _ = writeln!(out, "# TYPE moniker_lock_breaking_changes gauge");
+            let _ = writeln!(out, "moniker_lock_breaking_changes {count}");
         }
         out
     }
