@@ -16,7 +16,9 @@
 #      (the required properties: numbers 1, 2, ..., strings, booleans; a property's default
 #      when it has one), and empty lines on stdin (`yes ''`): moniker asks for an elicitation's
 #      fields one by one on the terminal, and an empty line takes a field's default.
-# The first command that fails ends the run with its exit status.
+# When `list` or `call` exits 77 (the server asks for a login, or for more scope: one-shot
+# commands never open a browser), `moniker login remote` and the command again, as a person
+# would. The first command that fails otherwise ends the run with its exit status.
 #
 # Environment: MONIKER_BIN (default <target dir>/debug/moniker, CARGO_TARGET_DIR honoured),
 # MONIKER_CONFORMANCE_WORK (keep the work directory there: config, key, tokens; else a
@@ -142,15 +144,31 @@ moniker() {
     return "$rc"
 }
 
+# A one-shot command (list, call) never opens a browser: when the server asks for a login or
+# for more scope than the tokens have, it exits 77 and remembers the scope asked for. Then, as a
+# person would: `moniker login remote` and the command again. A login that fails ends the run;
+# so does a third 77 in a row (moniker's own login gives up after 3 authorizations anyway).
+moniker_logged_in() {
+    local rc logins=0
+    while true; do
+        rc=0
+        moniker "$@" || rc=$?
+        ((rc == 77 && logins < 3)) || return "$rc"
+        logins=$((logins + 1))
+        log "moniker $1 asks for a login (exit 77): moniker login remote, then $1 again"
+        moniker login remote
+    done
+}
+
 # 1. Log in: only an auth/* scenario's server asks for OAuth, and only the authorization-code
-#    grant needs a browser (moniker list/call would run the same flow in place on a 401; the
-#    explicit login is how a person uses moniker).
+#    grant needs a person (a browser). Without this step, `list` would exit 77 and the login
+#    would come then; logging in first is how a person starts.
 if [[ $SCENARIO == auth/* && $grant == authorization_code ]]; then
     moniker login remote
 fi
 
 # 2. The tools.
-moniker list --json >"$WORK/list.json"
+moniker_logged_in list --json >"$WORK/list.json"
 cat "$WORK/list.json" >&2
 
 # 3. Call each tool, with arguments from its inputSchema. `moniker list --json` has no schemas,
@@ -267,7 +285,7 @@ EOF
 # `yes ''`, but a file: a pipe would hide moniker's exit status behind yes's SIGPIPE.
 printf '\n%.0s' $(seq 1000) >"$WORK/empty-lines"
 while IFS=$'\t' read -r tool arguments; do
-    STDIN=$WORK/empty-lines moniker call "$tool" "$arguments"
+    STDIN=$WORK/empty-lines moniker_logged_in call "$tool" "$arguments"
 done <"$WORK/calls.tsv"
 [[ -s $WORK/calls.tsv ]] || log "the server lists no tool: nothing to call"
 log "done"
