@@ -369,7 +369,7 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
     let response = match sent {
         Ok(response) => response,
         Err(SendError::Unauthorized(why)) => {
-            link.fail(&mut pending, &why);
+            link.fail_unauthorized(&mut pending, &why);
             return Posted::Done;
         }
         Err(SendError::Http(e)) => {
@@ -552,7 +552,7 @@ async fn resume(link: &Link, parser: &mut Parser, pending: &mut Pending) {
                 return;
             }
             Err(SendError::Unauthorized(why)) => {
-                link.fail(pending, &why);
+                link.fail_unauthorized(pending, &why);
                 return;
             }
             Err(SendError::Http(_)) => {}

@@ -193,7 +193,17 @@ impl Link {
         self.fail_with(pending, message::INTERNAL_ERROR, why);
     }
 
+    /// Like [`Link::fail`], for a request that waits for a person's login: expected, and
+    /// said where it matters (the server's status, the command's hint), so only at info level.
+    pub(super) fn fail_unauthorized(&self, pending: &mut Pending, why: &str) {
+        self.fail_logged(pending, message::INTERNAL_ERROR, why, false);
+    }
+
     pub(super) fn fail_with(&self, pending: &mut Pending, code: i64, why: &str) {
+        self.fail_logged(pending, code, why, true);
+    }
+
+    fn fail_logged(&self, pending: &mut Pending, code: i64, why: &str, warn: bool) {
         if pending.ids.is_empty() {
             return;
         }
@@ -204,7 +214,11 @@ impl Link {
         } else {
             why
         };
-        tracing::warn!(server = %self.server, url = %self.shown, reason = why, "a request to the server failed");
+        if warn {
+            tracing::warn!(server = %self.server, url = %self.shown, reason = why, "a request to the server failed");
+        } else {
+            tracing::info!(server = %self.server, url = %self.shown, reason = why, "a request to the server waits for a login");
+        }
         let Some(conn) = self.conn.upgrade() else {
             return;
         };
