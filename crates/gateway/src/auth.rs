@@ -12,9 +12,12 @@
 //! [`Authorizer::log_in`]: discovery (`oauth`), the browser flow (`browser`), the tokens
 //! stored (`store`, readable by the user only). Tokens, secrets and codes are never logged.
 //!
-//! MCP 2026-07-28 keeps this flow (Protected Resource Metadata, the `resource` indicator,
-//! PKCE S256, Client ID Metadata Documents before Dynamic Client Registration); moniker
-//! speaks it the same way to servers of either protocol era.
+//! MCP 2026-07-28 keeps this flow (a bearer token per request, the RFC 9728 challenge and
+//! Protected Resource Metadata, RFC 8414 discovery, the `resource` indicator, PKCE S256) and
+//! deprecates Dynamic Client Registration in favour of Client ID Metadata Documents, which
+//! stays a fallback for authorization servers without them: the order moniker already uses
+//! (configured client, then a metadata document URL when the server takes them, then DCR).
+//! A stateless server has no session to re-authorize: every request carries the token.
 
 mod browser;
 mod challenge;
