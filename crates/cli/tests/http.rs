@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 struct Moniker {
     child: Child,
     base: String,
+    config: std::path::PathBuf,
 }
 
 impl Drop for Moniker {
@@ -57,7 +58,20 @@ fn start(rest: &str) -> Moniker {
         assert!(Instant::now() < deadline, "moniker did not start listening");
         std::thread::sleep(Duration::from_millis(50));
     }
-    Moniker { child, base }
+    Moniker {
+        child,
+        base,
+        config,
+    }
+}
+
+/// Polls `check` every 50 ms for up to 10 s.
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn agent() -> ureq::Agent {
@@ -299,4 +313,48 @@ fn metrics_beside_stdio() {
         .call()
         .expect("answer");
     assert_eq!(foreign.status().as_u16(), 403);
+}
+
+#[test]
+fn tokens_are_reloaded_live_and_a_broken_config_changes_nothing() {
+    let m = start("http:\n  tokens: [first-token]\n");
+    let mut first = Client::new(&m, Some("first-token"));
+    first.initialize();
+    assert!(first.tools().contains(&"discover_sub_goals".to_owned()));
+
+    // A new token replaces the first: new requests are checked against it at once.
+    let text = std::fs::read_to_string(&m.config).expect("config");
+    let swapped = text.replace("tokens: [first-token]", "tokens: [second-token]");
+    std::fs::write(&m.config, &swapped).expect("config");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    eventually("the second token is let in", || {
+        Client::new(&m, Some("second-token")).post(&init, None).0 == 200
+    });
+    assert_eq!(
+        Client::new(&m, Some("first-token")).post(&init, None).0,
+        401
+    );
+
+    // A broken file: nothing changes, and /healthz says where the problem is.
+    std::fs::write(&m.config, format!("{swapped}tools: [oops\n")).expect("config");
+    let health = || {
+        agent()
+            .get(&format!("{}/healthz", m.base))
+            .call()
+            .map(|mut r| r.body_mut().read_to_string().unwrap_or_default())
+            .unwrap_or_default()
+    };
+    eventually("/healthz names the refused reload", || {
+        health().contains("config reload refused")
+    });
+    let said = health();
+    assert!(said.starts_with("ok\n"), "{said}");
+    assert!(said.contains("moniker.yaml:"), "{said}");
+    let mut second = Client::new(&m, Some("second-token"));
+    second.initialize();
+    assert!(second.tools().contains(&"discover_sub_goals".to_owned()));
+
+    // Fixed: /healthz is plain again.
+    std::fs::write(&m.config, &swapped).expect("config");
+    eventually("/healthz is ok again", || health() == "ok");
 }
