@@ -36,6 +36,7 @@ fn surface() -> Surface {
                 aliases: vec![AliasRule {
                     name: format!("alias_{i:04}").parse().unwrap(),
                     hidden: false,
+                    deprecated: None,
                 }],
                 ..Default::default()
             },

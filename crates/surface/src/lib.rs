@@ -7,10 +7,12 @@
 
 pub mod actions;
 pub mod definition;
+pub mod deprecation;
 pub mod diagnostic;
 pub mod names;
 pub mod rules;
 
+pub use deprecation::{Date, Deprecation};
 pub use diagnostic::{Diagnostic, Fix, Rename, Severity};
 pub use names::{InvalidName, Name, Profile, ProfileKind, ServerId, Tag};
 pub use rules::{ActionRule, AliasRule, Kind, Legacy, Naming, Override, Rules, ServerRules};

@@ -31,7 +31,11 @@ impl Built {
 /// Builds the surface from the rules and the servers' listings. Deterministic: the order of
 /// `listings` and of the items in them does not matter.
 pub fn build(rules: &Rules, listings: &[Listing]) -> Built {
+    // Names whose deprecation is over are out before anything is named.
+    let (scheduled, notes) = crate::deprecation::apply(rules);
+    let rules = &scheduled;
     let mut built = build_once(rules, listings);
+    built.diagnostics.extend(notes);
     let prefix = prefix_fix(rules, listings, &built.diagnostics);
     if !prefix.is_empty() {
         for d in built.diagnostics.iter_mut().filter(|d| d.is_error()) {
@@ -713,21 +717,30 @@ fn assemble(rules: &Rules, named: &[Named<'_>], plans: &[Plan<'_>]) -> Vec<Expos
         built.push(expose_action(plan, &exposed));
         for &(action, item) in &plan.members {
             let member_of = Some((plan.name.to_owned(), action.to_owned()));
+            let schedule = plan.rule.legacy_deprecated.as_ref();
             match plan.rule.legacy {
                 Legacy::Off => exposed[item] = None,
                 Legacy::Hidden => {
                     if let Some(e) = exposed[item].as_mut() {
                         e.listed = false;
                         e.member_of = member_of;
+                        legacy_schedule(e, schedule);
                     }
                 }
                 Legacy::Listed => {
-                    let note = format!(
-                        "[Deprecated — use \"{}\" with action \"{action}\"]",
-                        plan.name
-                    );
+                    let note = match schedule {
+                        Some(d) => format!(
+                            "[Deprecated — use \"{}\" with action \"{action}\"; this name stops working after {}]",
+                            plan.name, d.remove_after
+                        ),
+                        None => format!(
+                            "[Deprecated — use \"{}\" with action \"{action}\"]",
+                            plan.name
+                        ),
+                    };
                     let mut e = expose(rules, &named[item], Some(&note));
                     e.member_of = member_of;
+                    legacy_schedule(&mut e, schedule);
                     exposed[item] = Some(e);
                 }
             }
@@ -776,6 +789,7 @@ fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>]) -> Exposed {
         _ => "moniker".to_owned(),
     };
     let (mut aliases, mut hidden_aliases) = (Vec::new(), Vec::new());
+    let mut schedules = BTreeMap::new();
     for alias in &plan.rule.aliases {
         let list = if alias.hidden {
             &mut hidden_aliases
@@ -783,8 +797,15 @@ fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>]) -> Exposed {
             &mut aliases
         };
         list.push(alias.name.as_str().to_owned());
+        if let Some(d) = &alias.deprecated {
+            schedules.insert(alias.name.as_str().to_owned(), d.clone());
+        }
     }
-    let description = with_aliases_line(merged.description, &aliases);
+    let description = match notices(&schedules, plan.name) {
+        Some(notice) => format!("{notice} {}", merged.description),
+        None => merged.description,
+    };
+    let description = with_aliases_line(description, &aliases);
     let mut fields: IndexMap<String, Box<RawValue>> = IndexMap::new();
     fields.insert("name".into(), raw_string(plan.name));
     fields.insert("description".into(), raw_string(&description));
@@ -817,6 +838,7 @@ fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>]) -> Exposed {
         route: Route::Action(route),
         listed: true,
         member_of: None,
+        deprecated: schedules,
         definition,
     }
 }
@@ -1015,6 +1037,7 @@ fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>) -> Exposed {
         tags.extend(server_tags.iter().cloned());
     }
     let (mut aliases, mut hidden_aliases) = (Vec::new(), Vec::new());
+    let mut schedules = BTreeMap::new();
     if let Some(rule) = n.rule {
         tags.extend(rule.tags.iter().cloned());
         for alias in &rule.aliases {
@@ -1023,10 +1046,18 @@ fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>) -> Exposed {
             } else {
                 aliases.push(alias.name.as_str().to_owned());
             }
+            if let Some(d) = &alias.deprecated {
+                schedules.insert(alias.name.as_str().to_owned(), d.clone());
+            }
         }
     }
     let tags: Vec<Tag> = tags.into_iter().collect();
-    let description = describe(n, &aliases, deprecated);
+    let notices = notices(&schedules, &n.name);
+    let deprecated = match (deprecated, notices) {
+        (Some(note), Some(more)) => Some(format!("{note} {more}")),
+        (note, more) => note.map(str::to_owned).or(more),
+    };
+    let description = describe(n, &aliases, deprecated.as_deref());
     let definition = render(
         &n.candidate.fields,
         &n.name,
@@ -1047,8 +1078,32 @@ fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>) -> Exposed {
         }),
         listed: true,
         member_of: None,
+        deprecated: schedules,
         definition,
     }
+}
+
+/// Every name of an action tool's member (its legacy names) gets the legacy schedule.
+fn legacy_schedule(e: &mut Exposed, schedule: Option<&crate::Deprecation>) {
+    let Some(d) = schedule else {
+        return;
+    };
+    let names: Vec<String> = std::iter::once(e.name.clone())
+        .chain(e.aliases.iter().cloned())
+        .chain(e.hidden_aliases.iter().cloned())
+        .collect();
+    for name in names {
+        e.deprecated.entry(name).or_insert_with(|| d.clone());
+    }
+}
+
+/// The deprecation notices of the listed names that have a schedule, as one text.
+fn notices(schedules: &BTreeMap<String, crate::Deprecation>, instead: &str) -> Option<String> {
+    let all: Vec<String> = schedules
+        .iter()
+        .map(|(name, d)| d.notice(name, instead))
+        .collect();
+    (!all.is_empty()).then(|| all.join(" "))
 }
 
 /// The new description, or `None` to keep the origin's as it is.

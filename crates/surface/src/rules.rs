@@ -21,6 +21,8 @@ pub struct Rules {
     pub actions: BTreeMap<String, ActionRule>,
     /// The `toolsets` section: static toolsets, and the settings of run-time ones.
     pub toolsets: crate::toolsets::Toolsets,
+    /// The day deprecation schedules are applied on (`None`: none is applied).
+    pub today: Option<crate::deprecation::Date>,
 }
 
 /// An action tool: one tool with an `action` parameter that dispatches to member tools.
@@ -31,6 +33,8 @@ pub struct ActionRule {
     /// Action (`^[a-z][a-z0-9_]*$`) to member, by the member's exposed name, in config order.
     pub tools: indexmap::IndexMap<String, Name>,
     pub legacy: Legacy,
+    /// When the members' legacy names stop resolving.
+    pub legacy_deprecated: Option<crate::deprecation::Deprecation>,
     pub aliases: Vec<AliasRule>,
     pub tags: Vec<Tag>,
 }
@@ -92,6 +96,8 @@ pub struct AliasRule {
     pub name: Name,
     /// Callable but not listed.
     pub hidden: bool,
+    /// Its schedule, when it is on its way out.
+    pub deprecated: Option<crate::deprecation::Deprecation>,
 }
 
 /// What the pipeline names: tools and prompts go through the same code.

@@ -56,6 +56,8 @@ pub struct Exposed {
     /// For a member of an action tool: (the action tool, the action). Its names resolve as
     /// [`Via::Legacy`].
     pub member_of: Option<(String, String)>,
+    /// The names of this item on a deprecation schedule (aliases, legacy names), with it.
+    pub deprecated: std::collections::BTreeMap<String, crate::Deprecation>,
     /// The listing entry: the origin definition with `name` (and `description`) rewritten and
     /// `aliases`, `tags`, `server_name` added.
     pub definition: Box<RawValue>,

@@ -108,6 +108,7 @@ fn rules_of(case: &Case) -> Rules {
                     .map(|(a, h)| AliasRule {
                         name: a.parse().unwrap(),
                         hidden: *h,
+                        deprecated: None,
                     })
                     .collect(),
                 hidden: *hidden,

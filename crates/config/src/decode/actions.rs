@@ -69,8 +69,9 @@ impl Cx<'_> {
             ),
         }
         if let Some(s) = fields.get("legacy") {
-            if let Some(legacy) = self.legacy(&field("legacy"), s) {
+            if let Some((legacy, deprecated)) = self.legacy(&field("legacy"), s) {
                 rule.legacy = legacy;
+                rule.legacy_deprecated = deprecated;
             }
         }
         if let Some(s) = fields.get("aliases") {
@@ -146,7 +147,33 @@ impl Cx<'_> {
         out
     }
 
-    fn legacy(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<Legacy> {
+    /// `legacy: hidden`, or `legacy: { keep: hidden, deprecated: { since, remove_after } }`.
+    fn legacy<'n>(
+        &mut self,
+        p: &[Seg<'n>],
+        slot: Slot<'n>,
+    ) -> Option<(Legacy, Option<moniker_surface::Deprecation>)> {
+        if !matches!(slot.node.value, Value::Map(_)) {
+            return self.legacy_mode(p, slot).map(|mode| (mode, None));
+        }
+        let fields = self.fields(
+            slot,
+            p,
+            Some(&["keep", "deprecated"]),
+            "a legacy mode, or a map with `keep` and `deprecated`",
+        );
+        let mode = match fields.get("keep") {
+            Some(s) => self.legacy_mode(&join(p, Seg::Key("keep")), s)?,
+            None => Legacy::default(),
+        };
+        let deprecated = match fields.get("deprecated") {
+            Some(s) => Some(self.deprecation(&join(p, Seg::Key("deprecated")), s)?),
+            None => None,
+        };
+        Some((mode, deprecated))
+    }
+
+    fn legacy_mode(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<Legacy> {
         let text = self.string(p, slot)?;
         match text.as_str() {
             "hidden" => Some(Legacy::Hidden),

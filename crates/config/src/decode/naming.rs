@@ -13,7 +13,8 @@ use crate::tree::{ScalarKind, Value, shorten};
 const NAMING_KEYS: &[&str] = &["strip_prefixes", "split", "separator", "profile"];
 const PROFILE_KEYS: &[&str] = &["base", "prefix_budget"];
 const OVERRIDE_KEYS: &[&str] = &["name", "tags", "aliases", "description", "hidden"];
-const ALIAS_KEYS: &[&str] = &["name", "hidden"];
+const ALIAS_KEYS: &[&str] = &["name", "hidden", "deprecated"];
+const DEPRECATED_KEYS: &[&str] = &["since", "remove_after", "use"];
 
 impl Cx<'_> {
     pub(super) fn naming<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Naming {
@@ -222,6 +223,7 @@ impl Cx<'_> {
                         out.push(AliasRule {
                             name,
                             hidden: false,
+                            deprecated: None,
                         });
                     }
                 }
@@ -232,10 +234,17 @@ impl Cx<'_> {
                         .get("hidden")
                         .and_then(|s| self.boolean(&field("hidden"), s))
                         .unwrap_or(false);
+                    let deprecated = fields
+                        .get("deprecated")
+                        .and_then(|s| self.deprecation(&field("deprecated"), s));
                     match fields.get("name") {
                         Some(s) => {
                             if let Some(name) = self.name(&field("name"), s, "alias") {
-                                out.push(AliasRule { name, hidden });
+                                out.push(AliasRule {
+                                    name,
+                                    hidden,
+                                    deprecated,
+                                });
                             }
                         }
                         None => self.error(
@@ -247,9 +256,75 @@ impl Cx<'_> {
                         ),
                     }
                 }
-                _ => self.type_error("an alias name or a map with `name` and `hidden`", &ip, item),
+                _ => self.type_error(
+                    "an alias name or a map with `name`, `hidden` and `deprecated`",
+                    &ip,
+                    item,
+                ),
             }
         }
         out
+    }
+
+    /// `deprecated: { since: 2026-11-01, remove_after: 2027-05-01, use: new_name }`.
+    pub(super) fn deprecation<'n>(
+        &mut self,
+        p: &[Seg<'n>],
+        slot: Slot<'n>,
+    ) -> Option<moniker_surface::Deprecation> {
+        let fields = self.fields(
+            slot,
+            p,
+            Some(DEPRECATED_KEYS),
+            "a map with `since`, `remove_after` and `use`",
+        );
+        let field = |name: &'static str| join(p, Seg::Key(name));
+        let date = |cx: &mut Self, name: &'static str| -> Option<moniker_surface::Date> {
+            let Some(s) = fields.get(name) else {
+                cx.error(
+                    codes::MISSING_KEY,
+                    format!("`deprecated` has no `{name}`"),
+                    p,
+                    slot.point(),
+                    Some(
+                        "write `deprecated: { since: 2026-11-01, remove_after: 2027-05-01 }`"
+                            .to_owned(),
+                    ),
+                );
+                return None;
+            };
+            // YAML reads an unquoted date as text: either way, the text is the date.
+            let text = s.scalar().map(|(t, _)| t.to_owned())?;
+            match text.parse() {
+                Ok(date) => Some(date),
+                Err(why) => {
+                    cx.error(codes::INVALID_VALUE, why, &field(name), s.point(), None);
+                    None
+                }
+            }
+        };
+        let since = date(self, "since");
+        let remove_after = date(self, "remove_after");
+        let use_instead = match fields.get("use") {
+            Some(s) => Some(self.name(&field("use"), s, "name")?.as_str().to_owned()),
+            None => None,
+        };
+        let (since, remove_after) = (since?, remove_after?);
+        if remove_after < since {
+            let s = fields.get("remove_after").unwrap_or(slot);
+            self.error(
+                codes::INVALID_VALUE,
+                format!("`remove_after` ({remove_after}) is before `since` ({since})"),
+                &field("remove_after"),
+                s.point(),
+                Some("a name is removed after it was deprecated".to_owned()),
+            );
+            return None;
+        }
+        Some(moniker_surface::Deprecation {
+            since,
+            remove_after,
+            use_instead,
+        })
     }
 }

@@ -188,11 +188,13 @@ gateway: { call_timeout: 60, start_timeout: 30s, restart: { initial_delay: 500ms
         [
             AliasRule {
                 name: "discover_goals".parse().expect("name"),
-                hidden: false
+                hidden: false,
+                deprecated: None,
             },
             AliasRule {
                 name: "dg".parse().expect("name"),
-                hidden: true
+                hidden: true,
+                deprecated: None,
             },
         ]
     );
@@ -403,7 +405,7 @@ fn wrong_types_say_what_was_expected_and_found() {
     assert_eq!(e.path, "tools.t.aliases[0]");
     assert_eq!(
         e.message,
-        "expected an alias name or a map with `name` and `hidden`, found a list"
+        "expected an alias name or a map with `name`, `hidden` and `deprecated`, found a list"
     );
 
     let e = error("servers:\n  a: { command: x, args: [-y, { a: 1 }] }\n");
@@ -928,11 +930,13 @@ actions:
         [
             AliasRule {
                 name: name("proj"),
-                hidden: false
+                hidden: false,
+                deprecated: None,
             },
             AliasRule {
                 name: name("p"),
-                hidden: true
+                hidden: true,
+                deprecated: None,
             },
         ]
     );

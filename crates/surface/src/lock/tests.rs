@@ -45,6 +45,7 @@ fn surface(
         let alias = |n: &&str, hidden| AliasRule {
             name: n.parse().unwrap(),
             hidden,
+            deprecated: None,
         };
         rules.tools.insert(
             (*key).to_owned(),

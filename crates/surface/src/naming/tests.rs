@@ -50,6 +50,7 @@ fn aliases(names: &[&str]) -> Vec<AliasRule> {
         .map(|n| AliasRule {
             name: n.parse().unwrap(),
             hidden: false,
+            deprecated: None,
         })
         .collect()
 }
@@ -539,10 +540,12 @@ fn hidden_aliases_resolve_but_are_not_listed() {
                 AliasRule {
                     name: "find".parse().unwrap(),
                     hidden: true,
+                    deprecated: None,
                 },
                 AliasRule {
                     name: "lookup".parse().unwrap(),
                     hidden: false,
+                    deprecated: None,
                 },
             ],
             ..Default::default()
@@ -824,6 +827,7 @@ fn action(members: &[(&str, &str)], legacy: crate::rules::Legacy) -> crate::rule
             .map(|(a, m)| ((*a).to_owned(), m.parse().unwrap()))
             .collect(),
         legacy,
+        legacy_deprecated: None,
         aliases: Vec::new(),
         tags: vec!["grouped".parse().unwrap()],
     }
@@ -1136,4 +1140,66 @@ fn no_prefix_is_offered_across_three_servers_or_for_other_errors() {
         built.diagnostics
     );
     assert!(built.errors().all(|d| d.fix.prefix.is_empty()));
+}
+
+/// `discover_sub_goals` with the deprecated alias `discover_goals` (and the plain alias `dg`),
+/// built on `today`.
+fn deprecated_alias_on(today: &str) -> Built {
+    let mut rules = rules_with(&["cg"]);
+    let mut alias = aliases(&["discover_goals", "dg"]);
+    alias[0].deprecated = Some(crate::Deprecation {
+        since: "2026-11-01".parse().unwrap(),
+        remove_after: "2027-05-01".parse().unwrap(),
+        use_instead: None,
+    });
+    set(
+        &mut rules,
+        "discover_sub_goals",
+        Override {
+            aliases: alias,
+            ..Override::default()
+        },
+    );
+    rules.today = Some(today.parse().unwrap());
+    build(&rules, &[listing("cg", &[tool("discover_sub_goals")])])
+}
+
+#[test]
+fn a_deprecated_alias_resolves_until_its_day_with_a_notice_then_not_at_all() {
+    let before = deprecated_alias_on("2026-11-23");
+    assert!(codes(&before).contains(&"deprecation::scheduled"));
+    let warning = before
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "deprecation::scheduled")
+        .unwrap();
+    assert!(
+        warning.message.contains("159 days left"),
+        "{}",
+        warning.message
+    );
+    let surface = ok(before);
+    let resolved = surface.resolve(Kind::Tool, "discover_goals").unwrap();
+    assert_eq!(resolved.via, Via::Alias);
+    assert!(resolved.exposed.deprecated.contains_key("discover_goals"));
+    assert!(!resolved.exposed.deprecated.contains_key("dg"));
+    let description = def(&surface, "discover_sub_goals")["description"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        description.contains("Deprecated name `discover_goals` (since 2026-11-01; stops working after 2027-05-01): use `discover_sub_goals`."),
+        "{description}"
+    );
+
+    let last_day = ok(deprecated_alias_on("2027-05-01"));
+    assert!(last_day.resolve(Kind::Tool, "discover_goals").is_some());
+
+    let after = deprecated_alias_on("2027-05-02");
+    assert!(codes(&after).contains(&"deprecation::expired"));
+    let surface = ok(after);
+    assert!(surface.resolve(Kind::Tool, "discover_goals").is_none());
+    assert!(surface.resolve(Kind::Tool, "dg").is_some());
+    let description = def(&surface, "discover_sub_goals")["description"].to_string();
+    assert!(!description.contains("Deprecated"), "{description}");
 }

@@ -69,10 +69,12 @@ fn surface() -> Surface {
                 AliasRule {
                     name: "pr_info".parse().unwrap(),
                     hidden: false,
+                    deprecated: None,
                 },
                 AliasRule {
                     name: "gpi".parse().unwrap(),
                     hidden: true,
+                    deprecated: None,
                 },
             ],
             ..Default::default()
@@ -91,6 +93,7 @@ fn surface() -> Surface {
             aliases: vec![AliasRule {
                 name: "search".parse().unwrap(),
                 hidden: false,
+                deprecated: None,
             }],
             ..Default::default()
         },
