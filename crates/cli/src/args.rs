@@ -38,7 +38,10 @@ pub enum Command {
     /// One tool call through the full pipeline; the result is printed.
     Call(CallArgs),
     /// Tools, bytes and tokens of the listing, per server and total.
-    Stats,
+    ///
+    /// With `--from`: how often clients of a running gateway call each alias and legacy
+    /// name, from its metrics, beside the deprecation schedule of each.
+    Stats(StatsArgs),
     /// Write `moniker.lock` beside the config: every exposed name and alias, with its server,
     /// origin and schema hash, so that `moniker check` can tell when a change breaks a client.
     Lock(LockArgs),
@@ -48,6 +51,21 @@ pub enum Command {
     Login(ServerArg),
     /// Forget the tokens moniker keeps for a remote server.
     Logout(ServerArg),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StatsArgs {
+    /// A running gateway: its address (`http://127.0.0.1:8080`) or its metrics URL.
+    #[arg(long, value_name = "URL")]
+    pub from: Option<String>,
+    /// The bearer token the gateway's HTTP transport asks for (else `$MONIKER_TOKEN`).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "MONIKER_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -10,6 +10,7 @@ use crate::{Exit, Failure, output};
 /// need only its rules.
 pub fn offline(config: &Config) -> Result<Exit, Failure> {
     let mut diagnostics = moniker_surface::check_rules(&config.rules);
+    diagnostics.extend(moniker_surface::deprecation::apply(&config.rules).1);
     diagnostics.extend(file_errors(config));
     report(config, &diagnostics)
 }

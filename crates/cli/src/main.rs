@@ -14,6 +14,7 @@ mod online;
 mod output;
 mod reload;
 mod render;
+mod usage;
 
 use std::error::Error;
 use std::ffi::OsString;
@@ -119,7 +120,10 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             Command::Lock(args) => online::lock(config, args).await,
             Command::List(args) => online::list(config, args).await,
             Command::Call(args) => online::call(config, args).await,
-            Command::Stats => online::stats(config).await,
+            Command::Stats(args) => match args.from {
+                Some(url) => usage::usage(&config, &url, args.token.as_deref()),
+                None => online::stats(config).await,
+            },
             Command::Login(args) => login::login(config, args).await,
             Command::Logout(args) => login::logout(config, args),
         }
@@ -139,12 +143,28 @@ fn load_config(explicit: Option<&std::path::Path>) -> Result<Config, ConfigFailu
         ));
     };
     tracing::debug!(path = %path.display(), "loading config");
-    let config = moniker_config::load(&path).map_err(|e| match e {
+    let mut config = moniker_config::load(&path).map_err(|e| match e {
         LoadError::Invalid(report) => ConfigFailure::Invalid(report),
         e @ LoadError::Io { .. } => ConfigFailure::Other(e.into()),
     })?;
+    config.rules.today = Some(today().map_err(|e| ConfigFailure::Other(e.into()))?);
     log_ignored_keys(&config);
     Ok(config)
+}
+
+/// The day deprecation schedules apply on: `$MONIKER_TODAY` (`YYYY-MM-DD`, to see what a
+/// later day will break), else the system clock's (UTC).
+pub(crate) fn today() -> Result<moniker_surface::Date, String> {
+    if let Ok(text) = std::env::var("MONIKER_TODAY") {
+        return text.parse().map_err(|e| format!("$MONIKER_TODAY: {e}"));
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    Ok(moniker_surface::Date::from_unix(
+        i64::try_from(now).unwrap_or_default(),
+    ))
 }
 
 /// A client's config file (Claude Desktop, Cursor, VS Code) is read for its servers; what

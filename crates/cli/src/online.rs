@@ -566,7 +566,7 @@ fn describe(kind: Kind, item: &Exposed) -> Value {
     row
 }
 
-fn format_table(rows: &[Vec<String>]) -> String {
+pub(crate) fn format_table(rows: &[Vec<String>]) -> String {
     let columns = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)
         .map(|i| {

@@ -113,6 +113,7 @@ fn apply(gateway: &Arc<Gateway>, path: &Path, current: &Config, http: bool) -> O
         refuse(gateway, &plain.config_report(&report));
         return None;
     }
+    config.rules.today = crate::today().ok();
     if config.servers == current.servers
         && config.rules == current.rules
         && config.http == current.http

@@ -31,12 +31,22 @@ pub(crate) fn free_port() -> u16 {
 }
 
 fn start(rest: &str) -> Moniker {
+    start_with(
+        "tools:\n  discover_sub_goals: { aliases: [discover_goals] }\n",
+        rest,
+        Stdio::null(),
+    )
+}
+
+/// `moniker serve --http` on a free port with the contextgraph fixture, `tools` and `rest`
+/// in its config, its stderr to `stderr`.
+fn start_with(tools: &str, rest: &str, stderr: Stdio) -> Moniker {
     let config = scratch().join("moniker.yaml");
     let cg = fixture_file("contextgraph.json").display().to_string();
     std::fs::write(
         &config,
         format!(
-            "servers:\n{}tools:\n  discover_sub_goals: {{ aliases: [discover_goals] }}\n{rest}",
+            "servers:\n{}{tools}{rest}",
             fixture_server("contextgraph", &[&cg])
         ),
     )
@@ -49,7 +59,7 @@ fn start(rest: &str) -> Moniker {
         .env("MONIKER_TEST_TOKEN", "s3cret-token")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("moniker serve --http");
     let base = format!("http://127.0.0.1:{port}");
@@ -357,4 +367,103 @@ fn tokens_are_reloaded_live_and_a_broken_config_changes_nothing() {
     // Fixed: /healthz is plain again.
     std::fs::write(&m.config, &swapped).expect("config");
     eventually("/healthz is ok again", || health() == "ok");
+}
+
+#[test]
+fn deprecated_names_are_announced_counted_and_retired_on_their_day() {
+    let tools = "tools:\n  discover_sub_goals:\n    aliases:\n      - { name: discover_goals, deprecated: { since: 2026-01-01, remove_after: 2099-12-31 } }\n      - { name: old_goals, deprecated: { since: 2020-01-01, remove_after: 2020-06-30, use: discover_sub_goals } }\n";
+    let log = scratch().join("serve.stderr");
+    let m = start_with(
+        tools,
+        "",
+        Stdio::from(std::fs::File::create(&log).expect("log")),
+    );
+    let with_config = |args: &[&str]| {
+        let mut command = crate::check::moniker(args);
+        command.arg("-c").arg(&m.config);
+        crate::check::run(&mut command)
+    };
+
+    // `check` counts the days left, and says the name that is over can go.
+    let (code, stdout, stderr) = with_config(&["check"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stderr.contains("deprecation::scheduled"), "{stderr}");
+    assert!(
+        stderr
+            .contains("`discover_goals` (of `discover_sub_goals`) is deprecated since 2026-01-01"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("days left"), "{stderr}");
+    assert!(stderr.contains("deprecation::expired"), "{stderr}");
+    assert!(
+        stderr.contains("`old_goals` (of `discover_sub_goals`) stopped resolving after 2020-06-30"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("remove it from the config"), "{stderr}");
+
+    // The listing says it; the deprecated alias answers; the retired one is unknown.
+    let mut client = Client::new(&m, None);
+    client.initialize();
+    let listed = client.request("tools/list", json!({}));
+    let description = listed["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["name"] == "discover_sub_goals")
+        .and_then(|t| t["description"].as_str())
+        .expect("discover_sub_goals listed")
+        .to_owned();
+    assert!(
+        description.contains("Deprecated name `discover_goals` (since 2026-01-01; stops working after 2099-12-31): use `discover_sub_goals`."),
+        "{description}"
+    );
+    for _ in 0..2 {
+        let answer = client.call("discover_goals");
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    let gone = client.call("old_goals");
+    assert_eq!(gone["error"]["code"], json!(-32004), "{gone}");
+
+    // Counted per alias in the metrics, and warned about once per session.
+    let metrics = agent()
+        .get(&format!("{}/metrics", m.base))
+        .call()
+        .map(|mut r| r.body_mut().read_to_string().unwrap_or_default())
+        .expect("metrics");
+    assert!(
+        metrics.contains("moniker_alias_calls_total{alias=\"discover_goals\",tool=\"discover_sub_goals\",deprecated=\"true\"} 2"),
+        "{metrics}"
+    );
+    eventually("the warning in the log", || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("called the deprecated name")
+    });
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        said.matches("called the deprecated name").count(),
+        1,
+        "{said}"
+    );
+
+    // `moniker stats --from` shows who still calls what, beside the schedule.
+    let (code, stdout, stderr) = with_config(&["stats", "--from", &m.base]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let row = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in:\n{stdout}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(
+        row("discover_goals").starts_with("discover_goals discover_sub_goals 2 until 2099-12-31"),
+        "{stdout}"
+    );
+    assert!(
+        row("old_goals").contains("0 removed after 2020-06-30 (over: remove it)"),
+        "{stdout}"
+    );
 }

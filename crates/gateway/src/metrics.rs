@@ -80,6 +80,9 @@ struct Inner {
     latency: HashMap<String, Histogram>,
     up: BTreeMap<String, bool>,
     restarts: BTreeMap<String, u64>,
+    /// Calls by an alias or a legacy name (configured names only: a bounded set), by (name,
+    /// tool): how many, and whether the name is deprecated.
+    aliases: BTreeMap<(String, String), (u64, bool)>,
 }
 
 #[derive(Default)]
@@ -137,6 +140,15 @@ impl Metrics {
             h.count += 1;
             h.sum += secs;
         }
+    }
+
+    /// A call by `name`, an alias or a legacy name of `tool` (`deprecated`: on a schedule).
+    pub fn alias_call(&self, name: &str, tool: &str, deprecated: bool) {
+        let mut inner = self.lock();
+        let key = (name.to_owned(), tool.to_owned());
+        let entry = inner.aliases.entry(key).or_insert((0, deprecated));
+        entry.0 += 1;
+        entry.1 = deprecated;
     }
 
     /// How many breaking changes the surface has against the lock now.
@@ -240,6 +252,19 @@ impl Metrics {
                 out,
                 "moniker_server_restarts_total{{server=\"{}\"}} {n}",
                 escape(server)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP moniker_alias_calls_total Calls by an alias or an action member's legacy name, by the name called, its tool, and whether the name is deprecated."
+        );
+        let _ = writeln!(out, "# TYPE moniker_alias_calls_total counter");
+        for ((alias, tool), (n, deprecated)) in &inner.aliases {
+            let _ = writeln!(
+                out,
+                "moniker_alias_calls_total{{alias=\"{}\",tool=\"{}\",deprecated=\"{deprecated}\"}} {n}",
+                escape(alias),
+                escape(tool)
             );
         }
         if let Some(count) = *crate::sync::lock(&self.lock_breaking) {

@@ -50,6 +50,8 @@ pub struct Session {
     peer: Arc<Peer>,
     /// The equipped toolset, by name.
     toolset: Arc<Mutex<Option<String>>>,
+    /// The deprecated names this session called (each warned about once).
+    warned: Mutex<std::collections::BTreeSet<String>>,
     /// The equipped toolset resolved against the view it was resolved for. The view is kept
     /// (not its address): a rebuilt view is another view.
     equipped: Mutex<Option<(Arc<View>, Arc<Toolset>)>>,
@@ -101,6 +103,7 @@ impl Session {
             gateway,
             peer,
             toolset,
+            warned: Mutex::new(std::collections::BTreeSet::new()),
             equipped: Mutex::new(None),
             protocol_version: OnceLock::new(),
         })

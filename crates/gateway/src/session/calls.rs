@@ -149,6 +149,15 @@ impl Session {
         };
         let exposed = resolved.exposed;
         log_resolution(&name, exposed, resolved.via, kind);
+        if matches!(resolved.via, Via::Alias | Via::Legacy) {
+            let deprecated = exposed.deprecated.get(name.as_ref());
+            if let Some(d) = deprecated {
+                self.warn_deprecated(&name, &exposed.name, d);
+            }
+            self.gateway
+                .metrics
+                .alias_call(&name, &exposed.name, deprecated.is_some());
+        }
 
         let (origin, arguments) = match &exposed.route {
             Route::Origin(origin) => (origin, None),
@@ -233,6 +242,23 @@ impl Session {
             }
         }
         Message::result(id_of(request), &result)
+    }
+}
+
+impl Session {
+    /// The first call of a deprecated name in this session is logged as a warning.
+    fn warn_deprecated(&self, name: &str, tool: &str, d: &moniker_surface::Deprecation) {
+        if lock(&self.warned).insert(name.to_owned()) {
+            let instead = d.use_instead.as_deref().unwrap_or(tool);
+            tracing::warn!(
+                name,
+                tool,
+                since = %d.since,
+                remove_after = %d.remove_after,
+                "a client called the deprecated name `{name}`: it stops working after {}; use `{instead}`",
+                d.remove_after
+            );
+        }
     }
 }
 
