@@ -1708,3 +1708,32 @@ fn the_http_section() {
         .expect_err("A_TOKEN unset");
     assert_eq!(report.errors[0].path, "http.tokens[0]");
 }
+
+#[test]
+fn deprecation_schedules_are_read_and_checked() {
+    let config = ok(
+        "tools:\n  t:\n    aliases:\n      - { name: old, deprecated: { since: 2026-11-01, remove_after: \"2027-05-01\", use: t } }\nactions:\n  project:\n    tools: { create: a, list: b }\n    legacy: { keep: listed, deprecated: { since: 2026-11-01, remove_after: 2027-05-01 } }\n",
+    );
+    let alias = &config.rules.tools["t"].aliases[0];
+    let d = alias.deprecated.as_ref().expect("a schedule");
+    assert_eq!(d.since.to_string(), "2026-11-01");
+    assert_eq!(d.remove_after.to_string(), "2027-05-01");
+    assert_eq!(d.use_instead.as_deref(), Some("t"));
+    let action = &config.rules.actions["project"];
+    assert_eq!(action.legacy, moniker_surface::Legacy::Listed);
+    assert!(action.legacy_deprecated.is_some());
+    assert_eq!(
+        ok("actions:\n  p:\n    tools: { create: a }\n    legacy: off\n").rules.actions["p"].legacy,
+        moniker_surface::Legacy::Off
+    );
+
+    let e = error("tools:\n  t:\n    aliases: [{ name: old, deprecated: { since: 2026-13-01, remove_after: 2027-05-01 } }]\n");
+    assert_eq!(e.path, "tools.t.aliases[0].deprecated.since");
+    assert!(e.message.contains("is not a date"), "{}", e.message);
+    let e = error("tools:\n  t:\n    aliases: [{ name: old, deprecated: { since: 2027-06-01, remove_after: 2027-05-01 } }]\n");
+    assert!(e.message.contains("is before `since`"), "{}", e.message);
+    let e = error("tools:\n  t:\n    aliases: [{ name: old, deprecated: { since: 2026-11-01 } }]\n");
+    assert!(e.message.contains("has no `remove_after`"), "{}", e.message);
+    let e = error("actions:\n  p:\n    tools: { create: a }\n    legacy: { keep: gone }\n");
+    assert!(e.message.contains("is not a legacy mode"), "{}", e.message);
+}
