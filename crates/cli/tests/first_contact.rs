@@ -134,11 +134,22 @@ fn first_lines(
         ),
     )
     .expect("config");
-    let mut child = moniker()
+    let mut command = moniker();
+    command
         .args(args)
         .arg("-c")
         .arg(&config)
-        .envs(env.iter().copied())
+        .envs(env.iter().copied());
+    lines_until(&mut command, |line| line.contains(until))
+}
+
+/// Spawns `command` and reads its stderr lines until one satisfies `done` (or 20 s passed):
+/// the lines, and the process (still running), with the rest of its stderr.
+pub(crate) fn lines_until(
+    command: &mut std::process::Command,
+    done: impl Fn(&str) -> bool,
+) -> (Vec<String>, std::process::Child) {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -156,9 +167,9 @@ fn first_lines(
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut lines = Vec::new();
     while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-        let done = line.contains(until);
+        let finished = done(&line);
         lines.push(line);
-        if done {
+        if finished {
             break;
         }
     }

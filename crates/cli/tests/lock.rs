@@ -2,10 +2,7 @@
 //! `discover_sub_goals`. `moniker lock` remembers the name, `moniker check --locked` catches
 //! the rename and prints the override, and with the override the old name works again.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -125,34 +122,16 @@ fn a_renamed_tool_is_caught_and_kept_by_its_override() {
 /// `serve` checks the surface against the lock at start: the rename is in its log, with the
 /// override, and in its metrics.
 fn serve_reports_the_rename(config: &Path) {
-    let mut child = moniker(&["serve", "--http", "127.0.0.1:0", "--log", "warn", "-c"])
-        .arg(config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("moniker serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
+    let mut command = moniker(&["serve", "--http", "127.0.0.1:0", "--log", "warn", "-c"]);
+    command.arg(config);
+    // The lock is checked before the listener starts: its warnings come first.
+    let (lines, mut child) = crate::first_contact::lines_until(&mut command, |l| {
+        l.starts_with("moniker is listening on ")
     });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut lines = Vec::new();
-    let mut address = None;
-    while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-        if let Some(rest) = line.strip_prefix("moniker is listening on ") {
-            address = Some(rest.trim().to_owned());
-        }
-        lines.push(line);
-        if address.is_some() {
-            break;
-        }
-    }
+    let address = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("moniker is listening on "))
+        .map(|a| a.trim().to_owned());
     let log = lines.join("\n");
     let address = address.unwrap_or_else(|| panic!("no address in:\n{log}"));
     let metrics = ureq::get(&format!("{address}/metrics"))
@@ -161,9 +140,6 @@ fn serve_reports_the_rename(config: &Path) {
         .unwrap_or_default();
     let _ = child.kill();
     let _ = child.wait();
-    while let Ok(line) = rx.try_recv() {
-        lines.push(line);
-    }
     let log = lines.join("\n");
     assert!(
         log.contains("tool `discover_goals` of server `contextgraph` is gone: likely renamed to `discover_sub_goals`")

@@ -128,25 +128,13 @@ pub fn apply(rules: &Rules) -> (Rules, Vec<Diagnostic>) {
     let sections = [("tools", &mut out.tools), ("prompts", &mut out.prompts)];
     for (section, overrides) in sections {
         for (key, rule) in overrides.iter_mut() {
-            rule.aliases.retain(|alias| {
-                let Some(d) = &alias.deprecated else {
-                    return true;
-                };
-                let at = format!("{section}.{key}.aliases");
-                diagnostics.push(scheduled(alias.name.as_str(), key, d, today, &at));
-                !d.is_over(today)
-            });
+            let at = format!("{section}.{key}.aliases");
+            retire(&mut rule.aliases, key, &at, today, &mut diagnostics);
         }
     }
     for (name, action) in out.actions.iter_mut() {
-        action.aliases.retain(|alias| {
-            let Some(d) = &alias.deprecated else {
-                return true;
-            };
-            let at = format!("actions.{name}.aliases");
-            diagnostics.push(scheduled(alias.name.as_str(), name, d, today, &at));
-            !d.is_over(today)
-        });
+        let at = format!("actions.{name}.aliases");
+        retire(&mut action.aliases, name, &at, today, &mut diagnostics);
         if let Some(d) = &action.legacy_deprecated {
             let at = format!("actions.{name}.legacy");
             let what = format!("the legacy names of `{name}`'s members");
@@ -157,6 +145,24 @@ pub fn apply(rules: &Rules) -> (Rules, Vec<Diagnostic>) {
         }
     }
     (out, diagnostics)
+}
+
+/// Takes out of `aliases` (of `target`, written at `at`) those whose day has passed; a
+/// diagnostic for each one with a schedule.
+fn retire(
+    aliases: &mut Vec<crate::AliasRule>,
+    target: &str,
+    at: &str,
+    today: Date,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    aliases.retain(|alias| {
+        let Some(d) = &alias.deprecated else {
+            return true;
+        };
+        diagnostics.push(scheduled(alias.name.as_str(), target, d, today, at));
+        !d.is_over(today)
+    });
 }
 
 fn scheduled(name: &str, target: &str, d: &Deprecation, today: Date, at: &str) -> Diagnostic {

@@ -1723,16 +1723,24 @@ fn deprecation_schedules_are_read_and_checked() {
     assert_eq!(action.legacy, moniker_surface::Legacy::Listed);
     assert!(action.legacy_deprecated.is_some());
     assert_eq!(
-        ok("actions:\n  p:\n    tools: { create: a }\n    legacy: off\n").rules.actions["p"].legacy,
+        ok("actions:\n  p:\n    tools: { create: a }\n    legacy: off\n")
+            .rules
+            .actions["p"]
+            .legacy,
         moniker_surface::Legacy::Off
     );
 
-    let e = error("tools:\n  t:\n    aliases: [{ name: old, deprecated: { since: 2026-13-01, remove_after: 2027-05-01 } }]\n");
+    let e = error(
+        "tools:\n  t:\n    aliases: [{ name: old, deprecated: { since: 2026-13-01, remove_after: 2027-05-01 } }]\n",
+    );
     assert_eq!(e.path, "tools.t.aliases[0].deprecated.since");
     assert!(e.message.contains("is not a date"), "{}", e.message);
-    let e = error("tools:\n  t:\n    aliases: [{ name: old, deprecated: { since: 2027-06-01, remove_after: 2027-05-01 } }]\n");
+    let e = error(
+        "tools:\n  t:\n    aliases: [{ name: old, deprecated: { since: 2027-06-01, remove_after: 2027-05-01 } }]\n",
+    );
     assert!(e.message.contains("is before `since`"), "{}", e.message);
-    let e = error("tools:\n  t:\n    aliases: [{ name: old, deprecated: { since: 2026-11-01 } }]\n");
+    let e =
+        error("tools:\n  t:\n    aliases: [{ name: old, deprecated: { since: 2026-11-01 } }]\n");
     assert!(e.message.contains("has no `remove_after`"), "{}", e.message);
     let e = error("actions:\n  p:\n    tools: { create: a }\n    legacy: { keep: gone }\n");
     assert!(e.message.contains("is not a legacy mode"), "{}", e.message);

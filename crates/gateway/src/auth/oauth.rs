@@ -291,26 +291,11 @@ async fn register(
     if let Some(uri) = redirect_uri {
         body["redirect_uris"] = serde_json::json!([uri]);
     }
-    let response = http
+    let request = http
         .post(endpoint)
         .json_body(&body)
-        .timeout(EXCHANGE_TIMEOUT)
-        .send()
-        .await
-        .map_err(|e| {
-            format!(
-                "cannot register at {endpoint}: {}",
-                crate::connect::describe(&e)
-            )
-        })?;
-    let status = response.status();
-    let text = read(response).await?;
-    if !status.is_success() {
-        return Err(format!(
-            "the authorization server refused to register moniker (HTTP {status}): {}",
-            oauth_error(&text)
-        ));
-    }
+        .timeout(EXCHANGE_TIMEOUT);
+    let text = exchange(request, endpoint, "register moniker").await?;
     let answer: Value = serde_json::from_str(&text)
         .map_err(|e| format!("the registration answer is not JSON: {e}"))?;
     let Some(client_id) = answer.get("client_id").and_then(Value::as_str) else {
@@ -337,6 +322,28 @@ async fn register(
         auth_method: method,
         registered: true,
     })
+}
+
+/// Sends a request to the authorization server's `endpoint`: the answer's body, or why
+/// there is none (the server refusing `to_do` names its OAuth error).
+async fn exchange(
+    request: reqwest::RequestBuilder,
+    endpoint: &str,
+    to_do: &str,
+) -> Result<String, String> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach {endpoint}: {}", crate::connect::describe(&e)))?;
+    let status = response.status();
+    let text = read(response).await?;
+    if !status.is_success() {
+        return Err(format!(
+            "the authorization server refused to {to_do} (HTTP {status}): {}",
+            oauth_error(&text)
+        ));
+    }
+    Ok(text)
 }
 
 /// The `error` and `error_description` of an OAuth error answer, or its start.
@@ -417,20 +424,7 @@ pub(crate) async fn token(
         }
         _ => form.push(("client_id", client.client_id.clone())),
     }
-    let response = request.form(&form).send().await.map_err(|e| {
-        format!(
-            "cannot reach the token endpoint {endpoint}: {}",
-            crate::connect::describe(&e)
-        )
-    })?;
-    let status = response.status();
-    let text = read(response).await?;
-    if !status.is_success() {
-        return Err(format!(
-            "the authorization server refused the token request (HTTP {status}): {}",
-            oauth_error(&text)
-        ));
-    }
+    let text = exchange(request.form(&form), endpoint, "give a token").await?;
     #[derive(Deserialize)]
     struct Answer {
         access_token: String,
