@@ -9,6 +9,7 @@
 
 mod calls;
 mod fanout;
+pub mod modern;
 mod relay;
 
 use std::sync::{Arc, Mutex, OnceLock};
@@ -153,9 +154,20 @@ impl Session {
         lock(&self.peer.in_flight).insert(id_of(request).to_owned(), InFlight::default());
     }
 
-    /// Runs a request to its answer; `None` when the client cancelled it.
+    /// Runs a request to its answer; `None` when the client cancelled it. A 2026-07-28
+    /// request (its `_meta` envelope) is answered the 2026-07-28 way.
     async fn answer(self: &Arc<Self>, request: &Message, answers: &Answers) -> Reply {
-        let reply = self.request(request, answers).await;
+        let reply = match modern::envelope(request) {
+            modern::Envelope::None => self.request(request, answers).await,
+            modern::Envelope::Refused(answer) => Some(answer),
+            modern::Envelope::Modern => {
+                let method = request.method().unwrap_or_default();
+                let private = lock(&self.toolset).is_some();
+                self.request(request, answers)
+                    .await
+                    .map(|reply| modern::answer(reply, method, private))
+            }
+        };
         let cancelled = lock(&self.peer.in_flight)
             .remove(id_of(request))
             .is_some_and(|f| f.cancelled);
@@ -213,6 +225,10 @@ impl Session {
         let method = request.method().unwrap_or_default();
         match method {
             "initialize" => Some(self.initialize(request)),
+            "server/discover" => Some(Message::result(
+                id,
+                &modern::discover(&PROTOCOL_VERSIONS, &self.capabilities()),
+            )),
             "ping" => Some(Message::result(id, "{}")),
             "tools/list" => Some(self.list(request, Kind::Tool)),
             "prompts/list" => Some(self.list(request, Kind::Prompt)),
@@ -242,6 +258,17 @@ impl Session {
             _ => PROTOCOL_VERSIONS[PROTOCOL_VERSIONS.len() - 1].to_owned(),
         };
         let _ = self.protocol_version.set(version.clone());
+        let result = format!(
+            r#"{{"protocolVersion":{},"capabilities":{{{}}},"serverInfo":{{"name":"moniker","version":"{}"}}}}"#,
+            message::string(&version),
+            self.capabilities(),
+            env!("CARGO_PKG_VERSION")
+        );
+        Message::result(id_of(request), &result)
+    }
+
+    /// The members of the capabilities object moniker serves: the union of its servers'.
+    fn capabilities(&self) -> String {
         let infos = self.gateway.server_infos();
         let mut caps = vec![r#""tools":{"listChanged":true}"#.to_owned()];
         if infos.iter().any(|i| i.has_prompts) {
@@ -259,12 +286,6 @@ impl Session {
         if infos.iter().any(|i| i.has_completions) {
             caps.push(r#""completions":{}"#.to_owned());
         }
-        let result = format!(
-            r#"{{"protocolVersion":{},"capabilities":{{{}}},"serverInfo":{{"name":"moniker","version":"{}"}}}}"#,
-            message::string(&version),
-            caps.join(","),
-            env!("CARGO_PKG_VERSION")
-        );
-        Message::result(id_of(request), &result)
+        caps.join(",")
     }
 }

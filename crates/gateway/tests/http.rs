@@ -556,13 +556,16 @@ async fn missing_or_unknown_session() {
         .send()
         .await
         .expect("GET");
-    assert_eq!(get.status(), StatusCode::BAD_REQUEST);
+    // Without a session there is no stream to open nor session to end: 405, as 2026-07-28
+    // servers answer.
+    assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(get.headers()["allow"], "POST");
     let delete = client
         .request(reqwest::Method::DELETE)
         .send()
         .await
         .expect("DELETE");
-    assert_eq!(delete.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(delete.status(), StatusCode::METHOD_NOT_ALLOWED);
 
     client.session = Some("no-such-session".into());
     let response = client.post(&body, &[]).await;
@@ -1251,4 +1254,86 @@ fn token_debug_hides_the_secret() {
     let shown = format!("{settings:?}");
     assert!(!shown.contains("top-secret-value"), "{shown}");
     assert!(shown.contains("review"), "{shown}");
+}
+
+/// The `_meta` envelope of a 2026-07-28 request.
+fn envelope(version: &str) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": {}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_is_answered_without_a_session() {
+    let server = Server::start(&[], settings()).await;
+    let mut client = server.client();
+    let modern = |method: &'static str| {
+        [
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", method),
+        ]
+    };
+
+    let (_, body) =
+        client.next_request("server/discover", json!({"_meta": envelope("2026-07-28")}));
+    let response = client.post(&body, &modern("server/discover")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().get("mcp-session-id").is_none());
+    let discovered: Value = serde_json::from_str(&text(response).await).expect("JSON");
+    let result = &discovered["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert!(
+        result["supportedVersions"]
+            .as_array()
+            .expect("versions")
+            .contains(&json!("2026-07-28")),
+        "{result}"
+    );
+    assert!(result["capabilities"]["tools"].is_object(), "{result}");
+
+    let (_, body) = client.next_request("tools/list", json!({"_meta": envelope("2026-07-28")}));
+    let response = client.post(&body, &modern("tools/list")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let listed: Value = serde_json::from_str(&text(response).await).expect("JSON");
+    let result = &listed["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(result["cacheScope"], "public");
+    assert_eq!(result["ttlMs"], 0);
+    assert_eq!(result["tools"][0]["name"], "echo");
+
+    let call =
+        json!({"name": "echo", "arguments": {"text": "hi"}, "_meta": envelope("2026-07-28")});
+    let (_, body) = client.next_request("tools/call", call.clone());
+    let mut headers = modern("tools/call").to_vec();
+    headers.push(("Mcp-Name", "echo"));
+    let response = client.post(&body, &headers).await;
+    let called: Value = serde_json::from_str(&text(response).await).expect("JSON");
+    assert_eq!(called["result"]["resultType"], "complete", "{called}");
+    assert!(called["result"]["content"].is_array(), "{called}");
+
+    // The headers must agree with the body.
+    let (_, body) = client.next_request("tools/call", call);
+    let mut wrong = modern("tools/call").to_vec();
+    wrong.push(("Mcp-Name", "other"));
+    let response = client.post(&body, &wrong).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let refused: Value = serde_json::from_str(&text(response).await).expect("JSON");
+    assert_eq!(refused["error"]["code"], -32020, "{refused}");
+
+    // A version moniker does not speak names the ones it does.
+    let (_, body) = client.next_request("tools/list", json!({"_meta": envelope("2099-01-01")}));
+    let response = client
+        .post(
+            &body,
+            &[
+                ("MCP-Protocol-Version", "2099-01-01"),
+                ("Mcp-Method", "tools/list"),
+            ],
+        )
+        .await;
+    let refused: Value = serde_json::from_str(&text(response).await).expect("JSON");
+    assert_eq!(refused["error"]["code"], -32022, "{refused}");
+    assert_eq!(refused["error"]["data"]["supported"], json!(["2026-07-28"]));
+    server.stop().await;
 }

@@ -79,6 +79,61 @@ pub(super) fn origin_allowed(value: &str, allowed: &[String]) -> bool {
         && split_authority(authority).is_some_and(|(host, _)| is_loopback_host(host))
 }
 
+/// A 2026-07-28 request's routing headers against its body: `MCP-Protocol-Version` equals
+/// the envelope's version, `Mcp-Method` the method, and `Mcp-Name` the name or URI of a
+/// request that names one. Why not, when they disagree.
+pub(super) fn routing_headers(
+    headers: &axum::http::HeaderMap,
+    request: &crate::message::Message,
+) -> Result<(), String> {
+    use crate::session::modern;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let Some(version) = modern::version_of(request) else {
+        // `server/discover` without an envelope: nothing to compare.
+        return Ok(());
+    };
+    if header("mcp-protocol-version") != Some(version.as_str()) {
+        return Err(format!(
+            "the MCP-Protocol-Version header does not match the request's `{}`",
+            modern::PROTOCOL_VERSION_META
+        ));
+    }
+    let method = request.method().unwrap_or_default();
+    if header("mcp-method") != Some(method) {
+        return Err("the Mcp-Method header does not match the request's method".to_owned());
+    }
+    if let Some(key) = modern::name_key(method) {
+        let named = request
+            .params()
+            .and_then(crate::message::fields)
+            .and_then(|f| crate::message::str_field(&f, key).map(|v| v.into_owned()));
+        if let Some(named) = named {
+            if header("mcp-name").map(decode_header_value).as_deref() != Some(named.as_str()) {
+                return Err(format!(
+                    "the Mcp-Name header does not match the request's `{key}`"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A header value as sent: plain, or `=?base64?...?=` for what a header cannot carry.
+fn decode_header_value(value: &str) -> String {
+    use base64::Engine;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        Some(payload) => base64::engine::general_purpose::STANDARD
+            .decode(payload)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .unwrap_or_default(),
+        None => value.to_owned(),
+    }
+}
+
 /// What the `Authorization` header proved.
 #[derive(Debug, Clone)]
 pub(super) enum Auth {

@@ -66,7 +66,7 @@ use super::respond::{failure, json, set, unauthorized, with_status};
 use crate::gateway::Gateway;
 use crate::headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID};
 use crate::message::{self, Incoming, Message};
-use crate::session::{Answers, Session};
+use crate::session::{Answers, Session, modern};
 use crate::sync::lock;
 
 /// The MCP endpoint's path.
@@ -503,6 +503,9 @@ struct Shape {
     batched_initialize: bool,
     /// Its one request asks for progress.
     progress: bool,
+    /// It is one 2026-07-28 request (its `_meta` envelope, or `server/discover`): answered
+    /// without a session.
+    stateless: bool,
 }
 
 impl Shape {
@@ -512,12 +515,15 @@ impl Shape {
             initialize: false,
             batched_initialize: false,
             progress: false,
+            stateless: false,
         };
         match incoming {
             Incoming::One(m) if m.is_request() => {
                 shape.needs_answer = true;
                 shape.initialize = m.method() == Some("initialize");
                 shape.progress = m.progress_token().is_some();
+                shape.stateless = m.method() == Some("server/discover")
+                    || !matches!(modern::envelope(m), modern::Envelope::None);
             }
             Incoming::One(_) => {}
             Incoming::Batch(items) => {
@@ -629,6 +635,7 @@ async fn post(shared: &Arc<Shared>, headers: &HeaderMap, body: Body, auth: Auth)
     };
     if !headers.contains_key(SESSION_ID) {
         return match mode {
+            Some(mode) if shape.stateless => stateless(shared, headers, incoming, auth, mode).await,
             Some(mode) if shape.initialize => {
                 initialize(shared, headers, incoming, auth, mode).await
             }
@@ -655,6 +662,74 @@ async fn post(shared: &Arc<Shared>, headers: &HeaderMap, body: Body, auth: Auth)
         }
         Some(mode) => answer(&http, incoming, mode, busy).await,
     }
+}
+
+/// A 2026-07-28 request: its routing headers checked against its body, then answered by a
+/// session of its own (the token's toolset), which ends with the answer. Nothing of it
+/// stays: any replica can answer the next request.
+async fn stateless(
+    shared: &Arc<Shared>,
+    headers: &HeaderMap,
+    incoming: Incoming,
+    auth: Auth,
+    mode: Mode,
+) -> Response {
+    let Incoming::One(request) = &incoming else {
+        return failure(StatusCode::BAD_REQUEST, "Bad Request: one request per POST");
+    };
+    if let Err(mismatch) = checks::routing_headers(headers, request) {
+        let id = request.id().unwrap_or("null");
+        return json(
+            StatusCode::BAD_REQUEST,
+            Message::error(Some(id), modern::HEADER_MISMATCH, &mismatch),
+        );
+    }
+    let toolset = match &auth {
+        Auth::Token { token, .. } => token.toolset.clone(),
+        Auth::Open => None,
+    };
+    let (tx, _rx) = mpsc::unbounded_channel::<Message>();
+    let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
+    let Some(reply) = answer_of(&session, incoming).await else {
+        return accepted();
+    };
+    match mode {
+        Mode::Json => json(modern_status(&reply), reply),
+        Mode::Sse => sse_once(&reply),
+    }
+}
+
+/// The HTTP status of a 2026-07-28 answer: 400 for a request moniker cannot take as it is
+/// (parse, params, headers, version), 404 for an unknown method, else 200.
+fn modern_status(reply: &Message) -> StatusCode {
+    let code = reply
+        .error_text()
+        .and_then(message::fields)
+        .and_then(|f| f.get("code").and_then(|c| c.get().parse::<i64>().ok()));
+    match code {
+        Some(
+            message::PARSE_ERROR
+            | message::INVALID_REQUEST
+            | message::INVALID_PARAMS
+            | modern::HEADER_MISMATCH
+            | modern::UNSUPPORTED_PROTOCOL_VERSION,
+        ) => StatusCode::BAD_REQUEST,
+        Some(message::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+/// GET or DELETE without a session: there is nothing to stream or end (405, as 2026-07-28
+/// servers answer).
+fn without_session() -> Response {
+    let mut response = failure(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "Method Not Allowed: GET and DELETE need the Mcp-Session-Id of a 2025 session",
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    response
 }
 
 /// `initialize` without a session: a new session, whose id goes back in `Mcp-Session-Id` when
@@ -816,6 +891,11 @@ impl PostStream {
 
 /// GET: the session's stream of unsolicited messages.
 fn get(shared: &Arc<Shared>, headers: &HeaderMap, auth: Auth) -> Response {
+    if !headers.contains_key(SESSION_ID) {
+        // 2026-07-28 has no GET stream (`subscriptions/listen` replaces it); a 2025 client
+        // has a session to name.
+        return without_session();
+    }
     if !Accept::parse(header_str(headers, header::ACCEPT)).sse {
         return failure(
             StatusCode::NOT_ACCEPTABLE,
@@ -848,6 +928,9 @@ fn get(shared: &Arc<Shared>, headers: &HeaderMap, auth: Auth) -> Response {
 
 /// DELETE: ends the session.
 fn delete(shared: &Arc<Shared>, headers: &HeaderMap, auth: Auth) -> Response {
+    if !headers.contains_key(SESSION_ID) {
+        return without_session();
+    }
     let (id, _) = match session_of(shared, headers, auth) {
         Ok(found) => found,
         Err(reject) => return reject.response(),

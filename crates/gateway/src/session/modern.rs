@@ -1,0 +1,191 @@
+//! MCP 2026-07-28 on the client side of the gateway: no `initialize` and no session; each
+//! request carries its protocol version and the client's capabilities in `params._meta`
+//! (`io.modelcontextprotocol/protocolVersion`, `.../clientCapabilities`), `server/discover`
+//! says what moniker speaks, and every result says `resultType` (lists also their cache
+//! hints). A request without the envelope is a 2025 one, answered as before: both eras on
+//! the same endpoint.
+
+use crate::message::{self, Message};
+
+/// The stateless protocol version.
+pub const MODERN_VERSION: &str = "2026-07-28";
+const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+/// The version a request names is not one moniker speaks (2026-07-28).
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// The HTTP routing headers disagree with the body.
+pub const HEADER_MISMATCH: i64 = -32020;
+pub(crate) const PROTOCOL_VERSION_META: &str = PROTOCOL_VERSION_KEY;
+
+/// The params key whose value `Mcp-Name` mirrors, for the methods that name something.
+pub(crate) fn name_key(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}
+
+/// The protocol version of a request's envelope, if it has one.
+pub(crate) fn version_of(request: &Message) -> Option<String> {
+    let params = request.params()?;
+    if !params.contains(PROTOCOL_VERSION_KEY) {
+        return None;
+    }
+    let fields = message::fields(params)?;
+    let meta = message::fields(fields.get("_meta")?.get())?;
+    message::str_field(&meta, PROTOCOL_VERSION_KEY).map(|v| v.into_owned())
+}
+
+/// What a request's envelope says, when it has one.
+pub(crate) enum Envelope {
+    /// A 2025 request (no envelope).
+    None,
+    /// A 2026-07-28 request.
+    Modern,
+    /// An envelope moniker cannot serve: the answer.
+    Refused(Message),
+}
+
+/// Reads a request's `params._meta` envelope (only when its text names the key: a 2025
+/// request is not parsed again).
+pub(crate) fn envelope(request: &Message) -> Envelope {
+    let Some(params) = request.params() else {
+        return Envelope::None;
+    };
+    if !params.contains(PROTOCOL_VERSION_KEY) {
+        return Envelope::None;
+    }
+    let id = request.id().unwrap_or("null");
+    let meta = message::fields(params)
+        .and_then(|f| f.get("_meta").map(|m| m.get().to_owned()))
+        .and_then(|m| {
+            message::fields(&m).map(|f| {
+                (
+                    message::str_field(&f, PROTOCOL_VERSION_KEY).map(|v| v.into_owned()),
+                    f.contains_key(CAPABILITIES_KEY),
+                )
+            })
+        });
+    match meta {
+        Some((Some(version), true)) if version == MODERN_VERSION => Envelope::Modern,
+        Some((Some(version), true)) => {
+            let data = serde_json::json!({"supported": [MODERN_VERSION], "requested": version});
+            let error = format!(
+                r#"{{"code":{UNSUPPORTED_PROTOCOL_VERSION},"message":"Unsupported protocol version","data":{data}}}"#
+            );
+            Envelope::Refused(Message::error_raw(id, &error))
+        }
+        _ => Envelope::Refused(Message::error(
+            Some(id),
+            message::INVALID_PARAMS,
+            &format!(
+                "params._meta must carry `{PROTOCOL_VERSION_KEY}` (a string) and `{CAPABILITIES_KEY}`"
+            ),
+        )),
+    }
+}
+
+/// `server/discover`'s result: the versions moniker speaks on this endpoint, and the
+/// capabilities it serves (`capabilities`: the object's members, as `initialize` has them).
+pub(crate) fn discover(handshake_versions: &[&str], capabilities: &str) -> String {
+    let mut versions: Vec<&str> = handshake_versions.to_vec();
+    versions.push(MODERN_VERSION);
+    let versions: Vec<String> = versions.iter().map(|v| message::string(v)).collect();
+    format!(
+        r#"{{"supportedVersions":[{}],"capabilities":{{{capabilities}}},"_meta":{{"{SERVER_INFO_KEY}":{{"name":"moniker","version":"{}"}}}},"ttlMs":0,"cacheScope":"public","resultType":"complete"}}"#,
+        versions.join(","),
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// A 2026-07-28 answer: a result gets `resultType` (when the server did not say), and a list
+/// its cache hints (`private` when it depends on who asks: a toolset). Errors pass as they
+/// are; the result's other bytes are kept.
+pub(crate) fn answer(reply: Message, method: &str, private: bool) -> Message {
+    let Some(result) = reply.result_text() else {
+        return reply;
+    };
+    let body = result.trim_start();
+    if !body.starts_with('{') {
+        return reply;
+    }
+    let mut added = String::new();
+    if !result.contains("\"resultType\"") {
+        added.push_str(r#""resultType":"complete","#);
+    }
+    let is_list = matches!(
+        method,
+        "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list"
+    );
+    if is_list && !result.contains("\"ttlMs\"") {
+        let scope = if private { "private" } else { "public" };
+        added.push_str(&format!(r#""ttlMs":0,"cacheScope":"{scope}","#));
+    }
+    if added.is_empty() {
+        return reply;
+    }
+    let rest = body[1..].trim_start();
+    let spliced = if rest.starts_with('}') {
+        format!("{{{}}}", added.trim_end_matches(','))
+    } else {
+        format!("{{{added}{rest}")
+    };
+    Message::result(reply.id().unwrap_or("null"), &spliced)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(params: &str) -> Message {
+        message::parse_one(format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{params}}}"#
+        ))
+        .expect("a request")
+    }
+
+    #[test]
+    fn envelopes_are_read_and_checked() {
+        assert!(matches!(envelope(&request("{}")), Envelope::None));
+        let modern = r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#;
+        assert!(matches!(envelope(&request(modern)), Envelope::Modern));
+        let future = r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}"#;
+        let Envelope::Refused(answer) = envelope(&request(future)) else {
+            panic!("refused");
+        };
+        assert!(
+            answer.text().contains("-32022")
+                && answer.text().contains(r#""supported":["2026-07-28"]"#),
+            "{}",
+            answer.text()
+        );
+        let partial = r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#;
+        let Envelope::Refused(answer) = envelope(&request(partial)) else {
+            panic!("refused");
+        };
+        assert!(answer.text().contains("-32602"), "{}", answer.text());
+    }
+
+    #[test]
+    fn results_say_their_type_and_lists_their_cache_hints() {
+        let list = Message::result("1", r#"{"tools":[]}"#);
+        let out = answer(list, "tools/list", true);
+        assert_eq!(
+            out.result_text(),
+            Some(r#"{"resultType":"complete","ttlMs":0,"cacheScope":"private","tools":[]}"#)
+        );
+        let empty = answer(Message::result("2", "{}"), "tools/call", false);
+        assert_eq!(empty.result_text(), Some(r#"{"resultType":"complete"}"#));
+        let kept = answer(
+            Message::result("3", r#"{"resultType":"input_required","x":1.50}"#),
+            "tools/call",
+            false,
+        );
+        assert_eq!(
+            kept.result_text(),
+            Some(r#"{"resultType":"input_required","x":1.50}"#)
+        );
+    }
+}
