@@ -1,0 +1,129 @@
+"""moniker in front of a 2025 server, for the official Python SDK's client in each mode:
+`2026-07-28` (stateless: per-request `_meta`, no initialize, no session), `auto` (probes with
+`server/discover`) and `legacy` (the 2025 handshake); over stdio and over Streamable HTTP.
+Lists, calls by name and by alias, and an action tool.
+
+The server behind moniker is the repo's moniker-fixture (a 2025 stdio server) serving the
+ContextGraph inventory: moniker translates between the eras."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+ROOT = Path(__file__).resolve().parents[2]
+MODES = ["2026-07-28", "auto", "legacy"]
+
+
+def binary(name: str) -> Path:
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    if not target.is_absolute():
+        target = ROOT / target
+    path = target / "debug" / name
+    if not path.exists():
+        pytest.fail(f"{path} is missing: cargo build --workspace first")
+    return path
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "moniker.yaml"
+    path.write_text(
+        f"""servers:
+  cg:
+    command: "{binary('moniker-fixture')}"
+    args: ["{ROOT / 'fixtures' / 'contextgraph.json'}", --echo]
+tools:
+  discover_sub_goals: {{ aliases: [discover_goals] }}
+actions:
+  goals:
+    tools: {{ discover: discover_sub_goals }}
+"""
+    )
+    return path
+
+
+def text_of(result) -> str:
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+async def exercise(client: Client) -> None:
+    tools = {t.name for t in (await client.list_tools()).tools}
+    # The member of the action tool is listed through it; its own name and alias still answer.
+    assert "goals" in tools and "discover_sub_goals" not in tools, sorted(tools)[:10]
+    by_name = await client.call_tool("discover_sub_goals", {"max_goals": 11})
+    assert not by_name.is_error and "11" in text_of(by_name), by_name
+    by_alias = await client.call_tool("discover_goals", {"max_goals": 12})
+    assert not by_alias.is_error and "12" in text_of(by_alias), by_alias
+    action = await client.call_tool("goals", {"action": "discover", "max_goals": 13})
+    assert not action.is_error and "13" in text_of(action), action
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_over_stdio(config: Path, mode: str) -> None:
+    params = StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)])
+
+    async def run() -> None:
+        with anyio.fail_after(30):
+            async with Client(params, mode=mode) as client:
+                await exercise(client)
+
+    anyio.run(run)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def http_url(config: Path, tmp_path: Path):
+    port = free_port()
+    log = open(tmp_path / "serve.stderr", "w")
+    process = subprocess.Popen(
+        [str(binary("moniker")), "serve", "--http", f"127.0.0.1:{port}", "-c", str(config), "--log", "info"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                pytest.fail((tmp_path / "serve.stderr").read_text())
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/mcp", tmp_path / "serve.stderr"
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_over_http(http_url, mode: str) -> None:
+    url, log = http_url
+
+    async def run() -> None:
+        with anyio.fail_after(30):
+            async with Client(url, mode=mode) as client:
+                await exercise(client)
+
+    anyio.run(run)
+    sessions = log.read_text().count("HTTP session started")
+    # A 2026-07-28 client never opens a session; a legacy one does.
+    assert sessions == (1 if mode == "legacy" else 0), log.read_text()[-2000:]
