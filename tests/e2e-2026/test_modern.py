@@ -18,6 +18,7 @@ import anyio
 import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ["2026-07-28", "auto", "legacy"]
@@ -46,6 +47,9 @@ tools:
 actions:
   goals:
     tools: {{ discover: discover_sub_goals }}
+toolsets:
+  memory:
+    tools: [store_memory, abort_dream]
 """
     )
     return path
@@ -127,3 +131,20 @@ def test_over_http(http_url, mode: str) -> None:
     sessions = log.read_text().count("HTTP session started")
     # A 2026-07-28 client never opens a session; a legacy one does.
     assert sessions == (1 if mode == "legacy" else 0), log.read_text()[-2000:]
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_a_toolset_by_url(http_url, mode: str) -> None:
+    """`/mcp/<toolset>`: the client sees and calls only that toolset, whatever its mode."""
+    url, _ = http_url
+
+    async def run() -> None:
+        with anyio.fail_after(30):
+            async with Client(f"{url}/memory", mode=mode) as client:
+                tools = {t.name for t in (await client.list_tools()).tools}
+                assert tools == {"store_memory", "abort_dream"}, tools
+                with pytest.raises(MCPError) as outside:
+                    await client.call_tool("goals", {"action": "discover"})
+                assert outside.value.error.code == -32004, outside.value
+
+    anyio.run(run)

@@ -51,7 +51,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
@@ -161,6 +161,7 @@ pub async fn serve(
     let sweeper = tokio::spawn(sweep(Arc::downgrade(&shared), idle));
     let app = Router::new()
         .route(MCP_PATH, any(mcp))
+        .route("/mcp/{toolset}", any(mcp_in_toolset))
         .route(
             HEALTH_PATH,
             route_get(|State(shared): State<Arc<Shared>>| async move { health(&shared.gateway) }),
@@ -337,6 +338,49 @@ fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&s
 
 /// Every request to `/mcp`: DNS-rebinding checks, CORS, authentication, then the method.
 async fn mcp(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    serve_mcp(&shared, None, request).await
+}
+
+/// `/mcp/<toolset>`: the same, for a client that sees and calls only that toolset.
+async fn mcp_in_toolset(
+    State(shared): State<Arc<Shared>>,
+    Path(toolset): Path<String>,
+    request: Request,
+) -> Response {
+    serve_mcp(&shared, Some(toolset), request).await
+}
+
+/// The toolset a request's sessions are bound to: the URL's, which a token bound to another
+/// cannot reach (403), or the token's. An unknown toolset is 404.
+fn toolset_of(
+    shared: &Shared,
+    auth: &Auth,
+    url: Option<String>,
+) -> Result<Option<String>, (StatusCode, &'static str)> {
+    let bound = match auth {
+        Auth::Token { token, .. } => token.toolset.clone(),
+        Auth::Open => None,
+    };
+    let Some(name) = url else {
+        return Ok(bound);
+    };
+    if bound.as_ref().is_some_and(|b| *b != name) {
+        return Err((
+            StatusCode::FORBIDDEN,
+            "Forbidden: this token is bound to another toolset",
+        ));
+    }
+    if !shared.gateway.toolset_names().contains(&name) {
+        return Err(failure(StatusCode::NOT_FOUND, "Not Found: no such toolset"));
+    }
+    Ok(Some(name))
+}
+
+async fn serve_mcp(
+    shared: &Arc<Shared>,
+    url_toolset: Option<String>,
+    request: Request,
+) -> Response {
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     let host = match headers.get(header::HOST) {
@@ -387,16 +431,19 @@ async fn mcp(State(shared): State<Arc<Shared>>, request: Request) -> Response {
         let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
         match checks::authenticate(authorization, &settings.tokens) {
             Err(why) => unauthorized(why),
-            Ok(auth) => match parts.method {
-                Method::POST => post(&shared, headers, body, auth).await,
-                Method::GET => get(&shared, headers, auth),
-                Method::DELETE => delete(&shared, headers, auth),
-                _ => {
-                    let mut response =
-                        failure(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
-                    set(&mut response, header::ALLOW, "GET, POST, DELETE, OPTIONS");
-                    response
-                }
+            Ok(auth) => match toolset_of(shared, &auth, url_toolset) {
+                Err((status, why)) => failure(status, why),
+                Ok(toolset) => match parts.method {
+                    Method::POST => post(shared, headers, body, auth, toolset).await,
+                    Method::GET => get(shared, headers, auth),
+                    Method::DELETE => delete(shared, headers, auth),
+                    _ => {
+                        let mut response =
+                            failure(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+                        set(&mut response, header::ALLOW, "GET, POST, DELETE, OPTIONS");
+                        response
+                    }
+                },
             },
         }
     };
@@ -577,7 +624,13 @@ fn too_large(max: usize) -> Response {
 }
 
 /// POST: one JSON-RPC message or a batch.
-async fn post(shared: &Arc<Shared>, headers: &HeaderMap, body: Body, auth: Auth) -> Response {
+async fn post(
+    shared: &Arc<Shared>,
+    headers: &HeaderMap,
+    body: Body,
+    auth: Auth,
+    toolset: Option<String>,
+) -> Response {
     if !checks::is_json_content_type(header_str(headers, header::CONTENT_TYPE)) {
         return failure(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -635,9 +688,11 @@ async fn post(shared: &Arc<Shared>, headers: &HeaderMap, body: Body, auth: Auth)
     };
     if !headers.contains_key(SESSION_ID) {
         return match mode {
-            Some(mode) if shape.stateless => stateless(shared, headers, incoming, auth, mode).await,
+            Some(mode) if shape.stateless => {
+                stateless(shared, headers, incoming, toolset, mode).await
+            }
             Some(mode) if shape.initialize => {
-                initialize(shared, headers, incoming, auth, mode).await
+                initialize(shared, headers, incoming, auth, toolset, mode).await
             }
             _ if shape.batched_initialize => failure(
                 StatusCode::BAD_REQUEST,
@@ -671,7 +726,7 @@ async fn stateless(
     shared: &Arc<Shared>,
     headers: &HeaderMap,
     incoming: Incoming,
-    auth: Auth,
+    toolset: Option<String>,
     mode: Mode,
 ) -> Response {
     let Incoming::One(request) = &incoming else {
@@ -684,10 +739,6 @@ async fn stateless(
             Message::error(Some(id), modern::HEADER_MISMATCH, &mismatch),
         );
     }
-    let toolset = match &auth {
-        Auth::Token { token, .. } => token.toolset.clone(),
-        Auth::Open => None,
-    };
     let (tx, _rx) = mpsc::unbounded_channel::<Message>();
     let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
     let Some(reply) = answer_of(&session, incoming).await else {
@@ -739,6 +790,7 @@ async fn initialize(
     headers: &HeaderMap,
     incoming: Incoming,
     auth: Auth,
+    toolset: Option<String>,
     mode: Mode,
 ) -> Response {
     if let Err(reject) = version_ok(headers) {
@@ -754,10 +806,6 @@ async fn initialize(
             "Service Unavailable: too many sessions; end unused ones with DELETE",
         );
     }
-    let toolset = match &auth {
-        Auth::Token { token, .. } => token.toolset.clone(),
-        Auth::Open => None,
-    };
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
     let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
     let outbox = Outbox::new();
