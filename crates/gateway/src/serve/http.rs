@@ -371,7 +371,7 @@ fn toolset_of(
         ));
     }
     if !shared.gateway.toolset_names().contains(&name) {
-        return Err(failure(StatusCode::NOT_FOUND, "Not Found: no such toolset"));
+        return Err((StatusCode::NOT_FOUND, "Not Found: no such toolset"));
     }
     Ok(Some(name))
 }
