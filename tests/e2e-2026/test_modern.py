@@ -8,6 +8,7 @@ ContextGraph inventory: moniker translates between the eras."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -89,33 +90,42 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def http_url(config: Path, tmp_path: Path):
+@contextlib.contextmanager
+def serving_http(config: Path, tmp_path: Path):
+    """`moniker serve --http` on a free port with `config`: (its /mcp URL, its stderr file)."""
     port = free_port()
-    log = open(tmp_path / "serve.stderr", "w")
+    stderr = tmp_path / f"serve-{port}.stderr"
+    log = open(stderr, "w")
     process = subprocess.Popen(
         [str(binary("moniker")), "serve", "--http", f"127.0.0.1:{port}", "-c", str(config), "--log", "info"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=log,
     )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-        except OSError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                pytest.fail((tmp_path / "serve.stderr").read_text())
-            time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/mcp", tmp_path / "serve.stderr"
-    process.terminate()
     try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    pytest.fail(stderr.read_text())
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp", stderr
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+@pytest.fixture
+def http_url(config: Path, tmp_path: Path):
+    with serving_http(config, tmp_path) as served:
+        yield served
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -148,3 +158,54 @@ def test_a_toolset_by_url(http_url, mode: str) -> None:
                 assert outside.value.error.code == -32004, outside.value
 
     anyio.run(run)
+
+
+@pytest.fixture
+def changing_config(tmp_path: Path) -> Path:
+    """One server whose tool list grows after its first call (and which says so)."""
+    path = tmp_path / "changing.yaml"
+    path.write_text(
+        f"""servers:
+  fx:
+    command: "{binary('moniker-fixture')}"
+    args: [--list-changed-after, "1"]
+"""
+    )
+    return path
+
+
+async def see_a_list_change(client: Client) -> None:
+    from mcp.shared.subscriptions import ToolsListChanged
+
+    async with client.listen(tools_list_changed=True) as subscription:
+        assert subscription.honored.tools_list_changed, subscription.honored
+        before = {t.name for t in (await client.list_tools()).tools}
+        assert "fixture_added_tool" not in before, before
+        await client.call_tool("echo", {"text": "change"})
+        with anyio.fail_after(10):
+            event = await subscription.__anext__()
+        assert isinstance(event, ToolsListChanged), event
+    after = {t.name for t in (await client.list_tools()).tools}
+    assert "fixture_added_tool" in after, after
+
+
+def test_subscriptions_listen_over_stdio(changing_config: Path) -> None:
+    params = StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(changing_config)])
+
+    async def run() -> None:
+        with anyio.fail_after(30):
+            async with Client(params, mode="2026-07-28") as client:
+                await see_a_list_change(client)
+
+    anyio.run(run)
+
+
+def test_subscriptions_listen_over_http(changing_config: Path, tmp_path: Path) -> None:
+    with serving_http(changing_config, tmp_path) as (url, _):
+
+        async def run() -> None:
+            with anyio.fail_after(30):
+                async with Client(url, mode="2026-07-28") as client:
+                    await see_a_list_change(client)
+
+        anyio.run(run)

@@ -27,6 +27,29 @@ pub(crate) struct InFlight {
     pub cancelled: bool,
 }
 
+/// A 2026-07-28 client's `subscriptions/listen` stream: which list changes it opted in to,
+/// where they go (stamped with the request's id), and what ends it.
+pub(crate) struct Listen {
+    /// The `subscriptions/listen` request's id (raw JSON).
+    pub id: String,
+    pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
+    pub to: mpsc::UnboundedSender<Message>,
+    pub ended: Arc<tokio::sync::Notify>,
+}
+
+impl Listen {
+    fn wants(&self, method: &str) -> bool {
+        match method {
+            "notifications/tools/list_changed" => self.tools,
+            "notifications/prompts/list_changed" => self.prompts,
+            "notifications/resources/list_changed" => self.resources,
+            _ => false,
+        }
+    }
+}
+
 /// A request of a server's that waits for the client.
 struct Outgoing {
     conn: Weak<Connection>,
@@ -43,6 +66,8 @@ pub struct Peer {
     bound: bool,
     /// The session's equipped toolset, by name: what it sees of the surface.
     toolset: Arc<Mutex<Option<String>>>,
+    /// A 2026-07-28 client's listen stream: its list changes go there, not to `out`.
+    pub(crate) listen: Mutex<Option<Listen>>,
     /// Resources subscribed to, with the server that serves each.
     subscriptions: Mutex<HashSet<(ServerId, String)>>,
     /// The client's requests being handled, by their id (raw JSON).
@@ -62,6 +87,7 @@ impl Peer {
             ready: AtomicBool::new(false),
             bound,
             toolset,
+            listen: Mutex::new(None),
             subscriptions: Mutex::new(HashSet::new()),
             in_flight: Mutex::new(HashMap::new()),
             outgoing: Mutex::new(HashMap::new()),
@@ -90,7 +116,19 @@ impl Peer {
         }
     }
 
+    /// A list change: to the listen stream of a 2026-07-28 client (when it opted in; stamped
+    /// with the stream's id), else to a 2025 session once it is initialized.
     pub fn notify(&self, method: &str) {
+        if let Some(listen) = lock(&self.listen).as_ref() {
+            if listen.wants(method) {
+                let params = format!(
+                    r#"{{"_meta":{{"io.modelcontextprotocol/subscriptionId":{}}}}}"#,
+                    listen.id
+                );
+                let _ = listen.to.send(Message::notification(method, Some(&params)));
+            }
+            return;
+        }
         self.send_if_ready(Message::notification(method, None));
     }
 

@@ -225,6 +225,7 @@ impl Session {
         let method = request.method().unwrap_or_default();
         match method {
             "initialize" => Some(self.initialize(request)),
+            "subscriptions/listen" => Some(self.listen(request, answers).await),
             "server/discover" => Some(Message::result(
                 id,
                 &modern::discover(&PROTOCOL_VERSIONS, &self.capabilities()),
@@ -265,6 +266,34 @@ impl Session {
             env!("CARGO_PKG_VERSION")
         );
         Message::result(id_of(request), &result)
+    }
+
+    /// `subscriptions/listen`: acknowledged on the request's own stream, which then carries
+    /// the list changes the client opted in to, until the client cancels it or goes away
+    /// (or moniker stops); then its result.
+    async fn listen(&self, request: &Message, answers: &Answers) -> Message {
+        let id = id_of(request);
+        let filter = modern::listen_filter(request);
+        let ended = Arc::new(tokio::sync::Notify::new());
+        *lock(&self.peer.listen) = Some(crate::hub::Listen {
+            id: id.to_owned(),
+            tools: filter.0,
+            prompts: filter.1,
+            resources: filter.2,
+            to: answers.to.clone(),
+            ended: ended.clone(),
+        });
+        answers.send(modern::acknowledged(id, filter));
+        tokio::select! {
+            () = ended.notified() => {}
+            () = answers.to.closed() => {}
+            () = self.gateway.stopped() => {}
+        }
+        *lock(&self.peer.listen) = None;
+        let result = format!(
+            r#"{{"_meta":{{"io.modelcontextprotocol/subscriptionId":{id}}},"resultType":"complete"}}"#
+        );
+        Message::result(id, &result)
     }
 
     /// The members of the capabilities object moniker serves: the union of its servers'.

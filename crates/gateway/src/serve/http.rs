@@ -741,6 +741,22 @@ async fn stateless(
     }
     let (tx, _rx) = mpsc::unbounded_channel::<Message>();
     let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
+    if request.method() == Some("subscriptions/listen") {
+        // A long-lived stream: the acknowledgement, the list changes, at last the result. It
+        // lasts as long as the client reads it.
+        let (tx, rx) = mpsc::unbounded_channel();
+        session.handle(Ok(incoming), Some(Answers::new(tx, true)));
+        let stream = PostStream {
+            rx,
+            tick: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
+            done: false,
+            _busy: Activity::new().busy(),
+        };
+        return sse(futures_util::stream::unfold(stream, |mut st| async move {
+            let chunk = st.next().await?;
+            Some((Ok(Bytes::from(chunk)), st))
+        }));
+    }
     let Some(reply) = answer_of(&session, incoming).await else {
         return accepted();
     };

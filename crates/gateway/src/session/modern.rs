@@ -135,6 +135,44 @@ pub(crate) fn answer(reply: Message, method: &str, private: bool) -> Message {
     Message::result(reply.id().unwrap_or("null"), &spliced)
 }
 
+/// The list changes a `subscriptions/listen` request opts in to: (tools, prompts,
+/// resources). Resource subscriptions by URI are not honored (left out of the
+/// acknowledgement, as the spec lets a server do).
+pub(crate) fn listen_filter(request: &Message) -> (bool, bool, bool) {
+    let filter = request
+        .params()
+        .and_then(message::fields)
+        .and_then(|f| f.get("notifications").map(|n| n.get().to_owned()));
+    let Some(filter) = filter.as_deref().and_then(message::fields) else {
+        return (false, false, false);
+    };
+    let on = |key: &str| filter.get(key).is_some_and(|v| v.get() == "true");
+    (
+        on("toolsListChanged"),
+        on("promptsListChanged"),
+        on("resourcesListChanged"),
+    )
+}
+
+/// `notifications/subscriptions/acknowledged` for the listen request `id` (raw JSON).
+pub(crate) fn acknowledged(id: &str, (tools, prompts, resources): (bool, bool, bool)) -> Message {
+    let mut honored = Vec::new();
+    for (on, key) in [
+        (tools, "toolsListChanged"),
+        (prompts, "promptsListChanged"),
+        (resources, "resourcesListChanged"),
+    ] {
+        if on {
+            honored.push(format!(r#""{key}":true"#));
+        }
+    }
+    let params = format!(
+        r#"{{"notifications":{{{}}},"_meta":{{"io.modelcontextprotocol/subscriptionId":{id}}}}}"#,
+        honored.join(",")
+    );
+    Message::notification("notifications/subscriptions/acknowledged", Some(&params))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

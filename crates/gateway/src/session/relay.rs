@@ -98,6 +98,12 @@ impl Session {
         let Some(request_id) = cancel.request_id() else {
             return;
         };
+        if let Some(listen) = lock(&self.peer.listen)
+            .as_ref()
+            .filter(|l| l.id == request_id)
+        {
+            listen.ended.notify_one();
+        }
         let (conn, ours) = {
             let mut in_flight = lock(&self.peer.in_flight);
             let Some(flight) = in_flight.get_mut(request_id) else {
