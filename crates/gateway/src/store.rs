@@ -20,6 +20,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+pub mod redis;
+
 /// The version of the store file this build writes, and the newest it can change.
 pub const STORE_VERSION: u32 = 1;
 
@@ -431,3 +433,70 @@ fn process_alive(pid: i32) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// Where run-time toolsets are kept: the file (the default), or Redis, shared by replicas.
+pub enum Backend {
+    File(Store),
+    Redis(Box<redis::RedisStore>),
+}
+
+impl Backend {
+    /// Opens `location`: a `redis://` (or `rediss://`) URL, else a file path. What was found
+    /// is logged.
+    pub fn open(location: PathBuf) -> Option<Self> {
+        let text = location.to_string_lossy().into_owned();
+        if text.starts_with("redis://") || text.starts_with("rediss://") {
+            return match redis::RedisStore::open(&text) {
+                Ok(store) => {
+                    tracing::info!(store = store.shown(), "toolset store: Redis");
+                    Some(Self::Redis(Box::new(store)))
+                }
+                Err(why) => {
+                    tracing::error!("{why}: no run-time toolsets");
+                    None
+                }
+            };
+        }
+        let (store, opened) = Store::open(location);
+        let path = store.path().display().to_string();
+        match opened {
+            Opened::Fresh => tracing::info!(path, "toolset store: none yet, starting empty"),
+            Opened::Loaded => {
+                tracing::info!(
+                    path,
+                    toolsets = store.toolsets().len(),
+                    "toolset store loaded"
+                )
+            }
+            Opened::MovedAside { to, reason } => tracing::error!(
+                path, moved_to = %to.display(), %reason,
+                "toolset store was unreadable: moved aside, starting empty (static toolsets still work)"
+            ),
+            Opened::ReadOnly { reason } => {
+                tracing::error!(path, %reason, "toolset store is read-only: toolsets cannot be saved or deleted")
+            }
+        }
+        Some(Self::File(store))
+    }
+
+    pub fn toolsets(&self) -> BTreeMap<String, StoredToolset> {
+        match self {
+            Self::File(store) => store.toolsets().clone(),
+            Self::Redis(store) => store.toolsets(),
+        }
+    }
+
+    pub fn put(&mut self, name: &str, toolset: StoredToolset) -> Result<(), String> {
+        match self {
+            Self::File(store) => store.put(name, toolset).map_err(|e| e.to_string()),
+            Self::Redis(store) => store.put(name, &toolset),
+        }
+    }
+
+    pub fn remove(&mut self, name: &str) -> Result<bool, String> {
+        match self {
+            Self::File(store) => store.remove(name).map_err(|e| e.to_string()),
+            Self::Redis(store) => store.remove(name),
+        }
+    }
+}

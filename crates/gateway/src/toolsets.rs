@@ -11,14 +11,14 @@ use moniker_surface::{Diagnostic, Kind, Surface, listing};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::store::{Opened, Store, StoredTool, StoredToolset};
+use crate::store::{Backend, StoredTool, StoredToolset};
 use crate::sync::lock;
 
 /// Every toolset a session may equip.
 pub struct Catalog {
     /// The config's: replaced when the config is reloaded.
     static_sets: Mutex<BTreeMap<String, ToolsetRule>>,
-    store: Option<Mutex<Store>>,
+    store: Option<Mutex<Backend>>,
 }
 
 impl Catalog {
@@ -28,22 +28,7 @@ impl Catalog {
         static_sets: BTreeMap<String, ToolsetRule>,
         store: Option<std::path::PathBuf>,
     ) -> Self {
-        let store = store.map(|path| {
-            let (store, opened) = Store::open(path);
-            let path = store.path().display().to_string();
-            match opened {
-                Opened::Fresh => tracing::info!(path, "toolset store: none yet, starting empty"),
-                Opened::Loaded => tracing::info!(path, toolsets = store.toolsets().len(), "toolset store loaded"),
-                Opened::MovedAside { to, reason } => tracing::error!(
-                    path, moved_to = %to.display(), %reason,
-                    "toolset store was unreadable: moved aside, starting empty (static toolsets still work)"
-                ),
-                Opened::ReadOnly { reason } => {
-                    tracing::error!(path, %reason, "toolset store is read-only: toolsets cannot be saved or deleted")
-                }
-            }
-            Mutex::new(store)
-        });
+        let store = store.and_then(Backend::open).map(Mutex::new);
         Self {
             static_sets: Mutex::new(static_sets),
             store,
