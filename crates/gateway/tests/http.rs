@@ -1337,3 +1337,65 @@ async fn a_2026_client_is_answered_without_a_session() {
     assert_eq!(refused["error"]["data"]["supported"], json!(["2026-07-28"]));
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_toolset_bounds_the_resources_reachable_through_it() {
+    let mut rules = Rules::default();
+    rules.toolsets.sets.insert(
+        "docs".into(),
+        ToolsetRule {
+            tools: vec!["echo".into()],
+            resources: vec!["fixture://".into()],
+            ..ToolsetRule::default()
+        },
+    );
+    rules.toolsets.sets.insert(
+        "none".into(),
+        ToolsetRule {
+            tools: vec!["echo".into()],
+            ..ToolsetRule::default()
+        },
+    );
+    let server = Server::start_with(&[], rules, settings()).await;
+    let headers = |method: &'static str| {
+        [
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", method),
+        ]
+    };
+    let list = |path: &'static str| {
+        let url = format!("{}{path}", server.url);
+        async move {
+            let mut client = Client::new(&url);
+            let (_, body) =
+                client.next_request("resources/list", json!({"_meta": envelope("2026-07-28")}));
+            let response = client.post(&body, &headers("resources/list")).await;
+            let value: Value = serde_json::from_str(&text(response).await).expect("JSON");
+            value["result"]["resources"]
+                .as_array()
+                .map(|r| {
+                    r.iter()
+                        .map(|r| r["uri"].as_str().unwrap_or_default().to_owned())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        }
+    };
+    let all = list("").await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!(list("/docs").await, all, "a prefix that covers them all");
+    assert!(
+        list("/none").await.is_empty(),
+        "a toolset without resources reaches none"
+    );
+
+    let mut client = Client::new(&format!("{}/none", server.url));
+    let read = json!({"uri": all[0], "_meta": envelope("2026-07-28")});
+    let (_, body) = client.next_request("resources/read", read);
+    let mut with_name = headers("resources/read").to_vec();
+    with_name.push(("Mcp-Name", &all[0]));
+    let response = client.post(&body, &with_name).await;
+    let refused: Value = serde_json::from_str(&text(response).await).expect("JSON");
+    assert_eq!(refused["error"]["code"], -32002, "{refused}");
+    server.stop().await;
+}

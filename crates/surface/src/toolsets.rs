@@ -81,6 +81,23 @@ pub struct ToolsetRule {
     /// is given an alias is in the toolset.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub aliases: BTreeMap<String, String>,
+    /// The resources reachable through the toolset: by server id (all of its resources), or
+    /// by URI prefix (an entry with a `:`, `file:///srv/docs/`). None: no resources.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
+}
+
+impl ToolsetRule {
+    /// Whether the resource `uri` of server `server` is reachable through the toolset.
+    pub fn reaches(&self, server: &str, uri: &str) -> bool {
+        self.resources.iter().any(|r| {
+            if r.contains(':') {
+                uri.starts_with(r.as_str())
+            } else {
+                r == server
+            }
+        })
+    }
 }
 
 /// `^[a-z0-9][a-z0-9_-]{0,63}$`

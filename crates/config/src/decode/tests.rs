@@ -1273,6 +1273,7 @@ fn the_brief_toolsets_example_parses() {
             tags: Some(expr("git or github")),
             include: strings(&["base"]),
             aliases: [("get_pr_info".to_owned(), "pr".to_owned())].into(),
+            resources: Vec::new(),
         }
     );
     assert_eq!(

@@ -22,6 +22,7 @@ const TOOLSET_KEYS: &[&str] = &[
     "tags",
     "include",
     "aliases",
+    "resources",
 ];
 const TAGS_HELP: &str = "write a list of tags (any of them), or an expression of tags with `and`, `or`, `not` and parentheses: `git and (github or gitlab) and not deprecated`";
 
@@ -129,6 +130,9 @@ impl Cx<'_> {
         }
         if let Some(s) = fields.get("tags") {
             rule.tags = self.tag_expr(&field("tags"), s);
+        }
+        if let Some(s) = fields.get("resources") {
+            rule.resources = self.strings(&field("resources"), s, false);
         }
         if let Some(s) = fields.get("include") {
             let ip = field("include");

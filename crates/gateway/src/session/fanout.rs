@@ -1,5 +1,7 @@
 //! Fan-out across servers: resources listed from every server that has them, resource
 //! requests routed by URI, completions by prompt or resource, the log level to every server.
+//! A session with a toolset reaches only the resources its toolset names (by server, or by
+//! URI prefix): a toolset is a boundary for resources as for tools and prompts.
 
 use std::sync::Arc;
 
@@ -13,6 +15,7 @@ use crate::message::{self, Message};
 impl Session {
     /// `resources/list` and `resources/templates/list`: every server's items, merged.
     pub(super) async fn gather(&self, id: &str, method: &'static str, key: &str) -> Message {
+        let bounds = self.resource_bounds();
         let mut items: Vec<Box<RawValue>> = Vec::new();
         for (conn, info) in self.gateway.connections() {
             if !info.has_resources {
@@ -20,7 +23,11 @@ impl Session {
             }
             let timeout = self.gateway.settings.config.call_timeout;
             match crate::connect::list_all(&conn, method, key, timeout).await {
-                Ok(list) => items.extend(list),
+                Ok(list) => items.extend(list.into_iter().filter(|item| {
+                    bounds.as_ref().is_none_or(|rule| {
+                        rule.reaches(conn.server.as_str(), &item_uri(item).unwrap_or_default())
+                    })
+                })),
                 Err(e) => tracing::warn!(server = %conn.server, error = %e, "{method} failed"),
             }
         }
@@ -28,6 +35,19 @@ impl Session {
         Message::result(
             id,
             &format!(r#"{{{}:[{}]}}"#, message::string(key), joined.join(",")),
+        )
+    }
+
+    /// What of the resources the session reaches: `None`, all (no toolset); else its
+    /// toolset's rule (a toolset without `resources` reaches none).
+    fn resource_bounds(&self) -> Option<moniker_surface::ToolsetRule> {
+        let name = crate::sync::lock(&self.toolset).clone()?;
+        Some(
+            self.gateway
+                .catalog
+                .sets()
+                .remove(&name)
+                .unwrap_or_default(),
         )
     }
 
@@ -49,7 +69,16 @@ impl Session {
         let Some(uri) = request.uri().map(|u| u.into_owned()) else {
             return Some(Refusal::invalid_params("missing `uri`").answer(id));
         };
-        let servers = self.servers_with(|info| info.has_resources);
+        let bounds = self.resource_bounds();
+        let servers: Vec<ServerId> = self
+            .servers_with(|info| info.has_resources)
+            .into_iter()
+            .filter(|s| {
+                bounds
+                    .as_ref()
+                    .is_none_or(|rule| rule.reaches(s.as_str(), &uri))
+            })
+            .collect();
         let mut last = None;
         for server in &servers {
             let reply = self
@@ -125,7 +154,17 @@ impl Session {
                     .await
             }
             Some("ref/resource") => {
-                let servers = self.servers_with(|info| info.has_completions);
+                let uri = message::str_field(&ref_fields, "uri").unwrap_or_default();
+                let bounds = self.resource_bounds();
+                let servers: Vec<ServerId> = self
+                    .servers_with(|info| info.has_completions)
+                    .into_iter()
+                    .filter(|s| {
+                        bounds
+                            .as_ref()
+                            .is_none_or(|rule| rule.reaches(s.as_str(), &uri))
+                    })
+                    .collect();
                 let mut last = None;
                 for server in &servers {
                     let reply = self
@@ -159,6 +198,14 @@ impl Session {
         }
         Message::result(id_of(request), "{}")
     }
+}
+
+/// The URI (or URI template) of a listed resource.
+fn item_uri(item: &RawValue) -> Option<String> {
+    let fields = message::fields(item.get())?;
+    message::str_field(&fields, "uri")
+        .or_else(|| message::str_field(&fields, "uriTemplate"))
+        .map(|u| u.into_owned())
 }
 
 fn is_error(answer: &Message) -> bool {

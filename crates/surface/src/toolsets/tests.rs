@@ -486,6 +486,7 @@ fn a_valid_toolset_has_no_diagnostics() {
         tags: Some(expr("gitlab")),
         include: strings(&["base"]),
         aliases: aliases(&[("get_pr_info", "pr")]),
+        resources: Vec::new(),
     };
     let all = sets(&[("base", with_tools(&["web_search"]))]);
     assert_eq!(validate(&surface, "review", &rule, &all), []);
@@ -873,6 +874,7 @@ fn toolset_rules_serialize_with_tags_as_an_expression() {
         tags: Some(expr("git and (github or gitlab)")),
         include: strings(&["base"]),
         aliases: aliases(&[("get_pr_info", "pr")]),
+        resources: Vec::new(),
     };
     let text = serde_json::to_string(&rule).unwrap();
     assert_eq!(
@@ -885,4 +887,17 @@ fn toolset_rules_serialize_with_tags_as_an_expression() {
     assert_eq!(empty, ToolsetRule::default());
     let bad = serde_json::from_str::<ToolsetRule>(r#"{"tags":"git and"}"#).unwrap_err();
     assert!(bad.to_string().contains("found the end"), "{bad}");
+}
+
+#[test]
+fn a_toolset_reaches_resources_by_server_or_uri_prefix() {
+    let rule = ToolsetRule {
+        resources: strings(&["docs", "file:///srv/shared/"]),
+        ..ToolsetRule::default()
+    };
+    assert!(rule.reaches("docs", "anything://x"));
+    assert!(rule.reaches("other", "file:///srv/shared/a.txt"));
+    assert!(!rule.reaches("other", "file:///srv/private/a.txt"));
+    assert!(!rule.reaches("doc", "doc://x"));
+    assert!(!ToolsetRule::default().reaches("docs", "docs://x"));
 }
