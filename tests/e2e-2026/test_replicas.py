@@ -154,7 +154,10 @@ def test_replicas_share_toolsets_and_survive_one_going_away(tmp_path: Path) -> N
                                 "build-toolset", {"name": "memories", "tools": ["store_memory"]}
                             )
                             assert not built.is_error, built
-                        for url in (f"{b_url}/memories", f"{lb}/memories"):
+                            path = built.structured_content["url_path"]
+                            assert path == "/mcp/memories", built.structured_content
+                        base = lambda url: url.removesuffix("/mcp")  # noqa: E731
+                        for url in (f"{base(b_url)}{path}", f"{base(lb)}{path}"):
                             async with Client(url, mode="2026-07-28") as client:
                                 tools = {t.name for t in (await client.list_tools()).tools}
                                 assert tools == {"store_memory"}, (url, tools)

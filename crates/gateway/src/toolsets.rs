@@ -450,7 +450,13 @@ fn build(
     };
     (
         result(
-            &json!({"saved": equipped.describe(surface), "equipped": equip}),
+            // A stateless (2026-07-28) client has no session to equip: it uses the toolset by
+            // connecting to its URL, on any replica.
+            &json!({
+                "saved": equipped.describe(surface),
+                "equipped": equip,
+                "url_path": format!("/mcp/{name}"),
+            }),
             false,
         ),
         effect,
