@@ -8,11 +8,6 @@ ContextGraph inventory: moniker translates between the eras."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import anyio
@@ -20,19 +15,9 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from support import ROOT, binary, serving_http
 
-ROOT = Path(__file__).resolve().parents[2]
 MODES = ["2026-07-28", "auto", "legacy"]
-
-
-def binary(name: str) -> Path:
-    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    if not target.is_absolute():
-        target = ROOT / target
-    path = target / "debug" / name
-    if not path.exists():
-        pytest.fail(f"{path} is missing: cargo build --workspace first")
-    return path
 
 
 @pytest.fixture
@@ -84,48 +69,10 @@ def test_over_stdio(config: Path, mode: str) -> None:
     anyio.run(run)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def serving_http(config: Path, tmp_path: Path):
-    """`moniker serve --http` on a free port with `config`: (its /mcp URL, its stderr file)."""
-    port = free_port()
-    stderr = tmp_path / f"serve-{port}.stderr"
-    log = open(stderr, "w")
-    process = subprocess.Popen(
-        [str(binary("moniker")), "serve", "--http", f"127.0.0.1:{port}", "-c", str(config), "--log", "info"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    pytest.fail(stderr.read_text())
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp", stderr
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-
-
 @pytest.fixture
 def http_url(config: Path, tmp_path: Path):
-    with serving_http(config, tmp_path) as served:
-        yield served
+    with serving_http(config, tmp_path / "serve.log") as (url, log, _):
+        yield url, log
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -201,7 +148,7 @@ def test_subscriptions_listen_over_stdio(changing_config: Path) -> None:
 
 
 def test_subscriptions_listen_over_http(changing_config: Path, tmp_path: Path) -> None:
-    with serving_http(changing_config, tmp_path) as (url, _):
+    with serving_http(changing_config, tmp_path / "serve.log") as (url, _, _):
 
         async def run() -> None:
             with anyio.fail_after(30):

@@ -14,17 +14,14 @@ only where they are not installed."""
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-import subprocess
-import time
 from pathlib import Path
 
 import anyio
 import pytest
 from mcp.client.client import Client
 
-from test_modern import binary, free_port
+from support import ROOT, binary, free_port, serving_http, started
 
 REDIS = shutil.which("redis-server")
 HAPROXY = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
@@ -32,36 +29,6 @@ HAPROXY = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/hap
 pytestmark = pytest.mark.skipif(
     not (REDIS and HAPROXY), reason="redis-server and haproxy are not installed (scripts/test installs them)"
 )
-
-
-def wait_for_port(port: int, what: str, process: subprocess.Popen, log: Path) -> None:
-    import socket
-
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                pytest.fail(f"{what} did not start:\n{log.read_text() if log.exists() else ''}")
-            time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def started(command: list[str], port: int, what: str, log: Path):
-    handle = open(log, "w")
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(port, what, process, log)
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        handle.close()
 
 
 HAPROXY_CONFIG = """global
@@ -95,22 +62,13 @@ def replica_config(tmp_path: Path, redis_port: int) -> Path:
         f"""servers:
   cg:
     command: "{binary('moniker-fixture')}"
-    args: ["{Path(__file__).resolve().parents[2] / 'fixtures' / 'contextgraph.json'}", --echo]
+    args: ["{ROOT / 'fixtures' / 'contextgraph.json'}", --echo]
 toolsets:
   manage: true
   store: redis://127.0.0.1:{redis_port}/0
 """
     )
     return path
-
-
-@contextlib.contextmanager
-def replica(config: Path, log: Path):
-    """`moniker serve --http` on a free port: (its /mcp URL, its log, its process)."""
-    port = free_port()
-    command = [str(binary("moniker")), "serve", "--http", f"127.0.0.1:{port}", "-c", str(config), "--log", "debug"]
-    with started(command, port, "moniker serve --http", log) as process:
-        yield f"http://127.0.0.1:{port}/mcp", log, process
 
 
 def calls_in(log: Path) -> int:
@@ -126,9 +84,11 @@ def test_replicas_share_toolsets_and_survive_one_going_away(tmp_path: Path) -> N
         tmp_path / "redis.log",
     ):
         config = replica_config(tmp_path, redis_port)
-        with replica(config, tmp_path / "a.log") as (a_url, a_log, a_process), replica(
-            config, tmp_path / "b.log"
-        ) as (b_url, b_log, _):
+        with serving_http(config, tmp_path / "a.log", "debug") as (
+            a_url,
+            a_log,
+            a_process,
+        ), serving_http(config, tmp_path / "b.log", "debug") as (b_url, b_log, _):
             a_port = int(a_url.split(":")[2].split("/")[0])
             b_port = int(b_url.split(":")[2].split("/")[0])
             lb_port = free_port()

@@ -51,6 +51,24 @@ impl Session {
         )
     }
 
+    /// The servers whose capabilities pass `has` and through which the session reaches the
+    /// resource `uri`.
+    fn reaching(
+        &self,
+        has: impl Fn(&crate::connect::InitInfo) -> bool,
+        uri: &str,
+    ) -> Vec<ServerId> {
+        let bounds = self.resource_bounds();
+        self.servers_with(has)
+            .into_iter()
+            .filter(|s| {
+                bounds
+                    .as_ref()
+                    .is_none_or(|rule| rule.reaches(s.as_str(), uri))
+            })
+            .collect()
+    }
+
     /// The servers whose capabilities pass `has`.
     fn servers_with(&self, has: impl Fn(&crate::connect::InitInfo) -> bool) -> Vec<ServerId> {
         self.gateway
@@ -69,16 +87,7 @@ impl Session {
         let Some(uri) = request.uri().map(|u| u.into_owned()) else {
             return Some(Refusal::invalid_params("missing `uri`").answer(id));
         };
-        let bounds = self.resource_bounds();
-        let servers: Vec<ServerId> = self
-            .servers_with(|info| info.has_resources)
-            .into_iter()
-            .filter(|s| {
-                bounds
-                    .as_ref()
-                    .is_none_or(|rule| rule.reaches(s.as_str(), &uri))
-            })
-            .collect();
+        let servers = self.reaching(|info| info.has_resources, &uri);
         let mut last = None;
         for server in &servers {
             let reply = self
@@ -155,16 +164,7 @@ impl Session {
             }
             Some("ref/resource") => {
                 let uri = message::str_field(&ref_fields, "uri").unwrap_or_default();
-                let bounds = self.resource_bounds();
-                let servers: Vec<ServerId> = self
-                    .servers_with(|info| info.has_completions)
-                    .into_iter()
-                    .filter(|s| {
-                        bounds
-                            .as_ref()
-                            .is_none_or(|rule| rule.reaches(s.as_str(), &uri))
-                    })
-                    .collect();
+                let servers = self.reaching(|info| info.has_completions, &uri);
                 let mut last = None;
                 for server in &servers {
                     let reply = self
