@@ -156,3 +156,56 @@ def test_subscriptions_listen_over_http(changing_config: Path, tmp_path: Path) -
                     await see_a_list_change(client)
 
         anyio.run(run)
+
+
+@pytest.fixture
+def sampling_config(tmp_path: Path) -> Path:
+    """One 2025 server whose tool `fixture_sample` asks its client for sampling mid-call."""
+    path = tmp_path / "sampling.yaml"
+    path.write_text(
+        f"""servers:
+  fx:
+    command: "{binary('moniker-fixture')}"
+    args: [--sample-tool]
+"""
+    )
+    return path
+
+
+async def sample_through(client_factory) -> None:
+    import mcp_types as types
+
+    asked: list[str] = []
+
+    async def sampling(context, params) -> types.CreateMessageResult:
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="sampled by the 2026 client"),
+            model="test-model",
+            stop_reason="endTurn",
+        )
+
+    async with client_factory(sampling) as client:
+        result = await client.call_tool("fixture_sample", {})
+        assert not result.is_error, result
+        assert "sampled by the 2026 client" in text_of(result), result
+    assert asked, "the client's sampling callback was never asked"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_2025_servers_sampling_reaches_a_2026_client_as_input_required(
+    sampling_config: Path, tmp_path: Path, transport: str
+) -> None:
+    async def run(url_or_params) -> None:
+        with anyio.fail_after(30):
+            await sample_through(
+                lambda sampling: Client(url_or_params, mode="2026-07-28", sampling_callback=sampling)
+            )
+
+    if transport == "stdio":
+        params = StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(sampling_config)])
+        anyio.run(run, params)
+    else:
+        with serving_http(sampling_config, tmp_path / "serve.log") as (url, _, _):
+            anyio.run(run, url)

@@ -40,6 +40,12 @@ const REFRESH_MARGIN: u64 = 30;
 /// Scope step-ups moniker makes by itself (client credentials) before it gives up.
 const STEP_UP_LIMIT: u32 = 3;
 
+/// A random opaque value (base64url of 24 bytes): OAuth `state`, a parked call's
+/// `requestState`.
+pub(crate) fn random_state() -> String {
+    oauth::random_text(24)
+}
+
 /// Whether an answer is a challenge moniker may answer: 401, or 403 with
 /// `insufficient_scope` (a step-up).
 pub fn is_challenge(status: u16, www_authenticate: Option<&str>) -> bool {

@@ -168,6 +168,8 @@ pub struct Gateway {
     http: ArcSwap<moniker_config::HttpConfig>,
     /// The surface lock every new surface is checked against (`serve` with a `moniker.lock`).
     lock: Mutex<Option<LockWatch>>,
+    /// 2026-07-28 calls waiting for their client's input, by their `requestState`.
+    parked: Mutex<std::collections::HashMap<String, crate::session::Parked>>,
     state: Mutex<State>,
     view: ArcSwap<View>,
     /// The clients, as peers, and the progress tokens in flight.
@@ -210,6 +212,7 @@ impl Gateway {
             config_error: Mutex::new(None),
             http: ArcSwap::from_pointee(moniker_config::HttpConfig::default()),
             lock: Mutex::new(None),
+            parked: Mutex::new(std::collections::HashMap::new()),
             state: Mutex::new(State::default()),
             view: ArcSwap::from_pointee(View::new(Surface::default(), BTreeSet::new(), false)),
             hub: Hub::default(),
@@ -354,6 +357,38 @@ impl Gateway {
         }
         watch.reported = now;
         self.metrics.lock_breaking(breaking.len());
+    }
+
+    /// Keeps a call that waits for its client's input under `state`; calls parked longer than
+    /// the call timeout are given up, and the oldest when there are too many.
+    pub(crate) fn park(&self, state: String, call: crate::session::Parked) {
+        let limit = self.settings.config.call_timeout;
+        let mut parked = lock(&self.parked);
+        let expired: Vec<String> = parked
+            .iter()
+            .filter(|(_, p)| p.at.elapsed() > limit)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in expired {
+            if let Some(p) = parked.remove(&key) {
+                p.abandon();
+            }
+        }
+        if parked.len() >= crate::session::MAX_PARKED {
+            let oldest = parked
+                .iter()
+                .min_by_key(|(_, p)| p.at)
+                .map(|(k, _)| k.clone());
+            if let Some(p) = oldest.and_then(|k| parked.remove(&k)) {
+                p.abandon();
+            }
+        }
+        parked.insert(state, call);
+    }
+
+    /// The call parked under `state`, taken out.
+    pub(crate) fn take_parked(&self, state: &str) -> Option<crate::session::Parked> {
+        lock(&self.parked).remove(state)
     }
 
     /// The HTTP transport's settings now.

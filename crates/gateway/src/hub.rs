@@ -68,6 +68,11 @@ pub struct Peer {
     toolset: Arc<Mutex<Option<String>>>,
     /// A 2026-07-28 client's listen stream: its list changes go there, not to `out`.
     pub(crate) listen: Mutex<Option<Listen>>,
+    /// A 2026-07-28 client's call in progress: its server's requests for input go here (to
+    /// become an `input_required` result), not to `out`.
+    pub(crate) inputs: Mutex<Option<mpsc::UnboundedSender<(u64, Message)>>>,
+    /// The servers of a call parked while its client answers: still this peer's to hear.
+    parked: Mutex<Vec<ServerId>>,
     /// Resources subscribed to, with the server that serves each.
     subscriptions: Mutex<HashSet<(ServerId, String)>>,
     /// The client's requests being handled, by their id (raw JSON).
@@ -88,6 +93,8 @@ impl Peer {
             bound,
             toolset,
             listen: Mutex::new(None),
+            inputs: Mutex::new(None),
+            parked: Mutex::new(Vec::new()),
             subscriptions: Mutex::new(HashSet::new()),
             in_flight: Mutex::new(HashMap::new()),
             outgoing: Mutex::new(HashMap::new()),
@@ -162,6 +169,20 @@ impl Peer {
         lock(&self.in_flight)
             .values()
             .any(|f| f.server.as_ref() == Some(server))
+            || lock(&self.parked).contains(server)
+    }
+
+    /// The call in progress is parked: its servers stay this peer's.
+    pub(crate) fn park(&self) {
+        let servers: Vec<ServerId> = lock(&self.in_flight)
+            .values()
+            .filter_map(|f| f.server.clone())
+            .collect();
+        lock(&self.parked).extend(servers);
+    }
+
+    pub(crate) fn unpark(&self) {
+        lock(&self.parked).clear();
     }
 
     /// A server's request to the client (sampling, elicitation, roots), under an id of ours.
@@ -174,6 +195,10 @@ impl Peer {
                 server_id: request.id().unwrap_or("null").to_owned(),
             },
         );
+        if let Some(inputs) = lock(&self.inputs).as_ref() {
+            let _ = inputs.send((ours, request.clone()));
+            return;
+        }
         self.send(request.with_id(&ours.to_string()));
     }
 

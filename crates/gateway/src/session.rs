@@ -9,7 +9,10 @@
 
 mod calls;
 mod fanout;
+mod input;
 pub mod modern;
+
+pub(crate) use input::{MAX_PARKED, Parked};
 mod relay;
 
 use std::sync::{Arc, Mutex, OnceLock};
@@ -163,9 +166,12 @@ impl Session {
             modern::Envelope::Modern => {
                 let method = request.method().unwrap_or_default();
                 let private = lock(&self.toolset).is_some();
-                self.request(request, answers)
-                    .await
-                    .map(|reply| modern::answer(reply, method, private))
+                let reply = if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
+                    self.interactive(request, answers).await
+                } else {
+                    self.request(request, answers).await
+                };
+                reply.map(|reply| modern::answer(reply, method, private))
             }
         };
         let cancelled = lock(&self.peer.in_flight)

@@ -1,0 +1,133 @@
+//! Input-required results (MCP 2026-07-28, multi-round-trip requests) for servers of the 2025
+//! era. A 2025 server asks for elicitation or sampling with a request of its own, in the middle
+//! of a call; a 2026-07-28 client takes no requests from the server. So a modern client's call
+//! runs in a task of its own, and when its server asks for input, the client gets an
+//! `input_required` result instead: the server's requests (under moniker's ids), and a
+//! `requestState` that names the parked call. The client retries the call with its answers
+//! (`inputResponses`) and that state: the answers go to the server, and the call goes on, to
+//! its result or to the next `input_required`. The server never knows.
+//!
+//! Parked calls are bounded: at most [`MAX_PARKED`], each for at most the call timeout.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::{Answers, Reply, Session};
+use crate::hub::Peer;
+use crate::message::{self, Message};
+use crate::sync::lock;
+
+/// Calls waiting for their client's input, at most.
+pub(crate) const MAX_PARKED: usize = 1024;
+
+/// A call waiting for its client's input.
+pub(crate) struct Parked {
+    task: JoinHandle<Reply>,
+    inputs: mpsc::UnboundedReceiver<(u64, Message)>,
+    peer: Arc<Peer>,
+    pub(crate) at: Instant,
+}
+
+impl Parked {
+    /// Gives up the call (expired, or pushed out).
+    pub(crate) fn abandon(self) {
+        self.task.abort();
+        self.peer.unpark();
+    }
+}
+
+impl Session {
+    /// A 2026-07-28 `tools/call`, `prompts/get` or `resources/read`: answered with its result,
+    /// or with `input_required` when its server asks for input; a retry carrying
+    /// `requestState` resumes the parked call with the client's answers.
+    pub(super) async fn interactive(
+        self: &Arc<Self>,
+        request: &Message,
+        answers: &Answers,
+    ) -> Reply {
+        let id = request.id().unwrap_or("null").to_owned();
+        let params = request.params().and_then(message::fields);
+        let state = params
+            .as_ref()
+            .and_then(|f| message::str_field(f, "requestState").map(|s| s.into_owned()));
+        if let Some(state) = state {
+            let Some(parked) = self.gateway.take_parked(&state) else {
+                return Some(Message::error(
+                    Some(&id),
+                    message::INVALID_PARAMS,
+                    "unknown or expired `requestState`: send the request again without it",
+                ));
+            };
+            let responses = params
+                .as_ref()
+                .and_then(|f| f.get("inputResponses"))
+                .and_then(|r| message::fields(r.get()));
+            for (key, response) in responses.iter().flatten() {
+                parked
+                    .peer
+                    .answer_server(&Message::result(key, response.get()));
+            }
+            return self
+                .settle(parked.task, parked.inputs, parked.peer, &id)
+                .await;
+        }
+        let (tx, inputs) = mpsc::unbounded_channel();
+        *lock(&self.peer.inputs) = Some(tx);
+        let session = self.clone();
+        let call = request.clone();
+        let to = answers.clone();
+        let task = tokio::spawn(async move { session.request(&call, &to).await });
+        self.settle(task, inputs, self.peer.clone(), &id).await
+    }
+
+    /// Waits for the call's result (answered under `id`), or for its server's first request
+    /// for input: then the call is parked and the client told what to answer.
+    async fn settle(
+        &self,
+        mut task: JoinHandle<Reply>,
+        mut inputs: mpsc::UnboundedReceiver<(u64, Message)>,
+        peer: Arc<Peer>,
+        id: &str,
+    ) -> Reply {
+        tokio::select! {
+            done = &mut task => {
+                peer.unpark();
+                done.ok().flatten().map(|reply| reply.with_id(id))
+            }
+            Some(first) = inputs.recv() => {
+                let mut asked = vec![first];
+                while let Ok(more) = inputs.try_recv() {
+                    asked.push(more);
+                }
+                peer.park();
+                tracing::debug!(requests = asked.len(), "the server asks for input: answered input_required");
+                let state = crate::auth::random_state();
+                let result = input_required(&asked, &state);
+                self.gateway.park(state, Parked { task, inputs, peer, at: Instant::now() });
+                Some(Message::result(id, &result))
+            }
+        }
+    }
+}
+
+/// The `input_required` result: the server's requests by moniker's ids, and the state.
+fn input_required(asked: &[(u64, Message)], state: &str) -> String {
+    let requests: Vec<String> = asked
+        .iter()
+        .map(|(ours, request)| {
+            format!(
+                r#""{ours}":{{"method":{},"params":{}}}"#,
+                message::string(request.method().unwrap_or_default()),
+                request.params().unwrap_or("{}")
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"resultType":"input_required","inputRequests":{{{}}},"requestState":{}}}"#,
+        requests.join(","),
+        message::string(state)
+    )
+}
