@@ -154,6 +154,7 @@ pub fn merge(tool_name: &str, summary: Option<&str>, members: &[Member<'_>]) -> 
             }
             let mut schema = schema.clone();
             rewrite_refs(&mut schema, &renames);
+            drop_header_annotations(&mut schema);
             let property = properties.entry(name.clone()).or_default();
             if !property.schemas.contains(&schema) {
                 property.schemas.push(schema);
@@ -358,6 +359,22 @@ fn fresh_name(
 
 /// Points every `$ref` to a member's definition at its place in the action tool's `$defs`.
 /// Data (`enum`, `const`, `default`, `examples`) is left alone, whatever it holds.
+/// MCP 2026-07-28's `x-mcp-header` (a parameter mirrored in an `Mcp-Param-*` header) names a
+/// header of the member's server; in a merged schema it would claim that header for every
+/// member: it is taken out, wherever it is in the parameter's schema.
+fn drop_header_annotations(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            map.remove("x-mcp-header");
+            for value in map.values_mut() {
+                drop_header_annotations(value);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_header_annotations),
+        _ => {}
+    }
+}
+
 fn rewrite_refs(schema: &mut Value, renames: &HashMap<(DefsKey, String), String>) {
     if renames.is_empty() {
         return;

@@ -758,3 +758,33 @@ proptest! {
         prop_assert_eq!(&m.input_schema["required"], &json!(["action"]));
     }
 }
+
+#[test]
+fn header_annotations_of_members_are_dropped_from_the_merged_schema() {
+    let m = merged(
+        None,
+        &[
+            (
+                "create",
+                tool(
+                    "Create.",
+                    json!({"type": "object", "properties": {
+                        "region": {"type": "string", "x-mcp-header": "Region"},
+                        "spec": {"type": "object", "properties": {"zone": {"type": "string", "x-mcp-header": "Zone"}}}
+                    }}),
+                ),
+            ),
+            (
+                "list",
+                tool(
+                    "List.",
+                    json!({"type": "object", "properties": {"region": {"type": "string"}}}),
+                ),
+            ),
+        ],
+    );
+    let text = m.input_schema.to_string();
+    assert!(!text.contains("x-mcp-header"), "{text}");
+    // Without its annotation, `region` is the same in both members: one schema.
+    assert_eq!(props(&m)["region"]["type"], "string", "{text}");
+}
