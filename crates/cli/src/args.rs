@@ -55,6 +55,9 @@ pub enum Command {
 
 #[derive(Debug, Clone, Args)]
 pub struct StatsArgs {
+    /// Print JSON (the per-tool costs, the repeated text and the savings) instead of tables.
+    #[arg(long)]
+    pub json: bool,
     /// A running gateway: its address (`http://127.0.0.1:8080`) or its metrics URL.
     #[arg(long, value_name = "URL")]
     pub from: Option<String>,

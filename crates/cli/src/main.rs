@@ -6,6 +6,7 @@
 //! `moniker-gateway`). stdout is written only by [`output`]; logs go to stderr.
 
 mod args;
+mod audit;
 mod check;
 mod elicit;
 mod lockfile;
@@ -122,7 +123,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             Command::Call(args) => online::call(config, args).await,
             Command::Stats(args) => match args.from {
                 Some(url) => usage::usage(&config, &url, args.token.as_deref()),
-                None => online::stats(config).await,
+                None => online::stats(config, args.json).await,
             },
             Command::Login(args) => login::login(config, args).await,
             Command::Logout(args) => login::logout(config, args),

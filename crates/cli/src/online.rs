@@ -680,7 +680,7 @@ pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
 /// `moniker stats`: what the listing costs a client, per server and in total, without the
 /// action tools and with them: tools, bytes of `tools/list`, and tokens (o200k, the tokenizer
 /// of current OpenAI models; other tokenizers differ by a few percent).
-pub async fn stats(mut config: Config) -> Result<Exit, Failure> {
+pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
     let gateway = match start(&mut config).await? {
         Ok(gateway) => gateway,
         Err(exit) => return Ok(exit),
@@ -745,7 +745,110 @@ pub async fn stats(mut config: Config) -> Result<Exit, Failure> {
             change(kb, ka),
         ]);
     }
+    // The listing a session without a toolset sees, tool by tool.
+    let count = |text: &str| bpe.encode_ordinary(text).len();
+    let listed: Vec<&str> = after
+        .surface
+        .listed(Kind::Tool)
+        .map(|e| e.definition.get())
+        .collect();
+    let audit = crate::audit::audit(&listed, &count);
+    let names_only = format!(
+        r#"{{"tools":[{}]}}"#,
+        audit
+            .tools
+            .iter()
+            .map(|t| format!(
+                r#"{{"name":{}}}"#,
+                serde_json::to_string(&t.name).unwrap_or_default()
+            ))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let sets = gateway.toolset_names();
+    let mut toolsets = std::collections::BTreeMap::new();
+    for name in &sets {
+        let selection = gateway.toolset(name, &after);
+        let defs: Vec<&str> = after
+            .surface
+            .listed(Kind::Tool)
+            .filter(|e| selection.tools.iter().any(|t| *t == e.name))
+            .map(|e| e.definition.get())
+            .collect();
+        toolsets.insert(
+            name.clone(),
+            count(&format!(r#"{{"tools":[{}]}}"#, defs.join(","))),
+        );
+    }
+    let without_actions = b.get(&total).map_or(0, |t| t.2);
+    let savings = serde_json::json!({
+        "listing_tokens": audit.listing_tokens,
+        "without_action_tools": without_actions,
+        "repeated_text_said_once": audit.repeated.iter().map(|r| r.tokens_repeated).sum::<usize>(),
+        "names_only_for_clients_that_defer_loading": count(&names_only),
+        "toolsets": toolsets,
+    });
+    if json {
+        let report = serde_json::json!({
+            "tokenizer": "o200k",
+            "tools": audit.tools,
+            "repeated": audit.repeated,
+            "savings": savings,
+        });
+        output::line(&serde_json::to_string_pretty(&report)?)?;
+        return Ok(Exit::Ok);
+    }
     output::line("tools/list without action tools -> with them (tokens: o200k)")?;
     output::line(&format_table(&table))?;
+    let mut tools = vec![
+        ["TOOL", "NAME", "DESCRIPTION", "SCHEMA", "TOTAL"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    let mut by_cost: Vec<&crate::audit::ToolCost> = audit.tools.iter().collect();
+    by_cost.sort_by(|x, y| {
+        y.total_tokens
+            .cmp(&x.total_tokens)
+            .then(x.name.cmp(&y.name))
+    });
+    for t in by_cost {
+        tools.push(vec![
+            t.name.clone(),
+            t.name_tokens.to_string(),
+            t.description_tokens.to_string(),
+            t.schema_tokens.to_string(),
+            t.total_tokens.to_string(),
+        ]);
+    }
+    output::line("\ntokens per tool, as listed")?;
+    output::line(&format_table(&tools))?;
+    if !audit.repeated.is_empty() {
+        let mut rows = vec![
+            ["REPEATED", "TOOLS", "TOKENS", "TEXT"]
+                .map(String::from)
+                .to_vec(),
+        ];
+        for r in audit.repeated.iter().take(10) {
+            let text: String = r.text.chars().take(60).collect();
+            rows.push(vec![
+                r.kind.to_owned(),
+                r.tools.to_string(),
+                r.tokens_repeated.to_string(),
+                text,
+            ]);
+        }
+        output::line("\ntext repeated across tools (TOKENS: what saying it once would save)")?;
+        output::line(&format_table(&rows))?;
+    }
+    output::line(&format!(
+        "\nthe listing: {} tokens; without action tools: {}; repeated text said once would save {}; names only (for clients that defer loading): {}",
+        audit.listing_tokens,
+        without_actions,
+        savings["repeated_text_said_once"],
+        savings["names_only_for_clients_that_defer_loading"],
+    ))?;
+    for (name, tokens) in savings["toolsets"].as_object().into_iter().flatten() {
+        output::line(&format!("toolset `{name}`: {tokens} tokens"))?;
+    }
     Ok(Exit::Ok)
 }

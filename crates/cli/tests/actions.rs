@@ -266,3 +266,49 @@ fn legacy_listed_marks_old_names_deprecated_and_off_removes_them() {
         "list_projects"
     );
 }
+
+#[test]
+fn stats_audits_the_tokens_of_each_tool_and_the_text_they_repeat() {
+    let example =
+        std::fs::read_to_string(repo_root().join("examples/ctxsys.yaml")).expect("example");
+    let rules = &example[example.find("actions:").expect("an actions section")..];
+    let file = fixture_file("ctxsys.json").display().to_string();
+    let config = moniker_fixture::scratch().join("moniker.yaml");
+    std::fs::write(
+        &config,
+        format!("servers:\n{}{rules}", fixture_server("ctxsys", &[&file])),
+    )
+    .expect("config");
+    let mut command = crate::check::moniker(&["stats", "--json", "-c"]);
+    command.arg(&config);
+    let (code, stdout, stderr) = crate::check::run(&mut command);
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("JSON");
+    let tools = report["tools"].as_array().expect("tools");
+    assert_eq!(tools.len(), 12, "{report}");
+    for tool in tools {
+        let parts = ["name_tokens", "description_tokens", "schema_tokens"]
+            .map(|k| tool[k].as_u64().expect("a count"));
+        assert!(
+            tool["total_tokens"].as_u64().expect("total") >= parts.iter().sum::<u64>(),
+            "{tool}"
+        );
+    }
+    let repeated = report["repeated"].as_array().expect("repeated");
+    assert!(
+        repeated
+            .iter()
+            .any(|r| r["text"] == "The operation to perform" && r["tools"] == 11),
+        "{report}"
+    );
+    let savings = &report["savings"];
+    assert!(
+        savings["listing_tokens"].as_u64() < savings["without_action_tools"].as_u64(),
+        "{savings}"
+    );
+    assert!(
+        savings["names_only_for_clients_that_defer_loading"].as_u64()
+            < savings["listing_tokens"].as_u64(),
+        "{savings}"
+    );
+}
