@@ -180,12 +180,20 @@ pub fn merge(tool_name: &str, summary: Option<&str>, members: &[Member<'_>]) -> 
         ACTION.to_owned(),
         json!({"type": "string", "enum": actions, "description": "The operation to perform"}),
     );
+    let mut required = vec![ACTION.to_owned()];
     for (name, mut property) in properties {
         let mut schema = match property.schemas.len() {
             1 => property.schemas.pop().unwrap_or(Value::Bool(true)),
-            _ => json!({ "anyOf": property.schemas }),
+            _ => same_but_described(&property)
+                .unwrap_or_else(|| json!({ "anyOf": property.schemas })),
         };
-        if !property.required_by.is_empty() {
+        // Required by every action: required, said once (no list of every action).
+        let by_all = actions
+            .iter()
+            .all(|a| property.required_by.iter().any(|r| r == a));
+        if by_all {
+            required.push(name.clone());
+        } else if !property.required_by.is_empty() {
             note_required(&mut schema, &property.required_by);
         }
         out_properties.insert(name, schema);
@@ -194,7 +202,7 @@ pub fn merge(tool_name: &str, summary: Option<&str>, members: &[Member<'_>]) -> 
     let mut input_schema = Map::new();
     input_schema.insert("type".to_owned(), json!("object"));
     input_schema.insert("properties".to_owned(), Value::Object(out_properties));
-    input_schema.insert("required".to_owned(), json!([ACTION]));
+    input_schema.insert("required".to_owned(), json!(required));
     if !parsed.is_empty() && parsed.iter().all(|m| m.closed) {
         input_schema.insert("additionalProperties".to_owned(), Value::Bool(false));
     }
@@ -232,6 +240,40 @@ fn spec(member: &Parsed<'_>) -> ActionSpec {
         required: member.required.clone(),
         declared,
     }
+}
+
+/// The schemas of a parameter that differ only in their descriptions, as one schema whose
+/// description has them all (distinct ones, joined); `None` when they differ otherwise.
+fn same_but_described(property: &Property) -> Option<Value> {
+    let mut bare: Option<Value> = None;
+    let mut descriptions: Vec<String> = Vec::new();
+    for schema in &property.schemas {
+        let mut without = schema.as_object()?.clone();
+        if let Some(d) = without
+            .remove("description")
+            .and_then(|d| d.as_str().map(str::to_owned))
+        {
+            if !descriptions.contains(&d) {
+                descriptions.push(d);
+            }
+        }
+        let without = Value::Object(without);
+        match &bare {
+            None => bare = Some(without),
+            Some(first) if *first == without => {}
+            Some(_) => return None,
+        }
+    }
+    let mut merged = bare?;
+    if let Some(object) = merged.as_object_mut() {
+        if !descriptions.is_empty() {
+            object.insert(
+                "description".to_owned(),
+                Value::String(descriptions.join("; or ")),
+            );
+        }
+    }
+    Some(merged)
 }
 
 /// `Project name (required for: create, delete)`, or `Required for: create, delete`.

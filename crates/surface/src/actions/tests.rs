@@ -147,10 +147,9 @@ fn a_required_property_without_a_description_gets_one() {
             ),
         ],
     );
-    assert_eq!(
-        props(&m)["name"],
-        json!({"type": "string", "description": "Required for: create, delete"})
-    );
+    // Required by every action: in `required`, said once.
+    assert_eq!(props(&m)["name"], json!({"type": "string"}));
+    assert_eq!(m.input_schema["required"], json!(["action", "name"]));
     assert_eq!(props(&m)["blank"]["description"], "Required for: create");
     assert_eq!(
         props(&m)["any"],
@@ -787,4 +786,59 @@ fn header_annotations_of_members_are_dropped_from_the_merged_schema() {
     assert!(!text.contains("x-mcp-header"), "{text}");
     // Without its annotation, `region` is the same in both members: one schema.
     assert_eq!(props(&m)["region"]["type"], "string", "{text}");
+}
+
+#[test]
+fn schemas_that_differ_only_in_their_descriptions_become_one() {
+    let m = merged(
+        None,
+        &[
+            (
+                "save",
+                tool(
+                    "Save.",
+                    json!({"type": "object", "properties": {"label": {"type": "string", "description": "Optional label"}}}),
+                ),
+            ),
+            (
+                "load",
+                tool(
+                    "Load.",
+                    json!({"type": "object", "properties": {"label": {"type": "string", "description": "Checkpoint label"}}}),
+                ),
+            ),
+            (
+                "drop",
+                tool(
+                    "Drop.",
+                    json!({"type": "object", "properties": {"label": {"type": "integer"}}}),
+                ),
+            ),
+        ],
+    );
+    // With `drop`'s integer the types differ: anyOf, as before.
+    assert!(props(&m)["label"]["anyOf"].is_array(), "{}", m.input_schema);
+    let m = merged(
+        None,
+        &[
+            (
+                "save",
+                tool(
+                    "Save.",
+                    json!({"type": "object", "properties": {"label": {"type": "string", "description": "Optional label"}}}),
+                ),
+            ),
+            (
+                "load",
+                tool(
+                    "Load.",
+                    json!({"type": "object", "properties": {"label": {"type": "string", "description": "Checkpoint label"}}}),
+                ),
+            ),
+        ],
+    );
+    assert_eq!(
+        props(&m)["label"],
+        json!({"type": "string", "description": "Optional label; or Checkpoint label"})
+    );
 }
