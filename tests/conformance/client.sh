@@ -171,9 +171,9 @@ fi
 moniker_logged_in list --json >"$WORK/list.json"
 cat "$WORK/list.json" >&2
 
-# 3. Call each tool, with arguments from its inputSchema. `moniker list --json` has no schemas,
-#    so they come from the tools/list of `moniker serve` (moniker's own MCP server on stdio)
-#    unless the list rows carry an inputSchema.
+# 3. Call each tool, with arguments from its inputSchema, which `moniker list --json` gives
+#    (the tools/list of `moniker serve`, moniker's own MCP server on stdio, is the fallback for
+#    rows without one).
 python3 - "$WORK/list.json" "$WORK/calls.tsv" "$MONIKER" "$CONFIG" "$LOG" "$STEP_TIMEOUT" <<'EOF'
 import json, os, select, subprocess, sys, time
 

@@ -563,6 +563,14 @@ fn describe(kind: Kind, item: &Exposed) -> Value {
     if let Some((tool, action)) = &item.member_of {
         row["member_of"] = serde_json::json!({"tool": tool, "action": action});
     }
+    // What a script needs to call it: its input schema (a prompt's arguments), as listed.
+    if let Ok(definition) = serde_json::from_str::<Value>(item.definition.get()) {
+        for key in ["inputSchema", "arguments"] {
+            if let Some(value) = definition.get(key) {
+                row[key] = value.clone();
+            }
+        }
+    }
     row
 }
 
