@@ -8,6 +8,7 @@
 
 mod actions;
 mod client;
+mod discovery;
 mod gateway;
 mod http;
 mod naming;
@@ -41,6 +42,7 @@ const TOP_KEYS: &[&str] = &[
     "toolsets",
     "gateway",
     "http",
+    "discovery",
 ];
 
 /// What the decoder made of the tree; complete only when no error was found.
@@ -388,6 +390,7 @@ impl Cx<'_> {
                 "toolsets" => (out.rules.toolsets, out.toolsets) = self.toolsets(&p, *slot),
                 "gateway" => out.gateway = self.gateway(&p, *slot),
                 "http" => out.http = self.http(&p, *slot),
+                "discovery" => out.rules.discovery = self.discovery(&p, *slot),
                 _ => {}
             }
         }

@@ -49,18 +49,21 @@ pub enum StartError {
 }
 
 /// What clients see now: the surface built from every server's last valid listing, which
-/// servers are up, and the listings rendered once for every `tools/list` (with moniker's
-/// management tools at the end when sessions manage toolsets).
+/// servers are up, the listings rendered once for every `tools/list` (in the surface's
+/// discovery mode; with moniker's management tools at the end when sessions manage
+/// toolsets), and the search index of its tools.
 pub struct View {
     pub surface: Surface,
     pub up: BTreeSet<ServerId>,
     pub tools_result: String,
     pub prompts_result: String,
+    pub index: moniker_surface::search::Index,
 }
 
 impl View {
     fn new(surface: Surface, up: BTreeSet<ServerId>, manage: bool) -> Self {
         let mut view = Self {
+            index: moniker_surface::search::Index::new(&surface),
             surface,
             up,
             tools_result: String::new(),
@@ -71,17 +74,28 @@ impl View {
         } else {
             &[]
         };
-        view.tools_result = listing::render(Kind::Tool, view.listed(Kind::Tool), extra);
-        view.prompts_result = listing::render(Kind::Prompt, view.listed(Kind::Prompt), &[]);
+        view.tools_result = listing::render(Kind::Tool, view.entries(Kind::Tool), extra);
+        view.prompts_result = listing::render(Kind::Prompt, view.entries(Kind::Prompt), &[]);
         view
     }
 
-    /// The definitions listed to a session without a toolset: what a server that is up serves.
-    pub fn listed(&self, kind: Kind) -> impl Iterator<Item = &RawValue> {
-        self.surface
+    /// Whether a session without a toolset may see `item`: a server that is up serves it.
+    pub fn is_up(&self, item: &moniker_surface::Exposed) -> bool {
+        item.servers().any(|s| self.up.contains(s))
+    }
+
+    /// The listing entries of a session without a toolset: what a server that is up serves,
+    /// tools as the surface's discovery mode shows them.
+    pub fn entries(&self, kind: Kind) -> Vec<std::borrow::Cow<'_, RawValue>> {
+        let items = self
+            .surface
             .listed(kind)
-            .filter(|e| e.servers().any(|s| self.up.contains(s)))
-            .map(|e| &*e.definition)
+            .filter(|e| self.is_up(e))
+            .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition)));
+        match kind {
+            Kind::Tool => self.surface.discovery().entries(items),
+            Kind::Prompt => items.map(|(_, entry)| entry).collect(),
+        }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod modern;
 
 pub(crate) use input::{MAX_PARKED, Parked};
 mod relay;
+mod search;
 
 use std::sync::{Arc, Mutex, OnceLock};
 

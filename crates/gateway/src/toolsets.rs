@@ -3,11 +3,12 @@
 //! toolsets. What a toolset selects, and how names resolve in it, is the pure core's
 //! (`moniker_surface::toolsets`).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use moniker_surface::toolsets::{self, Selection, ToolsetRule};
-use moniker_surface::{Diagnostic, Kind, Surface, listing};
+use moniker_surface::{Diagnostic, Discovery, Kind, Surface, listing};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -108,6 +109,8 @@ pub struct Equipped {
     pub selection: Selection,
     /// What of the selection is listed: what a server that is up serves.
     pub listed: Selection,
+    /// How its clients discover its tools: its own `discovery`, else the gateway's.
+    pub discovery: Discovery,
 }
 
 impl Equipped {
@@ -142,21 +145,32 @@ impl Equipped {
         listed.prompts.retain(|n| live(Kind::Prompt, n));
         listed.aliases.retain(|_, n| listed.tools.contains(n));
         selection.stale.sort();
+        let discovery = sets
+            .get(name)
+            .and_then(|rule| rule.discovery.clone())
+            .unwrap_or_else(|| surface.discovery().clone());
         Self {
             name: name.to_owned(),
             selection,
             listed,
+            discovery,
+        }
+    }
+
+    /// The listing entries of a session with this toolset, tools as its discovery mode shows
+    /// them.
+    pub fn entries<'a>(&'a self, surface: &'a Surface, kind: Kind) -> Vec<Cow<'a, RawValue>> {
+        let items = toolsets::entries(surface, &self.listed, kind);
+        match kind {
+            Kind::Tool => self.discovery.entries(items),
+            Kind::Prompt => items.map(|(_, entry)| entry).collect(),
         }
     }
 
     /// The `tools/list` or `prompts/list` result of a session with this toolset, with `extra`
     /// (the management tools) at the end.
     pub fn render(&self, surface: &Surface, kind: Kind, extra: &[Box<RawValue>]) -> String {
-        listing::render(
-            kind,
-            toolsets::definitions(surface, &self.listed, kind),
-            extra,
-        )
+        listing::render(kind, self.entries(surface, kind), extra)
     }
 
     fn describe(&self, surface: &Surface) -> Value {

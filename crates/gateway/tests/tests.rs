@@ -3,6 +3,7 @@
 mod http;
 mod remote;
 mod routing;
+mod search;
 mod store_crash;
 
 mod support {

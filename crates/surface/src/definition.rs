@@ -188,6 +188,83 @@ pub fn with_extra_aliases(definition: &RawValue, extra: &[String]) -> Box<RawVal
     )
 }
 
+/// `definition` with `entries` set in its `_meta` (replacing keys of the same names; the
+/// other keys keep their bytes), or in a `_meta` of its own, last. A definition that is not
+/// an object, or whose `_meta` is not one, is returned as is.
+pub fn with_meta_entries(definition: &RawValue, entries: &[(&str, &str)]) -> Box<RawValue> {
+    let unchanged = || definition.to_owned();
+    if entries.is_empty() {
+        return unchanged();
+    }
+    let Ok(mut fields) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(definition.get())
+    else {
+        return unchanged();
+    };
+    let meta = match fields.get("_meta") {
+        Some(meta) => {
+            let Ok(theirs) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(meta.get())
+            else {
+                return unchanged();
+            };
+            let kept = theirs
+                .iter()
+                .filter(|(k, _)| !entries.iter().any(|(key, _)| key == k))
+                .map(|(k, v)| (k.as_str(), v.get()));
+            let all: Vec<(&str, &str)> = kept.chain(entries.iter().copied()).collect();
+            object(&all)
+        }
+        None => object(entries),
+    };
+    let Ok(meta) = RawValue::from_string(meta) else {
+        return unchanged();
+    };
+    fields.insert("_meta".to_owned(), meta);
+    let mut out = String::with_capacity(definition.get().len() + 64);
+    out.push('{');
+    for (i, (key, value)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&string(key));
+        out.push(':');
+        out.push_str(value.get());
+    }
+    out.push('}');
+    RawValue::from_string(out).unwrap_or_else(|_| unchanged())
+}
+
+/// One of moniker's own tools as a listing entry of the same shape as a server's tool: tagged
+/// `moniker`, from server `moniker`.
+pub(crate) fn own_tool(
+    name: &str,
+    description: &str,
+    input_schema: &serde_json::Value,
+) -> Box<RawValue> {
+    let fields: IndexMap<String, Box<RawValue>> = [
+        ("name", serde_json::Value::from(name)),
+        ("description", serde_json::Value::from(description)),
+        ("inputSchema", input_schema.clone()),
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| {
+        Some((
+            key.to_owned(),
+            serde_json::value::to_raw_value(&value).ok()?,
+        ))
+    })
+    .collect();
+    // "moniker" is a valid tag: the fallback is unreachable.
+    let tags: Vec<Tag> = crate::management::SERVER_NAME.parse().into_iter().collect();
+    rewrite(
+        &fields,
+        &Rewrite {
+            tags: Some(&tags),
+            server_name: Some(crate::management::SERVER_NAME),
+            ..Rewrite::default()
+        },
+    )
+}
+
 /// The description with a line `Aliases: a, b` appended when there are listed aliases.
 pub(crate) fn with_aliases_line(text: String, aliases: &[String]) -> String {
     if aliases.is_empty() {

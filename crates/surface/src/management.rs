@@ -4,12 +4,10 @@
 
 use std::sync::LazyLock;
 
-use indexmap::IndexMap;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::definition::{self, Rewrite};
-use crate::names::Tag;
+use crate::definition;
 
 /// The management tools' names, in listing order. A toolset alias may not take one of these
 /// names: the management tools are listed beside an equipped toolset.
@@ -25,9 +23,6 @@ pub const NAMES: [&str; 7] = [
 
 /// Their `server_name`.
 pub const SERVER_NAME: &str = "moniker";
-
-/// Their one tag.
-const TAG: &str = "moniker";
 
 /// The management tools' definitions, in the order of [`NAMES`], each a listing entry of
 /// the same shape as a server's tool (`tags`, `server_name`).
@@ -85,33 +80,9 @@ fn build() -> Vec<Box<RawValue>> {
             object(json!({"name": name}), &["name"]),
         ),
     ];
-    // "moniker" is a valid tag: the fallback is unreachable.
-    let tags: Vec<Tag> = TAG.parse().into_iter().collect();
     tools
         .into_iter()
-        .map(|(name, description, schema)| {
-            let fields: IndexMap<String, Box<RawValue>> = [
-                ("name", json!(name)),
-                ("description", json!(description)),
-                ("inputSchema", schema),
-            ]
-            .into_iter()
-            .filter_map(|(key, value)| {
-                Some((
-                    key.to_owned(),
-                    serde_json::value::to_raw_value(&value).ok()?,
-                ))
-            })
-            .collect();
-            definition::rewrite(
-                &fields,
-                &Rewrite {
-                    tags: Some(&tags),
-                    server_name: Some(SERVER_NAME),
-                    ..Rewrite::default()
-                },
-            )
-        })
+        .map(|(name, description, schema)| definition::own_tool(name, description, &schema))
         .collect()
 }
 

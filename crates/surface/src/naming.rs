@@ -98,7 +98,7 @@ fn build_once(rules: &Rules, listings: &[Listing]) -> Built {
     let surface = if diagnostics.iter().any(Diagnostic::is_error) {
         None
     } else {
-        Some(Surface::from_parts(tools, prompts))
+        Some(Surface::from_parts(tools, prompts, rules.discovery.clone()))
     };
     Built {
         surface,

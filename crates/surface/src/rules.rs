@@ -23,6 +23,8 @@ pub struct Rules {
     pub toolsets: crate::toolsets::Toolsets,
     /// The day deprecation schedules are applied on (`None`: none is applied).
     pub today: Option<crate::deprecation::Date>,
+    /// How clients discover tools when no toolset says otherwise (`discovery`).
+    pub discovery: crate::discovery::Discovery,
 }
 
 /// An action tool: one tool with an `action` parameter that dispatches to member tools.

@@ -124,10 +124,16 @@ pub struct Surface {
     prompts: Vec<Exposed>,
     tool_index: HashMap<Box<str>, Entry>,
     prompt_index: HashMap<Box<str>, Entry>,
+    /// How clients discover tools when no toolset says otherwise: the rules'.
+    discovery: crate::discovery::Discovery,
 }
 
 impl Surface {
-    pub(crate) fn from_parts(tools: Vec<Exposed>, prompts: Vec<Exposed>) -> Self {
+    pub(crate) fn from_parts(
+        tools: Vec<Exposed>,
+        prompts: Vec<Exposed>,
+        discovery: crate::discovery::Discovery,
+    ) -> Self {
         fn index(items: &[Exposed]) -> HashMap<Box<str>, Entry> {
             let mut map = HashMap::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
@@ -163,7 +169,13 @@ impl Surface {
             prompt_index: index(&prompts),
             tools,
             prompts,
+            discovery,
         }
+    }
+
+    /// How clients discover tools when no toolset says otherwise.
+    pub fn discovery(&self) -> &crate::discovery::Discovery {
+        &self.discovery
     }
 
     /// What `tools/list` or `prompts/list` shows, sorted by name.

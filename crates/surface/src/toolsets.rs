@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 
 use crate::diagnostic::{Diagnostic, did_you_mean, short};
 use crate::rules::{Kind, Seg, path};
-use crate::surface::{Resolved, Surface, Via};
+use crate::surface::{Exposed, Resolved, Surface, Via};
 
 pub use crate::definition::with_extra_aliases;
 /// moniker's own toolset management tools (DESIGN "Toolsets"). A toolset alias may not take
@@ -85,6 +85,9 @@ pub struct ToolsetRule {
     /// by URI prefix (an entry with a `:`, `file:///srv/docs/`). None: no resources.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<String>,
+    /// How clients of the toolset discover its tools; none: as the gateway says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<crate::discovery::Discovery>,
 }
 
 impl ToolsetRule {
@@ -265,26 +268,43 @@ pub fn definitions<'a>(
     selection: &'a Selection,
     kind: Kind,
 ) -> impl Iterator<Item = Cow<'a, RawValue>> + 'a {
+    entries(surface, selection, kind).map(|(_, entry)| entry)
+}
+
+/// The listed items of a session with this toolset, each with its listing entry (see
+/// [`definitions`]).
+pub fn entries<'a>(
+    surface: &'a Surface,
+    selection: &'a Selection,
+    kind: Kind,
+) -> impl Iterator<Item = (&'a Exposed, Cow<'a, RawValue>)> + 'a {
     let selected = match kind {
         Kind::Tool => &selection.tools,
         Kind::Prompt => &selection.prompts,
     };
-    let mut extra: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    if kind == Kind::Tool {
-        for (alias, canonical) in &selection.aliases {
-            extra
-                .entry(canonical.as_str())
-                .or_default()
-                .push(alias.clone());
-        }
-    }
     surface
         .listed(kind)
         .filter(|e| selected.contains(&e.name))
-        .map(move |item| match extra.get(item.name.as_str()) {
-            Some(aliases) => Cow::Owned(with_extra_aliases(&item.definition, aliases)),
-            None => Cow::Borrowed(&*item.definition),
-        })
+        .map(move |item| (item, entry(selection, kind, item)))
+}
+
+/// The listing entry of `item` in a session with this toolset: its definition, with the
+/// toolset's aliases of it added.
+pub fn entry<'a>(selection: &Selection, kind: Kind, item: &'a Exposed) -> Cow<'a, RawValue> {
+    let aliases: Vec<String> = match kind {
+        Kind::Tool => selection
+            .aliases
+            .iter()
+            .filter(|(_, canonical)| **canonical == item.name)
+            .map(|(alias, _)| alias.clone())
+            .collect(),
+        Kind::Prompt => Vec::new(),
+    };
+    if aliases.is_empty() {
+        Cow::Borrowed(&*item.definition)
+    } else {
+        Cow::Owned(with_extra_aliases(&item.definition, &aliases))
+    }
 }
 
 fn toolset_path<'a>(name: &'a str, field: &'a str) -> Vec<Seg<'a>> {

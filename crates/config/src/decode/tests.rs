@@ -1274,6 +1274,7 @@ fn the_brief_toolsets_example_parses() {
             include: strings(&["base"]),
             aliases: [("get_pr_info".to_owned(), "pr".to_owned())].into(),
             resources: Vec::new(),
+            discovery: None,
         }
     );
     assert_eq!(
@@ -1745,4 +1746,31 @@ fn deprecation_schedules_are_read_and_checked() {
     assert!(e.message.contains("has no `remove_after`"), "{}", e.message);
     let e = error("actions:\n  p:\n    tools: { create: a }\n    legacy: { keep: gone }\n");
     assert!(e.message.contains("is not a legacy mode"), "{}", e.message);
+}
+
+#[test]
+fn discovery_is_a_mode_or_a_map_at_the_top_and_in_a_toolset() {
+    use moniker_surface::discovery::Mode;
+    let config = ok("discovery: search\n");
+    assert_eq!(config.rules.discovery.mode, Mode::Search);
+    let config = ok(
+        "discovery:\n  mode: hints\n  pin: [read_file]\n  pin_tags: core or git\ntoolsets:\n  dev:\n    tags: [git]\n    discovery: { mode: search, pin: [git_status] }\n",
+    );
+    assert_eq!(config.rules.discovery.mode, Mode::Hints);
+    assert_eq!(config.rules.discovery.pin, strings(&["read_file"]));
+    assert_eq!(config.rules.discovery.pin_tags, Some(expr("core or git")));
+    let dev = config.rules.toolsets.sets["dev"].discovery.clone().unwrap();
+    assert_eq!(dev.mode, Mode::Search);
+    assert_eq!(dev.pin, strings(&["git_status"]));
+    assert_eq!(ok("").rules.discovery.mode, Mode::List);
+
+    let e = error("discovery: serch\n");
+    assert_eq!(e.code, codes::INVALID_VALUE);
+    assert_eq!(e.path, "discovery");
+    assert!(e.help.as_deref().unwrap().contains("`search`"));
+    let e = error("discovery: { mode: search, pinned: [a] }\n");
+    assert_eq!(e.code, codes::UNKNOWN_KEY);
+    assert!(e.help.as_deref().unwrap().contains("pin"), "{e:?}");
+    let e = error("discovery: { pin: [\"not a name!\"] }\n");
+    assert_eq!(e.path, "discovery.pin[0]");
 }

@@ -23,6 +23,7 @@ const TOOLSET_KEYS: &[&str] = &[
     "include",
     "aliases",
     "resources",
+    "discovery",
 ];
 const TAGS_HELP: &str = "write a list of tags (any of them), or an expression of tags with `and`, `or`, `not` and parentheses: `git and (github or gitlab) and not deprecated`";
 
@@ -134,6 +135,9 @@ impl Cx<'_> {
         if let Some(s) = fields.get("resources") {
             rule.resources = self.strings(&field("resources"), s, false);
         }
+        if let Some(s) = fields.get("discovery") {
+            rule.discovery = Some(self.discovery(&field("discovery"), s));
+        }
         if let Some(s) = fields.get("include") {
             let ip = field("include");
             for (i, item) in self
@@ -159,7 +163,12 @@ impl Cx<'_> {
     }
 
     /// Exposed names or aliases of tools or prompts.
-    fn references<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>, what: &str) -> Vec<String> {
+    pub(super) fn references<'n>(
+        &mut self,
+        p: &[Seg<'n>],
+        slot: Slot<'n>,
+        what: &str,
+    ) -> Vec<String> {
         let expected = format!("a list of {what} names");
         let items = self.items(slot, p, &expected);
         let mut out = Vec::with_capacity(items.len());
@@ -172,7 +181,7 @@ impl Cx<'_> {
     }
 
     /// A list of tags (any of them), or a tag expression.
-    fn tag_expr<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<TagExpr> {
+    pub(super) fn tag_expr<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<TagExpr> {
         match &slot.node.value {
             Value::Seq(_) => TagExpr::any_of(self.tags(p, slot)),
             Value::Scalar(s) if s.kind == ScalarKind::Null => None,

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use std::borrow::Cow;
 
-use moniker_surface::toolsets::{self, MANAGEMENT_TOOLS};
-use moniker_surface::{Kind, Route, Via, actions, listing, management};
+use moniker_surface::toolsets::MANAGEMENT_TOOLS;
+use moniker_surface::{Kind, Route, Via, actions, discovery, listing, management};
 use serde_json::value::RawValue;
 use tracing::Instrument as _;
 
@@ -18,6 +18,14 @@ use crate::message::{self, Message};
 use crate::metrics::Outcome;
 use crate::sync::lock;
 use crate::toolsets::{Effect, Equipped};
+
+/// A call to route: the name the client called, and the arguments to send instead of the
+/// request's own (`call_tool` carries them inside its own).
+#[derive(Clone, Copy)]
+pub(super) struct Call<'a> {
+    pub name: &'a str,
+    pub arguments: Option<&'a str>,
+}
 
 impl Session {
     /// The session's toolset resolved against `view`; `None` when none is equipped.
@@ -90,8 +98,8 @@ impl Session {
             &[]
         };
         let items: Vec<Cow<'_, RawValue>> = match &equipped {
-            Some(e) => toolsets::definitions(&view.surface, &e.equipped.listed, kind).collect(),
-            None => view.listed(kind).map(Cow::Borrowed).collect(),
+            Some(e) => e.equipped.entries(&view.surface, kind),
+            None => view.entries(kind),
         };
         let all = items
             .iter()
@@ -103,8 +111,8 @@ impl Session {
         }
     }
 
-    /// `tools/call` and `prompts/get`: resolve the name, rewrite it to the origin name, and
-    /// forward.
+    /// `tools/call` and `prompts/get`: moniker's own tools are answered here; any other name
+    /// is routed.
     pub(super) async fn call(
         self: &Arc<Self>,
         request: &Message,
@@ -127,19 +135,50 @@ impl Session {
             return Some(self.manage(request, &name, &view));
         }
         let equipped = self.equipped(&view);
-        let resolved = match &equipped {
-            Some(e) => moniker_surface::toolsets::resolve(
-                &view.surface,
-                &e.equipped.selection,
-                kind,
-                &name,
-            ),
-            None => view.surface.resolve(kind, &name),
+        if kind == Kind::Tool && self.searches(&view, equipped.as_deref()) {
+            match name.as_ref() {
+                discovery::SEARCH_TOOLS => {
+                    return Some(self.search(request, &view, equipped.as_deref()));
+                }
+                discovery::CALL_TOOL => {
+                    return self
+                        .call_found(request, &view, equipped.as_deref(), answers)
+                        .await;
+                }
+                _ => {}
+            }
+        }
+        let call = Call {
+            name: &name,
+            arguments: None,
+        };
+        self.route(request, kind, call, &view, equipped.as_deref(), answers)
+            .await
+    }
+
+    /// Resolves `call.name` (aliases, legacy names, actions, the equipped toolset), rewrites
+    /// it to the origin name and forwards `request` so rewritten.
+    pub(super) async fn route(
+        self: &Arc<Self>,
+        request: &Message,
+        kind: Kind,
+        call: Call<'_>,
+        view: &Arc<View>,
+        equipped: Option<&Toolset>,
+        answers: &Answers,
+    ) -> Reply {
+        let id = id_of(request);
+        let name = call.name;
+        let resolved = match equipped {
+            Some(e) => {
+                moniker_surface::toolsets::resolve(&view.surface, &e.equipped.selection, kind, name)
+            }
+            None => view.surface.resolve(kind, name),
         };
         let Some(resolved) = resolved else {
             let refusal = Refusal::UnknownName {
                 kind,
-                name: name.clone().into_owned(),
+                name: name.to_owned(),
             };
             tracing::debug!(name = %name, "{} not found", if kind == Kind::Tool { "tool" } else { "prompt" });
             self.gateway
@@ -148,22 +187,23 @@ impl Session {
             return Some(refusal.answer(id));
         };
         let exposed = resolved.exposed;
-        log_resolution(&name, exposed, resolved.via, kind);
+        log_resolution(name, exposed, resolved.via, kind);
         if matches!(resolved.via, Via::Alias | Via::Legacy) {
-            let deprecated = exposed.deprecated.get(name.as_ref());
+            let deprecated = exposed.deprecated.get(name);
             if let Some(d) = deprecated {
-                self.warn_deprecated(&name, &exposed.name, d);
+                self.warn_deprecated(name, &exposed.name, d);
             }
             self.gateway
                 .metrics
-                .alias_call(&name, &exposed.name, deprecated.is_some());
+                .alias_call(name, &exposed.name, deprecated.is_some());
         }
 
         let (origin, arguments) = match &exposed.route {
-            Route::Origin(origin) => (origin, None),
+            Route::Origin(origin) => (origin, call.arguments.map(str::to_owned)),
             Route::Action(route) => {
-                let given = request
-                    .arguments()
+                let given = call
+                    .arguments
+                    .or_else(|| request.arguments())
                     .and_then(|a| serde_json::from_str::<&RawValue>(a).ok());
                 match actions::dispatch(&route.specs, given) {
                     Ok((i, arguments)) => {

@@ -487,6 +487,7 @@ fn a_valid_toolset_has_no_diagnostics() {
         include: strings(&["base"]),
         aliases: aliases(&[("get_pr_info", "pr")]),
         resources: Vec::new(),
+        discovery: None,
     };
     let all = sets(&[("base", with_tools(&["web_search"]))]);
     assert_eq!(validate(&surface, "review", &rule, &all), []);
@@ -875,6 +876,7 @@ fn toolset_rules_serialize_with_tags_as_an_expression() {
         include: strings(&["base"]),
         aliases: aliases(&[("get_pr_info", "pr")]),
         resources: Vec::new(),
+        discovery: None,
     };
     let text = serde_json::to_string(&rule).unwrap();
     assert_eq!(

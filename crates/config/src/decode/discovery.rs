@@ -1,0 +1,65 @@
+//! `discovery`, at the top or in a toolset: how clients discover tools. `discovery: search`,
+//! or `discovery: { mode: search, pin: [read_file], pin_tags: core }`.
+
+use moniker_surface::discovery::{Discovery, Mode};
+use moniker_surface::rules::Seg;
+
+use super::{Cx, Slot, join};
+use crate::report::codes;
+use crate::tree::{ScalarKind, Value, shorten};
+
+const DISCOVERY_KEYS: &[&str] = &["mode", "pin", "pin_tags"];
+const MODE_HELP: &str = "write `list` (every tool), `search` (the pinned tools, `search_tools` and `call_tool`) or `hints` (every tool, with `_meta` hints for clients that defer loading)";
+
+impl Cx<'_> {
+    pub(super) fn discovery<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Discovery {
+        let mut out = Discovery::default();
+        if let Value::Scalar(_) = &slot.node.value {
+            if let Some(mode) = self.mode(p, slot) {
+                out.mode = mode;
+            }
+            return out;
+        }
+        let fields = self.fields(
+            slot,
+            p,
+            Some(DISCOVERY_KEYS),
+            "a mode, or a map of discovery settings",
+        );
+        let field = |name: &'static str| join(p, Seg::Key(name));
+        if let Some(s) = fields.get("mode") {
+            if let Some(mode) = self.mode(&field("mode"), s) {
+                out.mode = mode;
+            }
+        }
+        if let Some(s) = fields.get("pin") {
+            out.pin = self.references(&field("pin"), s, "tool");
+        }
+        if let Some(s) = fields.get("pin_tags") {
+            out.pin_tags = self.tag_expr(&field("pin_tags"), s);
+        }
+        out
+    }
+
+    fn mode(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<Mode> {
+        match slot.scalar() {
+            Some((text, ScalarKind::Str)) => {
+                let mode = Mode::parse(text);
+                if mode.is_none() {
+                    self.error(
+                        codes::INVALID_VALUE,
+                        format!("unknown discovery mode `{}`", shorten(text)),
+                        p,
+                        slot.point(),
+                        Some(MODE_HELP.to_owned()),
+                    );
+                }
+                mode
+            }
+            _ => {
+                self.type_error("`list`, `search` or `hints`", p, slot);
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Search mode (DESIGN "The model's view"): `search_tools` ranks the tools the session may
+//! see with the view's index and answers with their full definitions; `call_tool` routes the
+//! tool it names exactly as a direct call would be (toolset boundary, aliases, actions,
+//! metrics).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use moniker_surface::discovery::{self, DEFAULT_LIMIT, MAX_LIMIT, Mode};
+use moniker_surface::search::Query;
+use moniker_surface::{Kind, Tag, listing, toolsets};
+use serde_json::value::RawValue;
+
+use super::calls::Call;
+use super::{Answers, Reply, Session, Toolset, id_of};
+use crate::errors;
+use crate::gateway::View;
+use crate::message::{self, Message};
+use crate::metrics::Outcome;
+
+#[derive(serde::Deserialize)]
+struct SearchArguments {
+    query: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    limit: Option<usize>,
+}
+
+#[derive(serde::Deserialize)]
+struct CallArguments<'a> {
+    name: String,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
+}
+
+impl Session {
+    /// The session is in search mode: its toolset's discovery says so, or the gateway's.
+    pub(super) fn searches(&self, view: &View, equipped: Option<&Toolset>) -> bool {
+        let discovery = match equipped {
+            Some(t) => &t.equipped.discovery,
+            None => view.surface.discovery(),
+        };
+        discovery.mode == Mode::Search
+    }
+
+    /// `search_tools`: the best tools for the query among those the session sees.
+    pub(super) fn search(
+        &self,
+        request: &Message,
+        view: &View,
+        equipped: Option<&Toolset>,
+    ) -> Message {
+        let id = id_of(request);
+        let refused = |why: &str| {
+            self.gateway.metrics.call(
+                discovery::SEARCH_TOOLS,
+                Some(moniker_surface::Via::Name),
+                Outcome::ToolError,
+                None,
+            );
+            Message::result(id, &errors::tool_error(why))
+        };
+        let arguments = request.arguments().unwrap_or("{}");
+        let args: SearchArguments = match serde_json::from_str(arguments) {
+            Ok(args) => args,
+            Err(e) => {
+                return refused(&format!(
+                    "search_tools takes {{\"query\": string, \"tags\"?: [string], \"limit\"?: integer}}: {e}"
+                ));
+            }
+        };
+        let mut tags = Vec::with_capacity(args.tags.len());
+        for text in &args.tags {
+            match text.parse::<Tag>() {
+                Ok(tag) => tags.push(tag),
+                Err(e) => return refused(&format!("`{text}` is not a tag: {e}")),
+            }
+        }
+        let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+        let query = Query {
+            text: &args.query,
+            tags: &tags,
+            limit,
+        };
+        let surface = &view.surface;
+        let asked = args.query.trim();
+        let found: Vec<Cow<'_, RawValue>> = match equipped {
+            Some(t) => {
+                let selection = &t.equipped.listed;
+                let exact = toolsets::resolve(surface, selection, Kind::Tool, asked);
+                view.index
+                    .search(surface, query, exact.map(|r| r.exposed), |e| {
+                        selection.tools.contains(&e.name)
+                    })
+                    .into_iter()
+                    .map(|e| toolsets::entry(selection, Kind::Tool, e))
+                    .collect()
+            }
+            None => {
+                let exact = surface.resolve(Kind::Tool, asked);
+                view.index
+                    .search(surface, query, exact.map(|r| r.exposed), |e| view.is_up(e))
+                    .into_iter()
+                    .map(|e| Cow::Borrowed(&*e.definition))
+                    .collect()
+            }
+        };
+        tracing::debug!(query = %args.query, found = found.len(), "tool search");
+        self.gateway.metrics.call(
+            discovery::SEARCH_TOOLS,
+            Some(moniker_surface::Via::Name),
+            Outcome::Ok,
+            None,
+        );
+        let tools = listing::render(Kind::Tool, found, &[]);
+        let result = format!(
+            r#"{{"content":[{{"type":"text","text":{}}}],"structuredContent":{tools}}}"#,
+            message::string(&tools)
+        );
+        Message::result(id, &result)
+    }
+
+    /// `call_tool`: the named tool, called with the given arguments as if called directly.
+    pub(super) async fn call_found(
+        self: &Arc<Self>,
+        request: &Message,
+        view: &Arc<View>,
+        equipped: Option<&Toolset>,
+        answers: &Answers,
+    ) -> Reply {
+        let id = id_of(request);
+        let arguments = request.arguments().unwrap_or("{}");
+        let args: CallArguments<'_> = match serde_json::from_str(arguments) {
+            Ok(args) => args,
+            Err(e) => {
+                let why =
+                    format!("call_tool takes {{\"name\": string, \"arguments\"?: object}}: {e}");
+                return Some(Message::result(id, &errors::tool_error(&why)));
+            }
+        };
+        if [discovery::SEARCH_TOOLS, discovery::CALL_TOOL].contains(&args.name.as_str()) {
+            let why = format!("call `{}` directly, not through call_tool", args.name);
+            return Some(Message::result(id, &errors::tool_error(&why)));
+        }
+        let inner = args.arguments.map_or("{}", RawValue::get);
+        if !inner.trim_start().starts_with('{') {
+            let why = "call_tool's `arguments` must be an object";
+            return Some(Message::result(id, &errors::tool_error(why)));
+        }
+        let call = Call {
+            name: &args.name,
+            arguments: Some(inner),
+        };
+        self.route(request, Kind::Tool, call, view, equipped, answers)
+            .await
+    }
+}

@@ -1,0 +1,258 @@
+//! Search mode through a gateway and a fixture server: the listing holds the pinned tools and
+//! moniker's `search_tools` and `call_tool`; a search finds a tool by what it does; a found
+//! tool is called through `call_tool` by name or alias, exactly as a direct call; a toolset's
+//! boundary holds through both.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use moniker_fixture::{fixture_bin, fixture_file};
+use moniker_gateway::connect::ServerSpec;
+use moniker_gateway::session::Session;
+use moniker_gateway::{Gateway, ServerEntry, Settings};
+use moniker_surface::discovery::{Discovery, Mode};
+use moniker_surface::{AliasRule, Override, Rules, ToolsetRule};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::support::Reply as _;
+
+async fn gateway() -> Arc<Gateway> {
+    let entry = ServerEntry {
+        id: "cg".parse().expect("id"),
+        spec: ServerSpec::Stdio {
+            command: fixture_bin().display().to_string(),
+            args: vec![fixture_file("contextgraph.json").display().to_string()],
+            env: IndexMap::new(),
+            cwd: None,
+        },
+    };
+    let mut rules = Rules {
+        discovery: Discovery {
+            mode: Mode::Search,
+            pin: vec!["store_memory".into()],
+            pin_tags: None,
+        },
+        ..Rules::default()
+    };
+    rules.tools.insert(
+        "trigger_dream".into(),
+        Override {
+            aliases: vec![AliasRule {
+                name: "dream".parse().expect("alias"),
+                hidden: true,
+                deprecated: None,
+            }],
+            ..Override::default()
+        },
+    );
+    rules.toolsets.sets.insert(
+        "sleep".into(),
+        ToolsetRule {
+            tools: vec![
+                "trigger_dream".into(),
+                "get_dream_status".into(),
+                "abort_dream".into(),
+            ],
+            ..ToolsetRule::default()
+        },
+    );
+    rules.toolsets.sets.insert(
+        "listed".into(),
+        ToolsetRule {
+            tools: vec!["trigger_dream".into(), "store_memory".into()],
+            discovery: Some(Discovery::default()),
+            ..ToolsetRule::default()
+        },
+    );
+    let started = tokio::time::timeout(
+        Duration::from_secs(20),
+        Gateway::start(rules, vec![entry], Settings::default()),
+    );
+    match started.await {
+        Ok(Ok(gateway)) => gateway,
+        _ => panic!("the gateway did not start"),
+    }
+}
+
+async fn ask(session: &Arc<Session>, method: &str, params: Value) -> Value {
+    let line = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let reply = tokio::time::timeout(Duration::from_secs(20), session.reply(&line))
+        .await
+        .expect("answered")
+        .expect("a reply");
+    serde_json::from_str(&reply).expect("JSON")
+}
+
+fn listed(reply: &Value) -> Vec<String> {
+    reply["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+async fn search(session: &Arc<Session>, arguments: Value) -> Vec<String> {
+    let reply = ask(
+        session,
+        "tools/call",
+        json!({"name": "search_tools", "arguments": arguments}),
+    )
+    .await;
+    let result = &reply["result"];
+    assert_eq!(result["isError"], Value::Null, "{reply}");
+    // The text is the structured result, for clients that read only text.
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().expect("text"))
+        .expect("JSON text");
+    assert_eq!(text, result["structuredContent"]);
+    listed(&json!({"result": result["structuredContent"]}))
+}
+
+#[tokio::test]
+async fn search_mode_lists_pins_finds_tools_and_calls_them_like_direct_calls() {
+    let gateway = gateway().await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let session = Session::new(gateway.clone(), tx);
+
+    let list = ask(&session, "tools/list", json!({})).await;
+    assert_eq!(listed(&list), ["store_memory", "search_tools", "call_tool"]);
+
+    let found = search(
+        &session,
+        json!({"query": "start an offline consolidation dream cycle", "limit": 3}),
+    )
+    .await;
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert_eq!(found[0], "trigger_dream", "{found:?}");
+    // A hidden alias finds its tool, shown by its name.
+    assert_eq!(
+        search(&session, json!({"query": "dream", "limit": 1})).await,
+        ["trigger_dream"]
+    );
+    assert!(
+        search(&session, json!({"query": "zebra quantum"}))
+            .await
+            .is_empty()
+    );
+
+    for name in ["trigger_dream", "dream"] {
+        let reply = ask(
+            &session,
+            "tools/call",
+            json!({"name": "call_tool", "arguments": {"name": name, "arguments": {"depth": 2}}}),
+        )
+        .await;
+        let text = reply["result"]["content"][0]["text"]
+            .as_str()
+            .expect("text");
+        assert_eq!(
+            text,
+            r#"{"tool":"trigger_dream","arguments":{"depth": 2}}"#.replace(": 2", ":2"),
+            "{reply}"
+        );
+    }
+    // A direct call of a tool that is not listed is still a call.
+    let reply = ask(
+        &session,
+        "tools/call",
+        json!({"name": "get_dream_status", "arguments": {}}),
+    )
+    .await;
+    assert!(
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .expect("text")
+            .contains("get_dream_status")
+    );
+
+    let unknown = ask(
+        &session,
+        "tools/call",
+        json!({"name": "call_tool", "arguments": {"name": "no_such_tool"}}),
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32004, "{unknown}");
+    let bad = ask(
+        &session,
+        "tools/call",
+        json!({"name": "call_tool", "arguments": {"arguments": {}}}),
+    )
+    .await;
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    let bad = ask(
+        &session,
+        "tools/call",
+        json!({"name": "search_tools", "arguments": {"query": "x", "tags": ["Not A Tag"]}}),
+    )
+    .await;
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_toolsets_boundary_holds_through_search_and_call_tool() {
+    let gateway = gateway().await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let session = Session::bound(gateway.clone(), tx, "sleep".into());
+
+    let list = ask(&session, "tools/list", json!({})).await;
+    assert_eq!(
+        listed(&list),
+        ["search_tools", "call_tool"],
+        "nothing of the toolset is pinned"
+    );
+    let found = search(
+        &session,
+        json!({"query": "memory dream status", "limit": 50}),
+    )
+    .await;
+    assert!(!found.is_empty());
+    for name in &found {
+        assert!(
+            ["trigger_dream", "get_dream_status", "abort_dream"].contains(&name.as_str()),
+            "{found:?}"
+        );
+    }
+    assert!(
+        search(&session, json!({"query": "store_memory"}))
+            .await
+            .is_empty(),
+        "outside the toolset"
+    );
+    let refused = ask(
+        &session,
+        "tools/call",
+        json!({"name": "call_tool", "arguments": {"name": "store_memory", "arguments": {}}}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32004, "{refused}");
+    let reply = ask(
+        &session,
+        "tools/call",
+        json!({"name": "call_tool", "arguments": {"name": "abort_dream"}}),
+    )
+    .await;
+    assert!(
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .expect("text")
+            .contains("abort_dream"),
+        "{reply}"
+    );
+
+    // A toolset that says `list` lists its tools, and has no search tools.
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let session = Session::bound(gateway.clone(), tx, "listed".into());
+    let list = ask(&session, "tools/list", json!({})).await;
+    assert_eq!(listed(&list), ["store_memory", "trigger_dream"]);
+    let refused = ask(
+        &session,
+        "tools/call",
+        json!({"name": "search_tools", "arguments": {"query": "dream"}}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32004, "{refused}");
+    gateway.shutdown().await;
+}

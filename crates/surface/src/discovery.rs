@@ -1,0 +1,279 @@
+//! How tools are discovered (DESIGN "The model's view"): the whole listing, as ever; a search
+//! mode, whose listing holds the pinned tools and moniker's [`SEARCH_TOOLS`] and
+//! [`CALL_TOOL`] (the others are found by searching and called through `call_tool`); or the
+//! whole listing with `_meta` hints for clients that defer loading on their own
+//! (`anthropic/alwaysLoad` on pinned tools, `anthropic/searchHint` from aliases and tags).
+//! Per gateway (`discovery:`) or per toolset (`toolsets.<name>.discovery`).
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use crate::definition;
+use crate::names::Tag;
+use crate::surface::Exposed;
+use crate::tag_expr::TagExpr;
+
+/// moniker's search tool, listed in search mode.
+pub const SEARCH_TOOLS: &str = "search_tools";
+/// moniker's tool that calls a found tool, listed in search mode.
+pub const CALL_TOOL: &str = "call_tool";
+/// The results of a search when the query gives no `limit`.
+pub const DEFAULT_LIMIT: usize = 5;
+/// The most results one search gives.
+pub const MAX_LIMIT: usize = 50;
+/// `_meta` key of a tool a deferring client loads at once.
+pub const META_ALWAYS_LOAD: &str = "anthropic/alwaysLoad";
+/// `_meta` key of the words a deferring client's search finds a tool by.
+pub const META_SEARCH_HINT: &str = "anthropic/searchHint";
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Every tool is listed.
+    #[default]
+    List,
+    /// The pinned tools, `search_tools` and `call_tool` are listed.
+    Search,
+    /// Every tool is listed, with `_meta` hints for clients that defer loading.
+    Hints,
+}
+
+impl Mode {
+    pub const NAMES: [&'static str; 3] = ["list", "search", "hints"];
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "list" => Some(Self::List),
+            "search" => Some(Self::Search),
+            "hints" => Some(Self::Hints),
+            _ => None,
+        }
+    }
+}
+
+/// The `discovery` setting of the gateway or of a toolset.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Discovery {
+    pub mode: Mode,
+    /// Tools always listed, by exposed name or alias.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pin: Vec<String>,
+    /// Tools always listed, by tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pin_tags: Option<TagExpr>,
+}
+
+impl Discovery {
+    /// Whether `tool` is pinned: named by its name or an alias, or by its tags.
+    pub fn pins(&self, tool: &Exposed) -> bool {
+        let named = |n: &String| self.pin.iter().any(|p| p == n);
+        named(&tool.name)
+            || tool.aliases.iter().chain(&tool.hidden_aliases).any(named)
+            || self
+                .pin_tags
+                .as_ref()
+                .is_some_and(|e| e.matches(&tool.tags))
+    }
+
+    /// The entries of a `tools/list`, from every tool the listing could show (each with the
+    /// entry it would show) in listing order: all of them (list mode), the pinned ones then
+    /// moniker's search tools (search mode), or all of them with hints (hints mode).
+    pub fn entries<'a>(
+        &self,
+        tools: impl Iterator<Item = (&'a Exposed, Cow<'a, RawValue>)>,
+    ) -> Vec<Cow<'a, RawValue>> {
+        match self.mode {
+            Mode::List => tools.map(|(_, entry)| entry).collect(),
+            Mode::Search => tools
+                .filter(|(tool, _)| self.pins(tool))
+                .map(|(_, entry)| entry)
+                .chain(definitions().iter().map(|d| Cow::Borrowed(&**d)))
+                .collect(),
+            Mode::Hints => tools
+                .map(|(tool, entry)| Cow::Owned(self.hinted(tool, &entry)))
+                .collect(),
+        }
+    }
+
+    /// `entry` with the `_meta` hints of `tool`: `anthropic/alwaysLoad` when it is pinned,
+    /// `anthropic/searchHint` from its listed aliases, its tags and its server.
+    fn hinted(&self, tool: &Exposed, entry: &RawValue) -> Box<RawValue> {
+        let mut words: Vec<&str> = tool.aliases.iter().map(String::as_str).collect();
+        words.extend(tool.tags.iter().map(Tag::as_str));
+        if !tool.server_name.is_empty() && !words.contains(&tool.server_name.as_str()) {
+            words.push(&tool.server_name);
+        }
+        let hint = json!(words.join(" ")).to_string();
+        let mut meta: Vec<(&str, &str)> = Vec::with_capacity(2);
+        if self.pins(tool) {
+            meta.push((META_ALWAYS_LOAD, "true"));
+        }
+        if !words.is_empty() {
+            meta.push((META_SEARCH_HINT, &hint));
+        }
+        definition::with_meta_entries(entry, &meta)
+    }
+}
+
+/// The definitions of [`SEARCH_TOOLS`] and [`CALL_TOOL`], in that order, each a listing
+/// entry of the same shape as a server's tool.
+pub fn definitions() -> &'static [Box<RawValue>] {
+    static DEFINITIONS: LazyLock<Vec<Box<RawValue>>> = LazyLock::new(build);
+    &DEFINITIONS
+}
+
+fn build() -> Vec<Box<RawValue>> {
+    let tools = [
+        (
+            SEARCH_TOOLS,
+            "Find tools for a task: describe it in a few words (or give a tool's name). Returns the best matching tools with their full definitions, best first; call one with call_tool.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What the tool should do, or its name"},
+                    "tags": {"type": "array", "items": {"type": "string"}, "description": "Only tools with one of these tags"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}
+                },
+                "required": ["query"]
+            }),
+        ),
+        (
+            CALL_TOOL,
+            "Call a tool found with search_tools, by its name or an alias, with its arguments.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The tool's name or alias"},
+                    "arguments": {"type": "object", "description": "The tool's arguments, as its inputSchema says"}
+                },
+                "required": ["name"]
+            }),
+        ),
+    ];
+    tools
+        .into_iter()
+        .map(|(name, description, schema)| definition::own_tool(name, description, &schema))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::listing::Listing;
+    use crate::rules::{AliasRule, Override, Rules, ServerRules};
+    use crate::{Kind, Surface, build};
+
+    fn surface() -> Surface {
+        let mut rules = Rules::default();
+        rules.servers.insert(
+            "fs".parse().unwrap(),
+            ServerRules {
+                tags: vec!["files".parse().unwrap()],
+                prefix: None,
+            },
+        );
+        rules.tools.insert(
+            "read_file".into(),
+            Override {
+                aliases: vec![
+                    AliasRule {
+                        name: "cat".parse().unwrap(),
+                        hidden: false,
+                        deprecated: None,
+                    },
+                    AliasRule {
+                        name: "slurp".parse().unwrap(),
+                        hidden: true,
+                        deprecated: None,
+                    },
+                ],
+                ..Override::default()
+            },
+        );
+        let tool = |name: &str, meta: &str| {
+            RawValue::from_string(format!(
+                r#"{{"name":"{name}","description":"{name}.","inputSchema":{{"type":"object"}}{meta}}}"#
+            ))
+            .unwrap()
+        };
+        let listing = Listing {
+            server: "fs".parse().unwrap(),
+            tools: vec![
+                tool(
+                    "read_file",
+                    r#","_meta":{"theirs":1,"anthropic/searchHint":"old"}"#,
+                ),
+                tool("write_file", ""),
+            ],
+            prompts: vec![],
+        };
+        build(&rules, &[listing]).surface.unwrap()
+    }
+
+    fn entries(discovery: &Discovery, surface: &Surface) -> Vec<Value> {
+        let items = surface
+            .listed(Kind::Tool)
+            .map(|e| (e, Cow::Borrowed(&*e.definition)));
+        discovery
+            .entries(items)
+            .iter()
+            .map(|e| serde_json::from_str(e.get()).unwrap())
+            .collect()
+    }
+
+    fn names(entries: &[Value]) -> Vec<&str> {
+        entries
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn each_mode_lists_its_own_way() {
+        let s = surface();
+        let list = entries(&Discovery::default(), &s);
+        assert_eq!(names(&list), ["read_file", "write_file"]);
+
+        let search = Discovery {
+            mode: Mode::Search,
+            pin: vec!["cat".into()],
+            pin_tags: None,
+        };
+        let listed = entries(&search, &s);
+        assert_eq!(names(&listed), ["read_file", SEARCH_TOOLS, CALL_TOOL]);
+        assert_eq!(listed[1]["server_name"], "moniker");
+        let by_tag = Discovery {
+            mode: Mode::Search,
+            pin: vec![],
+            pin_tags: Some("files".parse().unwrap()),
+        };
+        assert_eq!(
+            names(&entries(&by_tag, &s)),
+            ["read_file", "write_file", SEARCH_TOOLS, CALL_TOOL]
+        );
+
+        let hints = Discovery {
+            mode: Mode::Hints,
+            pin: vec!["slurp".into()],
+            pin_tags: None,
+        };
+        let hinted = entries(&hints, &s);
+        assert_eq!(names(&hinted), ["read_file", "write_file"]);
+        let meta = &hinted[0]["_meta"];
+        assert_eq!(meta["theirs"], 1, "the server's keys stay");
+        assert_eq!(meta[META_ALWAYS_LOAD], true, "pinned by its hidden alias");
+        assert_eq!(
+            meta[META_SEARCH_HINT], "cat files fs",
+            "listed aliases, tags, server"
+        );
+        assert_eq!(hinted[1]["_meta"][META_ALWAYS_LOAD], Value::Null);
+        assert_eq!(hinted[1]["_meta"][META_SEARCH_HINT], "files fs");
+        assert_eq!(hinted[1]["inputSchema"], list[1]["inputSchema"]);
+    }
+}
