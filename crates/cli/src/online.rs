@@ -788,12 +788,25 @@ pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
             count(&format!(r#"{{"tools":[{}]}}"#, defs.join(","))),
         );
     }
+    // Search mode, with the config's pins: what a session lists before it searches.
+    let search = moniker_surface::Discovery {
+        mode: moniker_surface::discovery::Mode::Search,
+        ..after.surface.discovery().clone()
+    };
+    let entries = search.entries(
+        after
+            .surface
+            .listed(Kind::Tool)
+            .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition))),
+    );
+    let search_mode = count(&moniker_surface::listing::render(Kind::Tool, entries, &[]));
     let without_actions = b.get(&total).map_or(0, |t| t.2);
     let savings = serde_json::json!({
         "listing_tokens": audit.listing_tokens,
         "without_action_tools": without_actions,
         "repeated_text_said_once": audit.repeated.iter().map(|r| r.tokens_repeated).sum::<usize>(),
         "names_only_for_clients_that_defer_loading": count(&names_only),
+        "search_mode": search_mode,
         "toolsets": toolsets,
     });
     if json {
@@ -849,11 +862,12 @@ pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
         output::line(&format_table(&rows))?;
     }
     output::line(&format!(
-        "\nthe listing: {} tokens; without action tools: {}; repeated text said once would save {}; names only (for clients that defer loading): {}",
+        "\nthe listing: {} tokens; without action tools: {}; repeated text said once would save {}; names only (for clients that defer loading): {}; search mode (pinned tools, search_tools, call_tool): {}",
         audit.listing_tokens,
         without_actions,
         savings["repeated_text_said_once"],
         savings["names_only_for_clients_that_defer_loading"],
+        search_mode,
     ))?;
     for (name, tokens) in savings["toolsets"].as_object().into_iter().flatten() {
         output::line(&format!("toolset `{name}`: {tokens} tokens"))?;
