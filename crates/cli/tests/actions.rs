@@ -298,10 +298,16 @@ fn stats_audits_the_tokens_of_each_tool_and_the_text_they_repeat() {
     assert!(
         repeated
             .iter()
-            .any(|r| r["text"] == "The operation to perform" && r["tools"] == 11),
+            .any(|r| r["text"] == "Maximum number of results" && r["tools"] == 8),
         "{report}"
     );
     let savings = &report["savings"];
+    // Search mode lists moniker's two tools (no pins): a fraction of the listing.
+    assert!(
+        savings["search_mode"].as_u64().expect("search_mode") * 4
+            < savings["listing_tokens"].as_u64().expect("listing"),
+        "{savings}"
+    );
     assert!(
         savings["listing_tokens"].as_u64() < savings["without_action_tools"].as_u64(),
         "{savings}"

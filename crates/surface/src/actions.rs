@@ -178,7 +178,7 @@ pub fn merge(tool_name: &str, summary: Option<&str>, members: &[Member<'_>]) -> 
     let mut out_properties = Map::new();
     out_properties.insert(
         ACTION.to_owned(),
-        json!({"type": "string", "enum": actions, "description": "The operation to perform"}),
+        json!({"type": "string", "enum": actions}),
     );
     let mut required = vec![ACTION.to_owned()];
     for (name, mut property) in properties {
@@ -304,15 +304,11 @@ fn describe(tool_name: &str, summary: Option<&str>, members: &[Parsed<'_>]) -> S
             format!("{tool_name}: one tool for {n} action{s}.")
         }
     };
+    // Each action once, with what it does; what it requires is said by the schema.
     out.push_str("\n\nActions:");
     for member in members {
         out.push_str("\n- ");
         out.push_str(member.action);
-        if !member.required.is_empty() {
-            out.push_str(" (");
-            out.push_str(&member.required.join(", "));
-            out.push(')');
-        }
         if let Some(summary) = &member.summary {
             out.push_str(": ");
             out.push_str(summary);

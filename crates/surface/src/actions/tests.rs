@@ -74,7 +74,7 @@ fn the_schema_has_an_action_enum_and_the_union_of_the_properties_in_order() {
     assert_eq!(m.input_schema["required"], json!(["action"]));
     assert_eq!(
         props(&m)["action"],
-        json!({"type": "string", "enum": ["create", "list"], "description": "The operation to perform"})
+        json!({"type": "string", "enum": ["create", "list"]})
     );
     assert_eq!(keys(&m), ["action", "name", "path", "limit"]);
     // The schema's own keys in a fixed order; no `additionalProperties`, no `$defs`.
@@ -456,7 +456,7 @@ fn members_without_a_usable_schema_add_no_properties_and_take_anything() {
 }
 
 #[test]
-fn the_description_lists_each_action_with_its_required_parameters() {
+fn the_description_lists_each_action_once_with_what_it_does() {
     let members = [
         (
             "create",
@@ -475,12 +475,12 @@ fn the_description_lists_each_action_with_its_required_parameters() {
     let m = merged(Some("Manage projects."), &members);
     assert_eq!(
         m.description,
-        "Manage projects.\n\nActions:\n- create (name, path): Register a project.\n- list: List projects.\n- delete (name)\n- noop"
+        "Manage projects.\n\nActions:\n- create: Register a project.\n- list: List projects.\n- delete\n- noop"
     );
     let m = merged(None, &members);
     assert!(
         m.description
-            .starts_with("thing: one tool for 4 actions.\n\nActions:\n- create (name, path): "),
+            .starts_with("thing: one tool for 4 actions.\n\nActions:\n- create: "),
         "{}",
         m.description
     );

@@ -884,7 +884,7 @@ fn action_tools_replace_their_members_in_the_listing() {
         def["description"]
             .as_str()
             .unwrap()
-            .contains("- make (name): make_thing it."),
+            .contains("- make: make_thing it."),
         "{def}"
     );
     // Old names: callable as legacy, not listed.

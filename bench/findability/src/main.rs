@@ -1,0 +1,365 @@
+//! The findability benchmark (issue "The model's view"): for each task (a request a user
+//! would type, and the one tool that does it), does moniker's `search_tools` find the tool,
+//! at rank 1 and in the first 5? Against a baseline: the same ranker over the raw surface
+//! (origin names and descriptions only, what a client's own search sees). On surfaces of 30,
+//! 100 and 300 tools made of whole servers (the last one cut), with the tokens of the first
+//! listing in each discovery mode.
+//!
+//! `cargo run -p moniker-findability` prints the tables of BENCHMARKS.md; `-- --json` the
+//! numbers.
+
+#![allow(clippy::print_stdout)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use moniker_surface::discovery::{Discovery, Mode};
+use moniker_surface::search::{Index, Query, Ranker};
+use moniker_surface::{Kind, Listing, Override, Rules, Surface, build, listing};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// The sizes of the surfaces.
+const SIZES: [usize; 3] = [30, 100, 300];
+/// The order servers join a surface: the three reference servers first, then a mix of
+/// domains; any inventory not named here joins last, by name.
+const ORDER: &[&str] = &[
+    "filesystem",
+    "memory",
+    "everything",
+    "github",
+    "slack",
+    "ctxsys",
+    "playwright",
+    "brave-search",
+    "google-maps",
+    "notion",
+    "contextgraph",
+    "postgres",
+    "sentry",
+    "kubernetes",
+    "bridge",
+    "gitlab",
+    "chrome-devtools",
+    "mongodb",
+    "tavily",
+    "exa",
+    "firecrawl",
+    "context7",
+    "sequential-thinking",
+    "azure",
+];
+
+#[derive(serde::Deserialize)]
+struct Task {
+    request: String,
+    server: String,
+    tool: String,
+}
+
+struct Inventory {
+    server: String,
+    tools: Vec<Box<RawValue>>,
+}
+
+fn origin_name(tool: &RawValue) -> String {
+    let value: Value = serde_json::from_str(tool.get()).unwrap_or(Value::Null);
+    value["name"].as_str().unwrap_or_default().to_owned()
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn inventory(path: &Path) -> Inventory {
+    let value = read_json(path);
+    let server = path
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let tools = value["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| serde_json::value::to_raw_value(t).ok())
+        .collect();
+    Inventory { server, tools }
+}
+
+/// Every inventory: the benchmark's own (captured from npm) and the seed fixtures.
+fn inventories(root: &Path) -> Vec<Inventory> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(root.join("bench/findability/inventories"))
+        .map(|dir| dir.filter_map(|e| Some(e.ok()?.path())).collect())
+        .unwrap_or_default();
+    for seed in ["contextgraph", "ctxsys", "bridge"] {
+        paths.push(root.join(format!("fixtures/{seed}.json")));
+    }
+    paths.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    let mut all: Vec<Inventory> = paths.iter().map(|p| inventory(p)).collect();
+    let rank = |s: &str| ORDER.iter().position(|o| *o == s).unwrap_or(ORDER.len());
+    all.sort_by(|a, b| {
+        rank(&a.server)
+            .cmp(&rank(&b.server))
+            .then(a.server.cmp(&b.server))
+    });
+    all
+}
+
+/// A surface of `size` tools: whole servers in order, the last one cut (its tasks' tools
+/// first).
+fn pick(all: &[Inventory], size: usize, targets: &BTreeSet<(String, String)>) -> Vec<Inventory> {
+    let mut out = Vec::new();
+    let mut left = size;
+    for inv in all {
+        if left == 0 {
+            break;
+        }
+        let mut tools: Vec<Box<RawValue>> = inv.tools.clone();
+        if tools.len() > left {
+            tools.sort_by_key(|t| !targets.contains(&(inv.server.clone(), origin_name(t))));
+            tools.truncate(left);
+        }
+        left -= tools.len();
+        out.push(Inventory {
+            server: inv.server.clone(),
+            tools,
+        });
+    }
+    out
+}
+
+/// The rules of `config` with the renames `moniker check` proposes for names exposed twice
+/// (what a user pastes), applied until the surface builds.
+fn surface(config: &Rules, servers: &[Inventory]) -> Surface {
+    let listings: Vec<Listing> = servers
+        .iter()
+        .map(|inv| Listing {
+            server: inv
+                .server
+                .parse()
+                .unwrap_or_else(|_| panic!("server id {}", inv.server)),
+            tools: inv.tools.clone(),
+            prompts: Vec::new(),
+        })
+        .collect();
+    let mut rules = config.clone();
+    for _ in 0..4 {
+        let built = build(&rules, &listings);
+        if let Some(surface) = built.surface {
+            return surface;
+        }
+        let mut renamed = false;
+        for d in built.diagnostics.iter().filter(|d| d.is_error()) {
+            for r in &d.fix.renames {
+                if let Ok(name) = r.name.parse() {
+                    rules.tools.insert(
+                        format!("{}/{}", r.server, r.origin),
+                        Override {
+                            name: Some(name),
+                            ..Override::default()
+                        },
+                    );
+                    renamed = true;
+                }
+            }
+        }
+        if !renamed {
+            panic!("the surface does not build: {:#?}", built.diagnostics);
+        }
+    }
+    panic!("the surface does not build after the proposed renames");
+}
+
+#[derive(Default, serde::Serialize)]
+struct Recall {
+    tasks: usize,
+    at1: usize,
+    at5: usize,
+}
+
+impl Recall {
+    fn add(&mut self, rank: Option<usize>) {
+        self.tasks += 1;
+        self.at1 += usize::from(rank == Some(0));
+        self.at5 += usize::from(rank.is_some_and(|r| r < 5));
+    }
+
+    fn pct(n: usize, of: usize) -> f64 {
+        if of == 0 {
+            0.0
+        } else {
+            n as f64 * 100.0 / of as f64
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    size: usize,
+    servers: usize,
+    moniker: Recall,
+    raw: Recall,
+    tokens_raw: usize,
+    tokens_list: usize,
+    tokens_hints: usize,
+    tokens_search: usize,
+}
+
+fn run(root: &Path) -> Vec<Row> {
+    let tasks: Vec<Task> =
+        serde_json::from_value(read_json(&root.join("bench/findability/tasks.json")))
+            .expect("tasks.json: [{request, server, tool}]");
+    let config_path = root.join("bench/findability/moniker.yaml");
+    let config_text =
+        std::fs::read_to_string(&config_path).expect("bench/findability/moniker.yaml");
+    let config = moniker_config::parse("moniker.yaml", &config_text)
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .rules;
+    let all = inventories(root);
+    let targets: BTreeSet<(String, String)> = tasks
+        .iter()
+        .map(|t| (t.server.clone(), t.tool.clone()))
+        .collect();
+    let bpe = tiktoken_rs::o200k_base().expect("o200k");
+    let tokens = |text: &str| bpe.encode_ordinary(text).len();
+    let mut rows = Vec::new();
+    for size in SIZES {
+        let servers = pick(&all, size, &targets);
+        let surface = surface(&config, &servers);
+        let index = Index::new(&surface);
+        // The baseline: the raw listing's names and descriptions, the same ranker.
+        let raw: Vec<(&str, String)> = servers
+            .iter()
+            .flat_map(|inv| inv.tools.iter().map(move |t| (inv.server.as_str(), t)))
+            .map(|(server, t)| (server, origin_name(t)))
+            .collect();
+        let raw_docs: Vec<String> = servers
+            .iter()
+            .flat_map(|inv| inv.tools.iter())
+            .map(|t| {
+                let v: Value = serde_json::from_str(t.get()).unwrap_or(Value::Null);
+                format!(
+                    "{}\n{}",
+                    v["name"].as_str().unwrap_or_default(),
+                    v["description"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        let ranker = Ranker::new(&raw_docs);
+        let mut row = Row {
+            size: raw.len(),
+            servers: servers.len(),
+            moniker: Recall::default(),
+            raw: Recall::default(),
+            tokens_raw: 0,
+            tokens_list: 0,
+            tokens_hints: 0,
+            tokens_search: 0,
+        };
+        for task in &tasks {
+            let Some(_) = raw
+                .iter()
+                .position(|(s, n)| *s == task.server && *n == task.tool)
+            else {
+                continue;
+            };
+            let query = Query {
+                text: &task.request,
+                tags: &[],
+                limit: 5,
+            };
+            let exact = surface
+                .resolve(Kind::Tool, task.request.trim())
+                .map(|r| r.exposed);
+            let found = index.search(&surface, query, exact, |_| true);
+            let rank = found.iter().position(|e| {
+                e.origin()
+                    .is_some_and(|o| o.server.as_str() == task.server && o.name == task.tool)
+            });
+            row.moniker.add(rank);
+            let rank = ranker
+                .rank(&task.request)
+                .iter()
+                .take(5)
+                .position(|(doc, _)| raw[*doc].0 == task.server && raw[*doc].1 == task.tool);
+            row.raw.add(rank);
+        }
+        let raw_listing = listing::render(
+            Kind::Tool,
+            servers
+                .iter()
+                .flat_map(|inv| inv.tools.iter().map(|t| &**t)),
+            &[],
+        );
+        row.tokens_raw = tokens(&raw_listing);
+        let mode = |mode: Mode| {
+            let discovery = Discovery {
+                mode,
+                ..Discovery::default()
+            };
+            let entries = discovery.entries(
+                surface
+                    .listed(Kind::Tool)
+                    .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition))),
+            );
+            tokens(&listing::render(Kind::Tool, entries, &[]))
+        };
+        row.tokens_list = mode(Mode::List);
+        row.tokens_hints = mode(Mode::Hints);
+        row.tokens_search = mode(Mode::Search);
+        rows.push(row);
+    }
+    rows
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let rows = run(&root);
+    if std::env::args().any(|a| a == "--json") {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        );
+        return;
+    }
+    let tasks: usize = read_json(&root.join("bench/findability/tasks.json"))
+        .as_array()
+        .map_or(0, Vec::len);
+    println!(
+        "Findability: {tasks} tasks; a task counts at a size when its tool is in that surface.\n"
+    );
+    println!(
+        "| tools | servers | tasks | recall@1 moniker | recall@1 raw | recall@5 moniker | recall@5 raw |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {:.1}% | {:.1}% | {:.1}% | {:.1}% |",
+            r.size,
+            r.servers,
+            r.moniker.tasks,
+            Recall::pct(r.moniker.at1, r.moniker.tasks),
+            Recall::pct(r.raw.at1, r.raw.tasks),
+            Recall::pct(r.moniker.at5, r.moniker.tasks),
+            Recall::pct(r.raw.at5, r.raw.tasks),
+        );
+    }
+    println!("\nTokens of the first `tools/list` (o200k):\n");
+    println!(
+        "| tools | raw (servers' own listings) | moniker list | moniker hints | moniker search | search / raw |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {:.1}% |",
+            r.size,
+            r.tokens_raw,
+            r.tokens_list,
+            r.tokens_hints,
+            r.tokens_search,
+            Recall::pct(r.tokens_search, r.tokens_raw),
+        );
+    }
+}
