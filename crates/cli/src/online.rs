@@ -77,6 +77,7 @@ pub(crate) fn entries(config: &Config) -> Vec<ServerEntry> {
         servers.push(ServerEntry {
             id: id.clone(),
             spec: server.transport.clone(),
+            modern: server.modern,
         });
     }
     servers

@@ -9,6 +9,10 @@ pub struct ServerConfig {
     pub transport: Transport,
     /// Configured but not started; its naming rules still apply.
     pub disabled: bool,
+    /// The server speaks MCP 2026-07-28, statelessly (`protocol: 2026-07-28`): moniker sends
+    /// `server/discover` instead of `initialize` and the envelope in every request. Else the
+    /// 2025 handshake and a session.
+    pub modern: bool,
 }
 
 /// `Debug` prints the names of environment variables and headers but never their values:
@@ -171,6 +175,7 @@ mod tests {
                 cwd: None,
             },
             disabled: false,
+            modern: false,
         };
         let shown = format!("{stdio:?} {stdio:#?}");
         assert!(!shown.contains("ghp_secret123"), "{shown}");

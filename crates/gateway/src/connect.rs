@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use self::login::{LOGIN_LIMIT, LoggedIn, login};
 use crate::auth::Store;
 use crate::message::{self, Message};
+use crate::session::modern::{CAPABILITIES_META, MODERN_VERSION, PROTOCOL_VERSION_META};
 use crate::sync::lock;
 
 /// How to reach one server: the config's own type.
@@ -123,6 +124,10 @@ pub struct Connection {
     next_id: AtomicU64,
     closed: AtomicBool,
     init: OnceLock<InitInfo>,
+    /// The server speaks 2026-07-28: every request carries the envelope.
+    modern: AtomicBool,
+    /// A modern server's tools' `x-mcp-header` parameters: tool to (parameter, header name).
+    header_params: Mutex<HashMap<String, Vec<(String, String)>>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -142,7 +147,26 @@ impl Connection {
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             init: OnceLock::new(),
+            modern: AtomicBool::new(false),
+            header_params: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// From now on the server is spoken to in 2026-07-28: set before the handshake.
+    pub fn speak_modern(&self) {
+        self.modern.store(true, Ordering::Release);
+    }
+
+    pub fn is_modern(&self) -> bool {
+        self.modern.load(Ordering::Acquire)
+    }
+
+    /// The `x-mcp-header` parameters of a modern server's tool: (parameter, header name).
+    pub(crate) fn header_params(&self, tool: &str) -> Vec<(String, String)> {
+        lock(&self.header_params)
+            .get(tool)
+            .cloned()
+            .unwrap_or_default()
     }
 
     pub fn info(&self) -> InitInfo {
@@ -168,6 +192,8 @@ impl Connection {
         params: Option<&str>,
     ) -> Result<(u64, oneshot::Receiver<Message>), CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let enveloped = self.is_modern().then(|| modern_envelope(params));
+        let params = enveloped.as_deref().or(params);
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
         // Checked after registering, so that `close` either sees this waiter or we see it
@@ -298,11 +324,15 @@ struct ResourceCaps {
     subscribe: bool,
 }
 
-/// `initialize`, `notifications/initialized`, then the listing of tools and prompts.
+/// The handshake, then the listing of tools and prompts: `initialize` and
+/// `notifications/initialized`, or `server/discover` for a server that speaks 2026-07-28.
 pub async fn handshake(
     conn: &Arc<Connection>,
     timeout: Duration,
 ) -> Result<Listing, HandshakeError> {
+    if conn.is_modern() {
+        return discover(conn, timeout).await;
+    }
     let params = format!(
         r#"{{"protocolVersion":"{PINNED_PROTOCOL_VERSION}","capabilities":{{"roots":{{"listChanged":true}},"sampling":{{}},"elicitation":{{}}}},"clientInfo":{{"name":"moniker","version":"{}"}}}}"#,
         env!("CARGO_PKG_VERSION")
@@ -317,23 +347,111 @@ pub async fn handshake(
             method: "initialize",
             error: e.to_string(),
         })?;
-    let caps: Caps = init
-        .capabilities
+    let info = info_of(init.protocol_version, init.capabilities);
+    let _ = conn.init.set(info.clone());
+    conn.send(Message::notification("notifications/initialized", None))?;
+    list(conn, &info, timeout).await
+}
+
+/// `server/discover` (the envelope is the connection's), for a server that speaks 2026-07-28.
+async fn discover(conn: &Arc<Connection>, timeout: Duration) -> Result<Listing, HandshakeError> {
+    #[derive(Deserialize)]
+    struct Discovered<'a> {
+        #[serde(rename = "supportedVersions", default)]
+        supported: Vec<String>,
+        #[serde(borrow, default)]
+        capabilities: Option<&'a RawValue>,
+    }
+    let method = "server/discover";
+    let response = conn.call(method, None, timeout).await?;
+    let result = outcome(&response).map_err(|error| HandshakeError::Refused { method, error })?;
+    let found: Discovered<'_> =
+        serde_json::from_str(result).map_err(|e| HandshakeError::Refused {
+            method,
+            error: e.to_string(),
+        })?;
+    if !found.supported.iter().any(|v| v == MODERN_VERSION) {
+        return Err(HandshakeError::Refused {
+            method,
+            error: format!(
+                "the server does not speak {MODERN_VERSION} (it speaks {}): remove `protocol` from its config",
+                found.supported.join(", ")
+            ),
+        });
+    }
+    let info = info_of(MODERN_VERSION.to_owned(), found.capabilities);
+    let _ = conn.init.set(info.clone());
+    list(conn, &info, timeout).await
+}
+
+/// What the server said of itself: its version and capabilities.
+fn info_of(protocol_version: String, capabilities: Option<&RawValue>) -> InitInfo {
+    let caps: Caps = capabilities
         .and_then(|c| serde_json::from_str(c.get()).ok())
         .unwrap_or_default();
-    let info = InitInfo {
-        protocol_version: init.protocol_version,
-        capabilities: init.capabilities.map(ToOwned::to_owned),
+    InitInfo {
+        protocol_version,
+        capabilities: capabilities.map(ToOwned::to_owned),
         has_tools: caps.tools.is_some(),
         has_prompts: caps.prompts.is_some(),
         has_resources: caps.resources.is_some(),
         has_logging: caps.logging.is_some(),
         has_completions: caps.completions.is_some(),
         resources_subscribe: caps.resources.is_some_and(|r| r.subscribe),
-    };
-    let _ = conn.init.set(info.clone());
-    conn.send(Message::notification("notifications/initialized", None))?;
-    list(conn, &info, timeout).await
+    }
+}
+
+/// `params` with the 2026-07-28 envelope in its `_meta` (added to what `_meta` holds).
+fn modern_envelope(params: Option<&str>) -> String {
+    let version = message::string(MODERN_VERSION);
+    let entries = [
+        (PROTOCOL_VERSION_META, version.as_str()),
+        (CAPABILITIES_META, "{}"),
+    ];
+    let meta = params
+        .and_then(message::fields)
+        .and_then(|f| {
+            f.get("_meta")
+                .and_then(|m| message::with_fields(m.get(), &entries))
+        })
+        .unwrap_or_else(|| message::object(entries));
+    params
+        .and_then(|p| message::with_fields(p, &[("_meta", &meta)]))
+        .unwrap_or_else(|| message::object([("_meta", meta.as_str())]))
+}
+
+/// The `x-mcp-header` parameters of each tool: (parameter, header name).
+fn header_params(tools: &[Box<RawValue>]) -> HashMap<String, Vec<(String, String)>> {
+    #[derive(Deserialize)]
+    struct Tool {
+        name: String,
+        #[serde(rename = "inputSchema", default)]
+        input_schema: serde_json::Value,
+    }
+    let mut out = HashMap::new();
+    for raw in tools {
+        if !raw.get().contains("x-mcp-header") {
+            continue;
+        }
+        let Ok(tool) = serde_json::from_str::<Tool>(raw.get()) else {
+            continue;
+        };
+        let params: Vec<(String, String)> = tool.input_schema["properties"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, schema)| {
+                Some((
+                    name.clone(),
+                    schema.get("x-mcp-header")?.as_str()?.to_owned(),
+                ))
+            })
+            .collect();
+        if !params.is_empty() {
+            out.insert(tool.name, params);
+        }
+    }
+    out
 }
 
 /// Lists the server's tools and prompts, following `nextCursor`.
@@ -345,6 +463,9 @@ pub async fn list(
     let mut listing = Listing::new(conn.server.clone());
     if info.has_tools {
         listing.tools = list_all(conn, "tools/list", "tools", timeout).await?;
+        if conn.is_modern() {
+            *lock(&conn.header_params) = header_params(&listing.tools);
+        }
     }
     if info.has_prompts {
         listing.prompts = list_all(conn, "prompts/list", "prompts", timeout).await?;

@@ -40,6 +40,8 @@ pub struct Settings {
 pub struct ServerEntry {
     pub id: ServerId,
     pub spec: ServerSpec,
+    /// It speaks MCP 2026-07-28, statelessly.
+    pub modern: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -282,7 +284,9 @@ impl Gateway {
         for entry in servers {
             let id = entry.id.clone();
             match old.get(&id) {
-                Some(slot) if slot.entry.spec == entry.spec => {
+                Some(slot)
+                    if slot.entry.spec == entry.spec && slot.entry.modern == entry.modern =>
+                {
                     next.insert(id, slot.clone());
                 }
                 found => {

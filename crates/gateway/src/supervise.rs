@@ -129,6 +129,9 @@ async fn run(
         Err(reason) => return Run::Failed(reason),
     };
     *lock(&slot.pgid) = process.pgid;
+    if slot.entry.modern {
+        process.conn.speak_modern();
+    }
     let handshake = tokio::select! {
         r = connect::handshake(&process.conn, settings.config.start_timeout) => r,
         _ = &mut process.closed => Err(HandshakeError::Call(CallError::Gone)),

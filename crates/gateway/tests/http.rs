@@ -52,6 +52,7 @@ impl Server {
                 env: IndexMap::new(),
                 cwd: None,
             },
+            modern: false,
         };
         let settings_gw = Settings {
             config: GatewaySettings {

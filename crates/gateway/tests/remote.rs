@@ -530,6 +530,7 @@ fn remote_entry(id: &str, url: &str, headers: &[(&str, &str)]) -> ServerEntry {
             tls: Default::default(),
             auth: Default::default(),
         },
+        modern: false,
     }
 }
 

@@ -24,6 +24,7 @@ async fn gateway(args: &[&str]) -> Arc<Gateway> {
             env: IndexMap::new(),
             cwd: None,
         },
+        modern: false,
     };
     let started = tokio::time::timeout(
         Duration::from_secs(20),

@@ -27,6 +27,7 @@ async fn gateway() -> Arc<Gateway> {
             env: IndexMap::new(),
             cwd: None,
         },
+        modern: false,
     };
     let mut rules = Rules {
         discovery: Discovery {

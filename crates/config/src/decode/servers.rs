@@ -14,7 +14,7 @@ use crate::tree::{ScalarKind, Value, shorten};
 
 const SERVER_KEYS: &[&str] = &[
     "command", "args", "env", "cwd", "url", "headers", "tls", "auth", "tags", "prefix", "type",
-    "disabled",
+    "disabled", "protocol",
 ];
 const TRANSPORT_TYPES: &[&str] = &["stdio", "http", "streamable-http", "sse"];
 /// Server fields that only mean something for one transport.
@@ -150,6 +150,11 @@ impl Cx<'_> {
             .and_then(|s| self.boolean(&field("disabled"), s))
             .unwrap_or(false);
 
+        let modern = fields
+            .get("protocol")
+            .and_then(|s| self.protocol(&field("protocol"), s))
+            .unwrap_or(false);
+
         let (stdio, ok) = self.transport(sp, slot, &fields, id, kind.as_deref())?;
         let transport = if stdio {
             Transport::Stdio {
@@ -170,9 +175,29 @@ impl Cx<'_> {
             ServerConfig {
                 transport,
                 disabled,
+                modern,
             },
             ServerRules { tags, prefix },
         ))
+    }
+
+    /// `protocol`: `2026-07-28` (stateless) or a 2025 version (the handshake, the default).
+    fn protocol(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<bool> {
+        let text = self.text(p, slot)?;
+        match text.as_str() {
+            "2026-07-28" => Some(true),
+            "2024-11-05" | "2025-03-26" | "2025-06-18" | "2025-11-25" => Some(false),
+            other => {
+                self.error(
+                    codes::INVALID_VALUE,
+                    format!("unknown protocol version `{}`", shorten(other)),
+                    p,
+                    slot.point(),
+                    Some("write `2026-07-28` for a stateless server, or leave `protocol` out for the 2025 handshake".to_owned()),
+                );
+                None
+            }
+        }
     }
 
     fn command(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<String> {

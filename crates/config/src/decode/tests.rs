@@ -1774,3 +1774,16 @@ fn discovery_is_a_mode_or_a_map_at_the_top_and_in_a_toolset() {
     let e = error("discovery: { pin: [\"not a name!\"] }\n");
     assert_eq!(e.path, "discovery.pin[0]");
 }
+
+#[test]
+fn a_server_may_speak_2026_07_28() {
+    let config = ok(
+        "servers:\n  new: { url: \"http://127.0.0.1:9/mcp\", protocol: 2026-07-28 }\n  old: { command: x, protocol: \"2025-06-18\" }\n  plain: { command: x }\n",
+    );
+    assert!(config.servers[&id("new")].modern);
+    assert!(!config.servers[&id("old")].modern);
+    assert!(!config.servers[&id("plain")].modern);
+    let e = error("servers:\n  s: { command: x, protocol: \"2027-01-01\" }\n");
+    assert_eq!(e.code, codes::INVALID_VALUE);
+    assert_eq!(e.path, "servers.s.protocol");
+}

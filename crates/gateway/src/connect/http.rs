@@ -70,8 +70,12 @@ use super::link::{
 };
 use super::{Connection, Sink, Started};
 use crate::auth::{Authorizer, Store};
-use crate::headers::{EVENT_STREAM, JSON, LAST_EVENT_ID, SESSION_ID};
-use crate::message::Message;
+use crate::headers::{
+    EVENT_STREAM, JSON, LAST_EVENT_ID, MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, SESSION_ID,
+    encode_value,
+};
+use crate::message::{self, Message};
+use crate::session::modern::MODERN_VERSION;
 use crate::sync::lock;
 
 const BOTH: &str = "application/json, text/event-stream";
@@ -242,6 +246,12 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: D
             () = link.stopped() => None,
         };
         let Some(line) = sent else { break };
+        if first && link.conn.upgrade().is_some_and(|c| c.is_modern()) {
+            // 2026-07-28: no handshake, no session; every message is a POST of its own.
+            *lock(&link.version) = Some(HeaderValue::from_static(MODERN_VERSION));
+            mode = Mode::Streamable { ready: true };
+            first = false;
+        }
         match &mut mode {
             Mode::Legacy { endpoint } => {
                 let endpoint = endpoint.clone();
@@ -355,16 +365,15 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: D
 async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
     let mut pending = Pending::of(line);
     let had_session = link.has_session();
+    let mut headers = vec![
+        (CONTENT_TYPE, HeaderValue::from_static(JSON)),
+        (ACCEPT, HeaderValue::from_static(BOTH)),
+    ];
+    if let Some(conn) = link.conn.upgrade().filter(|c| c.is_modern()) {
+        headers.extend(routing_headers(&conn, line));
+    }
     let sent = link
-        .send(
-            Method::POST,
-            &link.url,
-            &[
-                (CONTENT_TYPE, HeaderValue::from_static(JSON)),
-                (ACCEPT, HeaderValue::from_static(BOTH)),
-            ],
-            Some(line.text()),
-        )
+        .send(Method::POST, &link.url, &headers, Some(line.text()))
         .await;
     let response = match sent {
         Ok(response) => response,
@@ -449,6 +458,47 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
         link.fail(&mut pending, &why);
     }
     Posted::Done
+}
+
+/// The 2026-07-28 routing headers of a request to a modern server: `Mcp-Method`, `Mcp-Name`
+/// (the origin name: the gateway has rewritten the body), and for a `tools/call` one
+/// `Mcp-Param-<Header>` per `x-mcp-header` parameter of the tool that the call gives.
+fn routing_headers(conn: &Connection, line: &Message) -> Vec<(HeaderName, HeaderValue)> {
+    let mut out = Vec::new();
+    let Some(method) = line.method().filter(|_| line.is_request()) else {
+        return out;
+    };
+    let value = |text: &str| HeaderValue::from_str(&encode_value(text)).ok();
+    out.extend(value(method).map(|v| (MCP_METHOD, v)));
+    let params = line.params().and_then(message::fields);
+    let field = |key: &str| params.as_ref().and_then(|f| message::str_field(f, key));
+    if let Some(name) = crate::session::modern::name_key(method).and_then(field) {
+        out.extend(value(&name).map(|v| (MCP_NAME, v)));
+        let wanted = if method == "tools/call" {
+            conn.header_params(&name)
+        } else {
+            Vec::new()
+        };
+        if !wanted.is_empty() {
+            let arguments = params
+                .as_ref()
+                .and_then(|f| f.get("arguments"))
+                .and_then(|a| message::fields(a.get()));
+            for (param, header) in wanted {
+                let Some(raw) = arguments.as_ref().and_then(|a| a.get(param.as_str())) else {
+                    continue;
+                };
+                // A string as its text; a number or a boolean as written.
+                let text = serde_json::from_str::<String>(raw.get())
+                    .unwrap_or_else(|_| raw.get().to_owned());
+                let name = HeaderName::from_bytes(format!("{MCP_PARAM_PREFIX}{header}").as_bytes());
+                if let (Ok(name), Some(v)) = (name, value(&text)) {
+                    out.push((name, v));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// An HTTP error answer: the responses it holds, if any, else an error for each request.

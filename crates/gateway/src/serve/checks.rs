@@ -108,7 +108,11 @@ pub(super) fn routing_headers(
             .and_then(crate::message::fields)
             .and_then(|f| crate::message::str_field(&f, key).map(|v| v.into_owned()));
         if let Some(named) = named {
-            if header("mcp-name").map(decode_header_value).as_deref() != Some(named.as_str()) {
+            if header("mcp-name")
+                .map(crate::headers::decode_value)
+                .as_deref()
+                != Some(named.as_str())
+            {
                 return Err(format!(
                     "the Mcp-Name header does not match the request's `{key}`"
                 ));
@@ -116,22 +120,6 @@ pub(super) fn routing_headers(
         }
     }
     Ok(())
-}
-
-/// A header value as sent: plain, or `=?base64?...?=` for what a header cannot carry.
-fn decode_header_value(value: &str) -> String {
-    use base64::Engine;
-    match value
-        .strip_prefix("=?base64?")
-        .and_then(|v| v.strip_suffix("?="))
-    {
-        Some(payload) => base64::engine::general_purpose::STANDARD
-            .decode(payload)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .unwrap_or_default(),
-        None => value.to_owned(),
-    }
 }
 
 /// What the `Authorization` header proved.

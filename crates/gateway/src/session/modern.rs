@@ -17,6 +17,7 @@ pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// The HTTP routing headers disagree with the body.
 pub const HEADER_MISMATCH: i64 = -32020;
 pub(crate) const PROTOCOL_VERSION_META: &str = PROTOCOL_VERSION_KEY;
+pub(crate) const CAPABILITIES_META: &str = CAPABILITIES_KEY;
 
 /// The params key whose value `Mcp-Name` mirrors, for the methods that name something.
 pub(crate) fn name_key(method: &str) -> Option<&'static str> {

@@ -110,6 +110,7 @@ fn entry(id: &str, url: &str, tls: Tls) -> ServerEntry {
             tls,
             auth: Auth::default(),
         },
+        modern: false,
     }
 }
 
