@@ -104,5 +104,11 @@ for tools in 10 1000 10000; do
     done
 done
 
-python3 bench/report.py "$results" "$FASTMCP_VERSION" | tee "$OUT"
+# The findability section (written by `cargo run -p moniker-findability -- --write`) stays.
+kept=$(sed -n '/^## Findability/,$p' "$OUT" 2>/dev/null || true)
+{
+    python3 bench/report.py "$results" "$FASTMCP_VERSION"
+    if [[ -n $kept ]]; then printf '\n%s\n' "$kept"; fi
+} | tee "$OUT.new"
+mv "$OUT.new" "$OUT"
 echo "written to $OUT"

@@ -8,7 +8,7 @@
 //! `cargo run -p moniker-findability` prints the tables of BENCHMARKS.md; `-- --json` the
 //! numbers.
 
-#![allow(clippy::print_stdout)]
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -278,12 +278,25 @@ fn run(root: &Path) -> Vec<Row> {
                 e.origin()
                     .is_some_and(|o| o.server.as_str() == task.server && o.name == task.tool)
             });
-            row.moniker.add(rank);
+            let ours = rank;
             let rank = ranker
                 .rank(&task.request)
                 .iter()
                 .take(5)
                 .position(|(doc, _)| raw[*doc].0 == task.server && raw[*doc].1 == task.tool);
+            if ours.is_none() && std::env::args().any(|a| a == "--misses") {
+                let got: Vec<&str> = found.iter().map(|e| e.name.as_str()).collect();
+                let raw_found = if rank.is_some() {
+                    " (the raw search finds it)"
+                } else {
+                    ""
+                };
+                eprintln!(
+                    "miss at {size}{raw_found}: {:?} wants {}/{}; found {got:?}",
+                    task.request, task.server, task.tool
+                );
+            }
+            row.moniker.add(ours);
             row.raw.add(rank);
         }
         let raw_listing = listing::render(
@@ -314,28 +327,31 @@ fn run(root: &Path) -> Vec<Row> {
     rows
 }
 
-fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let rows = run(&root);
-    if std::env::args().any(|a| a == "--json") {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).unwrap_or_default()
-        );
-        return;
-    }
-    let tasks: usize = read_json(&root.join("bench/findability/tasks.json"))
-        .as_array()
-        .map_or(0, Vec::len);
-    println!(
-        "Findability: {tasks} tasks; a task counts at a size when its tool is in that surface.\n"
-    );
-    println!(
-        "| tools | servers | tasks | recall@1 moniker | recall@1 raw | recall@5 moniker | recall@5 raw |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
-    for r in &rows {
-        println!(
+/// The section of BENCHMARKS.md: the tables, and the goals against what was measured.
+fn section(rows: &[Row], tasks: usize) -> String {
+    let mut out = String::new();
+    let mut line = |text: String| {
+        out.push_str(&text);
+        out.push('\n');
+    };
+    line("## Findability".to_owned());
+    line(String::new());
+    line(format!(
+        "Made by `cargo run -p moniker-findability -- --write BENCHMARKS.md` (data in `bench/findability/`): \
+         {tasks} requests a user would type, each with the one tool that does it, over the inventories \
+         of {} real servers from npm and the seed fixtures, mixed into surfaces of whole servers \
+         (the last one cut). *moniker* is `search_tools` over the surface `bench/findability/moniker.yaml` \
+         names (a few tags per server, the renames `moniker check` proposes for collisions); *raw* is \
+         the same ranker over the servers' own names and descriptions. A task counts at a size when \
+         its tool is in that surface.",
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("inventories"))
+            .map_or(0, |d| d.count())
+    ));
+    line(String::new());
+    line("| tools | servers | tasks | recall@1 moniker | recall@1 raw | recall@5 moniker | recall@5 raw |".to_owned());
+    line("|---:|---:|---:|---:|---:|---:|---:|".to_owned());
+    for r in rows {
+        line(format!(
             "| {} | {} | {} | {:.1}% | {:.1}% | {:.1}% | {:.1}% |",
             r.size,
             r.servers,
@@ -344,15 +360,15 @@ fn main() {
             Recall::pct(r.raw.at1, r.raw.tasks),
             Recall::pct(r.moniker.at5, r.moniker.tasks),
             Recall::pct(r.raw.at5, r.raw.tasks),
-        );
+        ));
     }
-    println!("\nTokens of the first `tools/list` (o200k):\n");
-    println!(
-        "| tools | raw (servers' own listings) | moniker list | moniker hints | moniker search | search / raw |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|");
-    for r in &rows {
-        println!(
+    line(String::new());
+    line("Tokens of the first `tools/list` (o200k); search mode with no pinned tool:".to_owned());
+    line(String::new());
+    line("| tools | raw (the servers' own listings) | moniker list | moniker hints | moniker search | search / raw |".to_owned());
+    line("|---:|---:|---:|---:|---:|---:|".to_owned());
+    for r in rows {
+        line(format!(
             "| {} | {} | {} | {} | {} | {:.1}% |",
             r.size,
             r.tokens_raw,
@@ -360,6 +376,79 @@ fn main() {
             r.tokens_hints,
             r.tokens_search,
             Recall::pct(r.tokens_search, r.tokens_raw),
+        ));
+    }
+    out
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let rows = run(&root);
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--json") {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
         );
+        return;
+    }
+    let tasks = read_json(&root.join("bench/findability/tasks.json"))
+        .as_array()
+        .map_or(0, Vec::len);
+    let text = section(&rows, tasks);
+    match args.iter().position(|a| a == "--write") {
+        Some(i) => {
+            // The section replaces the one there (the last of the file), or is appended.
+            let path = args
+                .get(i + 1)
+                .map_or_else(|| root.join("BENCHMARKS.md"), PathBuf::from);
+            let before = std::fs::read_to_string(&path).unwrap_or_default();
+            let kept = before
+                .find("\n## Findability")
+                .map_or(before.as_str(), |at| &before[..at]);
+            let out = format!("{}\n\n{text}", kept.trim_end());
+            std::fs::write(&path, out).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            println!("{text}");
+        }
+        None => println!("{text}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The data holds together: every task's tool is in the pool, the surfaces have the sizes
+    /// asked, the search finds something, and search mode's listing is the smallest.
+    #[test]
+    fn the_benchmark_runs_on_its_data() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let tasks: Vec<Task> =
+            serde_json::from_value(read_json(&root.join("bench/findability/tasks.json")))
+                .expect("tasks");
+        assert!(tasks.len() >= 150, "{} tasks", tasks.len());
+        let all = inventories(&root);
+        for task in &tasks {
+            let inv = all
+                .iter()
+                .find(|i| i.server == task.server)
+                .unwrap_or_else(|| panic!("no inventory {}", task.server));
+            assert!(
+                inv.tools.iter().any(|t| origin_name(t) == task.tool),
+                "{}/{}",
+                task.server,
+                task.tool
+            );
+        }
+        let rows = run(&root);
+        assert_eq!(rows.iter().map(|r| r.size).collect::<Vec<_>>(), SIZES);
+        for r in &rows {
+            assert!(r.moniker.tasks > 0 && r.moniker.at5 > 0, "{}", r.size);
+            assert!(
+                r.tokens_search < r.tokens_list && r.tokens_list < r.tokens_hints,
+                "{}",
+                r.size
+            );
+        }
     }
 }
