@@ -1,0 +1,116 @@
+"""moniker in front of a 2026-07-28-only server (tests/e2e-2026/modern_server.py, built on the
+official Python SDK, which refuses `initialize`) and a 2025 one (server-everything), side by
+side: the SDK client in `2026-07-28`, `auto` and `legacy` modes lists and calls tools of both,
+by name, by alias and through an action tool. The modern server is reached over Streamable HTTP
+and over stdio; over HTTP it checks the routing headers, so a call succeeds only when moniker
+sends `Mcp-Method`, `Mcp-Name` with the origin name and, for `modern_region` (whose `region`
+is an `x-mcp-header` parameter), `Mcp-Param-Region` — also when the call came through an
+action tool, whose own schema does not carry the annotation."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+from support import ROOT, binary, free_port, serving_http, started
+
+MODES = ["2026-07-28", "auto", "legacy"]
+HERE = Path(__file__).resolve().parent
+EVERYTHING = ROOT / "tests/e2e/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+
+
+@pytest.fixture
+def modern_url(tmp_path: Path):
+    port = free_port()
+    command = [sys.executable, str(HERE / "modern_server.py"), "http", str(port)]
+    with started(command, port, "the modern SDK server", tmp_path / "modern.log"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture
+def config(tmp_path: Path, modern_url: str) -> Path:
+    if not EVERYTHING.exists():
+        pytest.fail(f"{EVERYTHING} is missing: npm ci --prefix tests/e2e")
+    path = tmp_path / "moniker.yaml"
+    path.write_text(
+        f"""servers:
+  everything:
+    command: node
+    args: ["{EVERYTHING}", stdio]
+  modern:
+    url: "{modern_url}"
+    protocol: 2026-07-28
+  local:
+    command: "{sys.executable}"
+    args: ["{HERE / 'modern_server.py'}", stdio]
+    protocol: 2026-07-28
+    prefix: local
+tools:
+  modern/modern_echo: {{ aliases: [shout] }}
+actions:
+  regional:
+    tools: {{ lookup: modern_region, add: modern_add }}
+"""
+    )
+    return path
+
+
+def text_of(result) -> str:
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+async def exercise(client: Client) -> None:
+    tools = {t.name for t in (await client.list_tools()).tools}
+    for name in ["echo", "modern_echo", "regional", "local_modern_echo", "local_modern_region"]:
+        assert name in tools, sorted(tools)
+    assert "modern_region" not in tools, "a member of an action tool is listed through it"
+
+    legacy = await client.call_tool("echo", {"message": "from 2025"})
+    assert not legacy.is_error and "from 2025" in text_of(legacy), legacy
+    for name in ["modern_echo", "shout", "local_modern_echo"]:
+        echoed = await client.call_tool(name, {"text": "hi"})
+        assert not echoed.is_error and text_of(echoed) == "modern:hi", (name, echoed)
+    added = await client.call_tool("regional", {"action": "add", "a": 40, "b": 2})
+    assert not added.is_error and text_of(added) == "42", added
+
+    # Through the action tool: the modern server checks Mcp-Param-Region against the body.
+    for region in ["eu-west", "zürich"]:
+        looked = await client.call_tool("regional", {"action": "lookup", "region": region, "item": "disk"})
+        assert not looked.is_error, looked
+        seen = json.loads(text_of(looked))
+        assert seen["region"] == region and seen["header"] == region, seen
+    # Over stdio there are no headers: the same tool answers all the same.
+    local = await client.call_tool("local_modern_region", {"region": "ap-south", "item": "cpu"})
+    assert not local.is_error and json.loads(text_of(local))["header"] is None, local
+
+    read = await client.read_resource("modern://hello")
+    assert "hello from modern" in str(read.contents[0]), read
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_over_stdio(config: Path, mode: str) -> None:
+    params = StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)])
+
+    async def run() -> None:
+        with anyio.fail_after(60):
+            async with Client(params, mode=mode) as client:
+                await exercise(client)
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_over_http(config: Path, tmp_path: Path, mode: str) -> None:
+    with serving_http(config, tmp_path / "serve.log") as (url, log, _):
+
+        async def run() -> None:
+            with anyio.fail_after(60):
+                async with Client(url, mode=mode) as client:
+                    await exercise(client)
+
+        anyio.run(run)
