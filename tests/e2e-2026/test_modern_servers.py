@@ -92,14 +92,29 @@ async def exercise(client: Client) -> None:
     assert "hello from modern" in str(read.contents[0]), read
 
 
+async def answer(context, params):
+    import mcp_types as types
+
+    return types.ElicitResult(action="accept", content={"answer": f"asked {params.message}"})
+
+
+async def ask_through(client: Client) -> None:
+    """The modern server's input-required result reaches the client untouched, and the retry
+    with the server's `requestState` goes back to it: the SDK client runs both rounds."""
+    asked = await client.call_tool("modern_ask", {"question": "why?"})
+    assert not asked.is_error and text_of(asked) == "answer:asked why?", asked
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_over_stdio(config: Path, mode: str) -> None:
     params = StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)])
 
     async def run() -> None:
         with anyio.fail_after(60):
-            async with Client(params, mode=mode) as client:
+            async with Client(params, mode=mode, elicitation_callback=answer) as client:
                 await exercise(client)
+                if mode != "legacy":
+                    await ask_through(client)
 
     anyio.run(run)
 
@@ -110,7 +125,9 @@ def test_over_http(config: Path, tmp_path: Path, mode: str) -> None:
 
         async def run() -> None:
             with anyio.fail_after(60):
-                async with Client(url, mode=mode) as client:
+                async with Client(url, mode=mode, elicitation_callback=answer) as client:
                     await exercise(client)
+                    if mode != "legacy":
+                        await ask_through(client)
 
         anyio.run(run)

@@ -401,20 +401,26 @@ fn info_of(protocol_version: String, capabilities: Option<&RawValue>) -> InitInf
     }
 }
 
-/// `params` with the 2026-07-28 envelope in its `_meta` (added to what `_meta` holds).
+/// `params` with the 2026-07-28 envelope in its `_meta` (added to what `_meta` holds). A
+/// modern client's request keeps its own capabilities: it is the one that answers the
+/// server's input requests.
 fn modern_envelope(params: Option<&str>) -> String {
     let version = message::string(MODERN_VERSION);
-    let entries = [
-        (PROTOCOL_VERSION_META, version.as_str()),
-        (CAPABILITIES_META, "{}"),
-    ];
-    let meta = params
+    let fields = params.and_then(message::fields);
+    let theirs = fields
+        .as_ref()
+        .and_then(|f| f.get("_meta"))
+        .map(|m| m.get());
+    let keeps_capabilities = theirs
         .and_then(message::fields)
-        .and_then(|f| {
-            f.get("_meta")
-                .and_then(|m| message::with_fields(m.get(), &entries))
-        })
-        .unwrap_or_else(|| message::object(entries));
+        .is_some_and(|m| m.contains_key(CAPABILITIES_META));
+    let mut entries = vec![(PROTOCOL_VERSION_META, version.as_str())];
+    if !keeps_capabilities {
+        entries.push((CAPABILITIES_META, "{}"));
+    }
+    let meta = theirs
+        .and_then(|m| message::with_fields(m, &entries))
+        .unwrap_or_else(|| message::object(entries.iter().copied()));
     params
         .and_then(|p| message::with_fields(p, &[("_meta", &meta)]))
         .unwrap_or_else(|| message::object([("_meta", meta.as_str())]))

@@ -20,6 +20,10 @@ use crate::hub::Peer;
 use crate::message::{self, Message};
 use crate::sync::lock;
 
+/// What begins the `requestState` of a call moniker parked (a modern server's own states pass
+/// through).
+const STATE_PREFIX: &str = "moniker.";
+
 /// Calls waiting for their client's input, at most.
 pub(crate) const MAX_PARKED: usize = 1024;
 
@@ -53,7 +57,9 @@ impl Session {
         let state = params
             .as_ref()
             .and_then(|f| message::str_field(f, "requestState").map(|s| s.into_owned()));
-        if let Some(state) = state {
+        // moniker's own states name a parked call; any other is a modern server's, and goes to
+        // it untouched with the retried call.
+        if let Some(state) = state.filter(|s| s.starts_with(STATE_PREFIX)) {
             let Some(parked) = self.gateway.take_parked(&state) else {
                 return Some(Message::error(
                     Some(&id),
@@ -104,7 +110,7 @@ impl Session {
                 }
                 peer.park();
                 tracing::debug!(requests = asked.len(), "the server asks for input: answered input_required");
-                let state = crate::auth::random_state();
+                let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
                 let result = input_required(&asked, &state);
                 self.gateway.park(state, Parked { task, inputs, peer, at: Instant::now() });
                 Some(Message::result(id, &result))
