@@ -13,7 +13,7 @@ UNSUPPORTED_PROTOCOL_VERSION (-32022) naming the supported versions (["2026-07-2
 2026 server gives to a legacy handshake, which an `auto` client reads as "modern only". Handshake-
 era notifications are dropped.
 
-Tools: modern_echo, modern_add, modern_region (its `region` argument carries
+Tools: modern_echo, modern_add, modern_grow (adds modern_grown and says the tool list changed), modern_region (its `region` argument carries
 `x-mcp-header: Region`, so 2026 HTTP clients mirror it into an `Mcp-Param-Region` header; the tool
 reports the header it saw), modern_ask (elicitation the 2026 way: an InputRequiredResult, through
 the SDK's `Resolve`/`Elicit` resolvers). Prompt: modern_prompt. Resource: modern://hello.
@@ -84,6 +84,20 @@ mcp = MCPServer(
 def modern_echo(text: str) -> str:
     """Echo the text back, prefixed with 'modern:'."""
     return f"modern:{text}"
+
+
+def modern_grown() -> str:
+    """A tool that exists once modern_grow was called."""
+    return "grown"
+
+
+@mcp.tool(structured_output=False)
+async def modern_grow(ctx: Context) -> str:
+    """Add the tool modern_grown, and tell the listeners that the tool list changed."""
+    if "modern_grown" not in {t.name for t in mcp._tool_manager.list_tools()}:
+        mcp.add_tool(modern_grown, structured_output=False)
+    await ctx.notify_tools_changed()
+    return "grew"
 
 
 @mcp.tool(structured_output=False)

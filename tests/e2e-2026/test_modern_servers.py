@@ -5,7 +5,9 @@ by name, by alias and through an action tool. The modern server is reached over 
 and over stdio; over HTTP it checks the routing headers, so a call succeeds only when moniker
 sends `Mcp-Method`, `Mcp-Name` with the origin name and, for `modern_region` (whose `region`
 is an `x-mcp-header` parameter), `Mcp-Param-Region` — also when the call came through an
-action tool, whose own schema does not carry the annotation."""
+action tool, whose own schema does not carry the annotation. The modern server's elicitation
+(an input-required result) reaches a modern client through moniker, and its tool list changes
+reach every client."""
 
 from __future__ import annotations
 
@@ -92,6 +94,20 @@ async def exercise(client: Client) -> None:
     assert "hello from modern" in str(read.contents[0]), read
 
 
+async def grow(client: Client) -> None:
+    """A modern server's tool list changes: moniker hears it on its own `subscriptions/listen`
+    to that server (HTTP and stdio), lists again, and the client sees the new tools."""
+    for name in ["modern_grow", "local_modern_grow"]:
+        grew = await client.call_tool(name, {})
+        assert not grew.is_error, grew
+    with anyio.fail_after(10):
+        while True:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            if {"modern_grown", "local_modern_grown"} <= tools:
+                break
+            await anyio.sleep(0.1)
+
+
 async def answer(context, params):
     import mcp_types as types
 
@@ -115,6 +131,7 @@ def test_over_stdio(config: Path, mode: str) -> None:
                 await exercise(client)
                 if mode != "legacy":
                     await ask_through(client)
+                await grow(client)
 
     anyio.run(run)
 
@@ -129,5 +146,6 @@ def test_over_http(config: Path, tmp_path: Path, mode: str) -> None:
                     await exercise(client)
                     if mode != "legacy":
                         await ask_through(client)
+                    await grow(client)
 
         anyio.run(run)

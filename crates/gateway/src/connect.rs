@@ -128,6 +128,8 @@ pub struct Connection {
     modern: AtomicBool,
     /// A modern server's tools' `x-mcp-header` parameters: tool to (parameter, header name).
     header_params: Mutex<HashMap<String, Vec<(String, String)>>>,
+    /// The id of moniker's open `subscriptions/listen` on a modern server: not a call.
+    listening: Mutex<Option<u64>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -149,6 +151,33 @@ impl Connection {
             init: OnceLock::new(),
             modern: AtomicBool::new(false),
             header_params: Mutex::new(HashMap::new()),
+            listening: Mutex::new(None),
+        }
+    }
+
+    /// Keeps a `subscriptions/listen` open on a modern server for as long as the connection
+    /// lives (opened again when the server ends it): its list changes and resource updates
+    /// reach the sink as a 2025 server's notifications would.
+    pub async fn listen(self: Arc<Self>) {
+        const FILTER: &str = r#"{"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true}}"#;
+        while !self.is_closed() {
+            let Ok((id, rx)) = self.start("subscriptions/listen", Some(FILTER)) else {
+                return;
+            };
+            *lock(&self.listening) = Some(id);
+            let ended = rx.await;
+            *lock(&self.listening) = None;
+            match ended {
+                Ok(response) if response.error_text().is_some() => {
+                    tracing::info!(server = %self.server, error = response.error_text().unwrap_or_default(), "the server refused subscriptions/listen: its list changes are not heard");
+                    return;
+                }
+                Ok(_) => {
+                    tracing::debug!(server = %self.server, "the server ended subscriptions/listen: listening again")
+                }
+                Err(_) => return,
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
 
@@ -250,7 +279,10 @@ impl Connection {
     /// Marks the connection closed and fails every waiting request at once.
     /// Requests of moniker's waiting for the server's answer.
     pub fn in_flight(&self) -> usize {
-        lock(&self.pending).len()
+        let listening = lock(&self.listening).is_some();
+        lock(&self.pending)
+            .len()
+            .saturating_sub(usize::from(listening))
     }
 
     pub(crate) fn close(&self) {

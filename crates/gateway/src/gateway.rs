@@ -700,6 +700,8 @@ impl Gateway {
                 tokio::spawn(async move { gateway.relist(&conn).await });
             }
             "notifications/progress" => self.hub.route_progress(&message),
+            // moniker's own `subscriptions/listen` on a modern server began: nobody else's.
+            "notifications/subscriptions/acknowledged" => {}
             "notifications/cancelled" => {
                 for peer in self.hub.peers() {
                     peer.server_cancelled(conn, &message);

@@ -150,6 +150,9 @@ async fn run(
             gateway.metrics.server_up(id, true);
             tracing::info!(server = %id, tools = listing.tools.len(), prompts = listing.prompts.len(), "server connected");
             gateway.update(id, Some(listing), true);
+            if process.conn.is_modern() {
+                tokio::spawn(process.conn.clone().listen());
+            }
             if let Some(first) = first.take() {
                 let _ = first.send(());
             }
