@@ -209,3 +209,18 @@ def test_a_2025_servers_sampling_reaches_a_2026_client_as_input_required(
     else:
         with serving_http(sampling_config, tmp_path / "serve.log") as (url, _, _):
             anyio.run(run, url)
+
+
+def test_a_client_without_sampling_is_not_asked(sampling_config: Path) -> None:
+    """A 2026-07-28 client that declares no sampling capability never gets an input-required
+    result for it: moniker refuses the server's request as such a 2025 client would, and the
+    call ends with the server's own answer to that (the fixture reports the refusal)."""
+    params = StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(sampling_config)])
+
+    async def run() -> None:
+        with anyio.fail_after(30):
+            async with Client(params, mode="2026-07-28") as client:
+                result = await client.call_tool("fixture_sample", {})
+                assert result.is_error and "does not support sampling/createMessage" in text_of(result), result
+
+    anyio.run(run)

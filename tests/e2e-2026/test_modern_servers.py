@@ -121,13 +121,12 @@ async def ask_through(client: Client) -> None:
     assert not asked.is_error and text_of(asked) == "answer:asked why?", asked
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_over_stdio(config: Path, mode: str) -> None:
-    params = StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)])
+def run_all(target, mode: str) -> None:
+    """Everything above, through moniker at `target` (stdio parameters or a URL)."""
 
     async def run() -> None:
         with anyio.fail_after(60):
-            async with Client(params, mode=mode, elicitation_callback=answer) as client:
+            async with Client(target, mode=mode, elicitation_callback=answer) as client:
                 await exercise(client)
                 if mode != "legacy":
                     await ask_through(client)
@@ -136,16 +135,12 @@ def test_over_stdio(config: Path, mode: str) -> None:
     anyio.run(run)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_over_stdio(config: Path, mode: str) -> None:
+    run_all(StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)]), mode)
+
+
 @pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
 def test_over_http(config: Path, tmp_path: Path, mode: str) -> None:
-    with serving_http(config, tmp_path / "serve.log") as (url, log, _):
-
-        async def run() -> None:
-            with anyio.fail_after(60):
-                async with Client(url, mode=mode, elicitation_callback=answer) as client:
-                    await exercise(client)
-                    if mode != "legacy":
-                        await ask_through(client)
-                    await grow(client)
-
-        anyio.run(run)
+    with serving_http(config, tmp_path / "serve.log") as (url, _, _):
+        run_all(url, mode)

@@ -233,13 +233,19 @@ pub fn with_meta_entries(definition: &RawValue, entries: &[(&str, &str)]) -> Box
     RawValue::from_string(out).unwrap_or_else(|_| unchanged())
 }
 
+/// moniker's own tools, (name, description, input schema) each, as listing entries.
+pub(crate) fn own_tools<const N: usize>(
+    tools: [(&str, &str, serde_json::Value); N],
+) -> Vec<Box<RawValue>> {
+    tools
+        .iter()
+        .map(|(name, description, schema)| own_tool(name, description, schema))
+        .collect()
+}
+
 /// One of moniker's own tools as a listing entry of the same shape as a server's tool: tagged
 /// `moniker`, from server `moniker`.
-pub(crate) fn own_tool(
-    name: &str,
-    description: &str,
-    input_schema: &serde_json::Value,
-) -> Box<RawValue> {
+fn own_tool(name: &str, description: &str, input_schema: &serde_json::Value) -> Box<RawValue> {
     let fields: IndexMap<String, Box<RawValue>> = [
         ("name", serde_json::Value::from(name)),
         ("description", serde_json::Value::from(description)),

@@ -154,10 +154,7 @@ fn build() -> Vec<Box<RawValue>> {
             }),
         ),
     ];
-    tools
-        .into_iter()
-        .map(|(name, description, schema)| definition::own_tool(name, description, &schema))
-        .collect()
+    definition::own_tools(tools)
 }
 
 #[cfg(test)]

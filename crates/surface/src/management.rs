@@ -80,10 +80,7 @@ fn build() -> Vec<Box<RawValue>> {
             object(json!({"name": name}), &["name"]),
         ),
     ];
-    tools
-        .into_iter()
-        .map(|(name, description, schema)| definition::own_tool(name, description, &schema))
-        .collect()
+    definition::own_tools(tools)
 }
 
 #[cfg(test)]

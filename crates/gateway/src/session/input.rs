@@ -32,7 +32,47 @@ pub(crate) struct Parked {
     task: JoinHandle<Reply>,
     inputs: mpsc::UnboundedReceiver<(u64, Message)>,
     peer: Arc<Peer>,
+    /// What the client can be asked, from its request's envelope.
+    can: Capable,
     pub(crate) at: Instant,
+}
+
+/// The kinds of input a 2026-07-28 client declared it answers (`clientCapabilities`): a
+/// server's request for any other is refused at once, as a 2025 client without the
+/// capability would (a server asks for roots when it likes, not only for this call).
+#[derive(Clone, Copy, Default)]
+struct Capable {
+    sampling: bool,
+    elicitation: bool,
+    roots: bool,
+}
+
+impl Capable {
+    fn of(request: &Message) -> Self {
+        let capabilities = request
+            .params()
+            .and_then(message::fields)
+            .and_then(|f| f.get("_meta").and_then(|m| message::fields(m.get())))
+            .and_then(|m| {
+                m.get(super::modern::CAPABILITIES_META)
+                    .and_then(|c| message::fields(c.get()))
+            });
+        let has = |key: &str| capabilities.as_ref().is_some_and(|c| c.contains_key(key));
+        Self {
+            sampling: has("sampling"),
+            elicitation: has("elicitation"),
+            roots: has("roots"),
+        }
+    }
+
+    fn answers(self, method: &str) -> bool {
+        match method {
+            "sampling/createMessage" => self.sampling,
+            "elicitation/create" => self.elicitation,
+            "roots/list" => self.roots,
+            _ => false,
+        }
+    }
 }
 
 impl Parked {
@@ -77,7 +117,7 @@ impl Session {
                     .answer_server(&Message::result(key, response.get()));
             }
             return self
-                .settle(parked.task, parked.inputs, parked.peer, &id)
+                .settle(parked.task, parked.inputs, parked.peer, parked.can, &id)
                 .await;
         }
         let (tx, inputs) = mpsc::unbounded_channel();
@@ -86,34 +126,55 @@ impl Session {
         let call = request.clone();
         let to = answers.clone();
         let task = tokio::spawn(async move { session.request(&call, &to).await });
-        self.settle(task, inputs, self.peer.clone(), &id).await
+        self.settle(task, inputs, self.peer.clone(), Capable::of(request), &id)
+            .await
     }
 
     /// Waits for the call's result (answered under `id`), or for its server's first request
-    /// for input: then the call is parked and the client told what to answer.
+    /// for input the client can answer: then the call is parked and the client told what to
+    /// answer. A request the client cannot answer is refused to the server at once.
     async fn settle(
         &self,
         mut task: JoinHandle<Reply>,
         mut inputs: mpsc::UnboundedReceiver<(u64, Message)>,
         peer: Arc<Peer>,
+        can: Capable,
         id: &str,
     ) -> Reply {
-        tokio::select! {
-            done = &mut task => {
-                peer.unpark();
-                done.ok().flatten().map(|reply| reply.with_id(id))
-            }
-            Some(first) = inputs.recv() => {
-                let mut asked = vec![first];
-                while let Ok(more) = inputs.try_recv() {
-                    asked.push(more);
+        loop {
+            tokio::select! {
+                done = &mut task => {
+                    peer.unpark();
+                    return done.ok().flatten().map(|reply| reply.with_id(id));
                 }
-                peer.park();
-                tracing::debug!(requests = asked.len(), "the server asks for input: answered input_required");
-                let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
-                let result = input_required(&asked, &state);
-                self.gateway.park(state, Parked { task, inputs, peer, at: Instant::now() });
-                Some(Message::result(id, &result))
+                Some(first) = inputs.recv() => {
+                    let mut asked = vec![first];
+                    while let Ok(more) = inputs.try_recv() {
+                        asked.push(more);
+                    }
+                    asked.retain(|(ours, request)| {
+                        let method = request.method().unwrap_or_default();
+                        let answerable = can.answers(method);
+                        if !answerable {
+                            tracing::debug!(method, "the client did not declare it answers this: refused to the server");
+                            peer.answer_server(&Message::error(
+                                Some(&ours.to_string()),
+                                message::METHOD_NOT_FOUND,
+                                &format!("the client does not support {method}"),
+                            ));
+                        }
+                        answerable
+                    });
+                    if asked.is_empty() {
+                        continue;
+                    }
+                    peer.park();
+                    tracing::debug!(requests = asked.len(), "the server asks for input: answered input_required");
+                    let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
+                    let result = input_required(&asked, &state);
+                    self.gateway.park(state, Parked { task, inputs, peer, can, at: Instant::now() });
+                    return Some(Message::result(id, &result));
+                }
             }
         }
     }
