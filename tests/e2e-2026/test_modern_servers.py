@@ -111,14 +111,21 @@ async def grow(client: Client) -> None:
 async def answer(context, params):
     import mcp_types as types
 
+    if params.message.startswith("Please provide inputs"):  # server-everything's form
+        return types.ElicitResult(action="accept", content={"name": "Ada Lovelace", "check": True})
     return types.ElicitResult(action="accept", content={"answer": f"asked {params.message}"})
 
 
 async def ask_through(client: Client) -> None:
     """The modern server's input-required result reaches the client untouched, and the retry
-    with the server's `requestState` goes back to it: the SDK client runs both rounds."""
+    with the server's `requestState` goes back to it: the SDK client runs both rounds. And the
+    2025 server's elicitation request reaches the client the same way."""
     asked = await client.call_tool("modern_ask", {"question": "why?"})
     assert not asked.is_error and text_of(asked) == "answer:asked why?", asked
+    # A 2025 server's elicitation request in the middle of a call: moniker turns it into an
+    # input-required result for the client, and its answer into the server's response.
+    elicited = await client.call_tool("trigger-elicitation-request", {})
+    assert not elicited.is_error and "Ada Lovelace" in text_of(elicited), elicited
 
 
 def run_all(target, mode: str) -> None:
