@@ -90,6 +90,30 @@ pub struct ToolsetRule {
     pub discovery: Option<crate::discovery::Discovery>,
 }
 
+/// The resource bound of toolset `name`: the `resources` of it and of every toolset it
+/// includes, recursively (a toolset that cannot be resolved reaches none: failing closed).
+pub fn resource_bound(name: &str, sets: &BTreeMap<String, ToolsetRule>) -> ToolsetRule {
+    let Some(rule) = sets.get(name) else {
+        return ToolsetRule::default();
+    };
+    let (members, errors) = closure(name, rule, sets);
+    if !errors.is_empty() {
+        return ToolsetRule::default();
+    }
+    let mut resources: Vec<String> = Vec::new();
+    for (_, member) in members {
+        for r in &member.resources {
+            if !resources.contains(r) {
+                resources.push(r.clone());
+            }
+        }
+    }
+    ToolsetRule {
+        resources,
+        ..ToolsetRule::default()
+    }
+}
+
 impl ToolsetRule {
     /// Whether the resource `uri` of server `server` is reachable through the toolset.
     pub fn reaches(&self, server: &str, uri: &str) -> bool {

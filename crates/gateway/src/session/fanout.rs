@@ -39,16 +39,14 @@ impl Session {
     }
 
     /// What of the resources the session reaches: `None`, all (no toolset); else its
-    /// toolset's rule (a toolset without `resources` reaches none).
+    /// toolset's bound, includes' `resources` with its own (a toolset without any reaches
+    /// none).
     fn resource_bounds(&self) -> Option<moniker_surface::ToolsetRule> {
         let name = crate::sync::lock(&self.toolset).clone()?;
-        Some(
-            self.gateway
-                .catalog
-                .sets()
-                .remove(&name)
-                .unwrap_or_default(),
-        )
+        Some(moniker_surface::toolsets::resource_bound(
+            &name,
+            &self.gateway.catalog.sets(),
+        ))
     }
 
     /// The servers whose capabilities pass `has` and through which the session reaches the

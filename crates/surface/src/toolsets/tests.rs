@@ -903,3 +903,20 @@ fn a_toolset_reaches_resources_by_server_or_uri_prefix() {
     assert!(!rule.reaches("doc", "doc://x"));
     assert!(!ToolsetRule::default().reaches("docs", "docs://x"));
 }
+
+#[test]
+fn a_toolsets_resources_include_its_includes() {
+    let mut base = with_tools(&["web_search"]);
+    base.resources = vec!["web".into()];
+    let mut docs = with_tools(&["get_pr_info"]);
+    docs.resources = vec!["file:///srv/docs/".into()];
+    docs.include = vec!["base".into()];
+    let all = sets(&[("base", base), ("docs", docs)]);
+    let bound = resource_bound("docs", &all);
+    assert!(bound.reaches("web", "https://example.com/x"));
+    assert!(bound.reaches("fs", "file:///srv/docs/a.md"));
+    assert!(!bound.reaches("fs", "file:///etc/passwd"));
+    assert!(resource_bound("base", &all).reaches("web", "x:y"));
+    assert!(!resource_bound("base", &all).reaches("fs", "file:///srv/docs/a.md"));
+    assert_eq!(resource_bound("nope", &all).resources, Vec::<String>::new());
+}
