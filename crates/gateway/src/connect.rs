@@ -113,6 +113,8 @@ pub struct InitInfo {
     pub has_logging: bool,
     pub has_completions: bool,
     pub resources_subscribe: bool,
+    /// It runs tools as tasks (`tasks`: `tasks/get`, `tasks/result`, ...).
+    pub has_tasks: bool,
 }
 
 /// One live connection to a server: writes go through a queue to the transport's writer, and
@@ -348,6 +350,7 @@ struct Caps {
     resources: Option<ResourceCaps>,
     logging: Option<serde::de::IgnoredAny>,
     completions: Option<serde::de::IgnoredAny>,
+    tasks: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize, Default)]
@@ -430,6 +433,7 @@ fn info_of(protocol_version: String, capabilities: Option<&RawValue>) -> InitInf
         has_logging: caps.logging.is_some(),
         has_completions: caps.completions.is_some(),
         resources_subscribe: caps.resources.is_some_and(|r| r.subscribe),
+        has_tasks: caps.tasks.is_some(),
     }
 }
 

@@ -708,7 +708,11 @@ impl Gateway {
                 }
             }
             _ => {
-                for peer in self.recipients(conn, method, &message) {
+                let named = (method == "notifications/tasks/status")
+                    .then(|| crate::session::tasks::named_notification(&message, &conn.server))
+                    .flatten();
+                let message = named.as_ref().unwrap_or(&message);
+                for peer in self.recipients(conn, method, message) {
                     peer.send_if_ready(message.clone());
                 }
             }

@@ -15,6 +15,7 @@ pub mod modern;
 pub(crate) use input::{MAX_PARKED, Parked};
 mod relay;
 mod search;
+pub(crate) mod tasks;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -251,6 +252,8 @@ impl Session {
                 self.by_uri(request).await
             }
             "completion/complete" => self.complete(request).await,
+            "tasks/get" | "tasks/result" | "tasks/cancel" => self.task(request).await,
+            "tasks/list" => Some(self.list_tasks(id).await),
             "logging/setLevel" => Some(self.set_level(request)),
             _ => Some(Refusal::MethodNotFound(method.to_owned()).answer(id)),
         }
@@ -321,6 +324,11 @@ impl Session {
         }
         if infos.iter().any(|i| i.has_completions) {
             caps.push(r#""completions":{}"#.to_owned());
+        }
+        if infos.iter().any(|i| i.has_tasks) {
+            caps.push(
+                r#""tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}"#.to_owned(),
+            );
         }
         caps.join(",")
     }

@@ -242,6 +242,15 @@ impl Session {
             .forward_call(request, &origin.server, method, rewritten.as_deref())
             .instrument(span)
             .await;
+        // A call run as a task answers with the task: its id names the server.
+        let as_task = request
+            .params()
+            .and_then(crate::message::fields)
+            .is_some_and(|f| f.contains_key("task"));
+        let reply = match reply {
+            Some(reply) if as_task => Some(super::tasks::named_reply(reply, &origin.server)),
+            reply => reply,
+        };
         self.gateway.metrics.call(
             &exposed.name,
             Some(resolved.via),

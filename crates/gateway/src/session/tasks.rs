@@ -1,0 +1,106 @@
+//! Tasks (a tool run as a task: the result is fetched later) across servers. A task id
+//! moniker gives a client names its server, `<server>/<the server's id>`, so `tasks/get`,
+//! `tasks/result` and `tasks/cancel` find their server with no session (any replica, any
+//! era); `tasks/list` gathers every server's. Server ids have no `/`.
+
+use std::sync::Arc;
+
+use moniker_surface::ServerId;
+
+use super::{Reply, Session, id_of};
+use crate::errors::Refusal;
+use crate::message::{self, Message};
+
+/// The id a client knows a server's task by.
+fn namespaced(server: &ServerId, id: &str) -> String {
+    format!("{server}/{id}")
+}
+
+/// A `Task` object (`{"taskId": ..., "status": ...}`) with its id namespaced; `None` when it
+/// has no string `taskId`.
+fn named_task(task: &str, server: &ServerId) -> Option<String> {
+    let fields = message::fields(task)?;
+    let id = message::str_field(&fields, "taskId")?;
+    let named = message::string(&namespaced(server, &id));
+    message::with_fields(task, &[("taskId", &named)])
+}
+
+/// A result that holds a task (`{"task": {...}}`, the answer to a call run as a task) or is
+/// one (`tasks/get`, `tasks/cancel`), with the task's id namespaced; else as it is.
+pub(crate) fn named_reply(reply: Message, server: &ServerId) -> Message {
+    let Some(result) = reply.result_text() else {
+        return reply;
+    };
+    if !result.contains("\"taskId\"") {
+        return reply;
+    }
+    let renamed =
+        match message::fields(result).and_then(|f| f.get("task").map(|t| t.get().to_owned())) {
+            Some(task) => named_task(&task, server)
+                .and_then(|task| message::with_fields(result, &[("task", &task)])),
+            None => named_task(result, server),
+        };
+    match (renamed, reply.id()) {
+        (Some(result), Some(id)) => Message::result(id, &result),
+        _ => reply,
+    }
+}
+
+/// A server's `notifications/tasks/status` (its params a task) with the task's id named.
+pub(crate) fn named_notification(message: &Message, server: &ServerId) -> Option<Message> {
+    let params = named_task(message.params()?, server)?;
+    Some(Message::notification(message.method()?, Some(&params)))
+}
+
+impl Session {
+    /// `tasks/get`, `tasks/result`, `tasks/cancel`: to the server the task id names, with the
+    /// server's own id.
+    pub(super) async fn task(self: &Arc<Self>, request: &Message) -> Reply {
+        let id = id_of(request);
+        let method = request.method().unwrap_or_default();
+        let params = request.params().unwrap_or("{}");
+        let named = message::fields(params)
+            .and_then(|f| message::str_field(&f, "taskId").map(|t| t.into_owned()));
+        let Some(named) = named else {
+            return Some(Refusal::invalid_params("missing `taskId`").answer(id));
+        };
+        let target = named
+            .split_once('/')
+            .and_then(|(server, task)| Some((server.parse::<ServerId>().ok()?, task)));
+        let Some((server, task)) = target.filter(|(s, _)| self.gateway.connection(s).is_some())
+        else {
+            return Some(Refusal::invalid_params(format!("unknown task `{named}`")).answer(id));
+        };
+        let Some(rewritten) = message::with_fields(params, &[("taskId", &message::string(task))])
+        else {
+            return Some(Refusal::invalid_params("params must be an object").answer(id));
+        };
+        let (reply, _) = self
+            .forward_call(request, &server, method, Some(&rewritten))
+            .await;
+        match method {
+            // The tool's own result: the server's ids in its `_meta` are the server's business.
+            "tasks/result" => reply,
+            _ => reply.map(|r| named_reply(r, &server)),
+        }
+    }
+
+    /// `tasks/list`: every server's tasks (their first page), ids named.
+    pub(super) async fn list_tasks(&self, id: &str) -> Message {
+        let mut tasks: Vec<String> = Vec::new();
+        for (conn, info) in self.gateway.connections() {
+            if !info.has_tasks {
+                continue;
+            }
+            let timeout = self.gateway.settings.config.call_timeout;
+            match crate::connect::list_all(&conn, "tasks/list", "tasks", timeout).await {
+                Ok(list) => tasks.extend(
+                    list.iter()
+                        .filter_map(|task| named_task(task.get(), &conn.server)),
+                ),
+                Err(e) => tracing::warn!(server = %conn.server, error = %e, "tasks/list failed"),
+            }
+        }
+        Message::result(id, &format!(r#"{{"tasks":[{}]}}"#, tasks.join(",")))
+    }
+}
