@@ -224,3 +224,56 @@ def test_a_client_without_sampling_is_not_asked(sampling_config: Path) -> None:
                 assert result.is_error and "does not support sampling/createMessage" in text_of(result), result
 
     anyio.run(run)
+
+
+def test_concurrent_calls_each_get_their_own_servers_input_requests(tmp_path: Path) -> None:
+    """Two 2026-07-28 calls at once on one stdio session, each to a 2025 server that asks for
+    sampling mid-call: each call's input-required result holds its own server's request, and
+    both finish with their own answer."""
+    import mcp_types as types
+
+    config = tmp_path / "two.yaml"
+    config.write_text(
+        f"""servers:
+  one:
+    command: "{binary('moniker-fixture')}"
+    args: [--sample-tool]
+    prefix: one
+  two:
+    command: "{binary('moniker-fixture')}"
+    args: [--sample-tool]
+    prefix: two
+"""
+    )
+    asked: list[str] = []
+
+    async def sampling(context, params) -> types.CreateMessageResult:
+        asked.append(params.messages[0].content.text)
+        await anyio.sleep(0.2)  # both calls are waiting for their input at once
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=f"answer {len(asked)}"),
+            model="test-model",
+            stop_reason="endTurn",
+        )
+
+    params = StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)])
+    results: dict[str, str] = {}
+
+    async def run() -> None:
+        with anyio.fail_after(30):
+            async with Client(params, mode="2026-07-28", sampling_callback=sampling) as client:
+
+                async def call(name: str) -> None:
+                    result = await client.call_tool(name, {})
+                    assert not result.is_error, result
+                    results[name] = text_of(result)
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(call, "one_fixture_sample")
+                    group.start_soon(call, "two_fixture_sample")
+
+    anyio.run(run)
+    assert set(results) == {"one_fixture_sample", "two_fixture_sample"}, results
+    assert all("answer" in text for text in results.values()), results
+    assert len(asked) == 2, asked

@@ -68,17 +68,22 @@ pub struct Peer {
     toolset: Arc<Mutex<Option<String>>>,
     /// A 2026-07-28 client's listen stream: its list changes go there, not to `out`.
     pub(crate) listen: Mutex<Option<Listen>>,
-    /// A 2026-07-28 client's call in progress: its server's requests for input go here (to
-    /// become an `input_required` result), not to `out`.
-    pub(crate) inputs: Mutex<Option<mpsc::UnboundedSender<(u64, Message)>>>,
-    /// The servers of a call parked while its client answers: still this peer's to hear.
-    parked: Mutex<Vec<ServerId>>,
+    /// A 2026-07-28 client's calls in progress, by the client's request id: the requests for
+    /// input of each call's server go to its channel (to become an `input_required` result),
+    /// not to `out`.
+    pub(crate) inputs: Mutex<HashMap<String, mpsc::UnboundedSender<(u64, Message)>>>,
+    /// The servers of the calls parked while their client answers, by call: still this
+    /// peer's to hear.
+    parked: Mutex<HashMap<String, Vec<ServerId>>>,
     /// Resources subscribed to, with the server that serves each.
     subscriptions: Mutex<HashSet<(ServerId, String)>>,
     /// The client's requests being handled, by their id (raw JSON).
     pub(crate) in_flight: Mutex<HashMap<String, InFlight>>,
     outgoing: Mutex<HashMap<u64, Outgoing>>,
     next_id: AtomicU64,
+    /// The client speaks 2026-07-28: it takes no requests from servers, only input-required
+    /// results of its own calls.
+    modern: AtomicBool,
 }
 
 impl Peer {
@@ -93,11 +98,12 @@ impl Peer {
             bound,
             toolset,
             listen: Mutex::new(None),
-            inputs: Mutex::new(None),
-            parked: Mutex::new(Vec::new()),
+            inputs: Mutex::new(HashMap::new()),
+            parked: Mutex::new(HashMap::new()),
             subscriptions: Mutex::new(HashSet::new()),
             in_flight: Mutex::new(HashMap::new()),
             outgoing: Mutex::new(HashMap::new()),
+            modern: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
         }
     }
@@ -169,20 +175,33 @@ impl Peer {
         lock(&self.in_flight)
             .values()
             .any(|f| f.server.as_ref() == Some(server))
-            || lock(&self.parked).contains(server)
+            || lock(&self.parked).values().flatten().any(|s| s == server)
     }
 
-    /// The call in progress is parked: its servers stay this peer's.
-    pub(crate) fn park(&self) {
+    /// The client sent a 2026-07-28 request.
+    pub(crate) fn speaks_modern(&self) {
+        self.modern.store(true, Ordering::Relaxed);
+    }
+
+    /// A 2026-07-28 call (by the client's request id) takes its server's requests for input.
+    pub(crate) fn take_inputs(&self, call: &str, to: mpsc::UnboundedSender<(u64, Message)>) {
+        lock(&self.inputs).insert(call.to_owned(), to);
+    }
+
+    /// The call is parked: its server stays this peer's.
+    pub(crate) fn park(&self, call: &str) {
         let servers: Vec<ServerId> = lock(&self.in_flight)
-            .values()
-            .filter_map(|f| f.server.clone())
+            .get(call)
+            .and_then(|f| f.server.clone())
+            .into_iter()
             .collect();
-        lock(&self.parked).extend(servers);
+        lock(&self.parked).insert(call.to_owned(), servers);
     }
 
-    pub(crate) fn unpark(&self) {
-        lock(&self.parked).clear();
+    /// The call is over (or given up): its server's requests go to the client again.
+    pub(crate) fn unpark(&self, call: &str) {
+        lock(&self.parked).remove(call);
+        lock(&self.inputs).remove(call);
     }
 
     /// A server's request to the client (sampling, elicitation, roots), under an id of ours.
@@ -195,8 +214,28 @@ impl Peer {
                 server_id: request.id().unwrap_or("null").to_owned(),
             },
         );
-        if let Some(inputs) = lock(&self.inputs).as_ref() {
-            let _ = inputs.send((ours, request.clone()));
+        // The call on that server, when it is a 2026-07-28 call, asks its client itself.
+        let calls: Vec<String> = lock(&self.in_flight)
+            .iter()
+            .filter(|(_, f)| f.server.as_ref() == Some(&conn.server))
+            .map(|(call, _)| call.clone())
+            .collect();
+        let inputs = {
+            let inputs = lock(&self.inputs);
+            calls.iter().find_map(|call| inputs.get(call).cloned())
+        };
+        if let Some(inputs) = inputs {
+            if inputs.send((ours, request.clone())).is_ok() {
+                return;
+            }
+        }
+        if self.modern.load(Ordering::Relaxed) {
+            // No call of a 2026-07-28 client takes it, and the client takes no requests.
+            self.answer_server(&Message::error(
+                Some(&ours.to_string()),
+                crate::message::METHOD_NOT_FOUND,
+                "the client takes no requests outside its calls",
+            ));
             return;
         }
         self.send(request.with_id(&ours.to_string()));

@@ -166,6 +166,7 @@ impl Session {
             modern::Envelope::None => self.request(request, answers).await,
             modern::Envelope::Refused(answer) => Some(answer),
             modern::Envelope::Modern => {
+                self.peer.speaks_modern();
                 let method = request.method().unwrap_or_default();
                 let private = lock(&self.toolset).is_some();
                 let reply = if matches!(method, "tools/call" | "prompts/get" | "resources/read") {

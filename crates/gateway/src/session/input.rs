@@ -18,7 +18,6 @@ use tokio::task::JoinHandle;
 use super::{Answers, Reply, Session};
 use crate::hub::Peer;
 use crate::message::{self, Message};
-use crate::sync::lock;
 
 /// What begins the `requestState` of a call moniker parked (a modern server's own states pass
 /// through).
@@ -29,6 +28,8 @@ pub(crate) const MAX_PARKED: usize = 1024;
 
 /// A call waiting for its client's input.
 pub(crate) struct Parked {
+    /// The client's id of the call's first request: what the peer knows the call by.
+    call: String,
     task: JoinHandle<Reply>,
     inputs: mpsc::UnboundedReceiver<(u64, Message)>,
     peer: Arc<Peer>,
@@ -79,7 +80,7 @@ impl Parked {
     /// Gives up the call (expired, or pushed out).
     pub(crate) fn abandon(self) {
         self.task.abort();
-        self.peer.unpark();
+        self.peer.unpark(&self.call);
     }
 }
 
@@ -117,17 +118,31 @@ impl Session {
                     .answer_server(&Message::result(key, response.get()));
             }
             return self
-                .settle(parked.task, parked.inputs, parked.peer, parked.can, &id)
+                .settle(
+                    parked.call,
+                    parked.task,
+                    parked.inputs,
+                    parked.peer,
+                    parked.can,
+                    &id,
+                )
                 .await;
         }
         let (tx, inputs) = mpsc::unbounded_channel();
-        *lock(&self.peer.inputs) = Some(tx);
+        self.peer.take_inputs(&id, tx);
         let session = self.clone();
         let call = request.clone();
         let to = answers.clone();
         let task = tokio::spawn(async move { session.request(&call, &to).await });
-        self.settle(task, inputs, self.peer.clone(), Capable::of(request), &id)
-            .await
+        self.settle(
+            id.clone(),
+            task,
+            inputs,
+            self.peer.clone(),
+            Capable::of(request),
+            &id,
+        )
+        .await
     }
 
     /// Waits for the call's result (answered under `id`), or for its server's first request
@@ -135,6 +150,7 @@ impl Session {
     /// answer. A request the client cannot answer is refused to the server at once.
     async fn settle(
         &self,
+        call: String,
         mut task: JoinHandle<Reply>,
         mut inputs: mpsc::UnboundedReceiver<(u64, Message)>,
         peer: Arc<Peer>,
@@ -144,7 +160,7 @@ impl Session {
         loop {
             tokio::select! {
                 done = &mut task => {
-                    peer.unpark();
+                    peer.unpark(&call);
                     return done.ok().flatten().map(|reply| reply.with_id(id));
                 }
                 Some(first) = inputs.recv() => {
@@ -168,11 +184,11 @@ impl Session {
                     if asked.is_empty() {
                         continue;
                     }
-                    peer.park();
+                    peer.park(&call);
                     tracing::debug!(requests = asked.len(), "the server asks for input: answered input_required");
                     let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
                     let result = input_required(&asked, &state);
-                    self.gateway.park(state, Parked { task, inputs, peer, can, at: Instant::now() });
+                    self.gateway.park(state, Parked { call, task, inputs, peer, can, at: Instant::now() });
                     return Some(Message::result(id, &result));
                 }
             }
