@@ -151,3 +151,36 @@ def test_over_stdio(config: Path, mode: str) -> None:
 def test_over_http(config: Path, tmp_path: Path, mode: str) -> None:
     with serving_http(config, tmp_path / "serve.log") as (url, _, _):
         run_all(url, mode)
+
+
+async def follow_a_resource(client: Client) -> None:
+    """`subscriptions/listen` with a resource: moniker subscribes to it at server-everything
+    for as long as the stream lasts, and the server's updates reach the stream."""
+    from mcp.shared.subscriptions import ResourceUpdated
+
+    resources = (await client.list_resources()).resources
+    uri = next(str(r.uri) for r in resources if str(r.uri).startswith("demo://"))
+    async with client.listen(resource_subscriptions=[uri], tools_list_changed=True) as subscription:
+        assert list(subscription.honored.resource_subscriptions or []) == [uri], subscription.honored
+        toggled = await client.call_tool("toggle-subscriber-updates", {})
+        assert not toggled.is_error, toggled
+        with anyio.fail_after(15):
+            async for event in subscription:
+                if isinstance(event, ResourceUpdated):
+                    assert event.uri == uri, event
+                    break
+    await client.call_tool("toggle-subscriber-updates", {})
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_resource_followed_through_listen(config: Path, tmp_path: Path, transport: str) -> None:
+    async def run(target) -> None:
+        with anyio.fail_after(60):
+            async with Client(target, mode="2026-07-28") as client:
+                await follow_a_resource(client)
+
+    if transport == "stdio":
+        anyio.run(run, StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)]))
+    else:
+        with serving_http(config, tmp_path / "serve.log") as (url, _, _):
+            anyio.run(run, url)

@@ -713,7 +713,7 @@ impl Gateway {
                     .flatten();
                 let message = named.as_ref().unwrap_or(&message);
                 for peer in self.recipients(conn, method, message) {
-                    peer.send_if_ready(message.clone());
+                    peer.deliver(message.clone());
                 }
             }
         }

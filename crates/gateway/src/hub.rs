@@ -123,6 +123,28 @@ impl Peer {
     }
 
     /// Sends once the client said it is initialized.
+    /// A server's notification that concerns this client: a resource update to a 2026-07-28
+    /// client's listen stream (stamped with its id), anything else as [`Peer::send_if_ready`].
+    pub fn deliver(&self, message: Message) {
+        if message.method() == Some("notifications/resources/updated") {
+            if let Some(listen) = lock(&self.listen).as_ref() {
+                let stamp = format!(
+                    r#"{{"io.modelcontextprotocol/subscriptionId":{}}}"#,
+                    listen.id
+                );
+                let params = message
+                    .params()
+                    .and_then(|p| crate::message::with_fields(p, &[("_meta", &stamp)]));
+                let _ = listen.to.send(Message::notification(
+                    "notifications/resources/updated",
+                    params.as_deref(),
+                ));
+                return;
+            }
+        }
+        self.send_if_ready(message);
+    }
+
     pub fn send_if_ready(&self, message: Message) {
         if self.is_ready() {
             self.send(message);

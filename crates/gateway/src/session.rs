@@ -280,27 +280,33 @@ impl Session {
     }
 
     /// `subscriptions/listen`: acknowledged on the request's own stream, which then carries
-    /// the list changes the client opted in to, until the client cancels it or goes away
-    /// (or moniker stops); then its result.
-    async fn listen(&self, request: &Message, answers: &Answers) -> Message {
+    /// the list changes the client opted in to and the updates of the resources it named
+    /// (subscribed to at the servers that serve them, for as long as the stream lasts), until
+    /// the client cancels it or goes away (or moniker stops); then its result.
+    async fn listen(self: &Arc<Self>, request: &Message, answers: &Answers) -> Message {
         let id = id_of(request);
-        let filter = modern::listen_filter(request);
+        let mut filter = modern::listen_filter(request);
+        let subscribed = self.subscribe_all(&filter.uris).await;
+        filter
+            .uris
+            .retain(|uri| subscribed.iter().any(|(_, u)| u == uri));
         let ended = Arc::new(tokio::sync::Notify::new());
         *lock(&self.peer.listen) = Some(crate::hub::Listen {
             id: id.to_owned(),
-            tools: filter.0,
-            prompts: filter.1,
-            resources: filter.2,
+            tools: filter.tools,
+            prompts: filter.prompts,
+            resources: filter.resources,
             to: answers.to.clone(),
             ended: ended.clone(),
         });
-        answers.send(modern::acknowledged(id, filter));
+        answers.send(modern::acknowledged(id, &filter));
         tokio::select! {
             () = ended.notified() => {}
             () = answers.to.closed() => {}
             () = self.gateway.stopped() => {}
         }
         *lock(&self.peer.listen) = None;
+        self.unsubscribe_all(subscribed);
         let result = format!(
             r#"{{"_meta":{{"io.modelcontextprotocol/subscriptionId":{id}}},"resultType":"complete"}}"#
         );

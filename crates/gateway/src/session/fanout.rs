@@ -108,6 +108,63 @@ impl Session {
         last.or_else(|| Some(Refusal::ResourceNotFound(uri).answer(id)))
     }
 
+    /// Subscribes to each of `uris` at the servers that serve it (and that the session
+    /// reaches): the (server, URI) pairs a server accepted, now this peer's.
+    pub(super) async fn subscribe_all(&self, uris: &[String]) -> Vec<(ServerId, String)> {
+        let timeout = self.gateway.settings.config.call_timeout;
+        let mut subscribed = Vec::new();
+        for uri in uris {
+            for server in self.reaching(|info| info.resources_subscribe, uri) {
+                let Some(conn) = self.gateway.connection(&server) else {
+                    continue;
+                };
+                let params = format!(r#"{{"uri":{}}}"#, message::string(uri));
+                match conn
+                    .call("resources/subscribe", Some(&params), timeout)
+                    .await
+                {
+                    Ok(reply) if !is_error(&reply) => {
+                        self.peer.subscribe(&server, uri, true);
+                        subscribed.push((server, uri.clone()));
+                    }
+                    Ok(reply) => {
+                        tracing::debug!(server = %server, uri, error = reply.error_text().unwrap_or_default(), "resources/subscribe refused")
+                    }
+                    Err(e) => {
+                        tracing::debug!(server = %server, uri, error = %e, "resources/subscribe failed")
+                    }
+                }
+            }
+        }
+        subscribed
+    }
+
+    /// Ends this peer's subscriptions; a server is told when no other client subscribes to
+    /// that resource there.
+    pub(super) fn unsubscribe_all(&self, subscribed: Vec<(ServerId, String)>) {
+        for (server, uri) in subscribed {
+            self.peer.subscribe(&server, &uri, false);
+            let others = self
+                .gateway
+                .hub
+                .peers()
+                .iter()
+                .any(|p| p.subscribed(&server, &uri));
+            if others {
+                continue;
+            }
+            if let Some(conn) = self.gateway.connection(&server) {
+                let params = format!(r#"{{"uri":{}}}"#, message::string(&uri));
+                let timeout = self.gateway.settings.config.call_timeout;
+                tokio::spawn(async move {
+                    let _ = conn
+                        .call("resources/unsubscribe", Some(&params), timeout)
+                        .await;
+                });
+            }
+        }
+    }
+
     /// `completion/complete`: by the prompt's name (resolved like a call) or the resource's URI.
     pub(super) async fn complete(self: &Arc<Self>, request: &Message) -> Reply {
         let id = id_of(request);

@@ -136,36 +136,66 @@ pub(crate) fn answer(reply: Message, method: &str, private: bool) -> Message {
     Message::result(reply.id().unwrap_or("null"), &spliced)
 }
 
-/// The list changes a `subscriptions/listen` request opts in to: (tools, prompts,
-/// resources). Resource subscriptions by URI are not honored (left out of the
-/// acknowledgement, as the spec lets a server do).
-pub(crate) fn listen_filter(request: &Message) -> (bool, bool, bool) {
+/// The most resources one `subscriptions/listen` subscribes to.
+pub(crate) const MAX_RESOURCE_SUBSCRIPTIONS: usize = 256;
+
+/// What a `subscriptions/listen` request opts in to.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Filter {
+    pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
+    /// `resourceSubscriptions`: the URIs whose updates it wants (at most
+    /// [`MAX_RESOURCE_SUBSCRIPTIONS`]).
+    pub uris: Vec<String>,
+}
+
+pub(crate) fn listen_filter(request: &Message) -> Filter {
     let filter = request
         .params()
         .and_then(message::fields)
         .and_then(|f| f.get("notifications").map(|n| n.get().to_owned()));
     let Some(filter) = filter.as_deref().and_then(message::fields) else {
-        return (false, false, false);
+        return Filter::default();
     };
     let on = |key: &str| filter.get(key).is_some_and(|v| v.get() == "true");
-    (
-        on("toolsListChanged"),
-        on("promptsListChanged"),
-        on("resourcesListChanged"),
-    )
+    let uris: Vec<String> = filter
+        .get("resourceSubscriptions")
+        .and_then(|u| serde_json::from_str::<Vec<String>>(u.get()).ok())
+        .unwrap_or_default();
+    let mut unique: Vec<String> = Vec::new();
+    for uri in uris {
+        if unique.len() == MAX_RESOURCE_SUBSCRIPTIONS {
+            break;
+        }
+        if !unique.contains(&uri) {
+            unique.push(uri);
+        }
+    }
+    Filter {
+        tools: on("toolsListChanged"),
+        prompts: on("promptsListChanged"),
+        resources: on("resourcesListChanged"),
+        uris: unique,
+    }
 }
 
-/// `notifications/subscriptions/acknowledged` for the listen request `id` (raw JSON).
-pub(crate) fn acknowledged(id: &str, (tools, prompts, resources): (bool, bool, bool)) -> Message {
+/// `notifications/subscriptions/acknowledged` for the listen request `id` (raw JSON): what of
+/// `filter` is honored.
+pub(crate) fn acknowledged(id: &str, filter: &Filter) -> Message {
     let mut honored = Vec::new();
     for (on, key) in [
-        (tools, "toolsListChanged"),
-        (prompts, "promptsListChanged"),
-        (resources, "resourcesListChanged"),
+        (filter.tools, "toolsListChanged"),
+        (filter.prompts, "promptsListChanged"),
+        (filter.resources, "resourcesListChanged"),
     ] {
         if on {
             honored.push(format!(r#""{key}":true"#));
         }
+    }
+    if !filter.uris.is_empty() {
+        let uris: Vec<String> = filter.uris.iter().map(|u| message::string(u)).collect();
+        honored.push(format!(r#""resourceSubscriptions":[{}]"#, uris.join(",")));
     }
     let params = format!(
         r#"{{"notifications":{{{}}},"_meta":{{"io.modelcontextprotocol/subscriptionId":{id}}}}}"#,
