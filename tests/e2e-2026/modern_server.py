@@ -30,6 +30,7 @@ import os
 import sys
 from typing import Annotated, Any
 
+from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import (
     AcceptedElicitation,
@@ -76,6 +77,11 @@ mcp = MCPServer(
     instructions="A 2026-07-28-only test server for moniker.",
     middleware=[modern_only],
     request_state_security=RequestStateSecurity(keys=[_state_key]) if _state_key else None,
+    # MODERN_SERVER_LIST_TTL_MS: how long its tool and prompt lists may be cached (default: 0).
+    cache_hints={
+        m: CacheHint(ttl_ms=int(os.environ.get("MODERN_SERVER_LIST_TTL_MS", "0")))
+        for m in ("tools/list", "prompts/list")
+    },
     log_level="WARNING",
 )
 

@@ -184,3 +184,33 @@ def test_a_resource_followed_through_listen(config: Path, tmp_path: Path, transp
     else:
         with serving_http(config, tmp_path / "serve.log") as (url, _, _):
             anyio.run(run, url)
+
+
+def test_lists_may_be_cached_as_long_as_every_server_says(tmp_path: Path) -> None:
+    """With only 2026-07-28 servers behind it, moniker's lists carry the smallest `ttlMs` of
+    theirs (a 2025 server, which says none, would make it 0)."""
+    config = tmp_path / "ttl.yaml"
+    config.write_text(
+        f"""servers:
+  local:
+    command: "{sys.executable}"
+    args: ["{HERE / 'modern_server.py'}", stdio]
+    env: {{ MODERN_SERVER_LIST_TTL_MS: "30000" }}
+    protocol: 2026-07-28
+  other:
+    command: "{sys.executable}"
+    args: ["{HERE / 'modern_server.py'}", stdio]
+    env: {{ MODERN_SERVER_LIST_TTL_MS: "45000" }}
+    protocol: 2026-07-28
+    prefix: other
+"""
+    )
+
+    async def run() -> None:
+        with anyio.fail_after(30):
+            params = StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)])
+            async with Client(params, mode="2026-07-28") as client:
+                listed = await client.list_tools()
+                assert listed.ttl_ms == 30000, listed
+
+    anyio.run(run)

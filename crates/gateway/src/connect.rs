@@ -132,6 +132,9 @@ pub struct Connection {
     header_params: Mutex<HashMap<String, Vec<(String, String)>>>,
     /// The id of moniker's open `subscriptions/listen` on a modern server: not a call.
     listening: Mutex<Option<u64>>,
+    /// The smallest `ttlMs` of the server's last tools and prompts listing (`None`: it gave
+    /// none, as a 2025 server does).
+    list_ttl: Mutex<Option<u64>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -154,7 +157,13 @@ impl Connection {
             modern: AtomicBool::new(false),
             header_params: Mutex::new(HashMap::new()),
             listening: Mutex::new(None),
+            list_ttl: Mutex::new(None),
         }
+    }
+
+    /// How long its last listing may be cached, as the server said (`None`: it did not).
+    pub fn list_ttl(&self) -> Option<u64> {
+        *lock(&self.list_ttl)
     }
 
     /// Keeps a `subscriptions/listen` open on a modern server for as long as the connection
@@ -503,6 +512,7 @@ pub async fn list(
     timeout: Duration,
 ) -> Result<Listing, HandshakeError> {
     let mut listing = Listing::new(conn.server.clone());
+    *lock(&conn.list_ttl) = None;
     if info.has_tools {
         listing.tools = list_all(conn, "tools/list", "tools", timeout).await?;
         if conn.is_modern() {
@@ -541,6 +551,15 @@ pub async fn list_all(
                     error: format!("`{key}` is not a list: {e}"),
                 })?;
             items.extend(page);
+        }
+        if matches!(method, "tools/list" | "prompts/list") {
+            if let Some(ttl) = fields
+                .get("ttlMs")
+                .and_then(|t| t.get().parse::<u64>().ok())
+            {
+                let mut kept = lock(&conn.list_ttl);
+                *kept = Some(kept.map_or(ttl, |k| k.min(ttl)));
+            }
         }
         match fields.get("nextCursor") {
             Some(next) if next.get() != "null" => cursor = Some(next.get().to_owned()),

@@ -487,6 +487,16 @@ impl Gateway {
     }
 
     /// Every live connection, with what its server can do.
+    /// How long a client may cache a listing: the smallest time any server up said of its
+    /// own (a server that said none, as every 2025 server, makes it 0).
+    pub fn list_ttl(&self) -> u64 {
+        self.connections()
+            .iter()
+            .map(|(conn, _)| conn.list_ttl().unwrap_or(0))
+            .min()
+            .unwrap_or(0)
+    }
+
     pub fn connections(&self) -> Vec<(Arc<Connection>, InitInfo)> {
         self.slots
             .load()

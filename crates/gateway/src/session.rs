@@ -174,7 +174,8 @@ impl Session {
                 } else {
                     self.request(request, answers).await
                 };
-                reply.map(|reply| modern::answer(reply, method, private))
+                let ttl = self.gateway.list_ttl();
+                reply.map(|reply| modern::answer(reply, method, private, ttl))
             }
         };
         let cancelled = lock(&self.peer.in_flight)

@@ -102,9 +102,10 @@ pub(crate) fn discover(handshake_versions: &[&str], capabilities: &str) -> Strin
 }
 
 /// A 2026-07-28 answer: a result gets `resultType` (when the server did not say), and a list
-/// its cache hints (`private` when it depends on who asks: a toolset). Errors pass as they
-/// are; the result's other bytes are kept.
-pub(crate) fn answer(reply: Message, method: &str, private: bool) -> Message {
+/// its cache hints: `ttl_ms` (the smallest of the servers behind it), `private` when it
+/// depends on who asks (a toolset). Errors pass as they are; the result's other bytes are
+/// kept.
+pub(crate) fn answer(reply: Message, method: &str, private: bool, ttl_ms: u64) -> Message {
     let Some(result) = reply.result_text() else {
         return reply;
     };
@@ -122,7 +123,7 @@ pub(crate) fn answer(reply: Message, method: &str, private: bool) -> Message {
     );
     if is_list && !result.contains("\"ttlMs\"") {
         let scope = if private { "private" } else { "public" };
-        added.push_str(&format!(r#""ttlMs":0,"cacheScope":"{scope}","#));
+        added.push_str(&format!(r#""ttlMs":{ttl_ms},"cacheScope":"{scope}","#));
     }
     if added.is_empty() {
         return reply;
@@ -240,17 +241,28 @@ mod tests {
     #[test]
     fn results_say_their_type_and_lists_their_cache_hints() {
         let list = Message::result("1", r#"{"tools":[]}"#);
-        let out = answer(list, "tools/list", true);
+        let out = answer(list, "tools/list", true, 0);
         assert_eq!(
             out.result_text(),
             Some(r#"{"resultType":"complete","ttlMs":0,"cacheScope":"private","tools":[]}"#)
         );
-        let empty = answer(Message::result("2", "{}"), "tools/call", false);
+        let out = answer(
+            Message::result("1", r#"{"tools":[]}"#),
+            "tools/list",
+            false,
+            30000,
+        );
+        assert_eq!(
+            out.result_text(),
+            Some(r#"{"resultType":"complete","ttlMs":30000,"cacheScope":"public","tools":[]}"#)
+        );
+        let empty = answer(Message::result("2", "{}"), "tools/call", false, 5);
         assert_eq!(empty.result_text(), Some(r#"{"resultType":"complete"}"#));
         let kept = answer(
             Message::result("3", r#"{"resultType":"input_required","x":1.50}"#),
             "tools/call",
             false,
+            5,
         );
         assert_eq!(
             kept.result_text(),
