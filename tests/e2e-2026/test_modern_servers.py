@@ -214,3 +214,33 @@ def test_lists_may_be_cached_as_long_as_every_server_says(tmp_path: Path) -> Non
                 assert listed.ttl_ms == 30000, listed
 
     anyio.run(run)
+
+
+def test_a_server_that_refuses_the_handshake_is_spoken_to_in_2026(tmp_path: Path, modern_url: str) -> None:
+    """No `protocol` in the config: moniker tries the 2025 handshake, the server refuses it with
+    -32022 naming 2026-07-28, and moniker speaks 2026-07-28 to it (stdio and HTTP)."""
+    config = tmp_path / "found.yaml"
+    config.write_text(
+        f"""servers:
+  modern:
+    url: "{modern_url}"
+  local:
+    command: "{sys.executable}"
+    args: ["{HERE / 'modern_server.py'}", stdio]
+    prefix: local
+"""
+    )
+
+    async def run() -> None:
+        with anyio.fail_after(30):
+            params = StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)])
+            async with Client(params, mode="2026-07-28") as client:
+                tools = {t.name for t in (await client.list_tools()).tools}
+                assert {"modern_echo", "local_modern_echo"} <= tools, tools
+                for name in ["modern_echo", "local_modern_echo"]:
+                    echoed = await client.call_tool(name, {"text": "found"})
+                    assert text_of(echoed) == "modern:found", echoed
+                looked = await client.call_tool("modern_region", {"region": "eu-north", "item": "x"})
+                assert json.loads(text_of(looked))["header"] == "eu-north", looked
+
+    anyio.run(run)

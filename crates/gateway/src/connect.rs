@@ -342,6 +342,10 @@ pub enum HandshakeError {
     Call(#[from] CallError),
     #[error("`{method}` failed: {error}")]
     Refused { method: &'static str, error: String },
+    /// `initialize` was refused for 2026-07-28: the server is to be started again and spoken
+    /// to in that (a stdio server keeps the era of its first message).
+    #[error("the server speaks only 2026-07-28")]
+    SpeaksModern,
 }
 
 #[derive(Deserialize)]
@@ -382,6 +386,9 @@ pub async fn handshake(
         env!("CARGO_PKG_VERSION")
     );
     let response = conn.call("initialize", Some(&params), timeout).await?;
+    if speaks_only_modern(&response) {
+        return Err(HandshakeError::SpeaksModern);
+    }
     let result = outcome(&response).map_err(|error| HandshakeError::Refused {
         method: "initialize",
         error,
@@ -395,6 +402,29 @@ pub async fn handshake(
     let _ = conn.init.set(info.clone());
     conn.send(Message::notification("notifications/initialized", None))?;
     list(conn, &info, timeout).await
+}
+
+/// `initialize` refused with -32022 by a server whose supported versions include 2026-07-28.
+fn speaks_only_modern(response: &Message) -> bool {
+    #[derive(Deserialize)]
+    struct Refused {
+        code: i64,
+        #[serde(default)]
+        data: Option<Supported>,
+    }
+    #[derive(Deserialize)]
+    struct Supported {
+        #[serde(default)]
+        supported: Vec<String>,
+    }
+    response
+        .error_text()
+        .and_then(|e| serde_json::from_str::<Refused>(e).ok())
+        .is_some_and(|r| {
+            r.code == crate::session::modern::UNSUPPORTED_PROTOCOL_VERSION
+                && r.data
+                    .is_some_and(|d| d.supported.iter().any(|v| v == MODERN_VERSION))
+        })
 }
 
 /// `server/discover` (the envelope is the connection's), for a server that speaks 2026-07-28.

@@ -119,6 +119,8 @@ pub(crate) struct Slot {
     pub(crate) pgid: Mutex<Option<u32>>,
     pub(crate) status: Mutex<ServerStatus>,
     retired: watch::Sender<bool>,
+    /// It refused the 2025 handshake for 2026-07-28 (its config did not say).
+    found_modern: AtomicBool,
 }
 
 impl Slot {
@@ -130,7 +132,17 @@ impl Slot {
             pgid: Mutex::new(None),
             status: Mutex::new(ServerStatus::default()),
             retired: watch::channel(false).0,
+            found_modern: AtomicBool::new(false),
         })
+    }
+
+    /// It is spoken to in 2026-07-28: configured so, or found so.
+    pub(crate) fn speaks_modern(&self) -> bool {
+        self.entry.modern || self.found_modern.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn found_modern(&self) {
+        self.found_modern.store(true, Ordering::Release);
     }
 
     fn retire(&self) {

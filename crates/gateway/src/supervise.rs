@@ -58,6 +58,8 @@ enum Run {
     Served,
     /// It did not get as far as serving: why.
     Failed(String),
+    /// It refused the 2025 handshake for 2026-07-28: started again at once, speaking that.
+    Modern,
 }
 
 /// Keeps one server running: start, handshake, serve until it exits, back off, again, until
@@ -72,6 +74,15 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>, first: one
     let config = &gateway.settings.config;
     while !gateway.is_stopping() && !slot.is_retired() {
         match run(&gateway, &id, slot, &sink, &mut first).await {
+            Run::Modern if !slot.speaks_modern() => {
+                slot.found_modern();
+                continue;
+            }
+            Run::Modern => {
+                let reason = "the server refused the 2026-07-28 protocol it asked for".to_owned();
+                tracing::warn!(server = %id, error = %reason, "server failed to start");
+                lock(&slot.status).last_error = Some(reason);
+            }
             Run::Served => attempt = 0,
             Run::Failed(reason) => {
                 tracing::warn!(server = %id, error = %reason, "server failed to start");
@@ -129,7 +140,7 @@ async fn run(
         Err(reason) => return Run::Failed(reason),
     };
     *lock(&slot.pgid) = process.pgid;
-    if slot.entry.modern {
+    if slot.speaks_modern() {
         process.conn.speak_modern();
     }
     let handshake = tokio::select! {
@@ -175,6 +186,11 @@ async fn run(
                 gateway.update(id, None, false);
             }
             Run::Served
+        }
+        Err(HandshakeError::SpeaksModern) => {
+            tracing::info!(server = %id, "the server speaks only 2026-07-28: started again, spoken to statelessly (`protocol: 2026-07-28` in its config saves the handshake attempt)");
+            process.conn.close();
+            Run::Modern
         }
         Err(HandshakeError::Call(CallError::Gone)) => {
             process.conn.close();

@@ -75,7 +75,7 @@ use crate::headers::{
     encode_value,
 };
 use crate::message::{self, Message};
-use crate::session::modern::MODERN_VERSION;
+use crate::session::modern::{MODERN_VERSION, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::sync::lock;
 
 const BOTH: &str = "application/json, text/event-stream";
@@ -246,8 +246,10 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: D
             () = link.stopped() => None,
         };
         let Some(line) = sent else { break };
-        if first && link.conn.upgrade().is_some_and(|c| c.is_modern()) {
-            // 2026-07-28: no handshake, no session; every message is a POST of its own.
+        let handshaking = matches!(mode, Mode::Streamable { ready: false });
+        if handshaking && link.conn.upgrade().is_some_and(|c| c.is_modern()) {
+            // 2026-07-28 (configured, or found when the handshake was refused): no session;
+            // every message is a POST of its own.
             *lock(&link.version) = Some(HeaderValue::from_static(MODERN_VERSION));
             mode = Mode::Streamable { ready: true };
             first = false;
@@ -416,6 +418,14 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
         let body = read_body(response, ERROR_BODY_MAX)
             .await
             .unwrap_or_default();
+        // A 2026-07-28-only server refuses the handshake with -32022 naming its versions:
+        // the handshake reads that, it is no reason to try the legacy transport.
+        if body.contains(&UNSUPPORTED_PROTOCOL_VERSION.to_string()) {
+            link.deliver(&body, Some(&mut pending));
+            if pending.is_done() {
+                return Posted::Done;
+            }
+        }
         return Posted::Fallback(refusal(status, &body));
     }
     if !status.is_success() {
