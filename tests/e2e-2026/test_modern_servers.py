@@ -117,9 +117,11 @@ async def answer(context, params):
 
 
 async def ask_through(client: Client) -> None:
-    """The modern server's input-required result reaches the client untouched, and the retry
-    with the server's `requestState` goes back to it: the SDK client runs both rounds. And the
-    2025 server's elicitation request reaches the client the same way."""
+    """The modern server's elicitation: a 2026-07-28 client gets its input-required result
+    untouched and sends the retry with the server's `requestState` back through moniker; a
+    2025 client gets an `elicitation/create` request from moniker, whose answer moniker sends
+    back to the server with its state. And the 2025 server's elicitation request reaches either
+    client the way it takes requests."""
     asked = await client.call_tool("modern_ask", {"question": "why?"})
     assert not asked.is_error and text_of(asked) == "answer:asked why?", asked
     # A 2025 server's elicitation request in the middle of a call: moniker turns it into an
@@ -135,8 +137,7 @@ def run_all(target, mode: str) -> None:
         with anyio.fail_after(60):
             async with Client(target, mode=mode, elicitation_callback=answer) as client:
                 await exercise(client)
-                if mode != "legacy":
-                    await ask_through(client)
+                await ask_through(client)
                 await grow(client)
 
     anyio.run(run)

@@ -84,6 +84,9 @@ pub struct Peer {
     /// The client speaks 2026-07-28: it takes no requests from servers, only input-required
     /// results of its own calls.
     modern: AtomicBool,
+    /// moniker's own requests to the client (a 2026-07-28 server's input requests, asked of a
+    /// 2025 client), by our id: where the answer goes.
+    asks: Mutex<HashMap<u64, tokio::sync::oneshot::Sender<Message>>>,
 }
 
 impl Peer {
@@ -104,6 +107,7 @@ impl Peer {
             in_flight: Mutex::new(HashMap::new()),
             outgoing: Mutex::new(HashMap::new()),
             modern: AtomicBool::new(false),
+            asks: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
         }
     }
@@ -122,7 +126,6 @@ impl Peer {
         let _ = self.out.send(message);
     }
 
-    /// Sends once the client said it is initialized.
     /// A server's notification that concerns this client: a resource update to a 2026-07-28
     /// client's listen stream (stamped with its id), anything else as [`Peer::send_if_ready`].
     pub fn deliver(&self, message: Message) {
@@ -145,6 +148,7 @@ impl Peer {
         self.send_if_ready(message);
     }
 
+    /// Sends once the client said it is initialized.
     pub fn send_if_ready(&self, message: Message) {
         if self.is_ready() {
             self.send(message);
@@ -263,11 +267,36 @@ impl Peer {
         self.send(request.with_id(&ours.to_string()));
     }
 
-    /// The client's answer to a server's request: back to the server under its own id.
+    /// Asks the client (a 2025 session) a request of moniker's own: its answer, or `None` when
+    /// it does not answer within `timeout` or goes away.
+    pub(crate) async fn ask(
+        &self,
+        method: &str,
+        params: Option<&str>,
+        timeout: std::time::Duration,
+    ) -> Option<Message> {
+        let ours = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        lock(&self.asks).insert(ours, tx);
+        self.send(Message::request(&ours.to_string(), method, params));
+        let answer = tokio::time::timeout(timeout, rx)
+            .await
+            .ok()
+            .and_then(Result::ok);
+        lock(&self.asks).remove(&ours);
+        answer
+    }
+
+    /// The client's answer to a server's request: back to the server under its own id (or to
+    /// moniker, for one of its own).
     pub(crate) fn answer_server(&self, response: &Message) {
         let Some(ours) = response.our_id() else {
             return;
         };
+        if let Some(waiter) = lock(&self.asks).remove(&ours) {
+            let _ = waiter.send(response.clone());
+            return;
+        }
         let Some(outgoing) = lock(&self.outgoing).remove(&ours) else {
             return;
         };

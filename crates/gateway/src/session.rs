@@ -62,6 +62,9 @@ pub struct Session {
     /// (not its address): a rebuilt view is another view.
     equipped: Mutex<Option<(Arc<View>, Arc<Toolset>)>>,
     protocol_version: OnceLock<String>,
+    /// A 2025 client's capabilities, as it said in `initialize` (raw JSON): a 2026-07-28
+    /// server is told them with each call, since moniker asks the client for it.
+    client_capabilities: OnceLock<String>,
 }
 
 type Reply = Option<Message>;
@@ -112,6 +115,7 @@ impl Session {
             warned: Mutex::new(std::collections::BTreeSet::new()),
             equipped: Mutex::new(None),
             protocol_version: OnceLock::new(),
+            client_capabilities: OnceLock::new(),
         })
     }
 
@@ -271,6 +275,13 @@ impl Session {
             _ => PROTOCOL_VERSIONS[PROTOCOL_VERSIONS.len() - 1].to_owned(),
         };
         let _ = self.protocol_version.set(version.clone());
+        let capabilities = request
+            .params()
+            .and_then(message::fields)
+            .and_then(|f| f.get("capabilities").map(|c| c.get().to_owned()));
+        if let Some(capabilities) = capabilities {
+            let _ = self.client_capabilities.set(capabilities);
+        }
         let result = format!(
             r#"{{"protocolVersion":{},"capabilities":{{{}}},"serverInfo":{{"name":"moniker","version":"{}"}}}}"#,
             message::string(&version),

@@ -238,9 +238,13 @@ impl Session {
         };
         let span = tracing::debug_span!("call", tool = %exposed.name, requested = %name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name);
         let started = std::time::Instant::now();
+        let rewritten = self.for_server(&origin.server, rewritten);
         let (reply, outcome) = self
             .forward_call(request, &origin.server, method, rewritten.as_deref())
             .instrument(span)
+            .await;
+        let reply = self
+            .input_for_server(request, &origin.server, method, rewritten.as_deref(), reply)
             .await;
         // A call run as a task answers with the task: its id names the server.
         let as_task = request

@@ -15,7 +15,9 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Answers, Reply, Session};
+use moniker_surface::ServerId;
+
+use super::{Answers, Reply, Session, id_of};
 use crate::hub::Peer;
 use crate::message::{self, Message};
 
@@ -194,6 +196,116 @@ impl Session {
             }
         }
     }
+}
+
+/// The most rounds of input one call of a 2025 client may take.
+const MAX_ROUNDS: usize = 16;
+
+impl Session {
+    /// The params of a call of this session to `server`, as that server must have them: a
+    /// 2026-07-28 server is told the capabilities of a 2025 client (moniker asks that client
+    /// for what the server needs).
+    pub(super) fn for_server(&self, server: &ServerId, params: Option<String>) -> Option<String> {
+        let (Some(params), Some(capabilities)) =
+            (params.as_deref(), self.client_capabilities.get())
+        else {
+            return params;
+        };
+        if !self
+            .gateway
+            .connection(server)
+            .is_some_and(|c| c.is_modern())
+        {
+            return Some(params.to_owned());
+        }
+        let entry = [(super::modern::CAPABILITIES_META, capabilities.as_str())];
+        let meta = message::fields(params)
+            .and_then(|f| {
+                f.get("_meta")
+                    .and_then(|m| message::with_fields(m.get(), &entry))
+            })
+            .unwrap_or_else(|| message::object(entry));
+        message::with_fields(params, &[("_meta", &meta)]).or(Some(params.to_owned()))
+    }
+
+    /// A 2026-07-28 server's `input_required` result for a 2025 client: each of its input
+    /// requests is asked of the client, as a server's own request would be, and the call is
+    /// sent again with the answers and the server's `requestState`, until it has a result.
+    /// Any other reply, or one for a 2026-07-28 client (which gets it as it is), passes.
+    pub(super) async fn input_for_server(
+        self: &Arc<Self>,
+        request: &Message,
+        server: &ServerId,
+        method: &str,
+        params: Option<&str>,
+        mut reply: Reply,
+    ) -> Reply {
+        if self.client_capabilities.get().is_none() {
+            return reply;
+        }
+        let timeout = self.gateway.settings.config.call_timeout;
+        for _ in 0..MAX_ROUNDS {
+            let Some(asked) = reply.as_ref().and_then(input_required_of) else {
+                return reply;
+            };
+            let mut responses: Vec<String> = Vec::with_capacity(asked.requests.len());
+            for (key, method, params) in &asked.requests {
+                let answer = self.peer.ask(method, params.as_deref(), timeout).await;
+                let Some(result) = answer.as_ref().and_then(|a| a.result_text()) else {
+                    let why = answer
+                        .as_ref()
+                        .and_then(|a| a.error_text().map(str::to_owned))
+                        .unwrap_or_else(|| "no answer".to_owned());
+                    let text = format!("the client did not answer the server's {method}: {why}");
+                    return Some(Message::result(
+                        id_of(request),
+                        &crate::errors::tool_error(&text),
+                    ));
+                };
+                responses.push(format!("{}:{result}", message::string(key)));
+            }
+            let inputs = format!("{{{}}}", responses.join(","));
+            let state = message::string(&asked.state);
+            let retried = params.and_then(|p| {
+                message::with_fields(p, &[("inputResponses", &inputs), ("requestState", &state)])
+            });
+            reply = self
+                .forward_call(request, server, method, retried.as_deref())
+                .await
+                .0;
+        }
+        reply
+    }
+}
+
+/// An `input_required` result: its requests (key, method, params) and its state.
+struct Asked {
+    requests: Vec<(String, String, Option<String>)>,
+    state: String,
+}
+
+fn input_required_of(reply: &Message) -> Option<Asked> {
+    let result = reply.result_text()?;
+    if !result.contains("input_required") {
+        return None;
+    }
+    let fields = message::fields(result)?;
+    if message::str_field(&fields, "resultType").as_deref() != Some("input_required") {
+        return None;
+    }
+    let state = message::str_field(&fields, "requestState")?.into_owned();
+    let requests = message::fields(fields.get("inputRequests")?.get())?
+        .iter()
+        .filter_map(|(key, asked)| {
+            let asked = message::fields(asked.get())?;
+            Some((
+                key.to_string(),
+                message::str_field(&asked, "method")?.into_owned(),
+                asked.get("params").map(|p| p.get().to_owned()),
+            ))
+        })
+        .collect();
+    Some(Asked { requests, state })
 }
 
 /// The `input_required` result: the server's requests by moniker's ids, and the state.
