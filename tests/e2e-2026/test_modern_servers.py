@@ -57,6 +57,9 @@ tools:
 actions:
   regional:
     tools: {{ lookup: modern_region, add: modern_add }}
+toolsets:
+  mixed:
+    tools: [regional, shout, echo]
 """
     )
     return path
@@ -245,3 +248,27 @@ def test_a_server_that_refuses_the_handshake_is_spoken_to_in_2026(tmp_path: Path
                 assert json.loads(text_of(looked))["header"] == "eu-north", looked
 
     anyio.run(run)
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_a_toolset_by_url_over_both_eras(config: Path, tmp_path: Path, mode: str) -> None:
+    """`/mcp/mixed`: an action tool of the modern server, an alias of one of its tools and a
+    tool of server-everything; nothing else is listed or callable."""
+    from mcp.shared.exceptions import MCPError
+
+    with serving_http(config, tmp_path / "serve.log") as (url, _, _):
+
+        async def run() -> None:
+            with anyio.fail_after(30):
+                async with Client(f"{url}/mixed", mode=mode) as client:
+                    tools = {t.name for t in (await client.list_tools()).tools}
+                    assert tools == {"regional", "modern_echo", "echo"}, tools
+                    echoed = await client.call_tool("shout", {"text": "set"})
+                    assert text_of(echoed) == "modern:set", echoed
+                    looked = await client.call_tool("regional", {"action": "lookup", "region": "us-east", "item": "y"})
+                    assert json.loads(text_of(looked))["header"] == "us-east", looked
+                    with pytest.raises(MCPError) as outside:
+                        await client.call_tool("local_modern_echo", {"text": "no"})
+                    assert outside.value.error.code == -32004, outside.value
+
+        anyio.run(run)

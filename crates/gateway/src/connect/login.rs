@@ -8,7 +8,7 @@ use std::time::Duration;
 use moniker_surface::ServerId;
 use reqwest::Url;
 
-use super::{Connection, ServerSpec, Sink, handshake, start};
+use super::{Connection, HandshakeError, ServerSpec, Sink, handshake, start};
 use crate::auth::{Authorizer, Browser, Store};
 use crate::message::Message;
 
@@ -97,14 +97,24 @@ pub async fn login(
     }
 }
 
-/// Connects and lists the tools: how many.
+/// Connects and lists the tools: how many. A server that refuses the 2025 handshake for
+/// 2026-07-28 is connected to again in that.
 async fn probe(server: &ServerId, spec: &ServerSpec, timeout: Duration) -> Result<usize, String> {
-    let started = start(server, spec, None, Arc::new(Ignore), usize::MAX, timeout).await?;
-    let conn = started.conn;
-    let listed = handshake(&conn, timeout).await;
-    conn.close();
-    drop(conn);
-    listed.map(|l| l.tools.len()).map_err(|e| e.to_string())
+    let mut modern = false;
+    loop {
+        let started = start(server, spec, None, Arc::new(Ignore), usize::MAX, timeout).await?;
+        let conn = started.conn;
+        if modern {
+            conn.speak_modern();
+        }
+        let listed = handshake(&conn, timeout).await;
+        conn.close();
+        drop(conn);
+        match listed {
+            Err(HandshakeError::SpeaksModern) if !modern => modern = true,
+            listed => return listed.map(|l| l.tools.len()).map_err(|e| e.to_string()),
+        }
+    }
 }
 
 /// What the server sends on its own during a login is not for anyone.
