@@ -13,7 +13,8 @@ UNSUPPORTED_PROTOCOL_VERSION (-32022) naming the supported versions (["2026-07-2
 2026 server gives to a legacy handshake, which an `auto` client reads as "modern only". Handshake-
 era notifications are dropped.
 
-Tools: modern_echo, modern_add, modern_grow (adds modern_grown and says the tool list changed), modern_region (its `region` argument carries
+Tools: modern_echo, modern_add, modern_grow (adds modern_grown and says the tool list changed), modern_touch (says
+modern://hello was updated), modern_region (its `region` argument carries
 `x-mcp-header: Region`, so 2026 HTTP clients mirror it into an `Mcp-Param-Region` header; the tool
 reports the header it saw), modern_ask (elicitation the 2026 way: an InputRequiredResult, through
 the SDK's `Resolve`/`Elicit` resolvers). Prompt: modern_prompt. Resource: modern://hello.
@@ -104,6 +105,13 @@ async def modern_grow(ctx: Context) -> str:
         mcp.add_tool(modern_grown, structured_output=False)
     await ctx.notify_tools_changed()
     return "grew"
+
+
+@mcp.tool(structured_output=False)
+async def modern_touch(ctx: Context) -> str:
+    """Say that the resource modern://hello was updated (to its listeners that follow it)."""
+    await ctx.notify_resource_updated("modern://hello")
+    return "touched"
 
 
 @mcp.tool(structured_output=False)

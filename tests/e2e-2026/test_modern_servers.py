@@ -272,3 +272,62 @@ def test_a_toolset_by_url_over_both_eras(config: Path, tmp_path: Path, mode: str
                     assert outside.value.error.code == -32004, outside.value
 
         anyio.run(run)
+
+
+async def follow_the_modern_resource(client: Client) -> None:
+    """A resource of the 2026-07-28 server: there is no resources/subscribe in that era, so
+    moniker follows it on its own `subscriptions/listen` to the server for as long as a client
+    of its follows it."""
+    from mcp.shared.subscriptions import ResourceUpdated
+
+    uri = "modern://hello"
+    async with client.listen(resource_subscriptions=[uri]) as subscription:
+        assert list(subscription.honored.resource_subscriptions or []) == [uri], subscription.honored
+        with anyio.fail_after(15):
+            # The server's listen is opened again with the resource: touch until it is heard.
+            while True:
+                await client.call_tool("modern_touch", {})
+                with anyio.move_on_after(0.5):
+                    event = await subscription.__anext__()
+                    assert isinstance(event, ResourceUpdated) and event.uri == uri, event
+                    break
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_modern_servers_resource_followed(config: Path, tmp_path: Path, transport: str) -> None:
+    async def run(target) -> None:
+        with anyio.fail_after(60):
+            async with Client(target, mode="2026-07-28") as client:
+                await follow_the_modern_resource(client)
+
+    if transport == "stdio":
+        anyio.run(run, StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)]))
+    else:
+        with serving_http(config, tmp_path / "serve.log") as (url, _, _):
+            anyio.run(run, url)
+
+
+def test_a_2025_client_subscribes_to_a_modern_servers_resource(config: Path) -> None:
+    """`resources/subscribe` from a 2025 client to a resource of the 2026-07-28 server: moniker
+    follows it on its listen to the server, and the updates reach the client as
+    `notifications/resources/updated`."""
+    import mcp_types as types
+
+    updated = anyio.Event()
+
+    async def on_message(message) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ResourceUpdatedNotification) and str(root.params.uri) == "modern://hello":
+            updated.set()
+
+    async def run() -> None:
+        with anyio.fail_after(30):
+            params = StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)])
+            async with Client(params, mode="legacy", message_handler=on_message) as client:
+                await client.subscribe_resource("modern://hello")
+                while not updated.is_set():
+                    await client.call_tool("modern_touch", {})
+                    with anyio.move_on_after(0.5):
+                        await updated.wait()
+
+    anyio.run(run)

@@ -132,6 +132,11 @@ pub struct Connection {
     header_params: Mutex<HashMap<String, Vec<(String, String)>>>,
     /// The id of moniker's open `subscriptions/listen` on a modern server: not a call.
     listening: Mutex<Option<u64>>,
+    /// The resources moniker follows on a modern server (its listen's
+    /// `resourceSubscriptions`), with how many of moniker's clients follow each.
+    follows: Mutex<std::collections::BTreeMap<String, usize>>,
+    /// Fires when the followed resources changed.
+    refollow: tokio::sync::Notify,
     /// The smallest `ttlMs` of the server's last tools and prompts listing (`None`: it gave
     /// none, as a 2025 server does).
     list_ttl: Mutex<Option<u64>>,
@@ -157,6 +162,8 @@ impl Connection {
             modern: AtomicBool::new(false),
             header_params: Mutex::new(HashMap::new()),
             listening: Mutex::new(None),
+            follows: Mutex::new(std::collections::BTreeMap::new()),
+            refollow: tokio::sync::Notify::new(),
             list_ttl: Mutex::new(None),
         }
     }
@@ -167,16 +174,32 @@ impl Connection {
     }
 
     /// Keeps a `subscriptions/listen` open on a modern server for as long as the connection
-    /// lives (opened again when the server ends it): its list changes and resource updates
-    /// reach the sink as a 2025 server's notifications would.
+    /// lives (opened again when the server ends it, and when the resources moniker follows
+    /// change): its list changes and resource updates reach the sink as a 2025 server's
+    /// notifications would.
     pub async fn listen(self: Arc<Self>) {
-        const FILTER: &str = r#"{"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true}}"#;
         while !self.is_closed() {
-            let Ok((id, rx)) = self.start("subscriptions/listen", Some(FILTER)) else {
+            let uris: Vec<String> = lock(&self.follows)
+                .keys()
+                .map(|u| message::string(u))
+                .collect();
+            let filter = format!(
+                r#"{{"notifications":{{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true,"resourceSubscriptions":[{}]}}}}"#,
+                uris.join(",")
+            );
+            let Ok((id, rx)) = self.start("subscriptions/listen", Some(&filter)) else {
                 return;
             };
             *lock(&self.listening) = Some(id);
-            let ended = rx.await;
+            let ended = tokio::select! {
+                ended = rx => ended,
+                () = self.refollow.notified() => {
+                    // Followed resources changed: this stream ends, a new one follows them.
+                    *lock(&self.listening) = None;
+                    self.cancel(id, "the followed resources changed");
+                    continue;
+                }
+            };
             *lock(&self.listening) = None;
             match ended {
                 Ok(response) if response.error_text().is_some() => {
@@ -189,6 +212,29 @@ impl Connection {
                 Err(_) => return,
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Follows (or stops following) resource `uri` on a modern server, for one more (or one
+    /// fewer) of moniker's clients: the server's listen is opened again when the set changes.
+    pub fn follow(&self, uri: &str, on: bool) {
+        let changed = {
+            let mut follows = lock(&self.follows);
+            let count = follows.entry(uri.to_owned()).or_insert(0);
+            if on {
+                *count += 1;
+                *count == 1
+            } else {
+                *count = count.saturating_sub(1);
+                let gone = *count == 0;
+                if gone {
+                    follows.remove(uri);
+                }
+                gone
+            }
+        };
+        if changed {
+            self.refollow.notify_one();
         }
     }
 

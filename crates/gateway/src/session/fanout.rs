@@ -78,7 +78,8 @@ impl Session {
     }
 
     /// Resource requests go to each server with resources until one answers without an
-    /// error (with one server, its answer whatever it is).
+    /// error (with one server, its answer whatever it is). A subscription goes to every one
+    /// of them: a server may accept one for a URI it does not serve.
     pub(super) async fn by_uri(self: &Arc<Self>, request: &Message) -> Reply {
         let id = id_of(request);
         let method = request.method().unwrap_or_default();
@@ -86,19 +87,15 @@ impl Session {
             return Some(Refusal::invalid_params("missing `uri`").answer(id));
         };
         let servers = self.reaching(|info| info.has_resources, &uri);
+        if matches!(method, "resources/subscribe" | "resources/unsubscribe") {
+            return self.subscription(request, &servers, &uri).await;
+        }
         let mut last = None;
         for server in &servers {
             let reply = self
                 .forward(request, server, method, request.params())
                 .await;
             let ok = reply.as_ref().is_some_and(|r| !is_error(r));
-            if ok {
-                match method {
-                    "resources/subscribe" => self.peer.subscribe(server, &uri, true),
-                    "resources/unsubscribe" => self.peer.subscribe(server, &uri, false),
-                    _ => {}
-                }
-            }
             match reply {
                 Some(_) if ok || servers.len() == 1 => return reply,
                 None => return None,
@@ -106,6 +103,48 @@ impl Session {
             }
         }
         last.or_else(|| Some(Refusal::ResourceNotFound(uri).answer(id)))
+    }
+
+    /// `resources/subscribe` or `unsubscribe` at every server that may serve `uri` (a
+    /// 2026-07-28 one has no such request: moniker's listen to it follows the resource); the
+    /// first success is the answer, else the last refusal.
+    async fn subscription(
+        self: &Arc<Self>,
+        request: &Message,
+        servers: &[ServerId],
+        uri: &str,
+    ) -> Reply {
+        let id = id_of(request);
+        let method = request.method().unwrap_or_default();
+        let on = method == "resources/subscribe";
+        let mut answer: Reply = None;
+        let mut last = None;
+        for server in servers {
+            let modern = self.gateway.connection(server).filter(|c| c.is_modern());
+            let reply = match modern {
+                Some(conn) => {
+                    if on != self.peer.subscribed(server, uri) {
+                        conn.follow(uri, on);
+                    }
+                    Some(Message::result(id, "{}"))
+                }
+                None => {
+                    self.forward(request, server, method, request.params())
+                        .await
+                }
+            };
+            match reply {
+                Some(reply) if !is_error(&reply) => {
+                    self.peer.subscribe(server, uri, on);
+                    answer.get_or_insert(reply);
+                }
+                Some(reply) => last = Some(reply),
+                None => return None,
+            }
+        }
+        answer
+            .or(last)
+            .or_else(|| Some(Refusal::ResourceNotFound(uri.to_owned()).answer(id)))
     }
 
     /// Subscribes to each of `uris` at the servers that serve it (and that the session
@@ -118,6 +157,13 @@ impl Session {
                 let Some(conn) = self.gateway.connection(&server) else {
                     continue;
                 };
+                if conn.is_modern() {
+                    // 2026-07-28 has no resources/subscribe: moniker's listen follows it.
+                    conn.follow(uri, true);
+                    self.peer.subscribe(&server, uri, true);
+                    subscribed.push((server, uri.clone()));
+                    continue;
+                }
                 let params = format!(r#"{{"uri":{}}}"#, message::string(uri));
                 match conn
                     .call("resources/subscribe", Some(&params), timeout)
@@ -144,6 +190,10 @@ impl Session {
     pub(super) fn unsubscribe_all(&self, subscribed: Vec<(ServerId, String)>) {
         for (server, uri) in subscribed {
             self.peer.subscribe(&server, &uri, false);
+            if let Some(conn) = self.gateway.connection(&server).filter(|c| c.is_modern()) {
+                conn.follow(&uri, false);
+                continue;
+            }
             let others = self
                 .gateway
                 .hub
