@@ -176,18 +176,24 @@ async def follow_a_resource(client: Client) -> None:
     await client.call_tool("toggle-subscriber-updates", {})
 
 
-@pytest.mark.parametrize("transport", ["stdio", "http"])
-def test_a_resource_followed_through_listen(config: Path, tmp_path: Path, transport: str) -> None:
+def through(config: Path, tmp_path: Path, transport: str, work) -> None:
+    """`work(client)` with a 2026-07-28 client of moniker over `transport`."""
+
     async def run(target) -> None:
         with anyio.fail_after(60):
             async with Client(target, mode="2026-07-28") as client:
-                await follow_a_resource(client)
+                await work(client)
 
     if transport == "stdio":
         anyio.run(run, StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)]))
     else:
         with serving_http(config, tmp_path / "serve.log") as (url, _, _):
             anyio.run(run, url)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_resource_followed_through_listen(config: Path, tmp_path: Path, transport: str) -> None:
+    through(config, tmp_path, transport, follow_a_resource)
 
 
 def test_lists_may_be_cached_as_long_as_every_server_says(tmp_path: Path) -> None:
@@ -295,16 +301,7 @@ async def follow_the_modern_resource(client: Client) -> None:
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_a_modern_servers_resource_followed(config: Path, tmp_path: Path, transport: str) -> None:
-    async def run(target) -> None:
-        with anyio.fail_after(60):
-            async with Client(target, mode="2026-07-28") as client:
-                await follow_the_modern_resource(client)
-
-    if transport == "stdio":
-        anyio.run(run, StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)]))
-    else:
-        with serving_http(config, tmp_path / "serve.log") as (url, _, _):
-            anyio.run(run, url)
+    through(config, tmp_path, transport, follow_the_modern_resource)
 
 
 def test_a_2025_client_subscribes_to_a_modern_servers_resource(config: Path) -> None:
