@@ -277,3 +277,32 @@ def test_concurrent_calls_each_get_their_own_servers_input_requests(tmp_path: Pa
     assert set(results) == {"one_fixture_sample", "two_fixture_sample"}, results
     assert all("answer" in text for text in results.values()), results
     assert len(asked) == 2, asked
+
+
+def test_a_2025_server_asking_twice_in_one_call(sampling_config: Path, tmp_path: Path) -> None:
+    """Two rounds of input in one call: the server asks again after the first answer, and the
+    2026-07-28 client gets a second input-required result for the same call."""
+    import mcp_types as types
+
+    asked: list[str] = []
+
+    async def sampling(context, params) -> types.CreateMessageResult:
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=f"round {len(asked)}"),
+            model="test-model",
+            stop_reason="endTurn",
+        )
+
+    async def run(target) -> None:
+        with anyio.fail_after(30):
+            async with Client(target, mode="2026-07-28", sampling_callback=sampling) as client:
+                result = await client.call_tool("fixture_sample", {"rounds": 2})
+                assert not result.is_error, result
+                assert text_of(result).count('"text":"round ') == 2, result
+
+    anyio.run(run, StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(sampling_config)]))
+    with serving_http(sampling_config, tmp_path / "serve.log") as (url, _, _):
+        anyio.run(run, url)
+    assert len(asked) == 4, asked

@@ -198,6 +198,9 @@ pub struct Gateway {
     lock: Mutex<Option<LockWatch>>,
     /// 2026-07-28 calls waiting for their client's input, by their `requestState`.
     parked: Mutex<std::collections::HashMap<String, crate::session::Parked>>,
+    /// Tasks clients started, by the id moniker gave them: the toolset they were started
+    /// under (`None`: none). Only a request under the same toolset reaches a task.
+    pub(crate) tasks: Mutex<crate::session::tasks::Owners>,
     state: Mutex<State>,
     view: ArcSwap<View>,
     /// The clients, as peers, and the progress tokens in flight.
@@ -241,6 +244,7 @@ impl Gateway {
             http: ArcSwap::from_pointee(moniker_config::HttpConfig::default()),
             lock: Mutex::new(None),
             parked: Mutex::new(std::collections::HashMap::new()),
+            tasks: Mutex::new(crate::session::tasks::Owners::default()),
             state: Mutex::new(State::default()),
             view: ArcSwap::from_pointee(View::new(Surface::default(), BTreeSet::new(), false)),
             hub: Hub::default(),
@@ -392,18 +396,8 @@ impl Gateway {
     /// Keeps a call that waits for its client's input under `state`; calls parked longer than
     /// the call timeout are given up, and the oldest when there are too many.
     pub(crate) fn park(&self, state: String, call: crate::session::Parked) {
-        let limit = self.settings.config.call_timeout;
         let mut parked = lock(&self.parked);
-        let expired: Vec<String> = parked
-            .iter()
-            .filter(|(_, p)| p.at.elapsed() > limit)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in expired {
-            if let Some(p) = parked.remove(&key) {
-                p.abandon();
-            }
-        }
+        self.expire_parked(&mut parked);
         if parked.len() >= crate::session::MAX_PARKED {
             let oldest = parked
                 .iter()
@@ -416,9 +410,29 @@ impl Gateway {
         parked.insert(state, call);
     }
 
-    /// The call parked under `state`, taken out.
+    /// Gives up the calls parked longer than the call timeout.
+    fn expire_parked(
+        &self,
+        parked: &mut std::collections::HashMap<String, crate::session::Parked>,
+    ) {
+        let limit = self.settings.config.call_timeout;
+        let expired: Vec<String> = parked
+            .iter()
+            .filter(|(_, p)| p.at.elapsed() > limit)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in expired {
+            if let Some(p) = parked.remove(&key) {
+                p.abandon();
+            }
+        }
+    }
+
+    /// The call parked under `state`, taken out (calls parked too long are given up first).
     pub(crate) fn take_parked(&self, state: &str) -> Option<crate::session::Parked> {
-        lock(&self.parked).remove(state)
+        let mut parked = lock(&self.parked);
+        self.expire_parked(&mut parked);
+        parked.remove(state)
     }
 
     /// The HTTP transport's settings now.
@@ -730,10 +744,23 @@ impl Gateway {
                 }
             }
             _ => {
-                let named = (method == "notifications/tasks/status")
-                    .then(|| crate::session::tasks::named_notification(&message, &conn.server))
-                    .flatten();
-                let message = named.as_ref().unwrap_or(&message);
+                if method == "notifications/tasks/status" {
+                    // Only to the clients of the toolset the task was started under.
+                    let named = crate::session::tasks::named_notification(
+                        &message,
+                        &conn.server,
+                        &lock(&self.tasks),
+                    );
+                    if let Some((message, toolset)) = named {
+                        for peer in self.hub.peers() {
+                            if peer.toolset() == toolset {
+                                peer.send_if_ready(message.clone());
+                            }
+                        }
+                    }
+                    return;
+                }
+                let message = &message;
                 for peer in self.recipients(conn, method, message) {
                     peer.deliver(message.clone());
                 }

@@ -214,14 +214,19 @@ impl Peer {
         lock(&self.inputs).insert(call.to_owned(), to);
     }
 
-    /// The call is parked: its server stays this peer's.
+    /// The call is parked: its server stays this peer's (a call parked again keeps the
+    /// server it had: its client's request was answered, it is no longer in flight).
     pub(crate) fn park(&self, call: &str) {
-        let servers: Vec<ServerId> = lock(&self.in_flight)
+        let server = lock(&self.in_flight)
             .get(call)
-            .and_then(|f| f.server.clone())
-            .into_iter()
-            .collect();
-        lock(&self.parked).insert(call.to_owned(), servers);
+            .and_then(|f| f.server.clone());
+        let mut parked = lock(&self.parked);
+        let servers = parked.entry(call.to_owned()).or_default();
+        if let Some(server) = server {
+            if !servers.contains(&server) {
+                servers.push(server);
+            }
+        }
     }
 
     /// The call is over (or given up): its server's requests go to the client again.
@@ -240,12 +245,19 @@ impl Peer {
                 server_id: request.id().unwrap_or("null").to_owned(),
             },
         );
-        // The call on that server, when it is a 2026-07-28 call, asks its client itself.
-        let calls: Vec<String> = lock(&self.in_flight)
+        // The call on that server, when it is a 2026-07-28 call, asks its client itself: a
+        // call in flight, or one parked while its client answers an earlier round.
+        let mut calls: Vec<String> = lock(&self.in_flight)
             .iter()
             .filter(|(_, f)| f.server.as_ref() == Some(&conn.server))
             .map(|(call, _)| call.clone())
             .collect();
+        calls.extend(
+            lock(&self.parked)
+                .iter()
+                .filter(|(_, servers)| servers.contains(&conn.server))
+                .map(|(call, _)| call.clone()),
+        );
         let inputs = {
             let inputs = lock(&self.inputs);
             calls.iter().find_map(|call| inputs.get(call).cloned())

@@ -170,7 +170,10 @@ impl Session {
             modern::Envelope::None => self.request(request, answers).await,
             modern::Envelope::Refused(answer) => Some(answer),
             modern::Envelope::Modern => {
-                self.peer.speaks_modern();
+                if self.protocol_version().is_none() {
+                    // A 2025 session that sends one enveloped request still takes requests.
+                    self.peer.speaks_modern();
+                }
                 let method = request.method().unwrap_or_default();
                 let private = lock(&self.toolset).is_some();
                 let reply = if matches!(method, "tools/call" | "prompts/get" | "resources/read") {

@@ -247,12 +247,13 @@ impl Session {
             .input_for_server(request, &origin.server, method, rewritten.as_deref(), reply)
             .await;
         // A call run as a task answers with the task: its id names the server.
-        let as_task = request
-            .params()
-            .and_then(crate::message::fields)
-            .is_some_and(|f| f.contains_key("task"));
+        let as_task = request.params().is_some_and(|p| p.contains("\"task\""))
+            && request
+                .params()
+                .and_then(crate::message::fields)
+                .is_some_and(|f| f.contains_key("task"));
         let reply = match reply {
-            Some(reply) if as_task => Some(super::tasks::named_reply(reply, &origin.server)),
+            Some(reply) if as_task => Some(self.started_task(reply, &origin.server)),
             reply => reply,
         };
         self.gateway.metrics.call(

@@ -163,6 +163,16 @@ impl Session {
             tokio::select! {
                 done = &mut task => {
                     peer.unpark(&call);
+                    // A request that came for this call meanwhile (or was taken for it) is
+                    // answered to its server, never left waiting.
+                    while let Ok((ours, request)) = inputs.try_recv() {
+                        let method = request.method().unwrap_or_default();
+                        peer.answer_server(&Message::error(
+                            Some(&ours.to_string()),
+                            message::METHOD_NOT_FOUND,
+                            &format!("the call that {method} was for is over"),
+                        ));
+                    }
                     return done.ok().flatten().map(|reply| reply.with_id(id));
                 }
                 Some(first) = inputs.recv() => {

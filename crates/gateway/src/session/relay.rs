@@ -73,12 +73,14 @@ impl Session {
         }
         let timeout = self.gateway.settings.config.call_timeout;
         let answer = tokio::time::timeout(timeout, rx).await;
-        let cancelled = {
-            let mut in_flight = lock(&self.peer.in_flight);
-            let flight = in_flight.entry(id.to_owned()).or_default();
-            flight.server = None;
-            flight.cancelled
-        };
+        // The entry may be gone: the call's client was answered already (an input-required
+        // result) while its server still worked.
+        let cancelled = lock(&self.peer.in_flight)
+            .get_mut(id)
+            .is_some_and(|flight| {
+                flight.server = None;
+                flight.cancelled
+            });
         match answer {
             _ if cancelled => (None, Outcome::Cancelled),
             Ok(Ok(response)) => relay(id, &response),

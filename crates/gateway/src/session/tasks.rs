@@ -3,6 +3,7 @@
 //! `tasks/result` and `tasks/cancel` find their server with no session (any replica, any
 //! era); `tasks/list` gathers every server's. Server ids have no `/`.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use moniker_surface::ServerId;
@@ -10,6 +11,47 @@ use moniker_surface::ServerId;
 use super::{Reply, Session, id_of};
 use crate::errors::Refusal;
 use crate::message::{self, Message};
+use crate::sync::lock;
+
+/// The tasks moniker remembers, at most; the oldest are forgotten first (their ids stop
+/// resolving).
+const MAX_TASKS: usize = 10_000;
+
+/// Who may reach each task: the toolset it was started under.
+#[derive(Default)]
+pub(crate) struct Owners {
+    by_id: HashMap<String, Option<String>>,
+    order: VecDeque<String>,
+}
+
+impl Owners {
+    fn insert(&mut self, id: String, toolset: Option<String>) {
+        if self.by_id.insert(id.clone(), toolset).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > MAX_TASKS {
+            if let Some(old) = self.order.pop_front() {
+                self.by_id.remove(&old);
+            }
+        }
+    }
+
+    /// The toolset of task `id`, when moniker knows the task.
+    pub(crate) fn of(&self, id: &str) -> Option<&Option<String>> {
+        self.by_id.get(id)
+    }
+}
+
+/// The named id of the task a result holds or is.
+fn task_id_of(result: &str) -> Option<String> {
+    let fields = message::fields(result)?;
+    match fields.get("task") {
+        Some(task) => {
+            message::str_field(&message::fields(task.get())?, "taskId").map(|t| t.into_owned())
+        }
+        None => message::str_field(&fields, "taskId").map(|t| t.into_owned()),
+    }
+}
 
 /// The id a client knows a server's task by.
 fn namespaced(server: &ServerId, id: &str) -> String {
@@ -46,15 +88,42 @@ pub(crate) fn named_reply(reply: Message, server: &ServerId) -> Message {
     }
 }
 
-/// A server's `notifications/tasks/status` (its params a task) with the task's id named.
-pub(crate) fn named_notification(message: &Message, server: &ServerId) -> Option<Message> {
+/// A server's `notifications/tasks/status` (its params a task) with the task's id named, and
+/// the toolset of the task (`None` inside: started without one); `None` for a task moniker
+/// does not know: nobody hears of it.
+pub(crate) fn named_notification(
+    message: &Message,
+    server: &ServerId,
+    owners: &Owners,
+) -> Option<(Message, Option<String>)> {
     let params = named_task(message.params()?, server)?;
-    Some(Message::notification(message.method()?, Some(&params)))
+    let toolset = owners.of(&task_id_of(&params)?)?.clone();
+    Some((
+        Message::notification(message.method()?, Some(&params)),
+        toolset,
+    ))
 }
 
 impl Session {
+    /// A call run as a task answered `reply`: its id named, and the task remembered as this
+    /// session's toolset's.
+    pub(super) fn started_task(&self, reply: Message, server: &ServerId) -> Message {
+        let reply = named_reply(reply, server);
+        if let Some(id) = reply.result_text().and_then(task_id_of) {
+            let toolset = lock(&self.toolset).clone();
+            lock(&self.gateway.tasks).insert(id, toolset);
+        }
+        reply
+    }
+
+    /// Whether this session may reach task `id`: it was started under the same toolset.
+    fn owns_task(&self, id: &str) -> bool {
+        let toolset = lock(&self.toolset).clone();
+        lock(&self.gateway.tasks).of(id) == Some(&toolset)
+    }
+
     /// `tasks/get`, `tasks/result`, `tasks/cancel`: to the server the task id names, with the
-    /// server's own id.
+    /// server's own id; only for a task started under the session's toolset.
     pub(super) async fn task(self: &Arc<Self>, request: &Message) -> Reply {
         let id = id_of(request);
         let method = request.method().unwrap_or_default();
@@ -67,7 +136,9 @@ impl Session {
         let target = named
             .split_once('/')
             .and_then(|(server, task)| Some((server.parse::<ServerId>().ok()?, task)));
-        let Some((server, task)) = target.filter(|(s, _)| self.gateway.connection(s).is_some())
+        let reachable = self.owns_task(&named);
+        let Some((server, task)) =
+            target.filter(|(s, _)| reachable && self.gateway.connection(s).is_some())
         else {
             return Some(Refusal::invalid_params(format!("unknown task `{named}`")).answer(id));
         };
@@ -85,7 +156,8 @@ impl Session {
         }
     }
 
-    /// `tasks/list`: every server's tasks (their first page), ids named.
+    /// `tasks/list`: every server's tasks (their first page), ids named, that were started
+    /// under the session's toolset.
     pub(super) async fn list_tasks(&self, id: &str) -> Message {
         let mut tasks: Vec<String> = Vec::new();
         for (conn, info) in self.gateway.connections() {
@@ -96,7 +168,8 @@ impl Session {
             match crate::connect::list_all(&conn, "tasks/list", "tasks", timeout).await {
                 Ok(list) => tasks.extend(
                     list.iter()
-                        .filter_map(|task| named_task(task.get(), &conn.server)),
+                        .filter_map(|task| named_task(task.get(), &conn.server))
+                        .filter(|task| task_id_of(task).is_some_and(|id| self.owns_task(&id))),
                 ),
                 Err(e) => tracing::warn!(server = %conn.server, error = %e, "tasks/list failed"),
             }
