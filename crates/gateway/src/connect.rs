@@ -128,8 +128,9 @@ pub struct Connection {
     init: OnceLock<InitInfo>,
     /// The server speaks 2026-07-28: every request carries the envelope.
     modern: AtomicBool,
-    /// A modern server's tools' `x-mcp-header` parameters: tool to (parameter, header name).
-    header_params: Mutex<HashMap<String, Vec<(String, String)>>>,
+    /// A modern server's tools' `x-mcp-header` parameters: tool to (the parameter's path
+    /// through `properties`, header name).
+    header_params: Mutex<HashMap<String, Vec<HeaderParam>>>,
     /// The id of moniker's open `subscriptions/listen` on a modern server: not a call.
     listening: Mutex<Option<u64>>,
     /// The resources moniker follows on a modern server (its listen's
@@ -174,10 +175,14 @@ impl Connection {
     }
 
     /// Keeps a `subscriptions/listen` open on a modern server for as long as the connection
-    /// lives (opened again when the server ends it, and when the resources moniker follows
-    /// change): its list changes and resource updates reach the sink as a 2025 server's
-    /// notifications would.
-    pub async fn listen(self: Arc<Self>) {
+    /// lives: opened again when the server ends it or the stream breaks (with backoff), and
+    /// when the resources moniker follows change. Its list changes and resource updates reach
+    /// the sink as a 2025 server's notifications would. Nothing is replayed across streams, so
+    /// `reopened` runs each time a stream other than the first opens (to list again). Only a
+    /// server that does not know the method is given up on.
+    pub async fn listen(self: Arc<Self>, reopened: impl Fn() + Send + 'static) {
+        let mut first = true;
+        let mut backoff = Duration::from_secs(1);
         while !self.is_closed() {
             let uris: Vec<String> = lock(&self.follows)
                 .keys()
@@ -191,6 +196,9 @@ impl Connection {
                 return;
             };
             *lock(&self.listening) = Some(id);
+            if !std::mem::replace(&mut first, false) {
+                reopened();
+            }
             let ended = tokio::select! {
                 ended = rx => ended,
                 () = self.refollow.notified() => {
@@ -203,15 +211,27 @@ impl Connection {
             *lock(&self.listening) = None;
             match ended {
                 Ok(response) if response.error_text().is_some() => {
-                    tracing::info!(server = %self.server, error = response.error_text().unwrap_or_default(), "the server refused subscriptions/listen: its list changes are not heard");
-                    return;
+                    let error = response.error_text().unwrap_or_default();
+                    let unknown = message::fields(error)
+                        .and_then(|f| {
+                            f.get("code")
+                                .map(|c| c.get() == message::METHOD_NOT_FOUND.to_string())
+                        })
+                        .unwrap_or(false);
+                    if unknown {
+                        tracing::info!(server = %self.server, error, "the server has no subscriptions/listen: its list changes are not heard");
+                        return;
+                    }
+                    tracing::debug!(server = %self.server, error, "subscriptions/listen broke: listening again");
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
                 Ok(_) => {
-                    tracing::debug!(server = %self.server, "the server ended subscriptions/listen: listening again")
+                    tracing::debug!(server = %self.server, "the server ended subscriptions/listen: listening again");
+                    backoff = Duration::from_secs(1);
                 }
                 Err(_) => return,
             }
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(backoff).await;
         }
     }
 
@@ -247,8 +267,8 @@ impl Connection {
         self.modern.load(Ordering::Acquire)
     }
 
-    /// The `x-mcp-header` parameters of a modern server's tool: (parameter, header name).
-    pub(crate) fn header_params(&self, tool: &str) -> Vec<(String, String)> {
+    /// The `x-mcp-header` parameters of a modern server's tool.
+    pub(crate) fn header_params(&self, tool: &str) -> Vec<HeaderParam> {
         lock(&self.header_params)
             .get(tool)
             .cloned()
@@ -547,13 +567,41 @@ fn modern_envelope(params: Option<&str>) -> String {
         .unwrap_or_else(|| message::object([("_meta", meta.as_str())]))
 }
 
-/// The `x-mcp-header` parameters of each tool: (parameter, header name).
-fn header_params(tools: &[Box<RawValue>]) -> HashMap<String, Vec<(String, String)>> {
+/// A tool parameter a 2026-07-28 client mirrors into an `Mcp-Param-<header>` header.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct HeaderParam {
+    /// Its path through nested `properties` (one name for a top-level parameter).
+    pub path: Vec<String>,
+    pub header: String,
+}
+
+/// The `x-mcp-header` parameters of each tool, top-level or nested through `properties`.
+fn header_params(tools: &[Box<RawValue>]) -> HashMap<String, Vec<HeaderParam>> {
     #[derive(Deserialize)]
     struct Tool {
         name: String,
         #[serde(rename = "inputSchema", default)]
         input_schema: serde_json::Value,
+    }
+    fn walk(schema: &serde_json::Value, path: &mut Vec<String>, out: &mut Vec<HeaderParam>) {
+        // Nesting deeper than this is no schema a server writes for a header.
+        if path.len() > 8 {
+            return;
+        }
+        let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) else {
+            return;
+        };
+        for (name, property) in properties {
+            path.push(name.clone());
+            if let Some(header) = property.get("x-mcp-header").and_then(|h| h.as_str()) {
+                out.push(HeaderParam {
+                    path: path.clone(),
+                    header: header.to_owned(),
+                });
+            }
+            walk(property, path, out);
+            path.pop();
+        }
     }
     let mut out = HashMap::new();
     for raw in tools {
@@ -563,17 +611,8 @@ fn header_params(tools: &[Box<RawValue>]) -> HashMap<String, Vec<(String, String
         let Ok(tool) = serde_json::from_str::<Tool>(raw.get()) else {
             continue;
         };
-        let params: Vec<(String, String)> = tool.input_schema["properties"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter_map(|(name, schema)| {
-                Some((
-                    name.clone(),
-                    schema.get("x-mcp-header")?.as_str()?.to_owned(),
-                ))
-            })
-            .collect();
+        let mut params = Vec::new();
+        walk(&tool.input_schema, &mut Vec::new(), &mut params);
         if !params.is_empty() {
             out.insert(tool.name, params);
         }
@@ -643,4 +682,36 @@ pub async fn list_all(
         }
     }
     Ok(items)
+}
+
+#[cfg(test)]
+mod header_tests {
+    use super::*;
+
+    #[test]
+    fn header_parameters_are_found_at_any_depth_of_properties() {
+        let tool = RawValue::from_string(
+            r#"{"name":"t","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"target":{"type":"object","properties":{"zone":{"type":"string","x-mcp-header":"Zone"}}},"plain":{"type":"string"}}}}"#.to_owned(),
+        )
+        .unwrap();
+        let other =
+            RawValue::from_string(r#"{"name":"u","inputSchema":{"type":"object"}}"#.to_owned())
+                .unwrap();
+        let found = header_params(&[tool, other]);
+        assert_eq!(found.len(), 1);
+        let params = &found["t"];
+        assert_eq!(
+            params,
+            &vec![
+                HeaderParam {
+                    path: vec!["region".into()],
+                    header: "Region".into()
+                },
+                HeaderParam {
+                    path: vec!["target".into(), "zone".into()],
+                    header: "Zone".into()
+                },
+            ]
+        );
+    }
 }

@@ -798,7 +798,37 @@ impl Gateway {
         }
     }
 
-    async fn relist(&self, conn: &Arc<Connection>) {
+    /// After a server (re)connects: the resources clients still follow there are followed
+    /// again (a restarted server knows none of them).
+    pub(crate) async fn resubscribe(&self, conn: &Arc<Connection>) {
+        let mut uris: Vec<String> = Vec::new();
+        for peer in self.hub.peers() {
+            uris.extend(peer.subscriptions_on(&conn.server));
+        }
+        if conn.is_modern() {
+            for uri in &uris {
+                conn.follow(uri, true);
+            }
+            return;
+        }
+        uris.sort();
+        uris.dedup();
+        for uri in uris {
+            let params = format!(r#"{{"uri":{}}}"#, crate::message::string(&uri));
+            if let Err(e) = conn
+                .call(
+                    "resources/subscribe",
+                    Some(&params),
+                    self.settings.config.call_timeout,
+                )
+                .await
+            {
+                tracing::debug!(server = %conn.server, uri, error = %e, "resources/subscribe again failed");
+            }
+        }
+    }
+
+    pub(crate) async fn relist(&self, conn: &Arc<Connection>) {
         match connect::list(conn, &conn.info(), self.settings.config.call_timeout).await {
             Ok(listing) => self.update(&conn.server, Some(listing), true),
             // moniker's own shutdown (or the server's going away) ends the listing: the

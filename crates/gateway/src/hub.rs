@@ -84,6 +84,8 @@ pub struct Peer {
     /// The client speaks 2026-07-28: it takes no requests from servers, only input-required
     /// results of its own calls.
     modern: AtomicBool,
+    /// A `subscriptions/listen` of this client is open (or opening).
+    listening: AtomicBool,
     /// moniker's own requests to the client (a 2026-07-28 server's input requests, asked of a
     /// 2025 client), by our id: where the answer goes.
     asks: Mutex<HashMap<u64, tokio::sync::oneshot::Sender<Message>>>,
@@ -108,6 +110,7 @@ impl Peer {
             outgoing: Mutex::new(HashMap::new()),
             modern: AtomicBool::new(false),
             asks: Mutex::new(HashMap::new()),
+            listening: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
         }
     }
@@ -193,6 +196,20 @@ impl Peer {
         }
     }
 
+    /// Every resource this client follows, with its server.
+    pub(crate) fn all_subscriptions(&self) -> Vec<(ServerId, String)> {
+        lock(&self.subscriptions).iter().cloned().collect()
+    }
+
+    /// The resources this client follows at `server`.
+    pub(crate) fn subscriptions_on(&self, server: &ServerId) -> Vec<String> {
+        lock(&self.subscriptions)
+            .iter()
+            .filter(|(s, _)| s == server)
+            .map(|(_, uri)| uri.clone())
+            .collect()
+    }
+
     pub fn subscribed(&self, server: &ServerId, uri: &str) -> bool {
         lock(&self.subscriptions).contains(&(server.clone(), uri.to_owned()))
     }
@@ -202,6 +219,17 @@ impl Peer {
             .values()
             .any(|f| f.server.as_ref() == Some(server))
             || lock(&self.parked).values().flatten().any(|s| s == server)
+    }
+
+    /// Takes the one listen a session may have open; false when it has one already.
+    pub(crate) fn claim_listen(&self) -> bool {
+        self.listening
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    pub(crate) fn release_listen(&self) {
+        self.listening.store(false, Ordering::Release);
     }
 
     /// The client sent a 2026-07-28 request.

@@ -69,6 +69,17 @@ pub struct Session {
 
 type Reply = Option<Message>;
 
+impl Drop for Session {
+    /// A client gone without unsubscribing: what it followed is released (a server is told
+    /// when no other client follows the resource there).
+    fn drop(&mut self) {
+        let followed = self.peer.all_subscriptions();
+        if !followed.is_empty() {
+            self.unsubscribe_all(followed);
+        }
+    }
+}
+
 /// The equipped toolset resolved against one view, with its listings rendered once.
 pub(crate) struct Toolset {
     equipped: Equipped,
@@ -181,7 +192,11 @@ impl Session {
                 } else {
                     self.request(request, answers).await
                 };
-                let ttl = self.gateway.list_ttl();
+                let ttl = if matches!(method, "tools/list" | "prompts/list") {
+                    self.gateway.list_ttl()
+                } else {
+                    0
+                };
                 reply.map(|reply| modern::answer(reply, method, private, ttl))
             }
         };
@@ -245,7 +260,7 @@ impl Session {
             "subscriptions/listen" => Some(self.listen(request, answers).await),
             "server/discover" => Some(Message::result(
                 id,
-                &modern::discover(&PROTOCOL_VERSIONS, &self.capabilities()),
+                &modern::discover(&PROTOCOL_VERSIONS, &self.capabilities(false)),
             )),
             "ping" => Some(Message::result(id, "{}")),
             "tools/list" => Some(self.list(request, Kind::Tool)),
@@ -288,7 +303,7 @@ impl Session {
         let result = format!(
             r#"{{"protocolVersion":{},"capabilities":{{{}}},"serverInfo":{{"name":"moniker","version":"{}"}}}}"#,
             message::string(&version),
-            self.capabilities(),
+            self.capabilities(true),
             env!("CARGO_PKG_VERSION")
         );
         Message::result(id_of(request), &result)
@@ -300,6 +315,13 @@ impl Session {
     /// the client cancels it or goes away (or moniker stops); then its result.
     async fn listen(self: &Arc<Self>, request: &Message, answers: &Answers) -> Message {
         let id = id_of(request);
+        if !self.peer.claim_listen() {
+            return Message::error(
+                Some(id),
+                message::INVALID_REQUEST,
+                "this session listens already: one subscriptions/listen at a time (cancel it first)",
+            );
+        }
         let mut filter = modern::listen_filter(request);
         let subscribed = self.subscribe_all(&filter.uris).await;
         filter
@@ -322,14 +344,16 @@ impl Session {
         }
         *lock(&self.peer.listen) = None;
         self.unsubscribe_all(subscribed);
+        self.peer.release_listen();
         let result = format!(
             r#"{{"_meta":{{"io.modelcontextprotocol/subscriptionId":{id}}},"resultType":"complete"}}"#
         );
         Message::result(id, &result)
     }
 
-    /// The members of the capabilities object moniker serves: the union of its servers'.
-    fn capabilities(&self) -> String {
+    /// The members of the capabilities object moniker serves: the union of its servers'
+    /// (`tasks` only in the 2025 handshake: in 2026-07-28 tasks are an extension).
+    fn capabilities(&self, handshake: bool) -> String {
         let infos = self.gateway.server_infos();
         let mut caps = vec![r#""tools":{"listChanged":true}"#.to_owned()];
         if infos.iter().any(|i| i.has_prompts) {
@@ -347,7 +371,7 @@ impl Session {
         if infos.iter().any(|i| i.has_completions) {
             caps.push(r#""completions":{}"#.to_owned());
         }
-        if infos.iter().any(|i| i.has_tasks) {
+        if handshake && infos.iter().any(|i| i.has_tasks) {
             caps.push(
                 r#""tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}"#.to_owned(),
             );

@@ -162,7 +162,20 @@ async fn run(
             tracing::info!(server = %id, tools = listing.tools.len(), prompts = listing.prompts.len(), "server connected");
             gateway.update(id, Some(listing), true);
             if process.conn.is_modern() {
-                tokio::spawn(process.conn.clone().listen());
+                // What a stream missed while moniker listened again is listed again.
+                let (weak_gateway, weak_conn) =
+                    (Arc::downgrade(gateway), Arc::downgrade(&process.conn));
+                tokio::spawn(process.conn.clone().listen(move || {
+                    if let (Some(gateway), Some(conn)) =
+                        (weak_gateway.upgrade(), weak_conn.upgrade())
+                    {
+                        tokio::spawn(async move { gateway.relist(&conn).await });
+                    }
+                }));
+            }
+            {
+                let (gateway, conn) = (gateway.clone(), process.conn.clone());
+                tokio::spawn(async move { gateway.resubscribe(&conn).await });
             }
             if let Some(first) = first.take() {
                 let _ = first.send(());

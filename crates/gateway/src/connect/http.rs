@@ -490,18 +490,26 @@ fn routing_headers(conn: &Connection, line: &Message) -> Vec<(HeaderName, Header
             Vec::new()
         };
         if !wanted.is_empty() {
-            let arguments = params
+            // Parsed only for a tool with such parameters.
+            let arguments: serde_json::Value = params
                 .as_ref()
                 .and_then(|f| f.get("arguments"))
-                .and_then(|a| message::fields(a.get()));
-            for (param, header) in wanted {
-                let Some(raw) = arguments.as_ref().and_then(|a| a.get(param.as_str())) else {
-                    continue;
+                .and_then(|a| serde_json::from_str(a.get()).ok())
+                .unwrap_or_default();
+            for param in wanted {
+                let found = param
+                    .path
+                    .iter()
+                    .try_fold(&arguments, |at, key| at.get(key));
+                // An absent or null argument has no header.
+                let text = match found {
+                    None | Some(serde_json::Value::Null) => continue,
+                    Some(serde_json::Value::String(text)) => text.clone(),
+                    Some(other) => other.to_string(),
                 };
-                // A string as its text; a number or a boolean as written.
-                let text = serde_json::from_str::<String>(raw.get())
-                    .unwrap_or_else(|_| raw.get().to_owned());
-                let name = HeaderName::from_bytes(format!("{MCP_PARAM_PREFIX}{header}").as_bytes());
+                let name = HeaderName::from_bytes(
+                    format!("{MCP_PARAM_PREFIX}{}", param.header).as_bytes(),
+                );
                 if let (Ok(name), Some(v)) = (name, value(&text)) {
                     out.push((name, v));
                 }

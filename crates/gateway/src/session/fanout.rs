@@ -92,8 +92,12 @@ impl Session {
         }
         let mut last = None;
         for server in &servers {
+            let params = self.for_server(server, request.params().map(str::to_owned));
             let reply = self
-                .forward(request, server, method, request.params())
+                .forward(request, server, method, params.as_deref())
+                .await;
+            let reply = self
+                .input_for_server(request, server, method, params.as_deref(), reply)
                 .await;
             let ok = reply.as_ref().is_some_and(|r| !is_error(r));
             match reply {
@@ -126,6 +130,10 @@ impl Session {
                     if on != self.peer.subscribed(server, uri) {
                         conn.follow(uri, on);
                     }
+                    Some(Message::result(id, "{}"))
+                }
+                // Another client still follows it there: the server keeps it.
+                None if !on && self.followed_by_others(server, uri) => {
                     Some(Message::result(id, "{}"))
                 }
                 None => {
@@ -185,6 +193,15 @@ impl Session {
         subscribed
     }
 
+    /// Whether a client other than this one follows `uri` at `server`.
+    fn followed_by_others(&self, server: &ServerId, uri: &str) -> bool {
+        self.gateway
+            .hub
+            .peers()
+            .iter()
+            .any(|p| !Arc::ptr_eq(p, &self.peer) && p.subscribed(server, uri))
+    }
+
     /// Ends this peer's subscriptions; a server is told when no other client subscribes to
     /// that resource there.
     pub(super) fn unsubscribe_all(&self, subscribed: Vec<(ServerId, String)>) {
@@ -194,19 +211,15 @@ impl Session {
                 conn.follow(&uri, false);
                 continue;
             }
-            let others = self
-                .gateway
-                .hub
-                .peers()
-                .iter()
-                .any(|p| p.subscribed(&server, &uri));
-            if others {
+            if self.followed_by_others(&server, &uri) {
                 continue;
             }
-            if let Some(conn) = self.gateway.connection(&server) {
+            // Also called from a session's drop, which may be outside the runtime.
+            let runtime = tokio::runtime::Handle::try_current();
+            if let (Some(conn), Ok(runtime)) = (self.gateway.connection(&server), runtime) {
                 let params = format!(r#"{{"uri":{}}}"#, message::string(&uri));
                 let timeout = self.gateway.settings.config.call_timeout;
-                tokio::spawn(async move {
+                runtime.spawn(async move {
                     let _ = conn
                         .call("resources/unsubscribe", Some(&params), timeout)
                         .await;

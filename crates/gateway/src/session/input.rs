@@ -216,26 +216,28 @@ impl Session {
     /// 2026-07-28 server is told the capabilities of a 2025 client (moniker asks that client
     /// for what the server needs).
     pub(super) fn for_server(&self, server: &ServerId, params: Option<String>) -> Option<String> {
-        let (Some(params), Some(capabilities)) =
-            (params.as_deref(), self.client_capabilities.get())
-        else {
+        let Some(capabilities) = self.client_capabilities.get() else {
             return params;
         };
-        if !self
-            .gateway
-            .connection(server)
-            .is_some_and(|c| c.is_modern())
-        {
-            return Some(params.to_owned());
+        if !self.to_modern(server) {
+            return params;
         }
+        let text = params.as_deref()?;
         let entry = [(super::modern::CAPABILITIES_META, capabilities.as_str())];
-        let meta = message::fields(params)
+        let meta = message::fields(text)
             .and_then(|f| {
                 f.get("_meta")
                     .and_then(|m| message::with_fields(m.get(), &entry))
             })
             .unwrap_or_else(|| message::object(entry));
-        message::with_fields(params, &[("_meta", &meta)]).or(Some(params.to_owned()))
+        message::with_fields(text, &[("_meta", &meta)]).or(params)
+    }
+
+    /// `server` speaks 2026-07-28.
+    fn to_modern(&self, server: &ServerId) -> bool {
+        self.gateway
+            .connection(server)
+            .is_some_and(|c| c.is_modern())
     }
 
     /// A 2026-07-28 server's `input_required` result for a 2025 client: each of its input
@@ -250,7 +252,7 @@ impl Session {
         params: Option<&str>,
         mut reply: Reply,
     ) -> Reply {
-        if self.client_capabilities.get().is_none() {
+        if self.client_capabilities.get().is_none() || !self.to_modern(server) {
             return reply;
         }
         let timeout = self.gateway.settings.config.call_timeout;
@@ -275,23 +277,33 @@ impl Session {
                 responses.push(format!("{}:{result}", message::string(key)));
             }
             let inputs = format!("{{{}}}", responses.join(","));
-            let state = message::string(&asked.state);
-            let retried = params.and_then(|p| {
-                message::with_fields(p, &[("inputResponses", &inputs), ("requestState", &state)])
-            });
+            let state = asked.state.as_deref().map(message::string);
+            let mut set = vec![("inputResponses", inputs.as_str())];
+            if let Some(state) = &state {
+                set.push(("requestState", state));
+            }
+            let retried = params.and_then(|p| message::with_fields(p, &set));
             reply = self
                 .forward_call(request, server, method, retried.as_deref())
                 .await
                 .0;
         }
+        if reply.as_ref().and_then(input_required_of).is_some() {
+            let text = format!("the server still asks for input after {MAX_ROUNDS} rounds");
+            return Some(Message::result(
+                id_of(request),
+                &crate::errors::tool_error(&text),
+            ));
+        }
         reply
     }
 }
 
-/// An `input_required` result: its requests (key, method, params) and its state.
+/// An `input_required` result: its requests (key, method, params) and its state (each may be
+/// absent, not both).
 struct Asked {
     requests: Vec<(String, String, Option<String>)>,
-    state: String,
+    state: Option<String>,
 }
 
 fn input_required_of(reply: &Message) -> Option<Asked> {
@@ -303,9 +315,12 @@ fn input_required_of(reply: &Message) -> Option<Asked> {
     if message::str_field(&fields, "resultType").as_deref() != Some("input_required") {
         return None;
     }
-    let state = message::str_field(&fields, "requestState")?.into_owned();
-    let requests = message::fields(fields.get("inputRequests")?.get())?
-        .iter()
+    let state = message::str_field(&fields, "requestState").map(|s| s.into_owned());
+    let requests: Vec<(String, String, Option<String>)> = fields
+        .get("inputRequests")
+        .and_then(|r| message::fields(r.get()))
+        .into_iter()
+        .flatten()
         .filter_map(|(key, asked)| {
             let asked = message::fields(asked.get())?;
             Some((
@@ -315,6 +330,9 @@ fn input_required_of(reply: &Message) -> Option<Asked> {
             ))
         })
         .collect();
+    if state.is_none() && requests.is_empty() {
+        return None;
+    }
     Some(Asked { requests, state })
 }
 

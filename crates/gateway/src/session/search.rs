@@ -18,6 +18,12 @@ use crate::gateway::View;
 use crate::message::{self, Message};
 use crate::metrics::Outcome;
 
+/// The longest query, in bytes: ranking costs grow with its words, and a task says itself in
+/// far fewer.
+const MAX_QUERY: usize = 1024;
+/// The most tags one search filters by.
+const MAX_TAGS: usize = 32;
+
 #[derive(serde::Deserialize)]
 struct SearchArguments {
     query: String,
@@ -69,6 +75,15 @@ impl Session {
                 ));
             }
         };
+        if args.query.len() > MAX_QUERY {
+            return refused(&format!(
+                "the query is {} bytes: say it in {MAX_QUERY} at most",
+                args.query.len()
+            ));
+        }
+        if args.tags.len() > MAX_TAGS {
+            return refused(&format!("{} tags: {MAX_TAGS} at most", args.tags.len()));
+        }
         let mut tags = Vec::with_capacity(args.tags.len());
         for text in &args.tags {
             match text.parse::<Tag>() {
