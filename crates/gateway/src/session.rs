@@ -180,7 +180,7 @@ impl Session {
         let reply = match modern::envelope(request) {
             modern::Envelope::None => self.request(request, answers).await,
             modern::Envelope::Refused(answer) => Some(answer),
-            modern::Envelope::Modern => {
+            modern::Envelope::Modern(can) => {
                 if self.protocol_version().is_none() {
                     // A 2025 session that sends one enveloped request still takes requests.
                     self.peer.speaks_modern();
@@ -188,7 +188,7 @@ impl Session {
                 let method = request.method().unwrap_or_default();
                 let private = lock(&self.toolset).is_some();
                 let reply = if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
-                    self.interactive(request, answers).await
+                    self.interactive(request, answers, can).await
                 } else {
                     self.request(request, answers).await
                 };

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use moniker_surface::ServerId;
 
+use super::modern::Answerable;
 use super::{Answers, Reply, Session, id_of};
 use crate::hub::Peer;
 use crate::message::{self, Message};
@@ -36,46 +37,8 @@ pub(crate) struct Parked {
     inputs: mpsc::UnboundedReceiver<(u64, Message)>,
     peer: Arc<Peer>,
     /// What the client can be asked, from its request's envelope.
-    can: Capable,
+    can: Answerable,
     pub(crate) at: Instant,
-}
-
-/// The kinds of input a 2026-07-28 client declared it answers (`clientCapabilities`): a
-/// server's request for any other is refused at once, as a 2025 client without the
-/// capability would (a server asks for roots when it likes, not only for this call).
-#[derive(Clone, Copy, Default)]
-struct Capable {
-    sampling: bool,
-    elicitation: bool,
-    roots: bool,
-}
-
-impl Capable {
-    fn of(request: &Message) -> Self {
-        let capabilities = request
-            .params()
-            .and_then(message::fields)
-            .and_then(|f| f.get("_meta").and_then(|m| message::fields(m.get())))
-            .and_then(|m| {
-                m.get(super::modern::CAPABILITIES_META)
-                    .and_then(|c| message::fields(c.get()))
-            });
-        let has = |key: &str| capabilities.as_ref().is_some_and(|c| c.contains_key(key));
-        Self {
-            sampling: has("sampling"),
-            elicitation: has("elicitation"),
-            roots: has("roots"),
-        }
-    }
-
-    fn answers(self, method: &str) -> bool {
-        match method {
-            "sampling/createMessage" => self.sampling,
-            "elicitation/create" => self.elicitation,
-            "roots/list" => self.roots,
-            _ => false,
-        }
-    }
 }
 
 impl Parked {
@@ -94,6 +57,7 @@ impl Session {
         self: &Arc<Self>,
         request: &Message,
         answers: &Answers,
+        can: Answerable,
     ) -> Reply {
         let id = request.id().unwrap_or("null").to_owned();
         let params = request.params().and_then(message::fields);
@@ -136,15 +100,8 @@ impl Session {
         let call = request.clone();
         let to = answers.clone();
         let task = tokio::spawn(async move { session.request(&call, &to).await });
-        self.settle(
-            id.clone(),
-            task,
-            inputs,
-            self.peer.clone(),
-            Capable::of(request),
-            &id,
-        )
-        .await
+        self.settle(id.clone(), task, inputs, self.peer.clone(), can, &id)
+            .await
     }
 
     /// Waits for the call's result (answered under `id`), or for its server's first request
@@ -156,7 +113,7 @@ impl Session {
         mut task: JoinHandle<Reply>,
         mut inputs: mpsc::UnboundedReceiver<(u64, Message)>,
         peer: Arc<Peer>,
-        can: Capable,
+        can: Answerable,
         id: &str,
     ) -> Reply {
         loop {

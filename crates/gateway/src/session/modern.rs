@@ -39,12 +39,44 @@ pub(crate) fn version_of(request: &Message) -> Option<String> {
     message::str_field(&meta, PROTOCOL_VERSION_KEY).map(|v| v.into_owned())
 }
 
+/// The kinds of input a 2026-07-28 client declared it answers (`clientCapabilities`), read
+/// with the envelope: a server's request for any other is refused at once during its calls,
+/// as a 2025 client without the capability would be (a server asks for roots when it likes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Answerable {
+    pub sampling: bool,
+    pub elicitation: bool,
+    pub roots: bool,
+}
+
+impl Answerable {
+    fn of(capabilities: &str) -> Self {
+        let fields = message::fields(capabilities);
+        let has = |key: &str| fields.as_ref().is_some_and(|c| c.contains_key(key));
+        Self {
+            sampling: has("sampling"),
+            elicitation: has("elicitation"),
+            roots: has("roots"),
+        }
+    }
+
+    /// Whether the client answers a server's request of `method`.
+    pub(crate) fn answers(self, method: &str) -> bool {
+        match method {
+            "sampling/createMessage" => self.sampling,
+            "elicitation/create" => self.elicitation,
+            "roots/list" => self.roots,
+            _ => false,
+        }
+    }
+}
+
 /// What a request's envelope says, when it has one.
 pub(crate) enum Envelope {
     /// A 2025 request (no envelope).
     None,
-    /// A 2026-07-28 request.
-    Modern,
+    /// A 2026-07-28 request, and what its client declared it answers.
+    Modern(Answerable),
     /// An envelope moniker cannot serve: the answer.
     Refused(Message),
 }
@@ -65,13 +97,13 @@ pub(crate) fn envelope(request: &Message) -> Envelope {
             message::fields(&m).map(|f| {
                 (
                     message::str_field(&f, PROTOCOL_VERSION_KEY).map(|v| v.into_owned()),
-                    f.contains_key(CAPABILITIES_KEY),
+                    f.get(CAPABILITIES_KEY).map(|c| Answerable::of(c.get())),
                 )
             })
         });
     match meta {
-        Some((Some(version), true)) if version == MODERN_VERSION => Envelope::Modern,
-        Some((Some(version), true)) => {
+        Some((Some(version), Some(can))) if version == MODERN_VERSION => Envelope::Modern(can),
+        Some((Some(version), Some(_))) => {
             let data = serde_json::json!({"supported": [MODERN_VERSION], "requested": version});
             let error = format!(
                 r#"{{"code":{UNSUPPORTED_PROTOCOL_VERSION},"message":"Unsupported protocol version","data":{data}}}"#
@@ -220,7 +252,7 @@ mod tests {
     fn envelopes_are_read_and_checked() {
         assert!(matches!(envelope(&request("{}")), Envelope::None));
         let modern = r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#;
-        assert!(matches!(envelope(&request(modern)), Envelope::Modern));
+        assert!(matches!(envelope(&request(modern)), Envelope::Modern(_)));
         let future = r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}"#;
         let Envelope::Refused(answer) = envelope(&request(future)) else {
             panic!("refused");
