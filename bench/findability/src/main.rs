@@ -313,6 +313,7 @@ fn run(root: &Path) -> Vec<Row> {
                 ..Discovery::default()
             };
             let entries = discovery.entries(
+                Kind::Tool,
                 surface
                     .listed(Kind::Tool)
                     .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition))),

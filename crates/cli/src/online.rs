@@ -795,6 +795,7 @@ pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
         ..after.surface.discovery().clone()
     };
     let entries = search.entries(
+        Kind::Tool,
         after
             .surface
             .listed(Kind::Tool)

@@ -258,6 +258,23 @@ impl Connection {
         }
     }
 
+    /// `resources/subscribe` (or `unsubscribe`) of `uri`, moniker's own request: the server's
+    /// response.
+    pub async fn subscribe(
+        &self,
+        uri: &str,
+        on: bool,
+        timeout: Duration,
+    ) -> Result<Message, CallError> {
+        let method = if on {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        let params = format!(r#"{{"uri":{}}}"#, message::string(uri));
+        self.call(method, Some(&params), timeout).await
+    }
+
     /// From now on the server is spoken to in 2026-07-28: set before the handshake.
     pub fn speak_modern(&self) {
         self.modern.store(true, Ordering::Release);
@@ -547,24 +564,15 @@ fn info_of(protocol_version: String, capabilities: Option<&RawValue>) -> InitInf
 /// server's input requests.
 fn modern_envelope(params: Option<&str>) -> String {
     let version = message::string(MODERN_VERSION);
-    let fields = params.and_then(message::fields);
-    let theirs = fields
-        .as_ref()
-        .and_then(|f| f.get("_meta"))
-        .map(|m| m.get());
-    let keeps_capabilities = theirs
+    let keeps_capabilities = params
         .and_then(message::fields)
+        .and_then(|f| f.get("_meta").and_then(|m| message::fields(m.get())))
         .is_some_and(|m| m.contains_key(CAPABILITIES_META));
     let mut entries = vec![(PROTOCOL_VERSION_META, version.as_str())];
     if !keeps_capabilities {
         entries.push((CAPABILITIES_META, "{}"));
     }
-    let meta = theirs
-        .and_then(|m| message::with_fields(m, &entries))
-        .unwrap_or_else(|| message::object(entries.iter().copied()));
-    params
-        .and_then(|p| message::with_fields(p, &[("_meta", &meta)]))
-        .unwrap_or_else(|| message::object([("_meta", meta.as_str())]))
+    message::with_meta(params, &entries)
 }
 
 /// A tool parameter a 2026-07-28 client mirrors into an `Mcp-Param-<header>` header.

@@ -94,10 +94,7 @@ impl View {
             .listed(kind)
             .filter(|e| self.is_up(e))
             .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition)));
-        match kind {
-            Kind::Tool => self.surface.discovery().entries(items),
-            Kind::Prompt => items.map(|(_, entry)| entry).collect(),
-        }
+        self.surface.discovery().entries(kind, items)
     }
 }
 
@@ -512,7 +509,6 @@ impl Gateway {
             .filter(|c| !c.is_closed())
     }
 
-    /// Every live connection, with what its server can do.
     /// How long a client may cache a listing: the smallest time any server up said of its
     /// own (a server that said none, as every 2025 server, makes it 0).
     pub fn list_ttl(&self) -> u64 {
@@ -523,6 +519,7 @@ impl Gateway {
             .unwrap_or(0)
     }
 
+    /// Every live connection, with what its server can do.
     pub fn connections(&self) -> Vec<(Arc<Connection>, InitInfo)> {
         self.slots
             .load()
@@ -743,25 +740,23 @@ impl Gateway {
                     peer.server_cancelled(conn, &message);
                 }
             }
-            _ => {
-                if method == "notifications/tasks/status" {
-                    // Only to the clients of the toolset the task was started under.
-                    let named = crate::session::tasks::named_notification(
-                        &message,
-                        &conn.server,
-                        &lock(&self.tasks),
-                    );
-                    if let Some((message, toolset)) = named {
-                        for peer in self.hub.peers() {
-                            if peer.toolset() == toolset {
-                                peer.send_if_ready(message.clone());
-                            }
+            "notifications/tasks/status" => {
+                // Only to the clients of the toolset the task was started under.
+                let named = crate::session::tasks::named_notification(
+                    &message,
+                    &conn.server,
+                    &lock(&self.tasks),
+                );
+                if let Some((message, toolset)) = named {
+                    for peer in self.hub.peers() {
+                        if peer.toolset() == toolset {
+                            peer.send_if_ready(message.clone());
                         }
                     }
-                    return;
                 }
-                let message = &message;
-                for peer in self.recipients(conn, method, message) {
+            }
+            _ => {
+                for peer in self.recipients(conn, method, &message) {
                     peer.deliver(message.clone());
                 }
             }
@@ -814,15 +809,8 @@ impl Gateway {
         uris.sort();
         uris.dedup();
         for uri in uris {
-            let params = format!(r#"{{"uri":{}}}"#, crate::message::string(&uri));
-            if let Err(e) = conn
-                .call(
-                    "resources/subscribe",
-                    Some(&params),
-                    self.settings.config.call_timeout,
-                )
-                .await
-            {
+            let timeout = self.settings.config.call_timeout;
+            if let Err(e) = conn.subscribe(&uri, true, timeout).await {
                 tracing::debug!(server = %conn.server, uri, error = %e, "resources/subscribe again failed");
             }
         }

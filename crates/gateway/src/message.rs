@@ -659,6 +659,19 @@ pub fn object<'a>(fields: impl IntoIterator<Item = (&'a str, &'a str)>) -> Strin
 }
 
 /// `raw` with some fields set (replaced in place, or appended) and the others untouched.
+/// Params (`None`: none) with `set` in their `_meta` object (added to what it holds, its
+/// keys of the same names replaced); params that are not an object get a `_meta` of their
+/// own only.
+pub fn with_meta(params: Option<&str>, set: &[(&str, &str)]) -> String {
+    let meta = params
+        .and_then(fields)
+        .and_then(|f| f.get("_meta").and_then(|m| with_fields(m.get(), set)))
+        .unwrap_or_else(|| object(set.iter().copied()));
+    params
+        .and_then(|p| with_fields(p, &[("_meta", &meta)]))
+        .unwrap_or_else(|| object([("_meta", meta.as_str())]))
+}
+
 pub fn with_fields(raw: &str, set: &[(&str, &str)]) -> Option<String> {
     let fields = fields(raw)?;
     let mut out: Vec<(&str, &str)> = fields

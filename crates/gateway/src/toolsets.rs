@@ -160,11 +160,8 @@ impl Equipped {
     /// The listing entries of a session with this toolset, tools as its discovery mode shows
     /// them.
     pub fn entries<'a>(&'a self, surface: &'a Surface, kind: Kind) -> Vec<Cow<'a, RawValue>> {
-        let items = toolsets::entries(surface, &self.listed, kind);
-        match kind {
-            Kind::Tool => self.discovery.entries(items),
-            Kind::Prompt => items.map(|(_, entry)| entry).collect(),
-        }
+        self.discovery
+            .entries(kind, toolsets::entries(surface, &self.listed, kind))
     }
 
     /// The `tools/list` or `prompts/list` result of a session with this toolset, with `extra`

@@ -97,7 +97,7 @@ pub(crate) fn rewrite(
                 Some(d) => field(&mut out, key, &string(d)),
                 None => field(&mut out, key, value.get()),
             },
-            "_meta" => match with_meta(value, &meta) {
+            "_meta" => match with_meta(value, &meta, &META_OWNED) {
                 Some(merged) => field(&mut out, key, &merged),
                 None => field(&mut out, key, value.get()),
             },
@@ -118,14 +118,16 @@ pub(crate) fn rewrite(
     RawValue::from_string(out).unwrap_or_default()
 }
 
-/// A `_meta` object with moniker's keys set to `ours` (any it had before taken out), or `None`
-/// to keep it as it is: not an object, or nothing to change.
-fn with_meta(meta: &RawValue, ours: &[(&str, &str)]) -> Option<String> {
+/// A `_meta` object with `ours` set and any other key of `owned` taken out (the keys of
+/// `ours` are replaced too), or `None` to keep it as it is: not an object, or nothing to
+/// change.
+fn with_meta(meta: &RawValue, ours: &[(&str, &str)], owned: &[&str]) -> Option<String> {
     let entries: IndexMap<String, Box<RawValue>> = serde_json::from_str(meta.get()).ok()?;
-    if entries.keys().any(|k| META_OWNED.contains(&k.as_str())) {
+    let is_owned = |k: &str| owned.contains(&k) || ours.iter().any(|(key, _)| *key == k);
+    if entries.keys().any(|k| is_owned(k)) {
         let theirs = entries
             .iter()
-            .filter(|(k, _)| !META_OWNED.contains(&k.as_str()))
+            .filter(|(k, _)| !is_owned(k))
             .map(|(k, v)| (k.as_str(), v.get()));
         let all: Vec<(&str, &str)> = theirs.chain(ours.iter().copied()).collect();
         return Some(object(&all));
@@ -193,44 +195,27 @@ pub fn with_extra_aliases(definition: &RawValue, extra: &[String]) -> Box<RawVal
 /// an object, or whose `_meta` is not one, is returned as is.
 pub fn with_meta_entries(definition: &RawValue, entries: &[(&str, &str)]) -> Box<RawValue> {
     let unchanged = || definition.to_owned();
-    if entries.is_empty() {
-        return unchanged();
-    }
-    let Ok(mut fields) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(definition.get())
+    let Ok(fields) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(definition.get())
     else {
         return unchanged();
     };
     let meta = match fields.get("_meta") {
-        Some(meta) => {
-            let Ok(theirs) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(meta.get())
-            else {
-                return unchanged();
-            };
-            let kept = theirs
-                .iter()
-                .filter(|(k, _)| !entries.iter().any(|(key, _)| key == k))
-                .map(|(k, v)| (k.as_str(), v.get()));
-            let all: Vec<(&str, &str)> = kept.chain(entries.iter().copied()).collect();
-            object(&all)
-        }
-        None => object(entries),
+        Some(meta) => with_meta(meta, entries, &[]),
+        None if !entries.is_empty() => Some(object(entries)),
+        None => None,
     };
-    let Ok(meta) = RawValue::from_string(meta) else {
+    let Some(meta) = meta else {
         return unchanged();
     };
-    fields.insert("_meta".to_owned(), meta);
-    let mut out = String::with_capacity(definition.get().len() + 64);
-    out.push('{');
-    for (i, (key, value)) in fields.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&string(key));
-        out.push(':');
-        out.push_str(value.get());
-    }
-    out.push('}');
-    RawValue::from_string(out).unwrap_or_else(|_| unchanged())
+    let mut all: Vec<(&str, &str)> = fields
+        .iter()
+        .filter(|(k, _)| *k != "_meta")
+        .map(|(k, v)| (k.as_str(), v.get()))
+        .collect();
+    // `_meta` keeps its place, or goes last.
+    let at = fields.get_index_of("_meta").unwrap_or(all.len());
+    all.insert(at, ("_meta", &meta));
+    RawValue::from_string(object(&all)).unwrap_or_else(|_| unchanged())
 }
 
 /// moniker's own tools, (name, description, input schema) each, as listing entries.

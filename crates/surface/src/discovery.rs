@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 
 use crate::definition;
 use crate::names::Tag;
+use crate::rules::Kind;
 use crate::surface::Exposed;
 use crate::tag_expr::TagExpr;
 
@@ -79,21 +80,23 @@ impl Discovery {
                 .is_some_and(|e| e.matches(&tool.tags))
     }
 
-    /// The entries of a `tools/list`, from every tool the listing could show (each with the
-    /// entry it would show) in listing order: all of them (list mode), the pinned ones then
-    /// moniker's search tools (search mode), or all of them with hints (hints mode).
+    /// The entries of a `tools/list` or `prompts/list`, from every item the listing could
+    /// show (each with the entry it would show) in listing order: prompts, and tools in list
+    /// mode, all of them; in search mode the pinned tools then moniker's search tools; in
+    /// hints mode every tool with its hints.
     pub fn entries<'a>(
         &self,
+        kind: Kind,
         tools: impl Iterator<Item = (&'a Exposed, Cow<'a, RawValue>)>,
     ) -> Vec<Cow<'a, RawValue>> {
-        match self.mode {
-            Mode::List => tools.map(|(_, entry)| entry).collect(),
-            Mode::Search => tools
+        match (kind, self.mode) {
+            (Kind::Prompt, _) | (_, Mode::List) => tools.map(|(_, entry)| entry).collect(),
+            (Kind::Tool, Mode::Search) => tools
                 .filter(|(tool, _)| self.pins(tool))
                 .map(|(_, entry)| entry)
                 .chain(definitions().iter().map(|d| Cow::Borrowed(&**d)))
                 .collect(),
-            Mode::Hints => tools
+            (Kind::Tool, Mode::Hints) => tools
                 .map(|(tool, entry)| Cow::Owned(self.hinted(tool, &entry)))
                 .collect(),
         }
@@ -218,7 +221,7 @@ mod tests {
             .listed(Kind::Tool)
             .map(|e| (e, Cow::Borrowed(&*e.definition)));
         discovery
-            .entries(items)
+            .entries(Kind::Tool, items)
             .iter()
             .map(|e| serde_json::from_str(e.get()).unwrap())
             .collect()

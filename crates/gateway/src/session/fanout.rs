@@ -9,6 +9,7 @@ use moniker_surface::{Kind, ServerId};
 use serde_json::value::RawValue;
 
 use super::{Reply, Session, id_of};
+use crate::connect::Connection;
 use crate::errors::Refusal;
 use crate::message::{self, Message};
 
@@ -127,9 +128,7 @@ impl Session {
             let modern = self.gateway.connection(server).filter(|c| c.is_modern());
             let reply = match modern {
                 Some(conn) => {
-                    if on != self.peer.subscribed(server, uri) {
-                        conn.follow(uri, on);
-                    }
+                    self.follow_at(&conn, server, uri, on);
                     Some(Message::result(id, "{}"))
                 }
                 // Another client still follows it there: the server keeps it.
@@ -166,31 +165,33 @@ impl Session {
                     continue;
                 };
                 if conn.is_modern() {
-                    // 2026-07-28 has no resources/subscribe: moniker's listen follows it.
-                    conn.follow(uri, true);
-                    self.peer.subscribe(&server, uri, true);
-                    subscribed.push((server, uri.clone()));
-                    continue;
-                }
-                let params = format!(r#"{{"uri":{}}}"#, message::string(uri));
-                match conn
-                    .call("resources/subscribe", Some(&params), timeout)
-                    .await
-                {
-                    Ok(reply) if !is_error(&reply) => {
-                        self.peer.subscribe(&server, uri, true);
-                        subscribed.push((server, uri.clone()));
-                    }
-                    Ok(reply) => {
-                        tracing::debug!(server = %server, uri, error = reply.error_text().unwrap_or_default(), "resources/subscribe refused")
-                    }
-                    Err(e) => {
-                        tracing::debug!(server = %server, uri, error = %e, "resources/subscribe failed")
+                    self.follow_at(&conn, &server, uri, true);
+                } else {
+                    match conn.subscribe(uri, true, timeout).await {
+                        Ok(reply) if !is_error(&reply) => {}
+                        Ok(reply) => {
+                            tracing::debug!(server = %server, uri, error = reply.error_text().unwrap_or_default(), "resources/subscribe refused");
+                            continue;
+                        }
+                        Err(e) => {
+                            tracing::debug!(server = %server, uri, error = %e, "resources/subscribe failed");
+                            continue;
+                        }
                     }
                 }
+                self.peer.subscribe(&server, uri, true);
+                subscribed.push((server, uri.clone()));
             }
         }
         subscribed
+    }
+
+    /// A 2026-07-28 server has no `resources/subscribe`: moniker's listen to it follows
+    /// `uri` for each client that follows it (call before this peer's own record changes).
+    fn follow_at(&self, conn: &Connection, server: &ServerId, uri: &str, on: bool) {
+        if on != self.peer.subscribed(server, uri) {
+            conn.follow(uri, on);
+        }
     }
 
     /// Whether a client other than this one follows `uri` at `server`.
@@ -206,23 +207,22 @@ impl Session {
     /// that resource there.
     pub(super) fn unsubscribe_all(&self, subscribed: Vec<(ServerId, String)>) {
         for (server, uri) in subscribed {
-            self.peer.subscribe(&server, &uri, false);
-            if let Some(conn) = self.gateway.connection(&server).filter(|c| c.is_modern()) {
-                conn.follow(&uri, false);
+            let conn = self.gateway.connection(&server);
+            if let Some(conn) = conn.as_ref().filter(|c| c.is_modern()) {
+                self.follow_at(conn, &server, &uri, false);
+                self.peer.subscribe(&server, &uri, false);
                 continue;
             }
+            self.peer.subscribe(&server, &uri, false);
             if self.followed_by_others(&server, &uri) {
                 continue;
             }
             // Also called from a session's drop, which may be outside the runtime.
             let runtime = tokio::runtime::Handle::try_current();
-            if let (Some(conn), Ok(runtime)) = (self.gateway.connection(&server), runtime) {
-                let params = format!(r#"{{"uri":{}}}"#, message::string(&uri));
+            if let (Some(conn), Ok(runtime)) = (conn, runtime) {
                 let timeout = self.gateway.settings.config.call_timeout;
                 runtime.spawn(async move {
-                    let _ = conn
-                        .call("resources/unsubscribe", Some(&params), timeout)
-                        .await;
+                    let _ = conn.subscribe(&uri, false, timeout).await;
                 });
             }
         }

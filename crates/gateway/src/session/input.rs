@@ -179,15 +179,8 @@ impl Session {
         if !self.to_modern(server) {
             return params;
         }
-        let text = params.as_deref()?;
         let entry = [(super::modern::CAPABILITIES_META, capabilities.as_str())];
-        let meta = message::fields(text)
-            .and_then(|f| {
-                f.get("_meta")
-                    .and_then(|m| message::with_fields(m.get(), &entry))
-            })
-            .unwrap_or_else(|| message::object(entry));
-        message::with_fields(text, &[("_meta", &meta)]).or(params)
+        params.map(|p| message::with_meta(Some(&p), &entry))
     }
 
     /// `server` speaks 2026-07-28.

@@ -42,49 +42,39 @@ impl Owners {
     }
 }
 
-/// The named id of the task a result holds or is.
-fn task_id_of(result: &str) -> Option<String> {
-    let fields = message::fields(result)?;
-    match fields.get("task") {
-        Some(task) => {
-            message::str_field(&message::fields(task.get())?, "taskId").map(|t| t.into_owned())
-        }
-        None => message::str_field(&fields, "taskId").map(|t| t.into_owned()),
-    }
-}
-
 /// The id a client knows a server's task by.
 fn namespaced(server: &ServerId, id: &str) -> String {
     format!("{server}/{id}")
 }
 
-/// A `Task` object (`{"taskId": ..., "status": ...}`) with its id namespaced; `None` when it
-/// has no string `taskId`.
-fn named_task(task: &str, server: &ServerId) -> Option<String> {
+/// A `Task` object (`{"taskId": ..., "status": ...}`) with its id namespaced, and that id;
+/// `None` when it has no string `taskId`.
+fn named_task(task: &str, server: &ServerId) -> Option<(String, String)> {
     let fields = message::fields(task)?;
-    let id = message::str_field(&fields, "taskId")?;
-    let named = message::string(&namespaced(server, &id));
-    message::with_fields(task, &[("taskId", &named)])
+    let id = namespaced(server, &message::str_field(&fields, "taskId")?);
+    let task = message::with_fields(task, &[("taskId", &message::string(&id))])?;
+    Some((task, id))
 }
 
 /// A result that holds a task (`{"task": {...}}`, the answer to a call run as a task) or is
-/// one (`tasks/get`, `tasks/cancel`), with the task's id namespaced; else as it is.
-pub(crate) fn named_reply(reply: Message, server: &ServerId) -> Message {
+/// one (`tasks/get`, `tasks/cancel`), with the task's id namespaced, and that id; else as it
+/// is.
+fn with_named_task(reply: Message, server: &ServerId) -> (Message, Option<String>) {
     let Some(result) = reply.result_text() else {
-        return reply;
+        return (reply, None);
     };
     if !result.contains("\"taskId\"") {
-        return reply;
+        return (reply, None);
     }
-    let renamed =
-        match message::fields(result).and_then(|f| f.get("task").map(|t| t.get().to_owned())) {
-            Some(task) => named_task(&task, server)
-                .and_then(|task| message::with_fields(result, &[("task", &task)])),
-            None => named_task(result, server),
-        };
+    let inner = message::fields(result).and_then(|f| f.get("task").map(|t| t.get().to_owned()));
+    let renamed = match inner {
+        Some(task) => named_task(&task, server)
+            .and_then(|(task, id)| Some((message::with_fields(result, &[("task", &task)])?, id))),
+        None => named_task(result, server),
+    };
     match (renamed, reply.id()) {
-        (Some(result), Some(id)) => Message::result(id, &result),
-        _ => reply,
+        (Some((result, id)), Some(request)) => (Message::result(request, &result), Some(id)),
+        _ => (reply, None),
     }
 }
 
@@ -96,8 +86,8 @@ pub(crate) fn named_notification(
     server: &ServerId,
     owners: &Owners,
 ) -> Option<(Message, Option<String>)> {
-    let params = named_task(message.params()?, server)?;
-    let toolset = owners.of(&task_id_of(&params)?)?.clone();
+    let (params, id) = named_task(message.params()?, server)?;
+    let toolset = owners.of(&id)?.clone();
     Some((
         Message::notification(message.method()?, Some(&params)),
         toolset,
@@ -108,8 +98,8 @@ impl Session {
     /// A call run as a task answered `reply`: its id named, and the task remembered as this
     /// session's toolset's.
     pub(super) fn started_task(&self, reply: Message, server: &ServerId) -> Message {
-        let reply = named_reply(reply, server);
-        if let Some(id) = reply.result_text().and_then(task_id_of) {
+        let (reply, id) = with_named_task(reply, server);
+        if let Some(id) = id {
             let toolset = lock(&self.toolset).clone();
             lock(&self.gateway.tasks).insert(id, toolset);
         }
@@ -152,7 +142,7 @@ impl Session {
         match method {
             // The tool's own result: the server's ids in its `_meta` are the server's business.
             "tasks/result" => reply,
-            _ => reply.map(|r| named_reply(r, &server)),
+            _ => reply.map(|r| with_named_task(r, &server).0),
         }
     }
 
@@ -169,7 +159,8 @@ impl Session {
                 Ok(list) => tasks.extend(
                     list.iter()
                         .filter_map(|task| named_task(task.get(), &conn.server))
-                        .filter(|task| task_id_of(task).is_some_and(|id| self.owns_task(&id))),
+                        .filter(|(_, id)| self.owns_task(id))
+                        .map(|(task, _)| task),
                 ),
                 Err(e) => tracing::warn!(server = %conn.server, error = %e, "tasks/list failed"),
             }
