@@ -53,19 +53,20 @@ pub enum StartError {
 /// What clients see now: the surface built from every server's last valid listing, which
 /// servers are up, the listings rendered once for every `tools/list` (in the surface's
 /// discovery mode; with moniker's management tools at the end when sessions manage
-/// toolsets), and the search index of its tools.
+/// toolsets), and the search index of its tools (built at the first search: a gateway that
+/// never searches never builds it).
 pub struct View {
     pub surface: Surface,
     pub up: BTreeSet<ServerId>,
     pub tools_result: String,
     pub prompts_result: String,
-    pub index: moniker_surface::search::Index,
+    index: std::sync::OnceLock<moniker_surface::search::Index>,
 }
 
 impl View {
     fn new(surface: Surface, up: BTreeSet<ServerId>, manage: bool) -> Self {
         let mut view = Self {
-            index: moniker_surface::search::Index::new(&surface),
+            index: std::sync::OnceLock::new(),
             surface,
             up,
             tools_result: String::new(),
@@ -79,6 +80,12 @@ impl View {
         view.tools_result = listing::render(Kind::Tool, view.entries(Kind::Tool), extra);
         view.prompts_result = listing::render(Kind::Prompt, view.entries(Kind::Prompt), &[]);
         view
+    }
+
+    /// The search index of the surface's tools.
+    pub fn index(&self) -> &moniker_surface::search::Index {
+        self.index
+            .get_or_init(|| moniker_surface::search::Index::new(&self.surface))
     }
 
     /// Whether a session without a toolset may see `item`: a server that is up serves it.

@@ -103,7 +103,7 @@ impl Session {
             Some(t) => {
                 let selection = &t.equipped.listed;
                 let exact = toolsets::resolve(surface, selection, Kind::Tool, asked);
-                view.index
+                view.index()
                     .search(surface, query, exact.map(|r| r.exposed), |e| {
                         selection.tools.contains(&e.name)
                     })
@@ -113,7 +113,7 @@ impl Session {
             }
             None => {
                 let exact = surface.resolve(Kind::Tool, asked);
-                view.index
+                view.index()
                     .search(surface, query, exact.map(|r| r.exposed), |e| view.is_up(e))
                     .into_iter()
                     .map(|e| Cow::Borrowed(&*e.definition))
