@@ -19,7 +19,7 @@ mod usage;
 
 use std::error::Error;
 use std::ffi::OsString;
-use std::io::IsTerminal as _;
+use std::io::{IsTerminal as _, Write};
 use std::process::ExitCode;
 
 use clap::Parser as _;
@@ -192,9 +192,45 @@ fn init_logging(flag: Option<&str>) {
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| LogLines(std::io::stderr()))
         .with_ansi(color)
         .init();
+}
+
+/// Writes one log event (tracing writes each event whole, in one call) so that nothing in it
+/// can pass for another event: a line end inside it is followed by an indent, a CR becomes a
+/// space. A client's tool name or a server's stderr with `\n2026-11-24T… INFO …` in it stays
+/// visibly part of the event that quoted it.
+struct LogLines<W>(W);
+
+impl<W: Write> Write for LogLines<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let body = buf.strip_suffix(b"\n").unwrap_or(buf);
+        if !body.iter().any(|b| *b == b'\n' || *b == b'\r') {
+            return self.0.write_all(buf);
+        }
+        let mut out = Vec::with_capacity(buf.len() + 16);
+        for &b in body {
+            match b {
+                b'\n' => out.extend_from_slice(b"\n    "),
+                b'\r' => out.push(b' '),
+                _ => out.push(b),
+            }
+        }
+        if body.len() < buf.len() {
+            out.push(b'\n');
+        }
+        self.0.write_all(&out)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// Whether stdout was closed under us (`moniker list | head -1`): not a failure.
@@ -228,6 +264,17 @@ mod tests {
         fn source(&self) -> Option<&(dyn Error + 'static)> {
             Some(&self.0)
         }
+    }
+
+    #[test]
+    fn a_log_event_stays_one_event() {
+        let mut out = LogLines(Vec::new());
+        out.write_all(b"INFO tool `a\nERROR forged` \r unknown\n")
+            .unwrap();
+        assert_eq!(out.0, b"INFO tool `a\n    ERROR forged`   unknown\n");
+        let mut out = LogLines(Vec::new());
+        out.write_all(b"plain\n").unwrap();
+        assert_eq!(out.0, b"plain\n");
     }
 
     #[test]

@@ -136,7 +136,7 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure>
         Err(exit) => return Ok(exit),
     };
     crate::reload::watch_lock(&gateway, &config);
-    let watcher = crate::reload::watch(gateway.clone(), &config, args.http.is_some());
+    let watcher = crate::reload::watch(gateway.clone(), &config, args.http);
     let outcome = match args.http {
         Some(addr) => serve_http(&gateway, &config, addr).await,
         None => serve_stdio(&gateway, args.metrics).await,

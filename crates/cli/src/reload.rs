@@ -6,6 +6,7 @@
 //! naming, actions, toolsets, HTTP tokens and allow-lists apply at once. Settings that only
 //! a restart applies are named in the log.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,15 +17,21 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use moniker_gateway::serve::http::check_bind;
+
 use crate::online::{entries, http_settings};
 use crate::render::Renderer;
 
 /// Changes closer together than this are one reload (an editor writes a file in steps).
 const DEBOUNCE: Duration = Duration::from_millis(250);
 
-/// Watches the config of `serve` (`http`: whether the HTTP transport runs). `None` when the
-/// file cannot be watched (said in the log; SIGHUP still works then).
-pub fn watch(gateway: Arc<Gateway>, config: &Config, http: bool) -> Option<JoinHandle<()>> {
+/// Watches the config of `serve` (`http`: the address the HTTP transport listens on, when it
+/// runs). `None` when the file cannot be watched (said in the log; SIGHUP still works then).
+pub fn watch(
+    gateway: Arc<Gateway>,
+    config: &Config,
+    http: Option<SocketAddr>,
+) -> Option<JoinHandle<()>> {
     let path = PathBuf::from(&config.source.file_name);
     let current = config.clone();
     let (tx, rx) = mpsc::unbounded_channel::<()>();
@@ -82,7 +89,7 @@ async fn run(
     gateway: Arc<Gateway>,
     path: PathBuf,
     mut current: Config,
-    http: bool,
+    http: Option<SocketAddr>,
     mut rx: mpsc::UnboundedReceiver<()>,
 ) {
     while rx.recv().await.is_some() {
@@ -96,21 +103,31 @@ async fn run(
 }
 
 /// Reads, checks and applies the config at `path`; the config now serving, when it changed.
-fn apply(gateway: &Arc<Gateway>, path: &Path, current: &Config, http: bool) -> Option<Config> {
+fn apply(
+    gateway: &Arc<Gateway>,
+    path: &Path,
+    current: &Config,
+    http: Option<SocketAddr>,
+) -> Option<Config> {
     let plain = Renderer::plain();
+    let file = path.display().to_string();
     let mut config = match moniker_config::load(path) {
         Ok(config) => config,
         Err(LoadError::Invalid(report)) => {
-            refuse(gateway, &plain.config_report(&report));
+            refuse(gateway, &plain.config_report(&report), &places(&report));
             return None;
         }
         Err(e @ LoadError::Io { .. }) => {
-            refuse(gateway, &plain.failure(&e));
+            refuse(
+                gateway,
+                &plain.failure(&e),
+                &format!("{file}: cannot be read"),
+            );
             return None;
         }
     };
     if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
-        refuse(gateway, &plain.config_report(&report));
+        refuse(gateway, &plain.config_report(&report), &places(&report));
         return None;
     }
     config.rules.today = crate::today().ok();
@@ -125,7 +142,13 @@ fn apply(gateway: &Arc<Gateway>, path: &Path, current: &Config, http: bool) -> O
         return None;
     }
     let settings = http_settings(&config);
-    if http {
+    if let Some(addr) = http {
+        // What start-up refuses, a reload refuses too: a listener beyond loopback with no
+        // token would serve every server to whoever reaches it.
+        if let Err(why) = check_bind(addr, &settings) {
+            refuse(gateway, &why, &format!("{file}: `http.tokens`: {why}"));
+            return None;
+        }
         let known = gateway.toolset_names();
         let static_sets: Vec<&String> = config.rules.toolsets.sets.keys().collect();
         if let Some(token) = settings.tokens.iter().find(|t| {
@@ -134,22 +157,37 @@ fn apply(gateway: &Arc<Gateway>, path: &Path, current: &Config, http: bool) -> O
                 .is_some_and(|name| !static_sets.contains(&name) && !known.contains(name))
         }) {
             let name = token.toolset.as_deref().unwrap_or_default();
-            refuse(
-                gateway,
-                &format!(
-                    "a token of `http.tokens` is bound to toolset `{name}`, which does not exist"
-                ),
+            let why = format!(
+                "a token of `http.tokens` is bound to toolset `{name}`, which does not exist"
             );
+            refuse(gateway, &why, &format!("{file}: {why}"));
             return None;
         }
     }
     match gateway.reload(config.rules.clone(), entries(&config)) {
         Err(diagnostics) => {
-            refuse(gateway, &plain.diagnostics(&config.source, &diagnostics));
+            let at: Vec<String> = diagnostics
+                .iter()
+                .map(|d| {
+                    let span = d
+                        .config_path
+                        .as_deref()
+                        .and_then(|p| crate::render::locate(&config.source, p));
+                    match span {
+                        Some(span) => format!("{file}:{}:{} {}", span.line, span.column, d.code),
+                        None => format!("{file} {}", d.code),
+                    }
+                })
+                .collect();
+            refuse(
+                gateway,
+                &plain.diagnostics(&config.source, &diagnostics),
+                &at.join("\n"),
+            );
             None
         }
         Ok(reloaded) => {
-            if http {
+            if http.is_some() {
                 gateway.set_http(settings);
             }
             gateway.set_config_error(None);
@@ -164,6 +202,23 @@ fn apply(gateway: &Arc<Gateway>, path: &Path, current: &Config, http: bool) -> O
             Some(config)
         }
     }
+}
+
+/// Where each error of `report` is, and its code: what `/healthz` may say of a refused
+/// reload. Never the file's text (a token written in it would be shown to anyone).
+fn places(report: &moniker_config::ConfigReport) -> String {
+    report
+        .errors
+        .iter()
+        .map(|e| match e.span {
+            Some(span) => format!(
+                "{}:{}:{} {}",
+                report.file_name, span.line, span.column, e.code
+            ),
+            None => format!("{} {}", report.file_name, e.code),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Checks the surface against `moniker.lock` beside the config, if there is one, from now on
@@ -185,9 +240,11 @@ fn names(ids: &[moniker_surface::ServerId]) -> Vec<&str> {
     ids.iter().map(|id| id.as_str()).collect()
 }
 
-fn refuse(gateway: &Gateway, why: &str) {
+/// Logs why a new config was refused (the whole report: the log is the operator's) and keeps
+/// where it failed for `/healthz`.
+fn refuse(gateway: &Gateway, why: &str, places: &str) {
     tracing::error!("config reload refused; the previous config still serves:\n{why}");
-    gateway.set_config_error(Some(why.to_owned()));
+    gateway.set_config_error(Some(places.to_owned()));
 }
 
 /// Says which changed settings wait for a restart; and that `${VAR}`s are the environment

@@ -1,6 +1,7 @@
 //! The `moniker` binary's integration tests, in one binary (a 2-core CI links fewer of them).
 
 mod actions;
+mod boundary;
 mod bounded;
 mod check;
 mod first_contact;

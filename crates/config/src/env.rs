@@ -101,8 +101,10 @@ impl Config {
                     command,
                     args,
                     env,
+                    pass_env,
                     cwd,
                 } => Transport::Stdio {
+                    pass_env: pass_env.clone(),
                     command: field(&[Seg::Key("command")], command),
                     args: args
                         .iter()
@@ -334,6 +336,7 @@ mod tests {
             args,
             env,
             cwd,
+            ..
         } = &github.transport
         else {
             panic!("stdio")

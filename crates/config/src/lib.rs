@@ -27,7 +27,7 @@ pub use gateway::GatewaySettings;
 pub use http::{HttpConfig, TokenConfig};
 pub use load::{LoadError, find, load};
 pub use report::{ConfigError, ConfigReport, codes};
-pub use server::{Auth, Grant, ServerConfig, Tls, Transport};
+pub use server::{Auth, Grant, PassEnv, ServerConfig, Tls, Transport};
 
 /// The run-time settings of the `toolsets` section (the toolsets themselves are naming rules).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

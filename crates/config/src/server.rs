@@ -24,6 +24,9 @@ pub enum Transport {
         command: String,
         args: Vec<String>,
         env: IndexMap<String, String>,
+        /// Which of moniker's own environment variables it is given besides the short list
+        /// every server gets (`pass_env`).
+        pass_env: PassEnv,
         cwd: Option<String>,
     },
     /// A Streamable HTTP endpoint (`type: sse` configs land here too).
@@ -33,6 +36,24 @@ pub enum Transport {
         tls: Tls,
         auth: Auth,
     },
+}
+
+/// Which of moniker's environment a stdio server sees, besides what every server is given
+/// (the official SDKs' short list: `HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`) and its
+/// own `env:`. moniker's environment holds its tokens and every other server's secrets: none
+/// of it reaches a server unless its config names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PassEnv {
+    /// These variables, by name (`pass_env: [GITHUB_TOKEN]`); none by default.
+    Names(Vec<String>),
+    /// All of it (`pass_env: all`), as before moniker 0.2.
+    All,
+}
+
+impl Default for PassEnv {
+    fn default() -> Self {
+        Self::Names(Vec::new())
+    }
 }
 
 /// TLS towards one remote server, besides the platform's trust store. Paths as written
@@ -118,12 +139,14 @@ impl fmt::Debug for Transport {
                 command,
                 args,
                 env,
+                pass_env,
                 cwd,
             } => f
                 .debug_struct("Stdio")
                 .field("command", command)
                 .field("args", args)
                 .field("env", &Redacted(env))
+                .field("pass_env", pass_env)
                 .field("cwd", cwd)
                 .finish(),
             Self::Http {
@@ -172,6 +195,7 @@ mod tests {
                 command: "npx".to_owned(),
                 args: vec!["-y".to_owned()],
                 env: IndexMap::from([("GITHUB_TOKEN".to_owned(), "ghp_secret123".to_owned())]),
+                pass_env: PassEnv::default(),
                 cwd: None,
             },
             disabled: false,

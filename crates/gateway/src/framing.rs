@@ -78,8 +78,20 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
 }
 
 async fn write_line<W: AsyncWrite + Unpin>(w: &mut W, message: &Message) -> std::io::Result<()> {
-    w.write_all(message.text().as_bytes()).await?;
+    w.write_all(one_line(message.text()).as_bytes()).await?;
     w.write_all(b"\n").await
+}
+
+/// `text` as one line. Every message is flattened where it is parsed, and what moniker builds
+/// has no raw line end; this is the last guard where lines are framed (a pipe, an SSE
+/// event), so that no bug elsewhere can ever let a message be read as two.
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if crate::message::has_line_end(text) {
+        tracing::warn!("a message with a raw line end was about to be framed; flattened");
+        std::borrow::Cow::Owned(text.replace(['\r', '\n'], " "))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
 }
 
 #[cfg(test)]

@@ -198,6 +198,9 @@ pub struct Gateway {
     config_error: Mutex<Option<String>>,
     /// The HTTP transport's tokens and allow-lists: replaced by a reload.
     http: ArcSwap<moniker_config::HttpConfig>,
+    /// Ticks when `http` is replaced: the HTTP transport then ends the sessions the new
+    /// tokens no longer allow.
+    http_changed: watch::Sender<()>,
     /// The surface lock every new surface is checked against (`serve` with a `moniker.lock`).
     lock: Mutex<Option<LockWatch>>,
     /// 2026-07-28 calls waiting for their client's input, by their `requestState`.
@@ -246,6 +249,7 @@ impl Gateway {
             slots: ArcSwap::from_pointee(slots),
             config_error: Mutex::new(None),
             http: ArcSwap::from_pointee(moniker_config::HttpConfig::default()),
+            http_changed: watch::channel(()).0,
             lock: Mutex::new(None),
             parked: Mutex::new(std::collections::HashMap::new()),
             tasks: Mutex::new(crate::session::tasks::Owners::default()),
@@ -445,9 +449,15 @@ impl Gateway {
     }
 
     /// New tokens and allow-lists for the HTTP transport: the next request is checked with
-    /// them (a session keeps working while its token stays in the list).
+    /// them, and a session ends when its token is removed or bound to another toolset.
     pub fn set_http(&self, settings: moniker_config::HttpConfig) {
         self.http.store(Arc::new(settings));
+        self.http_changed.send_replace(());
+    }
+
+    /// Ticks at each [`Gateway::set_http`].
+    pub fn http_changes(&self) -> watch::Receiver<()> {
+        self.http_changed.subscribe()
     }
 
     /// Notes why a new config was refused (`None`: the last one applied).

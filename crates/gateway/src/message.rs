@@ -168,8 +168,10 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValu
     <&RawValue>::deserialize(d).map(Some)
 }
 
-/// Parses one line.
+/// Parses one line (or one HTTP body). Its raw CRs and LFs become spaces first (see
+/// [`flatten`]): what moniker relays of it can never be read as two lines.
 pub fn parse(text: String) -> Result<Incoming, Invalid> {
+    let text = flatten(text);
     let trimmed = text.trim_start();
     if trimmed.starts_with('[') {
         let items: Vec<&RawValue> = serde_json::from_str(&text).map_err(|e| parse_error(&e))?;
@@ -195,6 +197,24 @@ pub fn parse_one(text: String) -> Result<Message, Invalid> {
         Incoming::One(message) => Ok(message),
         Incoming::Batch(_) => Err(invalid(None, "a batch where one message was expected")),
     }
+}
+
+/// `text` with every raw CR and LF replaced by a space. In valid JSON they can only stand
+/// between tokens, where they mean nothing (inside a string they must be escaped), so the
+/// values, their bytes and every part's place stay as they are; in invalid JSON they change
+/// nothing that is answered. A client's `{"x":\n{...}}` would otherwise reach a
+/// newline-delimited server as two lines, the second one a request of the client's making.
+pub fn flatten(text: String) -> String {
+    if has_line_end(&text) {
+        text.replace(['\r', '\n'], " ")
+    } else {
+        text
+    }
+}
+
+/// Whether `text` holds a raw CR or LF.
+pub fn has_line_end(text: &str) -> bool {
+    text.bytes().any(|b| b == b'\r' || b == b'\n')
 }
 
 fn parse_error(e: &serde_json::Error) -> Invalid {
@@ -835,6 +855,142 @@ mod tests {
             relayed.text(),
             r#"{"jsonrpc":"2.0","id":"c","result":{"n":1.50}}"#
         );
+    }
+
+    mod framing {
+        use super::super::*;
+        use proptest::prelude::*;
+        use serde_json::Value;
+
+        /// Any JSON value a client can send: strings with any characters (control characters,
+        /// line ends, quotes, backslashes, non-ASCII), numbers, nesting.
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>()
+                    .prop_filter("finite", |f| f.is_finite())
+                    .prop_map(Value::from),
+                any::<String>().prop_map(Value::String),
+                prop::sample::select(vec!["\n", "\r", "\r\n", "a\nb", "\u{2028}", "\\n", "\"}"])
+                    .prop_map(|s| Value::String(s.to_owned())),
+            ];
+            leaf.prop_recursive(4, 32, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                    prop::collection::vec((any::<String>(), inner), 0..5)
+                        .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// `value` written with `ws` (cycled) between every two tokens: the whitespace a
+        /// client may put there, raw CR and LF included.
+        fn render(value: &Value, ws: &[&str], at: &mut usize, out: &mut String) {
+            fn gap(ws: &[&str], at: &mut usize, out: &mut String) {
+                out.push_str(ws[*at % ws.len()]);
+                *at += 1;
+            }
+            match value {
+                Value::Array(items) => {
+                    out.push('[');
+                    for (i, item) in items.iter().enumerate() {
+                        gap(ws, at, out);
+                        if i > 0 {
+                            out.push(',');
+                            gap(ws, at, out);
+                        }
+                        render(item, ws, at, out);
+                    }
+                    gap(ws, at, out);
+                    out.push(']');
+                }
+                Value::Object(fields) => {
+                    out.push('{');
+                    for (i, (k, v)) in fields.iter().enumerate() {
+                        gap(ws, at, out);
+                        if i > 0 {
+                            out.push(',');
+                            gap(ws, at, out);
+                        }
+                        out.push_str(&string(k));
+                        gap(ws, at, out);
+                        out.push(':');
+                        gap(ws, at, out);
+                        render(v, ws, at, out);
+                    }
+                    gap(ws, at, out);
+                    out.push('}');
+                }
+                other => out.push_str(&other.to_string()),
+            }
+        }
+
+        proptest! {
+            /// Whatever a client sends as arguments, with whatever whitespace, what moniker
+            /// writes to a server for it is one line, and the arguments arrive unchanged.
+            #[test]
+            fn what_reaches_a_server_is_one_line(
+                arguments in value(),
+                ws in prop::collection::vec(
+                    prop::sample::select(vec!["", " ", "\t", "\n", "\r", "\r\n", "\n\r", " \r "]),
+                    1..8,
+                ),
+            ) {
+                let mut at = 0;
+                let mut args = String::new();
+                render(&arguments, &ws, &mut at, &mut args);
+                let text = format!(
+                    "{{{}\"jsonrpc\":\"2.0\",\"id\":1,{}\"method\":\"tools/call\",\"params\":{{\"name\":\"t\",{}\"arguments\":{args}{}}}}}",
+                    ws[0], ws[ws.len() - 1], ws[0], ws[ws.len() - 1]
+                );
+                let Ok(Incoming::One(message)) = parse(text) else {
+                    return Err(TestCaseError::fail("a valid message was refused"));
+                };
+                let params = message.call_params("\"origin\"", None, Some("\"moniker-1\""));
+                let sent = Message::request("9", "tools/call", params.as_deref());
+                let mut wire = Vec::new();
+                let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                tx.send(sent).unwrap();
+                drop(tx);
+                rt.block_on(crate::framing::write_lines(&mut wire, rx)).unwrap();
+                prop_assert_eq!(wire.iter().filter(|b| **b == b'\n').count(), 1);
+                prop_assert!(!wire.contains(&b'\r'));
+                prop_assert_eq!(wire.last(), Some(&b'\n'));
+                let back: Value = serde_json::from_slice(&wire).unwrap();
+                // What the client meant (read by the same parser: serde_json's float reading
+                // is not exact, and is the same on both sides).
+                let meant: Value = serde_json::from_str(&args).unwrap();
+                prop_assert_eq!(&back["params"]["arguments"], &meant);
+                prop_assert_eq!(&back["params"]["name"], "origin");
+            }
+
+            /// A batch's elements, a notification's params, a response's result: every
+            /// message parsed is one line, whatever whitespace it came with.
+            #[test]
+            fn every_parsed_message_is_one_line(
+                value in value(),
+                ws in prop::collection::vec(prop::sample::select(vec![" ", "\n", "\r", "\r\n"]), 1..4),
+            ) {
+                let mut at = 0;
+                let mut v = String::new();
+                render(&value, &ws, &mut at, &mut v);
+                for text in [
+                    format!("[{}{{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{{\"x\":{v}}}}}{}]", ws[0], ws[0]),
+                    format!("{{\"jsonrpc\":\"2.0\",\"id\":{}2,\"result\":{v}}}", ws[0]),
+                ] {
+                    let texts: Vec<String> = match parse(text).unwrap() {
+                        Incoming::One(m) => vec![m.into_text()],
+                        Incoming::Batch(items) => items.into_iter().map(|m| m.unwrap().into_text()).collect(),
+                    };
+                    for t in texts {
+                        prop_assert!(!has_line_end(&t), "{t:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

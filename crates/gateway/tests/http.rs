@@ -50,6 +50,7 @@ impl Server {
                 command: bin.display().to_string(),
                 args: args.iter().map(|a| (*a).to_owned()).collect(),
                 env: IndexMap::new(),
+                pass_env: moniker_config::PassEnv::default(),
                 cwd: None,
             },
             modern: false,

@@ -22,6 +22,7 @@ async fn gateway(args: &[&str]) -> Arc<Gateway> {
             command: fixture_bin().display().to_string(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             env: IndexMap::new(),
+            pass_env: moniker_config::PassEnv::default(),
             cwd: None,
         },
         modern: false,

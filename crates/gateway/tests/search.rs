@@ -25,6 +25,7 @@ async fn gateway() -> Arc<Gateway> {
             command: fixture_bin().display().to_string(),
             args: vec![fixture_file("contextgraph.json").display().to_string()],
             env: IndexMap::new(),
+            pass_env: moniker_config::PassEnv::default(),
             cwd: None,
         },
         modern: false,

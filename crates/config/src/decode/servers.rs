@@ -9,16 +9,16 @@ use moniker_surface::{Name, ServerId, ServerRules};
 
 use super::{Cx, Decoded, Fields, Slot, join, list};
 use crate::report::codes;
-use crate::server::{Auth, ServerConfig, Tls, Transport};
+use crate::server::{Auth, PassEnv, ServerConfig, Tls, Transport};
 use crate::tree::{ScalarKind, Value, shorten};
 
 const SERVER_KEYS: &[&str] = &[
-    "command", "args", "env", "cwd", "url", "headers", "tls", "auth", "tags", "prefix", "type",
-    "disabled", "protocol",
+    "command", "args", "env", "pass_env", "cwd", "url", "headers", "tls", "auth", "tags", "prefix",
+    "type", "disabled", "protocol",
 ];
 const TRANSPORT_TYPES: &[&str] = &["stdio", "http", "streamable-http", "sse"];
 /// Server fields that only mean something for one transport.
-const STDIO_ONLY: &[&str] = &["args", "env", "cwd"];
+const STDIO_ONLY: &[&str] = &["args", "env", "pass_env", "cwd"];
 const HTTP_ONLY: &[&str] = &["headers", "tls", "auth"];
 
 impl Cx<'_> {
@@ -118,6 +118,10 @@ impl Cx<'_> {
             .get("env")
             .map(|s| self.text_map(&field("env"), s))
             .unwrap_or_default();
+        let pass_env = fields
+            .get("pass_env")
+            .map(|s| self.pass_env(&field("pass_env"), s))
+            .unwrap_or_default();
         let cwd = fields
             .get("cwd")
             .filter(|s| !s.node.is_null())
@@ -161,6 +165,7 @@ impl Cx<'_> {
                 command: command?,
                 args,
                 env,
+                pass_env,
                 cwd,
             }
         } else {
@@ -254,6 +259,34 @@ impl Cx<'_> {
                 None
             }
         }
+    }
+
+    /// `pass_env`: `all`, or a list of variable names.
+    fn pass_env<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> PassEnv {
+        match slot.scalar() {
+            Some(("all", ScalarKind::Str)) => return PassEnv::All,
+            Some((_, ScalarKind::Str)) => {
+                self.type_error("`all` or a list of variable names", p, slot);
+                return PassEnv::default();
+            }
+            _ => {}
+        }
+        let names = self.strings(p, slot, false);
+        for (i, name) in names.iter().enumerate() {
+            let valid = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                self.error(
+                    codes::INVALID_VALUE,
+                    format!("`{}` is not an environment variable name", shorten(name)),
+                    &join(p, Seg::Index(i)),
+                    slot.point(),
+                    Some("write names such as `GITHUB_TOKEN`, or `pass_env: all`".to_owned()),
+                );
+            }
+        }
+        PassEnv::Names(names)
     }
 
     fn transport_type(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<String> {

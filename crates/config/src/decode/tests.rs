@@ -89,6 +89,7 @@ fn the_design_example_parses() {
         args,
         env,
         cwd,
+        ..
     } = &github.transport
     else {
         panic!("stdio")
@@ -236,6 +237,7 @@ fn a_claude_desktop_file_parses() {
                 "/tmp".to_owned()
             ],
             env: IndexMap::new(),
+            pass_env: crate::PassEnv::default(),
             cwd: None,
         }
     );

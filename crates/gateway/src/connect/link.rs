@@ -286,12 +286,7 @@ pub(super) fn split(text: &str) -> Vec<&str> {
 /// A message as one line: line ends (whitespace between JSON tokens, never inside strings)
 /// become spaces.
 pub(super) fn one_line(message: &str) -> String {
-    let message = message.trim();
-    if message.contains(['\n', '\r']) {
-        message.replace(['\n', '\r'], " ")
-    } else {
-        message.to_owned()
-    }
+    message::flatten(message.trim().to_owned())
 }
 
 /// The innermost cause of an error, which says what happened ("Connection refused"); a

@@ -1,9 +1,11 @@
 //! Servers as child processes speaking newline-delimited JSON-RPC on stdin and stdout.
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 
+use moniker_config::PassEnv;
 use moniker_surface::ServerId;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -41,6 +43,32 @@ pub(crate) fn cannot_run(command: &str, e: &std::io::Error) -> String {
     }
 }
 
+/// What every stdio server is given of moniker's environment: the official SDKs' list
+/// (`get_default_environment` in the Python SDK, `getDefaultEnvironment` in the TypeScript
+/// one), enough to find programs and a home directory.
+pub const INHERITED_ENV: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+
+/// The variables of `vars` (moniker's environment) a server is given: [`INHERITED_ENV`] and
+/// those its `pass_env` names (or all). Values that start with `()` are shell functions, which
+/// the SDKs leave out too.
+pub fn inherited(
+    pass_env: &PassEnv,
+    vars: impl Iterator<Item = (OsString, OsString)>,
+) -> Vec<(OsString, OsString)> {
+    vars.filter(|(name, value)| {
+        let Some(name) = name.to_str() else {
+            return false;
+        };
+        let named = INHERITED_ENV.contains(&name)
+            || match pass_env {
+                PassEnv::All => true,
+                PassEnv::Names(names) => names.iter().any(|n| n == name),
+            };
+        named && !value.as_encoded_bytes().starts_with(b"()")
+    })
+    .collect()
+}
+
 /// Starts the server (through the guard, when given) and the tasks that carry its messages.
 /// `spec` is a [`ServerSpec::Stdio`].
 pub fn spawn(
@@ -54,6 +82,7 @@ pub fn spawn(
         command,
         args,
         env,
+        pass_env,
         cwd,
     } = spec
     else {
@@ -71,7 +100,9 @@ pub fn spawn(
             cmd
         }
     };
-    cmd.envs(env)
+    cmd.env_clear()
+        .envs(inherited(pass_env, std::env::vars_os()))
+        .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -137,4 +168,47 @@ pub fn spawn(
         closed,
         stderr,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect()
+    }
+
+    #[test]
+    fn a_server_gets_the_short_list_and_what_it_names() {
+        let env = vars(&[
+            ("PATH", "/bin"),
+            ("HOME", "/root"),
+            ("MONIKER_TOKENS", "secret"),
+            ("GITHUB_TOKEN", "ghp"),
+            ("SHELL", "() { evil; }"),
+        ]);
+        let names = |got: Vec<(OsString, OsString)>| -> Vec<String> {
+            got.into_iter()
+                .map(|(k, _)| k.into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(
+            names(inherited(&PassEnv::default(), env.clone().into_iter())),
+            ["PATH", "HOME"]
+        );
+        assert_eq!(
+            names(inherited(
+                &PassEnv::Names(vec!["GITHUB_TOKEN".into()]),
+                env.clone().into_iter()
+            )),
+            ["PATH", "HOME", "GITHUB_TOKEN"]
+        );
+        assert_eq!(
+            names(inherited(&PassEnv::All, env.into_iter())),
+            ["PATH", "HOME", "MONIKER_TOKENS", "GITHUB_TOKEN"]
+        );
+    }
 }

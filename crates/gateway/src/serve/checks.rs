@@ -186,6 +186,18 @@ pub(super) fn authenticate(header: Option<&[u8]>, tokens: &[Token]) -> Result<Au
         .ok_or(Refused::Invalid)
 }
 
+/// The token of `tokens` whose secret is `secret` (constant time for each).
+pub(super) fn find_token<'a>(secret: &str, tokens: &'a [Token]) -> Option<&'a Token> {
+    let mut found = None;
+    for token in tokens {
+        let equal: bool = token.token.as_bytes().ct_eq(secret.as_bytes()).into();
+        if equal && found.is_none() {
+            found = Some(token);
+        }
+    }
+    found
+}
+
 /// The credentials of `Bearer <credentials>`; the scheme is case-insensitive.
 fn bearer(header: &[u8]) -> Option<&[u8]> {
     let header = header.trim_ascii();

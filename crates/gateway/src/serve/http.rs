@@ -127,6 +127,9 @@ struct HttpSession {
     session: Arc<Session>,
     /// The token that created it; every later request must carry the same.
     auth: Auth,
+    /// The toolset it is bound to (its URL's or its token's): every later request must name
+    /// the same, and a reload that binds its token otherwise ends it.
+    toolset: Option<String>,
     /// The protocol version negotiated in `initialize`.
     protocol: String,
     outbox: Arc<Outbox>,
@@ -159,6 +162,7 @@ pub async fn serve(
         stop: stop_rx.clone(),
     });
     let sweeper = tokio::spawn(sweep(Arc::downgrade(&shared), idle));
+    let revoker = tokio::spawn(revoke_on_reload(Arc::downgrade(&shared)));
     let app = Router::new()
         .route(MCP_PATH, any(mcp))
         .route("/mcp/{toolset}", any(mcp_in_toolset))
@@ -212,6 +216,7 @@ pub async fn serve(
         }
     };
     sweeper.abort();
+    revoker.abort();
     let sessions = std::mem::take(&mut *lock(&shared.sessions));
     for session in sessions.values() {
         session.outbox.close();
@@ -237,6 +242,20 @@ fn health(gateway: &Gateway) -> String {
         Some(error) => {
             format!("ok\nconfig reload refused (the previous config still serves):\n{error}\n")
         }
+    }
+}
+
+/// Ends the sessions new HTTP settings no longer allow, each time the settings change.
+async fn revoke_on_reload(shared: Weak<Shared>) {
+    let Some(mut changes) = shared.upgrade().map(|s| s.gateway.http_changes()) else {
+        return;
+    };
+    while changes.changed().await.is_ok() {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let settings = shared.gateway.http();
+        revoke(&shared, &settings);
     }
 }
 
@@ -435,8 +454,8 @@ async fn serve_mcp(
                 Err((status, why)) => failure(status, why),
                 Ok(toolset) => match parts.method {
                     Method::POST => post(shared, headers, body, auth, toolset).await,
-                    Method::GET => get(shared, headers, auth),
-                    Method::DELETE => delete(shared, headers, auth),
+                    Method::GET => get(shared, headers, auth, toolset.as_deref()),
+                    Method::DELETE => delete(shared, headers, auth, toolset.as_deref()),
                     _ => {
                         let mut response =
                             failure(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
@@ -513,6 +532,7 @@ fn session_of(
     shared: &Shared,
     headers: &HeaderMap,
     auth: Auth,
+    toolset: Option<&str>,
 ) -> Result<(String, Arc<HttpSession>), Reject> {
     let Some(id) = header_str(headers, SESSION_ID).filter(|id| !id.is_empty()) else {
         return Err(Reject::new(
@@ -536,8 +556,68 @@ fn session_of(
             "Forbidden: the session was created with another token",
         ));
     }
+    if session.toolset.as_deref() != toolset {
+        if let Auth::Token { token, .. } = &auth {
+            if let Auth::Token { token: was, .. } = &session.auth {
+                if token.toolset != was.toolset {
+                    // Its token was bound to another toolset by a reload, and the sweep of
+                    // that reload has not reached it yet.
+                    end(shared, id, "its token is now bound to another toolset");
+                    return Err(Reject::new(
+                        StatusCode::NOT_FOUND,
+                        "Not Found: the session ended (its token was bound to another toolset): initialize a new one",
+                    ));
+                }
+            }
+        }
+        tracing::warn!(
+            session = short(id),
+            "HTTP request refused: the session belongs to another toolset URL"
+        );
+        return Err(Reject::new(
+            StatusCode::FORBIDDEN,
+            "Forbidden: the session belongs to another toolset URL",
+        ));
+    }
     version_ok(headers)?;
     Ok((id.to_owned(), session))
+}
+
+/// Ends a session: it is forgotten and its stream closes (its requests still running finish,
+/// their answers are dropped).
+fn end(shared: &Shared, id: &str, why: &str) {
+    if let Some(http) = lock(&shared.sessions).remove(id) {
+        http.outbox.close();
+        tracing::info!(session = short(id), "HTTP session ended: {why}");
+    }
+}
+
+/// After new HTTP settings: the sessions whose token is gone, or bound now to another toolset
+/// than when they began, end (a token's binding is a boundary, not a default for new sessions
+/// only); so do the tokenless sessions once tokens are required.
+fn revoke(shared: &Shared, settings: &HttpSettings) {
+    let stale: Vec<(String, &'static str)> = lock(&shared.sessions)
+        .iter()
+        .filter_map(|(id, http)| {
+            let why = match &http.auth {
+                Auth::Open if settings.tokens.is_empty() => return None,
+                Auth::Open => "tokens are required now",
+                Auth::Token { token, .. } => {
+                    match checks::find_token(&token.token, &settings.tokens) {
+                        None => "its token was removed",
+                        Some(now) if now.toolset != token.toolset => {
+                            "its token is now bound to another toolset"
+                        }
+                        Some(_) => return None,
+                    }
+                }
+            };
+            Some((id.clone(), why))
+        })
+        .collect();
+    for (id, why) in stale {
+        end(shared, &id, why);
+    }
 }
 
 /// What a POST body holds.
@@ -704,7 +784,7 @@ async fn post(
             ),
         };
     }
-    let (_, http) = match session_of(shared, headers, auth) {
+    let (_, http) = match session_of(shared, headers, auth, toolset.as_deref()) {
         Ok(found) => found,
         Err(reject) => return reject.response(),
     };
@@ -873,6 +953,7 @@ async fn initialize(
         Arc::new(HttpSession {
             session,
             auth,
+            toolset,
             protocol,
             outbox,
             activity: Activity::new(),
@@ -954,7 +1035,7 @@ impl PostStream {
 }
 
 /// GET: the session's stream of unsolicited messages.
-fn get(shared: &Arc<Shared>, headers: &HeaderMap, auth: Auth) -> Response {
+fn get(shared: &Arc<Shared>, headers: &HeaderMap, auth: Auth, toolset: Option<&str>) -> Response {
     if !headers.contains_key(SESSION_ID) {
         // 2026-07-28 has no GET stream (`subscriptions/listen` replaces it); a 2025 client
         // has a session to name.
@@ -966,7 +1047,7 @@ fn get(shared: &Arc<Shared>, headers: &HeaderMap, auth: Auth) -> Response {
             "Not Acceptable: the client must accept text/event-stream",
         );
     }
-    let (id, http) = match session_of(shared, headers, auth) {
+    let (id, http) = match session_of(shared, headers, auth, toolset) {
         Ok(found) => found,
         Err(reject) => return reject.response(),
     };
@@ -991,17 +1072,19 @@ fn get(shared: &Arc<Shared>, headers: &HeaderMap, auth: Auth) -> Response {
 }
 
 /// DELETE: ends the session.
-fn delete(shared: &Arc<Shared>, headers: &HeaderMap, auth: Auth) -> Response {
+fn delete(
+    shared: &Arc<Shared>,
+    headers: &HeaderMap,
+    auth: Auth,
+    toolset: Option<&str>,
+) -> Response {
     if !headers.contains_key(SESSION_ID) {
         return without_session();
     }
-    let (id, _) = match session_of(shared, headers, auth) {
+    let (id, _) = match session_of(shared, headers, auth, toolset) {
         Ok(found) => found,
         Err(reject) => return reject.response(),
     };
-    if let Some(http) = lock(&shared.sessions).remove(&id) {
-        http.outbox.close();
-        tracing::info!(session = short(&id), "HTTP session ended by the client");
-    }
+    end(shared, &id, "by the client");
     with_status(StatusCode::NO_CONTENT, Body::empty())
 }

@@ -62,6 +62,7 @@ fn a_claude_desktop_file_is_read_as_it_is() {
                 "/Users/me/Desktop"
             ]),
             env: IndexMap::new(),
+            pass_env: crate::PassEnv::default(),
             cwd: None,
         }
     );
@@ -71,6 +72,7 @@ fn a_claude_desktop_file_is_read_as_it_is() {
             command: "npx".to_owned(),
             args: strings(&["-y", "@modelcontextprotocol/server-github"]),
             env: map(&[("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_not_a_real_token")]),
+            pass_env: crate::PassEnv::default(),
             cwd: None,
         }
     );

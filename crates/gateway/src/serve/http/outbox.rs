@@ -262,13 +262,11 @@ pub(super) fn event(out: &mut String, id: Option<u64>, message: &str) {
         out.push_str(&id.to_string());
         out.push('\n');
     }
-    out.push_str("event: message\n");
-    for line in message.split('\n') {
-        out.push_str("data: ");
-        out.push_str(line.strip_suffix('\r').unwrap_or(line));
-        out.push('\n');
-    }
-    out.push('\n');
+    out.push_str("event: message\ndata: ");
+    // A CR or LF would end the `data:` line and let what follows be read as a field of the
+    // event (an `id:`, another `data:`): one message, one line.
+    out.push_str(&crate::framing::one_line(message));
+    out.push_str("\n\n");
 }
 
 /// When a session was last used, and how many requests and streams use it now.
@@ -373,9 +371,14 @@ mod tests {
     }
 
     #[test]
-    fn multi_line_data() {
+    fn an_event_is_one_data_line_whatever_its_message_holds() {
+        // A lone CR ends an SSE line too: split on LF alone, it would start a field of the
+        // attacker's (`id:`, `event:`) inside the event.
         let mut out = String::new();
-        event(&mut out, Some(7), "{\"a\":\r\n1}");
-        assert_eq!(out, "id: 7\nevent: message\ndata: {\"a\":\ndata: 1}\n\n");
+        event(&mut out, Some(7), "{\"a\":\r\n1,\"b\":\rid: 9\r}");
+        assert_eq!(
+            out,
+            "id: 7\nevent: message\ndata: {\"a\":  1,\"b\": id: 9 }\n\n"
+        );
     }
 }

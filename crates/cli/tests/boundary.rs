@@ -1,0 +1,558 @@
+//! moniker as a boundary, tried the way an attacker would: raw sockets and raw JSON, real child
+//! processes, real reloads. Each test names the finding of "Hold the boundary" it proves.
+//!
+//! The servers are the fixture with `--record`: every line moniker writes to them is kept, so a
+//! test reads what really reached a server instead of trusting what moniker answered.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use moniker_fixture::{Peer, fixture_bin, fixture_file, scratch};
+use serde_json::{Value, json};
+
+use crate::http::free_port;
+
+/// A tool the `review` toolset does not hold: nothing a `review` client sends may reach it.
+const FORBIDDEN: &str = "trigger_consolidation";
+const ADMIN: &str = "admin-token-0123";
+const REVIEW: &str = "review-token-4567";
+
+/// A config with the contextgraph fixture recording to `record`, two tokens (one bound to
+/// `review`), and `rest`.
+fn config(dir: &Path, rest: &str) -> PathBuf {
+    let record = dir.join("record.jsonl");
+    let config = dir.join("moniker.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n  cg:\n    command: {}\n    args: [{}, --record, {}]\n\
+             http:\n  tokens:\n    - {ADMIN}\n    - {{ token: {REVIEW}, toolset: review }}\n\
+             toolsets:\n  review:\n    tools: [store_memory, search_graph]\n{rest}",
+            json!(fixture_bin().display().to_string()),
+            json!(fixture_file("contextgraph.json").display().to_string()),
+            json!(record.display().to_string()),
+        ),
+    )
+    .expect("config");
+    config
+}
+
+struct Gate {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `moniker serve --http` on `bind` (a free port of it) with [`config`].
+fn serve_http(rest: &str, bind: &str, env: &[(&str, &str)]) -> Gate {
+    let dir = scratch();
+    let config = config(&dir, rest);
+    let port = free_port();
+    let stderr = std::fs::File::create(dir.join("stderr.log")).expect("stderr.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_moniker"))
+        .args(["serve", "--http", &format!("{bind}:{port}"), "-c"])
+        .arg(&config)
+        .env("XDG_DATA_HOME", &dir)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("moniker serve --http");
+    let gate = Gate { child, port, dir };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = gate.get("/healthz");
+        if status == 200 && !body.is_empty() && gate.tools(ADMIN).len() > 10 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "moniker did not start: {}",
+            gate.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    gate
+}
+
+/// A raw HTTP/1.1 exchange: (status, headers lowercased, body).
+fn raw(port: u16, request: &[u8]) -> (u16, Vec<(String, String)>, String) {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, Vec::new(), String::new());
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    stream.write_all(request).expect("write");
+    let mut bytes = Vec::new();
+    let _ = stream.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return (0, Vec::new(), text);
+    };
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect::<Vec<_>>();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    (status, headers, body)
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// The JSON-RPC message of a body: JSON, or the last `data:` of an SSE stream.
+fn message_of(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|_| {
+        body.lines()
+            .rev()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .find_map(|d| serde_json::from_str(d.trim()).ok())
+            .unwrap_or(Value::Null)
+    })
+}
+
+impl Gate {
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default()
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        let (status, _, body) = raw(
+            self.port,
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        );
+        (status, body)
+    }
+
+    /// POSTs `body` (raw bytes, as an attacker writes them) to `/mcp`.
+    fn post(
+        &self,
+        token: &str,
+        session: Option<&str>,
+        extra: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, Vec<(String, String)>, Value) {
+        self.post_to("/mcp", token, session, extra, body)
+    }
+
+    fn post_to(
+        &self,
+        path: &str,
+        token: &str,
+        session: Option<&str>,
+        extra: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, Vec<(String, String)>, Value) {
+        let mut head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
+             Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        if let Some(session) = session {
+            head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+        }
+        for (k, v) in extra {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        let mut request = head.into_bytes();
+        request.extend_from_slice(body);
+        let (status, headers, body) = raw(self.port, &request);
+        (status, headers, message_of(&body))
+    }
+
+    /// A new 2025 session of `token`: its id.
+    fn session(&self, token: &str) -> String {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {"roots": {}}, "clientInfo": {"name": "attacker", "version": "0"}}});
+        let (status, headers, body) = self.post(token, None, &[], init.to_string().as_bytes());
+        assert_eq!(status, 200, "{body}");
+        let id = headers
+            .iter()
+            .find(|(k, _)| k == "mcp-session-id")
+            .map(|(_, v)| v.clone())
+            .expect("a session id");
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.post(token, Some(&id), &[], initialized.to_string().as_bytes());
+        id
+    }
+
+    fn tools(&self, token: &str) -> Vec<String> {
+        let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let (_, _, body) = self.post(
+            token,
+            None,
+            &[
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/list"),
+            ],
+            list.to_string().as_bytes(),
+        );
+        body["result"]["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn call(&self, token: &str, session: &str, name: &str) -> Value {
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": {}}});
+        self.post(token, Some(session), &[], call.to_string().as_bytes())
+            .2
+    }
+
+    fn record(&self) -> String {
+        std::fs::read_to_string(self.dir.join("record.jsonl")).unwrap_or_default()
+    }
+}
+
+/// A request for [`FORBIDDEN`], to be hidden in a message as whitespace-separated JSON.
+fn smuggled(id: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{FORBIDDEN}","arguments":{{}}}}}}"#
+    )
+}
+
+/// What a server received, line by line: every line must be one whole JSON-RPC message, none
+/// a call of [`FORBIDDEN`], and no raw CR anywhere (Python servers split lines on it).
+fn assert_one_message_a_line(record: &str) {
+    assert!(!record.contains('\r'), "a raw CR reached the server");
+    for line in record.lines() {
+        let message: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("the server read a line that is not JSON ({e}): {line}"));
+        assert!(message.is_object(), "{line}");
+        assert_ne!(
+            message["params"]["name"], FORBIDDEN,
+            "a smuggled call reached the server: {line}"
+        );
+    }
+}
+
+/// Finding 1: requests smuggled into a stdio server with raw line ends, in every field a
+/// client controls, in a session and without one (2026-07-28), never reach it as lines.
+#[test]
+fn raw_line_ends_never_split_what_reaches_a_stdio_server() {
+    let gate = serve_http("", "127.0.0.1", &[]);
+    let session = gate.session(REVIEW);
+    let mut id = 100;
+    for end in ["\n", "\r", "\r\n", "\n\r"] {
+        let s = |id: u64| format!("{end}{}{end}", smuggled(id));
+        // (body, is it a 2026-07-28 request)
+        let carriers: Vec<(String, bool)> = vec![
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"store_memory","arguments":{{"content":"x","x":{}}}}}}}"#,
+                    s(id)
+                ),
+                false,
+            ),
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"store_memory","arguments":{{"content":"x"}},"_meta":{{"x":{}}}}}}}"#,
+                    s(id + 1)
+                ),
+                false,
+            ),
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","method":"notifications/roots/list_changed","params":{{"x":{}}}}}"#,
+                    s(id + 2)
+                ),
+                false,
+            ),
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{{"level":"info","x":{}}}}}"#,
+                    s(id + 3)
+                ),
+                false,
+            ),
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{{"uri":"fixture://info","x":{}}}}}"#,
+                    s(id + 4)
+                ),
+                false,
+            ),
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":5,"method":"completion/complete","params":{{"ref":{{"type":"ref/prompt","name":"p"}},"argument":{{"name":"a","value":"b"}},"x":{}}}}}"#,
+                    s(id + 5)
+                ),
+                false,
+            ),
+            (
+                format!(
+                    r#"[{end}{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{{"name":"search_graph","arguments":{{"query":"q","x":{}}}}}}}{end}]"#,
+                    s(id + 6)
+                ),
+                false,
+            ),
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"store_memory","arguments":{{"content":"x","x":{}}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#,
+                    s(id + 7)
+                ),
+                true,
+            ),
+        ];
+        for (body, modern) in carriers {
+            let headers: &[(&str, &str)] = if modern {
+                &[
+                    ("MCP-Protocol-Version", "2026-07-28"),
+                    ("Mcp-Method", "tools/call"),
+                    ("Mcp-Name", "store_memory"),
+                ]
+            } else {
+                &[]
+            };
+            let session = (!modern).then_some(session.as_str());
+            let (status, _, answer) = gate.post(REVIEW, session, headers, body.as_bytes());
+            assert!(
+                matches!(status, 200 | 202),
+                "{status} {answer} for {body:?}"
+            );
+            // The fixture echoes a call's arguments: the smuggled text may come back as data,
+            // never as the forbidden tool's own answer.
+            assert!(
+                !answer
+                    .to_string()
+                    .contains(&format!(r#"\"tool\":\"{FORBIDDEN}"#)),
+                "{answer} for {body:?}"
+            );
+        }
+        id += 10;
+    }
+    // The forbidden tool is refused when named, and the review calls did reach the server.
+    let refused = gate.call(REVIEW, &session, FORBIDDEN);
+    assert_eq!(refused["error"]["code"], -32004, "{refused}");
+    std::thread::sleep(Duration::from_millis(300));
+    let record = gate.record();
+    assert!(record.contains("store_memory"), "{record}");
+    assert_one_message_a_line(&record);
+}
+
+/// Finding 1 over stdio: a client of `moniker serve` on stdio frames by LF, so a lone CR
+/// inside its line reaches moniker whole; moniker must not pass it on.
+#[test]
+fn a_lone_cr_from_a_stdio_client_never_reaches_a_server() {
+    let dir = scratch();
+    let config = config(&dir, "");
+    let mut peer = Peer::spawn(
+        Command::new(env!("CARGO_BIN_EXE_moniker"))
+            .args(["serve", "--toolset", "review", "-c"])
+            .arg(&config)
+            .env("XDG_DATA_HOME", &dir),
+    );
+    peer.initialize();
+    for (i, end) in ["\r", "\r \r"].into_iter().enumerate() {
+        peer.send_raw(&format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"store_memory","arguments":{{"content":"x","x":{end}{}{end}}}}}}}"#,
+            50 + i,
+            smuggled(500 + i as u64)
+        ));
+        let answer = peer.response_line(&json!(50 + i));
+        assert!(
+            !answer.contains(&format!(r#"\"tool\":\"{FORBIDDEN}"#)),
+            "{answer}"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let record = std::fs::read_to_string(dir.join("record.jsonl")).expect("record");
+    assert!(record.contains("store_memory"), "{record}");
+    assert_one_message_a_line(&record);
+}
+
+/// Finding 2: `/healthz` after a refused reload says where, never what the file says.
+#[test]
+fn health_never_shows_the_config_text() {
+    let gate = serve_http("", "127.0.0.1", &[]);
+    let config = gate.dir.join("moniker.yaml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("{text}  oops: [\n")).expect("config");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let said = loop {
+        let (_, body) = gate.get("/healthz");
+        if body.contains("refused") {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "the reload was not refused");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(said.contains("moniker.yaml:"), "{said}");
+    for secret in [ADMIN, REVIEW, "oops", "tokens"] {
+        assert!(!said.contains(secret), "/healthz shows `{secret}`: {said}");
+    }
+}
+
+/// Finding 3: a stdio server sees the SDKs' short list of moniker's environment and its own
+/// `env:`; moniker's tokens and other servers' secrets only when its config names them.
+#[test]
+fn a_server_sees_only_the_environment_it_is_given() {
+    let dir = scratch();
+    let fixture = fixture_bin().display().to_string();
+    let cg = fixture_file("contextgraph.json").display().to_string();
+    let server = |id: &str, extra: &str| {
+        format!(
+            "  {id}:\n    command: sh\n    args: [-c, 'env > \"$0\"; exec \"$1\" \"$2\" --name {id}', {}, {}, {}]\n    env: {{ OWN_SETTING: mine }}\n{extra}",
+            json!(dir.join(format!("{id}.env")).display().to_string()),
+            json!(fixture),
+            json!(cg),
+        )
+    };
+    let config = dir.join("moniker.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n{}{}{}naming: {{ separator: _ }}\n",
+            server("plain", "    prefix: true\n"),
+            server("named", "    prefix: true\n    pass_env: [GITHUB_TOKEN]\n"),
+            server("all", "    prefix: true\n    pass_env: all\n"),
+        ),
+    )
+    .expect("config");
+    let output = Command::new(env!("CARGO_BIN_EXE_moniker"))
+        .args(["check", "-c"])
+        .arg(&config)
+        .env("MONIKER_TOKENS", "tok-secret")
+        .env("GITHUB_TOKEN", "ghp_secret")
+        .env("HOME", "/home/someone")
+        .output()
+        .expect("moniker check");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let env = |id: &str| std::fs::read_to_string(dir.join(format!("{id}.env"))).expect("env");
+    let plain = env("plain");
+    assert!(plain.contains("OWN_SETTING=mine"), "{plain}");
+    assert!(plain.contains("HOME=/home/someone"), "{plain}");
+    assert!(plain.contains("PATH="), "{plain}");
+    assert!(!plain.contains("tok-secret"), "{plain}");
+    assert!(!plain.contains("ghp_secret"), "{plain}");
+    let named = env("named");
+    assert!(named.contains("GITHUB_TOKEN=ghp_secret"), "{named}");
+    assert!(!named.contains("tok-secret"), "{named}");
+    let all = env("all");
+    assert!(
+        all.contains("GITHUB_TOKEN=ghp_secret") && all.contains("MONIKER_TOKENS=tok-secret"),
+        "{all}"
+    );
+}
+
+/// Finding 4: a reload that would leave a listener beyond loopback without a token is
+/// refused; the tokens keep being asked for.
+#[test]
+fn a_reload_never_opens_the_endpoint() {
+    let gate = serve_http("", "0.0.0.0", &[]);
+    let config = gate.dir.join("moniker.yaml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let start = text.find("http:").expect("http");
+    let end = text.find("toolsets:").expect("toolsets");
+    std::fs::write(&config, format!("{}{}", &text[..start], &text[end..])).expect("config");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = gate.get("/healthz");
+        if body.contains("refused") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reload was not refused: {}",
+            gate.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let (status, _, _) = gate.post("none", None, &[], init.to_string().as_bytes());
+    assert_eq!(status, 401);
+    assert!(gate.stderr().contains("without a bearer token"));
+}
+
+/// Findings 5 and 17: a session lives under the binding its token had; binding the token to a
+/// toolset ends its sessions, and a toolset URL never widens an existing session.
+#[test]
+fn rebinding_a_token_ends_its_sessions() {
+    let gate = serve_http("", "127.0.0.1", &[]);
+    let session = gate.session(ADMIN);
+    let answer = gate.call(ADMIN, &session, FORBIDDEN);
+    assert!(answer.get("result").is_some(), "{answer}");
+    // The review session cannot be widened through another URL.
+    let review = gate.session(REVIEW);
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": FORBIDDEN, "arguments": {}}});
+    let (status, _, body) = gate.post_to(
+        "/mcp/other",
+        REVIEW,
+        Some(&review),
+        &[],
+        call.to_string().as_bytes(),
+    );
+    assert!(matches!(status, 403 | 404), "{status} {body}");
+
+    let config = gate.dir.join("moniker.yaml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let bound = text.replace(
+        &format!("    - {ADMIN}\n"),
+        &format!("    - {{ token: {ADMIN}, toolset: review }}\n"),
+    );
+    assert_ne!(bound, text);
+    std::fs::write(&config, bound).expect("config");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = gate.call(ADMIN, &session, FORBIDDEN);
+        if answer.get("result").is_none() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the old session still calls everything: {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A new session of the token sees the toolset only.
+    let fresh = gate.session(ADMIN);
+    assert_eq!(gate.call(ADMIN, &fresh, FORBIDDEN)["error"]["code"], -32004);
+}
