@@ -167,6 +167,14 @@ async fn serve_stdio(
 ) -> Result<Exit, Failure> {
     let (stop_metrics, stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(addr) = metrics {
+        if !addr.ip().is_loopback() {
+            // This listener has no tokens: beyond loopback, anyone could read which tools are
+            // used, how often and by which names.
+            output::report(&format!(
+                "error: refusing to serve metrics on {addr}: `--metrics` has no token, so it listens on loopback only (127.0.0.1 or [::1]); for metrics beyond this host use `serve --http` with `http.tokens`"
+            ));
+            return Ok(Exit::InvalidConfig);
+        }
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;

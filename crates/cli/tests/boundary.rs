@@ -556,3 +556,144 @@ fn rebinding_a_token_ends_its_sessions() {
     let fresh = gate.session(ADMIN);
     assert_eq!(gate.call(ADMIN, &fresh, FORBIDDEN)["error"]["code"], -32004);
 }
+
+/// Findings 9 and 17: the metrics count every tool's use: a token bound to a toolset may not
+/// read them, and the tokenless `--metrics` listener stays on loopback.
+#[test]
+fn metrics_need_an_unbound_token_and_loopback() {
+    let gate = serve_http("", "127.0.0.1", &[]);
+    let get = |token: &str| {
+        raw(
+            gate.port,
+            format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {token}\r\n\r\n").as_bytes(),
+        )
+    };
+    let (status, _, body) = get(REVIEW);
+    assert_eq!(status, 403, "{body}");
+    assert!(!body.contains("moniker_tool_calls"), "{body}");
+    let (status, _, body) = get(ADMIN);
+    assert_eq!(status, 200, "{body}");
+
+    let dir = scratch();
+    let config = config(&dir, "");
+    let output = Command::new(env!("CARGO_BIN_EXE_moniker"))
+        .args([
+            "serve",
+            "--metrics",
+            &format!("0.0.0.0:{}", free_port()),
+            "-c",
+        ])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .output()
+        .expect("moniker serve --metrics");
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("refusing to serve metrics"), "{said}");
+}
+
+/// Finding 8: a secret in a server's URL (query values, userinfo) never shows in logs or in
+/// a command's errors.
+#[test]
+fn secrets_in_a_server_url_are_never_shown() {
+    let dir = scratch();
+    let config = dir.join("moniker.yaml");
+    let port = free_port();
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n  remote:\n    url: \"http://user:pa55word@127.0.0.1:{port}/mcp?api_key=${{API_KEY}}&v=1\"\n"
+        ),
+    )
+    .expect("config");
+    let output = Command::new(env!("CARGO_BIN_EXE_moniker"))
+        .args(["check", "--log", "trace", "-c"])
+        .arg(&config)
+        .env("API_KEY", "sk-very-secret")
+        .env("XDG_DATA_HOME", &dir)
+        .output()
+        .expect("moniker check");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(said.contains("api_key=***"), "{said}");
+    assert!(!said.contains("sk-very-secret"), "{said}");
+    assert!(!said.contains("pa55word"), "{said}");
+}
+
+/// Finding 14: a server that redirects elsewhere never gets moniker's configured headers
+/// sent on to the other host.
+#[test]
+fn configured_headers_never_follow_a_redirect_elsewhere() {
+    use std::net::TcpListener;
+    use std::sync::{Arc, Mutex};
+    let elsewhere = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let elsewhere_port = elsewhere.local_addr().expect("addr").port();
+    let redirecting = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let redirecting_port = redirecting.local_addr().expect("addr").port();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let heard = seen.clone();
+    // The other host: records whatever reaches it.
+    elsewhere.set_nonblocking(true).expect("nonblocking");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let other = std::thread::spawn(move || {
+        while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            match elsewhere.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).ok();
+                    s.set_read_timeout(Some(Duration::from_secs(2))).ok();
+                    let mut buf = [0u8; 4096];
+                    let n = s.read(&mut buf).unwrap_or(0);
+                    heard
+                        .lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                    let _ = s.write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    });
+    // The server: every request is sent to the other host.
+    let location = format!("http://127.0.0.1:{elsewhere_port}/mcp");
+    std::thread::spawn(move || {
+        for stream in redirecting.incoming() {
+            let Ok(mut s) = stream else { break };
+            s.set_read_timeout(Some(Duration::from_secs(2))).ok();
+            let mut buf = [0u8; 8192];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes(),
+            );
+        }
+    });
+    let dir = scratch();
+    let config = dir.join("moniker.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n  remote:\n    url: http://127.0.0.1:{redirecting_port}/mcp\n    headers: {{ X-Api-Key: header-secret }}\n"
+        ),
+    )
+    .expect("config");
+    let output = Command::new(env!("CARGO_BIN_EXE_moniker"))
+        .args(["check", "-c"])
+        .arg(&config)
+        .env("XDG_DATA_HOME", &dir)
+        .output()
+        .expect("moniker check");
+    assert!(!output.status.success());
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = other.join();
+    let reached = seen.lock().unwrap().clone();
+    assert!(
+        !reached.contains("header-secret"),
+        "the configured header followed the redirect: {reached}"
+    );
+}

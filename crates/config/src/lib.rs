@@ -15,6 +15,7 @@ mod env;
 mod gateway;
 mod http;
 mod load;
+mod redact;
 mod report;
 mod server;
 mod source;
@@ -26,6 +27,7 @@ use moniker_surface::{Rules, ServerId};
 pub use gateway::GatewaySettings;
 pub use http::{HttpConfig, TokenConfig};
 pub use load::{LoadError, find, load};
+pub use redact::shown_url;
 pub use report::{ConfigError, ConfigReport, codes};
 pub use server::{Auth, Grant, PassEnv, ServerConfig, Tls, Transport};
 

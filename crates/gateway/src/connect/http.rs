@@ -116,7 +116,7 @@ pub async fn connect(
     max_message: usize,
     timeout: Duration,
 ) -> Result<Started, String> {
-    let shown = &remote.url.to_owned();
+    let shown = &moniker_config::shown_url(remote.url);
     let url = Url::parse(remote.url).map_err(|e| format!("`{shown}` is not a valid URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(

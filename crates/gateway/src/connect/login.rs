@@ -56,7 +56,12 @@ pub async fn login(
             "`{server}` sends its own `Authorization` header (`headers:` in the config): remove it to log in with OAuth"
         ));
     }
-    let parsed = Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
+    let parsed = Url::parse(url).map_err(|e| {
+        format!(
+            "`{}` is not a valid URL: {e}",
+            moniker_config::shown_url(url)
+        )
+    })?;
     let Some(dir) = Store::default_dir() else {
         return Err("this platform has no user data dir to keep tokens in".to_owned());
     };

@@ -19,8 +19,31 @@ pub(crate) fn http_client(tls: &Tls, timeout: Duration) -> Result<reqwest::Clien
     reqwest::Client::builder()
         .connect_timeout(timeout)
         .tls_backend_preconfigured(config)
+        .redirect(reqwest::redirect::Policy::custom(same_origin))
         .build()
         .map_err(|e| format!("cannot set up HTTPS: {e}"))
+}
+
+/// Redirects are followed only within the origin the request went to (scheme, host and port),
+/// at most 10 times. What moniker sends carries the server's configured headers, its tokens
+/// and, to an authorization server, the client secret: reqwest's own policy strips only
+/// `Authorization` and cookies on the way to another host, and follows https to http. A
+/// redirect elsewhere ends there: the caller sees the 3xx.
+fn same_origin(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    let first = attempt.previous().first();
+    let same = first.is_some_and(|first| first.origin() == attempt.url().origin());
+    if !same {
+        tracing::warn!(
+            from = %first.map(|u| moniker_config::shown_url(u.as_str())).unwrap_or_default(),
+            to = %moniker_config::shown_url(attempt.url().as_str()),
+            "a redirect to another origin was not followed"
+        );
+        attempt.stop()
+    } else if attempt.previous().len() > 10 {
+        attempt.error("more than 10 redirects")
+    } else {
+        attempt.follow()
+    }
 }
 
 fn client_config(tls: &Tls) -> Result<ClientConfig, String> {

@@ -15,11 +15,12 @@ use tokio::net::TcpListener;
 
 use moniker_config::TokenConfig as Token;
 
-use super::checks::{authenticate, host_allowed};
+use super::checks::{Auth, authenticate, host_allowed};
 use super::respond::{failure, set, unauthorized, with_status};
 use crate::gateway::Gateway;
 
-/// Prometheus metrics: the Host and token rules of the MCP endpoint apply.
+/// Prometheus metrics: the Host and token rules of the MCP endpoint apply, and a token bound
+/// to a toolset is refused (403).
 pub const METRICS_PATH: &str = "/metrics";
 
 /// The metrics, for a request whose `Host` is allowed and that carries one of `tokens` (when
@@ -38,8 +39,17 @@ pub(crate) fn respond(
         );
     }
     let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
-    if let Err(why) = authenticate(authorization, tokens) {
-        return unauthorized(why);
+    match authenticate(authorization, tokens) {
+        Err(why) => return unauthorized(why),
+        // The metrics count the use of every tool: a token that sees one toolset sees no more
+        // of the surface through them.
+        Ok(Auth::Token { token, .. }) if token.toolset.is_some() => {
+            return failure(
+                StatusCode::FORBIDDEN,
+                "Forbidden: the metrics need a token that is not bound to a toolset",
+            );
+        }
+        Ok(_) => {}
     }
     let mut response = with_status(StatusCode::OK, Body::from(gateway.metrics.render()));
     set(

@@ -28,7 +28,7 @@ pub struct RedisStore {
 
 impl RedisStore {
     pub fn open(url: &str) -> Result<Self, String> {
-        let shown = hide_password(url);
+        let shown = moniker_config::shown_url(url);
         let client =
             redis::Client::open(url).map_err(|e| format!("`{shown}` is not a Redis URL: {e}"))?;
         Ok(Self {
@@ -125,34 +125,5 @@ impl RedisStore {
     pub fn remove(&self, name: &str) -> Result<bool, String> {
         self.with(|c| redis::cmd("HDEL").arg(KEY).arg(name).query::<i64>(c))
             .map(|n| n > 0)
-    }
-}
-
-/// `redis://user:secret@host` as `redis://user:***@host`.
-fn hide_password(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let credentials = &url[scheme + 3..at];
-            match credentials.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => format!("{}***{}", &url[..scheme + 3], &url[at..]),
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_are_never_shown() {
-        assert_eq!(
-            hide_password("redis://:pw@h:6379/0"),
-            "redis://:***@h:6379/0"
-        );
-        assert_eq!(hide_password("redis://u:pw@h"), "redis://u:***@h");
-        assert_eq!(hide_password("redis://h:6379"), "redis://h:6379");
     }
 }
