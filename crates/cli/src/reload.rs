@@ -262,6 +262,9 @@ fn restart_only(before: &Config, after: &Config) {
     if before.http.session_idle != after.http.session_idle {
         waiting.push("`http.session_idle`");
     }
+    if before.http.max_connections != after.http.max_connections {
+        waiting.push("`http.max_connections`");
+    }
     if !waiting.is_empty() {
         tracing::warn!(
             "changed, applied on the next restart only: {}",

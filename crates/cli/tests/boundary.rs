@@ -21,15 +21,20 @@ const ADMIN: &str = "admin-token-0123";
 const REVIEW: &str = "review-token-4567";
 
 /// A config with the contextgraph fixture recording to `record`, two tokens (one bound to
-/// `review`), and `rest`.
+/// `review`), and `rest`: lines of the `http:` section when they start with two spaces, else
+/// sections of their own.
 fn config(dir: &Path, rest: &str) -> PathBuf {
+    let (http, rest) = match rest.starts_with("  ") {
+        true => (rest, ""),
+        false => ("", rest),
+    };
     let record = dir.join("record.jsonl");
     let config = dir.join("moniker.yaml");
     std::fs::write(
         &config,
         format!(
             "servers:\n  cg:\n    command: {}\n    args: [{}, --record, {}]\n\
-             http:\n  tokens:\n    - {ADMIN}\n    - {{ token: {REVIEW}, toolset: review }}\n\
+             http:\n  tokens:\n    - {ADMIN}\n    - {{ token: {REVIEW}, toolset: review }}\n{http}\
              toolsets:\n  review:\n    tools: [store_memory, search_graph]\n{rest}",
             json!(fixture_bin().display().to_string()),
             json!(fixture_file("contextgraph.json").display().to_string()),
@@ -696,4 +701,58 @@ fn configured_headers_never_follow_a_redirect_elsewhere() {
         !reached.contains("header-secret"),
         "the configured header followed the redirect: {reached}"
     );
+}
+
+/// Finding 6: one token cannot lock the others out by opening sessions: at its share, its own
+/// least recently used idle session ends; other tokens keep opening theirs.
+#[test]
+fn one_token_cannot_fill_the_sessions_of_everyone() {
+    let gate = serve_http("  max_sessions_per_token: 3\n", "127.0.0.1", &[]);
+    let first = gate.session(REVIEW);
+    for _ in 0..20 {
+        gate.session(REVIEW);
+    }
+    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"});
+    let (status, _, _) = gate.post(REVIEW, Some(&first), &[], ping.to_string().as_bytes());
+    assert_eq!(status, 404, "the oldest idle session of the token ended");
+    let admin = gate.session(ADMIN);
+    let answer = gate.call(ADMIN, &admin, FORBIDDEN);
+    assert!(answer.get("result").is_some(), "{answer}");
+}
+
+/// Finding 7: a connection that sends half a header is closed, and half-open connections
+/// cannot keep a well-behaved client out for longer than the header timeout.
+#[test]
+fn half_sent_headers_do_not_hold_the_listener() {
+    let gate = serve_http("  max_connections: 8\n", "127.0.0.1", &[]);
+    let opened = Instant::now();
+    let mut held: Vec<TcpStream> = (0..8)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", gate.port)).ok())
+        .collect();
+    for stream in &mut held {
+        let _ = stream.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    }
+    // A well-behaved client still gets in: once the half-sent headers time out.
+    let (status, _) = gate.get("/healthz");
+    assert_eq!(status, 200);
+    assert!(opened.elapsed() < Duration::from_secs(20));
+    for mut stream in held {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .expect("timeout");
+        let mut buf = [0u8; 1024];
+        // Closed by moniker (EOF, a 408 then EOF, or a reset): never left open.
+        match stream.read(&mut buf) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                panic!("a half-sent header was left open")
+            }
+            Ok(_) | Err(_) => {}
+        }
+        assert!(opened.elapsed() < Duration::from_secs(20));
+    }
 }

@@ -15,6 +15,11 @@ pub struct HttpConfig {
     /// Sessions unused this long are dropped (`http.session_idle`); `None`: the gateway's
     /// default.
     pub session_idle: Option<Duration>,
+    /// Sessions of one token at most (`http.max_sessions_per_token`); `None`: the gateway's
+    /// default.
+    pub max_sessions_per_token: Option<u32>,
+    /// Open connections at most (`http.max_connections`); `None`: the gateway's default.
+    pub max_connections: Option<u32>,
 }
 
 /// One bearer token, and the toolset its sessions are bound to, if any.
@@ -42,6 +47,8 @@ impl std::fmt::Debug for HttpConfig {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("max_body", &self.max_body)
             .field("session_idle", &self.session_idle)
+            .field("max_sessions_per_token", &self.max_sessions_per_token)
+            .field("max_connections", &self.max_connections)
             .finish()
     }
 }

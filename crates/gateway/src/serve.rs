@@ -3,6 +3,7 @@
 
 mod checks;
 pub mod http;
+pub mod listen;
 pub mod metrics;
 mod respond;
 pub mod stdio;

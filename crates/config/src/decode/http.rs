@@ -13,6 +13,8 @@ const HTTP_KEYS: &[&str] = &[
     "allowed_hosts",
     "max_body",
     "session_idle",
+    "max_sessions_per_token",
+    "max_connections",
 ];
 const TOKEN_KEYS: &[&str] = &["token", "toolset"];
 
@@ -79,6 +81,12 @@ impl Cx<'_> {
         }
         if let Some(idle) = fields.get("session_idle") {
             out.session_idle = self.duration(&field("session_idle"), idle, false);
+        }
+        if let Some(max) = fields.get("max_sessions_per_token") {
+            out.max_sessions_per_token = self.count(&field("max_sessions_per_token"), max);
+        }
+        if let Some(max) = fields.get("max_connections") {
+            out.max_connections = self.count(&field("max_connections"), max);
         }
         out
     }

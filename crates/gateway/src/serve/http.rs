@@ -26,7 +26,11 @@
 //!   which ends), keep-alive comments every 15 s, messages buffered while no stream is open.
 //! - `delete`: ends the session (204); its id then gets 404.
 //! - Sessions unused for `http.session_idle` (default 30 minutes) (no request running, no stream open)
-//!   are dropped by a sweeper task; at most 10,000 live at once (503 for more).
+//!   are dropped by a sweeper task; at most 10,000 live at once (503 for more), and at most
+//!   `http.max_sessions_per_token` (default 1,000) of one token: at that number, the token's
+//!   least recently used idle session ends to make room (503 when none is idle).
+//! - Connections (`listen`): the request header within 10 s, the body within 30 s (408), at
+//!   most `http.max_connections` (default 1,024) open at once.
 //!
 //! Where messages go: the progress of a request answered as an SSE stream goes on that stream,
 //! before the response (the request's answers and its progress share one channel, in the
@@ -44,7 +48,7 @@
 mod outbox;
 
 use std::collections::HashMap;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -78,6 +82,11 @@ pub use super::metrics::METRICS_PATH;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// At most this many sessions at once (each keeps a replay buffer): 503 for more.
 const MAX_SESSIONS: usize = 10_000;
+/// At most this many sessions of one token unless `http.max_sessions_per_token` says
+/// otherwise (the tokenless loopback endpoint counts as one token).
+pub const DEFAULT_SESSIONS_PER_TOKEN: usize = 1_000;
+/// How long a request's body may take to arrive, once its header has (408 after).
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long requests still running at shutdown may take to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -152,6 +161,9 @@ pub async fn serve(
         IpAddr::V6(ip) => Some(format!("[{ip}]")),
     };
     let idle = settings.session_idle.unwrap_or(DEFAULT_SESSION_IDLE);
+    let max_connections = settings
+        .max_connections
+        .map_or(super::listen::DEFAULT_MAX_CONNECTIONS, |n| n as usize);
     let tokens = settings.tokens.len();
     gateway.set_http(settings);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -190,19 +202,10 @@ pub async fn serve(
         tokens,
         "serving MCP over Streamable HTTP at http://{local}{MCP_PATH}"
     );
-    // Answers are small and come in more than one write: without TCP_NODELAY the second
-    // write waits for the client's delayed acknowledgement.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
+    let server = super::listen::serve(listener, app, max_connections, async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
     });
-    let server = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = stop_tx.send(true);
-        })
-        .into_future();
     let mut stopped = stop_rx;
     let grace = async move {
         let _ = stopped.wait_for(|stop| *stop).await;
@@ -726,10 +729,16 @@ async fn post(
     if declared.is_some_and(|l| l > max as u64) {
         return too_large(max);
     }
-    let bytes = match read_body(body, max).await {
-        Ok(bytes) => bytes,
-        Err(BodyError::TooLarge) => return too_large(max),
-        Err(BodyError::Broken) => {
+    let bytes = match tokio::time::timeout(BODY_TIMEOUT, read_body(body, max)).await {
+        Err(_) => {
+            return failure(
+                StatusCode::REQUEST_TIMEOUT,
+                "Request Timeout: the body did not arrive in time",
+            );
+        }
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(BodyError::TooLarge)) => return too_large(max),
+        Ok(Err(BodyError::Broken)) => {
             return failure(
                 StatusCode::BAD_REQUEST,
                 "Bad Request: the body could not be read",
@@ -892,15 +901,8 @@ async fn initialize(
     if let Err(reject) = version_ok(headers) {
         return reject.response();
     }
-    if lock(&shared.sessions).len() >= MAX_SESSIONS {
-        tracing::warn!(
-            max = MAX_SESSIONS,
-            "HTTP initialize refused: too many sessions"
-        );
-        return failure(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Service Unavailable: too many sessions; end unused ones with DELETE",
-        );
+    if let Err(reject) = room_for_session(shared, &auth) {
+        return reject.response();
     }
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
     let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
@@ -960,6 +962,60 @@ async fn initialize(
         }),
     );
     response
+}
+
+/// Whether a new session of `auth`'s may open: each token has at most its share of sessions
+/// (`http.max_sessions_per_token`); at its share, its own least recently used idle session
+/// ends to make room (never another token's: one client's load never evicts another's state),
+/// and with none idle the new one is refused (503), as it is when every session of every
+/// token together reach [`MAX_SESSIONS`].
+fn room_for_session(shared: &Shared, auth: &Auth) -> Result<(), Reject> {
+    let per_token = shared
+        .gateway
+        .http()
+        .max_sessions_per_token
+        .map_or(DEFAULT_SESSIONS_PER_TOKEN, |n| n as usize);
+    let mut sessions = lock(&shared.sessions);
+    let own: Vec<(&String, &Arc<HttpSession>)> =
+        sessions.iter().filter(|(_, s)| s.auth == *auth).collect();
+    if own.len() >= per_token {
+        let oldest = own
+            .iter()
+            .filter_map(|(id, s)| s.activity.idle_since().map(|at| (at, (*id).clone())))
+            .min()
+            .map(|(_, id)| id);
+        let Some(id) = oldest else {
+            tracing::warn!(
+                max = per_token,
+                "HTTP initialize refused: the token has as many sessions as it may, all in use"
+            );
+            return Err(Reject(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "Service Unavailable: this token has {per_token} sessions in use (http.max_sessions_per_token); end unused ones with DELETE"
+                ),
+            ));
+        };
+        if let Some(http) = sessions.remove(&id) {
+            http.outbox.close();
+            tracing::info!(
+                session = short(&id),
+                max = per_token,
+                "HTTP session ended: its token opened a new one and had as many as it may (the least recently used idle one ends)"
+            );
+        }
+    }
+    if sessions.len() >= MAX_SESSIONS {
+        tracing::warn!(
+            max = MAX_SESSIONS,
+            "HTTP initialize refused: too many sessions"
+        );
+        return Err(Reject::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Service Unavailable: too many sessions; end unused ones with DELETE",
+        ));
+    }
+    Ok(())
 }
 
 /// The one answer to what was sent (its progress not wanted): `None` when there is none

@@ -76,7 +76,11 @@ pub async fn serve_metrics(
         }),
     );
     tracing::info!(address = %local, "serving metrics at http://{local}{METRICS_PATH}");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    super::listen::serve(
+        listener,
+        app,
+        super::listen::DEFAULT_MAX_CONNECTIONS,
+        shutdown,
+    )
+    .await
 }

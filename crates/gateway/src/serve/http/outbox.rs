@@ -291,6 +291,11 @@ impl Activity {
         Busy(self.clone())
     }
 
+    /// When it was last used, if nothing uses it now.
+    pub(super) fn idle_since(&self) -> Option<Instant> {
+        (self.users.load(Ordering::Acquire) == 0).then(|| *lock(&self.last))
+    }
+
     /// Unused (no request, no stream) for at least `idle`.
     pub(super) fn idle_for(&self, idle: Duration) -> bool {
         self.users.load(Ordering::Acquire) == 0 && lock(&self.last).elapsed() >= idle
