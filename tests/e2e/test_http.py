@@ -95,3 +95,30 @@ async def test_two_sessions_at_once(moniker_http: str) -> None:
         ra = await a.call_tool("echo", {"message": "from a"})
         rb = await b.call_tool("echo", {"message": "from b"})
         assert "from a" in ra.content[0].text and "from b" in rb.content[0].text
+
+
+async def test_a_task_is_its_starters_alone(moniker_http: str) -> None:
+    """Hold the boundary, finding 12: a task belongs to the session that started it. Another
+    client of the same endpoint (same toolset, same lack of a token) can neither read, fetch,
+    cancel nor list it."""
+    import mcp.types as types
+
+    async with session_at(moniker_http) as a, session_at(moniker_http) as b:
+        created = await a.experimental.call_tool_as_task("simulate-research-query", {"topic": "mine"})
+        task_id = created.task.taskId
+        assert task_id.startswith("everything/"), task_id
+        for attempt in (
+            lambda: b.experimental.get_task(task_id),
+            lambda: b.experimental.get_task_result(task_id, types.CallToolResult),
+            lambda: b.experimental.cancel_task(task_id),
+        ):
+            with pytest.raises(McpError) as refused:
+                await attempt()
+            assert refused.value.error.code == -32602 and "unknown task" in refused.value.error.message
+        listed = await b.experimental.list_tasks()
+        assert task_id not in [t.taskId for t in listed.tasks], listed
+        # The starter still reaches it.
+        status = await a.experimental.get_task(task_id)
+        assert status.taskId == task_id
+        listed = await a.experimental.list_tasks()
+        assert task_id in [t.taskId for t in listed.tasks], listed

@@ -24,6 +24,11 @@ const REVIEW: &str = "review-token-4567";
 /// `review`), and `rest`: lines of the `http:` section when they start with two spaces, else
 /// sections of their own.
 fn config(dir: &Path, rest: &str) -> PathBuf {
+    config_with(dir, &[], rest)
+}
+
+/// [`config`], with more arguments for the fixture.
+fn config_with(dir: &Path, args: &[&str], rest: &str) -> PathBuf {
     let (http, rest) = match rest.starts_with("  ") {
         true => (rest, ""),
         false => ("", rest),
@@ -33,12 +38,13 @@ fn config(dir: &Path, rest: &str) -> PathBuf {
     std::fs::write(
         &config,
         format!(
-            "servers:\n  cg:\n    command: {}\n    args: [{}, --record, {}]\n\
+            "servers:\n  cg:\n    command: {}\n    args: [{}, --record, {}{}]\n\
              http:\n  tokens:\n    - {ADMIN}\n    - {{ token: {REVIEW}, toolset: review }}\n{http}\
              toolsets:\n  review:\n    tools: [store_memory, search_graph]\n{rest}",
             json!(fixture_bin().display().to_string()),
             json!(fixture_file("contextgraph.json").display().to_string()),
             json!(record.display().to_string()),
+            args.iter().map(|a| format!(", {a}")).collect::<String>(),
         ),
     )
     .expect("config");
@@ -60,8 +66,12 @@ impl Drop for Gate {
 
 /// `moniker serve --http` on `bind` (a free port of it) with [`config`].
 fn serve_http(rest: &str, bind: &str, env: &[(&str, &str)]) -> Gate {
+    serve_http_with(&[], rest, bind, env)
+}
+
+fn serve_http_with(args: &[&str], rest: &str, bind: &str, env: &[(&str, &str)]) -> Gate {
     let dir = scratch();
-    let config = config(&dir, rest);
+    let config = config_with(&dir, args, rest);
     let port = free_port();
     let stderr = std::fs::File::create(dir.join("stderr.log")).expect("stderr.log");
     let child = Command::new(env!("CARGO_BIN_EXE_moniker"))
@@ -153,6 +163,34 @@ fn message_of(body: &str) -> Value {
     })
 }
 
+/// POSTs `body` (raw bytes, as an attacker writes them) to `path`.
+fn post(
+    port: u16,
+    path: &str,
+    token: &str,
+    session: Option<&str>,
+    extra: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<(String, String)>, Value) {
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
+         Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(session) = session {
+        head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+    }
+    for (k, v) in extra {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut request = head.into_bytes();
+    request.extend_from_slice(body);
+    let (status, headers, body) = raw(port, &request);
+    (status, headers, message_of(&body))
+}
+
 impl Gate {
     fn stderr(&self) -> String {
         std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default()
@@ -186,23 +224,7 @@ impl Gate {
         extra: &[(&str, &str)],
         body: &[u8],
     ) -> (u16, Vec<(String, String)>, Value) {
-        let mut head = format!(
-            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
-             Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
-             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        if let Some(session) = session {
-            head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
-        }
-        for (k, v) in extra {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        head.push_str("\r\n");
-        let mut request = head.into_bytes();
-        request.extend_from_slice(body);
-        let (status, headers, body) = raw(self.port, &request);
-        (status, headers, message_of(&body))
+        post(self.port, path, token, session, extra, body)
     }
 
     /// A new 2025 session of `token`: its id.
@@ -755,4 +777,92 @@ fn half_sent_headers_do_not_hold_the_listener() {
         }
         assert!(opened.elapsed() < Duration::from_secs(20));
     }
+}
+
+/// The SSE stream of a session (GET), read in a thread: what it received so far.
+fn listen(port: u16, token: &str, session: &str) -> std::sync::Arc<std::sync::Mutex<String>> {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let heard = seen.clone();
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .write_all(
+            format!(
+                "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+                 Accept: text/event-stream\r\nMcp-Session-Id: {session}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .expect("GET");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = stream.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            heard
+                .lock()
+                .expect("lock")
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    seen
+}
+
+/// The JSON-RPC requests that came on a session's stream.
+fn requests_in(stream: &str) -> Vec<Value> {
+    stream
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .filter(|m| m.get("method").is_some() && m.get("id").is_some())
+        .collect()
+}
+
+/// Finding 11: a server's request goes to the client whose call is in progress on that
+/// server, and to nobody when two clients have calls there (a stdio server names no call):
+/// never to the other caller, who would answer it and read what it holds.
+#[test]
+fn a_servers_request_reaches_only_the_client_it_concerns() {
+    let gate = serve_http_with(&["--sample-tool"], "", "127.0.0.1", &[]);
+    let a = gate.session(ADMIN);
+    let b = gate.session(ADMIN);
+    let heard_a = listen(gate.port, ADMIN, &a);
+    let heard_b = listen(gate.port, ADMIN, &b);
+    std::thread::sleep(Duration::from_millis(300));
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "fixture_sample", "arguments": {}}}).to_string();
+    let port = gate.port;
+    let (a2, call_a) = (a.clone(), call.clone());
+    let first =
+        std::thread::spawn(move || post(port, "/mcp", ADMIN, Some(&a2), &[], call_a.as_bytes()).2);
+    // A's call waits for A's answer to the server's sampling request.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let asked = loop {
+        let requests = requests_in(&heard_a.lock().expect("lock"));
+        if let Some(request) = requests.first() {
+            break request.clone();
+        }
+        assert!(Instant::now() < deadline, "A was never asked");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(asked["method"], "sampling/createMessage");
+    // B calls the same server meanwhile: two calls there, and its server's request cannot be
+    // told apart. It is refused to the server, and reaches neither A nor B.
+    let second = gate.post(ADMIN, Some(&b), &[], call.as_bytes()).2;
+    assert_eq!(second["result"]["isError"], true, "{second}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        requests_in(&heard_a.lock().expect("lock")).len(),
+        1,
+        "A was asked B's request"
+    );
+    assert!(requests_in(&heard_b.lock().expect("lock")).is_empty());
+    // A answers its own: its call ends with its answer.
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"role": "assistant", "content": {"type": "text", "text": "A's answer"}, "model": "m"}});
+    let (status, _, _) = gate.post(ADMIN, Some(&a), &[], answer.to_string().as_bytes());
+    assert_eq!(status, 202);
+    let done = first.join().expect("A's call");
+    assert!(done.to_string().contains("A's answer"), "{done}");
 }

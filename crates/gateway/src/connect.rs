@@ -90,7 +90,9 @@ pub const PINNED_PROTOCOL_VERSION: &str = "2025-06-18";
 
 /// Receives what a server sends on its own: requests to the client and notifications.
 pub trait Sink: Send + Sync + 'static {
-    fn server_message(&self, conn: &Arc<Connection>, message: Message);
+    /// `related`: moniker's id of the request on `conn` the message came with (an HTTP
+    /// server's answer stream), when the transport tells.
+    fn server_message(&self, conn: &Arc<Connection>, message: Message, related: Option<u64>);
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -386,21 +388,27 @@ impl Connection {
 }
 
 /// Routes one message from a server: responses to their waiters, the rest to the sink.
-pub(crate) fn dispatch(conn: &Arc<Connection>, sink: &dyn Sink, message: Message) {
+/// `related`: the request of moniker's whose answer stream the message came on, if any.
+pub(crate) fn dispatch(
+    conn: &Arc<Connection>,
+    sink: &dyn Sink,
+    message: Message,
+    related: Option<u64>,
+) {
     if message.is_response() {
         let id = message.our_id();
         if !id.is_some_and(|id| conn.deliver(id, message)) {
             tracing::debug!(server = %conn.server, ?id, "response to no pending request");
         }
     } else {
-        sink.server_message(conn, message);
+        sink.server_message(conn, message, related);
     }
 }
 
 /// Parses one line from a server, once, and routes it.
 pub(crate) fn dispatch_line(conn: &Arc<Connection>, sink: &dyn Sink, line: String) {
     match message::parse(line) {
-        Ok(message::Incoming::One(message)) => dispatch(conn, sink, message),
+        Ok(message::Incoming::One(message)) => dispatch(conn, sink, message, None),
         Ok(message::Incoming::Batch(_)) => {
             tracing::warn!(server = %conn.server, "server sent a batch; moniker does not take batches from servers")
         }

@@ -205,8 +205,8 @@ pub struct Gateway {
     lock: Mutex<Option<LockWatch>>,
     /// 2026-07-28 calls waiting for their client's input, by their `requestState`.
     parked: Mutex<std::collections::HashMap<String, crate::session::Parked>>,
-    /// Tasks clients started, by the id moniker gave them: the toolset they were started
-    /// under (`None`: none). Only a request under the same toolset reaches a task.
+    /// Tasks clients started, by the id moniker gave them: the principal that started each,
+    /// and its toolset. Only that principal, under the same toolset, reaches a task.
     pub(crate) tasks: Mutex<crate::session::tasks::Owners>,
     state: Mutex<State>,
     view: ArcSwap<View>,
@@ -225,9 +225,9 @@ pub struct Gateway {
 pub(crate) struct WeakSink(pub(crate) Weak<Gateway>);
 
 impl Sink for WeakSink {
-    fn server_message(&self, conn: &Arc<Connection>, message: Message) {
+    fn server_message(&self, conn: &Arc<Connection>, message: Message, related: Option<u64>) {
         if let Some(gateway) = self.0.upgrade() {
-            gateway.server_message(conn, message);
+            gateway.server_message(conn, message, related);
         }
     }
 }
@@ -406,14 +406,36 @@ impl Gateway {
     pub(crate) fn park(&self, state: String, call: crate::session::Parked) {
         let mut parked = lock(&self.parked);
         self.expire_parked(&mut parked);
-        if parked.len() >= crate::session::MAX_PARKED {
-            let oldest = parked
+        let oldest_of = |parked: &std::collections::HashMap<String, crate::session::Parked>,
+                         principal: &str| {
+            parked
                 .iter()
+                .filter(|(_, p)| p.principal == principal)
                 .min_by_key(|(_, p)| p.at)
-                .map(|(k, _)| k.clone());
-            if let Some(p) = oldest.and_then(|k| parked.remove(&k)) {
-                p.abandon();
+                .map(|(k, _)| k.clone())
+        };
+        let own = parked
+            .values()
+            .filter(|p| p.principal == call.principal)
+            .count();
+        let pushed_out = if own >= crate::session::MAX_PARKED_EACH {
+            oldest_of(&parked, &call.principal)
+        } else if parked.len() >= crate::session::MAX_PARKED {
+            // The principal with the most parked calls gives up its oldest.
+            let mut counts: std::collections::HashMap<&str, usize> = Default::default();
+            for p in parked.values() {
+                *counts.entry(p.principal.as_str()).or_default() += 1;
             }
+            let largest = counts
+                .into_iter()
+                .max_by_key(|(_, n)| *n)
+                .map(|(p, _)| p.to_owned());
+            largest.and_then(|p| oldest_of(&parked, &p))
+        } else {
+            None
+        };
+        if let Some(p) = pushed_out.and_then(|k| parked.remove(&k)) {
+            p.abandon();
         }
         parked.insert(state, call);
     }
@@ -436,10 +458,18 @@ impl Gateway {
         }
     }
 
-    /// The call parked under `state`, taken out (calls parked too long are given up first).
-    pub(crate) fn take_parked(&self, state: &str) -> Option<crate::session::Parked> {
+    /// The call parked under `state`, taken out when `mine` says it may be (its principal and
+    /// target are the resuming request's); calls parked too long are given up first.
+    pub(crate) fn take_parked(
+        &self,
+        state: &str,
+        mine: impl FnOnce(&crate::session::Parked) -> bool,
+    ) -> Option<crate::session::Parked> {
         let mut parked = lock(&self.parked);
         self.expire_parked(&mut parked);
+        if !parked.get(state).is_some_and(mine) {
+            return None;
+        }
         parked.remove(state)
     }
 
@@ -721,23 +751,24 @@ impl Gateway {
         }
     }
 
-    fn server_message(self: &Arc<Self>, conn: &Arc<Connection>, message: Message) {
+    fn server_message(
+        self: &Arc<Self>,
+        conn: &Arc<Connection>,
+        message: Message,
+        related: Option<u64>,
+    ) {
         let Some(method) = message.method() else {
             return;
         };
         if message.is_request() {
-            let peers = self.hub.peers();
-            let chosen = peers
-                .iter()
-                .find(|p| p.has_call_on(&conn.server))
-                .or_else(|| peers.iter().find(|p| p.is_ready()));
-            match chosen {
+            match self.hub.concerned(conn, related) {
                 Some(peer) => peer.forward_server_request(conn, &message),
                 None => {
+                    tracing::debug!(server = %conn.server, method, "a server's request concerns no one client; refused");
                     let _ = conn.send(Message::error(
                         message.id(),
                         crate::message::METHOD_NOT_FOUND,
-                        "no client is connected to moniker",
+                        "moniker cannot tell which of its clients this request is for (none, or several, have a call in progress on this server)",
                     ));
                 }
             }
@@ -764,49 +795,44 @@ impl Gateway {
                     &conn.server,
                     &lock(&self.tasks),
                 );
-                if let Some((message, toolset)) = named {
+                if let Some((message, principal)) = named {
                     for peer in self.hub.peers() {
-                        if peer.toolset() == toolset {
+                        if peer.principal == principal {
                             peer.send_if_ready(message.clone());
                         }
                     }
                 }
             }
             _ => {
-                for peer in self.recipients(conn, method, &message) {
+                for peer in self.recipients(conn, method, &message, related) {
                     peer.deliver(message.clone());
                 }
             }
         }
     }
 
-    /// Who hears a server's notification. What may be about one client's work (a log message
-    /// during a call) goes only to the sessions with a call on that server, and else to the
-    /// sessions not bound to a toolset; a resource update only to its subscribers; a change of
-    /// the resource list to everyone.
-    fn recipients(&self, conn: &Connection, method: &str, message: &Message) -> Vec<Arc<Peer>> {
-        let peers = self.hub.peers();
+    /// Who hears a server's notification: a resource update its subscribers, a change of the
+    /// resource list everyone; anything else (a log message) may be about one client's work,
+    /// and goes only to the client it concerns ([`Hub::concerned`]), or to nobody.
+    fn recipients(
+        &self,
+        conn: &Connection,
+        method: &str,
+        message: &Message,
+        related: Option<u64>,
+    ) -> Vec<Arc<Peer>> {
         match method {
-            "notifications/resources/list_changed" => peers,
+            "notifications/resources/list_changed" => self.hub.peers(),
             "notifications/resources/updated" => match message.uri() {
-                Some(uri) => peers
+                Some(uri) => self
+                    .hub
+                    .peers()
                     .into_iter()
                     .filter(|p| p.subscribed(&conn.server, &uri))
                     .collect(),
                 None => Vec::new(),
             },
-            _ => {
-                let busy: Vec<Arc<Peer>> = peers
-                    .iter()
-                    .filter(|p| p.has_call_on(&conn.server))
-                    .cloned()
-                    .collect();
-                if busy.is_empty() {
-                    peers.into_iter().filter(|p| !p.is_bound()).collect()
-                } else {
-                    busy
-                }
-            }
+            _ => self.hub.concerned(conn, related).into_iter().collect(),
         }
     }
 

@@ -66,6 +66,9 @@ pub struct Peer {
     bound: bool,
     /// The session's equipped toolset, by name: what it sees of the surface.
     toolset: Arc<Mutex<Option<String>>>,
+    /// Who the client is, for what outlives a request: the session itself, or the token of a
+    /// stateless client. What it starts (a task) is its own.
+    pub(crate) principal: String,
     /// A 2026-07-28 client's listen stream: its list changes go there, not to `out`.
     pub(crate) listen: Mutex<Option<Listen>>,
     /// A 2026-07-28 client's calls in progress, by the client's request id: the requests for
@@ -96,12 +99,14 @@ impl Peer {
         out: mpsc::UnboundedSender<Message>,
         bound: bool,
         toolset: Arc<Mutex<Option<String>>>,
+        principal: String,
     ) -> Self {
         Self {
             out,
             ready: AtomicBool::new(false),
             bound,
             toolset,
+            principal,
             listen: Mutex::new(None),
             inputs: Mutex::new(HashMap::new()),
             parked: Mutex::new(HashMap::new()),
@@ -212,6 +217,13 @@ impl Peer {
 
     pub fn subscribed(&self, server: &ServerId, uri: &str) -> bool {
         lock(&self.subscriptions).contains(&(server.clone(), uri.to_owned()))
+    }
+
+    /// Whether moniker's request `id` on `conn` is one of this client's calls in flight.
+    pub(crate) fn runs(&self, conn: &Connection, id: u64) -> bool {
+        lock(&self.in_flight)
+            .values()
+            .any(|f| f.id == id && std::ptr::eq(f.conn.as_ptr(), conn))
     }
 
     pub fn has_call_on(&self, server: &ServerId) -> bool {
@@ -379,6 +391,7 @@ pub struct Hub {
     peers: Mutex<Vec<Weak<Peer>>>,
     progress: Mutex<HashMap<String, ProgressRoute>>,
     next_token: AtomicU64,
+    salt: std::sync::OnceLock<String>,
 }
 
 impl Hub {
@@ -392,6 +405,32 @@ impl Hub {
         lock(&self.peers).iter().filter_map(Weak::upgrade).collect()
     }
 
+    /// The one client a server's own request or notification concerns, when moniker can tell:
+    /// the client of the request it came with (`related`, moniker's id on `conn`); else the
+    /// only client with a call in progress on that server; else, with no call there, the only
+    /// client there is (one not bound to a toolset, as a client on stdio is). Never a guess
+    /// between two: with two callers, one would answer, or read, what is the other's.
+    pub(crate) fn concerned(&self, conn: &Connection, related: Option<u64>) -> Option<Arc<Peer>> {
+        let peers = self.peers();
+        if let Some(id) = related {
+            let of = peers.iter().find(|p| p.runs(conn, id));
+            if of.is_some() {
+                return of.cloned();
+            }
+        }
+        let mut busy = peers.iter().filter(|p| p.has_call_on(&conn.server));
+        match (busy.next(), busy.next()) {
+            (Some(one), None) => return Some(one.clone()),
+            (Some(_), Some(_)) => return None,
+            (None, _) => {}
+        }
+        let mut ready = peers.iter().filter(|p| p.is_ready());
+        match (ready.next(), ready.next()) {
+            (Some(only), None) if !only.is_bound() => Some(only.clone()),
+            _ => None,
+        }
+    }
+
     /// A progress token unique across sessions (raw JSON), standing for the client's `token`;
     /// the server's progress under it goes to `to` with the client's token back.
     pub(crate) fn register_progress(
@@ -400,8 +439,11 @@ impl Hub {
         token: &str,
         to: mpsc::UnboundedSender<Message>,
     ) -> String {
+        // Not to be guessed: a client's own token that moniker passes on unchanged (a request
+        // it does not rewrite) must never name another client's progress.
         let ours = format!(
-            "\"moniker-{}\"",
+            "\"moniker-{}-{}\"",
+            self.token_salt(),
             self.next_token.fetch_add(1, Ordering::Relaxed)
         );
         lock(&self.progress).insert(
@@ -413,6 +455,11 @@ impl Hub {
             },
         );
         ours
+    }
+
+    /// A random word of this process's, fixed at its first use.
+    fn token_salt(&self) -> &str {
+        self.salt.get_or_init(crate::auth::random_state)
     }
 
     pub(crate) fn forget_progress(&self, token: &str) {

@@ -12,7 +12,7 @@ mod fanout;
 mod input;
 pub mod modern;
 
-pub(crate) use input::{MAX_PARKED, Parked};
+pub(crate) use input::{MAX_PARKED, MAX_PARKED_EACH, Parked};
 mod relay;
 mod search;
 pub(crate) mod tasks;
@@ -109,15 +109,44 @@ impl Session {
         Self::create(gateway, out, Some(toolset), true)
     }
 
+    /// A session of a client known by `principal` rather than by the session itself, bound to
+    /// `toolset` when given (else as [`Session::new`]): the
+    /// requests of a stateless (2026-07-28) client, each a session of its own, are one
+    /// principal's (its token's), so that what one starts (a task) the next may reach.
+    pub fn of_principal(
+        gateway: Arc<Gateway>,
+        out: mpsc::UnboundedSender<Message>,
+        toolset: Option<String>,
+        principal: String,
+    ) -> Arc<Self> {
+        let (toolset, bound) = match toolset {
+            Some(toolset) => (Some(toolset), true),
+            None => (gateway.settings.default_toolset.clone(), false),
+        };
+        Self::with(gateway, out, toolset, bound, principal)
+    }
+
     fn create(
         gateway: Arc<Gateway>,
         out: mpsc::UnboundedSender<Message>,
         toolset: Option<String>,
         bound: bool,
     ) -> Arc<Self> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self::with(gateway, out, toolset, bound, format!("session {n}"))
+    }
+
+    fn with(
+        gateway: Arc<Gateway>,
+        out: mpsc::UnboundedSender<Message>,
+        toolset: Option<String>,
+        bound: bool,
+        principal: String,
+    ) -> Arc<Self> {
         // Shared with the peer: the gateway tells the session of a change to what it sees.
         let toolset = Arc::new(Mutex::new(toolset));
-        let peer = Arc::new(Peer::new(out, bound, toolset.clone()));
+        let peer = Arc::new(Peer::new(out, bound, toolset.clone(), principal));
         gateway.hub.add(&peer);
         Arc::new(Self {
             gateway,
@@ -244,7 +273,7 @@ impl Session {
             "notifications/initialized" => self.peer.set_ready(),
             "notifications/cancelled" => self.cancel(message),
             "notifications/roots/list_changed" => {
-                for (conn, _) in self.gateway.connections() {
+                for conn in self.reached() {
                     let _ = conn.send(message.clone());
                 }
             }

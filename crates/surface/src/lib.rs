@@ -26,6 +26,7 @@ pub mod search;
 pub mod surface;
 mod tag_expr;
 pub mod toolsets;
+pub mod uri;
 
 pub use listing::Listing;
 pub use lock::{Breaking, Lock};

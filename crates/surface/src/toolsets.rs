@@ -119,7 +119,7 @@ impl ToolsetRule {
     pub fn reaches(&self, server: &str, uri: &str) -> bool {
         self.resources.iter().any(|r| {
             if r.contains(':') {
-                uri.starts_with(r.as_str())
+                crate::uri::within(r, uri)
             } else {
                 r == server
             }

@@ -346,17 +346,31 @@ async fn exchange(
     Ok(text)
 }
 
-/// The `error` and `error_description` of an OAuth error answer, or its start.
+/// The `error` code of an OAuth error answer (RFC 6749 5.2: `invalid_client`, ...), which is
+/// what moniker says of it; its `error_description` and any other body is the authorization
+/// server's own text, and goes to the log only (it may reach a client in an error).
 fn oauth_error(body: &str) -> String {
-    if let Ok(value) = serde_json::from_str::<Value>(body) {
-        if let Some(error) = value.get("error").and_then(Value::as_str) {
-            return match value.get("error_description").and_then(Value::as_str) {
-                Some(d) => format!("{error}: {d}"),
-                None => error.to_owned(),
-            };
-        }
+    let value = serde_json::from_str::<Value>(body).ok();
+    let error = value
+        .as_ref()
+        .and_then(|v| v.get("error"))
+        .and_then(Value::as_str)
+        .filter(|e| {
+            !e.is_empty() && e.len() <= 64 && e.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+        });
+    let said: String = match value
+        .as_ref()
+        .and_then(|v| v.get("error_description"))
+        .and_then(Value::as_str)
+    {
+        Some(description) => description.chars().take(200).collect(),
+        None => body.chars().take(200).collect(),
+    };
+    tracing::warn!(error = error.unwrap_or("?"), said = %said, "the authorization server refused");
+    match error {
+        Some(error) => error.to_owned(),
+        None => "an error (its text is in moniker's log)".to_owned(),
     }
-    body.chars().take(200).collect()
 }
 
 /// Small helper so that bodies are JSON without reqwest's `json` feature.

@@ -532,8 +532,16 @@ async fn refused(link: &Link, response: reqwest::Response, pending: &mut Pending
     if body.trim_start().starts_with(['{', '[']) {
         link.deliver(&body, Some(pending));
     }
+    // The body goes to the log (and to the reason a server did not start, which only the
+    // operator sees); a client is told the status alone: what a remote server writes in an
+    // error page (stack traces, internal names) is not moniker's to pass on.
     let why = format!("the server answered {}", refusal(status, &body));
-    link.fail(pending, &why);
+    if pending.initialize.is_some() {
+        link.fail(pending, &why);
+    } else {
+        tracing::warn!(server = %link.server, url = %link.shown, reason = %why, "the server refused a request");
+        link.fail(pending, &format!("the server answered HTTP {status}"));
+    }
 }
 
 /// An HTTP error and the start of its body, on one line.

@@ -179,10 +179,16 @@ impl Link {
                     continue;
                 }
             };
+            // What comes on the answer stream of a POST is about its request (the spec: a
+            // server's requests and notifications there relate to it).
+            let related = pending
+                .as_deref()
+                .and_then(|p| p.ids.first())
+                .and_then(|id| id.parse().ok());
             if let Some(pending) = pending.as_deref_mut() {
                 pending.note(self, &message);
             }
-            dispatch(&conn, self.sink.as_ref(), message);
+            dispatch(&conn, self.sink.as_ref(), message, related);
         }
     }
 
@@ -227,6 +233,7 @@ impl Link {
                 &conn,
                 self.sink.as_ref(),
                 Message::error(Some(&id), code, why),
+                None,
             );
         }
     }

@@ -126,5 +126,5 @@ async fn probe(server: &ServerId, spec: &ServerSpec, timeout: Duration) -> Resul
 struct Ignore;
 
 impl Sink for Ignore {
-    fn server_message(&self, _conn: &Arc<Connection>, _message: Message) {}
+    fn server_message(&self, _conn: &Arc<Connection>, _message: Message, _related: Option<u64>) {}
 }

@@ -312,6 +312,20 @@ fn open_session(
     }
 }
 
+/// Who a stateless client is: its token (a digest of its secret, which names it across
+/// reloads and replicas and shows nothing of it), or anyone on a tokenless loopback endpoint.
+fn principal(auth: &Auth) -> String {
+    use sha2::{Digest, Sha256};
+    match auth {
+        Auth::Open => "anyone".to_owned(),
+        Auth::Token { token, .. } => {
+            let digest = Sha256::digest(token.token.as_bytes());
+            let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+            format!("token {hex}")
+        }
+    }
+}
+
 /// A new session id: 32 random bytes from the OS, in hex.
 fn new_session_id() -> Option<String> {
     let mut bytes = [0u8; 32];
@@ -778,7 +792,7 @@ async fn post(
     if !headers.contains_key(SESSION_ID) {
         return match mode {
             Some(mode) if shape.stateless => {
-                stateless(shared, headers, incoming, toolset, mode).await
+                stateless(shared, headers, incoming, &auth, toolset, mode).await
             }
             Some(mode) if shape.initialize => {
                 initialize(shared, headers, incoming, auth, toolset, mode).await
@@ -815,6 +829,7 @@ async fn stateless(
     shared: &Arc<Shared>,
     headers: &HeaderMap,
     incoming: Incoming,
+    auth: &Auth,
     toolset: Option<String>,
     mode: Mode,
 ) -> Response {
@@ -829,7 +844,7 @@ async fn stateless(
         );
     }
     let (tx, _rx) = mpsc::unbounded_channel::<Message>();
-    let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
+    let session = Session::of_principal(shared.gateway.clone(), tx, toolset, principal(auth));
     if request.method() == Some("subscriptions/listen") {
         // A long-lived stream: the acknowledgement, the list changes, at last the result. It
         // lasts as long as the client reads it.

@@ -68,6 +68,39 @@ impl Session {
             .collect()
     }
 
+    /// The servers the session reaches: every one without a toolset; with one, those that
+    /// serve its tools and prompts and those its resource bound names. What a client says to
+    /// servers in general (its roots changed, the log level it wants) goes to these only.
+    pub(super) fn reached(&self) -> Vec<std::sync::Arc<Connection>> {
+        let view = self.gateway.view();
+        let all = self.gateway.connections().into_iter().map(|(conn, _)| conn);
+        let Some(toolset) = self.equipped(&view) else {
+            return all.collect();
+        };
+        let selection = &toolset.equipped.selection;
+        let mut servers: std::collections::BTreeSet<&ServerId> = selection
+            .tools
+            .iter()
+            .filter_map(|name| view.surface.resolve(Kind::Tool, name))
+            .chain(
+                selection
+                    .prompts
+                    .iter()
+                    .filter_map(|name| view.surface.resolve(Kind::Prompt, name)),
+            )
+            .flat_map(|resolved| resolved.exposed.servers())
+            .collect();
+        let bounds = self.resource_bounds();
+        let named: Vec<ServerId> = bounds
+            .iter()
+            .flat_map(|rule| rule.resources.iter())
+            .filter(|r| !r.contains(':'))
+            .filter_map(|r| r.parse().ok())
+            .collect();
+        servers.extend(named.iter());
+        all.filter(|conn| servers.contains(&conn.server)).collect()
+    }
+
     /// The servers whose capabilities pass `has`.
     fn servers_with(&self, has: impl Fn(&crate::connect::InitInfo) -> bool) -> Vec<ServerId> {
         self.gateway
@@ -306,8 +339,8 @@ impl Session {
     }
 
     pub(super) fn set_level(&self, request: &Message) -> Message {
-        for (conn, info) in self.gateway.connections() {
-            if info.has_logging {
+        for conn in self.reached() {
+            if conn.info().has_logging {
                 // Fire and forget: the level is advice, and a slow server must not hold the client.
                 if let Ok((ours, _)) = conn.start("logging/setLevel", request.params()) {
                     conn.forget(ours);

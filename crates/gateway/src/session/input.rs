@@ -7,7 +7,9 @@
 //! (`inputResponses`) and that state: the answers go to the server, and the call goes on, to
 //! its result or to the next `input_required`. The server never knows.
 //!
-//! Parked calls are bounded: at most [`MAX_PARKED`], each for at most the call timeout.
+//! Parked calls are bounded: at most [`MAX_PARKED_EACH`] of one principal and [`MAX_PARKED`]
+//! in all, each for at most the call timeout; a retry resumes a call only for the principal
+//! that started it and the same tool, prompt or resource.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,6 +30,9 @@ const STATE_PREFIX: &str = "moniker.";
 
 /// Calls waiting for their client's input, at most.
 pub(crate) const MAX_PARKED: usize = 1024;
+/// Parked calls of one principal at most: its own oldest is given up for a new one, never
+/// another's.
+pub(crate) const MAX_PARKED_EACH: usize = 64;
 
 /// A call waiting for its client's input.
 pub(crate) struct Parked {
@@ -39,6 +44,11 @@ pub(crate) struct Parked {
     /// What the client can be asked, from its request's envelope.
     can: Answerable,
     pub(crate) at: Instant,
+    /// Who started it: only the same principal may resume it.
+    pub(crate) principal: String,
+    /// What it calls (the method, and the tool's or prompt's name or the resource's URI):
+    /// only a retry of the same may resume it.
+    target: String,
 }
 
 impl Parked {
@@ -67,7 +77,11 @@ impl Session {
         // moniker's own states name a parked call; any other is a modern server's, and goes to
         // it untouched with the retried call.
         if let Some(state) = state.filter(|s| s.starts_with(STATE_PREFIX)) {
-            let Some(parked) = self.gateway.take_parked(&state) else {
+            let target = target_of(request);
+            let parked = self.gateway.take_parked(&state, |p| {
+                p.principal == self.peer.principal && p.target == target
+            });
+            let Some(parked) = parked else {
                 return Some(Message::error(
                     Some(&id),
                     message::INVALID_PARAMS,
@@ -91,6 +105,7 @@ impl Session {
                     parked.peer,
                     parked.can,
                     &id,
+                    &target,
                 )
                 .await;
         }
@@ -100,13 +115,23 @@ impl Session {
         let call = request.clone();
         let to = answers.clone();
         let task = tokio::spawn(async move { session.request(&call, &to).await });
-        self.settle(id.clone(), task, inputs, self.peer.clone(), can, &id)
-            .await
+        let target = target_of(request);
+        self.settle(
+            id.clone(),
+            task,
+            inputs,
+            self.peer.clone(),
+            can,
+            &id,
+            &target,
+        )
+        .await
     }
 
     /// Waits for the call's result (answered under `id`), or for its server's first request
     /// for input the client can answer: then the call is parked and the client told what to
     /// answer. A request the client cannot answer is refused to the server at once.
+    #[allow(clippy::too_many_arguments)]
     async fn settle(
         &self,
         call: String,
@@ -115,6 +140,7 @@ impl Session {
         peer: Arc<Peer>,
         can: Answerable,
         id: &str,
+        target: &str,
     ) -> Reply {
         loop {
             tokio::select! {
@@ -157,12 +183,19 @@ impl Session {
                     tracing::debug!(requests = asked.len(), "the server asks for input: answered input_required");
                     let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
                     let result = input_required(&asked, &state);
-                    self.gateway.park(state, Parked { call, task, inputs, peer, can, at: Instant::now() });
+                    let principal = peer.principal.clone();
+                    self.gateway.park(state, Parked { call, task, inputs, peer, can, at: Instant::now(), principal, target: target.to_owned() });
                     return Some(Message::result(id, &result));
                 }
             }
         }
     }
+}
+
+/// What a call calls, as a parked call remembers it: its method and the name or URI it names.
+fn target_of(request: &Message) -> String {
+    let named = request.name().or_else(|| request.uri()).unwrap_or_default();
+    format!("{} {named}", request.method().unwrap_or_default())
 }
 
 /// The most rounds of input one call of a 2025 client may take.

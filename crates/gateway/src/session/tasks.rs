@@ -13,31 +13,64 @@ use crate::errors::Refusal;
 use crate::message::{self, Message};
 use crate::sync::lock;
 
-/// The tasks moniker remembers, at most; the oldest are forgotten first (their ids stop
-/// resolving).
+/// The tasks moniker remembers of one principal, at most; its oldest are forgotten first
+/// (their ids stop resolving). One client's tasks never push out another's.
+const MAX_TASKS_EACH: usize = 1_000;
+/// The tasks moniker remembers in all; past it, the principal with the most loses its oldest.
 const MAX_TASKS: usize = 10_000;
 
-/// Who may reach each task: the toolset it was started under.
+/// Who may reach each task: the principal that started it (a session, or the token of a
+/// stateless client), under the toolset it was started under.
 #[derive(Default)]
 pub(crate) struct Owners {
-    by_id: HashMap<String, Option<String>>,
-    order: VecDeque<String>,
+    by_id: HashMap<String, Owner>,
+    /// Each principal's tasks, oldest first.
+    order: HashMap<String, VecDeque<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub principal: String,
+    pub toolset: Option<String>,
 }
 
 impl Owners {
-    fn insert(&mut self, id: String, toolset: Option<String>) {
-        if self.by_id.insert(id.clone(), toolset).is_none() {
-            self.order.push_back(id);
+    fn insert(&mut self, id: String, owner: Owner) {
+        let principal = owner.principal.clone();
+        if self.by_id.insert(id.clone(), owner).is_some() {
+            return;
         }
-        while self.order.len() > MAX_TASKS {
-            if let Some(old) = self.order.pop_front() {
-                self.by_id.remove(&old);
+        let own = self.order.entry(principal.clone()).or_default();
+        own.push_back(id);
+        if own.len() > MAX_TASKS_EACH {
+            self.forget_oldest(&principal);
+        }
+        if self.by_id.len() > MAX_TASKS {
+            let largest = self
+                .order
+                .iter()
+                .max_by_key(|(_, ids)| ids.len())
+                .map(|(p, _)| p.clone());
+            if let Some(largest) = largest {
+                self.forget_oldest(&largest);
             }
         }
     }
 
-    /// The toolset of task `id`, when moniker knows the task.
-    pub(crate) fn of(&self, id: &str) -> Option<&Option<String>> {
+    fn forget_oldest(&mut self, principal: &str) {
+        let Some(own) = self.order.get_mut(principal) else {
+            return;
+        };
+        if let Some(old) = own.pop_front() {
+            self.by_id.remove(&old);
+        }
+        if own.is_empty() {
+            self.order.remove(principal);
+        }
+    }
+
+    /// Who started task `id`, when moniker knows the task.
+    pub(crate) fn of(&self, id: &str) -> Option<&Owner> {
         self.by_id.get(id)
     }
 }
@@ -79,37 +112,45 @@ fn with_named_task(reply: Message, server: &ServerId) -> (Message, Option<String
 }
 
 /// A server's `notifications/tasks/status` (its params a task) with the task's id named, and
-/// the toolset of the task (`None` inside: started without one); `None` for a task moniker
-/// does not know: nobody hears of it.
+/// the principal that started the task; `None` for a task moniker does not know: nobody
+/// hears of it.
 pub(crate) fn named_notification(
     message: &Message,
     server: &ServerId,
     owners: &Owners,
-) -> Option<(Message, Option<String>)> {
+) -> Option<(Message, String)> {
     let (params, id) = named_task(message.params()?, server)?;
-    let toolset = owners.of(&id)?.clone();
+    let principal = owners.of(&id)?.principal.clone();
     Some((
         Message::notification(message.method()?, Some(&params)),
-        toolset,
+        principal,
     ))
 }
 
 impl Session {
     /// A call run as a task answered `reply`: its id named, and the task remembered as this
-    /// session's toolset's.
+    /// session's principal's, under its toolset.
     pub(super) fn started_task(&self, reply: Message, server: &ServerId) -> Message {
         let (reply, id) = with_named_task(reply, server);
         if let Some(id) = id {
-            let toolset = lock(&self.toolset).clone();
-            lock(&self.gateway.tasks).insert(id, toolset);
+            let owner = self.task_owner();
+            lock(&self.gateway.tasks).insert(id, owner);
         }
         reply
     }
 
-    /// Whether this session may reach task `id`: it was started under the same toolset.
+    fn task_owner(&self) -> Owner {
+        Owner {
+            principal: self.peer.principal.clone(),
+            toolset: lock(&self.toolset).clone(),
+        }
+    }
+
+    /// Whether this session may reach task `id`: its principal started it, under the same
+    /// toolset.
     fn owns_task(&self, id: &str) -> bool {
-        let toolset = lock(&self.toolset).clone();
-        lock(&self.gateway.tasks).of(id) == Some(&toolset)
+        let owner = self.task_owner();
+        lock(&self.gateway.tasks).of(id) == Some(&owner)
     }
 
     /// `tasks/get`, `tasks/result`, `tasks/cancel`: to the server the task id names, with the
@@ -166,5 +207,42 @@ impl Session {
             }
         }
         Message::result(id, &format!(r#"{{"tasks":[{}]}}"#, tasks.join(",")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(principal: &str) -> Owner {
+        Owner {
+            principal: principal.to_owned(),
+            toolset: None,
+        }
+    }
+
+    #[test]
+    fn one_principals_tasks_never_push_out_anothers() {
+        let mut owners = Owners::default();
+        owners.insert("s/b-0".to_owned(), owner("b"));
+        for i in 0..MAX_TASKS_EACH + 50 {
+            owners.insert(format!("s/a-{i}"), owner("a"));
+        }
+        assert_eq!(owners.of("s/b-0"), Some(&owner("b")));
+        assert_eq!(owners.of("s/a-0"), None, "a's oldest went");
+        assert_eq!(
+            owners.of(&format!("s/a-{}", MAX_TASKS_EACH + 49)),
+            Some(&owner("a"))
+        );
+        // Past the total, the principal with the most loses its oldest.
+        let mut owners = Owners::default();
+        owners.insert("s/small".to_owned(), owner("small"));
+        for p in 0..MAX_TASKS / MAX_TASKS_EACH {
+            for i in 0..MAX_TASKS_EACH {
+                owners.insert(format!("s/{p}-{i}"), owner(&format!("p{p}")));
+            }
+        }
+        assert_eq!(owners.of("s/small"), Some(&owner("small")));
+        assert!(owners.by_id.len() <= MAX_TASKS);
     }
 }
