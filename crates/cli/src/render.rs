@@ -206,7 +206,9 @@ impl Renderer {
         if let (Some(server), [a, b]) = (prefix, servers.as_slice()) {
             let _ = writeln!(
                 out,
-                "{help} {count} are between servers `{a}` and `{b}`: `prefix: true` on server `{server}` resolves them in one line (its names then start with `{server}`):"
+                "{help} {count} {} between servers `{a}` and `{b}`: `prefix: true` on server `{server}` resolves {} in one line (its names then start with `{server}`):",
+                if fixed.len() == 1 { "is" } else { "are" },
+                if fixed.len() == 1 { "it" } else { "them" },
             );
             let _ = writeln!(
                 out,

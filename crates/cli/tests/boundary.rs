@@ -866,3 +866,71 @@ fn a_servers_request_reaches_only_the_client_it_concerns() {
     let done = first.join().expect("A's call");
     assert!(done.to_string().contains("A's answer"), "{done}");
 }
+
+/// Finding 18, after start: a server whose new listing would take a name another has keeps
+/// its last listing, and the collision is said at `warn`, with its fix, and in `/healthz`.
+#[test]
+fn a_colliding_new_listing_is_refused_out_loud() {
+    let dir = scratch();
+    let other = dir.join("other.json");
+    std::fs::write(
+        &other,
+        json!({"tools": [{"name": "fixture_added_tool", "inputSchema": {"type": "object"}}]})
+            .to_string(),
+    )
+    .expect("inventory");
+    let fixture = json!(fixture_bin().display().to_string());
+    let config = dir.join("moniker.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n  growing:\n    command: {fixture}\n    args: [--list-changed-after, \"1\"]\n  other:\n    command: {fixture}\n    args: [{}]\n",
+            json!(other.display().to_string())
+        ),
+    )
+    .expect("config");
+    let port = free_port();
+    let stderr = std::fs::File::create(dir.join("stderr.log")).expect("stderr.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_moniker"))
+        .args(["serve", "--http", &format!("127.0.0.1:{port}"), "-c"])
+        .arg(&config)
+        .env("XDG_DATA_HOME", &dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("moniker serve --http");
+    let gate = Gate { child, port, dir };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while gate.get("/healthz").0 != 200 {
+        assert!(Instant::now() < deadline, "{}", gate.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let session = gate.session("none");
+    let answer = gate.call("none", &session, "echo");
+    assert!(answer.get("result").is_some(), "{answer}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let health = loop {
+        let (_, body) = gate.get("/healthz");
+        if body.contains("growing") {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "{body}\n{}", gate.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(health.contains("naming::duplicate"), "{health}");
+    let log = gate.stderr();
+    assert!(log.contains("WARN"), "{log}");
+    assert!(
+        log.contains("growing/fixture_added_tool"),
+        "the fix is in the log: {log}"
+    );
+    // Both servers still serve what they served.
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
+    let (_, _, tools) = gate.post("none", Some(&session), &[], list.to_string().as_bytes());
+    let names = tools.to_string();
+    assert!(
+        names.contains("\"echo\"") && names.contains("fixture_added_tool"),
+        "{names}"
+    );
+}

@@ -281,3 +281,96 @@ fn two_copies_of_a_server_get_each_conflict_once_and_one_fix() {
     let (code, stdout, stderr) = check(&prefixed);
     assert_eq!(code, 0, "{prefixed}\n{stdout}{stderr}");
 }
+
+/// Hold the boundary, finding 18: with many servers, some sharing names and answering in
+/// another order each run, `check` names every collision once, whatever the order, with one
+/// fix for all that makes it pass; nothing is dropped silently, and the surface is the same
+/// in every run.
+#[test]
+fn every_collision_among_many_servers_is_named_whatever_order_they_answer_in() {
+    let dir = moniker_fixture::scratch();
+    // 22 servers: each has two tools of its own; `search` is shared by 4, `fetch` by 3,
+    // `read_file` by 2.
+    let shared = |i: usize| match i {
+        0..=3 => Some("search"),
+        4..=6 => Some("fetch"),
+        7..=8 => Some("read_file"),
+        _ => None,
+    };
+    let fixture = moniker_fixture::fixture_bin().display().to_string();
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(7) as u64;
+    let mut servers = String::from("servers:\n");
+    let mut entries = Vec::new();
+    for i in 0..22 {
+        let mut tools = vec![
+            serde_json::json!({"name": format!("own_{i}_a"), "inputSchema": {"type": "object"}}),
+            serde_json::json!({"name": format!("own_{i}_b"), "inputSchema": {"type": "object"}}),
+        ];
+        if let Some(name) = shared(i) {
+            tools.push(serde_json::json!({"name": name, "description": format!("{name} of s{i}"), "inputSchema": {"type": "object"}}));
+        }
+        let inventory = dir.join(format!("s{i}.json"));
+        std::fs::write(
+            &inventory,
+            serde_json::json!({ "tools": tools }).to_string(),
+        )
+        .expect("inventory");
+        entries.push((i, inventory.display().to_string()));
+    }
+    let check = |text: &str| {
+        let config = dir.join("moniker.yaml");
+        std::fs::write(&config, text).expect("config");
+        run(moniker(&["check", "--log", "off", "-c"]).arg(&config))
+    };
+    let mut outputs = Vec::new();
+    for _ in 0..3 {
+        servers.truncate("servers:\n".len());
+        for (i, inventory) in &entries {
+            // A random delay before each server starts: they answer in another order each run.
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let delay = (seed >> 33) % 300;
+            servers.push_str(&format!(
+                "  s{i}:\n    command: sh\n    args: [-c, 'sleep 0.{delay:03}; exec \"$0\" \"$1\"', {}, {}]\n",
+                serde_json::json!(fixture),
+                serde_json::json!(inventory)
+            ));
+        }
+        let (code, stdout, stderr) = check(&servers);
+        assert_eq!(code, 78, "{stdout}{stderr}");
+        for name in ["`search`", "`fetch`", "`read_file`"] {
+            assert_eq!(
+                stderr.matches(&format!("tool name {name}")).count(),
+                1,
+                "{name}:\n{stderr}"
+            );
+        }
+        assert_eq!(
+            stderr.matches("tools:").count(),
+            1,
+            "one fix for all:\n{stderr}"
+        );
+        outputs.push(stderr);
+    }
+    assert!(
+        outputs.windows(2).all(|w| w[0] == w[1]),
+        "the report depends on the order servers answered in:\n{}\n----\n{}",
+        outputs[0],
+        outputs[1]
+    );
+    // The fix, pasted as printed, makes it pass, with every tool there: 22 × 2 own ones and
+    // the 9 shared ones under their new names.
+    let (_, block) = outputs[0].rsplit_once("moniker.yaml:\n").expect("one fix");
+    let mut fixed = servers.clone();
+    for line in block.lines() {
+        fixed.push_str(line.strip_prefix("        ").expect("indented"));
+        fixed.push('\n');
+    }
+    let (code, stdout, stderr) = check(&fixed);
+    assert_eq!(code, 0, "{fixed}\n{stdout}{stderr}");
+    assert!(stdout.contains("53 tools"), "{stdout}");
+}

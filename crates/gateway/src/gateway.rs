@@ -185,6 +185,8 @@ struct State {
     up: BTreeSet<ServerId>,
     /// What the last build said.
     diagnostics: Vec<Diagnostic>,
+    /// Servers whose listing was refused after start, and why.
+    refused: BTreeMap<ServerId, Vec<Diagnostic>>,
 }
 
 pub struct Gateway {
@@ -607,34 +609,52 @@ impl Gateway {
             };
             let listings: Vec<Listing> = state.listings.values().cloned().collect();
             let built = build(&rules, &listings);
-            if built.surface.is_none() {
+            if built.surface.is_some() {
+                state.refused.remove(server);
+                self.publish_built(&mut state, built)
+            } else if !started {
+                // While servers start, every listing is kept whatever it makes of the surface:
+                // `start` judges the surface of them all once they are all in, so that every
+                // problem is reported, and none depends on the order servers answered in.
+                state.diagnostics = built.diagnostics;
+                return;
+            } else {
+                // A running gateway keeps serving: the server keeps its last valid listing (or
+                // none), and the problem is said, with its fix, until a listing of the server's
+                // is valid again.
                 for d in built.errors() {
-                    if started {
-                        tracing::error!(server = %server, "{d}");
-                    } else {
-                        tracing::debug!(server = %server, "{d}");
-                    }
+                    tracing::warn!(server = %server, "{d}");
                 }
                 match previous {
                     Some(previous) => {
-                        if started {
-                            tracing::error!(server = %server, "the new listing is invalid: keeping the server's last valid one");
-                        }
+                        tracing::warn!(server = %server, "the server's new listing is refused: it keeps its last valid one");
                         state.listings.insert(server.clone(), previous);
                     }
                     None => {
-                        if started {
-                            tracing::error!(server = %server, "the server's listing is invalid: its tools and prompts are left out");
-                        }
+                        tracing::warn!(server = %server, "the server's listing is refused: its tools and prompts are left out");
                         state.listings.remove(server);
                     }
                 }
+                state
+                    .refused
+                    .insert(server.clone(), built.errors().cloned().collect());
                 self.publish(&mut state, &rules, built.diagnostics)
-            } else {
-                self.publish_built(&mut state, built)
             }
         };
         self.announce(&old, &new, None);
+    }
+
+    /// Builds the surface of every server's listing once they are all in (the end of
+    /// `start`): its problems, all of them, are the diagnostics.
+    pub(crate) fn build_all(&self) {
+        self.rebuild(&self.catalog.sets(), |_| {});
+    }
+
+    /// The servers whose last listing was refused since start (it would have made the
+    /// surface invalid: a name taken twice), with why: they serve their last valid listing, or
+    /// nothing.
+    pub fn refused_listings(&self) -> BTreeMap<ServerId, Vec<Diagnostic>> {
+        self.state().refused.clone()
     }
 
     /// Rebuilds the view after `change` to the state (a reload: new rules, servers gone);
@@ -663,9 +683,9 @@ impl Gateway {
     ) -> (Arc<View>, Arc<View>) {
         let listings: Vec<Listing> = state.listings.values().cloned().collect();
         let mut built = build(rules, &listings);
-        if built.surface.is_none() {
+        if built.surface.is_none() && self.started.load(Ordering::Acquire) {
             // Rules that make every listing together invalid (a reload's): the errors are
-            // logged, and what is valid serves.
+            // logged, and what is valid serves. (Before start, they are `start`'s to return.)
             for d in built.errors() {
                 tracing::error!("{d}");
             }

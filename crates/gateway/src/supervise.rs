@@ -33,6 +33,9 @@ impl Gateway {
         for rx in first {
             let _ = rx.await;
         }
+        // Every server's first listing is in (or its first attempt over): the surface of them
+        // all, built once.
+        gateway.build_all();
         let diagnostics = gateway.diagnostics();
         if diagnostics.iter().any(Diagnostic::is_error) {
             gateway.shutdown().await;

@@ -237,15 +237,27 @@ impl Shared {
     }
 }
 
-/// `/healthz`: `ok`, and the reason the last config reload was refused (the previous config
-/// still serves), with its place in the file.
+/// `/healthz` (no token): `ok`; where the last config reload failed, if it was refused (the
+/// previous config still serves: file:line:column and the code, never the file's text); and
+/// the servers whose new listing was refused (a name taken twice), by the codes of why.
 fn health(gateway: &Gateway) -> String {
-    match gateway.config_error() {
-        None => "ok".to_owned(),
-        Some(error) => {
-            format!("ok\nconfig reload refused (the previous config still serves):\n{error}\n")
-        }
+    let mut out = String::from("ok");
+    if let Some(error) = gateway.config_error() {
+        out.push_str("\nconfig reload refused (the previous config still serves):\n");
+        out.push_str(&error);
     }
+    for (server, why) in gateway.refused_listings() {
+        let codes: std::collections::BTreeSet<&str> = why.iter().map(|d| d.code).collect();
+        let codes: Vec<&str> = codes.into_iter().collect();
+        out.push_str(&format!(
+            "\nserver `{server}`: its new listing is refused ({}; the log says which names and how to fix it)",
+            codes.join(", ")
+        ));
+    }
+    if out.len() > 2 {
+        out.push('\n');
+    }
+    out
 }
 
 /// Ends the sessions new HTTP settings no longer allow, each time the settings change.
