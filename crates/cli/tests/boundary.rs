@@ -24,11 +24,11 @@ const REVIEW: &str = "review-token-4567";
 /// `review`), and `rest`: lines of the `http:` section when they start with two spaces, else
 /// sections of their own.
 fn config(dir: &Path, rest: &str) -> PathBuf {
-    config_with(dir, &[], rest)
+    config_with(dir, &[], rest, "")
 }
 
-/// [`config`], with more arguments for the fixture.
-fn config_with(dir: &Path, args: &[&str], rest: &str) -> PathBuf {
+/// [`config`], with more arguments for the fixture and more lines in `toolsets:`.
+fn config_with(dir: &Path, args: &[&str], rest: &str, toolsets: &str) -> PathBuf {
     let (http, rest) = match rest.starts_with("  ") {
         true => (rest, ""),
         false => ("", rest),
@@ -40,7 +40,7 @@ fn config_with(dir: &Path, args: &[&str], rest: &str) -> PathBuf {
         format!(
             "servers:\n  cg:\n    command: {}\n    args: [{}, --record, {}{}]\n\
              http:\n  tokens:\n    - {ADMIN}\n    - {{ token: {REVIEW}, toolset: review }}\n{http}\
-             toolsets:\n  review:\n    tools: [store_memory, search_graph]\n{rest}",
+             toolsets:\n  review:\n    tools: [store_memory, search_graph]\n{toolsets}{rest}",
             json!(fixture_bin().display().to_string()),
             json!(fixture_file("contextgraph.json").display().to_string()),
             json!(record.display().to_string()),
@@ -65,20 +65,19 @@ impl Drop for Gate {
 }
 
 /// `moniker serve --http` on `bind` (a free port of it) with [`config`].
-fn serve_http(rest: &str, bind: &str, env: &[(&str, &str)]) -> Gate {
-    serve_http_with(&[], rest, bind, env)
+fn serve_http(rest: &str, bind: &str) -> Gate {
+    serve_http_with(&[], rest, "", bind)
 }
 
-fn serve_http_with(args: &[&str], rest: &str, bind: &str, env: &[(&str, &str)]) -> Gate {
+fn serve_http_with(args: &[&str], rest: &str, toolsets: &str, bind: &str) -> Gate {
     let dir = scratch();
-    let config = config_with(&dir, args, rest);
+    let config = config_with(&dir, args, rest, toolsets);
     let port = free_port();
     let stderr = std::fs::File::create(dir.join("stderr.log")).expect("stderr.log");
     let child = Command::new(env!("CARGO_BIN_EXE_moniker"))
         .args(["serve", "--http", &format!("{bind}:{port}"), "-c"])
         .arg(&config)
         .env("XDG_DATA_HOME", &dir)
-        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(stderr)
@@ -301,7 +300,7 @@ fn assert_one_message_a_line(record: &str) {
 /// client controls, in a session and without one (2026-07-28), never reach it as lines.
 #[test]
 fn raw_line_ends_never_split_what_reaches_a_stdio_server() {
-    let gate = serve_http("", "127.0.0.1", &[]);
+    let gate = serve_http("", "127.0.0.1");
     let session = gate.session(REVIEW);
     let mut id = 100;
     for end in ["\n", "\r", "\r\n", "\n\r"] {
@@ -435,7 +434,7 @@ fn a_lone_cr_from_a_stdio_client_never_reaches_a_server() {
 /// Finding 2: `/healthz` after a refused reload says where, never what the file says.
 #[test]
 fn health_never_shows_the_config_text() {
-    let gate = serve_http("", "127.0.0.1", &[]);
+    let gate = serve_http("", "127.0.0.1");
     let config = gate.dir.join("moniker.yaml");
     let text = std::fs::read_to_string(&config).expect("config");
     std::fs::write(&config, format!("{text}  oops: [\n")).expect("config");
@@ -514,7 +513,7 @@ fn a_server_sees_only_the_environment_it_is_given() {
 /// refused; the tokens keep being asked for.
 #[test]
 fn a_reload_never_opens_the_endpoint() {
-    let gate = serve_http("", "0.0.0.0", &[]);
+    let gate = serve_http("", "0.0.0.0");
     let config = gate.dir.join("moniker.yaml");
     let text = std::fs::read_to_string(&config).expect("config");
     let start = text.find("http:").expect("http");
@@ -543,7 +542,7 @@ fn a_reload_never_opens_the_endpoint() {
 /// toolset ends its sessions, and a toolset URL never widens an existing session.
 #[test]
 fn rebinding_a_token_ends_its_sessions() {
-    let gate = serve_http("", "127.0.0.1", &[]);
+    let gate = serve_http("", "127.0.0.1");
     let session = gate.session(ADMIN);
     let answer = gate.call(ADMIN, &session, FORBIDDEN);
     assert!(answer.get("result").is_some(), "{answer}");
@@ -588,7 +587,7 @@ fn rebinding_a_token_ends_its_sessions() {
 /// read them, and the tokenless `--metrics` listener stays on loopback.
 #[test]
 fn metrics_need_an_unbound_token_and_loopback() {
-    let gate = serve_http("", "127.0.0.1", &[]);
+    let gate = serve_http("", "127.0.0.1");
     let get = |token: &str| {
         raw(
             gate.port,
@@ -729,7 +728,7 @@ fn configured_headers_never_follow_a_redirect_elsewhere() {
 /// least recently used idle session ends; other tokens keep opening theirs.
 #[test]
 fn one_token_cannot_fill_the_sessions_of_everyone() {
-    let gate = serve_http("  max_sessions_per_token: 3\n", "127.0.0.1", &[]);
+    let gate = serve_http("  max_sessions_per_token: 3\n", "127.0.0.1");
     let first = gate.session(REVIEW);
     for _ in 0..20 {
         gate.session(REVIEW);
@@ -746,7 +745,7 @@ fn one_token_cannot_fill_the_sessions_of_everyone() {
 /// cannot keep a well-behaved client out for longer than the header timeout.
 #[test]
 fn half_sent_headers_do_not_hold_the_listener() {
-    let gate = serve_http("  max_connections: 8\n", "127.0.0.1", &[]);
+    let gate = serve_http("  max_connections: 8\n", "127.0.0.1");
     let opened = Instant::now();
     let mut held: Vec<TcpStream> = (0..8)
         .filter_map(|_| TcpStream::connect(("127.0.0.1", gate.port)).ok())
@@ -826,7 +825,7 @@ fn requests_in(stream: &str) -> Vec<Value> {
 /// never to the other caller, who would answer it and read what it holds.
 #[test]
 fn a_servers_request_reaches_only_the_client_it_concerns() {
-    let gate = serve_http_with(&["--sample-tool"], "", "127.0.0.1", &[]);
+    let gate = serve_http_with(&["--sample-tool"], "", "", "127.0.0.1");
     let a = gate.session(ADMIN);
     let b = gate.session(ADMIN);
     let heard_a = listen(gate.port, ADMIN, &a);
@@ -933,4 +932,187 @@ fn a_colliding_new_listing_is_refused_out_loud() {
         names.contains("\"echo\"") && names.contains("fixture_added_tool"),
         "{names}"
     );
+}
+
+/// Finding 16: a slow Redis (here stopped with SIGSTOP) never holds requests: they are
+/// answered from the toolsets last read. (Each request used to wait up to 500 ms for Redis,
+/// one after the other: 20 of them took 10 s and more.)
+#[test]
+fn a_stopped_redis_holds_no_request() {
+    let Some(redis) = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("redis-server"))
+            .find(|p| p.is_file())
+    }) else {
+        eprintln!("skipped: redis-server is not installed (scripts/test installs it)");
+        return;
+    };
+    let redis_port = free_port();
+    let dir = scratch();
+    /// Ends the Redis server whatever happens (woken first, if it was stopped).
+    struct Redis(Child);
+    impl Drop for Redis {
+        fn drop(&mut self) {
+            let _ = Command::new("kill")
+                .args(["-CONT", &self.0.id().to_string()])
+                .status();
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let server = Command::new(redis)
+        .args([
+            "--port",
+            &redis_port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+        ])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server");
+    let server = Redis(server);
+    // The store is read once at start: `review` is there, saved through "another replica".
+    let cli = |args: &[&str]| {
+        Command::new("redis-cli")
+            .args(["-p", &redis_port.to_string()])
+            .args(args)
+            .output()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cli(&["ping"]).is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("PONG")) {
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let saved =
+        json!({"version": 1, "name": "saved", "tools": [{"name": "search_graph"}]}).to_string();
+    cli(&["hset", "moniker:toolsets", "saved", &saved]).expect("redis-cli");
+    let gate = serve_http_with(
+        &[],
+        "",
+        &format!("  manage: true\n  store: redis://127.0.0.1:{redis_port}/0\n"),
+        "127.0.0.1",
+    );
+    let list = |path: &str| {
+        let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+        gate.post_to(
+            path,
+            ADMIN,
+            None,
+            &[
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/list"),
+            ],
+            list.to_string().as_bytes(),
+        )
+    };
+    let (status, _, body) = list("/mcp/saved");
+    assert_eq!(status, 200, "{body}\n{}", gate.stderr());
+    assert_eq!(
+        body["result"]["tools"].as_array().map(Vec::len),
+        Some(1),
+        "{body}"
+    );
+    // Redis stops answering (its process stopped): requests go on, from what was read.
+    let signal = |name: &str| {
+        Command::new("kill")
+            .args([name, &server.0.id().to_string()])
+            .status()
+            .expect("kill")
+    };
+    assert!(signal("-STOP").success());
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    for _ in 0..20 {
+        let (status, _, body) = list("/mcp/saved");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body["result"]["tools"].as_array().map(Vec::len),
+            Some(1),
+            "{body}"
+        );
+    }
+    let took = started.elapsed();
+    signal("-CONT");
+    assert!(
+        took < Duration::from_secs(5),
+        "20 requests took {took:?} while Redis was stopped: they waited for it"
+    );
+    drop(gate);
+}
+
+/// Finding 15: what one client can make moniker hold is bounded, with an error that names the
+/// limit: a batch of more messages than a session may have in progress is refused whole; a
+/// stateless client has a bounded number of listen streams.
+#[test]
+fn a_client_cannot_grow_what_moniker_holds_without_bound() {
+    let gate = serve_http("", "127.0.0.1");
+    let session = gate.session(ADMIN);
+    let batch: Vec<Value> = (0..300)
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "ping"}))
+        .collect();
+    let (status, _, body) = gate.post(
+        ADMIN,
+        Some(&session),
+        &[],
+        Value::Array(batch).to_string().as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["error"]["code"], -32043, "{body}");
+    assert!(body.to_string().contains("at most 256"), "{body}");
+    // A batch within the limit is answered whole, in order.
+    let batch: Vec<Value> = (0..200)
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "ping"}))
+        .collect();
+    let (_, _, body) = gate.post(
+        ADMIN,
+        Some(&session),
+        &[],
+        Value::Array(batch).to_string().as_bytes(),
+    );
+    let answers = body.as_array().expect("answers");
+    assert_eq!(answers.len(), 200);
+    assert!(answers.iter().enumerate().all(|(i, a)| a["id"] == i));
+
+    // Stateless listen streams: 16 open at once per token, the 17th refused.
+    let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}, "notifications": {"toolsListChanged": true}}}).to_string();
+    let open = || {
+        let mut stream = TcpStream::connect(("127.0.0.1", gate.port)).expect("connect");
+        stream
+            .write_all(
+                format!(
+                    "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {REVIEW}\r\n\
+                     Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+                     MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n\
+                     Content-Length: {}\r\n\r\n{listen}",
+                    listen.len()
+                )
+                .as_bytes(),
+            )
+            .expect("listen");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut seen = String::new();
+        let mut buf = [0u8; 4096];
+        while !seen.contains("\n\n") || !seen.contains("data:") {
+            match stream.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+            }
+        }
+        (stream, seen)
+    };
+    let held: Vec<(TcpStream, String)> = (0..16).map(|_| open()).collect();
+    for (_, seen) in &held {
+        assert!(seen.contains("acknowledged"), "{seen}");
+    }
+    let (_, refused) = open();
+    assert!(refused.contains("-32043"), "{refused}");
 }

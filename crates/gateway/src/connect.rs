@@ -84,6 +84,12 @@ pub(crate) fn describe(e: &reqwest::Error) -> String {
     link::cause(e)
 }
 
+/// How long moniker waits after the resources it follows on a modern server change before it
+/// listens again, so that changes that come together cost one new stream.
+const REFOLLOW_PAUSE: Duration = Duration::from_millis(100);
+/// Distinct resources moniker follows on one modern server, at most.
+const MAX_FOLLOWS: usize = 4096;
+
 /// The protocol version moniker asks servers for. Servers may answer another; moniker accepts
 /// what they answer.
 pub const PINNED_PROTOCOL_VERSION: &str = "2025-06-18";
@@ -205,8 +211,11 @@ impl Connection {
                 ended = rx => ended,
                 () = self.refollow.notified() => {
                     // Followed resources changed: this stream ends, a new one follows them.
+                    // Changes that come together (many clients subscribing) make one new
+                    // stream, not one each: each names every URI followed.
                     *lock(&self.listening) = None;
                     self.cancel(id, "the followed resources changed");
+                    tokio::time::sleep(REFOLLOW_PAUSE).await;
                     continue;
                 }
             };
@@ -242,6 +251,10 @@ impl Connection {
     pub fn follow(&self, uri: &str, on: bool) {
         let changed = {
             let mut follows = lock(&self.follows);
+            if on && follows.len() >= MAX_FOLLOWS && !follows.contains_key(uri) {
+                tracing::warn!(server = %self.server, max = MAX_FOLLOWS, "moniker follows as many resources of this server as it may: a new one is not followed");
+                return;
+            }
             let count = follows.entry(uri.to_owned()).or_insert(0);
             if on {
                 *count += 1;

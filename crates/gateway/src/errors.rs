@@ -15,6 +15,9 @@ pub const UNKNOWN_NAME: i64 = -32004;
 pub const SERVER_GONE: i64 = -32041;
 /// The server did not answer within the call timeout.
 pub const TIMEOUT: i64 = -32042;
+/// A limit of moniker's on what one client may have at once was reached (requests in
+/// progress, batch size, streams, subscriptions): the error names the limit.
+pub const LIMIT: i64 = -32043;
 /// No server has the resource (the MCP specification's code).
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
@@ -40,6 +43,9 @@ pub enum Refusal {
     Unreadable,
     #[error("Resource not found: {0}")]
     ResourceNotFound(String),
+    /// A per-client limit was reached: the text names it.
+    #[error("{0}")]
+    Limit(String),
 }
 
 fn noun(kind: Kind) -> &'static str {
@@ -54,6 +60,10 @@ impl Refusal {
         Self::InvalidParams(why.into())
     }
 
+    pub fn limit(why: impl Into<String>) -> Self {
+        Self::Limit(why.into())
+    }
+
     pub fn code(&self) -> i64 {
         match self {
             Self::MethodNotFound(_) => message::METHOD_NOT_FOUND,
@@ -64,6 +74,7 @@ impl Refusal {
             Self::Timeout { .. } => TIMEOUT,
             Self::Unreadable => message::INTERNAL_ERROR,
             Self::ResourceNotFound(_) => RESOURCE_NOT_FOUND,
+            Self::Limit(_) => LIMIT,
         }
     }
 
@@ -77,7 +88,8 @@ impl Refusal {
             | Self::InvalidParams(_)
             | Self::NestedBatch
             | Self::Unreadable
-            | Self::ResourceNotFound(_) => Outcome::Error,
+            | Self::ResourceNotFound(_)
+            | Self::Limit(_) => Outcome::Error,
         }
     }
 

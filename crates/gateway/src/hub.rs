@@ -201,6 +201,11 @@ impl Peer {
         }
     }
 
+    /// How many (server, resource) pairs this client follows.
+    pub(crate) fn subscription_count(&self) -> usize {
+        lock(&self.subscriptions).len()
+    }
+
     /// Every resource this client follows, with its server.
     pub(crate) fn all_subscriptions(&self) -> Vec<(ServerId, String)> {
         lock(&self.subscriptions).iter().cloned().collect()
@@ -385,10 +390,33 @@ struct ProgressRoute {
     to: mpsc::UnboundedSender<Message>,
 }
 
+/// `subscriptions/listen` streams one principal may have open at once.
+pub const MAX_STREAMS_EACH: usize = 16;
+
+/// An open listen stream of a principal's, counted until it is dropped.
+pub(crate) struct Stream<'a> {
+    hub: &'a Hub,
+    principal: String,
+}
+
+impl Drop for Stream<'_> {
+    fn drop(&mut self) {
+        let mut streams = lock(&self.hub.streams);
+        if let Some(n) = streams.get_mut(&self.principal) {
+            *n -= 1;
+            if *n == 0 {
+                streams.remove(&self.principal);
+            }
+        }
+    }
+}
+
 /// Every client's handle, and the progress tokens moniker gave servers.
 #[derive(Default)]
 pub struct Hub {
     peers: Mutex<Vec<Weak<Peer>>>,
+    /// Open listen streams, by principal.
+    streams: Mutex<HashMap<String, usize>>,
     progress: Mutex<HashMap<String, ProgressRoute>>,
     next_token: AtomicU64,
     salt: std::sync::OnceLock<String>,
@@ -455,6 +483,20 @@ impl Hub {
             },
         );
         ours
+    }
+
+    /// Counts a listen stream of `principal`'s, unless it has [`MAX_STREAMS_EACH`] open.
+    pub(crate) fn open_stream(&self, principal: &str) -> Option<Stream<'_>> {
+        let mut streams = lock(&self.streams);
+        let n = streams.entry(principal.to_owned()).or_default();
+        if *n >= MAX_STREAMS_EACH {
+            return None;
+        }
+        *n += 1;
+        Some(Stream {
+            hub: self,
+            principal: principal.to_owned(),
+        })
     }
 
     /// A random word of this process's, fixed at its first use.

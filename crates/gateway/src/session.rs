@@ -69,6 +69,13 @@ pub struct Session {
 
 type Reply = Option<Message>;
 
+/// Requests one session may have in progress at once; more are refused until some finish.
+pub const MAX_IN_FLIGHT: usize = 1024;
+/// Messages in one batch, at most.
+pub const MAX_BATCH: usize = 256;
+/// The requests of a batch that run at once.
+const BATCH_CONCURRENCY: usize = 16;
+
 impl Drop for Session {
     /// A client gone without unsubscribing: what it followed is released (a server is told
     /// when no other client follows the resource there).
@@ -178,6 +185,15 @@ impl Session {
         match incoming {
             Err(invalid) => answers.send(invalid.answer()),
             Ok(Incoming::One(message)) if message.is_request() => {
+                if lock(&self.peer.in_flight).len() >= MAX_IN_FLIGHT {
+                    answers.send(
+                        Refusal::limit(format!(
+                            "this session has {MAX_IN_FLIGHT} requests in progress, the most it may: wait for some to finish"
+                        ))
+                        .answer(id_of(&message)),
+                    );
+                    return;
+                }
                 self.register(&message);
                 let session = self.clone();
                 tokio::spawn(async move {
@@ -188,6 +204,19 @@ impl Session {
             }
             Ok(Incoming::One(message)) => self.message(&message),
             Ok(Incoming::Batch(items)) => {
+                let requests = items.iter().flatten().filter(|m| m.is_request()).count();
+                if items.len() > MAX_BATCH
+                    || lock(&self.peer.in_flight).len() + requests > MAX_IN_FLIGHT
+                {
+                    answers.send(
+                        Refusal::limit(format!(
+                            "a batch of {} messages ({requests} requests) is more than this session may have (at most {MAX_BATCH} messages in a batch, {MAX_IN_FLIGHT} requests in progress)",
+                            items.len()
+                        ))
+                        .answer("null"),
+                    );
+                    return;
+                }
                 for message in items.iter().flatten().filter(|m| m.is_request()) {
                     self.register(message);
                 }
@@ -235,29 +264,32 @@ impl Session {
         reply.filter(|_| !cancelled)
     }
 
-    /// A batch: its requests run concurrently, and their answers come back together, in
-    /// order.
+    /// A batch: its requests run concurrently ([`BATCH_CONCURRENCY`] at a time, in one task),
+    /// and their answers come back together, in order.
     async fn batch(self: Arc<Self>, items: Vec<Result<Message, Invalid>>, answers: Answers) {
-        let mut tasks = Vec::new();
+        use futures_util::StreamExt as _;
+        let mut requests = Vec::new();
         for item in items {
             match item {
-                Err(invalid) => tasks.push(tokio::spawn(async move { Some(invalid.answer()) })),
-                Ok(message) if message.is_request() => {
-                    let session = self.clone();
-                    let answers = answers.clone();
-                    tasks.push(tokio::spawn(async move {
-                        session.answer(&message, &answers).await
-                    }));
+                Ok(message) if !message.is_request() => self.message(&message),
+                item => requests.push(item),
+            }
+        }
+        let replies: Vec<Message> = futures_util::stream::iter(requests)
+            .map(|item| {
+                let session = &self;
+                let answers = &answers;
+                async move {
+                    match item {
+                        Err(invalid) => Some(invalid.answer()),
+                        Ok(message) => session.answer(&message, answers).await,
+                    }
                 }
-                Ok(message) => self.message(&message),
-            }
-        }
-        let mut replies = Vec::new();
-        for task in tasks {
-            if let Ok(Some(reply)) = task.await {
-                replies.push(reply);
-            }
-        }
+            })
+            .buffered(BATCH_CONCURRENCY)
+            .filter_map(|reply| async move { reply })
+            .collect()
+            .await;
         if !replies.is_empty() {
             answers.send(Message::batch(&replies));
         }
@@ -351,6 +383,16 @@ impl Session {
                 "this session listens already: one subscriptions/listen at a time (cancel it first)",
             );
         }
+        // A stateless client's every listen is a session of its own: its principal has at
+        // most so many open at once.
+        let Some(_stream) = self.gateway.hub.open_stream(&self.peer.principal) else {
+            self.peer.release_listen();
+            return Refusal::limit(format!(
+                "this client has {} subscriptions/listen streams open, the most it may: close one first",
+                crate::hub::MAX_STREAMS_EACH
+            ))
+            .answer(id);
+        };
         let mut filter = modern::listen_filter(request);
         let subscribed = self.subscribe_all(&filter.uris).await;
         filter

@@ -437,7 +437,7 @@ mod tests;
 /// Where run-time toolsets are kept: the file (the default), or Redis, shared by replicas.
 pub enum Backend {
     File(Store),
-    Redis(Box<redis::RedisStore>),
+    Redis(std::sync::Arc<redis::RedisStore>),
 }
 
 impl Backend {
@@ -449,7 +449,7 @@ impl Backend {
             return match redis::RedisStore::open(&text) {
                 Ok(store) => {
                     tracing::info!(store = store.shown(), "toolset store: Redis");
-                    Some(Self::Redis(Box::new(store)))
+                    Some(Self::Redis(std::sync::Arc::new(store)))
                 }
                 Err(why) => {
                     tracing::error!("{why}: no run-time toolsets");
@@ -483,6 +483,14 @@ impl Backend {
         match self {
             Self::File(store) => store.toolsets().clone(),
             Self::Redis(store) => store.toolsets(),
+        }
+    }
+
+    /// The store shared with other replicas, if it is one.
+    pub fn shared(&self) -> Option<std::sync::Arc<redis::RedisStore>> {
+        match self {
+            Self::Redis(store) => Some(store.clone()),
+            Self::File(_) => None,
         }
     }
 

@@ -59,6 +59,20 @@ impl Catalog {
         sets
     }
 
+    /// Whether toolset `name` exists; when it is not known here, a store shared with other
+    /// replicas is read again first (one of them may have just saved it).
+    pub fn knows(&self, name: &str) -> bool {
+        if self.sets().contains_key(name) {
+            return true;
+        }
+        // Read without the store's lock held: other requests go on with what was last read.
+        let Some(shared) = self.store.as_ref().and_then(|s| lock(s).shared()) else {
+            return false;
+        };
+        shared.reread();
+        self.sets().contains_key(name)
+    }
+
     pub fn is_static(&self, name: &str) -> bool {
         lock(&self.static_sets).contains_key(name)
     }

@@ -418,7 +418,7 @@ fn toolset_of(
             "Forbidden: this token is bound to another toolset",
         ));
     }
-    if !shared.gateway.toolset_names().contains(&name) {
+    if !shared.gateway.catalog.knows(&name) {
         return Err((StatusCode::NOT_FOUND, "Not Found: no such toolset"));
     }
     Ok(Some(name))

@@ -13,6 +13,10 @@ use crate::connect::Connection;
 use crate::errors::Refusal;
 use crate::message::{self, Message};
 
+/// Resources one session may follow at once (`resources/subscribe`, a listen's
+/// `resourceSubscriptions`).
+pub const MAX_SUBSCRIPTIONS_EACH: usize = 1024;
+
 impl Session {
     /// `resources/list` and `resources/templates/list`: every server's items, merged.
     pub(super) async fn gather(&self, id: &str, method: &'static str, key: &str) -> Message {
@@ -155,6 +159,14 @@ impl Session {
         let id = id_of(request);
         let method = request.method().unwrap_or_default();
         let on = method == "resources/subscribe";
+        if on && self.peer.subscription_count() >= MAX_SUBSCRIPTIONS_EACH {
+            return Some(
+                Refusal::limit(format!(
+                    "this session follows {MAX_SUBSCRIPTIONS_EACH} resources, the most it may: unsubscribe from some first"
+                ))
+                .answer(id),
+            );
+        }
         let mut answer: Reply = None;
         let mut last = None;
         for server in servers {
@@ -192,7 +204,8 @@ impl Session {
     pub(super) async fn subscribe_all(&self, uris: &[String]) -> Vec<(ServerId, String)> {
         let timeout = self.gateway.settings.config.call_timeout;
         let mut subscribed = Vec::new();
-        for uri in uris {
+        let room = MAX_SUBSCRIPTIONS_EACH.saturating_sub(self.peer.subscription_count());
+        for uri in uris.iter().take(room) {
             for server in self.reaching(|info| info.resources_subscribe, uri) {
                 let Some(conn) = self.gateway.connection(&server) else {
                     continue;

@@ -26,8 +26,9 @@ use tokio::sync::watch;
 
 /// At most this many messages are kept for replay…
 const MAX_MESSAGES: usize = 1024;
-/// …and at most this many bytes of them (the newest message is always kept).
-const MAX_BYTES: usize = 16 * 1024 * 1024;
+/// …and at most this many bytes of them (the newest message is always kept): what a session
+/// that never reads its stream can make moniker hold.
+const MAX_BYTES: usize = 2 * 1024 * 1024;
 
 #[derive(Default)]
 struct State {
