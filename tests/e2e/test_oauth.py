@@ -65,6 +65,15 @@ class OAuthServers:
         with urllib.request.urlopen(urllib.request.Request(f"{self.control}/revoke-seen", method="POST"), timeout=10):
             pass
 
+    def turn_hostile(self, **said: str) -> None:
+        """The MCP server names other places: `resource_metadata` in its challenges,
+        `authorization_server` in its resource metadata."""
+        import urllib.request
+
+        request = urllib.request.Request(f"{self.control}/hostile", data=json.dumps(said).encode(), method="POST")
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+
     def log(self) -> str:
         try:
             return self.stderr_path.read_text(errors="replace")[-4000:]
@@ -530,3 +539,86 @@ async def test_no_secret_in_logs(moniker_oauth: Moniker, remote_config: Path, wr
         if value in text
     ]
     assert not leaks, "secrets in moniker's output:\n" + "\n".join(leaks)
+
+
+class Recorder:
+    """An HTTP server on loopback that answers as an authorization server would (its metadata
+    names its own token endpoint) and records every request that reaches it."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        seen: list[str] = []
+        self.seen = seen
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length).decode(errors="replace") if length else ""
+                seen.append(f"{self.command} {self.path}\n{self.headers}\n{body}")
+                origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+                document = {
+                    "issuer": origin,
+                    "resource": origin,
+                    "authorization_servers": [origin],
+                    "token_endpoint": f"{origin}/token",
+                    "authorization_endpoint": f"{origin}/authorize",
+                    "code_challenge_methods_supported": ["S256"],
+                    "access_token": "stolen",
+                    "token_type": "Bearer",
+                }
+                data = json.dumps(document).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = _answer
+            do_POST = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_discovery_never_takes_the_client_secret_elsewhere(
+    moniker_oauth: Moniker, write_config, oauth_servers: OAuthServers
+) -> None:
+    """Hold the boundary, finding 10: with `grant: client_credentials`, every 401 runs
+    discovery again. A server (hostile, or intercepted) that names metadata at another origin
+    is not followed there; one that names another authorization server than the one moniker
+    got its tokens from is refused. The other place never sees a request, let alone the
+    client secret."""
+    m = moniker_oauth
+    config = client_credentials_config(write_config, oauth_servers)
+    done = m.run("-c", str(config), "call", "whoami", "{}")
+    assert done.returncode == 0, m.describe(done)
+    evil = Recorder()
+    try:
+        # The challenge names metadata elsewhere: moniker reads the server's own instead, and
+        # goes on with the authorization server it knows.
+        oauth_servers.turn_hostile(resource_metadata=f"{evil.url}/.well-known/oauth-protected-resource")
+        oauth_servers.revoke_seen()
+        done = m.run("-c", str(config), "call", "whoami", "{}")
+        assert done.returncode == 0, m.describe(done)
+        assert evil.seen == [], evil.seen
+        # The server's metadata names another authorization server: refused.
+        oauth_servers.turn_hostile(authorization_server=evil.url)
+        oauth_servers.revoke_seen()
+        done = m.run("-c", str(config), "call", "whoami", "{}")
+        assert done.returncode != 0, m.describe(done)
+        assert "moniker trusts for it" in done.stderr + done.stdout, m.describe(done)
+        assert evil.seen == [], evil.seen
+        assert oauth_servers.client_secret not in "".join(evil.seen)
+    finally:
+        evil.close()

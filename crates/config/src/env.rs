@@ -151,6 +151,7 @@ impl Config {
                             &auth.client_metadata_url,
                         ),
                         grant: auth.grant,
+                        issuer: optional(&[Seg::Key("auth"), Seg::Key("issuer")], &auth.issuer),
                         private_key: optional(
                             &[Seg::Key("auth"), Seg::Key("private_key")],
                             &auth.private_key,

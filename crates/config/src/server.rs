@@ -79,6 +79,10 @@ pub struct Auth {
     /// authorization server supports them.
     pub client_metadata_url: Option<String>,
     pub grant: Grant,
+    /// The authorization server moniker trusts for this server (`auth.issuer`): discovery
+    /// that leads anywhere else is refused. Without it, the issuer of the last login or token
+    /// is trusted, and only a `moniker login` (a person) may move to another.
+    pub issuer: Option<String>,
     /// A PEM private key (PKCS#8) for `private_key_jwt` client authentication.
     pub private_key: Option<String>,
     /// The scope to ask for, instead of the one the server names.
@@ -116,6 +120,7 @@ impl fmt::Debug for Auth {
             )
             .field("client_metadata_url", &self.client_metadata_url)
             .field("grant", &self.grant)
+            .field("issuer", &self.issuer)
             .field("private_key", &self.private_key)
             .field("scope", &self.scope)
             .finish()

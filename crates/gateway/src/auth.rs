@@ -228,7 +228,10 @@ impl Authorizer {
             scope: pending.as_ref().and_then(|p| p.scope.clone()),
             resource_metadata: pending.as_ref().and_then(|p| p.resource_metadata.clone()),
         };
-        let discovered = oauth::discover(&self.http, &self.url, Some(&challenge)).await?;
+        // A person logs in: they may accept a new authorization server; only the configured
+        // one is held to.
+        let pinned = self.settings.issuer.as_deref();
+        let discovered = oauth::discover(&self.http, &self.url, Some(&challenge), pinned).await?;
         let mut scope = challenge::choose_scope(
             self.settings.scope.as_deref(),
             challenge.scope.as_deref(),
@@ -375,7 +378,15 @@ impl Authorizer {
     ) -> Result<(), String> {
         let discovered = match (&state.discovered, challenge) {
             (Some(d), None) => d.clone(),
-            _ => oauth::discover(&self.http, &self.url, challenge).await?,
+            // No person here: the issuer configured, else the one moniker got tokens from.
+            _ => {
+                let pinned = self
+                    .settings
+                    .issuer
+                    .clone()
+                    .or_else(|| state.saved.issuer.clone());
+                oauth::discover(&self.http, &self.url, challenge, pinned.as_deref()).await?
+            }
         };
         let granted = state.saved.tokens.as_ref().and_then(|t| t.scope.clone());
         let scope = challenge::choose_scope(

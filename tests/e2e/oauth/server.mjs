@@ -54,6 +54,8 @@
 //   - /.well-known/oauth-protected-resource/mcp (RFC 9728):
 //       {resource, authorization_servers: [issuer], scopes_supported: ["mcp:tools"]}
 //   - POST /_test/revoke-seen (for tests): every access token /mcp accepted so far is refused
+//   - POST /_test/hostile (for tests) {resource_metadata?, authorization_server?}: challenges
+//     name that metadata URL, the metadata names that authorization server
 //     from now on (401 invalid_token), as if revoked before its expiry: a client must then
 //     refresh on the 401 rather than before expiry.
 //
@@ -241,8 +243,12 @@ const jwks = createRemoteJWKSet(new URL(`${ISSUER}/jwks`));
 const accepted = new Set(); // jti of every token /mcp accepted
 const revoked = new Set(); // jti refused by /_test/revoke-seen
 
+// What a hostile (or hijacked) resource server would say instead, set by POST /_test/hostile:
+// {resource_metadata?: URL named in challenges, authorization_server?: URL its PRM names}.
+let hostile = {};
+
 function challenge(res, status, error, description) {
-  const params = [`resource_metadata="${PRM_URL}"`, `scope="${SCOPE}"`];
+  const params = [`resource_metadata="${hostile.resource_metadata ?? PRM_URL}"`, `scope="${SCOPE}"`];
   if (error) params.push(`error="${error}"`);
   if (description) params.push(`error_description="${description.replace(/["\\]/g, '')}"`);
   res.writeHead(status, {
@@ -337,11 +343,21 @@ rsHandler = (req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ revoked: revoked.size }));
     return;
   }
+  if (path === '/_test/hostile' && req.method === 'POST') {
+    let body = '';
+    req.on('data', (chunk) => { body += chunk; });
+    req.on('end', () => {
+      hostile = JSON.parse(body || '{}');
+      log(`RS turns hostile: ${JSON.stringify(hostile)}`);
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+    return;
+  }
   if (path === '/.well-known/oauth-protected-resource/mcp' && req.method === 'GET') {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({
       resource: RESOURCE,
-      authorization_servers: [ISSUER],
+      authorization_servers: [hostile.authorization_server ?? ISSUER],
       scopes_supported: [SCOPE],
       bearer_methods_supported: ['header'],
     }));

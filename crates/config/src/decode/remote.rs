@@ -14,6 +14,7 @@ const AUTH_KEYS: &[&str] = &[
     "client_secret",
     "client_metadata_url",
     "grant",
+    "issuer",
     "private_key",
     "scope",
 ];
@@ -70,6 +71,7 @@ impl Cx<'_> {
         let client_metadata_url = text(self, "client_metadata_url");
         let private_key = text(self, "private_key");
         let scope = text(self, "scope");
+        let issuer = text(self, "issuer");
         let grant = match fields.get("grant") {
             None => Grant::default(),
             Some(s) => {
@@ -140,6 +142,7 @@ impl Cx<'_> {
             client_secret,
             client_metadata_url,
             grant,
+            issuer,
             private_key,
             scope,
         })

@@ -58,12 +58,29 @@ struct ResourceMetadata {
 
 /// Finds the authorization server of `server` (MCP authorization 2025-11-25, "Authorization
 /// Server Discovery"; 2025-03-26 when the server has no Protected Resource Metadata).
+///
+/// `pinned`: the issuer moniker trusts for the server (configured, or the one it got tokens
+/// from): a server that names another is refused. A server's challenge may name its metadata
+/// only at its own origin, and every authorization server endpoint must be https (or
+/// loopback): what moniker sends there carries its client secret.
 pub(crate) async fn discover(
     http: &reqwest::Client,
     server: &Url,
     challenge: Option<&Challenge>,
+    pinned: Option<&str>,
 ) -> Result<Discovered, String> {
-    let named = challenge.and_then(|c| c.resource_metadata.as_deref());
+    let named = challenge
+        .and_then(|c| c.resource_metadata.as_deref())
+        .filter(|named| match server.join(named) {
+            Ok(url) if url.origin() == server.origin() => true,
+            _ => {
+                tracing::warn!(
+                    named = %moniker_config::shown_url(named),
+                    "the server's challenge names resource metadata at another origin: not followed"
+                );
+                false
+            }
+        });
     let mut found = None;
     for url in challenge::resource_metadata_urls(server, named) {
         if let Some(document) = get_json::<ResourceMetadata>(http, &url).await? {
@@ -93,6 +110,7 @@ pub(crate) async fn discover(
                 ..Metadata::default()
             },
         };
+        secure_endpoints(&metadata)?;
         return Ok(Discovered {
             resource: challenge::resource_of(server),
             scopes_supported: None,
@@ -113,19 +131,61 @@ pub(crate) async fn discover(
             "the server's resource metadata ({prm_url}) names no authorization server"
         ));
     };
+    if let Some(pinned) = pinned.filter(|p| !challenge::same_issuer(p, issuer_text)) {
+        return Err(format!(
+            "the server now names the authorization server `{issuer_text}`, not `{pinned}`, which moniker trusts for it: refusing to send it credentials (a person accepts the new one with `moniker login`; `auth.issuer` in the config pins one)"
+        ));
+    }
     let issuer = Url::parse(issuer_text).map_err(|e| {
         format!("the authorization server `{issuer_text}` (from {prm_url}) is not a URL: {e}")
     })?;
+    secure(&issuer, "authorization server")?;
     let Some(metadata) = authorization_server(http, &issuer, Some(issuer_text)).await? else {
         return Err(format!(
             "the authorization server `{issuer_text}` publishes no metadata (RFC 8414 or OpenID Connect Discovery)"
         ));
     };
+    secure_endpoints(&metadata)?;
     Ok(Discovered {
         resource,
         scopes_supported: prm.scopes_supported,
         metadata,
     })
+}
+
+/// An authorization server's URL must be https, or on this host: a token request carries the
+/// client secret, an authorization request the user's login.
+fn secure(url: &Url, what: &str) -> Result<(), String> {
+    let host = url.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if url.scheme() == "https" || loopback {
+        Ok(())
+    } else {
+        Err(format!(
+            "the {what} `{}` is not https: refusing to send it credentials",
+            moniker_config::shown_url(url.as_str())
+        ))
+    }
+}
+
+/// Every endpoint of an authorization server's metadata, [`secure`].
+fn secure_endpoints(metadata: &Metadata) -> Result<(), String> {
+    for (what, endpoint) in [
+        ("authorization endpoint", &metadata.authorization_endpoint),
+        ("token endpoint", &metadata.token_endpoint),
+        ("registration endpoint", &metadata.registration_endpoint),
+    ] {
+        if let Some(endpoint) = endpoint {
+            let url = Url::parse(endpoint)
+                .map_err(|e| format!("the {what} `{endpoint}` is not a URL: {e}"))?;
+            secure(&url, what)?;
+        }
+    }
+    Ok(())
 }
 
 /// The metadata of the authorization server at `issuer`, checked to be the named issuer's
