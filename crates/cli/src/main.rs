@@ -15,6 +15,7 @@ mod online;
 mod output;
 mod reload;
 mod render;
+mod settings;
 mod usage;
 
 use std::error::Error;

@@ -5,21 +5,20 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use moniker_config::{Config, TokenConfig};
+use moniker_config::Config;
 use moniker_gateway::message::{self, Message};
 use moniker_gateway::serve::http::check_bind;
 use moniker_gateway::session::Session;
 use moniker_gateway::store::Store;
-use moniker_gateway::{Gateway, ServerEntry, Settings, StartError};
+use moniker_gateway::{Gateway, Settings, StartError};
 use moniker_surface::{Exposed, Kind, Route};
 use serde_json::Value;
 
 use crate::args::{CallArgs, ListArgs, LockArgs, ServeArgs};
 use crate::render::Renderer;
+use crate::settings::{entries, http_settings};
 use crate::{Exit, Failure, check, lockfile, output};
 
-/// Expands `${VAR}`s and starts every server. `Err(exit)` when the config or the surface is
-/// invalid; the diagnostics have been rendered to stderr.
 /// How a command uses toolsets.
 #[derive(Default)]
 struct Toolsets {
@@ -66,23 +65,8 @@ fn dirs_home() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The servers of `config` to run (its disabled ones are not).
-pub(crate) fn entries(config: &Config) -> Vec<ServerEntry> {
-    let mut servers = Vec::new();
-    for (id, server) in &config.servers {
-        if server.disabled {
-            tracing::info!(server = %id, "disabled in the config");
-            continue;
-        }
-        servers.push(ServerEntry {
-            id: id.clone(),
-            spec: server.transport.clone(),
-            modern: server.modern,
-        });
-    }
-    servers
-}
-
+/// Expands `${VAR}`s and starts every server. `Err(exit)` when the config or the surface is
+/// invalid; the diagnostics have been rendered to stderr.
 async fn start(config: &mut Config) -> Result<Result<Arc<Gateway>, Exit>, Failure> {
     start_with(config, Toolsets::default()).await
 }
@@ -197,24 +181,6 @@ async fn serve_stdio(
     let _ = stop_metrics.send(());
     outcome?;
     Ok(Exit::Ok)
-}
-
-/// The config's `http:` section with the tokens of `$MONIKER_TOKENS` (comma-separated, not
-/// bound to a toolset) added to `http.tokens`.
-pub(crate) fn http_settings(config: &Config) -> moniker_config::HttpConfig {
-    let mut http = config.http.clone();
-    if let Ok(list) = std::env::var("MONIKER_TOKENS") {
-        http.tokens.extend(
-            list.split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(|t| TokenConfig {
-                    token: t.to_owned(),
-                    toolset: None,
-                }),
-        );
-    }
-    http
 }
 
 async fn serve_http(

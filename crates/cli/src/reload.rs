@@ -19,8 +19,8 @@ use tokio::task::JoinHandle;
 
 use moniker_gateway::serve::http::check_bind;
 
-use crate::online::{entries, http_settings};
 use crate::render::Renderer;
+use crate::settings::{entries, http_settings};
 
 /// Changes closer together than this are one reload (an editor writes a file in steps).
 const DEBOUNCE: Duration = Duration::from_millis(250);

@@ -12,7 +12,7 @@ use std::io::IsTerminal as _;
 
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceCode};
 use moniker_config::{ConfigReport, Source, Span};
-use moniker_surface::rules::{Seg, path};
+use moniker_surface::vocab::{Seg, path};
 use moniker_surface::{Diagnostic, Severity};
 
 /// How reports look: plain ASCII for pipes, files and tests; unicode, and color unless

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use indexmap::IndexMap;
 use moniker_surface::diagnostic::did_you_mean;
-use moniker_surface::rules::{Seg, path};
+use moniker_surface::vocab::{Seg, path};
 use moniker_surface::{Name, Rules, ServerId, Tag};
 
 use crate::gateway::GatewaySettings;

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use moniker_surface::rules::{Seg, path};
+use moniker_surface::vocab::{Seg, path};
 
 use crate::Config;
 use crate::report::{ConfigError, ConfigReport, codes};

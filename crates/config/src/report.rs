@@ -56,7 +56,7 @@ pub struct ConfigError {
     pub code: &'static str,
     /// Lowercase, no trailing period, the user's value in backticks.
     pub message: String,
-    /// The dotted path of the entry ([`moniker_surface::rules::path`]); empty for the whole file.
+    /// The dotted path of the entry ([`moniker_surface::vocab::path`]); empty for the whole file.
     pub path: String,
     /// The offending key or value.
     pub span: Option<Span>,

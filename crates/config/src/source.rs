@@ -64,7 +64,7 @@ impl Source {
         }
     }
 
-    /// Where to show a diagnostic about `path` (a [`moniker_surface::rules::path`]): the value
+    /// Where to show a diagnostic about `path` (a [`moniker_surface::vocab::path`]): the value
     /// when it is a scalar or a flow collection (`[a, b]`, `{ a: b }`), else the key.
     pub fn span(&self, path: &str) -> Option<Span> {
         self.spans.get(path).map(|s| s.point)

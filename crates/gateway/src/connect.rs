@@ -6,7 +6,6 @@ mod legacy;
 mod link;
 mod login;
 pub mod stdio;
-mod tls;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use self::login::{LOGIN_LIMIT, LoggedIn, login};
 use crate::auth::Store;
 use crate::message::{self, Message};
-use crate::session::modern::{CAPABILITIES_META, MODERN_VERSION, PROTOCOL_VERSION_META};
+use crate::modern::{CAPABILITIES_META, MODERN_VERSION, PROTOCOL_VERSION_META};
 use crate::sync::lock;
 
 /// How to reach one server: the config's own type.
@@ -77,11 +76,6 @@ pub async fn start(
             http::connect(server.clone(), remote, sink, max_message, timeout).await
         }
     }
-}
-
-/// What a failed HTTP request met, in words (a certificate problem named).
-pub(crate) fn describe(e: &reqwest::Error) -> String {
-    link::cause(e)
 }
 
 /// How long moniker waits after the resources it follows on a modern server change before it
@@ -525,7 +519,7 @@ fn speaks_only_modern(response: &Message) -> bool {
         .error_text()
         .and_then(|e| serde_json::from_str::<Refused>(e).ok())
         .is_some_and(|r| {
-            r.code == crate::session::modern::UNSUPPORTED_PROTOCOL_VERSION
+            r.code == crate::modern::UNSUPPORTED_PROTOCOL_VERSION
                 && r.data
                     .is_some_and(|d| d.supported.iter().any(|v| v == MODERN_VERSION))
         })

@@ -5,19 +5,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use moniker_config::GatewaySettings;
-use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, build, listing};
-use serde_json::value::RawValue;
+use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, build};
 use tokio::sync::{Notify, watch};
 
-use crate::connect::{self, Connection, InitInfo, ServerSpec, Sink};
-use crate::hub::{Hub, Peer};
-use crate::message::Message;
+use crate::connect::{self, Connection, InitInfo, ServerSpec};
+use crate::hub::Hub;
 use crate::sync::lock;
+use crate::view::View;
 
 /// How the gateway runs: the config's `gateway:` section (its defaults are written there), and
 /// what the command line decides.
@@ -48,61 +47,6 @@ pub struct ServerEntry {
 pub enum StartError {
     #[error("the surface is invalid")]
     Invalid(Vec<Diagnostic>),
-}
-
-/// What clients see now: the surface built from every server's last valid listing, which
-/// servers are up, the listings rendered once for every `tools/list` (in the surface's
-/// discovery mode; with moniker's management tools at the end when sessions manage
-/// toolsets), and the search index of its tools (built at the first search: a gateway that
-/// never searches never builds it).
-pub struct View {
-    pub surface: Surface,
-    pub up: BTreeSet<ServerId>,
-    pub tools_result: String,
-    pub prompts_result: String,
-    index: std::sync::OnceLock<moniker_surface::search::Index>,
-}
-
-impl View {
-    fn new(surface: Surface, up: BTreeSet<ServerId>, manage: bool) -> Self {
-        let mut view = Self {
-            index: std::sync::OnceLock::new(),
-            surface,
-            up,
-            tools_result: String::new(),
-            prompts_result: String::new(),
-        };
-        let extra = if manage {
-            moniker_surface::management::definitions()
-        } else {
-            &[]
-        };
-        view.tools_result = listing::render(Kind::Tool, view.entries(Kind::Tool), extra);
-        view.prompts_result = listing::render(Kind::Prompt, view.entries(Kind::Prompt), &[]);
-        view
-    }
-
-    /// The search index of the surface's tools.
-    pub fn index(&self) -> &moniker_surface::search::Index {
-        self.index
-            .get_or_init(|| moniker_surface::search::Index::new(&self.surface))
-    }
-
-    /// Whether a session without a toolset may see `item`: a server that is up serves it.
-    pub fn is_up(&self, item: &moniker_surface::Exposed) -> bool {
-        item.servers().any(|s| self.up.contains(s))
-    }
-
-    /// The listing entries of a session without a toolset: what a server that is up serves,
-    /// tools as the surface's discovery mode shows them.
-    pub fn entries(&self, kind: Kind) -> Vec<std::borrow::Cow<'_, RawValue>> {
-        let items = self
-            .surface
-            .listed(kind)
-            .filter(|e| self.is_up(e))
-            .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition)));
-        self.surface.discovery().entries(kind, items)
-    }
 }
 
 /// The state of one server, for `check` and status.
@@ -206,10 +150,10 @@ pub struct Gateway {
     /// The surface lock every new surface is checked against (`serve` with a `moniker.lock`).
     lock: Mutex<Option<LockWatch>>,
     /// 2026-07-28 calls waiting for their client's input, by their `requestState`.
-    parked: Mutex<std::collections::HashMap<String, crate::session::Parked>>,
+    pub(crate) parked: crate::parked::Parking,
     /// Tasks clients started, by the id moniker gave them: the principal that started each,
     /// and its toolset. Only that principal, under the same toolset, reaches a task.
-    pub(crate) tasks: Mutex<crate::session::tasks::Owners>,
+    pub(crate) tasks: Mutex<crate::tasks::Owners>,
     state: Mutex<State>,
     view: ArcSwap<View>,
     /// The clients, as peers, and the progress tokens in flight.
@@ -222,18 +166,6 @@ pub struct Gateway {
     stop: Notify,
 }
 
-/// Server messages reach the gateway through this, so that server tasks do not keep the
-/// gateway alive.
-pub(crate) struct WeakSink(pub(crate) Weak<Gateway>);
-
-impl Sink for WeakSink {
-    fn server_message(&self, conn: &Arc<Connection>, message: Message, related: Option<u64>) {
-        if let Some(gateway) = self.0.upgrade() {
-            gateway.server_message(conn, message, related);
-        }
-    }
-}
-
 impl Gateway {
     /// A gateway with its servers' slots and an empty view; nothing runs yet (`start`, in
     /// `supervise`, starts the servers).
@@ -244,6 +176,7 @@ impl Gateway {
             .collect();
         let catalog =
             crate::toolsets::Catalog::new(rules.toolsets.sets.clone(), settings.store.clone());
+        let parked = crate::parked::Parking::new(settings.config.call_timeout);
         Arc::new(Self {
             rules: ArcSwap::from_pointee(rules),
             catalog,
@@ -253,8 +186,8 @@ impl Gateway {
             http: ArcSwap::from_pointee(moniker_config::HttpConfig::default()),
             http_changed: watch::channel(()).0,
             lock: Mutex::new(None),
-            parked: Mutex::new(std::collections::HashMap::new()),
-            tasks: Mutex::new(crate::session::tasks::Owners::default()),
+            parked,
+            tasks: Mutex::new(crate::tasks::Owners::default()),
             state: Mutex::new(State::default()),
             view: ArcSwap::from_pointee(View::new(Surface::default(), BTreeSet::new(), false)),
             hub: Hub::default(),
@@ -278,18 +211,16 @@ impl Gateway {
             .is_some_and(|s| Arc::ptr_eq(s, slot))
     }
 
-    /// Applies a new config's rules and servers as a difference: servers added are started,
-    /// removed ones stopped, changed ones restarted (only those; calls in flight on them
-    /// finish first); the rules and the config's toolsets apply at once. Sessions hear of it
-    /// only when what they see changed.
+    /// A new config's rules and servers in place of the old, as a difference (see
+    /// [`Gateway::reload`]): the slots of the servers to start are returned with the report.
     ///
     /// Rules that would make the surface invalid with the listings at hand change nothing:
     /// their diagnostics are returned.
-    pub fn reload(
-        self: &Arc<Self>,
+    pub(crate) fn replace(
+        &self,
         rules: Rules,
         servers: Vec<ServerEntry>,
-    ) -> Result<Reloaded, Vec<Diagnostic>> {
+    ) -> Result<(Reloaded, Vec<Arc<Slot>>), Vec<Diagnostic>> {
         {
             let state = self.state();
             let kept: Vec<Listing> = state
@@ -348,11 +279,7 @@ impl Gateway {
                 state.up.remove(id);
             }
         });
-        for slot in fresh {
-            let (first, _) = tokio::sync::oneshot::channel();
-            tokio::spawn(crate::supervise::supervise(self.clone(), slot, first));
-        }
-        Ok(report)
+        Ok((report, fresh))
     }
 
     /// Checks every new surface against `lock` from now on (`None`: no lock): each breaking
@@ -401,78 +328,6 @@ impl Gateway {
         }
         watch.reported = now;
         self.metrics.lock_breaking(breaking.len());
-    }
-
-    /// Keeps a call that waits for its client's input under `state`; calls parked longer than
-    /// the call timeout are given up, and the oldest when there are too many.
-    pub(crate) fn park(&self, state: String, call: crate::session::Parked) {
-        let mut parked = lock(&self.parked);
-        self.expire_parked(&mut parked);
-        let oldest_of = |parked: &std::collections::HashMap<String, crate::session::Parked>,
-                         principal: &str| {
-            parked
-                .iter()
-                .filter(|(_, p)| p.principal == principal)
-                .min_by_key(|(_, p)| p.at)
-                .map(|(k, _)| k.clone())
-        };
-        let own = parked
-            .values()
-            .filter(|p| p.principal == call.principal)
-            .count();
-        let pushed_out = if own >= crate::session::MAX_PARKED_EACH {
-            oldest_of(&parked, &call.principal)
-        } else if parked.len() >= crate::session::MAX_PARKED {
-            // The principal with the most parked calls gives up its oldest.
-            let mut counts: std::collections::HashMap<&str, usize> = Default::default();
-            for p in parked.values() {
-                *counts.entry(p.principal.as_str()).or_default() += 1;
-            }
-            let largest = counts
-                .into_iter()
-                .max_by_key(|(_, n)| *n)
-                .map(|(p, _)| p.to_owned());
-            largest.and_then(|p| oldest_of(&parked, &p))
-        } else {
-            None
-        };
-        if let Some(p) = pushed_out.and_then(|k| parked.remove(&k)) {
-            p.abandon();
-        }
-        parked.insert(state, call);
-    }
-
-    /// Gives up the calls parked longer than the call timeout.
-    fn expire_parked(
-        &self,
-        parked: &mut std::collections::HashMap<String, crate::session::Parked>,
-    ) {
-        let limit = self.settings.config.call_timeout;
-        let expired: Vec<String> = parked
-            .iter()
-            .filter(|(_, p)| p.at.elapsed() > limit)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in expired {
-            if let Some(p) = parked.remove(&key) {
-                p.abandon();
-            }
-        }
-    }
-
-    /// The call parked under `state`, taken out when `mine` says it may be (its principal and
-    /// target are the resuming request's); calls parked too long are given up first.
-    pub(crate) fn take_parked(
-        &self,
-        state: &str,
-        mine: impl FnOnce(&crate::session::Parked) -> bool,
-    ) -> Option<crate::session::Parked> {
-        let mut parked = lock(&self.parked);
-        self.expire_parked(&mut parked);
-        if !parked.get(state).is_some_and(mine) {
-            return None;
-        }
-        parked.remove(state)
     }
 
     /// The HTTP transport's settings now.
@@ -768,91 +623,6 @@ impl Gateway {
             if prompts {
                 peer.notify("notifications/prompts/list_changed");
             }
-        }
-    }
-
-    fn server_message(
-        self: &Arc<Self>,
-        conn: &Arc<Connection>,
-        message: Message,
-        related: Option<u64>,
-    ) {
-        let Some(method) = message.method() else {
-            return;
-        };
-        if message.is_request() {
-            match self.hub.concerned(conn, related) {
-                Some(peer) => peer.forward_server_request(conn, &message),
-                None => {
-                    tracing::debug!(server = %conn.server, method, "a server's request concerns no one client; refused");
-                    let _ = conn.send(Message::error(
-                        message.id(),
-                        crate::message::METHOD_NOT_FOUND,
-                        "moniker cannot tell which of its clients this request is for (none, or several, have a call in progress on this server)",
-                    ));
-                }
-            }
-            return;
-        }
-        match method {
-            "notifications/tools/list_changed" | "notifications/prompts/list_changed" => {
-                let gateway = self.clone();
-                let conn = conn.clone();
-                tokio::spawn(async move { gateway.relist(&conn).await });
-            }
-            "notifications/progress" => self.hub.route_progress(&message),
-            // moniker's own `subscriptions/listen` on a modern server began: nobody else's.
-            "notifications/subscriptions/acknowledged" => {}
-            "notifications/cancelled" => {
-                for peer in self.hub.peers() {
-                    peer.server_cancelled(conn, &message);
-                }
-            }
-            "notifications/tasks/status" => {
-                // Only to the clients of the toolset the task was started under.
-                let named = crate::session::tasks::named_notification(
-                    &message,
-                    &conn.server,
-                    &lock(&self.tasks),
-                );
-                if let Some((message, principal)) = named {
-                    for peer in self.hub.peers() {
-                        if peer.principal == principal {
-                            peer.send_if_ready(message.clone());
-                        }
-                    }
-                }
-            }
-            _ => {
-                for peer in self.recipients(conn, method, &message, related) {
-                    peer.deliver(message.clone());
-                }
-            }
-        }
-    }
-
-    /// Who hears a server's notification: a resource update its subscribers, a change of the
-    /// resource list everyone; anything else (a log message) may be about one client's work,
-    /// and goes only to the client it concerns ([`Hub::concerned`]), or to nobody.
-    fn recipients(
-        &self,
-        conn: &Connection,
-        method: &str,
-        message: &Message,
-        related: Option<u64>,
-    ) -> Vec<Arc<Peer>> {
-        match method {
-            "notifications/resources/list_changed" => self.hub.peers(),
-            "notifications/resources/updated" => match message.uri() {
-                Some(uri) => self
-                    .hub
-                    .peers()
-                    .into_iter()
-                    .filter(|p| p.subscribed(&conn.server, &uri))
-                    .collect(),
-                None => Vec::new(),
-            },
-            _ => self.hub.concerned(conn, related).into_iter().collect(),
         }
     }
 

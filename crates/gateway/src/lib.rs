@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod connect;
+mod deliver;
 pub mod errors;
 pub mod framing;
 pub mod gateway;
@@ -16,11 +17,17 @@ mod headers;
 pub mod hub;
 pub mod message;
 pub mod metrics;
+pub mod modern;
+mod parked;
 pub mod serve;
 pub mod session;
 pub mod store;
 mod supervise;
 mod sync;
+mod tasks;
+mod tls;
 pub mod toolsets;
+pub mod view;
 
-pub use gateway::{Gateway, ServerEntry, Settings, StartError, View};
+pub use gateway::{Gateway, ServerEntry, Settings, StartError};
+pub use view::View;

@@ -10,9 +10,7 @@
 mod calls;
 mod fanout;
 mod input;
-pub mod modern;
 
-pub(crate) use input::{MAX_PARKED, MAX_PARKED_EACH, Parked};
 mod relay;
 mod search;
 pub(crate) mod tasks;
@@ -23,11 +21,13 @@ use moniker_surface::Kind;
 use tokio::sync::mpsc;
 
 use crate::errors::Refusal;
-use crate::gateway::{Gateway, View};
+use crate::gateway::Gateway;
 use crate::hub::{InFlight, Peer};
 use crate::message::{self, Incoming, Invalid, Message};
+use crate::modern;
 use crate::sync::lock;
 use crate::toolsets::Equipped;
+use crate::view::View;
 
 /// Protocol versions moniker speaks with clients, oldest first.
 pub const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];

@@ -11,7 +11,8 @@ use moniker_surface::{Diagnostic, Rules, ServerId};
 use tokio::sync::oneshot;
 
 use crate::connect::{self, CallError, HandshakeError, Sink, Started};
-use crate::gateway::{Gateway, ServerEntry, Settings, Slot, StartError, WeakSink};
+use crate::deliver::WeakSink;
+use crate::gateway::{Gateway, Reloaded, ServerEntry, Settings, Slot, StartError};
 use crate::sync::lock;
 
 impl Gateway {
@@ -52,6 +53,26 @@ impl Gateway {
         }
         gateway.set_started();
         Ok(gateway)
+    }
+
+    /// Applies a new config's rules and servers as a difference: servers added are started,
+    /// removed ones stopped, changed ones restarted (only those; calls in flight on them
+    /// finish first); the rules and the config's toolsets apply at once. Sessions hear of it
+    /// only when what they see changed.
+    ///
+    /// Rules that would make the surface invalid with the listings at hand change nothing:
+    /// their diagnostics are returned.
+    pub fn reload(
+        self: &Arc<Self>,
+        rules: Rules,
+        servers: Vec<ServerEntry>,
+    ) -> Result<Reloaded, Vec<Diagnostic>> {
+        let (report, fresh) = self.replace(rules, servers)?;
+        for slot in fresh {
+            let (first, _) = oneshot::channel();
+            tokio::spawn(supervise(self.clone(), slot, first));
+        }
+        Ok(report)
     }
 }
 

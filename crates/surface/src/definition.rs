@@ -17,6 +17,9 @@ use serde_json::value::RawValue;
 
 use crate::names::Tag;
 
+/// The `server_name` of moniker's own tools (management and search).
+pub const OWN_SERVER_NAME: &str = "moniker";
+
 /// The fields moniker owns: what a server sends under these names is replaced.
 const OWNED: [&str; 3] = ["aliases", "tags", "server_name"];
 
@@ -245,12 +248,12 @@ fn own_tool(name: &str, description: &str, input_schema: &serde_json::Value) -> 
     })
     .collect();
     // "moniker" is a valid tag: the fallback is unreachable.
-    let tags: Vec<Tag> = crate::management::SERVER_NAME.parse().into_iter().collect();
+    let tags: Vec<Tag> = OWN_SERVER_NAME.parse().into_iter().collect();
     rewrite(
         &fields,
         &Rewrite {
             tags: Some(&tags),
-            server_name: Some(crate::management::SERVER_NAME),
+            server_name: Some(OWN_SERVER_NAME),
             ..Rewrite::default()
         },
     )

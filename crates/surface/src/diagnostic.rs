@@ -9,7 +9,7 @@ pub enum Severity {
 }
 
 /// One problem found while building a surface. Errors make the surface invalid; warnings do
-/// not. `config_path` points at the config entry involved (a [`crate::rules::path`]) so that
+/// not. `config_path` points at the config entry involved (a [`crate::vocab::path`]) so that
 /// the CLI can show the config's source there.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Diagnostic {

@@ -13,9 +13,9 @@ use serde_json::value::RawValue;
 
 use crate::definition;
 use crate::names::Tag;
-use crate::rules::Kind;
+pub use crate::rules::{Discovery, Mode};
 use crate::surface::Exposed;
-use crate::tag_expr::TagExpr;
+use crate::vocab::Kind;
 
 /// moniker's search tool, listed in search mode.
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -29,44 +29,6 @@ pub const MAX_LIMIT: usize = 50;
 pub const META_ALWAYS_LOAD: &str = "anthropic/alwaysLoad";
 /// `_meta` key of the words a deferring client's search finds a tool by.
 pub const META_SEARCH_HINT: &str = "anthropic/searchHint";
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Every tool is listed.
-    #[default]
-    List,
-    /// The pinned tools, `search_tools` and `call_tool` are listed.
-    Search,
-    /// Every tool is listed, with `_meta` hints for clients that defer loading.
-    Hints,
-}
-
-impl Mode {
-    pub const NAMES: [&'static str; 3] = ["list", "search", "hints"];
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "list" => Some(Self::List),
-            "search" => Some(Self::Search),
-            "hints" => Some(Self::Hints),
-            _ => None,
-        }
-    }
-}
-
-/// The `discovery` setting of the gateway or of a toolset.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-pub struct Discovery {
-    pub mode: Mode,
-    /// Tools always listed, by exposed name or alias.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub pin: Vec<String>,
-    /// Tools always listed, by tag.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pin_tags: Option<TagExpr>,
-}
 
 impl Discovery {
     /// Whether `tool` is pinned: named by its name or an alias, or by its tags.

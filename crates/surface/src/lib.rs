@@ -13,20 +13,23 @@ pub mod discovery;
 pub mod names;
 pub mod rules;
 
-pub use deprecation::{Date, Deprecation};
 pub use diagnostic::{Diagnostic, Fix, Rename, Severity};
 pub use discovery::Discovery;
 pub use names::{InvalidName, Name, Profile, ProfileKind, ServerId, Tag};
-pub use rules::{ActionRule, AliasRule, Kind, Legacy, Naming, Override, Rules, ServerRules};
+pub use rules::{ActionRule, AliasRule, Legacy, Naming, Override, Rules, ServerRules};
+pub use schedule::{Date, Deprecation};
+pub use vocab::Kind;
 pub mod listing;
 pub mod lock;
 pub mod management;
 mod naming;
+pub mod schedule;
 pub mod search;
 pub mod surface;
 mod tag_expr;
 pub mod toolsets;
 pub mod uri;
+pub mod vocab;
 
 pub use listing::Listing;
 pub use lock::{Breaking, Lock};

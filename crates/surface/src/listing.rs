@@ -8,7 +8,7 @@ use std::borrow::Borrow;
 use serde_json::value::RawValue;
 
 use crate::names::ServerId;
-use crate::rules::Kind;
+use crate::vocab::Kind;
 
 /// One server's tools and prompts, each a JSON object exactly as the server sent it.
 #[derive(Debug, Clone)]

@@ -12,8 +12,8 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::rules::Kind;
 use crate::surface::{Exposed, Route, Surface};
+use crate::vocab::Kind;
 
 /// The first line of a rendered lock.
 const HEADER: &str = "# moniker.lock: the exposed names clients rely on; written by `moniker lock`, checked by `moniker check`";

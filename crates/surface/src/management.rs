@@ -21,9 +21,6 @@ pub const NAMES: [&str; 7] = [
     "delete-toolset",
 ];
 
-/// Their `server_name`.
-pub const SERVER_NAME: &str = "moniker";
-
 /// The management tools' definitions, in the order of [`NAMES`], each a listing entry of
 /// the same shape as a server's tool (`tags`, `server_name`).
 pub fn definitions() -> &'static [Box<RawValue>] {

@@ -11,8 +11,9 @@ use crate::definition::{self, Rewrite, with_aliases_line};
 use crate::diagnostic::{Diagnostic, Rename};
 use crate::listing::Listing;
 use crate::names::{ServerId, Tag};
-use crate::rules::{ActionRule, Kind, Legacy, Override, Rules, Seg, path};
+use crate::rules::{ActionRule, Legacy, Override, Rules};
 use crate::surface::{ActionMember, ActionRoute, Exposed, Origin, Route, Surface};
+use crate::vocab::{Kind, Seg, path};
 
 /// The outcome of [`build`]: a surface when no diagnostic is an error, and every diagnostic
 /// (errors and warnings), sorted.

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 
 use crate::names::{Name, Profile, ServerId, Tag};
+use crate::tag_expr::TagExpr;
+use crate::vocab::Kind;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Rules {
@@ -20,11 +22,11 @@ pub struct Rules {
     /// Action tools, by their exposed name: each folds several exposed tools into one.
     pub actions: BTreeMap<String, ActionRule>,
     /// The `toolsets` section: static toolsets, and the settings of run-time ones.
-    pub toolsets: crate::toolsets::Toolsets,
+    pub toolsets: Toolsets,
     /// The day deprecation schedules are applied on (`None`: none is applied).
-    pub today: Option<crate::deprecation::Date>,
+    pub today: Option<crate::schedule::Date>,
     /// How clients discover tools when no toolset says otherwise (`discovery`).
-    pub discovery: crate::discovery::Discovery,
+    pub discovery: Discovery,
 }
 
 /// An action tool: one tool with an `action` parameter that dispatches to member tools.
@@ -36,7 +38,7 @@ pub struct ActionRule {
     pub tools: indexmap::IndexMap<String, Name>,
     pub legacy: Legacy,
     /// When the members' legacy names stop resolving.
-    pub legacy_deprecated: Option<crate::deprecation::Deprecation>,
+    pub legacy_deprecated: Option<crate::schedule::Deprecation>,
     pub aliases: Vec<AliasRule>,
     pub tags: Vec<Tag>,
 }
@@ -99,30 +101,7 @@ pub struct AliasRule {
     /// Callable but not listed.
     pub hidden: bool,
     /// Its schedule, when it is on its way out.
-    pub deprecated: Option<crate::deprecation::Deprecation>,
-}
-
-/// What the pipeline names: tools and prompts go through the same code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    Tool,
-    Prompt,
-}
-
-impl Kind {
-    pub fn section(self) -> &'static str {
-        match self {
-            Self::Tool => "tools",
-            Self::Prompt => "prompts",
-        }
-    }
-
-    pub fn noun(self) -> &'static str {
-        match self {
-            Self::Tool => "tool",
-            Self::Prompt => "prompt",
-        }
-    }
+    pub deprecated: Option<crate::schedule::Deprecation>,
 }
 
 impl Rules {
@@ -134,70 +113,79 @@ impl Rules {
     }
 }
 
-/// One step of a [`path`] into the config.
-#[derive(Debug, Clone, Copy)]
-pub enum Seg<'a> {
-    Key(&'a str),
-    Index(usize),
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Every tool is listed.
+    #[default]
+    List,
+    /// The pinned tools, `search_tools` and `call_tool` are listed.
+    Search,
+    /// Every tool is listed, with `_meta` hints for clients that defer loading.
+    Hints,
 }
 
-/// The dotted path of a config entry, as diagnostics print it and as the config crate keys its
-/// spans: `tools."bridge/get.info".aliases[0]`. Keys that are not plain words are quoted.
-pub fn path(segs: &[Seg<'_>]) -> String {
-    let mut out = String::new();
-    for seg in segs {
-        match seg {
-            Seg::Key(key) => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                let plain = !key.is_empty()
-                    && key
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-                if plain {
-                    out.push_str(key);
-                } else {
-                    out.push('"');
-                    for c in key.chars() {
-                        if c == '"' || c == '\\' {
-                            out.push('\\');
-                        }
-                        out.push(c);
-                    }
-                    out.push('"');
-                }
-            }
-            Seg::Index(i) => {
-                out.push('[');
-                out.push_str(&i.to_string());
-                out.push(']');
-            }
+impl Mode {
+    pub const NAMES: [&'static str; 3] = ["list", "search", "hints"];
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "list" => Some(Self::List),
+            "search" => Some(Self::Search),
+            "hints" => Some(Self::Hints),
+            _ => None,
         }
     }
-    out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The `discovery` setting of the gateway or of a toolset.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Discovery {
+    pub mode: Mode,
+    /// Tools always listed, by exposed name or alias.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pin: Vec<String>,
+    /// Tools always listed, by tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pin_tags: Option<TagExpr>,
+}
 
-    #[test]
-    fn paths_quote_keys_that_are_not_words() {
-        use Seg::*;
-        assert_eq!(
-            path(&[Key("servers"), Key("github"), Key("args")]),
-            "servers.github.args"
-        );
-        assert_eq!(
-            path(&[
-                Key("tools"),
-                Key("bridge/get.info"),
-                Key("aliases"),
-                Index(0)
-            ]),
-            "tools.\"bridge/get.info\".aliases[0]"
-        );
-        assert_eq!(path(&[Key("a\"b")]), "\"a\\\"b\"");
-    }
+/// The toolsets of the config's `toolsets` section (its run-time settings, `manage` and
+/// `store`, are the config crate's).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Toolsets {
+    /// The static toolsets, by name.
+    pub sets: BTreeMap<String, ToolsetRule>,
+}
+
+/// One toolset, as written in the config or built by a client.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ToolsetRule {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Exposed names or aliases of tools.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Exposed names or aliases of prompts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<String>,
+    /// Every listed tool and prompt whose tags match is in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<TagExpr>,
+    /// Other toolsets whose tools, prompts and aliases this one has too, recursively.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    /// A tool, by its name or an alias as written, to its alias in this toolset. A tool that
+    /// is given an alias is in the toolset.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub aliases: BTreeMap<String, String>,
+    /// The resources reachable through the toolset: by server id (all of its resources), or
+    /// by URI prefix (an entry with a `:`, `file:///srv/docs/`). None: no resources.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
+    /// How clients of the toolset discover its tools; none: as the gateway says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<Discovery>,
 }

@@ -14,8 +14,8 @@ use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::Value;
 
 use crate::names::Tag;
-use crate::rules::Kind;
 use crate::surface::{Exposed, Surface};
+use crate::vocab::Kind;
 
 /// The words of identifiers and prose: text split at anything that is not a letter or a digit
 /// and between the humps of camelCase, lowercased, without English stop words, each reduced

@@ -6,7 +6,7 @@ use serde_json::value::RawValue;
 
 use crate::actions::ActionSpec;
 use crate::names::{ServerId, Tag};
-use crate::rules::Kind;
+use crate::vocab::Kind;
 
 /// Where an origin tool or prompt lives.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -125,14 +125,14 @@ pub struct Surface {
     tool_index: HashMap<Box<str>, Entry>,
     prompt_index: HashMap<Box<str>, Entry>,
     /// How clients discover tools when no toolset says otherwise: the rules'.
-    discovery: crate::discovery::Discovery,
+    discovery: crate::rules::Discovery,
 }
 
 impl Surface {
     pub(crate) fn from_parts(
         tools: Vec<Exposed>,
         prompts: Vec<Exposed>,
-        discovery: crate::discovery::Discovery,
+        discovery: crate::rules::Discovery,
     ) -> Self {
         fn index(items: &[Exposed]) -> HashMap<Box<str>, Entry> {
             let mut map = HashMap::with_capacity(items.len());
@@ -174,7 +174,7 @@ impl Surface {
     }
 
     /// How clients discover tools when no toolset says otherwise.
-    pub fn discovery(&self) -> &crate::discovery::Discovery {
+    pub fn discovery(&self) -> &crate::rules::Discovery {
         &self.discovery
     }
 

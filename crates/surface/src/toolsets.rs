@@ -13,8 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::value::RawValue;
 
 use crate::diagnostic::{Diagnostic, did_you_mean, short};
-use crate::rules::{Kind, Seg, path};
+pub use crate::rules::{ToolsetRule, Toolsets};
 use crate::surface::{Exposed, Resolved, Surface, Via};
+use crate::vocab::{Kind, Seg, path};
 
 pub use crate::definition::with_extra_aliases;
 /// moniker's own toolset management tools (DESIGN "Toolsets"). A toolset alias may not take
@@ -49,45 +50,6 @@ pub mod codes {
     pub const ALIAS_SHADOWS: &str = "toolsets::alias_shadows";
     /// A toolset name that breaks [`super::NAME_RULE`] or is reserved.
     pub const INVALID_NAME: &str = "toolsets::invalid_name";
-}
-
-/// The toolsets of the config's `toolsets` section (its run-time settings, `manage` and
-/// `store`, are the config crate's).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Toolsets {
-    /// The static toolsets, by name.
-    pub sets: BTreeMap<String, ToolsetRule>,
-}
-
-/// One toolset, as written in the config or built by a client.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-pub struct ToolsetRule {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Exposed names or aliases of tools.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<String>,
-    /// Exposed names or aliases of prompts.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub prompts: Vec<String>,
-    /// Every listed tool and prompt whose tags match is in.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tags: Option<TagExpr>,
-    /// Other toolsets whose tools, prompts and aliases this one has too, recursively.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub include: Vec<String>,
-    /// A tool, by its name or an alias as written, to its alias in this toolset. A tool that
-    /// is given an alias is in the toolset.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub aliases: BTreeMap<String, String>,
-    /// The resources reachable through the toolset: by server id (all of its resources), or
-    /// by URI prefix (an entry with a `:`, `file:///srv/docs/`). None: no resources.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub resources: Vec<String>,
-    /// How clients of the toolset discover its tools; none: as the gateway says.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub discovery: Option<crate::discovery::Discovery>,
 }
 
 /// The resource bound of toolset `name`: the `resources` of it and of every toolset it

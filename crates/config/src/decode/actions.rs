@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use indexmap::IndexMap;
 use moniker_surface::diagnostic::did_you_mean;
-use moniker_surface::rules::{Seg, path};
+use moniker_surface::vocab::{Seg, path};
 use moniker_surface::{ActionRule, Legacy, Name};
 
 use super::{Cx, Slot, join};

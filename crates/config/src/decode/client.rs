@@ -12,7 +12,7 @@
 //! client's file, a key very close to one of moniker's (`namng`) is refused as a misspelling:
 //! a naming rule silently ignored would be worse than an error.
 
-use moniker_surface::rules::Seg;
+use moniker_surface::vocab::Seg;
 
 use super::{Cx, Fields, Slot, TOP_KEYS};
 use crate::report::codes;

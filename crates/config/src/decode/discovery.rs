@@ -2,7 +2,7 @@
 //! or `discovery: { mode: search, pin: [read_file], pin_tags: core }`.
 
 use moniker_surface::discovery::{Discovery, Mode};
-use moniker_surface::rules::Seg;
+use moniker_surface::vocab::Seg;
 
 use super::{Cx, Slot, join};
 use crate::report::codes;

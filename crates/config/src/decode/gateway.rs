@@ -1,6 +1,6 @@
 //! `gateway`: timeouts, restarts and paging.
 
-use moniker_surface::rules::Seg;
+use moniker_surface::vocab::Seg;
 
 use super::{Cx, Slot, join};
 use crate::gateway::{DURATION_HELP, GatewaySettings, parse_duration, seconds};

@@ -1,6 +1,6 @@
 //! `http`: who may use the Streamable HTTP endpoint.
 
-use moniker_surface::rules::Seg;
+use moniker_surface::vocab::Seg;
 
 use super::{Cx, Slot, join};
 use crate::http::{HttpConfig, TokenConfig};

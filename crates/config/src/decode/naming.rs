@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use moniker_surface::diagnostic::did_you_mean;
-use moniker_surface::rules::Seg;
+use moniker_surface::vocab::Seg;
 use moniker_surface::{AliasRule, Naming, Override, Profile, ProfileKind, Tag};
 
 use super::{Cx, Slot, join, list};

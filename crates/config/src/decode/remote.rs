@@ -1,7 +1,7 @@
 //! A remote server's `tls` and `auth`: how moniker trusts it and identifies itself to it.
 
 use moniker_surface::diagnostic::did_you_mean;
-use moniker_surface::rules::Seg;
+use moniker_surface::vocab::Seg;
 
 use super::{Cx, Slot, join, list};
 use crate::report::codes;

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use indexmap::IndexMap;
 use moniker_surface::diagnostic::did_you_mean;
-use moniker_surface::rules::Seg;
+use moniker_surface::vocab::Seg;
 use moniker_surface::{Name, ServerId, ServerRules};
 
 use super::{Cx, Decoded, Fields, Slot, join, list};

@@ -3,11 +3,11 @@
 use std::collections::{BTreeMap, HashMap};
 
 use moniker_surface::diagnostic::did_you_mean;
-use moniker_surface::rules::{Seg, path};
 use moniker_surface::toolsets::{
     ALIAS_RULE, NAME_RULE, RESERVED, TagExpr, ToolsetRule, Toolsets, alias_fix, valid_alias,
     valid_name,
 };
+use moniker_surface::vocab::{Seg, path};
 
 use super::{Cx, Slot, join};
 use crate::ToolsetSettings;

@@ -225,10 +225,7 @@ async fn get_json<T: for<'de> Deserialize<'de>>(
     let response = match sent {
         Ok(response) => response,
         Err(e) => {
-            return Err(format!(
-                "cannot reach {url}: {}",
-                crate::connect::describe(&e)
-            ));
+            return Err(format!("cannot reach {url}: {}", crate::tls::cause(&e)));
         }
     };
     if !response.status().is_success() {
@@ -250,7 +247,7 @@ async fn read(mut response: reqwest::Response) -> Result<String, String> {
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| format!("the answer broke off: {}", crate::connect::describe(&e)))?
+        .map_err(|e| format!("the answer broke off: {}", crate::tls::cause(&e)))?
     {
         if body.len() + chunk.len() > ANSWER_MAX {
             return Err(format!("the answer is over {ANSWER_MAX} bytes"));
@@ -394,7 +391,7 @@ async fn exchange(
     let response = request
         .send()
         .await
-        .map_err(|e| format!("cannot reach {endpoint}: {}", crate::connect::describe(&e)))?;
+        .map_err(|e| format!("cannot reach {endpoint}: {}", crate::tls::cause(&e)))?;
     let status = response.status();
     let text = read(response).await?;
     if !status.is_success() {

@@ -75,7 +75,7 @@ use crate::headers::{
     encode_value,
 };
 use crate::message::{self, Message};
-use crate::session::modern::{MODERN_VERSION, UNSUPPORTED_PROTOCOL_VERSION};
+use crate::modern::{MODERN_VERSION, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::sync::lock;
 
 const BOTH: &str = "application/json, text/event-stream";
@@ -138,7 +138,7 @@ pub async fn connect(
         value.set_sensitive(true);
         headers.append(name, value);
     }
-    let client = super::tls::http_client(remote.tls, timeout)
+    let client = crate::tls::http_client(remote.tls, timeout)
         .map_err(|e| format!("cannot connect to `{shown}`: {e}"))?;
     // The user's own `Authorization` header wins over OAuth.
     let auth = (!headers.contains_key(AUTHORIZATION)).then(|| {
@@ -482,7 +482,7 @@ fn routing_headers(conn: &Connection, line: &Message) -> Vec<(HeaderName, Header
     out.extend(value(method).map(|v| (MCP_METHOD, v)));
     let params = line.params().and_then(message::fields);
     let field = |key: &str| params.as_ref().and_then(|f| message::str_field(f, key));
-    if let Some(name) = crate::session::modern::name_key(method).and_then(field) {
+    if let Some(name) = crate::modern::name_key(method).and_then(field) {
         out.extend(value(&name).map(|v| (MCP_NAME, v)));
         let wanted = if method == "tools/call" {
             conn.header_params(&name)

@@ -20,6 +20,7 @@ use crate::auth::{self, Authorizer};
 use crate::headers::{EVENT_STREAM, PROTOCOL_VERSION, SESSION_ID};
 use crate::message::{self, Message};
 use crate::sync::lock;
+pub(super) use crate::tls::cause;
 
 /// Challenges answered for one request before its refusal is taken as the answer.
 const CHALLENGE_LIMIT: u32 = 3;
@@ -294,23 +295,6 @@ pub(super) fn split(text: &str) -> Vec<&str> {
 /// become spaces.
 pub(super) fn one_line(message: &str) -> String {
     message::flatten(message.trim().to_owned())
-}
-
-/// The innermost cause of an error, which says what happened ("Connection refused"); a
-/// certificate problem in words.
-pub(super) fn cause(e: &reqwest::Error) -> String {
-    if let Some(tls) = super::tls::explain(e) {
-        return tls;
-    }
-    let mut last: &dyn std::error::Error = e;
-    while let Some(source) = last.source() {
-        last = source;
-    }
-    if e.is_timeout() {
-        format!("timed out ({last})")
-    } else {
-        last.to_string()
-    }
 }
 
 pub(super) fn content_type(response: &reqwest::Response) -> String {

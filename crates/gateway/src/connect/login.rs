@@ -65,7 +65,7 @@ pub async fn login(
     let Some(dir) = Store::default_dir() else {
         return Err("this platform has no user data dir to keep tokens in".to_owned());
     };
-    let http = super::tls::http_client(tls, timeout)?;
+    let http = crate::tls::http_client(tls, timeout)?;
     let authorizer = Authorizer::new(
         server.clone(),
         parsed,

@@ -86,7 +86,7 @@ pub(super) fn routing_headers(
     headers: &axum::http::HeaderMap,
     request: &crate::message::Message,
 ) -> Result<(), String> {
-    use crate::session::modern;
+    use crate::modern;
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let Some(version) = modern::version_of(request) else {
         // `server/discover` without an envelope: nothing to compare.

@@ -70,7 +70,8 @@ use super::respond::{failure, json, set, unauthorized, with_status};
 use crate::gateway::Gateway;
 use crate::headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID};
 use crate::message::{self, Incoming, Message};
-use crate::session::{Answers, Session, modern};
+use crate::modern;
+use crate::session::{Answers, Session};
 use crate::sync::lock;
 
 /// The MCP endpoint's path.

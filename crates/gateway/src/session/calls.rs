@@ -13,11 +13,11 @@ use tracing::Instrument as _;
 
 use super::{Answers, Reply, Session, Toolset, id_of};
 use crate::errors::{self, Refusal};
-use crate::gateway::View;
 use crate::message::{self, Message};
 use crate::metrics::Outcome;
 use crate::sync::lock;
 use crate::toolsets::{Effect, Equipped};
+use crate::view::View;
 
 /// A call to route: the name the client called, and the arguments to send instead of the
 /// request's own (`call_tool` carries them inside its own).

@@ -7,57 +7,20 @@
 //! (`inputResponses`) and that state: the answers go to the server, and the call goes on, to
 //! its result or to the next `input_required`. The server never knows.
 //!
-//! Parked calls are bounded: at most [`MAX_PARKED_EACH`] of one principal and [`MAX_PARKED`]
-//! in all, each for at most the call timeout; a retry resumes a call only for the principal
-//! that started it and the same tool, prompt or resource.
+//! The parked calls are kept, and bounded, in [`crate::modern::parked`].
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use moniker_surface::ServerId;
 
-use super::modern::Answerable;
 use super::{Answers, Reply, Session, id_of};
-use crate::hub::Peer;
 use crate::message::{self, Message};
-
-/// What begins the `requestState` of a call moniker parked (a modern server's own states pass
-/// through).
-const STATE_PREFIX: &str = "moniker.";
-
-/// Calls waiting for their client's input, at most.
-pub(crate) const MAX_PARKED: usize = 1024;
-/// Parked calls of one principal at most: its own oldest is given up for a new one, never
-/// another's.
-pub(crate) const MAX_PARKED_EACH: usize = 64;
-
-/// A call waiting for its client's input.
-pub(crate) struct Parked {
-    /// The client's id of the call's first request: what the peer knows the call by.
-    call: String,
-    task: JoinHandle<Reply>,
-    inputs: mpsc::UnboundedReceiver<(u64, Message)>,
-    peer: Arc<Peer>,
-    /// What the client can be asked, from its request's envelope.
-    can: Answerable,
-    pub(crate) at: Instant,
-    /// Who started it: only the same principal may resume it.
-    pub(crate) principal: String,
-    /// What it calls (the method, and the tool's or prompt's name or the resource's URI):
-    /// only a retry of the same may resume it.
-    target: String,
-}
-
-impl Parked {
-    /// Gives up the call (expired, or pushed out).
-    pub(crate) fn abandon(self) {
-        self.task.abort();
-        self.peer.unpark(&self.call);
-    }
-}
+use crate::modern::Answerable;
+use crate::modern::input::{input_required, input_required_of};
+use crate::parked::{Parked, STATE_PREFIX};
 
 impl Session {
     /// A 2026-07-28 `tools/call`, `prompts/get` or `resources/read`: answered with its result,
@@ -74,13 +37,14 @@ impl Session {
         let state = params
             .as_ref()
             .and_then(|f| message::str_field(f, "requestState").map(|s| s.into_owned()));
+        let target = target_of(request);
         // moniker's own states name a parked call; any other is a modern server's, and goes to
         // it untouched with the retried call.
         if let Some(state) = state.filter(|s| s.starts_with(STATE_PREFIX)) {
-            let target = target_of(request);
-            let parked = self.gateway.take_parked(&state, |p| {
-                p.principal == self.peer.principal && p.target == target
-            });
+            let parked = self
+                .gateway
+                .parked
+                .take(&state, &self.peer.principal, &target);
             let Some(parked) = parked else {
                 return Some(Message::error(
                     Some(&id),
@@ -97,17 +61,7 @@ impl Session {
                     .peer
                     .answer_server(&Message::result(key, response.get()));
             }
-            return self
-                .settle(
-                    parked.call,
-                    parked.task,
-                    parked.inputs,
-                    parked.peer,
-                    parked.can,
-                    &id,
-                    &target,
-                )
-                .await;
+            return self.settle(parked, &id).await;
         }
         let (tx, inputs) = mpsc::unbounded_channel();
         self.peer.take_inputs(&id, tx);
@@ -115,42 +69,32 @@ impl Session {
         let call = request.clone();
         let to = answers.clone();
         let task = tokio::spawn(async move { session.request(&call, &to).await });
-        let target = target_of(request);
-        self.settle(
-            id.clone(),
+        let running = Parked {
+            call: id.clone(),
             task,
             inputs,
-            self.peer.clone(),
+            peer: self.peer.clone(),
             can,
-            &id,
-            &target,
-        )
-        .await
+            at: Instant::now(),
+            principal: self.peer.principal.clone(),
+            target,
+        };
+        self.settle(running, &id).await
     }
 
     /// Waits for the call's result (answered under `id`), or for its server's first request
     /// for input the client can answer: then the call is parked and the client told what to
     /// answer. A request the client cannot answer is refused to the server at once.
-    #[allow(clippy::too_many_arguments)]
-    async fn settle(
-        &self,
-        call: String,
-        mut task: JoinHandle<Reply>,
-        mut inputs: mpsc::UnboundedReceiver<(u64, Message)>,
-        peer: Arc<Peer>,
-        can: Answerable,
-        id: &str,
-        target: &str,
-    ) -> Reply {
+    async fn settle(&self, mut call: Parked, id: &str) -> Reply {
         loop {
             tokio::select! {
-                done = &mut task => {
-                    peer.unpark(&call);
+                done = &mut call.task => {
+                    call.peer.unpark(&call.call);
                     // A request that came for this call meanwhile (or was taken for it) is
                     // answered to its server, never left waiting.
-                    while let Ok((ours, request)) = inputs.try_recv() {
+                    while let Ok((ours, request)) = call.inputs.try_recv() {
                         let method = request.method().unwrap_or_default();
-                        peer.answer_server(&Message::error(
+                        call.peer.answer_server(&Message::error(
                             Some(&ours.to_string()),
                             message::METHOD_NOT_FOUND,
                             &format!("the call that {method} was for is over"),
@@ -158,17 +102,17 @@ impl Session {
                     }
                     return done.ok().flatten().map(|reply| reply.with_id(id));
                 }
-                Some(first) = inputs.recv() => {
+                Some(first) = call.inputs.recv() => {
                     let mut asked = vec![first];
-                    while let Ok(more) = inputs.try_recv() {
+                    while let Ok(more) = call.inputs.try_recv() {
                         asked.push(more);
                     }
                     asked.retain(|(ours, request)| {
                         let method = request.method().unwrap_or_default();
-                        let answerable = can.answers(method);
+                        let answerable = call.can.answers(method);
                         if !answerable {
                             tracing::debug!(method, "the client did not declare it answers this: refused to the server");
-                            peer.answer_server(&Message::error(
+                            call.peer.answer_server(&Message::error(
                                 Some(&ours.to_string()),
                                 message::METHOD_NOT_FOUND,
                                 &format!("the client does not support {method}"),
@@ -179,12 +123,12 @@ impl Session {
                     if asked.is_empty() {
                         continue;
                     }
-                    peer.park(&call);
+                    call.peer.park(&call.call);
                     tracing::debug!(requests = asked.len(), "the server asks for input: answered input_required");
                     let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
                     let result = input_required(&asked, &state);
-                    let principal = peer.principal.clone();
-                    self.gateway.park(state, Parked { call, task, inputs, peer, can, at: Instant::now(), principal, target: target.to_owned() });
+                    call.at = Instant::now();
+                    self.gateway.parked.park(state, call);
                     return Some(Message::result(id, &result));
                 }
             }
@@ -212,7 +156,7 @@ impl Session {
         if !self.to_modern(server) {
             return params;
         }
-        let entry = [(super::modern::CAPABILITIES_META, capabilities.as_str())];
+        let entry = [(crate::modern::CAPABILITIES_META, capabilities.as_str())];
         params.map(|p| message::with_meta(Some(&p), &entry))
     }
 
@@ -280,60 +224,4 @@ impl Session {
         }
         reply
     }
-}
-
-/// An `input_required` result: its requests (key, method, params) and its state (each may be
-/// absent, not both).
-struct Asked {
-    requests: Vec<(String, String, Option<String>)>,
-    state: Option<String>,
-}
-
-fn input_required_of(reply: &Message) -> Option<Asked> {
-    let result = reply.result_text()?;
-    if !result.contains("input_required") {
-        return None;
-    }
-    let fields = message::fields(result)?;
-    if message::str_field(&fields, "resultType").as_deref() != Some("input_required") {
-        return None;
-    }
-    let state = message::str_field(&fields, "requestState").map(|s| s.into_owned());
-    let requests: Vec<(String, String, Option<String>)> = fields
-        .get("inputRequests")
-        .and_then(|r| message::fields(r.get()))
-        .into_iter()
-        .flatten()
-        .filter_map(|(key, asked)| {
-            let asked = message::fields(asked.get())?;
-            Some((
-                key.to_string(),
-                message::str_field(&asked, "method")?.into_owned(),
-                asked.get("params").map(|p| p.get().to_owned()),
-            ))
-        })
-        .collect();
-    if state.is_none() && requests.is_empty() {
-        return None;
-    }
-    Some(Asked { requests, state })
-}
-
-/// The `input_required` result: the server's requests by moniker's ids, and the state.
-fn input_required(asked: &[(u64, Message)], state: &str) -> String {
-    let requests: Vec<String> = asked
-        .iter()
-        .map(|(ours, request)| {
-            format!(
-                r#""{ours}":{{"method":{},"params":{}}}"#,
-                message::string(request.method().unwrap_or_default()),
-                request.params().unwrap_or("{}")
-            )
-        })
-        .collect();
-    format!(
-        r#"{{"resultType":"input_required","inputRequests":{{{}}},"requestState":{}}}"#,
-        requests.join(","),
-        message::string(state)
-    )
 }

@@ -14,9 +14,9 @@ use serde_json::value::RawValue;
 use super::calls::Call;
 use super::{Answers, Reply, Session, Toolset, id_of};
 use crate::errors;
-use crate::gateway::View;
 use crate::message::{self, Message};
 use crate::metrics::Outcome;
+use crate::view::View;
 
 /// The longest query, in bytes: ranking costs grow with its words, and a task says itself in
 /// far fewer.

@@ -1,11 +1,18 @@
-//! MCP 2026-07-28 on the client side of the gateway: no `initialize` and no session; each
-//! request carries its protocol version and the client's capabilities in `params._meta`
-//! (`io.modelcontextprotocol/protocolVersion`, `.../clientCapabilities`), `server/discover`
-//! says what moniker speaks, and every result says `resultType` (lists also their cache
-//! hints). A request without the envelope is a 2025 one, answered as before: both eras on
-//! the same endpoint.
+//! MCP 2026-07-28, the stateless era, on both sides of the gateway: its room. No `initialize`
+//! and no session; each request carries its protocol version and the client's capabilities in
+//! `params._meta` (`io.modelcontextprotocol/protocolVersion`, `.../clientCapabilities`),
+//! `server/discover` says what a server speaks, and every result says `resultType` (lists also
+//! their cache hints). A request without the envelope is a 2025 one, answered as before: both
+//! eras on the same endpoint.
+//!
+//! Here: the envelope and its keys, `server/discover`, results and their cache hints,
+//! `subscriptions/listen`, and the input-required translation ([`input`]). The sessions
+//! (client side) and `connect` (server side) both use it; it uses neither. The calls parked
+//! for a client's input are the gateway's ([`crate::parked`]).
 
 use crate::message::{self, Message};
+
+pub(crate) mod input;
 
 /// The stateless protocol version.
 pub const MODERN_VERSION: &str = "2026-07-28";

@@ -1,7 +1,8 @@
-//! TLS towards remote servers, with rustls (its `ring` provider; no OpenSSL): the platform's
-//! trust store, plus a server's own CA (`tls.ca_file`), and a client certificate for mutual
-//! TLS (`tls.client_cert`, `tls.client_key`). A certificate problem is never skipped: it is
-//! named (unknown issuer, expired, issued for another name) with what to do.
+//! The HTTP client moniker reaches remote servers and authorization servers with, and TLS
+//! with rustls (its `ring` provider; no OpenSSL): the platform's trust store, plus a server's
+//! own CA (`tls.ca_file`), and a client certificate for mutual TLS (`tls.client_cert`,
+//! `tls.client_key`). A certificate problem is never skipped: it is named (unknown issuer,
+//! expired, issued for another name) with what to do; so is every other failed request.
 
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -132,5 +133,22 @@ fn describe(error: &rustls::Error) -> String {
         }
         CertificateError::Revoked => "the server's certificate was revoked".to_owned(),
         other => format!("the server's certificate is refused: {other:?}"),
+    }
+}
+
+/// The innermost cause of an error, which says what happened ("Connection refused"); a
+/// certificate problem in words.
+pub(crate) fn cause(e: &reqwest::Error) -> String {
+    if let Some(tls) = explain(e) {
+        return tls;
+    }
+    let mut last: &dyn std::error::Error = e;
+    while let Some(source) = last.source() {
+        last = source;
+    }
+    if e.is_timeout() {
+        format!("timed out ({last})")
+    } else {
+        last.to_string()
     }
 }
