@@ -87,6 +87,13 @@ async fn start_with(
         manage: toolsets.manage,
         store: toolsets.store,
         default_toolset: toolsets.toolset,
+        limits: config.limits.clone(),
+        audit: config.audit.clone().map(|mut audit| {
+            if let moniker_config::AuditTo::File(path) = &mut audit.to {
+                *path = expand_home(path).display().to_string();
+            }
+            audit
+        }),
     };
     match Gateway::start(config.rules.clone(), servers, settings).await {
         Ok(gateway) => {
@@ -104,6 +111,7 @@ async fn start_with(
             output::report(&Renderer::for_stderr().diagnostics(&config.source, &diagnostics));
             Ok(Err(Exit::InvalidConfig))
         }
+        Err(StartError::Audit(why)) => Err(why.into()),
     }
 }
 
@@ -582,6 +590,7 @@ pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let session = Session::new(gateway.clone(), tx);
+    session.identify("cli");
     let initialize = Message::request(
         "0",
         "initialize",

@@ -191,6 +191,7 @@ fn apply(
                 gateway.set_http(settings);
             }
             gateway.set_config_error(None);
+            gateway.set_limits(&config.limits);
             watch_lock(gateway, &config);
             restart_only(current, &config);
             tracing::info!(
@@ -264,6 +265,9 @@ fn restart_only(before: &Config, after: &Config) {
     }
     if before.http.max_connections != after.http.max_connections {
         waiting.push("`http.max_connections`");
+    }
+    if before.audit != after.audit {
+        waiting.push("`audit`");
     }
     if !waiting.is_empty() {
         tracing::warn!(

@@ -33,6 +33,7 @@ pub(crate) fn http_settings(config: &Config) -> moniker_config::HttpConfig {
                 .map(|t| TokenConfig {
                     token: t.to_owned(),
                     toolset: None,
+                    name: None,
                 }),
         );
     }

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use moniker_fixture::{fixture_file, fixture_server, scratch};
 use serde_json::{Value, json};
 
-struct Moniker {
+pub(crate) struct Moniker {
     child: Child,
-    base: String,
+    pub(crate) base: String,
     config: std::path::PathBuf,
 }
 
@@ -41,13 +41,20 @@ fn start(rest: &str) -> Moniker {
 /// `moniker serve --http` on a free port with the contextgraph fixture, `tools` and `rest`
 /// in its config, its stderr to `stderr`.
 fn start_with(tools: &str, rest: &str, stderr: Stdio) -> Moniker {
+    start_fixture(&[], tools, rest, stderr)
+}
+
+/// [`start_with`], with more arguments for the fixture.
+pub(crate) fn start_fixture(args: &[&str], tools: &str, rest: &str, stderr: Stdio) -> Moniker {
     let config = scratch().join("moniker.yaml");
     let cg = fixture_file("contextgraph.json").display().to_string();
+    let mut all = vec![cg.as_str()];
+    all.extend_from_slice(args);
     std::fs::write(
         &config,
         format!(
             "servers:\n{}{tools}{rest}",
-            fixture_server("contextgraph", &[&cg])
+            fixture_server("contextgraph", &all)
         ),
     )
     .expect("config");
@@ -93,7 +100,7 @@ fn agent() -> ureq::Agent {
 }
 
 /// A client session: POSTs with the session id and the token.
-struct Client {
+pub(crate) struct Client {
     agent: ureq::Agent,
     url: String,
     token: Option<String>,
@@ -102,7 +109,7 @@ struct Client {
 }
 
 impl Client {
-    fn new(m: &Moniker, token: Option<&str>) -> Self {
+    pub(crate) fn new(m: &Moniker, token: Option<&str>) -> Self {
         Self {
             agent: agent(),
             url: format!("{}/mcp", m.base),
@@ -156,7 +163,7 @@ impl Client {
         (status, serde_json::from_str(&json).unwrap_or(Value::Null))
     }
 
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         let (status, body) = self.post(
             &json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}),
@@ -166,7 +173,7 @@ impl Client {
         body
     }
 
-    fn initialize(&mut self) {
+    pub(crate) fn initialize(&mut self) {
         let body = self.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}));
         assert!(body.get("result").is_some(), "{body}");
         let (status, _) = self.post(

@@ -3,6 +3,7 @@
 mod actions;
 mod boundary;
 mod bounded;
+mod calls;
 mod check;
 mod first_contact;
 mod http;

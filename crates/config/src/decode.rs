@@ -43,6 +43,7 @@ const TOP_KEYS: &[&str] = &[
     "gateway",
     "http",
     "discovery",
+    "audit",
 ];
 
 /// What the decoder made of the tree; complete only when no error was found.
@@ -50,6 +51,8 @@ const TOP_KEYS: &[&str] = &[
 pub(crate) struct Decoded {
     pub servers: IndexMap<ServerId, ServerConfig>,
     pub gateway: GatewaySettings,
+    pub limits: crate::gateway::CallLimits,
+    pub audit: Option<crate::gateway::AuditSettings>,
     pub http: crate::http::HttpConfig,
     pub toolsets: crate::ToolsetSettings,
     pub rules: Rules,
@@ -74,6 +77,7 @@ pub(crate) fn decode(root: Option<&Node>, text: &str) -> (Decoded, Vec<ConfigErr
         cx.top(root, &mut out);
     }
     out.spans = cx.spans;
+    out.limits = cx.limits;
     (out, cx.errors)
 }
 
@@ -122,6 +126,8 @@ struct Cx<'t> {
     text: &'t str,
     errors: Vec<ConfigError>,
     spans: HashMap<String, Spans>,
+    /// The limits on calls, as the servers and overrides that set them are read.
+    limits: crate::gateway::CallLimits,
 }
 
 /// The fields of one map, looked up by name.
@@ -384,8 +390,15 @@ impl Cx<'_> {
             match *key {
                 "naming" => out.rules.naming = self.naming(&p, *slot),
                 "server_tags" => out.rules.server_tags = self.server_tags(&p, *slot),
-                "tools" => out.rules.tools = self.overrides(&p, *slot, &ids),
-                "prompts" => out.rules.prompts = self.overrides(&p, *slot, &ids),
+                "tools" => {
+                    let (overrides, limits) = self.overrides(&p, *slot, &ids);
+                    (out.rules.tools, self.limits.tools) = (overrides, limits);
+                }
+                "prompts" => {
+                    let (overrides, limits) = self.overrides(&p, *slot, &ids);
+                    (out.rules.prompts, self.limits.prompts) = (overrides, limits);
+                }
+                "audit" => out.audit = self.audit(&p, *slot),
                 "actions" => out.rules.actions = self.actions(&p, *slot),
                 "toolsets" => (out.rules.toolsets, out.toolsets) = self.toolsets(&p, *slot),
                 "gateway" => out.gateway = self.gateway(&p, *slot),

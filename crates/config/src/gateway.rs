@@ -34,6 +34,55 @@ impl Default for GatewaySettings {
     }
 }
 
+/// Limits on the calls to one server, or to one tool or prompt (`servers.<id>` and `tools.<name>`
+/// entries: `call_timeout`, `max_in_flight`). What is not set is the gateway's: its call timeout,
+/// and no cap on calls at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// How long a call may take.
+    pub call_timeout: Option<Duration>,
+    /// Calls in progress at once; one more is refused at once, naming the limit.
+    pub max_in_flight: Option<u32>,
+}
+
+impl Limits {
+    pub fn is_set(&self) -> bool {
+        self.call_timeout.is_some() || self.max_in_flight.is_some()
+    }
+}
+
+/// Every limit the config sets on calls: by server id, and by the key of a `tools:` or
+/// `prompts:` override (`<origin name>` or `<server id>/<origin name>`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallLimits {
+    pub servers: std::collections::BTreeMap<moniker_surface::ServerId, Limits>,
+    pub tools: std::collections::BTreeMap<String, Limits>,
+    pub prompts: std::collections::BTreeMap<String, Limits>,
+}
+
+/// The audit log (`audit:`): one JSON line per `tools/call`, `prompts/get` and
+/// `resources/read`. Off unless configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditSettings {
+    /// `stderr`, or a file (`~` is the caller's to expand).
+    pub to: AuditTo,
+    /// A file is rotated when it would grow past this many bytes (`max_bytes`, 10 MB).
+    pub max_bytes: u64,
+    /// Rotated files kept: `audit.jsonl.1` (the newest) to `.N` (`keep`, 3).
+    pub keep: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditTo {
+    Stderr,
+    File(String),
+}
+
+impl AuditSettings {
+    pub const DEFAULT_MAX_BYTES: u64 = 10_000_000;
+    pub const DEFAULT_KEEP: u32 = 3;
+}
+
 pub(crate) const DURATION_HELP: &str =
     "write a number of seconds (`30`, `0.5`) or a number with a unit: `500ms`, `30s`, `2m`, `1h`";
 

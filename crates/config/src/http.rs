@@ -28,6 +28,9 @@ pub struct TokenConfig {
     /// Usually `${SOME_VAR}`: expanded by `expand_env`, never logged.
     pub token: String,
     pub toolset: Option<String>,
+    /// What the audit log and metrics call the client of this token (`name`); the secret is
+    /// never shown, so without a name a digest of it is.
+    pub name: Option<String>,
 }
 
 impl std::fmt::Debug for TokenConfig {
@@ -35,6 +38,7 @@ impl std::fmt::Debug for TokenConfig {
         f.debug_struct("TokenConfig")
             .field("token", &"<redacted>")
             .field("toolset", &self.toolset)
+            .field("name", &self.name)
             .finish()
     }
 }

@@ -24,7 +24,7 @@ mod tree;
 use indexmap::IndexMap;
 use moniker_surface::{Rules, ServerId};
 
-pub use gateway::GatewaySettings;
+pub use gateway::{AuditSettings, AuditTo, CallLimits, GatewaySettings, Limits};
 pub use http::{HttpConfig, TokenConfig};
 pub use load::{LoadError, find, load};
 pub use redact::shown_url;
@@ -48,6 +48,10 @@ pub struct Config {
     /// In file order. Disabled servers are here too, with `disabled: true`.
     pub servers: IndexMap<ServerId, ServerConfig>,
     pub gateway: GatewaySettings,
+    /// `call_timeout` and `max_in_flight` of servers, tools and prompts.
+    pub limits: CallLimits,
+    /// The audit log (`audit:`); `None`: off.
+    pub audit: Option<AuditSettings>,
     /// Who may use the Streamable HTTP endpoint.
     pub http: HttpConfig,
     /// How toolsets run: `toolsets.manage` and `toolsets.store`.
@@ -73,6 +77,8 @@ pub fn parse(file_name: &str, text: &str) -> Result<Config, ConfigReport> {
     Ok(Config {
         servers: decoded.servers,
         gateway: decoded.gateway,
+        limits: decoded.limits,
+        audit: decoded.audit,
         http: decoded.http,
         toolsets: decoded.toolsets,
         rules: decoded.rules,

@@ -13,7 +13,8 @@ use crate::metrics::Outcome;
 pub const UNKNOWN_NAME: i64 = -32004;
 /// The route's server is not connected.
 pub const SERVER_GONE: i64 = -32041;
-/// The server did not answer within the call timeout.
+/// The server did not answer within the call timeout, or was not called because a cap on
+/// its calls at once was full.
 pub const TIMEOUT: i64 = -32042;
 /// A limit of moniker's on what one client may have at once was reached (requests in
 /// progress, batch size, streams, subscriptions): the error names the limit.
@@ -37,8 +38,21 @@ pub enum Refusal {
     ServerGone(ServerId),
     #[error("Server `{0}` disconnected before answering")]
     Disconnected(ServerId),
-    #[error("Server `{server}` did not answer within {} s", timeout.as_secs_f64())]
-    Timeout { server: ServerId, timeout: Duration },
+    #[error("Server `{server}` did not answer within {} s{}", timeout.as_secs_f64(), at.as_ref().map(|at| format!(" (`{at}`)")).unwrap_or_default())]
+    Timeout {
+        server: ServerId,
+        timeout: Duration,
+        /// The config key of the timeout, when it is a server's, tool's or prompt's own.
+        at: Option<String>,
+    },
+    /// A cap on calls at once was full: the call was not sent (the same shape as a time-out:
+    /// the server could not take it in time).
+    #[error("Server `{server}` was not called: {limit} call{} at once is the most `{at}` allows, and that many are in progress", if *limit == 1 { "" } else { "s" })]
+    Busy {
+        server: ServerId,
+        limit: u32,
+        at: String,
+    },
     #[error("the server's answer could not be read")]
     Unreadable,
     #[error("Resource not found: {0}")]
@@ -71,7 +85,7 @@ impl Refusal {
             Self::NestedBatch => message::INVALID_REQUEST,
             Self::UnknownName { .. } => UNKNOWN_NAME,
             Self::ServerGone(_) | Self::Disconnected(_) => SERVER_GONE,
-            Self::Timeout { .. } => TIMEOUT,
+            Self::Timeout { .. } | Self::Busy { .. } => TIMEOUT,
             Self::Unreadable => message::INTERNAL_ERROR,
             Self::ResourceNotFound(_) => RESOURCE_NOT_FOUND,
             Self::Limit(_) => LIMIT,
@@ -84,6 +98,7 @@ impl Refusal {
             Self::UnknownName { .. } => Outcome::Unknown,
             Self::ServerGone(_) | Self::Disconnected(_) => Outcome::ServerGone,
             Self::Timeout { .. } => Outcome::Timeout,
+            Self::Busy { .. } => Outcome::Busy,
             Self::MethodNotFound(_)
             | Self::InvalidParams(_)
             | Self::NestedBatch

@@ -32,6 +32,11 @@ pub struct Settings {
     pub store: Option<PathBuf>,
     /// The toolset every new session starts with.
     pub default_toolset: Option<String>,
+    /// `call_timeout` and `max_in_flight` of servers, tools and prompts (a reload replaces
+    /// them: [`Gateway::set_limits`]).
+    pub limits: moniker_config::CallLimits,
+    /// The audit log, when on (opened by `start`; a reload does not change it).
+    pub audit: Option<moniker_config::AuditSettings>,
 }
 
 /// A server to connect to.
@@ -47,6 +52,9 @@ pub struct ServerEntry {
 pub enum StartError {
     #[error("the surface is invalid")]
     Invalid(Vec<Diagnostic>),
+    /// The audit log cannot be written: nothing is served unaudited.
+    #[error("{0}")]
+    Audit(String),
 }
 
 /// The state of one server, for `check` and status.
@@ -159,6 +167,10 @@ pub struct Gateway {
     /// The clients, as peers, and the progress tokens in flight.
     pub hub: Hub,
     pub metrics: crate::metrics::Metrics,
+    /// The limits on calls in force.
+    pub(crate) limits: crate::limits::Limits,
+    /// Where finished calls are written, when the audit log is on.
+    pub(crate) audit: Option<crate::audit::Audit>,
     /// `start` is over: from now on the surface's problems are only in the log. Before, they
     /// are the caller's to show (`start` returns them), so they are logged at debug level.
     started: AtomicBool,
@@ -169,7 +181,12 @@ pub struct Gateway {
 impl Gateway {
     /// A gateway with its servers' slots and an empty view; nothing runs yet (`start`, in
     /// `supervise`, starts the servers).
-    pub(crate) fn new(rules: Rules, servers: Vec<ServerEntry>, settings: Settings) -> Arc<Self> {
+    pub(crate) fn new(
+        rules: Rules,
+        servers: Vec<ServerEntry>,
+        settings: Settings,
+        audit: Option<crate::audit::Audit>,
+    ) -> Arc<Self> {
         let slots = servers
             .into_iter()
             .map(|entry| (entry.id.clone(), Slot::new(entry)))
@@ -177,6 +194,7 @@ impl Gateway {
         let catalog =
             crate::toolsets::Catalog::new(rules.toolsets.sets.clone(), settings.store.clone());
         let parked = crate::parked::Parking::new(settings.config.call_timeout);
+        let limits = crate::limits::Limits::new(&settings.limits);
         Arc::new(Self {
             rules: ArcSwap::from_pointee(rules),
             catalog,
@@ -192,6 +210,8 @@ impl Gateway {
             view: ArcSwap::from_pointee(View::new(Surface::default(), BTreeSet::new(), false)),
             hub: Hub::default(),
             metrics: crate::metrics::Metrics::default(),
+            limits,
+            audit,
             started: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             stop: Notify::new(),
@@ -280,6 +300,12 @@ impl Gateway {
             }
         });
         Ok((report, fresh))
+    }
+
+    /// The limits on calls of a new config: new calls are held to them (calls in progress
+    /// keep the caps they were let through under).
+    pub fn set_limits(&self, limits: &moniker_config::CallLimits) {
+        self.limits.set(limits);
     }
 
     /// Checks every new surface against `lock` from now on (`None`: no lock): each breaking

@@ -6,7 +6,9 @@
 //! (`message`) and carried as that type; what moniker does not own keeps the bytes its server
 //! wrote.
 
+mod audit;
 pub mod auth;
+mod call;
 pub mod connect;
 mod deliver;
 pub mod errors;
@@ -15,6 +17,7 @@ pub mod gateway;
 pub mod guard;
 mod headers;
 pub mod hub;
+mod limits;
 pub mod message;
 pub mod metrics;
 pub mod modern;

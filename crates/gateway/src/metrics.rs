@@ -31,6 +31,8 @@ pub enum Outcome {
     Timeout,
     /// Cancelled by the client.
     Cancelled,
+    /// Refused at once: a `max_in_flight` of the server, tool or prompt was full.
+    Busy,
 }
 
 impl Outcome {
@@ -43,6 +45,7 @@ impl Outcome {
             Self::ServerGone => "server_gone",
             Self::Timeout => "timeout",
             Self::Cancelled => "cancelled",
+            Self::Busy => "busy",
         }
     }
 }
@@ -60,7 +63,7 @@ struct Histogram {
 }
 
 const VIAS: [&str; 5] = ["name", "alias", "legacy", "action", "none"];
-const OUTCOMES: [Outcome; 7] = [
+const OUTCOMES: [Outcome; 8] = [
     Outcome::Ok,
     Outcome::ToolError,
     Outcome::Error,
@@ -68,6 +71,7 @@ const OUTCOMES: [Outcome; 7] = [
     Outcome::ServerGone,
     Outcome::Timeout,
     Outcome::Cancelled,
+    Outcome::Busy,
 ];
 
 /// Calls of one tool, by way of naming and by outcome.

@@ -65,6 +65,8 @@ pub struct Session {
     /// A 2025 client's capabilities, as it said in `initialize` (raw JSON): a 2026-07-28
     /// server is told them with each call, since moniker asks the client for it.
     client_capabilities: OnceLock<String>,
+    /// What the audit log calls the client ([`Session::identify`]); else its principal.
+    who: OnceLock<Arc<str>>,
 }
 
 type Reply = Option<Message>;
@@ -163,7 +165,24 @@ impl Session {
             equipped: Mutex::new(None),
             protocol_version: OnceLock::new(),
             client_capabilities: OnceLock::new(),
+            who: OnceLock::new(),
         })
+    }
+
+    /// Names the client for the audit log (a token's name or digest, `stdio`): never a
+    /// secret. Once.
+    pub fn identify(&self, who: &str) {
+        let _ = self.who.set(who.into());
+    }
+
+    /// A new call of this session's client, as one value.
+    fn record(&self, kind: Option<Kind>, name: String) -> crate::call::Call {
+        let who = match self.who.get() {
+            Some(who) => who.clone(),
+            None => self.peer.principal.as_str().into(),
+        };
+        let era = self.protocol_version().unwrap_or(modern::MODERN_VERSION);
+        crate::call::Call::new(who, lock(&self.toolset).clone(), kind, name, era.into())
     }
 
     /// The protocol version agreed in `initialize`.

@@ -24,7 +24,13 @@ impl Gateway {
         servers: Vec<ServerEntry>,
         settings: Settings,
     ) -> Result<Arc<Self>, StartError> {
-        let gateway = Gateway::new(rules, servers, settings);
+        let audit = settings
+            .audit
+            .as_ref()
+            .map(crate::audit::Audit::open)
+            .transpose()
+            .map_err(StartError::Audit)?;
+        let gateway = Gateway::new(rules, servers, settings, audit);
         let mut first = Vec::new();
         for slot in gateway.slots().values() {
             let (tx, rx) = oneshot::channel();

@@ -371,6 +371,7 @@ fn token(secret: &str, toolset: Option<&str>) -> Token {
     Token {
         token: secret.to_owned(),
         toolset: toolset.map(str::to_owned),
+        name: None,
     }
 }
 

@@ -2,13 +2,16 @@
 
 use moniker_surface::vocab::Seg;
 
-use super::{Cx, Slot, join};
-use crate::gateway::{DURATION_HELP, GatewaySettings, parse_duration, seconds};
+use super::{Cx, Fields, Slot, join};
+use crate::gateway::{
+    AuditSettings, AuditTo, DURATION_HELP, GatewaySettings, Limits, parse_duration, seconds,
+};
 use crate::report::codes;
 use crate::tree::{ScalarKind, shorten};
 
 const GATEWAY_KEYS: &[&str] = &["call_timeout", "start_timeout", "restart", "page_size"];
 const RESTART_KEYS: &[&str] = &["initial_delay", "max_delay", "max_attempts"];
+const AUDIT_KEYS: &[&str] = &["to", "max_bytes", "keep"];
 
 impl Cx<'_> {
     pub(super) fn gateway<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> GatewaySettings {
@@ -73,6 +76,75 @@ impl Cx<'_> {
             }
         }
         out
+    }
+
+    /// `call_timeout` and `max_in_flight` among the fields of a server or an override at `p`.
+    pub(super) fn limits(&mut self, p: &[Seg<'_>], fields: &Fields<'_>) -> Limits {
+        let field = |name: &'static str| join(p, Seg::Key(name));
+        Limits {
+            call_timeout: fields
+                .get("call_timeout")
+                .and_then(|s| self.duration(&field("call_timeout"), s, false)),
+            max_in_flight: fields.get("max_in_flight").and_then(|s| {
+                let at = field("max_in_flight");
+                let n = self.count(&at, s)?;
+                if n == 0 {
+                    self.error(
+                        codes::INVALID_VALUE,
+                        "`0` calls at once would refuse every call".to_owned(),
+                        &at,
+                        s.point(),
+                        Some("write 1 or more, or leave it out for no cap".to_owned()),
+                    );
+                    return None;
+                }
+                Some(n)
+            }),
+        }
+    }
+
+    /// `audit:`: `stderr`, a file path, or `{to, max_bytes, keep}`.
+    pub(super) fn audit<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<AuditSettings> {
+        let to = |text: String| match text.as_str() {
+            "stderr" | "-" => AuditTo::Stderr,
+            _ => AuditTo::File(text),
+        };
+        let mut out = AuditSettings {
+            to: AuditTo::Stderr,
+            max_bytes: AuditSettings::DEFAULT_MAX_BYTES,
+            keep: AuditSettings::DEFAULT_KEEP,
+        };
+        if slot.scalar().is_some() {
+            out.to = to(self.string(p, slot)?);
+            return Some(out);
+        }
+        let fields = self.fields(
+            slot,
+            p,
+            Some(AUDIT_KEYS),
+            "`stderr`, a file, or {to, max_bytes, keep}",
+        );
+        let field = |name: &'static str| join(p, Seg::Key(name));
+        match fields.get("to") {
+            Some(s) => out.to = to(self.string(&field("to"), s)?),
+            None => {
+                self.error(
+                    codes::MISSING_KEY,
+                    "the audit log needs `to`".to_owned(),
+                    p,
+                    slot.point(),
+                    Some("write `to: stderr` or `to: /var/log/moniker/audit.jsonl`".to_owned()),
+                );
+                return None;
+            }
+        }
+        if let Some(s) = fields.get("max_bytes") {
+            out.max_bytes = u64::from(self.count(&field("max_bytes"), s)?.max(1));
+        }
+        if let Some(s) = fields.get("keep") {
+            out.keep = self.count(&field("keep"), s)?;
+        }
+        Some(out)
     }
 
     /// Seconds (a number), or a string with a unit. Nothing keeps the default.

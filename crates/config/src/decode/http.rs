@@ -16,7 +16,7 @@ const HTTP_KEYS: &[&str] = &[
     "max_sessions_per_token",
     "max_connections",
 ];
-const TOKEN_KEYS: &[&str] = &["token", "toolset"];
+const TOKEN_KEYS: &[&str] = &["token", "toolset", "name"];
 
 impl Cx<'_> {
     /// `http:`: tokens (a string, or `{token, toolset}`), allow-lists, the body limit, the idle
@@ -59,13 +59,21 @@ impl Cx<'_> {
                     let toolset = entry
                         .get("toolset")
                         .and_then(|t| self.string(&join(&ip, Seg::Key("toolset")), t));
+                    let name = entry
+                        .get("name")
+                        .and_then(|t| self.string(&join(&ip, Seg::Key("name")), t));
                     if let Some(token) = token {
-                        out.tokens.push(TokenConfig { token, toolset });
+                        out.tokens.push(TokenConfig {
+                            token,
+                            toolset,
+                            name,
+                        });
                     }
                 } else if let Some(token) = self.string(&ip, item) {
                     out.tokens.push(TokenConfig {
                         token,
                         toolset: None,
+                        name: None,
                     });
                 }
             }

@@ -7,12 +7,21 @@ use moniker_surface::vocab::Seg;
 use moniker_surface::{AliasRule, Naming, Override, Profile, ProfileKind, Tag};
 
 use super::{Cx, Slot, join, list};
+use crate::gateway::Limits;
 use crate::report::codes;
 use crate::tree::{ScalarKind, Value, shorten};
 
 const NAMING_KEYS: &[&str] = &["strip_prefixes", "split", "separator", "profile"];
 const PROFILE_KEYS: &[&str] = &["base", "prefix_budget"];
-const OVERRIDE_KEYS: &[&str] = &["name", "tags", "aliases", "description", "hidden"];
+const OVERRIDE_KEYS: &[&str] = &[
+    "name",
+    "tags",
+    "aliases",
+    "description",
+    "hidden",
+    "call_timeout",
+    "max_in_flight",
+];
 const ALIAS_KEYS: &[&str] = &["name", "hidden", "deprecated"];
 const DEPRECATED_KEYS: &[&str] = &["since", "remove_after", "use"];
 
@@ -128,18 +137,22 @@ impl Cx<'_> {
         p: &[Seg<'n>],
         slot: Slot<'n>,
         server_ids: &[&str],
-    ) -> BTreeMap<String, Override> {
+    ) -> (BTreeMap<String, Override>, BTreeMap<String, Limits>) {
         let fields = self.fields(slot, p, None, "a map of names to overrides");
         let mut out = BTreeMap::new();
+        let mut limits = BTreeMap::new();
         for (key, s) in fields.entries {
             let op = join(p, Seg::Key(key));
             let key_ok = self.override_key(&op, s, key, server_ids);
-            let rule = self.override_(&op, s);
+            let (rule, limit) = self.override_(&op, s);
             if key_ok {
                 out.insert(key.to_owned(), rule);
+                if limit.is_set() {
+                    limits.insert(key.to_owned(), limit);
+                }
             }
         }
-        out
+        (out, limits)
     }
 
     /// `<origin name>` or `<server id>/<origin name>`, split on the first `/`.
@@ -190,7 +203,7 @@ impl Cx<'_> {
         true
     }
 
-    fn override_<'n>(&mut self, op: &[Seg<'n>], slot: Slot<'n>) -> Override {
+    fn override_<'n>(&mut self, op: &[Seg<'n>], slot: Slot<'n>) -> (Override, Limits) {
         let fields = self.fields(slot, op, Some(OVERRIDE_KEYS), "a map of override settings");
         let field = |name: &'static str| join(op, Seg::Key(name));
         let mut rule = Override::default();
@@ -209,7 +222,8 @@ impl Cx<'_> {
         if let Some(s) = fields.get("hidden") {
             rule.hidden = self.boolean(&field("hidden"), s).unwrap_or(false);
         }
-        rule
+        let limits = self.limits(op, &fields);
+        (rule, limits)
     }
 
     pub(super) fn aliases<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Vec<AliasRule> {

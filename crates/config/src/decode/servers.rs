@@ -13,8 +13,22 @@ use crate::server::{Auth, PassEnv, ServerConfig, Tls, Transport};
 use crate::tree::{ScalarKind, Value, shorten};
 
 const SERVER_KEYS: &[&str] = &[
-    "command", "args", "env", "pass_env", "cwd", "url", "headers", "tls", "auth", "tags", "prefix",
-    "type", "disabled", "protocol",
+    "command",
+    "args",
+    "env",
+    "pass_env",
+    "cwd",
+    "url",
+    "headers",
+    "tls",
+    "auth",
+    "tags",
+    "prefix",
+    "call_timeout",
+    "max_in_flight",
+    "type",
+    "disabled",
+    "protocol",
 ];
 const TRANSPORT_TYPES: &[&str] = &["stdio", "http", "streamable-http", "sse"];
 /// Server fields that only mean something for one transport.
@@ -158,6 +172,10 @@ impl Cx<'_> {
             .get("protocol")
             .and_then(|s| self.protocol(&field("protocol"), s))
             .unwrap_or(false);
+        let limits = self.limits(sp, &fields);
+        if let (true, Ok(id)) = (limits.is_set(), id.parse::<ServerId>()) {
+            self.limits.servers.insert(id, limits);
+        }
 
         let (stdio, ok) = self.transport(sp, slot, &fields, id, kind.as_deref())?;
         let transport = if stdio {

@@ -280,6 +280,7 @@ mod tests {
         Token {
             token: secret.into(),
             toolset: None,
+            name: None,
         }
     }
 

@@ -339,6 +339,15 @@ fn principal(auth: &Auth) -> String {
     }
 }
 
+/// What the audit log calls a client: its token's `name`, else the token's digest, else
+/// `anyone` (a tokenless loopback endpoint).
+fn client_name(auth: &Auth) -> String {
+    match auth {
+        Auth::Token { token, .. } if token.name.is_some() => token.name.clone().unwrap_or_default(),
+        _ => principal(auth),
+    }
+}
+
 /// A new session id: 32 random bytes from the OS, in hex.
 fn new_session_id() -> Option<String> {
     let mut bytes = [0u8; 32];
@@ -858,6 +867,7 @@ async fn stateless(
     }
     let (tx, _rx) = mpsc::unbounded_channel::<Message>();
     let session = Session::of_principal(shared.gateway.clone(), tx, toolset, principal(auth));
+    session.identify(&client_name(auth));
     if request.method() == Some("subscriptions/listen") {
         // A long-lived stream: the acknowledgement, the list changes, at last the result. It
         // lasts as long as the client reads it.
@@ -934,6 +944,7 @@ async fn initialize(
     }
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
     let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
+    session.identify(&client_name(&auth));
     let outbox = Outbox::new();
     let to_outbox = outbox.clone();
     // What the session sends on its own waits in the outbox for the GET stream.

@@ -54,6 +54,7 @@ where
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
     let writer = tokio::spawn(write_lines(output, rx));
     let session = Session::new(gateway, tx);
+    session.identify("stdio");
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut buf = Vec::with_capacity(8 * 1024);
     loop {

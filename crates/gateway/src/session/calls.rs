@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use tracing::Instrument as _;
 
 use super::{Answers, Reply, Session, Toolset, id_of};
+use crate::call::Call;
 use crate::errors::{self, Refusal};
 use crate::message::{self, Message};
 use crate::metrics::Outcome;
@@ -22,7 +23,7 @@ use crate::view::View;
 /// A call to route: the name the client called, and the arguments to send instead of the
 /// request's own (`call_tool` carries them inside its own).
 #[derive(Clone, Copy)]
-pub(super) struct Call<'a> {
+pub(super) struct Named<'a> {
     pub name: &'a str,
     pub arguments: Option<&'a str>,
 }
@@ -112,7 +113,7 @@ impl Session {
     }
 
     /// `tools/call` and `prompts/get`: moniker's own tools are answered here; any other name
-    /// is routed.
+    /// is routed. The call is one [`Call`](crate::call::Call) from here to its end, where it is finished once.
     pub(super) async fn call(
         self: &Arc<Self>,
         request: &Message,
@@ -130,44 +131,63 @@ impl Session {
         let Some(name) = request.name() else {
             return invalid("missing `name`");
         };
+        let mut record = self.record(Some(kind), name.as_ref().to_owned());
+        let reply = self
+            .dispatch(request, kind, &name, answers, &mut record)
+            .await;
+        record.finish(&self.gateway);
+        reply
+    }
+
+    async fn dispatch(
+        self: &Arc<Self>,
+        request: &Message,
+        kind: Kind,
+        name: &str,
+        answers: &Answers,
+        record: &mut Call,
+    ) -> Reply {
         let view = self.gateway.view();
-        if kind == Kind::Tool && self.manages() && MANAGEMENT_TOOLS.contains(&name.as_ref()) {
-            return Some(self.manage(request, &name, &view));
+        if kind == Kind::Tool && self.manages() && MANAGEMENT_TOOLS.contains(&name) {
+            return Some(self.manage(request, name, &view));
         }
         let equipped = self.equipped(&view);
         if kind == Kind::Tool && self.searches(&view, equipped.as_deref()) {
-            match name.as_ref() {
+            match name {
                 discovery::SEARCH_TOOLS => {
-                    return Some(self.search(request, &view, equipped.as_deref()));
+                    record.via = Some(Via::Name);
+                    return Some(self.search(request, &view, equipped.as_deref(), record));
                 }
                 discovery::CALL_TOOL => {
                     return self
-                        .call_found(request, &view, equipped.as_deref(), answers)
+                        .call_found(request, &view, equipped.as_deref(), answers, record)
                         .await;
                 }
                 _ => {}
             }
         }
-        let call = Call {
-            name: &name,
+        let call = Named {
+            name,
             arguments: None,
         };
-        self.route(request, kind, call, &view, equipped.as_deref(), answers)
+        self.route(request, call, &view, equipped.as_deref(), answers, record)
             .await
     }
 
     /// Resolves `call.name` (aliases, legacy names, actions, the equipped toolset), rewrites
-    /// it to the origin name and forwards `request` so rewritten.
+    /// it to the origin name and forwards `request` so rewritten, under the limits of its
+    /// server and its tool or prompt.
     pub(super) async fn route(
         self: &Arc<Self>,
         request: &Message,
-        kind: Kind,
-        call: Call<'_>,
+        call: Named<'_>,
         view: &Arc<View>,
         equipped: Option<&Toolset>,
         answers: &Answers,
+        record: &mut Call,
     ) -> Reply {
         let id = id_of(request);
+        let kind = record.kind.unwrap_or(Kind::Tool);
         let name = call.name;
         let resolved = match equipped {
             Some(e) => {
@@ -180,13 +200,13 @@ impl Session {
                 kind,
                 name: name.to_owned(),
             };
-            tracing::debug!(name = %name, "{} not found", if kind == Kind::Tool { "tool" } else { "prompt" });
-            self.gateway
-                .metrics
-                .call(crate::metrics::UNKNOWN_TOOL, None, refusal.outcome(), None);
+            tracing::debug!(name = %name, "{} not found", kind.noun());
+            record.refused(&refusal);
             return Some(refusal.answer(id));
         };
         let exposed = resolved.exposed;
+        record.exposed = Some(exposed.name.clone());
+        record.via = Some(resolved.via);
         log_resolution(name, exposed, resolved.via, kind);
         if matches!(resolved.via, Via::Alias | Via::Legacy) {
             let deprecated = exposed.deprecated.get(name);
@@ -213,34 +233,47 @@ impl Session {
                     }
                     Err(message) => {
                         tracing::debug!(action_tool = %exposed.name, %message, "action refused");
-                        self.gateway.metrics.call(
-                            &exposed.name,
-                            Some(resolved.via),
-                            Outcome::ToolError,
-                            None,
-                        );
+                        record.outcome = Outcome::ToolError;
                         return Some(Message::result(id, &errors::tool_error(&message)));
                     }
                 }
             }
         };
-        tracing::debug!(requested = %name, name = %exposed.name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name, "{} call", if kind == Kind::Tool { "tool" } else { "prompt" });
+        record.server = Some(origin.server.clone());
+        record.origin = Some(origin.name.clone());
+        let default = self.gateway.settings.config.call_timeout;
+        let admitted =
+            match self
+                .gateway
+                .limits
+                .admit(&origin.server, Some((kind, &origin.name)), default)
+            {
+                Ok(admitted) => admitted,
+                Err(refusal) => {
+                    tracing::debug!(server = %origin.server, "{refusal}");
+                    record.refused(&refusal);
+                    return Some(refusal.answer(id));
+                }
+            };
+        tracing::debug!(requested = %name, name = %exposed.name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name, "{} call", kind.noun());
         let token = self.progress_route(request, answers);
         let rewritten = request.call_params(
             &message::string(&origin.name),
             arguments.as_deref(),
             token.as_deref(),
         );
-        let method = if kind == Kind::Tool {
-            "tools/call"
-        } else {
-            "prompts/get"
-        };
+        let method = record.method();
         let span = tracing::debug_span!("call", tool = %exposed.name, requested = %name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name);
-        let started = std::time::Instant::now();
+        record.sent = Some(std::time::Instant::now());
         let rewritten = self.for_server(&origin.server, rewritten);
         let (reply, outcome) = self
-            .forward_call(request, &origin.server, method, rewritten.as_deref())
+            .forward_admitted(
+                request,
+                &origin.server,
+                method,
+                rewritten.as_deref(),
+                admitted,
+            )
             .instrument(span)
             .await;
         let reply = self
@@ -256,12 +289,7 @@ impl Session {
             Some(reply) if as_task => Some(self.started_task(reply, &origin.server)),
             reply => reply,
         };
-        self.gateway.metrics.call(
-            &exposed.name,
-            Some(resolved.via),
-            outcome,
-            Some((&origin.server, started.elapsed())),
-        );
+        record.ended(outcome, reply.as_ref());
         if let Some(token) = token {
             self.gateway.hub.forget_progress(&token);
         }

@@ -9,6 +9,7 @@ use moniker_surface::{Kind, ServerId};
 use serde_json::value::RawValue;
 
 use super::{Reply, Session, id_of};
+use crate::call::Call;
 use crate::connect::Connection;
 use crate::errors::Refusal;
 use crate::message::{self, Message};
@@ -128,15 +129,34 @@ impl Session {
         if matches!(method, "resources/subscribe" | "resources/unsubscribe") {
             return self.subscription(request, &servers, &uri).await;
         }
+        let mut record = self.record(None, uri.clone());
+        let reply = self.read(request, &servers, uri, &mut record).await;
+        record.finish(&self.gateway);
+        reply
+    }
+
+    /// `resources/read` at every server that may serve its URI, in turn: the first that
+    /// serves it answers (else the last refusal).
+    async fn read(
+        self: &Arc<Self>,
+        request: &Message,
+        servers: &[ServerId],
+        uri: String,
+        record: &mut Call,
+    ) -> Reply {
+        let id = id_of(request);
         let mut last = None;
-        for server in &servers {
+        for server in servers {
             let params = self.for_server(server, request.params().map(str::to_owned));
-            let reply = self
-                .forward(request, server, method, params.as_deref())
+            record.server = Some(server.clone());
+            record.sent = Some(std::time::Instant::now());
+            let (reply, outcome) = self
+                .forward_call(request, server, "resources/read", params.as_deref())
                 .await;
             let reply = self
-                .input_for_server(request, server, method, params.as_deref(), reply)
+                .input_for_server(request, server, "resources/read", params.as_deref(), reply)
                 .await;
+            record.ended(outcome, reply.as_ref());
             let ok = reply.as_ref().is_some_and(|r| !is_error(r));
             match reply {
                 Some(_) if ok || servers.len() == 1 => return reply,
@@ -144,7 +164,13 @@ impl Session {
                 _ => last = reply,
             }
         }
-        last.or_else(|| Some(Refusal::ResourceNotFound(uri).answer(id)))
+        if last.is_none() {
+            record.server = None;
+            let refusal = Refusal::ResourceNotFound(uri);
+            record.refused(&refusal);
+            return Some(refusal.answer(id));
+        }
+        last
     }
 
     /// `resources/subscribe` or `unsubscribe` at every server that may serve `uri` (a

@@ -9,6 +9,7 @@ use moniker_surface::ServerId;
 use super::{Answers, Reply, Session, id_of};
 use crate::errors::Refusal;
 use crate::hub::InFlight;
+use crate::limits::Admitted;
 use crate::message::Message;
 use crate::metrics::Outcome;
 use crate::sync::lock;
@@ -38,13 +39,36 @@ impl Session {
         self.forward_call(request, server, method, params).await.0
     }
 
-    /// [`Self::forward`], with how the call ended (for metrics).
+    /// [`Self::forward`], with how the call ended (for metrics), under the server's limits.
     pub(super) async fn forward_call(
         self: &Arc<Self>,
         request: &Message,
         server: &ServerId,
         method: &str,
         params: Option<&str>,
+    ) -> (Reply, Outcome) {
+        let default = self.gateway.settings.config.call_timeout;
+        match self.gateway.limits.admit(server, None, default) {
+            Ok(admitted) => {
+                self.forward_admitted(request, server, method, params, admitted)
+                    .await
+            }
+            Err(refusal) => {
+                let outcome = refusal.outcome();
+                (Some(refusal.answer(id_of(request))), outcome)
+            }
+        }
+    }
+
+    /// [`Self::forward_call`] of a call let through by the limits: it may take as long as
+    /// they say, and holds its places under their caps until it ends.
+    pub(super) async fn forward_admitted(
+        self: &Arc<Self>,
+        request: &Message,
+        server: &ServerId,
+        method: &str,
+        params: Option<&str>,
+        admitted: Admitted,
     ) -> (Reply, Outcome) {
         let id = id_of(request);
         let refused = |refusal: Refusal| {
@@ -71,7 +95,7 @@ impl Session {
                 cancelled: false,
             };
         }
-        let timeout = self.gateway.settings.config.call_timeout;
+        let timeout = admitted.timeout;
         let answer = tokio::time::timeout(timeout, rx).await;
         // The entry may be gone: the call's client was answered already (an input-required
         // result) while its server still worked.
@@ -90,6 +114,7 @@ impl Session {
                 refused(Refusal::Timeout {
                     server: server.clone(),
                     timeout,
+                    at: admitted.timeout_at,
                 })
             }
         }

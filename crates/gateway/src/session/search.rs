@@ -11,8 +11,9 @@ use moniker_surface::search::Query;
 use moniker_surface::{Kind, Tag, listing, toolsets};
 use serde_json::value::RawValue;
 
-use super::calls::Call;
+use super::calls::Named;
 use super::{Answers, Reply, Session, Toolset, id_of};
+use crate::call::Call;
 use crate::errors;
 use crate::message::{self, Message};
 use crate::metrics::Outcome;
@@ -55,15 +56,11 @@ impl Session {
         request: &Message,
         view: &View,
         equipped: Option<&Toolset>,
+        record: &mut Call,
     ) -> Message {
         let id = id_of(request);
-        let refused = |why: &str| {
-            self.gateway.metrics.call(
-                discovery::SEARCH_TOOLS,
-                Some(moniker_surface::Via::Name),
-                Outcome::ToolError,
-                None,
-            );
+        let mut refused = |why: &str| {
+            record.outcome = Outcome::ToolError;
             Message::result(id, &errors::tool_error(why))
         };
         let arguments = request.arguments().unwrap_or("{}");
@@ -121,12 +118,6 @@ impl Session {
             }
         };
         tracing::debug!(query = %args.query, found = found.len(), "tool search");
-        self.gateway.metrics.call(
-            discovery::SEARCH_TOOLS,
-            Some(moniker_surface::Via::Name),
-            Outcome::Ok,
-            None,
-        );
         let tools = listing::render(Kind::Tool, found, &[]);
         let result = format!(
             r#"{{"content":[{{"type":"text","text":{}}}],"structuredContent":{tools}}}"#,
@@ -142,31 +133,39 @@ impl Session {
         view: &Arc<View>,
         equipped: Option<&Toolset>,
         answers: &Answers,
+        record: &mut Call,
     ) -> Reply {
         let id = id_of(request);
         let arguments = request.arguments().unwrap_or("{}");
+        let mut refused = |why: &str| {
+            record.outcome = Outcome::ToolError;
+            Some(Message::result(id, &errors::tool_error(why)))
+        };
         let args: CallArguments<'_> = match serde_json::from_str(arguments) {
             Ok(args) => args,
             Err(e) => {
-                let why =
-                    format!("call_tool takes {{\"name\": string, \"arguments\"?: object}}: {e}");
-                return Some(Message::result(id, &errors::tool_error(&why)));
+                return refused(&format!(
+                    "call_tool takes {{\"name\": string, \"arguments\"?: object}}: {e}"
+                ));
             }
         };
         if [discovery::SEARCH_TOOLS, discovery::CALL_TOOL].contains(&args.name.as_str()) {
-            let why = format!("call `{}` directly, not through call_tool", args.name);
-            return Some(Message::result(id, &errors::tool_error(&why)));
+            return refused(&format!(
+                "call `{}` directly, not through call_tool",
+                args.name
+            ));
         }
         let inner = args.arguments.map_or("{}", RawValue::get);
         if !inner.trim_start().starts_with('{') {
-            let why = "call_tool's `arguments` must be an object";
-            return Some(Message::result(id, &errors::tool_error(why)));
+            return refused("call_tool's `arguments` must be an object");
         }
-        let call = Call {
+        record.through = Some(discovery::CALL_TOOL);
+        record.name = args.name.clone();
+        let call = Named {
             name: &args.name,
             arguments: Some(inner),
         };
-        self.route(request, Kind::Tool, call, view, equipped, answers)
+        self.route(request, call, view, equipped, answers, record)
             .await
     }
 }

@@ -1,0 +1,196 @@
+//! A call as one value: a client's `tools/call`, `prompts/get` or `resources/read`, from the
+//! moment it is read to the one place it finishes. Who asked (the session or token, by its name,
+//! never its secret), under which toolset, the name the client used, what it resolved to and
+//! where it was routed, how it ended, when it started. Finishing it records its metrics and
+//! writes its audit line: nothing else does.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use moniker_surface::{Date, Kind, ServerId, Via};
+use serde_json::json;
+
+use crate::errors::Refusal;
+use crate::gateway::Gateway;
+use crate::message::{self, Message};
+use crate::metrics::Outcome;
+
+pub(crate) struct Call {
+    /// Who asked: a token's name, a digest of its secret, `stdio`, or `anyone`.
+    pub who: Arc<str>,
+    pub toolset: Option<String>,
+    /// A tool or a prompt; `None`: a resource.
+    pub kind: Option<Kind>,
+    /// The name (or URI) as the client used it.
+    pub name: String,
+    /// moniker's tool it came through (`call_tool` in search mode), when not called directly.
+    pub through: Option<&'static str>,
+    /// The protocol version the client speaks.
+    pub era: Arc<str>,
+    pub started: Instant,
+    /// What the name resolved to: the exposed tool or prompt, and how the client named it.
+    pub exposed: Option<String>,
+    pub via: Option<Via>,
+    /// Where it was sent: the server and the name it knows the tool, prompt or resource by,
+    /// and when.
+    pub server: Option<ServerId>,
+    pub origin: Option<String>,
+    pub sent: Option<Instant>,
+    pub outcome: Outcome,
+    /// The JSON-RPC error code the client was answered with, if it was an error.
+    pub code: Option<i64>,
+}
+
+impl Call {
+    pub(crate) fn new(
+        who: Arc<str>,
+        toolset: Option<String>,
+        kind: Option<Kind>,
+        name: String,
+        era: Arc<str>,
+    ) -> Self {
+        Self {
+            who,
+            toolset,
+            kind,
+            name,
+            through: None,
+            era,
+            started: Instant::now(),
+            exposed: None,
+            via: None,
+            server: None,
+            origin: None,
+            sent: None,
+            outcome: Outcome::Ok,
+            code: None,
+        }
+    }
+
+    pub(crate) fn method(&self) -> &'static str {
+        match self.kind {
+            Some(Kind::Tool) => "tools/call",
+            Some(Kind::Prompt) => "prompts/get",
+            None => "resources/read",
+        }
+    }
+
+    /// moniker answered it with `refusal`.
+    pub(crate) fn refused(&mut self, refusal: &Refusal) {
+        self.outcome = refusal.outcome();
+        self.code = Some(refusal.code());
+    }
+
+    /// How it ended, as the relay saw it, and the error code of `reply` when it is an error.
+    pub(crate) fn ended(&mut self, outcome: Outcome, reply: Option<&Message>) {
+        self.outcome = outcome;
+        self.code = reply.and_then(error_code);
+    }
+
+    /// The one end of a call: its metrics, and its audit line when the audit log is on.
+    pub(crate) fn finish(self, gateway: &Gateway) {
+        let took = self.sent.map(|sent| sent.elapsed());
+        if self.kind.is_some() {
+            let label = match (&self.exposed, self.outcome) {
+                (Some(exposed), _) => exposed.as_str(),
+                (None, Outcome::Unknown) => crate::metrics::UNKNOWN_TOOL,
+                (None, _) => self.name.as_str(),
+            };
+            let server = self.server.as_ref().zip(took);
+            gateway.metrics.call(label, self.via, self.outcome, server);
+        }
+        if let Some(audit) = &gateway.audit {
+            audit.write(&self.audit_line(self.started.elapsed()));
+        }
+    }
+
+    /// The audit line: JSON on one line (serde escapes every control character).
+    fn audit_line(&self, took: Duration) -> String {
+        let mut line = json!({
+            "time": timestamp(SystemTime::now()),
+            "principal": &*self.who,
+            "toolset": self.toolset,
+            "method": self.method(),
+            "name": self.name,
+            "outcome": self.outcome.as_str(),
+            "duration_ms": (took.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0,
+            "protocol": &*self.era,
+        });
+        let fields = line.as_object_mut().expect("an object");
+        if let Some(through) = self.through {
+            fields.insert("through".to_owned(), json!(through));
+        }
+        if let Some(exposed) = &self.exposed {
+            fields.insert("tool".to_owned(), json!(exposed));
+        }
+        if let Some(via) = self.via {
+            fields.insert("via".to_owned(), json!(via.as_str()));
+        }
+        if let Some(server) = &self.server {
+            fields.insert("server".to_owned(), json!(server.as_str()));
+        }
+        if let Some(origin) = &self.origin {
+            fields.insert("origin".to_owned(), json!(origin));
+        }
+        if let Some(code) = self.code {
+            fields.insert("code".to_owned(), json!(code));
+        }
+        line.to_string()
+    }
+}
+
+/// The code of an error response (the one look into an error moniker relays).
+fn error_code(reply: &Message) -> Option<i64> {
+    let error = reply.error_text()?;
+    let fields = message::fields(error)?;
+    fields.get("code")?.get().parse().ok()
+}
+
+/// RFC 3339 in UTC, to the millisecond: `2026-11-24T15:04:05.123Z`.
+fn timestamp(at: SystemTime) -> String {
+    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let seconds = i64::try_from(since.as_secs()).unwrap_or(i64::MAX);
+    let day = Date::from_unix(seconds);
+    let of_day = seconds.rem_euclid(86_400);
+    format!(
+        "{day}T{:02}:{:02}:{:02}.{:03}Z",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60,
+        since.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        let at = UNIX_EPOCH + Duration::from_millis(1_795_392_000_000 + 3_723_045);
+        assert_eq!(timestamp(at), "2026-11-23T01:02:03.045Z");
+    }
+
+    #[test]
+    fn an_audit_line_is_one_line_whatever_the_name() {
+        let mut call = Call::new(
+            "ci".into(),
+            Some("review".to_owned()),
+            Some(Kind::Tool),
+            "a\nb\r\"c".to_owned(),
+            "2025-11-25".into(),
+        );
+        call.refused(&Refusal::UnknownName {
+            kind: Kind::Tool,
+            name: call.name.clone(),
+        });
+        let line = call.audit_line(Duration::from_micros(1500));
+        assert!(!line.contains('\n') && !line.contains('\r'), "{line}");
+        let v: serde_json::Value = serde_json::from_str(&line).expect("json");
+        assert_eq!(v["name"], "a\nb\r\"c");
+        assert_eq!(v["outcome"], "unknown");
+        assert_eq!(v["code"], -32004);
+        assert_eq!(v["duration_ms"], 1.5);
+        assert_eq!(v["principal"], "ci");
+    }
+}
