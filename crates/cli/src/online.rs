@@ -94,6 +94,7 @@ async fn start_with(
             }
             audit
         }),
+        telemetry: crate::settings::telemetry(config),
     };
     match Gateway::start(config.rules.clone(), servers, settings).await {
         Ok(gateway) => {
@@ -111,7 +112,7 @@ async fn start_with(
             output::report(&Renderer::for_stderr().diagnostics(&config.source, &diagnostics));
             Ok(Err(Exit::InvalidConfig))
         }
-        Err(StartError::Audit(why)) => Err(why.into()),
+        Err(StartError::Setup(why)) => Err(why.into()),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use moniker_config::{Config, TokenConfig};
 use moniker_gateway::ServerEntry;
+use moniker_gateway::telemetry::Export;
 
 /// The servers of `config` to run (its disabled ones are not).
 pub(crate) fn entries(config: &Config) -> Vec<ServerEntry> {
@@ -38,4 +39,26 @@ pub(crate) fn http_settings(config: &Config) -> moniker_config::HttpConfig {
         );
     }
     http
+}
+
+/// Where traces go: the config's `telemetry:`, else the standard variables
+/// (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT`); `None` (off) when
+/// neither says, or `OTEL_SDK_DISABLED=true`, or `OTEL_TRACES_EXPORTER=none`.
+pub(crate) fn telemetry(config: &Config) -> Option<Export> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let disabled = var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        || var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none"));
+    let from_env = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some()
+        || var("OTEL_EXPORTER_OTLP_ENDPOINT").is_some();
+    if disabled || (config.telemetry.is_none() && !from_env) {
+        return None;
+    }
+    let configured = config.telemetry.clone().unwrap_or_default();
+    Some(Export {
+        endpoint: configured.endpoint,
+        service_name: configured
+            .service_name
+            .or_else(|| var("OTEL_SERVICE_NAME"))
+            .unwrap_or_else(|| "moniker".to_owned()),
+    })
 }

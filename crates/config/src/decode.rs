@@ -44,6 +44,7 @@ const TOP_KEYS: &[&str] = &[
     "http",
     "discovery",
     "audit",
+    "telemetry",
 ];
 
 /// What the decoder made of the tree; complete only when no error was found.
@@ -53,6 +54,7 @@ pub(crate) struct Decoded {
     pub gateway: GatewaySettings,
     pub limits: crate::gateway::CallLimits,
     pub audit: Option<crate::gateway::AuditSettings>,
+    pub telemetry: Option<crate::gateway::TelemetrySettings>,
     pub http: crate::http::HttpConfig,
     pub toolsets: crate::ToolsetSettings,
     pub rules: Rules,
@@ -399,6 +401,7 @@ impl Cx<'_> {
                     (out.rules.prompts, self.limits.prompts) = (overrides, limits);
                 }
                 "audit" => out.audit = self.audit(&p, *slot),
+                "telemetry" => out.telemetry = self.telemetry(&p, *slot),
                 "actions" => out.rules.actions = self.actions(&p, *slot),
                 "toolsets" => (out.rules.toolsets, out.toolsets) = self.toolsets(&p, *slot),
                 "gateway" => out.gateway = self.gateway(&p, *slot),

@@ -83,6 +83,17 @@ impl AuditSettings {
     pub const DEFAULT_KEEP: u32 = 3;
 }
 
+/// OpenTelemetry traces (`telemetry:`), exported over OTLP/HTTP. Off unless configured, here or
+/// by the standard `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TelemetrySettings {
+    /// The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`; `/v1/traces` is added),
+    /// or the whole traces URL. `None`: the `OTEL_*` variables say.
+    pub endpoint: Option<String>,
+    /// `service.name` of moniker's spans (else `$OTEL_SERVICE_NAME`, else `moniker`).
+    pub service_name: Option<String>,
+}
+
 pub(crate) const DURATION_HELP: &str =
     "write a number of seconds (`30`, `0.5`) or a number with a unit: `500ms`, `30s`, `2m`, `1h`";
 

@@ -24,7 +24,7 @@ mod tree;
 use indexmap::IndexMap;
 use moniker_surface::{Rules, ServerId};
 
-pub use gateway::{AuditSettings, AuditTo, CallLimits, GatewaySettings, Limits};
+pub use gateway::{AuditSettings, AuditTo, CallLimits, GatewaySettings, Limits, TelemetrySettings};
 pub use http::{HttpConfig, TokenConfig};
 pub use load::{LoadError, find, load};
 pub use redact::shown_url;
@@ -52,6 +52,9 @@ pub struct Config {
     pub limits: CallLimits,
     /// The audit log (`audit:`); `None`: off.
     pub audit: Option<AuditSettings>,
+    /// OpenTelemetry traces (`telemetry:`); `None`: as the `OTEL_*` variables say (off when
+    /// they say nothing).
+    pub telemetry: Option<TelemetrySettings>,
     /// Who may use the Streamable HTTP endpoint.
     pub http: HttpConfig,
     /// How toolsets run: `toolsets.manage` and `toolsets.store`.
@@ -79,6 +82,7 @@ pub fn parse(file_name: &str, text: &str) -> Result<Config, ConfigReport> {
         gateway: decoded.gateway,
         limits: decoded.limits,
         audit: decoded.audit,
+        telemetry: decoded.telemetry,
         http: decoded.http,
         toolsets: decoded.toolsets,
         rules: decoded.rules,

@@ -10,10 +10,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use moniker_surface::{Date, Kind, ServerId, Via};
 use serde_json::json;
 
+use opentelemetry::KeyValue;
+
 use crate::errors::Refusal;
 use crate::gateway::Gateway;
 use crate::message::{self, Message};
 use crate::metrics::Outcome;
+use crate::telemetry::{Span, Telemetry, TraceContext};
 
 pub(crate) struct Call {
     /// Who asked: a token's name, a digest of its secret, `stdio`, or `anyone`.
@@ -39,6 +42,9 @@ pub(crate) struct Call {
     pub outcome: Outcome,
     /// The JSON-RPC error code the client was answered with, if it was an error.
     pub code: Option<i64>,
+    /// Its span, and the span of its request to the server, when traces are on.
+    span: Option<Span>,
+    sent_span: Option<Span>,
 }
 
 impl Call {
@@ -50,6 +56,8 @@ impl Call {
         era: Arc<str>,
     ) -> Self {
         Self {
+            span: None,
+            sent_span: None,
             who,
             toolset,
             kind,
@@ -65,6 +73,74 @@ impl Call {
             outcome: Outcome::Ok,
             code: None,
         }
+    }
+
+    /// Traces it, as a child of the client's span when it sent one (`parent`).
+    pub(crate) fn traced(
+        mut self,
+        telemetry: &Telemetry,
+        parent: Option<&TraceContext>,
+        request_id: &str,
+    ) -> Self {
+        let method = self.method();
+        let span_name = match self.kind {
+            Some(_) => format!("{method} {}", self.name),
+            None => method.to_owned(),
+        };
+        let mut attributes = vec![
+            KeyValue::new("mcp.method.name", method),
+            KeyValue::new("mcp.protocol.version", self.era.to_string()),
+            KeyValue::new("jsonrpc.request.id", request_id.to_owned()),
+            KeyValue::new("moniker.principal", self.who.to_string()),
+        ];
+        attributes.push(match self.kind {
+            Some(Kind::Tool) => KeyValue::new("gen_ai.tool.name", self.name.clone()),
+            Some(Kind::Prompt) => KeyValue::new("gen_ai.prompt.name", self.name.clone()),
+            None => KeyValue::new("mcp.resource.uri", self.name.clone()),
+        });
+        if self.kind == Some(Kind::Tool) {
+            attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+        }
+        if let Some(toolset) = &self.toolset {
+            attributes.push(KeyValue::new("moniker.toolset", toolset.clone()));
+        }
+        self.span = Some(telemetry.handled(span_name, parent, attributes));
+        self
+    }
+
+    /// It is sent to `server`, which knows it as `origin`, now: the trace context to send
+    /// with it, when traces are on.
+    pub(crate) fn sending(
+        &mut self,
+        telemetry: Option<&Telemetry>,
+        server: &ServerId,
+        origin: &str,
+    ) -> Option<TraceContext> {
+        self.server = Some(server.clone());
+        self.origin = Some(origin.to_owned());
+        self.sent = Some(Instant::now());
+        let (telemetry, parent) = (telemetry?, self.span.as_ref()?);
+        if let Some(old) = self.sent_span.take() {
+            old.end(None);
+        }
+        let method = self.method();
+        let name = match self.kind {
+            Some(_) => format!("{method} {origin}"),
+            None => method.to_owned(),
+        };
+        let mut attributes = vec![
+            KeyValue::new("mcp.method.name", method),
+            KeyValue::new("moniker.server", server.as_str().to_owned()),
+        ];
+        attributes.push(match self.kind {
+            Some(Kind::Tool) => KeyValue::new("gen_ai.tool.name", origin.to_owned()),
+            Some(Kind::Prompt) => KeyValue::new("gen_ai.prompt.name", origin.to_owned()),
+            None => KeyValue::new("mcp.resource.uri", origin.to_owned()),
+        });
+        let span = telemetry.sent(parent, name, SystemTime::now(), attributes);
+        let context = span.context();
+        self.sent_span = Some(span);
+        Some(context)
     }
 
     pub(crate) fn method(&self) -> &'static str {
@@ -87,8 +163,31 @@ impl Call {
         self.code = reply.and_then(error_code);
     }
 
-    /// The one end of a call: its metrics, and its audit line when the audit log is on.
-    pub(crate) fn finish(self, gateway: &Gateway) {
+    /// The one end of a call: its metrics, its audit line when the audit log is on, its
+    /// spans when traces are.
+    pub(crate) fn finish(mut self, gateway: &Gateway) {
+        if let Some(span) = self.span.take() {
+            let error = self.error_type();
+            if let Some(sent) = self.sent_span.take() {
+                sent.end(error.clone());
+            }
+            let mut attributes = Vec::with_capacity(4);
+            if let Some(exposed) = &self.exposed {
+                attributes.push(KeyValue::new("moniker.tool", exposed.clone()));
+            }
+            if let Some(via) = self.via {
+                attributes.push(KeyValue::new("moniker.via", via.as_str()));
+            }
+            if let Some(server) = &self.server {
+                attributes.push(KeyValue::new("moniker.server", server.as_str().to_owned()));
+            }
+            if let Some(origin) = &self.origin {
+                attributes.push(KeyValue::new("moniker.origin", origin.clone()));
+            }
+            attributes.push(KeyValue::new("moniker.outcome", self.outcome.as_str()));
+            span.set(attributes);
+            span.end(error);
+        }
         let took = self.sent.map(|sent| sent.elapsed());
         if self.kind.is_some() {
             let label = match (&self.exposed, self.outcome) {
@@ -101,6 +200,15 @@ impl Call {
         }
         if let Some(audit) = &gateway.audit {
             audit.write(&self.audit_line(self.started.elapsed()));
+        }
+    }
+
+    /// `error.type` of a call that did not end well: the JSON-RPC code, or the outcome.
+    fn error_type(&self) -> Option<String> {
+        match (self.code, self.outcome) {
+            (Some(code), _) => Some(code.to_string()),
+            (None, Outcome::Ok) => None,
+            (None, outcome) => Some(outcome.as_str().to_owned()),
         }
     }
 

@@ -37,6 +37,8 @@ pub struct Settings {
     pub limits: moniker_config::CallLimits,
     /// The audit log, when on (opened by `start`; a reload does not change it).
     pub audit: Option<moniker_config::AuditSettings>,
+    /// Where traces go, when they are on (started by `start`).
+    pub telemetry: Option<crate::telemetry::Export>,
 }
 
 /// A server to connect to.
@@ -52,9 +54,10 @@ pub struct ServerEntry {
 pub enum StartError {
     #[error("the surface is invalid")]
     Invalid(Vec<Diagnostic>),
-    /// The audit log cannot be written: nothing is served unaudited.
+    /// The audit log cannot be written, or traces cannot be exported: what was asked for
+    /// is never silently off.
     #[error("{0}")]
-    Audit(String),
+    Setup(String),
 }
 
 /// The state of one server, for `check` and status.
@@ -171,6 +174,8 @@ pub struct Gateway {
     pub(crate) limits: crate::limits::Limits,
     /// Where finished calls are written, when the audit log is on.
     pub(crate) audit: Option<crate::audit::Audit>,
+    /// Where calls' spans go, when traces are on.
+    pub(crate) telemetry: Option<crate::telemetry::Telemetry>,
     /// `start` is over: from now on the surface's problems are only in the log. Before, they
     /// are the caller's to show (`start` returns them), so they are logged at debug level.
     started: AtomicBool,
@@ -186,6 +191,7 @@ impl Gateway {
         servers: Vec<ServerEntry>,
         settings: Settings,
         audit: Option<crate::audit::Audit>,
+        telemetry: Option<crate::telemetry::Telemetry>,
     ) -> Arc<Self> {
         let slots = servers
             .into_iter()
@@ -212,6 +218,7 @@ impl Gateway {
             metrics: crate::metrics::Metrics::default(),
             limits,
             audit,
+            telemetry,
             started: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             stop: Notify::new(),
@@ -707,6 +714,9 @@ impl Gateway {
         }
         for end in ends {
             end.await;
+        }
+        if let Some(telemetry) = &self.telemetry {
+            telemetry.shutdown().await;
         }
     }
 

@@ -28,6 +28,7 @@ pub mod store;
 mod supervise;
 mod sync;
 mod tasks;
+pub mod telemetry;
 mod tls;
 pub mod toolsets;
 pub mod view;

@@ -39,11 +39,23 @@ pub const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-1
 pub struct Answers {
     to: mpsc::UnboundedSender<Message>,
     with_progress: bool,
+    /// The W3C trace context of the HTTP request that carried the messages, when it had one.
+    trace: Option<crate::telemetry::TraceContext>,
 }
 
 impl Answers {
     pub fn new(to: mpsc::UnboundedSender<Message>, with_progress: bool) -> Self {
-        Self { to, with_progress }
+        Self {
+            to,
+            with_progress,
+            trace: None,
+        }
+    }
+
+    /// The messages came in a request with this trace context (its `traceparent` header).
+    pub fn with_trace(mut self, trace: Option<crate::telemetry::TraceContext>) -> Self {
+        self.trace = trace;
+        self
     }
 
     fn send(&self, message: Message) {
@@ -169,20 +181,40 @@ impl Session {
         })
     }
 
+    /// Traces are on: the calls of this session are traced.
+    pub fn traces(&self) -> bool {
+        self.gateway.telemetry.is_some()
+    }
+
     /// Names the client for the audit log (a token's name or digest, `stdio`): never a
     /// secret. Once.
     pub fn identify(&self, who: &str) {
         let _ = self.who.set(who.into());
     }
 
-    /// A new call of this session's client, as one value.
-    fn record(&self, kind: Option<Kind>, name: String) -> crate::call::Call {
+    /// A new call of this session's client, as one value; traced when traces are on (the
+    /// client's span, from `_meta` or the HTTP request, its parent).
+    fn record(
+        &self,
+        kind: Option<Kind>,
+        name: String,
+        request: &Message,
+        answers: &Answers,
+    ) -> crate::call::Call {
         let who = match self.who.get() {
             Some(who) => who.clone(),
             None => self.peer.principal.as_str().into(),
         };
         let era = self.protocol_version().unwrap_or(modern::MODERN_VERSION);
-        crate::call::Call::new(who, lock(&self.toolset).clone(), kind, name, era.into())
+        let call = crate::call::Call::new(who, lock(&self.toolset).clone(), kind, name, era.into());
+        match &self.gateway.telemetry {
+            None => call,
+            Some(telemetry) => {
+                let parent =
+                    crate::telemetry::parent_of(request.params()).or_else(|| answers.trace.clone());
+                call.traced(telemetry, parent.as_ref(), id_of(request))
+            }
+        }
     }
 
     /// The protocol version agreed in `initialize`.
@@ -353,7 +385,7 @@ impl Session {
                     .await,
             ),
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                self.by_uri(request).await
+                self.by_uri(request, answers).await
             }
             "completion/complete" => self.complete(request).await,
             "tasks/get" | "tasks/result" | "tasks/cancel" => self.task(request).await,

@@ -29,8 +29,14 @@ impl Gateway {
             .as_ref()
             .map(crate::audit::Audit::open)
             .transpose()
-            .map_err(StartError::Audit)?;
-        let gateway = Gateway::new(rules, servers, settings, audit);
+            .map_err(StartError::Setup)?;
+        let telemetry = settings
+            .telemetry
+            .as_ref()
+            .map(crate::telemetry::Telemetry::start)
+            .transpose()
+            .map_err(StartError::Setup)?;
+        let gateway = Gateway::new(rules, servers, settings, audit, telemetry);
         let mut first = Vec::new();
         for slot in gateway.slots().values() {
             let (tx, rx) = oneshot::channel();

@@ -4,7 +4,8 @@ use moniker_surface::vocab::Seg;
 
 use super::{Cx, Fields, Slot, join};
 use crate::gateway::{
-    AuditSettings, AuditTo, DURATION_HELP, GatewaySettings, Limits, parse_duration, seconds,
+    AuditSettings, AuditTo, DURATION_HELP, GatewaySettings, Limits, TelemetrySettings,
+    parse_duration, seconds,
 };
 use crate::report::codes;
 use crate::tree::{ScalarKind, shorten};
@@ -12,6 +13,7 @@ use crate::tree::{ScalarKind, shorten};
 const GATEWAY_KEYS: &[&str] = &["call_timeout", "start_timeout", "restart", "page_size"];
 const RESTART_KEYS: &[&str] = &["initial_delay", "max_delay", "max_attempts"];
 const AUDIT_KEYS: &[&str] = &["to", "max_bytes", "keep"];
+const TELEMETRY_KEYS: &[&str] = &["endpoint", "service_name"];
 
 impl Cx<'_> {
     pub(super) fn gateway<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> GatewaySettings {
@@ -143,6 +145,34 @@ impl Cx<'_> {
         }
         if let Some(s) = fields.get("keep") {
             out.keep = self.count(&field("keep"), s)?;
+        }
+        Some(out)
+    }
+
+    /// `telemetry:`: the collector's URL, or `{endpoint, service_name}` (a map without
+    /// `endpoint` leaves it to the `OTEL_*` variables).
+    pub(super) fn telemetry<'n>(
+        &mut self,
+        p: &[Seg<'n>],
+        slot: Slot<'n>,
+    ) -> Option<TelemetrySettings> {
+        let mut out = TelemetrySettings::default();
+        if slot.scalar().is_some() {
+            out.endpoint = Some(self.url(p, slot)?);
+            return Some(out);
+        }
+        let fields = self.fields(
+            slot,
+            p,
+            Some(TELEMETRY_KEYS),
+            "a URL, or {endpoint, service_name}",
+        );
+        let field = |name: &'static str| join(p, Seg::Key(name));
+        if let Some(s) = fields.get("endpoint") {
+            out.endpoint = Some(self.url(&field("endpoint"), s)?);
+        }
+        if let Some(s) = fields.get("service_name") {
+            out.service_name = Some(self.string(&field("service_name"), s)?);
         }
         Some(out)
     }

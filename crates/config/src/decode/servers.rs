@@ -238,7 +238,7 @@ impl Cx<'_> {
         Some(command)
     }
 
-    fn url(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<String> {
+    pub(super) fn url(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<String> {
         let url = self.string(p, slot)?;
         let http = url.starts_with("http://") || url.starts_with("https://");
         if !http && !url.contains("${") {

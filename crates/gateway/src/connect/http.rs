@@ -374,6 +374,7 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
     if let Some(conn) = link.conn.upgrade().filter(|c| c.is_modern()) {
         headers.extend(routing_headers(&conn, line));
     }
+    headers.extend(trace_headers(line));
     let sent = link
         .send(Method::POST, &link.url, &headers, Some(line.text()))
         .await;
@@ -468,6 +469,24 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
         link.fail(&mut pending, &why);
     }
     Posted::Done
+}
+
+/// The W3C trace context of a request, from its `_meta` (moniker's span when traces are on,
+/// else the client's as it came), as HTTP headers too: a server's HTTP middleware reads them
+/// there. `_meta` is read only when it names a `traceparent`.
+fn trace_headers(line: &Message) -> Vec<(HeaderName, HeaderValue)> {
+    let params = line.params().filter(|p| p.contains("traceparent"));
+    let Some(trace) = crate::telemetry::parent_of(params) else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(2);
+    if let Ok(value) = HeaderValue::from_str(&trace.traceparent) {
+        out.push((HeaderName::from_static("traceparent"), value));
+    }
+    if let Some(Ok(value)) = trace.tracestate.as_deref().map(HeaderValue::from_str) {
+        out.push((HeaderName::from_static("tracestate"), value));
+    }
+    out
 }
 
 /// The 2026-07-28 routing headers of a request to a modern server: `Mcp-Method`, `Mcp-Name`

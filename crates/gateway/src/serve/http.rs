@@ -73,6 +73,7 @@ use crate::message::{self, Incoming, Message};
 use crate::modern;
 use crate::session::{Answers, Session};
 use crate::sync::lock;
+use crate::telemetry::TraceContext;
 
 /// The MCP endpoint's path.
 pub const MCP_PATH: &str = "/mcp";
@@ -840,7 +841,10 @@ async fn post(
             http.session.handle(Ok(incoming), None);
             accepted()
         }
-        Some(mode) => answer(&http, incoming, mode, busy).await,
+        Some(mode) => {
+            let trace = trace_of(&http.session, headers);
+            answer(&http, incoming, mode, busy, trace).await
+        }
     }
 }
 
@@ -872,7 +876,10 @@ async fn stateless(
         // A long-lived stream: the acknowledgement, the list changes, at last the result. It
         // lasts as long as the client reads it.
         let (tx, rx) = mpsc::unbounded_channel();
-        session.handle(Ok(incoming), Some(Answers::new(tx, true)));
+        session.handle(
+            Ok(incoming),
+            Some(Answers::new(tx, true).with_trace(trace_of(&session, headers))),
+        );
         let stream = PostStream {
             rx,
             tick: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
@@ -884,7 +891,8 @@ async fn stateless(
             Some((Ok(Bytes::from(chunk)), st))
         }));
     }
-    let Some(reply) = answer_of(&session, incoming).await else {
+    let trace = trace_of(&session, headers);
+    let Some(reply) = answer_of(&session, incoming, trace).await else {
         return accepted();
     };
     match mode {
@@ -953,7 +961,7 @@ async fn initialize(
             to_outbox.push(message.into_text());
         }
     });
-    let Some(reply) = answer_of(&session, incoming).await else {
+    let Some(reply) = answer_of(&session, incoming, None).await else {
         return failure(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Internal error: initialize was not answered",
@@ -1059,10 +1067,29 @@ fn room_for_session(shared: &Shared, auth: &Auth) -> Result<(), Reject> {
 
 /// The one answer to what was sent (its progress not wanted): `None` when there is none
 /// (a cancelled request).
-async fn answer_of(session: &Arc<Session>, incoming: Incoming) -> Option<Message> {
+async fn answer_of(
+    session: &Arc<Session>,
+    incoming: Incoming,
+    trace: Option<TraceContext>,
+) -> Option<Message> {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    session.handle(Ok(incoming), Some(Answers::new(tx, false)));
+    session.handle(
+        Ok(incoming),
+        Some(Answers::new(tx, false).with_trace(trace)),
+    );
     rx.recv().await
+}
+
+/// The W3C trace context of an HTTP request (`traceparent`, `tracestate`), read only when
+/// traces are on.
+fn trace_of(session: &Session, headers: &HeaderMap) -> Option<TraceContext> {
+    if !session.traces() {
+        return None;
+    }
+    Some(TraceContext {
+        traceparent: header_str(headers, "traceparent")?.to_owned(),
+        tracestate: header_str(headers, "tracestate").map(str::to_owned),
+    })
 }
 
 /// Runs a body with requests in the session and answers it: as JSON once the answer is there,
@@ -1072,10 +1099,18 @@ async fn answer_of(session: &Arc<Session>, incoming: Incoming) -> Option<Message
 /// The requests run in tasks of the session's: a client that goes away does not cancel them
 /// (the spec: disconnection is not cancellation; a client cancels with
 /// `notifications/cancelled`), they finish and their answers are dropped.
-async fn answer(http: &HttpSession, incoming: Incoming, mode: Mode, busy: Busy) -> Response {
+async fn answer(
+    http: &HttpSession,
+    incoming: Incoming,
+    mode: Mode,
+    busy: Busy,
+    trace: Option<TraceContext>,
+) -> Response {
     let (tx, rx) = mpsc::unbounded_channel();
-    http.session
-        .handle(Ok(incoming), Some(Answers::new(tx, mode == Mode::Sse)));
+    http.session.handle(
+        Ok(incoming),
+        Some(Answers::new(tx, mode == Mode::Sse).with_trace(trace)),
+    );
     let mut stream = PostStream {
         rx,
         tick: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),

@@ -131,7 +131,7 @@ impl Session {
         let Some(name) = request.name() else {
             return invalid("missing `name`");
         };
-        let mut record = self.record(Some(kind), name.as_ref().to_owned());
+        let mut record = self.record(Some(kind), name.as_ref().to_owned(), request, answers);
         let reply = self
             .dispatch(request, kind, &name, answers, &mut record)
             .await;
@@ -264,8 +264,15 @@ impl Session {
         );
         let method = record.method();
         let span = tracing::debug_span!("call", tool = %exposed.name, requested = %name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name);
-        record.sent = Some(std::time::Instant::now());
-        let rewritten = self.for_server(&origin.server, rewritten);
+        let trace = record.sending(
+            self.gateway.telemetry.as_ref(),
+            &origin.server,
+            &origin.name,
+        );
+        let mut rewritten = self.for_server(&origin.server, rewritten);
+        if let (Some(trace), Some(params)) = (trace, &rewritten) {
+            rewritten = Some(crate::telemetry::with_context(params, &trace));
+        }
         let (reply, outcome) = self
             .forward_admitted(
                 request,

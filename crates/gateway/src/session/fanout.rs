@@ -8,7 +8,7 @@ use std::sync::Arc;
 use moniker_surface::{Kind, ServerId};
 use serde_json::value::RawValue;
 
-use super::{Reply, Session, id_of};
+use super::{Answers, Reply, Session, id_of};
 use crate::call::Call;
 use crate::connect::Connection;
 use crate::errors::Refusal;
@@ -119,7 +119,7 @@ impl Session {
     /// Resource requests go to each server with resources until one answers without an
     /// error (with one server, its answer whatever it is). A subscription goes to every one
     /// of them: a server may accept one for a URI it does not serve.
-    pub(super) async fn by_uri(self: &Arc<Self>, request: &Message) -> Reply {
+    pub(super) async fn by_uri(self: &Arc<Self>, request: &Message, answers: &Answers) -> Reply {
         let id = id_of(request);
         let method = request.method().unwrap_or_default();
         let Some(uri) = request.uri().map(|u| u.into_owned()) else {
@@ -129,7 +129,7 @@ impl Session {
         if matches!(method, "resources/subscribe" | "resources/unsubscribe") {
             return self.subscription(request, &servers, &uri).await;
         }
-        let mut record = self.record(None, uri.clone());
+        let mut record = self.record(None, uri.clone(), request, answers);
         let reply = self.read(request, &servers, uri, &mut record).await;
         record.finish(&self.gateway);
         reply
@@ -147,9 +147,11 @@ impl Session {
         let id = id_of(request);
         let mut last = None;
         for server in servers {
-            let params = self.for_server(server, request.params().map(str::to_owned));
-            record.server = Some(server.clone());
-            record.sent = Some(std::time::Instant::now());
+            let mut params = self.for_server(server, request.params().map(str::to_owned));
+            let trace = record.sending(self.gateway.telemetry.as_ref(), server, &uri);
+            if let (Some(trace), Some(p)) = (trace, &params) {
+                params = Some(crate::telemetry::with_context(p, &trace));
+            }
             let (reply, outcome) = self
                 .forward_call(request, server, "resources/read", params.as_deref())
                 .await;
