@@ -333,7 +333,7 @@ impl Connection {
         if self.is_closed()
             || self
                 .out
-                .send(Message::request(&id.to_string(), method, params))
+                .send(Message::outgoing(&id.to_string(), method, params))
                 .is_err()
         {
             lock(&self.pending).remove(&id);

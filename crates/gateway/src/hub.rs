@@ -335,7 +335,7 @@ impl Peer {
         let ours = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = tokio::sync::oneshot::channel();
         lock(&self.asks).insert(ours, tx);
-        self.send(Message::request(&ours.to_string(), method, params));
+        self.send(Message::outgoing(&ours.to_string(), method, params));
         let answer = tokio::time::timeout(timeout, rx)
             .await
             .ok()

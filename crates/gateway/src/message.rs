@@ -321,6 +321,8 @@ struct Writer {
     id: Option<Span>,
     method: Option<Span>,
     body: Option<Span>,
+    /// Nothing reads the message's head: it is left empty.
+    unread: bool,
 }
 
 impl Writer {
@@ -332,6 +334,7 @@ impl Writer {
             id: None,
             method: None,
             body: None,
+            unread: false,
         }
     }
 
@@ -380,7 +383,9 @@ impl Writer {
             body: self.body,
             head: Head::default(),
         };
-        message.head = message.read_head();
+        if !self.unread {
+            message.head = message.read_head();
+        }
         message
     }
 }
@@ -393,6 +398,18 @@ impl Message {
             .method(method)
             .body("params", params)
             .finish(Kind::Request)
+    }
+
+    /// A request of moniker's that moniker itself never reads again (what it sends to a
+    /// server, or a server's request to a client under moniker's id): its params are not
+    /// parsed for a head nothing would read.
+    pub fn outgoing(id: &str, method: &str, params: Option<&str>) -> Self {
+        let mut writer = Writer::new(id.len() + method.len() + params.map_or(0, str::len))
+            .id(id)
+            .method(method)
+            .body("params", params);
+        writer.unread = true;
+        writer.finish(Kind::Request)
     }
 
     /// A notification of moniker's.

@@ -152,15 +152,21 @@ pub(crate) fn answer(reply: Message, method: &str, private: bool, ttl_ms: u64) -
     if !body.starts_with('{') {
         return reply;
     }
+    // The result's own keys decide, not its bytes: a tool's content may hold the words. (The
+    // keys are read only when the words are there at all.)
+    let keys = (result.contains("\"resultType\"") || result.contains("\"ttlMs\""))
+        .then(|| message::fields(result))
+        .flatten();
+    let has = |key: &str| keys.as_ref().is_some_and(|k| k.contains_key(key));
     let mut added = String::new();
-    if !result.contains("\"resultType\"") {
+    if !has("resultType") {
         added.push_str(r#""resultType":"complete","#);
     }
     let is_list = matches!(
         method,
         "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list"
     );
-    if is_list && !result.contains("\"ttlMs\"") {
+    if is_list && !has("ttlMs") {
         let scope = if private { "private" } else { "public" };
         added.push_str(&format!(r#""ttlMs":{ttl_ms},"cacheScope":"{scope}","#));
     }
@@ -306,6 +312,25 @@ mod tests {
         assert_eq!(
             kept.result_text(),
             Some(r#"{"resultType":"input_required","x":1.50}"#)
+        );
+    }
+
+    #[test]
+    fn words_in_a_tools_content_are_not_its_results_keys() {
+        let content = r#"{"content":[{"type":"text","text":"\"resultType\" and \"ttlMs\""}]}"#;
+        let out = answer(Message::result("4", content), "tools/call", false, 5);
+        assert_eq!(
+            out.result_text()
+                .map(|r| r.starts_with(r#"{"resultType":"complete","content""#)),
+            Some(true),
+            "{out:?}"
+        );
+        let listed = r#"{"tools":[{"name":"t","description":"says \"ttlMs\""}]}"#;
+        let out = answer(Message::result("5", listed), "tools/list", true, 7);
+        assert!(
+            out.result_text()
+                .is_some_and(|r| r.starts_with(r#"{"resultType":"complete","ttlMs":7,"#)),
+            "{out:?}"
         );
     }
 }
