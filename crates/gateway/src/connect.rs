@@ -324,8 +324,12 @@ impl Connection {
         params: Option<&str>,
     ) -> Result<(u64, oneshot::Receiver<Message>), CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let enveloped = self.is_modern().then(|| modern_envelope(params));
-        let params = enveloped.as_deref().or(params);
+        // Each era gets its own: the envelope to a modern server, none to a 2025 one.
+        let rewritten = match self.is_modern() {
+            true => Some(modern_envelope(params)),
+            false => params.and_then(crate::modern::without_envelope),
+        };
+        let params = rewritten.as_deref().or(params);
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
         // Checked after registering, so that `close` either sees this waiter or we see it

@@ -24,6 +24,38 @@ pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// The HTTP routing headers disagree with the body.
 pub const HEADER_MISMATCH: i64 = -32020;
 pub(crate) const PROTOCOL_VERSION_META: &str = PROTOCOL_VERSION_KEY;
+/// The `_meta` keys of the 2026-07-28 envelope: what a 2025-era server never sees (the
+/// official SDKs refuse a request that carries them on a handshake connection).
+const ENVELOPE_KEYS: [&str; 4] = [
+    PROTOCOL_VERSION_KEY,
+    CAPABILITIES_KEY,
+    "io.modelcontextprotocol/clientInfo",
+    "io.modelcontextprotocol/logLevel",
+];
+
+/// `params` without the 2026-07-28 envelope, for a server of the 2025 era; `None` when it has
+/// none (the params go as they are). A `_meta` left empty goes too.
+pub(crate) fn without_envelope(params: &str) -> Option<String> {
+    if !params.contains("io.modelcontextprotocol/") {
+        return None;
+    }
+    let fields = message::fields(params)?;
+    let meta = message::fields(fields.get("_meta")?.get())?;
+    if !ENVELOPE_KEYS.iter().any(|k| meta.contains_key(*k)) {
+        return None;
+    }
+    let kept: Vec<(&str, &str)> = meta
+        .iter()
+        .filter(|(k, _)| !ENVELOPE_KEYS.contains(&k.as_ref()))
+        .map(|(k, v)| (k.as_ref(), v.get()))
+        .collect();
+    let kept = (!kept.is_empty()).then(|| message::object(kept));
+    let out = fields.iter().filter_map(|(k, v)| match k.as_ref() {
+        "_meta" => kept.as_deref().map(|m| ("_meta", m)),
+        key => Some((key, v.get())),
+    });
+    Some(message::object(out))
+}
 pub(crate) const CAPABILITIES_META: &str = CAPABILITIES_KEY;
 
 /// The params key whose value `Mcp-Name` mirrors, for the methods that name something.
@@ -312,6 +344,28 @@ mod tests {
         assert_eq!(
             kept.result_text(),
             Some(r#"{"resultType":"input_required","x":1.50}"#)
+        );
+    }
+
+    #[test]
+    fn a_2025_server_never_sees_the_envelope() {
+        let params = r#"{"name":"t","arguments":{"x":"io.modelcontextprotocol/protocolVersion"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c"},"progressToken":7,"io.modelcontextprotocol/related-task":{"taskId":"a"}}}"#;
+        assert_eq!(
+            without_envelope(params).as_deref(),
+            Some(
+                r#"{"name":"t","arguments":{"x":"io.modelcontextprotocol/protocolVersion"},"_meta":{"progressToken":7,"io.modelcontextprotocol/related-task":{"taskId":"a"}}}"#
+            )
+        );
+        let only =
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"uri":"a://b"}"#;
+        assert_eq!(
+            without_envelope(only).as_deref(),
+            Some(r#"{"uri":"a://b"}"#)
+        );
+        // Words in the arguments are not an envelope.
+        assert_eq!(
+            without_envelope(r#"{"arguments":{"io.modelcontextprotocol/protocolVersion":1}}"#),
+            None
         );
     }
 

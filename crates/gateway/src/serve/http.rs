@@ -880,24 +880,32 @@ async fn stateless(
             Ok(incoming),
             Some(Answers::new(tx, true).with_trace(trace_of(&session, headers))),
         );
-        let stream = PostStream {
-            rx,
-            tick: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
-            done: false,
-            _busy: Activity::new().busy(),
-        };
+        let stream = PostStream::new(rx, None, Activity::new().busy());
         return sse(futures_util::stream::unfold(stream, |mut st| async move {
             let chunk = st.next().await?;
             Some((Ok(Bytes::from(chunk)), st))
         }));
     }
+    // The answer; with an event stream, what comes before it (progress) too, on the stream.
     let trace = trace_of(&session, headers);
-    let Some(reply) = answer_of(&session, incoming, trace).await else {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    session.handle(
+        Ok(incoming),
+        Some(Answers::new(tx, mode == Mode::Sse).with_trace(trace)),
+    );
+    let Some(first) = rx.recv().await else {
         return accepted();
     };
     match mode {
-        Mode::Json => json(modern_status(&reply), reply),
-        Mode::Sse => sse_once(&reply),
+        Mode::Json => json(modern_status(&first), first),
+        Mode::Sse if first.is_response() => sse_once(&first),
+        Mode::Sse => {
+            let stream = PostStream::new(rx, Some(first), Activity::new().busy());
+            sse(futures_util::stream::unfold(stream, |mut st| async move {
+                let chunk = st.next().await?;
+                Some((Ok(Bytes::from(chunk)), st))
+            }))
+        }
     }
 }
 
@@ -1111,12 +1119,7 @@ async fn answer(
         Ok(incoming),
         Some(Answers::new(tx, mode == Mode::Sse).with_trace(trace)),
     );
-    let mut stream = PostStream {
-        rx,
-        tick: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
-        done: false,
-        _busy: busy,
-    };
+    let mut stream = PostStream::new(rx, None, busy);
     match mode {
         Mode::Json => match stream.rx.recv().await {
             Some(reply) => json(StatusCode::OK, reply),
@@ -1134,15 +1137,35 @@ async fn answer(
 /// the end. The answer is the last message on the channel: the channel closes after it.
 struct PostStream {
     rx: mpsc::UnboundedReceiver<Message>,
+    /// A message read before the stream began, sent first.
+    first: Option<Message>,
     tick: tokio::time::Interval,
     done: bool,
     _busy: Busy,
 }
 
 impl PostStream {
+    fn new(rx: mpsc::UnboundedReceiver<Message>, first: Option<Message>, busy: Busy) -> Self {
+        Self {
+            rx,
+            first,
+            tick: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
+            done: false,
+            _busy: busy,
+        }
+    }
+
     async fn next(&mut self) -> Option<String> {
         if self.done {
             return None;
+        }
+        if let Some(first) = self.first.take() {
+            let mut text = String::new();
+            outbox::event(&mut text, None, first.text());
+            while let Ok(message) = self.rx.try_recv() {
+                outbox::event(&mut text, None, message.text());
+            }
+            return Some(text);
         }
         tokio::select! {
             message = self.rx.recv() => {

@@ -1,0 +1,116 @@
+"""The interoperability matrix: what each client sees through moniker of each server.
+
+Clients: the official Python SDK 2.3.0 in 2026-07-28 mode and in legacy (2025 handshake) mode,
+each over moniker's stdio and over its Streamable HTTP. Servers: the same SDK's own MCPServer
+(sdk_server.py, both eras, refusing on a connection of one era what belongs to the other), over
+stdio (`command:`) and over HTTP (`url:`), and the same server written with FastMCP 4,, spoken to in moniker's default era (the handshake)
+and in 2026-07-28 (`protocol: 2026-07-28`). Each cell lists the tools, calls by name, by alias
+and through an action tool, runs an elicitation round trip, receives progress, and reads a
+resource. One lenient server once hid that moniker sent the 2026 envelope to servers of the
+2025 era; a strict one is behind every cell here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+from support import ROOT, binary, free_port, serving_http, started
+
+HERE = ROOT / "tests" / "e2e-2026"
+# The server of each cell: the SDK's own MCPServer, and FastMCP 4 on the same SDK.
+SERVERS = {"sdk": HERE / "sdk_server.py", "fastmcp": HERE / "fastmcp_server.py"}
+CLIENT_MODES = ["2026-07-28", "legacy"]
+VIAS = ["stdio", "http"]
+SERVER_TRANSPORTS = ["stdio", "http"]
+SERVER_ERAS = ["2025", "2026-07-28"]
+
+
+def text_of(result) -> str:
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+def write_config(path: Path, server: str, era: str) -> Path:
+    protocol = "    protocol: 2026-07-28\n" if era == "2026-07-28" else ""
+    path.write_text(
+        f"""servers:
+  sdk:
+{server}{protocol}tools:
+  sdk_echo: {{ aliases: [say] }}
+actions:
+  kit:
+    tools: {{ echo: sdk_echo, ask: sdk_ask }}
+"""
+    )
+    return path
+
+
+async def exercise(client: Client, elicits: bool) -> None:
+    tools = {t.name for t in (await client.list_tools()).tools}
+    assert {"kit", "sdk_progress"} <= tools, sorted(tools)
+
+    by_name = await client.call_tool("sdk_echo", {"text": "a"})
+    assert not by_name.is_error and text_of(by_name) == "sdk:a", by_name
+    by_alias = await client.call_tool("say", {"text": "b"})
+    assert not by_alias.is_error and text_of(by_alias) == "sdk:b", by_alias
+    action = await client.call_tool("kit", {"action": "echo", "text": "c"})
+    assert not action.is_error and text_of(action) == "sdk:c", action
+
+    asked = await client.call_tool("kit", {"action": "ask", "question": "colour?"})
+    if elicits:
+        assert not asked.is_error and text_of(asked) == "answer:blue", asked
+    else:
+        # FastMCP 4's `ctx.elicit` sends a request of the server's own, which the 2026-07-28
+        # era does not have: spoken to in that era, it says so itself, and moniker relays it.
+        assert asked.is_error and "unavailable on 2026-07-28" in text_of(asked), asked
+
+    seen: list[float] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append(value)
+
+    done = await client.call_tool("sdk_progress", {"steps": 3}, progress_callback=progress)
+    assert not done.is_error and text_of(done) == "done after 3", done
+    assert seen == [1, 2, 3], seen
+
+    read = await client.read_resource("sdk://hello")
+    assert [getattr(c, "text", None) for c in read.contents] == ["hello from the sdk"], read
+
+
+async def elicit(context, params) -> types.ElicitResult:
+    assert "colour?" in params.message, params
+    return types.ElicitResult(action="accept", content={"answer": "blue"})
+
+
+@pytest.mark.parametrize("server_era", SERVER_ERAS)
+@pytest.mark.parametrize("server_transport", SERVER_TRANSPORTS)
+@pytest.mark.parametrize("server", sorted(SERVERS))
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("mode", CLIENT_MODES)
+def test_cell(tmp_path: Path, mode: str, via: str, server: str, server_transport: str, server_era: str) -> None:
+    script = SERVERS[server]
+
+    async def run(target) -> None:
+        with anyio.fail_after(60):
+            async with Client(target, mode=mode, elicitation_callback=elicit) as client:
+                await exercise(client, elicits=not (server == "fastmcp" and server_era == "2026-07-28"))
+
+    def through_moniker(server_entry: str) -> None:
+        config = write_config(tmp_path / "moniker.yaml", server_entry, server_era)
+        if via == "stdio":
+            anyio.run(run, StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)]))
+        else:
+            with serving_http(config, tmp_path / "serve.log") as (url, _, _):
+                anyio.run(run, url)
+
+    if server_transport == "stdio":
+        through_moniker(f'    command: "{sys.executable}"\n    args: ["{script}", stdio]\n')
+    else:
+        port = free_port()
+        with started([sys.executable, str(script), "http", str(port)], port, script.name, tmp_path / "server.log"):
+            through_moniker(f"    url: http://127.0.0.1:{port}/mcp\n")
