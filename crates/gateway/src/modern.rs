@@ -149,14 +149,30 @@ pub(crate) fn envelope(request: &Message) -> Envelope {
             );
             Envelope::Refused(Message::error_raw(id, &error))
         }
-        _ => Envelope::Refused(Message::error(
-            Some(id),
-            message::INVALID_PARAMS,
-            &format!(
-                "params._meta must carry `{PROTOCOL_VERSION_KEY}` (a string) and `{CAPABILITIES_KEY}`"
-            ),
-        )),
+        _ => Envelope::Refused(missing_envelope(request)),
     }
+}
+
+/// The methods of the 2025 era that 2026-07-28 removed: a request of the new era for one is
+/// not found (HTTP 404), though a 2025 session keeps them.
+pub(crate) const REMOVED: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// The answer to a 2026-07-28 request whose envelope is missing or incomplete (-32602; HTTP
+/// 400).
+pub(crate) fn missing_envelope(request: &Message) -> Message {
+    Message::error(
+        Some(request.id().unwrap_or("null")),
+        message::INVALID_PARAMS,
+        &format!(
+            "params._meta must carry `{PROTOCOL_VERSION_KEY}` (a string) and `{CAPABILITIES_KEY}`"
+        ),
+    )
 }
 
 /// `server/discover`'s result: the versions moniker speaks on this endpoint, and the
@@ -194,9 +210,14 @@ pub(crate) fn answer(reply: Message, method: &str, private: bool, ttl_ms: u64) -
     if !has("resultType") {
         added.push_str(r#""resultType":"complete","#);
     }
+    // Lists and resource reads carry cache hints (`resources/read` too, in 2026-07-28).
     let is_list = matches!(
         method,
-        "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list"
+        "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
     );
     if is_list && !has("ttlMs") {
         let scope = if private { "private" } else { "public" };

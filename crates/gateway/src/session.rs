@@ -287,6 +287,10 @@ impl Session {
     /// request (its `_meta` envelope) is answered the 2026-07-28 way.
     async fn answer(self: &Arc<Self>, request: &Message, answers: &Answers) -> Reply {
         let reply = match modern::envelope(request) {
+            // `server/discover` is the 2026-07-28 era's alone, envelope and all.
+            modern::Envelope::None if request.method() == Some("server/discover") => {
+                Some(modern::missing_envelope(request))
+            }
             modern::Envelope::None => self.request(request, answers).await,
             modern::Envelope::Refused(answer) => Some(answer),
             modern::Envelope::Modern(can) => {
@@ -296,7 +300,9 @@ impl Session {
                 }
                 let method = request.method().unwrap_or_default();
                 let private = lock(&self.toolset).is_some();
-                let reply = if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
+                let reply = if modern::REMOVED.contains(&method) {
+                    Some(Refusal::MethodNotFound(method.to_owned()).answer(id_of(request)))
+                } else if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
                     self.interactive(request, answers, can).await
                 } else {
                     self.request(request, answers).await
