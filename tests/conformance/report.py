@@ -43,6 +43,8 @@ LISTED = re.compile(r"^\s*-\s+(?P<name>\S+)(?:\s+\[(?P<versions>[^\]]*)\])?\s*$"
 SECTION = re.compile(r"<!-- begin (?P<name>\w+) -->\n(?P<body>.*?)<!-- end (?P=name) -->\n", re.S)
 SECTIONS = {
     "server": "tests/conformance/run.sh",
+    "server_2026_07_28": "tests/conformance/run.sh 2026-07-28",
+    "server_2025_11_25": "tests/conformance/run.sh 2025-11-25",
     "client": "tests/conformance/run-client.sh",
 }
 
@@ -71,7 +73,9 @@ class Outcome:
 
     @property
     def informational(self) -> bool:
-        return self.versions == "draft"
+        """Reported, never judged: a draft scenario, or one a requirement set runs but never
+        scores (extensions, pending ones)."""
+        return self.versions in ("draft", "unscored")
 
     def passed(self, mode: str) -> bool:
         if not self.found:
@@ -215,6 +219,8 @@ def main() -> int:
     ap.add_argument("--node-version", required=True)
     ap.add_argument("--moniker-version", default="")
     ap.add_argument("--only", default="", help="space-separated scenarios: judge only these")
+    ap.add_argument("--section", default="", help="the section of RESULTS.md to write (default: --mode)")
+    ap.add_argument("--title", default="", help="the section's title and the sentence under it")
     args = ap.parse_args()
     mode = args.mode
     if mode == "client" and not args.runs:
@@ -230,8 +236,8 @@ def main() -> int:
     for name in expected:
         if name not in outcomes:
             problems.append(f"{args.expected.name} lists `{name}`, which is not a scenario of the suite")
-        elif mode == "client" and outcomes[name].informational:
-            problems.append(f"{args.expected.name} lists `{name}`, a draft scenario: those are informational")
+        elif outcomes[name].informational:
+            problems.append(f"{args.expected.name} lists `{name}`, which is informational (never scored)")
     only = args.only.split()
     for name in only:
         if name not in outcomes:
@@ -250,8 +256,9 @@ def main() -> int:
             verdict = "expected failure" if not passed else "PASS, but listed as expected failure"
             if passed:
                 wrong.append(f"{o.name}: passes now: remove it from {args.expected.name}")
-        elif mode == "client" and o.informational:
-            verdict = ("pass" if passed else "fail") + " (informational: draft)"
+        elif o.informational:
+            kind = "draft" if o.versions == "draft" else "not scored"
+            verdict = ("pass" if passed else "fail") + f" (informational: {kind})"
         else:
             verdict = ("pass" if scored_any else "pass (no check scored)") if passed else "FAIL"
             if not passed:
@@ -264,22 +271,25 @@ def main() -> int:
             note = cell(f"expected: {why}") + (f"; {note}" if note else "")
         rows.append((o.name, o.versions, verdict, checks, o.count("WARNING"), note))
 
-    counted = [o for o in outcomes.values() if not (mode == "client" and o.informational)]
+    counted = [o for o in outcomes.values() if not o.informational]
     passed = sum(1 for o in counted if o.passed(mode) and o.name not in expected)
     xfail = sum(1 for o in counted if not o.passed(mode) and o.name in expected)
     informational = len(outcomes) - len(counted)
 
     suite = f"`@modelcontextprotocol/conformance` {args.suite_version}, Node {args.node_version}"
     if mode == "server":
+        title, _, sentence = args.title.partition("|")
         lines = [
-            "## Server scenarios: `moniker serve --http`",
+            title or "## Server scenarios: `moniker serve --http`",
             "",
-            "The official MCP conformance suite's server scenarios (`--suite all`), run by `run.sh`",
-            "against `moniker serve --http` with the Python fixture server (`fixture_server.py`,",
+            sentence.strip()
+            or "The official MCP conformance suite's server scenarios (`--suite all`), run by `run.sh`\n"
+            "against `moniker serve --http` with the Python fixture server (`fixture_server.py`,\n"
             "FastMCP over stdio) behind it. A scenario passes when none of its checks is a FAILURE.",
             "",
             f"- suite: {suite}",
-            f"- scenarios: {len(outcomes)}; pass: {passed}; expected failures: {xfail}; wrong: {len(wrong)}",
+            f"- scenarios: {len(outcomes)}; pass: {passed}; expected failures: {xfail};"
+            f" informational (not scored): {informational}; wrong: {len(wrong)}",
             "- checks: passed/scored (SUCCESS or FAILURE); warnings are SHOULD-level findings",
         ]
     else:
@@ -305,7 +315,7 @@ def main() -> int:
     ]
     lines += [f"| {n} | {v} | {r} | {c} | {w} | {why} |" for n, v, r, c, w, why in rows]
     if args.markdown:
-        write_section(args.markdown, mode, "\n".join(lines) + "\n")
+        write_section(args.markdown, args.section or mode, "\n".join(lines) + "\n")
 
     width = max((len(r[0]) for r in rows), default=10)
     for name, _, verdict, checks, warnings, _ in rows:

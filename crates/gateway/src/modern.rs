@@ -23,6 +23,8 @@ const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// The HTTP routing headers disagree with the body.
 pub const HEADER_MISMATCH: i64 = -32020;
+/// A request needs a capability the client did not declare (HTTP 400).
+pub const MISSING_CAPABILITY: i64 = -32021;
 pub(crate) const PROTOCOL_VERSION_META: &str = PROTOCOL_VERSION_KEY;
 /// The `_meta` keys of the 2026-07-28 envelope: what a 2025-era server never sees (the
 /// official SDKs refuse a request that carries them on a handshake connection).

@@ -922,6 +922,7 @@ fn modern_status(reply: &Message) -> StatusCode {
             | message::INVALID_REQUEST
             | message::INVALID_PARAMS
             | modern::HEADER_MISMATCH
+            | modern::MISSING_CAPABILITY
             | modern::UNSUPPORTED_PROTOCOL_VERSION,
         ) => StatusCode::BAD_REQUEST,
         Some(message::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
