@@ -14,7 +14,8 @@
 #   2. `moniker list --json`, the tools the scenario's server offers;
 #   3. `moniker call TOOL ARGS` for each listed tool, with arguments made from its inputSchema
 #      (the required properties: numbers 1, 2, ..., strings, booleans; a property's default
-#      when it has one), and empty lines on stdin (`yes ''`): moniker asks for an elicitation's
+#      when it has one; a parameter mirrored into a header gets a value that tries the header's
+#      encoding), and empty lines on stdin (`yes ''`): moniker asks for an elicitation's
 #      fields one by one on the terminal, and an empty line takes a field's default.
 # When `list` or `call` exits 77 (the server asks for a login, or for more scope: one-shot
 # commands never open a browser), `moniker login remote` and the command again, as a person
@@ -119,7 +120,10 @@ def scalar(value: str) -> str:
 
 
 lines = ["# Written by tests/conformance/client.sh for one conformance scenario.", "servers:", "  remote:",
-         f"    url: {scalar(url)}", "    auth:"]
+         f"    url: {scalar(url)}"]
+if os.environ.get("MONIKER_CONFORMANCE_WIRE") == "2026-07-28":
+    lines.append("    protocol: 2026-07-28")
+lines.append("    auth:")
 lines += [f"      {key}: {scalar(value)}" for key, value in auth.items()]
 fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 with os.fdopen(fd, "w") as f:
@@ -270,11 +274,42 @@ def value(schema: dict, counter: list) -> object:
     return "test"
 
 
+# A parameter mirrored into a header (`x-mcp-header`) is given too, with a value that tries the
+# header's encoding as its description asks (non-ASCII, whitespace at the ends, control
+# characters: Base64; plain ASCII: as it is; a null: no header).
+HEADER_VALUES = [
+    ("non-ascii", "日本語 café"),
+    ("carriage return", "a\r\nb"),
+    ("control", "a\u0001b"),
+    ("leading tab", "\tx"),
+    ("leading/trailing", " padded "),
+    ("leading space", " lead"),
+    ("trailing space", "trail "),
+    ("internal space", "a b c"),
+    ("empty", ""),
+]
+
+
+def header_value(schema: dict, counter: list) -> object:
+    description = (schema.get("description") or "").lower()
+    if "null" in description:
+        return None  # an absent value: the header must be left out
+    if schema.get("type") == "string":
+        for words, text in HEADER_VALUES:
+            if words in description:
+                return text
+    return value(schema, counter)
+
+
 def arguments(schema) -> dict:
     schema = schema if isinstance(schema, dict) else {}
     properties = schema.get("properties") or {}
     counter = [0]
-    return {name: value(properties.get(name) or {}, counter) for name in schema.get("required") or []}
+    given = {name: value(properties.get(name) or {}, counter) for name in schema.get("required") or []}
+    for name, prop in properties.items():
+        if isinstance(prop, dict) and "x-mcp-header" in prop and name not in given:
+            given[name] = header_value(prop, counter)
+    return given
 
 
 with open(calls, "w") as out:
@@ -282,6 +317,11 @@ with open(calls, "w") as out:
         out.write(f"{row['name']}\t{json.dumps(arguments(schemas.get(row['name'])))}\n")
 EOF
 
+# A scenario about what a client does with a listing alone (its server answers no call).
+if [[ $SCENARIO == json-schema-ref-no-deref ]]; then
+    log "the scenario is about the listing: no call"
+    : >"$WORK/calls.tsv"
+fi
 # `yes ''`, but a file: a pipe would hide moniker's exit status behind yes's SIGPIPE.
 printf '\n%.0s' $(seq 1000) >"$WORK/empty-lines"
 while IFS=$'\t' read -r tool arguments; do

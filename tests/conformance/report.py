@@ -46,6 +46,7 @@ SECTIONS = {
     "server_2026_07_28": "tests/conformance/run.sh 2026-07-28",
     "server_2025_11_25": "tests/conformance/run.sh 2025-11-25",
     "client": "tests/conformance/run-client.sh",
+    "client_2026_07_28": "tests/conformance/run-client.sh 2026-07-28",
 }
 
 

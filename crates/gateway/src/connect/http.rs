@@ -419,9 +419,12 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
         let body = read_body(response, ERROR_BODY_MAX)
             .await
             .unwrap_or_default();
-        // A 2026-07-28-only server refuses the handshake with -32022 naming its versions:
-        // the handshake reads that, it is no reason to try the legacy transport.
-        if body.contains(&UNSUPPORTED_PROTOCOL_VERSION.to_string()) {
+        // A 2026-07-28-only server refuses the handshake with -32022 naming its versions, or
+        // with -32020 for the version header the handshake does not send: the handshake reads
+        // that, it is no reason to try the legacy transport.
+        if body.contains(&UNSUPPORTED_PROTOCOL_VERSION.to_string())
+            || body.contains(&crate::modern::HEADER_MISMATCH.to_string())
+        {
             link.deliver(&body, Some(&mut pending));
             if pending.is_done() {
                 return Posted::Done;
