@@ -12,6 +12,9 @@ resource. One lenient server once hid that moniker sent the 2026 envelope to ser
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -87,6 +90,46 @@ async def elicit(context, params) -> types.ElicitResult:
     return types.ElicitResult(action="accept", content={"answer": "blue"})
 
 
+def serve_and(server: str, server_transport: str, tmp_path: Path, run) -> None:
+    """Starts the cell's server (over HTTP, its process; over stdio, moniker starts it) and
+    runs `run(server_entry)` with the config lines that name it."""
+    script = SERVERS[server]
+    if server_transport == "stdio":
+        run(f'    command: "{sys.executable}"\n    args: ["{script}", stdio]\n')
+    else:
+        port = free_port()
+        with started([sys.executable, str(script), "http", str(port)], port, script.name, tmp_path / "server.log"):
+            run(f"    url: http://127.0.0.1:{port}/mcp\n")
+
+
+@pytest.mark.parametrize("server_era", SERVER_ERAS)
+@pytest.mark.parametrize("server_transport", SERVER_TRANSPORTS)
+@pytest.mark.parametrize("server", sorted(SERVERS))
+@pytest.mark.parametrize("via", VIAS)
+def test_typescript_client(tmp_path: Path, via: str, server: str, server_transport: str, server_era: str) -> None:
+    """The official TypeScript SDK (1.x, the 2025 handshake) as the client of the same cells."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is missing: scripts/test installs Node.js for the e2e tests")
+    if server == "fastmcp" and server_era == "2026-07-28":
+        pytest.skip("FastMCP 4's ctx.elicit is unavailable on its 2026-07-28 connections (see test_cell)")
+    client = HERE / "ts_matrix_client.mjs"
+
+    def run(server_entry: str) -> None:
+        config = write_config(tmp_path / "moniker.yaml", server_entry, server_era)
+        if via == "stdio":
+            command = [node, str(client), "stdio", str(binary("moniker")), str(config)]
+            out = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        else:
+            with serving_http(config, tmp_path / "serve.log") as (url, _, _):
+                out = subprocess.run([node, str(client), "http", url], capture_output=True, text=True, timeout=60)
+        lines = out.stdout.strip().splitlines()
+        verdict = json.loads(lines[-1]) if lines else {"ok": False, "why": out.stderr[-2000:]}
+        assert verdict.get("ok"), verdict.get("why")
+
+    serve_and(server, server_transport, tmp_path, run)
+
+
 @pytest.mark.parametrize("server_era", SERVER_ERAS)
 @pytest.mark.parametrize("server_transport", SERVER_TRANSPORTS)
 @pytest.mark.parametrize("server", sorted(SERVERS))
@@ -113,4 +156,54 @@ def test_cell(tmp_path: Path, mode: str, via: str, server: str, server_transport
     else:
         port = free_port()
         with started([sys.executable, str(script), "http", str(port)], port, script.name, tmp_path / "server.log"):
+            through_moniker(f"    url: http://127.0.0.1:{port}/mcp\n")
+
+
+MODERN = HERE / "modern_server.py"
+
+
+async def exercise_modern(client: Client) -> None:
+    tools = {t.name for t in (await client.list_tools()).tools}
+    assert {"kit", "modern_add"} <= tools, sorted(tools)
+    by_alias = await client.call_tool("shout", {"text": "a"})
+    assert not by_alias.is_error and text_of(by_alias) == "modern:a", by_alias
+    action = await client.call_tool("kit", {"action": "echo", "text": "b"})
+    assert not action.is_error and text_of(action) == "modern:b", action
+    asked = await client.call_tool("kit", {"action": "ask", "question": "colour?"})
+    assert not asked.is_error and text_of(asked) == "answer:blue", asked
+    read = await client.read_resource("modern://hello")
+    assert [getattr(c, "text", None) for c in read.contents] == ["hello from modern"], read
+
+
+@pytest.mark.parametrize("server_transport", SERVER_TRANSPORTS)
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("mode", CLIENT_MODES)
+def test_a_2026_only_server(tmp_path: Path, mode: str, via: str, server_transport: str) -> None:
+    """A server that refuses the handshake (modern_server.py), named without `protocol:`:
+    moniker finds out, and every client sees it, its elicitation (an input-required result of
+    the server's) included."""
+
+    async def run(target) -> None:
+        with anyio.fail_after(60):
+            async with Client(target, mode=mode, elicitation_callback=elicit) as client:
+                await exercise_modern(client)
+
+    def through_moniker(server_entry: str) -> None:
+        config = tmp_path / "moniker.yaml"
+        config.write_text(
+            f"servers:\n  modern:\n{server_entry}"
+            "tools:\n  modern_echo: { aliases: [shout] }\n"
+            "actions:\n  kit:\n    tools: { echo: modern_echo, ask: modern_ask }\n"
+        )
+        if via == "stdio":
+            anyio.run(run, StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)]))
+        else:
+            with serving_http(config, tmp_path / "serve.log") as (url, _, _):
+                anyio.run(run, url)
+
+    if server_transport == "stdio":
+        through_moniker(f'    command: "{sys.executable}"\n    args: ["{MODERN}", stdio]\n')
+    else:
+        port = free_port()
+        with started([sys.executable, str(MODERN), "http", str(port)], port, "modern_server.py", tmp_path / "server.log"):
             through_moniker(f"    url: http://127.0.0.1:{port}/mcp\n")
