@@ -3,6 +3,8 @@
 #   direct     the echo server alone (moniker-fixture --echo), no gateway
 #   moniker    moniker serve over stdio in front of it
 #   moniker-http  moniker serve --http, over Streamable HTTP
+#   moniker-otel  moniker serve over stdio with OpenTelemetry traces on (`telemetry:`), exporting
+#              to a local OTLP/HTTP sink that takes every export (one server only)
 #   fastmcp    FastMCP's proxy (FastMCP.as_proxy) over stdio, installed into bench/.venv
 # at 10, 1,000 and 10,000 tools, with 1 and 5 servers behind the gateway. Prints a table of
 # absolute figures and ratios (each system / direct) and writes it to BENCHMARKS.md.
@@ -14,7 +16,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 OUT=${OUT:-$ROOT/BENCHMARKS.md}
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"; [[ -n ${HTTP_PID:-} ]] && kill "$HTTP_PID" 2>/dev/null || true' EXIT
+trap 'rm -rf "$WORK"; [[ -n ${HTTP_PID:-} ]] && kill "$HTTP_PID" 2>/dev/null; [[ -n ${SINK_PID:-} ]] && kill "$SINK_PID" 2>/dev/null || true' EXIT
 
 CALLS=${CALLS:-3000}; WARMUP=${WARMUP:-300}; PIPELINED=${PIPELINED:-6000}; INFLIGHT=${INFLIGHT:-16}
 if [[ -n ${QUICK:-} ]]; then CALLS=300; WARMUP=50; PIPELINED=600; fi
@@ -36,6 +38,28 @@ echo "fastmcp $FASTMCP_VERSION"
 
 results=$WORK/results.jsonl
 : >"$results"
+
+# An OTLP/HTTP sink for the traced runs: it reads every export and answers 200.
+SINK_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 - "$SINK_PORT" <<'EOF' &
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Sink(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
+EOF
+SINK_PID=$!
 
 # measure NAME TOOLS SERVERS TOOL LOAD-ARGS...  (`-- COMMAND...` for stdio, `--url URL --pid PID` for HTTP)
 measure() {
@@ -82,6 +106,10 @@ for tools in 10 1000 10000; do
         tool=tool_00001
         [[ $servers -gt 1 ]] && tool=s1_tool_00001
         measure moniker "$tools" "$servers" "$tool" -- "$MONIKER" serve -c "$dir/moniker.yaml"
+        if [[ $servers -eq 1 ]]; then
+            { cat "$dir/moniker.yaml"; echo "telemetry: http://127.0.0.1:$SINK_PORT"; } >"$dir/otel.yaml"
+            measure moniker-otel "$tools" "$servers" "$tool" -- "$MONIKER" serve -c "$dir/otel.yaml"
+        fi
         if "$MONIKER" serve --help | grep -q -- '--http'; then
             port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
             "$MONIKER" serve --http "127.0.0.1:$port" -c "$dir/moniker.yaml" 2>"$WORK/http.log" &
