@@ -90,10 +90,9 @@ async def elicit(context, params) -> types.ElicitResult:
     return types.ElicitResult(action="accept", content={"answer": "blue"})
 
 
-def serve_and(server: str, server_transport: str, tmp_path: Path, run) -> None:
+def serve_and(script: Path, server_transport: str, tmp_path: Path, run) -> None:
     """Starts the cell's server (over HTTP, its process; over stdio, moniker starts it) and
     runs `run(server_entry)` with the config lines that name it."""
-    script = SERVERS[server]
     if server_transport == "stdio":
         run(f'    command: "{sys.executable}"\n    args: ["{script}", stdio]\n')
     else:
@@ -127,7 +126,7 @@ def test_typescript_client(tmp_path: Path, via: str, server: str, server_transpo
         verdict = json.loads(lines[-1]) if lines else {"ok": False, "why": out.stderr[-2000:]}
         assert verdict.get("ok"), verdict.get("why")
 
-    serve_and(server, server_transport, tmp_path, run)
+    serve_and(SERVERS[server], server_transport, tmp_path, run)
 
 
 @pytest.mark.parametrize("server_era", SERVER_ERAS)
@@ -151,12 +150,7 @@ def test_cell(tmp_path: Path, mode: str, via: str, server: str, server_transport
             with serving_http(config, tmp_path / "serve.log") as (url, _, _):
                 anyio.run(run, url)
 
-    if server_transport == "stdio":
-        through_moniker(f'    command: "{sys.executable}"\n    args: ["{script}", stdio]\n')
-    else:
-        port = free_port()
-        with started([sys.executable, str(script), "http", str(port)], port, script.name, tmp_path / "server.log"):
-            through_moniker(f"    url: http://127.0.0.1:{port}/mcp\n")
+    serve_and(script, server_transport, tmp_path, through_moniker)
 
 
 MODERN = HERE / "modern_server.py"
@@ -201,9 +195,4 @@ def test_a_2026_only_server(tmp_path: Path, mode: str, via: str, server_transpor
             with serving_http(config, tmp_path / "serve.log") as (url, _, _):
                 anyio.run(run, url)
 
-    if server_transport == "stdio":
-        through_moniker(f'    command: "{sys.executable}"\n    args: ["{MODERN}", stdio]\n')
-    else:
-        port = free_port()
-        with started([sys.executable, str(MODERN), "http", str(port)], port, "modern_server.py", tmp_path / "server.log"):
-            through_moniker(f"    url: http://127.0.0.1:{port}/mcp\n")
+    serve_and(MODERN, server_transport, tmp_path, through_moniker)

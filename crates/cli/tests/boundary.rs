@@ -72,11 +72,27 @@ fn serve_http(rest: &str, bind: &str) -> Gate {
 fn serve_http_with(args: &[&str], rest: &str, toolsets: &str, bind: &str) -> Gate {
     let dir = scratch();
     let config = config_with(&dir, args, rest, toolsets);
+    let gate = spawn_gate(dir, &config, bind);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while gate.tools(ADMIN).len() <= 10 {
+        assert!(
+            Instant::now() < deadline,
+            "moniker did not list the servers' tools: {}",
+            gate.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    gate
+}
+
+/// `moniker serve --http` on a free port of `bind` with `config` (its stderr in `dir`), once
+/// `/healthz` answers.
+fn spawn_gate(dir: PathBuf, config: &Path, bind: &str) -> Gate {
     let port = free_port();
     let stderr = std::fs::File::create(dir.join("stderr.log")).expect("stderr.log");
     let child = Command::new(env!("CARGO_BIN_EXE_moniker"))
         .args(["serve", "--http", &format!("{bind}:{port}"), "-c"])
-        .arg(&config)
+        .arg(config)
         .env("XDG_DATA_HOME", &dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -85,11 +101,7 @@ fn serve_http_with(args: &[&str], rest: &str, toolsets: &str, bind: &str) -> Gat
         .expect("moniker serve --http");
     let gate = Gate { child, port, dir };
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (status, body) = gate.get("/healthz");
-        if status == 200 && !body.is_empty() && gate.tools(ADMIN).len() > 10 {
-            break;
-        }
+    while gate.get("/healthz").0 != 200 {
         assert!(
             Instant::now() < deadline,
             "moniker did not start: {}",
@@ -888,23 +900,7 @@ fn a_colliding_new_listing_is_refused_out_loud() {
         ),
     )
     .expect("config");
-    let port = free_port();
-    let stderr = std::fs::File::create(dir.join("stderr.log")).expect("stderr.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_moniker"))
-        .args(["serve", "--http", &format!("127.0.0.1:{port}"), "-c"])
-        .arg(&config)
-        .env("XDG_DATA_HOME", &dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .expect("moniker serve --http");
-    let gate = Gate { child, port, dir };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while gate.get("/healthz").0 != 200 {
-        assert!(Instant::now() < deadline, "{}", gate.stderr());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let gate = spawn_gate(dir, &config, "127.0.0.1");
     let session = gate.session("none");
     let answer = gate.call("none", &session, "echo");
     assert!(answer.get("result").is_some(), "{answer}");
