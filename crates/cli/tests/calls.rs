@@ -68,6 +68,19 @@ fn a_server_and_a_tool_have_their_own_limits() {
     // Its place is free again once the first ended.
     let again = peer.call_tool("c_echo", json!({}));
     assert!(again.get("result").is_some(), "{again}");
+
+    // An id already in progress names no second request: it is refused, and the first one
+    // still gets its answer.
+    peer.send(&json!({"jsonrpc": "2.0", "id": "twice", "method": "tools/call", "params": {"name": "a_echo", "arguments": {}}}));
+    peer.send(&json!({"jsonrpc": "2.0", "id": "twice", "method": "tools/call", "params": {"name": "a_echo", "arguments": {}}}));
+    let first: Value = serde_json::from_str(&peer.response_line(&json!("twice"))).expect("json");
+    let second: Value = serde_json::from_str(&peer.response_line(&json!("twice"))).expect("json");
+    let (refused, answered) = match first.get("error") {
+        Some(_) => (first, second),
+        None => (second, first),
+    };
+    assert_eq!(error_of(&refused).0, -32600, "{refused}");
+    assert!(answered.get("result").is_some(), "{answered}");
 }
 
 #[test]
@@ -94,6 +107,7 @@ fn a_limit_is_a_config_error_when_it_cannot_work() {
 }
 
 const SECRET: &str = "s3cret-token";
+const UNNAMED: &str = "unnamed-token-0123";
 
 /// Every kind of call, each with its line: by name, by alias, by an action, through
 /// `call_tool` in search mode, an unknown name, a timed-out call. The token's
@@ -107,7 +121,7 @@ fn every_call_has_one_audit_line_and_no_secret() {
         "actions:\n  dream:\n    tools: {{ status: get_dream_status, abort: abort_dream }}\n\
          discovery:\n  mode: search\n\
          audit: {}\n\
-         http:\n  tokens:\n    - {{ token: \"${{MONIKER_TEST_TOKEN}}\", name: ci-bot }}\n",
+         http:\n  tokens:\n    - {{ token: \"${{MONIKER_TEST_TOKEN}}\", name: ci-bot }}\n    - {UNNAMED}\n",
         json!(audit.display().to_string())
     );
     let m = start_fixture(
@@ -135,8 +149,18 @@ fn every_call_has_one_audit_line_and_no_secret() {
     let timed_out = call(&mut client, "trigger_dream", json!({}));
     assert_eq!(error_of(&timed_out).0, -32042);
 
+    // A token without a name is named by its place, never by anything made of its secret.
+    let mut other = Client::new(&m, Some(UNNAMED));
+    other.initialize();
+    let by_place = call(&mut other, "store_memory", json!({"content": "y"}));
+    assert!(by_place.get("result").is_some(), "{by_place}");
+
     let text = std::fs::read_to_string(&audit).expect("the audit log");
-    assert!(!text.contains(SECRET), "{text}");
+    assert!(!text.contains(SECRET) && !text.contains(UNNAMED), "{text}");
+    let (unnamed, named): (Vec<&str>, Vec<&str>) =
+        text.lines().partition(|l| l.contains("\"token #2\""));
+    assert_eq!(unnamed.len(), 1, "{text}");
+    let text = named.join("\n");
     let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))

@@ -19,7 +19,7 @@ use crate::metrics::Outcome;
 use crate::telemetry::{Span, Telemetry, TraceContext};
 
 pub(crate) struct Call {
-    /// Who asked: a token's name, a digest of its secret, `stdio`, or `anyone`.
+    /// Who asked: a token's name or place (`token #2`), `stdio`, `cli`, or `anyone`.
     pub who: Arc<str>,
     pub toolset: Option<String>,
     /// A tool or a prompt; `None`: a resource.
@@ -45,10 +45,15 @@ pub(crate) struct Call {
     /// Its span, and the span of its request to the server, when traces are on.
     span: Option<Span>,
     sent_span: Option<Span>,
+    /// Where it is counted and written when it ends (`None` in unit tests).
+    gateway: Option<Arc<Gateway>>,
+    /// It was finished: dropped before, it ends as given up (a parked call abandoned).
+    done: bool,
 }
 
 impl Call {
     pub(crate) fn new(
+        gateway: Option<Arc<Gateway>>,
         who: Arc<str>,
         toolset: Option<String>,
         kind: Option<Kind>,
@@ -58,10 +63,12 @@ impl Call {
         Self {
             span: None,
             sent_span: None,
+            gateway,
+            done: false,
             who,
             toolset,
             kind,
-            name,
+            name: clipped(&name),
             through: None,
             era,
             started: Instant::now(),
@@ -83,14 +90,12 @@ impl Call {
         request_id: &str,
     ) -> Self {
         let method = self.method();
-        let span_name = match self.kind {
-            Some(_) => format!("{method} {}", self.name),
-            None => method.to_owned(),
-        };
+        // Named by the method until the name resolves (`finish` names it then): a name the
+        // client made up never names a span.
         let mut attributes = vec![
             KeyValue::new("mcp.method.name", method),
             KeyValue::new("mcp.protocol.version", self.era.to_string()),
-            KeyValue::new("jsonrpc.request.id", request_id.to_owned()),
+            KeyValue::new("jsonrpc.request.id", clipped(request_id)),
             KeyValue::new("moniker.principal", self.who.to_string()),
         ];
         attributes.push(match self.kind {
@@ -104,7 +109,7 @@ impl Call {
         if let Some(toolset) = &self.toolset {
             attributes.push(KeyValue::new("moniker.toolset", toolset.clone()));
         }
-        self.span = Some(telemetry.handled(span_name, parent, attributes));
+        self.span = Some(telemetry.handled(method.to_owned(), parent, attributes));
         self
     }
 
@@ -143,6 +148,12 @@ impl Call {
         Some(context)
     }
 
+    /// It came through `through` (moniker's `call_tool`), for `name`.
+    pub(crate) fn through(&mut self, through: &'static str, name: &str) {
+        self.through = Some(through);
+        self.name = clipped(name);
+    }
+
     pub(crate) fn method(&self) -> &'static str {
         match self.kind {
             Some(Kind::Tool) => "tools/call",
@@ -165,7 +176,15 @@ impl Call {
 
     /// The one end of a call: its metrics, its audit line when the audit log is on, its
     /// spans when traces are.
-    pub(crate) fn finish(mut self, gateway: &Gateway) {
+    pub(crate) fn finish(mut self) {
+        self.end();
+        self.done = true;
+    }
+
+    fn end(&mut self) {
+        let Some(gateway) = self.gateway.clone() else {
+            return;
+        };
         if let Some(span) = self.span.take() {
             let error = self.error_type();
             if let Some(sent) = self.sent_span.take() {
@@ -186,6 +205,9 @@ impl Call {
             }
             attributes.push(KeyValue::new("moniker.outcome", self.outcome.as_str()));
             span.set(attributes);
+            if let (Some(_), Some(exposed)) = (self.kind, &self.exposed) {
+                span.rename(format!("{} {exposed}", self.method()));
+            }
             span.end(error);
         }
         let took = self.sent.map(|sent| sent.elapsed());
@@ -202,7 +224,23 @@ impl Call {
             audit.write(&self.audit_line(self.started.elapsed()));
         }
     }
+}
 
+impl Drop for Call {
+    /// A call dropped unfinished was given up (a parked call abandoned or expired, its task
+    /// aborted): it still gets its metrics, its audit line and its spans, as cancelled.
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if self.code.is_none() && self.outcome == Outcome::Ok {
+            self.outcome = Outcome::Cancelled;
+        }
+        self.end();
+    }
+}
+
+impl Call {
     /// `error.type` of a call that did not end well: the JSON-RPC code, or the outcome.
     fn error_type(&self) -> Option<String> {
         match (self.code, self.outcome) {
@@ -247,6 +285,22 @@ impl Call {
     }
 }
 
+/// The most of a client's text a call keeps (its name or URI, its request id) for the audit
+/// log and spans: a client cannot make either grow with what it sends.
+const MAX_KEPT: usize = 256;
+
+/// `text`, cut to [`MAX_KEPT`] bytes (at a character's boundary, an ellipsis after it).
+fn clipped(text: &str) -> String {
+    if text.len() <= MAX_KEPT {
+        return text.to_owned();
+    }
+    let mut end = MAX_KEPT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 /// The code of an error response (the one look into an error moniker relays).
 fn error_code(reply: &Message) -> Option<i64> {
     let error = reply.error_text()?;
@@ -274,6 +328,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn what_a_client_names_is_kept_short() {
+        let long = "é".repeat(1000);
+        let call = Call::new(None, "c".into(), None, Some(Kind::Tool), long, "x".into());
+        assert!(
+            call.name.len() <= MAX_KEPT + "…".len(),
+            "{}",
+            call.name.len()
+        );
+        assert!(call.name.ends_with('…'));
+        assert_eq!(clipped("short"), "short");
+    }
+
+    #[test]
     fn timestamps_are_rfc3339_utc() {
         let at = UNIX_EPOCH + Duration::from_millis(1_795_392_000_000 + 3_723_045);
         assert_eq!(timestamp(at), "2026-11-23T01:02:03.045Z");
@@ -282,6 +349,7 @@ mod tests {
     #[test]
     fn an_audit_line_is_one_line_whatever_the_name() {
         let mut call = Call::new(
+            None,
             "ci".into(),
             Some("review".to_owned()),
             Some(Kind::Tool),

@@ -242,12 +242,12 @@ impl Connection {
 
     /// Follows (or stops following) resource `uri` on a modern server, for one more (or one
     /// fewer) of moniker's clients: the server's listen is opened again when the set changes.
-    pub fn follow(&self, uri: &str, on: bool) {
+    pub fn follow(&self, uri: &str, on: bool) -> bool {
         let changed = {
             let mut follows = lock(&self.follows);
             if on && follows.len() >= MAX_FOLLOWS && !follows.contains_key(uri) {
                 tracing::warn!(server = %self.server, max = MAX_FOLLOWS, "moniker follows as many resources of this server as it may: a new one is not followed");
-                return;
+                return false;
             }
             let count = follows.entry(uri.to_owned()).or_insert(0);
             if on {
@@ -265,6 +265,7 @@ impl Connection {
         if changed {
             self.refollow.notify_one();
         }
+        true
     }
 
     /// `resources/subscribe` (or `unsubscribe`) of `uri`, moniker's own request: the server's
@@ -742,7 +743,7 @@ pub async fn list(
             // A tool whose header annotations break the rules is left out, said once per listing;
             // the server's other tools stay.
             for (tool, why) in &invalid {
-                tracing::warn!(server = %conn.server, tool = %tool, "a tool is left out: its x-mcp-header breaks the rules of 2026-07-28 ({why})");
+                tracing::warn!(server = %conn.server, tool = ?tool, why = ?why, "a tool is left out: its x-mcp-header breaks the rules of 2026-07-28");
             }
             if !invalid.is_empty() {
                 listing.tools.retain(|raw| {

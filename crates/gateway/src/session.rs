@@ -113,6 +113,15 @@ fn id_of(request: &Message) -> &str {
     request.id().unwrap_or("null")
 }
 
+/// The answer to a request whose id is one this session has in progress already.
+fn duplicate_id(id: &str) -> Message {
+    Message::error(
+        Some(id),
+        message::INVALID_REQUEST,
+        "Invalid Request: a request with this id is in progress (ids must be unique among the requests in progress)",
+    )
+}
+
 impl Session {
     /// A session whose messages to the client go to `out`. It starts with the gateway's
     /// default toolset, if any.
@@ -206,7 +215,14 @@ impl Session {
             None => self.peer.principal.as_str().into(),
         };
         let era = self.protocol_version().unwrap_or(modern::MODERN_VERSION);
-        let call = crate::call::Call::new(who, lock(&self.toolset).clone(), kind, name, era.into());
+        let call = crate::call::Call::new(
+            Some(self.gateway.clone()),
+            who,
+            lock(&self.toolset).clone(),
+            kind,
+            name,
+            era.into(),
+        );
         match &self.gateway.telemetry {
             None => call,
             Some(telemetry) => {
@@ -236,6 +252,10 @@ impl Session {
         match incoming {
             Err(invalid) => answers.send(invalid.answer()),
             Ok(Incoming::One(message)) if message.is_request() => {
+                if lock(&self.peer.in_flight).contains_key(id_of(&message)) {
+                    answers.send(duplicate_id(id_of(&message)));
+                    return;
+                }
                 if lock(&self.peer.in_flight).len() >= MAX_IN_FLIGHT {
                     answers.send(
                         Refusal::limit(format!(
@@ -266,6 +286,21 @@ impl Session {
                         ))
                         .answer("null"),
                     );
+                    return;
+                }
+                // Each request's id names it until it is answered: an id already in progress (or
+                // twice in the batch) would make two requests one.
+                let mut ids = std::collections::HashSet::new();
+                let in_flight = lock(&self.peer.in_flight);
+                let taken = items
+                    .iter()
+                    .flatten()
+                    .filter(|m| m.is_request())
+                    .map(id_of)
+                    .find(|id| in_flight.contains_key(*id) || !ids.insert(*id));
+                drop(in_flight);
+                if let Some(id) = taken {
+                    answers.send(duplicate_id(id));
                     return;
                 }
                 for message in items.iter().flatten().filter(|m| m.is_request()) {

@@ -135,6 +135,10 @@ impl Span {
         self.cx.span().set_attributes(attributes);
     }
 
+    pub(crate) fn rename(&self, name: String) {
+        self.cx.span().update_name(name);
+    }
+
     /// Ends it; `error`: the `error.type` of a call that failed.
     pub(crate) fn end(self, error: Option<String>) {
         let span = self.cx.span();

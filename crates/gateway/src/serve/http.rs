@@ -340,12 +340,16 @@ fn principal(auth: &Auth) -> String {
     }
 }
 
-/// What the audit log calls a client: its token's `name`, else the token's digest, else
-/// `anyone` (a tokenless loopback endpoint).
+/// What the audit log and spans call a client: its token's `name`, else the token's place in
+/// the list (`token #2`, as the logs say: nothing derived from the secret leaves moniker, where
+/// a short token could be guessed from it), else `anyone` (a tokenless loopback endpoint).
 fn client_name(auth: &Auth) -> String {
     match auth {
-        Auth::Token { token, .. } if token.name.is_some() => token.name.clone().unwrap_or_default(),
-        _ => principal(auth),
+        Auth::Token { index, token } => token
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("token #{}", index + 1)),
+        Auth::Open => "anyone".to_owned(),
     }
 }
 

@@ -135,7 +135,7 @@ impl Session {
         let reply = self
             .dispatch(request, kind, &name, answers, &mut record)
             .await;
-        record.finish(&self.gateway);
+        record.finish();
         reply
     }
 

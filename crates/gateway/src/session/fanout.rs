@@ -17,6 +17,9 @@ use crate::message::{self, Message};
 /// Resources one session may follow at once (`resources/subscribe`, a listen's
 /// `resourceSubscriptions`).
 pub const MAX_SUBSCRIPTIONS_EACH: usize = 1024;
+/// The longest resource URI a client may follow (what moniker follows is sent again to a
+/// modern server with every change of the set).
+pub const MAX_FOLLOWED_URI: usize = 2048;
 
 impl Session {
     /// `resources/list` and `resources/templates/list`: every server's items, merged.
@@ -131,7 +134,7 @@ impl Session {
         }
         let mut record = self.record(None, uri.clone(), request, answers);
         let reply = self.read(request, &servers, uri, &mut record).await;
-        record.finish(&self.gateway);
+        record.finish();
         reply
     }
 
@@ -187,6 +190,14 @@ impl Session {
         let id = id_of(request);
         let method = request.method().unwrap_or_default();
         let on = method == "resources/subscribe";
+        if on && uri.len() > MAX_FOLLOWED_URI {
+            return Some(
+                Refusal::invalid_params(format!(
+                    "a resource URI to follow is at most {MAX_FOLLOWED_URI} bytes"
+                ))
+                .answer(id),
+            );
+        }
         if on && self.peer.subscription_count() >= MAX_SUBSCRIPTIONS_EACH {
             return Some(
                 Refusal::limit(format!(
@@ -200,10 +211,17 @@ impl Session {
         for server in servers {
             let modern = self.gateway.connection(server).filter(|c| c.is_modern());
             let reply = match modern {
-                Some(conn) => {
-                    self.follow_at(&conn, server, uri, on);
+                Some(conn) if self.follow_at(&conn, server, uri, on) => {
                     Some(Message::result(id, "{}"))
                 }
+                // Not counted, so not this session's: a later unsubscribe cannot take another
+                // client's follow away.
+                Some(_) => Some(
+                    Refusal::limit(format!(
+                        "moniker follows as many resources of server `{server}` as it may: this one is not followed"
+                    ))
+                    .answer(id),
+                ),
                 // Another client still follows it there: the server keeps it.
                 None if !on && self.followed_by_others(server, uri) => {
                     Some(Message::result(id, "{}"))
@@ -228,18 +246,25 @@ impl Session {
     }
 
     /// Subscribes to each of `uris` at the servers that serve it (and that the session
-    /// reaches): the (server, URI) pairs a server accepted, now this peer's.
+    /// reaches): the (server, URI) pairs a server accepted, now this peer's. URIs longer than
+    /// [`MAX_FOLLOWED_URI`] are not followed.
     pub(super) async fn subscribe_all(&self, uris: &[String]) -> Vec<(ServerId, String)> {
         let timeout = self.gateway.settings.config.call_timeout;
         let mut subscribed = Vec::new();
         let room = MAX_SUBSCRIPTIONS_EACH.saturating_sub(self.peer.subscription_count());
-        for uri in uris.iter().take(room) {
+        for uri in uris
+            .iter()
+            .filter(|u| u.len() <= MAX_FOLLOWED_URI)
+            .take(room)
+        {
             for server in self.reaching(|info| info.resources_subscribe, uri) {
                 let Some(conn) = self.gateway.connection(&server) else {
                     continue;
                 };
                 if conn.is_modern() {
-                    self.follow_at(&conn, &server, uri, true);
+                    if !self.follow_at(&conn, &server, uri, true) {
+                        continue;
+                    }
                 } else {
                     match conn.subscribe(uri, true, timeout).await {
                         Ok(reply) if !is_error(&reply) => {}
@@ -262,10 +287,12 @@ impl Session {
 
     /// A 2026-07-28 server has no `resources/subscribe`: moniker's listen to it follows
     /// `uri` for each client that follows it (call before this peer's own record changes).
-    fn follow_at(&self, conn: &Connection, server: &ServerId, uri: &str, on: bool) {
+    /// False when it cannot be followed (as many are as may be): the peer must not record it.
+    fn follow_at(&self, conn: &Connection, server: &ServerId, uri: &str, on: bool) -> bool {
         if on != self.peer.subscribed(server, uri) {
-            conn.follow(uri, on);
+            return conn.follow(uri, on);
         }
+        true
     }
 
     /// Whether a client other than this one follows `uri` at `server`.

@@ -96,7 +96,14 @@ impl Session {
             };
         }
         let timeout = admitted.timeout;
+        // Given up before its answer (a parked call abandoned, its task aborted): the server is
+        // told, and its waiter goes.
+        let abandoned = Abandoned {
+            conn: Some(conn.clone()),
+            id: ours,
+        };
         let answer = tokio::time::timeout(timeout, rx).await;
+        abandoned.disarm();
         // The entry may be gone: the call's client was answered already (an input-required
         // result) while its server still worked.
         let cancelled = lock(&self.peer.in_flight)
@@ -168,4 +175,24 @@ fn relay(id: &str, response: &Message) -> (Reply, Outcome) {
         return (Some(Message::error_raw(id, error)), Outcome::Error);
     }
     (Some(Refusal::Unreadable.answer(id)), Outcome::Error)
+}
+
+/// A request to a server that is cancelled there when dropped before [`Abandoned::disarm`].
+struct Abandoned {
+    conn: Option<Arc<crate::connect::Connection>>,
+    id: u64,
+}
+
+impl Abandoned {
+    fn disarm(mut self) {
+        self.conn = None;
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            conn.cancel(self.id, "moniker: the call was given up");
+        }
+    }
 }

@@ -159,8 +159,7 @@ impl Session {
         if !inner.trim_start().starts_with('{') {
             return refused("call_tool's `arguments` must be an object");
         }
-        record.through = Some(discovery::CALL_TOOL);
-        record.name = args.name.clone();
+        record.through(discovery::CALL_TOOL, &args.name);
         let call = Named {
             name: &args.name,
             arguments: Some(inner),
