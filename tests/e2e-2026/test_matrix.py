@@ -196,3 +196,70 @@ def test_a_2026_only_server(tmp_path: Path, mode: str, via: str, server_transpor
                 anyio.run(run, url)
 
     serve_and(MODERN, server_transport, tmp_path, through_moniker)
+
+
+EVERYTHING = ROOT / "tests" / "e2e" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+
+
+async def exercise_everything(client: Client) -> None:
+    tools = {t.name for t in (await client.list_tools()).tools}
+    assert {"kit", "trigger-long-running-operation"} <= tools, sorted(tools)
+    by_alias = await client.call_tool("say", {"message": "a"})
+    assert not by_alias.is_error and text_of(by_alias) == "Echo: a", by_alias
+    action = await client.call_tool("kit", {"action": "echo", "message": "b"})
+    assert not action.is_error and text_of(action) == "Echo: b", action
+    asked = await client.call_tool("kit", {"action": "ask"})
+    assert not asked.is_error and "User provided the requested information" in text_of(asked), asked
+    seen: list[float] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append(value)
+
+    done = await client.call_tool("trigger-long-running-operation", {"duration": 0.3, "steps": 3}, progress_callback=progress)
+    assert not done.is_error, done
+    assert seen == [1, 2, 3], seen
+    read = await client.read_resource("demo://resource/dynamic/text/1")
+    assert read.contents and getattr(read.contents[0], "text", ""), read
+
+
+async def elicit_everything(context, params) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+@pytest.mark.parametrize("server_transport", SERVER_TRANSPORTS)
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("mode", CLIENT_MODES)
+def test_the_typescript_sdks_server(tmp_path: Path, mode: str, via: str, server_transport: str) -> None:
+    """The TypeScript SDK as the server (server-everything), over stdio and HTTP."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is missing: scripts/test installs Node.js for the e2e tests")
+    if not EVERYTHING.exists():
+        pytest.fail(f"{EVERYTHING} is missing: scripts/test installs tests/e2e/node_modules")
+
+    async def run(target) -> None:
+        with anyio.fail_after(60):
+            async with Client(target, mode=mode, elicitation_callback=elicit_everything) as client:
+                await exercise_everything(client)
+
+    def through_moniker(server_entry: str) -> None:
+        config = tmp_path / "moniker.yaml"
+        config.write_text(
+            f"servers:\n  everything:\n{server_entry}"
+            "tools:\n  echo: { aliases: [say] }\n"
+            "actions:\n  kit:\n    tools: { echo: echo, ask: trigger-elicitation-request }\n"
+        )
+        if via == "stdio":
+            anyio.run(run, StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)]))
+        else:
+            with serving_http(config, tmp_path / "serve.log") as (url, _, _):
+                anyio.run(run, url)
+
+    if server_transport == "stdio":
+        through_moniker(f'    command: "{node}"\n    args: ["{EVERYTHING}", stdio]\n')
+    else:
+        port = free_port()
+        command = ["env", f"PORT={port}", node, str(EVERYTHING), "streamableHttp"]
+        with started(command, port, "server-everything", tmp_path / "server.log"):
+            through_moniker(f"    url: http://127.0.0.1:{port}/mcp\n")
+
