@@ -16,7 +16,8 @@ Each tool does what its scenario's "Server Implementation Requirements" say:
   test_logging_tool (logs only at the level the request's `_meta` asks), test_trigger_tool_change
   and test_trigger_prompt_change (the lists change, and listeners are told).
 
-    python backend_2026.py       # stdio; stderr carries only warnings
+    python backend_2026.py             # stdio; stderr carries only warnings
+    python backend_2026.py http PORT   # Streamable HTTP at http://127.0.0.1:PORT/mcp
 """
 
 from __future__ import annotations
@@ -291,4 +292,10 @@ async def test_trigger_prompt_change(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    mcp.run("stdio")
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "http":
+        # `backend_2026.py http PORT`: Streamable HTTP at http://127.0.0.1:PORT/mcp.
+        mcp.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]), streamable_http_path="/mcp")
+    else:
+        mcp.run("stdio")

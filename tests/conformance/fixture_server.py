@@ -17,7 +17,8 @@ Where FastMCP's decorators stop short, the same SDK's lower layer is used (and s
   enum variants of SEP-1330 and the defaults of SEP-1034 are sent exactly as the suite expects.
 
 Run by tests/conformance/run.sh through moniker; by hand: `.venv/bin/python fixture_server.py`
-(stdio; stderr carries only warnings).
+(stdio; stderr carries only warnings), or `fixture_server.py http PORT` (Streamable HTTP at
+http://127.0.0.1:PORT/mcp).
 """
 
 from __future__ import annotations
@@ -448,17 +449,35 @@ async def complete(
     return types.Completion(values=values, total=len(values), hasMore=False)
 
 
-# ---- run over stdio ----------------------------------------------------------------------------
+# ---- run over stdio, or over Streamable HTTP --------------------------------------------------
+
+_plain_options = mcp._mcp_server.create_initialization_options
+
+
+def _options(*args: Any, **kwargs: Any) -> Any:
+    """The initialization options with `resources.subscribe` on (FastMCP always says false)."""
+    options = _plain_options(*args, **kwargs)
+    if options.capabilities.resources is not None:
+        options.capabilities.resources.subscribe = True
+    return options
+
+
+mcp._mcp_server.create_initialization_options = _options  # type: ignore[method-assign]
 
 
 async def main() -> None:
     server = mcp._mcp_server
-    options = server.create_initialization_options()
-    if options.capabilities.resources is not None:
-        options.capabilities.resources.subscribe = True
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, options)
+        await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "http":
+        # `fixture_server.py http PORT`: Streamable HTTP at http://127.0.0.1:PORT/mcp.
+        mcp.settings.host = "127.0.0.1"
+        mcp.settings.port = int(sys.argv[2])
+        mcp.run("streamable-http")
+    else:
+        asyncio.run(main())

@@ -44,6 +44,7 @@ SECTION = re.compile(r"<!-- begin (?P<name>\w+) -->\n(?P<body>.*?)<!-- end (?P=n
 SECTIONS = {
     "server": "tests/conformance/run.sh",
     "server_2026_07_28": "tests/conformance/run.sh 2026-07-28",
+    "server_2026_07_28_http": "tests/conformance/run.sh 2026-07-28 http",
     "server_2025_11_25": "tests/conformance/run.sh 2025-11-25",
     "client": "tests/conformance/run-client.sh",
     "client_2026_07_28": "tests/conformance/run-client.sh 2026-07-28",

