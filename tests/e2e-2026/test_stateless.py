@@ -91,3 +91,39 @@ def test_a_resource_read_says_how_long_it_may_be_cached(url: str) -> None:
     result = read["result"]
     assert result["resultType"] == "complete" and result["ttlMs"] >= 0, result
     assert result["cacheScope"] in ("public", "private"), result
+
+
+def test_a_call_left_waiting_for_input_is_audited_and_blocks_no_one(tmp_path: Path) -> None:
+    """A 2026-07-28 client that never answers a server's request for input leaves its call
+    parked. When the call's time is over it ends (a time-out) and has its audit line all the
+    same; and, over, it no longer counts as a call in progress at its server, so the next
+    client's call there still gets its own server's request (it was refused as ambiguous)."""
+    import time
+
+    audit = tmp_path / "audit.jsonl"
+    config = tmp_path / "moniker.yaml"
+    config.write_text(
+        f"""servers:
+  fx:
+    command: "{binary('moniker-fixture')}"
+    args: [--sample-tool]
+gateway:
+  call_timeout: 1s
+audit: "{audit}"
+"""
+    )
+    envelope = {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": {"sampling": {}}}
+    call = {"name": "fixture_sample", "arguments": {}, "_meta": envelope}
+    with serving_http(config, tmp_path / "serve.log") as (url, _, _):
+        status, first = post(url, "tools/call", call, {"Mcp-Name": "fixture_sample"})
+        assert status == 200 and first["result"]["resultType"] == "input_required", first
+        time.sleep(1.5)  # past the call timeout
+        status, second = post(url, "tools/call", call, {"Mcp-Name": "fixture_sample"})
+        assert status == 200 and second["result"]["resultType"] == "input_required", second
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(audit.read_text().splitlines() if audit.exists() else []) < 2:
+            time.sleep(0.1)
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(line["name"], line["outcome"], line.get("code")) for line in lines] == [
+        ("fixture_sample", "timeout", -32042)
+    ] * 2, lines

@@ -274,6 +274,15 @@ impl Peer {
         }
     }
 
+    /// The call's request to `server` is over (answered, timed out): a parked call no longer
+    /// counts as one in progress there, so that it does not make the next caller's server
+    /// requests ambiguous while it waits to be resumed or given up.
+    pub(crate) fn forwarded(&self, call: &str, server: &ServerId) {
+        if let Some(servers) = lock(&self.parked).get_mut(call) {
+            servers.retain(|s| s != server);
+        }
+    }
+
     /// The call is over (or given up): its server's requests go to the client again.
     pub(crate) fn unpark(&self, call: &str) {
         lock(&self.parked).remove(call);

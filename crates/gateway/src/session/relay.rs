@@ -104,6 +104,7 @@ impl Session {
         };
         let answer = tokio::time::timeout(timeout, rx).await;
         abandoned.disarm();
+        self.peer.forwarded(id, server);
         // The entry may be gone: the call's client was answered already (an input-required
         // result) while its server still worked.
         let cancelled = lock(&self.peer.in_flight)
