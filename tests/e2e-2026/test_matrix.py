@@ -38,10 +38,10 @@ def text_of(result) -> str:
     return " ".join(getattr(c, "text", "") for c in result.content)
 
 
-def write_config(path: Path, server: str, era: str) -> Path:
+def sdk_config(server: str, era: str) -> str:
+    """moniker's config for a cell of sdk_server.py or fastmcp_server.py (`server`: its entry)."""
     protocol = "    protocol: 2026-07-28\n" if era == "2026-07-28" else ""
-    path.write_text(
-        f"""servers:
+    return f"""servers:
   sdk:
 {server}{protocol}tools:
   sdk_echo: {{ aliases: [say] }}
@@ -49,7 +49,10 @@ actions:
   kit:
     tools: {{ echo: sdk_echo, ask: sdk_ask }}
 """
-    )
+
+
+def write_config(path: Path, server: str, era: str) -> Path:
+    path.write_text(sdk_config(server, era))
     return path
 
 
@@ -142,15 +145,22 @@ def test_cell(tmp_path: Path, mode: str, via: str, server: str, server_transport
             async with Client(target, mode=mode, elicitation_callback=elicit) as client:
                 await exercise(client, elicits=not (server == "fastmcp" and server_era == "2026-07-28"))
 
-    def through_moniker(server_entry: str) -> None:
-        config = write_config(tmp_path / "moniker.yaml", server_entry, server_era)
-        if via == "stdio":
-            anyio.run(run, StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)]))
-        else:
-            with serving_http(config, tmp_path / "serve.log") as (url, _, _):
-                anyio.run(run, url)
+    def serve(server_entry: str) -> None:
+        through_moniker(tmp_path, sdk_config(server_entry, server_era), via, run)
 
-    serve_and(script, server_transport, tmp_path, through_moniker)
+    serve_and(script, server_transport, tmp_path, serve)
+
+
+def through_moniker(tmp_path: Path, config_text: str, via: str, run) -> None:
+    """Writes `config_text` as moniker's config and runs the async `run(target)` through
+    `moniker serve` over `via` (stdio: the server parameters; http: the URL)."""
+    config = tmp_path / "moniker.yaml"
+    config.write_text(config_text)
+    if via == "stdio":
+        anyio.run(run, StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)]))
+    else:
+        with serving_http(config, tmp_path / "serve.log") as (url, _, _):
+            anyio.run(run, url)
 
 
 MODERN = HERE / "modern_server.py"
@@ -182,20 +192,17 @@ def test_a_2026_only_server(tmp_path: Path, mode: str, via: str, server_transpor
             async with Client(target, mode=mode, elicitation_callback=elicit) as client:
                 await exercise_modern(client)
 
-    def through_moniker(server_entry: str) -> None:
-        config = tmp_path / "moniker.yaml"
-        config.write_text(
+    def serve(server_entry: str) -> None:
+        through_moniker(
+            tmp_path,
             f"servers:\n  modern:\n{server_entry}"
             "tools:\n  modern_echo: { aliases: [shout] }\n"
-            "actions:\n  kit:\n    tools: { echo: modern_echo, ask: modern_ask }\n"
+            "actions:\n  kit:\n    tools: { echo: modern_echo, ask: modern_ask }\n",
+            via,
+            run,
         )
-        if via == "stdio":
-            anyio.run(run, StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)]))
-        else:
-            with serving_http(config, tmp_path / "serve.log") as (url, _, _):
-                anyio.run(run, url)
 
-    serve_and(MODERN, server_transport, tmp_path, through_moniker)
+    serve_and(MODERN, server_transport, tmp_path, serve)
 
 
 EVERYTHING = ROOT / "tests" / "e2e" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
@@ -242,24 +249,21 @@ def test_the_typescript_sdks_server(tmp_path: Path, mode: str, via: str, server_
             async with Client(target, mode=mode, elicitation_callback=elicit_everything) as client:
                 await exercise_everything(client)
 
-    def through_moniker(server_entry: str) -> None:
-        config = tmp_path / "moniker.yaml"
-        config.write_text(
+    def serve(server_entry: str) -> None:
+        through_moniker(
+            tmp_path,
             f"servers:\n  everything:\n{server_entry}"
             "tools:\n  echo: { aliases: [say] }\n"
-            "actions:\n  kit:\n    tools: { echo: echo, ask: trigger-elicitation-request }\n"
+            "actions:\n  kit:\n    tools: { echo: echo, ask: trigger-elicitation-request }\n",
+            via,
+            run,
         )
-        if via == "stdio":
-            anyio.run(run, StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(config)]))
-        else:
-            with serving_http(config, tmp_path / "serve.log") as (url, _, _):
-                anyio.run(run, url)
 
     if server_transport == "stdio":
-        through_moniker(f'    command: "{node}"\n    args: ["{EVERYTHING}", stdio]\n')
+        serve(f'    command: "{node}"\n    args: ["{EVERYTHING}", stdio]\n')
     else:
         port = free_port()
         command = ["env", f"PORT={port}", node, str(EVERYTHING), "streamableHttp"]
         with started(command, port, "server-everything", tmp_path / "server.log"):
-            through_moniker(f"    url: http://127.0.0.1:{port}/mcp\n")
+            serve(f"    url: http://127.0.0.1:{port}/mcp\n")
 

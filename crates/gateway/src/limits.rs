@@ -91,10 +91,13 @@ impl Limits {
                 Kind::Tool => &table.tools,
                 Kind::Prompt => &table.prompts,
             };
-            let gate = items
-                .get(&format!("{server}/{name}"))
-                .or_else(|| items.get(name));
-            gates.extend(gate);
+            // Nothing is looked up (nor a key made) when no tool or prompt has limits.
+            if !items.is_empty() {
+                let gate = items
+                    .get(&format!("{server}/{name}"))
+                    .or_else(|| items.get(name));
+                gates.extend(gate);
+            }
         }
         let mut admitted = Admitted {
             timeout: default,
