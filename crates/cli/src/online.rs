@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use moniker_config::Config;
-use moniker_gateway::message::{self, Message};
+use moniker_gateway::message::{self, Message, Params};
 use moniker_gateway::serve::http::check_bind;
 use moniker_gateway::session::Session;
 use moniker_gateway::store::Store;
@@ -592,22 +592,19 @@ pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let session = Session::new(gateway.clone(), tx);
     session.identify("cli");
-    let initialize = Message::request(
-        "0",
-        "initialize",
-        Some(
-            r#"{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{"form":{}}},"clientInfo":{"name":"moniker call","version":"0"}}"#,
-        ),
-    );
+    let initialize = Params::object(&[
+        ("protocolVersion", r#""2025-06-18""#),
+        ("capabilities", r#"{"elicitation":{"form":{}}}"#),
+        ("clientInfo", r#"{"name":"moniker call","version":"0"}"#),
+    ]);
+    let initialize = Message::outgoing("0", "initialize", Some(&initialize));
     session.handle(Ok(message::Incoming::One(initialize)), None);
     let initialized = Message::notification("notifications/initialized", None);
     session.handle(Ok(message::Incoming::One(initialized)), None);
     let arguments = args.arguments.as_ref().map_or("{}", |a| a.get());
-    let params = format!(
-        r#"{{"name":{},"arguments":{arguments}}}"#,
-        serde_json::to_string(&args.name)?
-    );
-    let call = Message::request("1", "tools/call", Some(&params));
+    let name = serde_json::to_string(&args.name)?;
+    let params = Params::object(&[("name", &name), ("arguments", arguments)]);
+    let call = Message::outgoing("1", "tools/call", Some(&params));
     session.handle(Ok(message::Incoming::One(call)), None);
     let mut answer = None;
     let mut terminal = None;

@@ -268,6 +268,96 @@ fn metrics_count_an_alias_call_as_an_alias_call() {
     }
 }
 
+/// The serde passes over messages' text that moniker's metrics count.
+fn message_reads(base: &str) -> u64 {
+    let text = agent()
+        .get(&format!("{base}/metrics"))
+        .call()
+        .expect("metrics")
+        .body_mut()
+        .read_to_string()
+        .expect("text");
+    text.lines()
+        .find_map(|l| l.strip_prefix("moniker_message_reads_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no reads counted in:\n{text}"))
+}
+
+/// A message is read once where it enters: a call costs one serde pass for the client's
+/// request and one for the server's answer, whatever the era, with the names, the envelope,
+/// the progress token and the trace context all in play.
+#[test]
+fn a_call_is_read_once_on_each_side() {
+    // A 2025 call over stdio, by an alias, with a progress token and a trace context.
+    let port = free_port();
+    let config = scratch().join("moniker.yaml");
+    let cg = fixture_file("contextgraph.json").display().to_string();
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n{}tools:\n  discover_sub_goals: {{ aliases: [discover_goals] }}\n",
+            fixture_server("cg", &[&cg])
+        ),
+    )
+    .expect("config");
+    let mut peer = moniker_fixture::Peer::spawn(
+        Command::new(Path::new(env!("CARGO_BIN_EXE_moniker")))
+            .args(["serve", "--metrics", &format!("127.0.0.1:{port}"), "-c"])
+            .arg(&config),
+    );
+    peer.initialize();
+    let base = format!("http://127.0.0.1:{port}");
+    let call = json!({"name": "discover_goals", "arguments": {"goal": "x"}, "_meta": {"progressToken": "p1", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}});
+    // The first call warms what is read once per session (nothing per call).
+    let first = peer.result("tools/call", call.clone());
+    assert!(first.get("content").is_some(), "{first}");
+    let before = message_reads(&base);
+    let again = peer.result("tools/call", call);
+    assert!(again.get("content").is_some(), "{again}");
+    let stdio = message_reads(&base) - before;
+    assert!(
+        stdio <= 2,
+        "a 2025 call over stdio took {stdio} serde passes"
+    );
+
+    // A 2026-07-28 call over HTTP, without a session, to the same kind of server.
+    let m = start("");
+    let modern = |id: u64| {
+        agent()
+            .post(&format!("{}/mcp", m.base))
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", "tools/call")
+            .header("Mcp-Name", "discover_goals")
+            .send(
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "discover_goals", "arguments": {"goal": "x"},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+                    "progressToken": id,
+                }}})
+                .to_string(),
+            )
+            .expect("post")
+            .body_mut()
+            .read_to_string()
+            .expect("body")
+    };
+    let first = modern(1);
+    assert!(first.contains("\"resultType\":\"complete\""), "{first}");
+    let before = message_reads(&m.base);
+    let again = modern(2);
+    assert!(again.contains("\"content\""), "{again}");
+    let http = message_reads(&m.base) - before;
+    assert!(
+        http <= 2,
+        "a 2026-07-28 call over HTTP took {http} serde passes"
+    );
+}
+
 #[test]
 fn binding_beyond_loopback_needs_a_token() {
     let config = scratch().join("moniker.yaml");

@@ -14,7 +14,7 @@ use opentelemetry::KeyValue;
 
 use crate::errors::Refusal;
 use crate::gateway::Gateway;
-use crate::message::{self, Message};
+use crate::message::Message;
 use crate::metrics::Outcome;
 use crate::telemetry::{Span, Telemetry, TraceContext};
 
@@ -303,9 +303,7 @@ fn clipped(text: &str) -> String {
 
 /// The code of an error response (the one look into an error moniker relays).
 fn error_code(reply: &Message) -> Option<i64> {
-    let error = reply.error_text()?;
-    let fields = message::fields(error)?;
-    fields.get("code")?.get().parse().ok()
+    reply.error_code()
 }
 
 /// RFC 3339 in UTC, to the millisecond: `2026-11-24T15:04:05.123Z`.

@@ -19,8 +19,8 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use self::login::{LOGIN_LIMIT, LoggedIn, login};
 use crate::auth::Store;
-use crate::message::{self, Message};
-use crate::modern::{CAPABILITIES_META, CLIENT_INFO_META, MODERN_VERSION, PROTOCOL_VERSION_META};
+use crate::message::{self, Edit, Field, Message, Params};
+use crate::modern::MODERN_VERSION;
 use crate::sync::lock;
 
 /// How to reach one server: the config's own type.
@@ -191,9 +191,10 @@ impl Connection {
                 .map(|u| message::string(u))
                 .collect();
             let filter = format!(
-                r#"{{"notifications":{{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true,"resourceSubscriptions":[{}]}}}}"#,
+                r#"{{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true,"resourceSubscriptions":[{}]}}"#,
                 uris.join(",")
             );
+            let filter = Params::object(&[("notifications", &filter)]);
             let Ok((id, rx)) = self.start("subscriptions/listen", Some(&filter)) else {
                 return;
             };
@@ -281,7 +282,7 @@ impl Connection {
         } else {
             "resources/unsubscribe"
         };
-        let params = format!(r#"{{"uri":{}}}"#, message::string(uri));
+        let params = Params::object(&[("uri", &message::string(uri))]);
         self.call(method, Some(&params), timeout).await
     }
 
@@ -322,7 +323,7 @@ impl Connection {
     pub fn start(
         &self,
         method: &str,
-        params: Option<&str>,
+        params: Option<&Params>,
     ) -> Result<(u64, oneshot::Receiver<Message>), CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         // Each era gets its own: the envelope to a modern server, none to a 2025 one.
@@ -330,7 +331,7 @@ impl Connection {
             true => Some(modern_envelope(params)),
             false => params.and_then(crate::modern::without_envelope),
         };
-        let params = rewritten.as_deref().or(params);
+        let params = rewritten.as_ref().or(params);
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
         // Checked after registering, so that `close` either sees this waiter or we see it
@@ -362,7 +363,7 @@ impl Connection {
     pub async fn call(
         &self,
         method: &str,
-        params: Option<&str>,
+        params: Option<&Params>,
         timeout: Duration,
     ) -> Result<Message, CallError> {
         let (id, rx) = self.start(method, params)?;
@@ -484,10 +485,18 @@ pub async fn handshake(
     if conn.is_modern() {
         return discover(conn, timeout).await;
     }
-    let params = format!(
-        r#"{{"protocolVersion":"{PINNED_PROTOCOL_VERSION}","capabilities":{{"roots":{{"listChanged":true}},"sampling":{{}},"elicitation":{{}}}},"clientInfo":{{"name":"moniker","version":"{}"}}}}"#,
+    let info = format!(
+        r#"{{"name":"moniker","version":"{}"}}"#,
         env!("CARGO_PKG_VERSION")
     );
+    let params = Params::object(&[
+        ("protocolVersion", &message::string(PINNED_PROTOCOL_VERSION)),
+        (
+            "capabilities",
+            r#"{"roots":{"listChanged":true},"sampling":{},"elicitation":{}}"#,
+        ),
+        ("clientInfo", &info),
+    ]);
     let response = conn.call("initialize", Some(&params), timeout).await?;
     if speaks_only_modern(&response) {
         return Err(HandshakeError::SpeaksModern);
@@ -590,15 +599,12 @@ fn info_of(protocol_version: String, capabilities: Option<&RawValue>) -> InitInf
 /// `params` with the 2026-07-28 envelope in its `_meta` (added to what `_meta` holds). A
 /// modern client's request keeps its own capabilities: it is the one that answers the
 /// server's input requests.
-fn modern_envelope(params: Option<&str>) -> String {
+fn modern_envelope(params: Option<&Params>) -> Params {
     let version = message::string(MODERN_VERSION);
-    let meta = params
-        .and_then(message::fields)
-        .and_then(|f| f.get("_meta").and_then(|m| message::fields(m.get())));
-    let has = |key: &str| meta.as_ref().is_some_and(|m| m.contains_key(key));
-    let mut entries = vec![(PROTOCOL_VERSION_META, version.as_str())];
-    if !has(CAPABILITIES_META) {
-        entries.push((CAPABILITIES_META, "{}"));
+    let has = |field: Field| params.is_some_and(|p| p.has(field));
+    let mut edits = vec![Edit::Set(Field::Version, &version)];
+    if !has(Field::Capabilities) {
+        edits.push(Edit::Set(Field::Capabilities, "{}"));
     }
     // A client's own clientInfo stays; moniker names itself in its own requests.
     let info = concat!(
@@ -606,10 +612,13 @@ fn modern_envelope(params: Option<&str>) -> String {
         env!("CARGO_PKG_VERSION"),
         r#""}"#
     );
-    if !has(CLIENT_INFO_META) {
-        entries.push((CLIENT_INFO_META, info));
+    if !has(Field::ClientInfo) {
+        edits.push(Edit::Set(Field::ClientInfo, info));
     }
-    message::with_meta(params, &entries)
+    match params {
+        Some(params) => params.edit(&edits),
+        None => Params::empty().edit(&edits),
+    }
 }
 
 /// The header parameters of each tool, by the tool's name.
@@ -771,8 +780,8 @@ pub async fn list_all(
     let mut cursor: Option<String> = None;
     // A server that hands out cursors forever must not hold moniker forever.
     for _ in 0..10_000 {
-        let params = cursor.as_ref().map(|c| format!(r#"{{"cursor":{c}}}"#));
-        let response = conn.call(method, params.as_deref(), timeout).await?;
+        let params = cursor.as_ref().map(|c| Params::object(&[("cursor", c)]));
+        let response = conn.call(method, params.as_ref(), timeout).await?;
         let result =
             outcome(&response).map_err(|error| HandshakeError::Refused { method, error })?;
         let fields = message::fields(result).ok_or_else(|| HandshakeError::Refused {

@@ -143,12 +143,13 @@ impl Peer {
                     r#"{{"io.modelcontextprotocol/subscriptionId":{}}}"#,
                     listen.id
                 );
-                let params = message
-                    .params()
-                    .and_then(|p| crate::message::with_fields(p, &[("_meta", &stamp)]));
-                let _ = listen.to.send(Message::notification(
+                let params = message.params_with(&[crate::message::Edit::Set(
+                    crate::message::Field::Meta,
+                    &stamp,
+                )]);
+                let _ = listen.to.send(Message::notification_of(
                     "notifications/resources/updated",
-                    params.as_deref(),
+                    params.as_ref(),
                 ));
                 return;
             }
@@ -344,7 +345,7 @@ impl Peer {
         let ours = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = tokio::sync::oneshot::channel();
         lock(&self.asks).insert(ours, tx);
-        self.send(Message::outgoing(&ours.to_string(), method, params));
+        self.send(Message::request(&ours.to_string(), method, params));
         let answer = tokio::time::timeout(timeout, rx)
             .await
             .ok()

@@ -22,6 +22,7 @@ pub mod message;
 pub mod metrics;
 pub mod modern;
 mod parked;
+mod route;
 pub mod serve;
 pub mod session;
 pub mod store;

@@ -11,8 +11,13 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::Deserialize;
 use serde_json::value::RawValue;
+
+mod head;
+
+pub(crate) use head::{CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, counted};
+pub use head::{Edit, Field, passes};
+use head::{Head, Span};
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -31,50 +36,6 @@ pub enum Kind {
     Error,
     /// An array of messages moniker wrote (the answers to a batch); its parts are not read.
     Batch,
-}
-
-/// Where a part lies in the text: a byte range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Span {
-    start: u32,
-    end: u32,
-}
-
-impl Span {
-    fn of(text: &str, part: &str) -> Self {
-        // `part` is a slice of `text` (borrowed by the parser, or written by a builder).
-        let start = part.as_ptr() as usize - text.as_ptr() as usize;
-        Self {
-            start: start as u32,
-            end: (start + part.len()) as u32,
-        }
-    }
-
-    fn at(start: usize, len: usize) -> Self {
-        Self {
-            start: start as u32,
-            end: (start + len) as u32,
-        }
-    }
-
-    fn get(self, text: &str) -> &str {
-        &text[self.start as usize..self.end as usize]
-    }
-}
-
-/// The parts of the params that routing reads (raw JSON each).
-#[derive(Debug, Clone, Copy, Default)]
-struct Head {
-    name: Option<Span>,
-    uri: Option<Span>,
-    /// `params._meta.progressToken` of a request, `params.progressToken` of a notification.
-    progress_token: Option<Span>,
-    /// `params.requestId` of `notifications/cancelled`.
-    request_id: Option<Span>,
-    cursor: Option<Span>,
-    arguments: Option<Span>,
-    /// The params are an object (only then are they rewritten).
-    object: bool,
 }
 
 /// One message, owned: its text and where its parts are.
@@ -120,52 +81,6 @@ impl Invalid {
     pub fn answer(&self) -> Message {
         Message::error(self.id.as_deref(), self.code, &self.message)
     }
-}
-
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow, default)]
-    jsonrpc: Option<&'a str>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
-    /// Borrowed: a method name with escapes in it is not one that exists.
-    #[serde(borrow, default)]
-    method: Option<&'a str>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    result: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    error: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize, Default)]
-struct Params<'a> {
-    #[serde(borrow, default)]
-    name: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    uri: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "progressToken")]
-    progress_token: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "requestId")]
-    request_id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    cursor: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    arguments: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "_meta")]
-    meta: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct Meta<'a> {
-    #[serde(borrow, default, rename = "progressToken")]
-    progress_token: Option<&'a RawValue>,
-}
-
-/// `Some` for any value that is present, `null` included (serde maps `null` to `None`).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
 }
 
 /// Parses one line (or one HTTP body). Its raw CRs and LFs become spaces first (see
@@ -234,13 +149,18 @@ fn invalid(id: Option<&RawValue>, why: &str) -> Invalid {
 }
 
 fn classify(text: Box<str>) -> Result<Message, Invalid> {
-    let env: Envelope<'_> = match serde_json::from_str(&text) {
-        Ok(env) => env,
+    let top = match head::read(&text) {
+        Ok(top) => top,
         Err(e) if e.is_syntax() || e.is_eof() => return Err(parse_error(&e)),
+        Err(e) if e.to_string().starts_with("duplicate") => {
+            return Err(invalid(None, &e.to_string()));
+        }
         Err(_) => return Err(invalid(None, "not a JSON-RPC object")),
     };
-    let id = env.id.filter(|id| id.get() != "null");
-    if env.jsonrpc != Some("2.0") {
+    let span_of =
+        |part: &str| Span::at(part.as_ptr() as usize - text.as_ptr() as usize, part.len());
+    let id = top.id.filter(|id| id.get() != "null");
+    if top.jsonrpc != Some("2.0") {
         return Err(invalid(id, "`jsonrpc` must be \"2.0\""));
     }
     if let Some(id) = id {
@@ -249,17 +169,17 @@ fn classify(text: Box<str>) -> Result<Message, Invalid> {
             return Err(invalid(None, "`id` must be a string or a number"));
         }
     }
-    let (kind, id, body) = match (env.method, env.result, env.error) {
-        (Some(_), None, None) => match (id, env.id) {
-            (Some(id), _) => (Kind::Request, Some(id), env.params),
+    let (kind, id, body) = match (top.method, top.result, top.error) {
+        (Some(_), None, None) => match (id, top.id) {
+            (Some(id), _) => (Kind::Request, Some(id), top.params),
             (None, Some(_)) => return Err(invalid(None, "`id` must not be null")),
-            (None, None) => (Kind::Notification, None, env.params),
+            (None, None) => (Kind::Notification, None, top.params),
         },
         (None, Some(result), None) => match id {
             Some(id) => (Kind::Result, Some(id), Some(result)),
             None => return Err(invalid(None, "a response needs an `id`")),
         },
-        (None, None, Some(error)) => match env.id {
+        (None, None, Some(error)) => match top.id {
             Some(id) => (Kind::Error, Some(id), Some(error)),
             None => return Err(invalid(None, "a response needs an `id`")),
         },
@@ -270,16 +190,9 @@ fn classify(text: Box<str>) -> Result<Message, Invalid> {
             ));
         }
     };
-    let span = |part: &str| Span::of(&text, part);
-    let head = match kind {
-        Kind::Request | Kind::Notification => {
-            body.map_or_else(Head::default, |params| read_head(&text, params.get(), kind))
-        }
-        _ => Head::default(),
-    };
-    let id = id.map(|v| span(v.get()));
-    let method = env.method.map(span);
-    let body = body.map(|v| span(v.get()));
+    let id = id.map(|v| span_of(v.get()));
+    let method = top.method.map(span_of);
+    let head = top.head;
     Ok(Message {
         kind,
         id,
@@ -290,39 +203,13 @@ fn classify(text: Box<str>) -> Result<Message, Invalid> {
     })
 }
 
-/// The parts of `params` (a slice of `text`) that routing reads. A params value that is not an
-/// object has none.
-fn read_head(text: &str, params: &str, kind: Kind) -> Head {
-    let Ok(fields) = serde_json::from_str::<Params<'_>>(params) else {
-        return Head::default();
-    };
-    let span = |v: &RawValue| Span::of(text, v.get());
-    let token = match kind {
-        Kind::Request => fields
-            .meta
-            .and_then(|m| serde_json::from_str::<Meta<'_>>(m.get()).ok())
-            .and_then(|m| m.progress_token),
-        _ => fields.progress_token,
-    };
-    Head {
-        name: fields.name.map(span),
-        uri: fields.uri.map(span),
-        progress_token: token.map(span),
-        request_id: fields.request_id.map(span),
-        cursor: fields.cursor.map(span),
-        arguments: fields.arguments.map(span),
-        object: params.trim_start().starts_with('{'),
-    }
-}
-
 /// Writes an envelope, noting where its parts land.
 struct Writer {
     out: String,
     id: Option<Span>,
     method: Option<Span>,
     body: Option<Span>,
-    /// Nothing reads the message's head: it is left empty.
-    unread: bool,
+    head: Head,
 }
 
 impl Writer {
@@ -334,7 +221,7 @@ impl Writer {
             id: None,
             method: None,
             body: None,
-            unread: false,
+            head: Head::default(),
         }
     }
 
@@ -372,26 +259,98 @@ impl Writer {
         self
     }
 
+    /// Params whose head is known: it lands with them.
+    fn params(mut self, params: Option<&Params>) -> Self {
+        if let Some(params) = params {
+            let at = self.part("params", &params.text);
+            self.head = params.head.shifted(i64::from(at.start));
+            self.body = Some(at);
+        }
+        self
+    }
+
     fn finish(mut self, kind: Kind) -> Message {
         self.out.push('}');
-        let text = self.out.into_boxed_str();
-        let mut message = Message {
-            text,
+        Message {
+            text: self.out.into_boxed_str(),
             kind,
             id: self.id,
             method: self.method,
             body: self.body,
-            head: Head::default(),
-        };
-        if !self.unread {
-            message.head = message.read_head();
+            head: self.head,
         }
-        message
+    }
+}
+
+/// A params object and its head (places in its own text): what moniker sends on, built by
+/// editing a client's params or written by moniker with its fields known. Nothing reads it
+/// again to know them.
+#[derive(Debug, Clone)]
+pub struct Params {
+    text: String,
+    head: Head,
+}
+
+impl PartialEq<&str> for Params {
+    fn eq(&self, other: &&str) -> bool {
+        self.text == *other
+    }
+}
+
+impl Params {
+    /// An object of `fields` (raw JSON values) written by moniker; the fields the head
+    /// records are known where they land.
+    pub fn object(fields: &[(&str, &str)]) -> Self {
+        let (text, head) = head::object(fields, head::Scope::Params);
+        Self { text, head }
+    }
+
+    /// An empty object.
+    pub fn empty() -> Self {
+        Self::object(&[])
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// A recorded field's value, raw JSON.
+    pub fn get(&self, field: Field) -> Option<&str> {
+        self.head.get(field).map(|s| s.get(&self.text))
+    }
+
+    pub fn has(&self, field: Field) -> bool {
+        self.head.has(field)
+    }
+
+    /// The same params with `edits` made (spliced; the head follows).
+    pub fn edit(&self, edits: &[Edit<'_>]) -> Self {
+        let edited = head::edit(&self.text, Span::at(0, self.text.len()), &self.head, edits);
+        Self {
+            text: edited.text,
+            head: edited.head,
+        }
+    }
+
+    /// Without `fields`, and without a `_meta` that they leave empty.
+    pub fn without(&self, fields: &[Field]) -> Self {
+        let drops: Vec<Edit<'_>> = fields.iter().map(|f| Edit::Drop(*f)).collect();
+        let out = self.edit(&drops);
+        let empty_meta = out.get(Field::Meta).is_some_and(|m| {
+            m.trim_start_matches('{')
+                .trim_end_matches('}')
+                .trim()
+                .is_empty()
+        });
+        match empty_meta {
+            true => out.edit(&[Edit::Drop(Field::Meta)]),
+            false => out,
+        }
     }
 }
 
 impl Message {
-    /// A request of moniker's.
+    /// A request of moniker's (its params, if any, are not read again: its head is empty).
     pub fn request(id: &str, method: &str, params: Option<&str>) -> Self {
         Writer::new(id.len() + method.len() + params.map_or(0, str::len))
             .id(id)
@@ -400,16 +359,42 @@ impl Message {
             .finish(Kind::Request)
     }
 
-    /// A request of moniker's that moniker itself never reads again (what it sends to a
-    /// server, or a server's request to a client under moniker's id): its params are not
-    /// parsed for a head nothing would read.
-    pub fn outgoing(id: &str, method: &str, params: Option<&str>) -> Self {
-        let mut writer = Writer::new(id.len() + method.len() + params.map_or(0, str::len))
+    /// A request of moniker's with params whose head is known (what it sends to a server).
+    pub fn outgoing(id: &str, method: &str, params: Option<&Params>) -> Self {
+        Writer::new(id.len() + method.len() + params.map_or(0, |p| p.text.len()))
             .id(id)
             .method(method)
-            .body("params", params);
-        writer.unread = true;
-        writer.finish(Kind::Request)
+            .params(params)
+            .finish(Kind::Request)
+    }
+
+    /// A notification of moniker's with params whose head is known.
+    pub fn notification_of(method: &str, params: Option<&Params>) -> Self {
+        Writer::new(method.len() + params.map_or(0, |p| p.text.len()))
+            .method(method)
+            .params(params)
+            .finish(Kind::Notification)
+    }
+
+    /// A result of moniker's, an object of `fields` (raw JSON values), the fields the head
+    /// records known (`resultType` and the rest: what an era's answer looks at).
+    pub fn result_object(id: &str, fields: &[(&str, &str)]) -> Self {
+        Self::response_object(id, "result", fields)
+    }
+
+    /// A response of moniker's whose `key` (`result` or `error`) is an object of `fields`,
+    /// its head known.
+    fn response_object(id: &str, key: &str, fields: &[(&str, &str)]) -> Self {
+        let (kind, scope) = match key {
+            "error" => (Kind::Error, head::Scope::Error),
+            _ => (Kind::Result, head::Scope::Result),
+        };
+        let (body, head) = head::object(fields, scope);
+        let mut writer = Writer::new(id.len() + body.len()).id(id);
+        let at = writer.part(key, &body);
+        writer.head = head.shifted(i64::from(at.start));
+        writer.body = Some(at);
+        writer.finish(kind)
     }
 
     /// A notification of moniker's.
@@ -428,24 +413,29 @@ impl Message {
             .finish(Kind::Result)
     }
 
-    /// An error response carrying an error object as given (a server's, unchanged).
-    pub fn error_raw(id: &str, error: &str) -> Self {
-        Writer::new(id.len() + error.len())
-            .id(id)
-            .body("error", Some(error))
-            .finish(Kind::Error)
-    }
-
     /// An error response of moniker's. `id` is `None` when the request's id could not be read.
     pub fn error(id: Option<&str>, code: i64, message: &str) -> Self {
-        let error = format!(r#"{{"code":{code},"message":{}}}"#, string(message));
-        Self::error_raw(id.unwrap_or("null"), &error)
+        Self::error_with(id, code, message, None)
+    }
+
+    /// An error response of moniker's with `data` (raw JSON).
+    pub fn error_with(id: Option<&str>, code: i64, message: &str, data: Option<&str>) -> Self {
+        let code = code.to_string();
+        let message = string(message);
+        let mut fields = vec![("code", code.as_str()), ("message", message.as_str())];
+        fields.extend(data.map(|d| ("data", d)));
+        Self::response_object(id.unwrap_or("null"), "error", &fields)
+    }
+
+    /// The code of an error response.
+    pub fn error_code(&self) -> Option<i64> {
+        self.field(Field::ErrorCode)?.parse().ok()
     }
 
     /// moniker's `notifications/cancelled` of its request `id`.
     pub fn cancellation(id: u64, reason: &str) -> Self {
-        let params = format!(r#"{{"requestId":{id},"reason":{}}}"#, string(reason));
-        Self::notification("notifications/cancelled", Some(&params))
+        let params = Params::object(&[("requestId", &id.to_string()), ("reason", &string(reason))]);
+        Self::notification_of("notifications/cancelled", Some(&params))
     }
 
     /// The answers to a batch, as one array.
@@ -465,17 +455,6 @@ impl Message {
             method: None,
             body: None,
             head: Head::default(),
-        }
-    }
-
-    /// The parts of the params of a message built here (a few of moniker's requests and
-    /// notifications carry them: a cancellation's request id, a progress token).
-    fn read_head(&self) -> Head {
-        match (self.kind, self.params()) {
-            (Kind::Request | Kind::Notification, Some(params)) => {
-                read_head(&self.text, params, self.kind)
-            }
-            _ => Head::default(),
         }
     }
 
@@ -540,35 +519,79 @@ impl Message {
             .flatten()
     }
 
+    /// A field the head records (of the params and their `_meta` for a request or a
+    /// notification, of the result for a result), raw JSON.
+    pub fn field(&self, field: Field) -> Option<&str> {
+        self.part(self.head.get(field))
+    }
+
+    /// A recorded field that is a string, unescaped.
+    pub fn str_of(&self, field: Field) -> Option<Cow<'_, str>> {
+        unquote(self.field(field)?)
+    }
+
     /// `params.name`, unescaped, when it is a string.
     pub fn name(&self) -> Option<Cow<'_, str>> {
-        unquote(self.part(self.head.name)?)
+        self.str_of(Field::Name)
     }
 
     /// `params.uri`, unescaped, when it is a string.
     pub fn uri(&self) -> Option<Cow<'_, str>> {
-        unquote(self.part(self.head.uri)?)
+        self.str_of(Field::Uri)
     }
 
     /// The progress token (raw JSON): `params._meta.progressToken` of a request,
     /// `params.progressToken` of a notification.
     pub fn progress_token(&self) -> Option<&str> {
-        self.part(self.head.progress_token)
+        self.field(self.progress_field())
+    }
+
+    fn progress_field(&self) -> Field {
+        match self.kind {
+            Kind::Request => Field::MetaProgressToken,
+            _ => Field::ProgressToken,
+        }
     }
 
     /// `params.requestId` (raw JSON) of a cancellation.
     pub fn request_id(&self) -> Option<&str> {
-        self.part(self.head.request_id)
+        self.field(Field::RequestId)
     }
 
     /// `params.cursor` (raw JSON), unless `null`.
     pub fn cursor(&self) -> Option<&str> {
-        self.part(self.head.cursor).filter(|c| *c != "null")
+        self.field(Field::Cursor).filter(|c| *c != "null")
     }
 
     /// `params.arguments`, raw JSON.
     pub fn arguments(&self) -> Option<&str> {
-        self.part(self.head.arguments)
+        self.field(Field::Arguments)
+    }
+
+    /// The params are an object.
+    fn params_object(&self) -> Option<Span> {
+        self.body
+            .filter(|_| matches!(self.kind, Kind::Request | Kind::Notification))
+            .filter(|b| self.text.as_bytes().get(b.start as usize) == Some(&b'{'))
+    }
+
+    /// The params, to send on: as they came, or with `edits` made (spliced: the head
+    /// follows). `None` when the message has no params object.
+    pub fn params_with(&self, edits: &[Edit<'_>]) -> Option<Params> {
+        let at = self.params_object()?;
+        let text = at.get(&self.text);
+        let head = self.head.shifted(-i64::from(at.start));
+        if edits.is_empty() {
+            return Some(Params {
+                text: text.to_owned(),
+                head,
+            });
+        }
+        let edited = head::edit(text, Span::at(0, text.len()), &head, edits);
+        Some(Params {
+            text: edited.text,
+            head: edited.head,
+        })
     }
 
     /// The params of a routed call: `name` set, `arguments` set when given, and the progress
@@ -579,79 +602,59 @@ impl Message {
         name: &str,
         arguments: Option<&str>,
         progress_token: Option<&str>,
-    ) -> Option<String> {
-        let params = self.body.filter(|_| self.head.object)?;
-        let mut parts: Vec<(Span, &str)> = Vec::with_capacity(3);
-        let mut appended = String::new();
-        let mut absent = |key: &str, value: &str| {
-            appended.push(',');
-            appended.push_str(&string(key));
-            appended.push(':');
-            appended.push_str(value);
-        };
-        match self.head.name {
-            Some(span) => parts.push((span, name)),
-            None => absent("name", name),
-        }
+    ) -> Option<Params> {
+        let mut edits = Vec::with_capacity(3);
+        edits.push(Edit::Set(Field::Name, name));
         if let Some(arguments) = arguments {
-            match self.head.arguments {
-                Some(span) => parts.push((span, arguments)),
-                None => absent("arguments", arguments),
-            }
+            edits.push(Edit::Set(Field::Arguments, arguments));
         }
-        if let (Some(span), Some(token)) = (self.head.progress_token, progress_token) {
-            parts.push((span, token));
+        if let Some(token) = progress_token.filter(|_| self.head.has(Field::MetaProgressToken)) {
+            edits.push(Edit::Set(Field::MetaProgressToken, token));
         }
-        parts.sort_by_key(|(span, _)| span.start);
-        let mut out =
-            String::with_capacity((params.end - params.start) as usize + appended.len() + 32);
-        let mut at = params.start as usize;
-        for (span, value) in &parts {
-            out.push_str(&self.text[at..span.start as usize]);
-            out.push_str(value);
-            at = span.end as usize;
-        }
-        // Before the params' closing brace (`{}` gets no leading comma).
-        let end = params.end as usize - 1;
-        out.push_str(&self.text[at..end]);
-        if !appended.is_empty() {
-            let empty = out.trim_end().ends_with('{');
-            out.push_str(if empty { &appended[1..] } else { &appended });
-        }
-        out.push('}');
-        Some(out)
+        self.params_with(&edits)
     }
 
-    /// A notification with one part of its params swapped (the progress token of a
+    /// The same message with one recorded field's value replaced (the progress token of a
     /// `notifications/progress`, the request id of a `notifications/cancelled`).
-    fn notification_with(&self, span: Option<Span>, value: &str) -> Option<Self> {
-        let span = span?;
-        let params = self.body?;
-        let spliced = format!(
-            "{}{value}{}",
-            &self.text[params.start as usize..span.start as usize],
-            &self.text[span.end as usize..params.end as usize]
-        );
-        Some(Self::notification(self.method()?, Some(&spliced)))
+    fn with_field(&self, field: Field, value: &str) -> Option<Self> {
+        let span = self.head.get(field)?;
+        Some(self.splice(span, value))
     }
 
     /// The same notification under another progress token.
     pub fn with_progress_token(&self, token: &str) -> Option<Self> {
-        self.notification_with(self.head.progress_token, token)
+        self.with_field(self.progress_field(), token)
     }
 
     /// The same cancellation of another request.
     pub fn with_request_id(&self, id: &str) -> Option<Self> {
-        self.notification_with(self.head.request_id, id)
+        self.with_field(Field::RequestId, id)
     }
 
     /// The same message under another id (a request or response relayed between ids).
     pub fn with_id(&self, id: &str) -> Self {
-        match self.kind {
-            Kind::Request => Self::request(id, self.method().unwrap_or_default(), self.params()),
-            Kind::Result => Self::result(id, self.result_text().unwrap_or("null")),
-            Kind::Error => Self::error_raw(id, self.error_text().unwrap_or("null")),
-            Kind::Notification | Kind::Batch => self.clone(),
+        match self.id {
+            Some(span) if self.kind != Kind::Batch => self.splice(span, id),
+            _ => self.clone(),
+        }
+    }
+
+    /// The message with the bytes at `span` (a part or a recorded field's value) replaced;
+    /// every other part where it lands.
+    fn splice(&self, span: Span, with: &str) -> Self {
+        let (start, end) = (span.start as usize, span.end as usize);
+        let mut text = String::with_capacity(self.text.len() + with.len());
+        text.push_str(&self.text[..start]);
+        text.push_str(with);
+        text.push_str(&self.text[end..]);
+        let moved = |s: Span| head::moved(s, span, with.len());
+        Self {
+            text: text.into_boxed_str(),
+            kind: self.kind,
+            id: self.id.map(moved),
+            method: self.method.map(moved),
+            body: self.body.map(moved),
+            head: self.head.spliced(span, with.len()),
         }
     }
 }
@@ -662,9 +665,21 @@ pub fn string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 
-/// A JSON string's value, when `raw` is one.
+/// A JSON string's value, when `raw` is one (read without serde when it has no escapes).
 pub fn unquote(raw: &str) -> Option<Cow<'_, str>> {
-    serde_json::from_str::<Cow<'_, str>>(raw).ok()
+    if let Some(plain) = raw
+        .strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .filter(|r| !r.bytes().any(|b| b == b'\\' || b == b'"' || b < 0x20))
+    {
+        return Some(Cow::Borrowed(plain));
+    }
+    read::<Cow<'_, str>>(raw)
+}
+
+/// Reads (part of) a message's text as `T`: one serde pass, counted.
+pub fn read<'a, T: serde::Deserialize<'a>>(raw: &'a str) -> Option<T> {
+    counted(|| serde_json::from_str(raw).ok())
 }
 
 /// The fields of a JSON object, borrowed and in order.
@@ -672,12 +687,12 @@ pub type Fields<'a> = indexmap::IndexMap<Cow<'a, str>, &'a RawValue>;
 
 /// Reads an object's fields; `None` when `raw` is not an object.
 pub fn fields(raw: &str) -> Option<Fields<'_>> {
-    serde_json::from_str(raw).ok()
+    read(raw)
 }
 
 /// A string field of an object, unescaped.
 pub fn str_field<'a>(fields: &Fields<'a>, key: &str) -> Option<Cow<'a, str>> {
-    serde_json::from_str::<Cow<'a, str>>(fields.get(key)?.get()).ok()
+    unquote(fields.get(key)?.get())
 }
 
 /// Writes fields back as an object; values keep their bytes.
@@ -695,20 +710,8 @@ pub fn object<'a>(fields: impl IntoIterator<Item = (&'a str, &'a str)>) -> Strin
     out
 }
 
-/// `raw` with some fields set (replaced in place, or appended) and the others untouched.
-/// Params (`None`: none) with `set` in their `_meta` object (added to what it holds, its
-/// keys of the same names replaced); params that are not an object get a `_meta` of their
-/// own only.
-pub fn with_meta(params: Option<&str>, set: &[(&str, &str)]) -> String {
-    let meta = params
-        .and_then(fields)
-        .and_then(|f| f.get("_meta").and_then(|m| with_fields(m.get(), set)))
-        .unwrap_or_else(|| object(set.iter().copied()));
-    params
-        .and_then(|p| with_fields(p, &[("_meta", &meta)]))
-        .unwrap_or_else(|| object([("_meta", meta.as_str())]))
-}
-
+/// `raw` (an object that is not a message's params: a result's part, a reference) with some
+/// fields set (replaced in place, or appended) and the others untouched.
 pub fn with_fields(raw: &str, set: &[(&str, &str)]) -> Option<String> {
     let fields = fields(raw)?;
     let mut out: Vec<(&str, &str)> = fields
@@ -824,15 +827,17 @@ mod tests {
             m.text(),
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad \"x\""}}"#
         );
-        let m = Message::request(
-            "3",
-            "tools/call",
-            Some(r#"{"name":"a","_meta":{"progressToken":"m-1"}}"#),
-        );
+        let params = Params::object(&[("name", "\"a\"")])
+            .edit(&[Edit::Set(Field::MetaProgressToken, "\"m-1\"")]);
+        assert_eq!(params, r#"{"name":"a","_meta":{"progressToken":"m-1"}}"#);
+        let m = Message::outgoing("3", "tools/call", Some(&params));
         assert_eq!(m.our_id(), Some(3));
         assert_eq!(m.method(), Some("tools/call"));
         assert_eq!(m.progress_token(), Some("\"m-1\""));
-        let m = Message::notification("notifications/cancelled", Some(r#"{"requestId":4}"#));
+        let m = Message::notification_of(
+            "notifications/cancelled",
+            Some(&Params::object(&[("requestId", "4")])),
+        );
         assert_eq!(m.request_id(), Some("4"));
         // Built and parsed agree.
         let parsed = one(m.text());
@@ -966,7 +971,7 @@ mod tests {
                     return Err(TestCaseError::fail("a valid message was refused"));
                 };
                 let params = message.call_params("\"origin\"", None, Some("\"moniker-1\""));
-                let sent = Message::request("9", "tools/call", params.as_deref());
+                let sent = Message::outgoing("9", "tools/call", params.as_ref());
                 let mut wire = Vec::new();
                 let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
                 let (tx, rx) = tokio::sync::mpsc::unbounded_channel();

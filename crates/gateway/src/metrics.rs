@@ -279,6 +279,16 @@ impl Metrics {
             let _ = writeln!(out, "# TYPE moniker_lock_breaking_changes gauge");
             let _ = writeln!(out, "moniker_lock_breaking_changes {count}");
         }
+        let _ = writeln!(
+            out,
+            "# HELP moniker_message_reads_total Serde passes over messages' text: one where each message enters, and any later read of a part of one."
+        );
+        let _ = writeln!(out, "# TYPE moniker_message_reads_total counter");
+        let _ = writeln!(
+            out,
+            "moniker_message_reads_total {}",
+            crate::message::passes()
+        );
         out
     }
 }

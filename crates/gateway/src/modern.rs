@@ -10,14 +10,13 @@
 //! (client side) and `connect` (server side) both use it; it uses neither. The calls parked
 //! for a client's input are the gateway's ([`crate::parked`]).
 
-use crate::message::{self, Message};
+use crate::message::{self, Field, Message, Params};
 
 pub(crate) mod input;
 
 /// The stateless protocol version.
 pub const MODERN_VERSION: &str = "2026-07-28";
-const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+use crate::message::{CAPABILITIES_KEY, PROTOCOL_VERSION_KEY};
 const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 /// The version a request names is not one moniker speaks (2026-07-28).
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
@@ -25,60 +24,27 @@ pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 pub const HEADER_MISMATCH: i64 = -32020;
 /// A request needs a capability the client did not declare (HTTP 400).
 pub const MISSING_CAPABILITY: i64 = -32021;
-pub(crate) const PROTOCOL_VERSION_META: &str = PROTOCOL_VERSION_KEY;
-/// The `_meta` keys of the 2026-07-28 envelope: what a 2025-era server never sees (the
-/// official SDKs refuse a request that carries them on a handshake connection).
-const ENVELOPE_KEYS: [&str; 4] = [
-    PROTOCOL_VERSION_KEY,
-    CAPABILITIES_KEY,
-    CLIENT_INFO_META,
-    "io.modelcontextprotocol/logLevel",
-];
-
 /// `params` without the 2026-07-28 envelope, for a server of the 2025 era; `None` when it has
 /// none (the params go as they are). A `_meta` left empty goes too.
-pub(crate) fn without_envelope(params: &str) -> Option<String> {
-    if !params.contains("io.modelcontextprotocol/") {
-        return None;
-    }
-    let fields = message::fields(params)?;
-    let meta = message::fields(fields.get("_meta")?.get())?;
-    if !ENVELOPE_KEYS.iter().any(|k| meta.contains_key(*k)) {
-        return None;
-    }
-    let kept: Vec<(&str, &str)> = meta
+pub(crate) fn without_envelope(params: &Params) -> Option<Params> {
+    Field::ENVELOPE
         .iter()
-        .filter(|(k, _)| !ENVELOPE_KEYS.contains(&k.as_ref()))
-        .map(|(k, v)| (k.as_ref(), v.get()))
-        .collect();
-    let kept = (!kept.is_empty()).then(|| message::object(kept));
-    let out = fields.iter().filter_map(|(k, v)| match k.as_ref() {
-        "_meta" => kept.as_deref().map(|m| ("_meta", m)),
-        key => Some((key, v.get())),
-    });
-    Some(message::object(out))
+        .any(|f| params.has(*f))
+        .then(|| params.without(&Field::ENVELOPE))
 }
-pub(crate) const CAPABILITIES_META: &str = CAPABILITIES_KEY;
-pub(crate) const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
 
-/// The params key whose value `Mcp-Name` mirrors, for the methods that name something.
-pub(crate) fn name_key(method: &str) -> Option<&'static str> {
+/// The params field whose value `Mcp-Name` mirrors, for the methods that name something.
+pub(crate) fn name_field(method: &str) -> Option<Field> {
     match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
+        "tools/call" | "prompts/get" => Some(Field::Name),
+        "resources/read" => Some(Field::Uri),
         _ => None,
     }
 }
 
 /// The protocol version of a request's envelope, if it has one.
 pub(crate) fn version_of(request: &Message) -> Option<String> {
-    let params = request.params()?;
-    if !params.contains(PROTOCOL_VERSION_KEY) {
-        return None;
-    }
-    let fields = message::fields(params)?;
-    let meta = message::fields(fields.get("_meta")?.get())?;
-    message::str_field(&meta, PROTOCOL_VERSION_KEY).map(|v| v.into_owned())
+    request.str_of(Field::Version).map(|v| v.into_owned())
 }
 
 /// The kinds of input a 2026-07-28 client declared it answers (`clientCapabilities`), read
@@ -92,13 +58,13 @@ pub(crate) struct Answerable {
 }
 
 impl Answerable {
-    fn of(capabilities: &str) -> Self {
-        let fields = message::fields(capabilities);
-        let has = |key: &str| fields.as_ref().is_some_and(|c| c.contains_key(key));
+    /// What a request's envelope declares (read with the message).
+    fn of(request: &Message) -> Self {
+        let has = |field: Field| request.field(field).is_some();
         Self {
-            sampling: has("sampling"),
-            elicitation: has("elicitation"),
-            roots: has("roots"),
+            sampling: has(Field::Sampling),
+            elicitation: has(Field::Elicitation),
+            roots: has(Field::Roots),
         }
     }
 
@@ -123,34 +89,25 @@ pub(crate) enum Envelope {
     Refused(Message),
 }
 
-/// Reads a request's `params._meta` envelope (only when its text names the key: a 2025
-/// request is not parsed again).
+/// What a request's `params._meta` envelope says (recorded where the request was read).
 pub(crate) fn envelope(request: &Message) -> Envelope {
-    let Some(params) = request.params() else {
+    let Some(version) = request.field(Field::Version) else {
         return Envelope::None;
     };
-    if !params.contains(PROTOCOL_VERSION_KEY) {
-        return Envelope::None;
-    }
     let id = request.id().unwrap_or("null");
-    let meta = message::fields(params)
-        .and_then(|f| f.get("_meta").map(|m| m.get().to_owned()))
-        .and_then(|m| {
-            message::fields(&m).map(|f| {
-                (
-                    message::str_field(&f, PROTOCOL_VERSION_KEY).map(|v| v.into_owned()),
-                    f.get(CAPABILITIES_KEY).map(|c| Answerable::of(c.get())),
-                )
-            })
-        });
-    match meta {
-        Some((Some(version), Some(can))) if version == MODERN_VERSION => Envelope::Modern(can),
-        Some((Some(version), Some(_))) => {
+    let declared = request.field(Field::Capabilities).is_some();
+    match message::unquote(version) {
+        Some(version) if declared && version == MODERN_VERSION => {
+            Envelope::Modern(Answerable::of(request))
+        }
+        Some(version) if declared => {
             let data = serde_json::json!({"supported": [MODERN_VERSION], "requested": version});
-            let error = format!(
-                r#"{{"code":{UNSUPPORTED_PROTOCOL_VERSION},"message":"Unsupported protocol version","data":{data}}}"#
-            );
-            Envelope::Refused(Message::error_raw(id, &error))
+            Envelope::Refused(Message::error_with(
+                Some(id),
+                UNSUPPORTED_PROTOCOL_VERSION,
+                "Unsupported protocol version",
+                Some(&data.to_string()),
+            ))
         }
         _ => Envelope::Refused(missing_envelope(request)),
     }
@@ -203,14 +160,11 @@ pub(crate) fn answer(reply: Message, method: &str, private: bool, ttl_ms: u64) -
     if !body.starts_with('{') {
         return reply;
     }
-    // The result's own keys decide, not its bytes: a tool's content may hold the words. (The
-    // keys are read only when the words are there at all.)
-    let keys = (result.contains("\"resultType\"") || result.contains("\"ttlMs\""))
-        .then(|| message::fields(result))
-        .flatten();
-    let has = |key: &str| keys.as_ref().is_some_and(|k| k.contains_key(key));
+    // The result's own keys decide (recorded where it was read), not its bytes: a tool's
+    // content may hold the words.
+    let has = |field: Field| reply.field(field).is_some();
     let mut added = String::new();
-    if !has("resultType") {
+    if !has(Field::ResultType) {
         added.push_str(r#""resultType":"complete","#);
     }
     // Lists and resource reads carry cache hints (`resources/read` too, in 2026-07-28).
@@ -222,7 +176,7 @@ pub(crate) fn answer(reply: Message, method: &str, private: bool, ttl_ms: u64) -
             | "resources/templates/list"
             | "resources/read"
     );
-    if is_list && !has("ttlMs") {
+    if is_list && !has(Field::TtlMs) {
         let scope = if private { "private" } else { "public" };
         added.push_str(&format!(r#""ttlMs":{ttl_ms},"cacheScope":"{scope}","#));
     }
@@ -253,17 +207,17 @@ pub(crate) struct Filter {
 }
 
 pub(crate) fn listen_filter(request: &Message) -> Filter {
-    let filter = request
-        .params()
+    // What it opts in to, read once here (its only reader).
+    let Some(filter) = request
+        .field(Field::Notifications)
         .and_then(message::fields)
-        .and_then(|f| f.get("notifications").map(|n| n.get().to_owned()));
-    let Some(filter) = filter.as_deref().and_then(message::fields) else {
+    else {
         return Filter::default();
     };
     let on = |key: &str| filter.get(key).is_some_and(|v| v.get() == "true");
     let uris: Vec<String> = filter
         .get("resourceSubscriptions")
-        .and_then(|u| serde_json::from_str::<Vec<String>>(u.get()).ok())
+        .and_then(|u| message::read::<Vec<String>>(u.get()))
         .unwrap_or_default();
     let mut unique: Vec<String> = Vec::new();
     for uri in uris {
@@ -310,6 +264,14 @@ pub(crate) fn acknowledged(id: &str, filter: &Filter) -> Message {
 mod tests {
     use super::*;
 
+    /// A server's result, as it arrives (read, its head known).
+    fn from_server(id: &str, result: &str) -> Message {
+        message::parse_one(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#
+        ))
+        .expect("a result")
+    }
+
     fn request(params: &str) -> Message {
         message::parse_one(format!(
             r#"{{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{params}}}"#
@@ -341,14 +303,14 @@ mod tests {
 
     #[test]
     fn results_say_their_type_and_lists_their_cache_hints() {
-        let list = Message::result("1", r#"{"tools":[]}"#);
+        let list = from_server("1", r#"{"tools":[]}"#);
         let out = answer(list, "tools/list", true, 0);
         assert_eq!(
             out.result_text(),
             Some(r#"{"resultType":"complete","ttlMs":0,"cacheScope":"private","tools":[]}"#)
         );
         let out = answer(
-            Message::result("1", r#"{"tools":[]}"#),
+            from_server("1", r#"{"tools":[]}"#),
             "tools/list",
             false,
             30000,
@@ -357,10 +319,10 @@ mod tests {
             out.result_text(),
             Some(r#"{"resultType":"complete","ttlMs":30000,"cacheScope":"public","tools":[]}"#)
         );
-        let empty = answer(Message::result("2", "{}"), "tools/call", false, 5);
+        let empty = answer(from_server("2", "{}"), "tools/call", false, 5);
         assert_eq!(empty.result_text(), Some(r#"{"resultType":"complete"}"#));
         let kept = answer(
-            Message::result("3", r#"{"resultType":"input_required","x":1.50}"#),
+            from_server("3", r#"{"resultType":"input_required","x":1.50}"#),
             "tools/call",
             false,
             5,
@@ -373,22 +335,28 @@ mod tests {
 
     #[test]
     fn a_2025_server_never_sees_the_envelope() {
+        let of = |params: &str| {
+            let text =
+                format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#);
+            let Ok(crate::message::Incoming::One(m)) = crate::message::parse(text) else {
+                panic!("{params}")
+            };
+            m.params_with(&[]).unwrap()
+        };
+        let without = |params: &str| without_envelope(&of(params)).map(|p| p.text().to_owned());
         let params = r#"{"name":"t","arguments":{"x":"io.modelcontextprotocol/protocolVersion"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c"},"progressToken":7,"io.modelcontextprotocol/related-task":{"taskId":"a"}}}"#;
         assert_eq!(
-            without_envelope(params).as_deref(),
+            without(params).as_deref(),
             Some(
                 r#"{"name":"t","arguments":{"x":"io.modelcontextprotocol/protocolVersion"},"_meta":{"progressToken":7,"io.modelcontextprotocol/related-task":{"taskId":"a"}}}"#
             )
         );
         let only =
             r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"uri":"a://b"}"#;
-        assert_eq!(
-            without_envelope(only).as_deref(),
-            Some(r#"{"uri":"a://b"}"#)
-        );
+        assert_eq!(without(only).as_deref(), Some(r#"{"uri":"a://b"}"#));
         // Words in the arguments are not an envelope.
         assert_eq!(
-            without_envelope(r#"{"arguments":{"io.modelcontextprotocol/protocolVersion":1}}"#),
+            without(r#"{"arguments":{"io.modelcontextprotocol/protocolVersion":1}}"#),
             None
         );
     }
@@ -396,7 +364,7 @@ mod tests {
     #[test]
     fn words_in_a_tools_content_are_not_its_results_keys() {
         let content = r#"{"content":[{"type":"text","text":"\"resultType\" and \"ttlMs\""}]}"#;
-        let out = answer(Message::result("4", content), "tools/call", false, 5);
+        let out = answer(from_server("4", content), "tools/call", false, 5);
         assert_eq!(
             out.result_text()
                 .map(|r| r.starts_with(r#"{"resultType":"complete","content""#)),
@@ -404,7 +372,7 @@ mod tests {
             "{out:?}"
         );
         let listed = r#"{"tools":[{"name":"t","description":"says \"ttlMs\""}]}"#;
-        let out = answer(Message::result("5", listed), "tools/list", true, 7);
+        let out = answer(from_server("5", listed), "tools/list", true, 7);
         assert!(
             out.result_text()
                 .is_some_and(|r| r.starts_with(r#"{"resultType":"complete","ttlMs":7,"#)),

@@ -226,8 +226,7 @@ impl Session {
         match &self.gateway.telemetry {
             None => call,
             Some(telemetry) => {
-                let parent =
-                    crate::telemetry::parent_of(request.params()).or_else(|| answers.trace.clone());
+                let parent = crate::telemetry::parent_of(request).or_else(|| answers.trace.clone());
                 call.traced(telemetry, parent.as_ref(), id_of(request))
             }
         }

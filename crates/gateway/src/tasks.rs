@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 
 use moniker_surface::ServerId;
 
-use crate::message::{self, Message};
+use crate::message::{self, Field, Message};
 
 /// The tasks moniker remembers of one principal, at most; its oldest are forgotten first
 /// (their ids stop resolving). One client's tasks never push out another's.
@@ -94,10 +94,10 @@ pub(crate) fn with_named_task(reply: Message, server: &ServerId) -> (Message, Op
     let Some(result) = reply.result_text() else {
         return (reply, None);
     };
-    if !result.contains("\"taskId\"") {
+    let inner = reply.field(Field::ResultTask).map(str::to_owned);
+    if inner.is_none() && reply.field(Field::ResultTaskId).is_none() {
         return (reply, None);
     }
-    let inner = message::fields(result).and_then(|f| f.get("task").map(|t| t.get().to_owned()));
     let renamed = match inner {
         Some(task) => named_task(&task, server)
             .and_then(|(task, id)| Some((message::with_fields(result, &[("task", &task)])?, id))),

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
+use crate::message::{Edit, Field, Message, Params};
 use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::{
     SpanKind, Status, TraceContextExt as _, Tracer as _, TracerProvider as _,
@@ -160,25 +161,24 @@ impl Span {
     }
 }
 
-/// The trace context a client put in a request's `_meta` (`traceparent`, `tracestate`).
-pub(crate) fn parent_of(params: Option<&str>) -> Option<TraceContext> {
-    let fields = crate::message::fields(params?)?;
-    let meta = crate::message::fields(fields.get("_meta")?.get())?;
+/// The trace context a client put in a request's `_meta` (`traceparent`, `tracestate`),
+/// recorded where the request was read.
+pub(crate) fn parent_of(request: &Message) -> Option<TraceContext> {
     Some(TraceContext {
-        traceparent: crate::message::str_field(&meta, "traceparent")?.into_owned(),
-        tracestate: crate::message::str_field(&meta, "tracestate").map(|s| s.into_owned()),
+        traceparent: request.str_of(Field::Traceparent)?.into_owned(),
+        tracestate: request.str_of(Field::Tracestate).map(|s| s.into_owned()),
     })
 }
 
 /// `params` with `trace` in its `_meta`, for the server.
-pub(crate) fn with_context(params: &str, trace: &TraceContext) -> String {
+pub(crate) fn with_context(params: &Params, trace: &TraceContext) -> Params {
     let parent = crate::message::string(&trace.traceparent);
     let state = trace.tracestate.as_deref().map(crate::message::string);
-    let mut set = vec![("traceparent", parent.as_str())];
+    let mut set = vec![Edit::Set(Field::Traceparent, parent.as_str())];
     if let Some(state) = &state {
-        set.push(("tracestate", state.as_str()));
+        set.push(Edit::Set(Field::Tracestate, state.as_str()));
     }
-    crate::message::with_meta(Some(params), &set)
+    params.edit(&set)
 }
 
 fn extract(trace: &TraceContext) -> Context {

@@ -476,10 +476,9 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
 
 /// The W3C trace context of a request, from its `_meta` (moniker's span when traces are on,
 /// else the client's as it came), as HTTP headers too: a server's HTTP middleware reads them
-/// there. `_meta` is read only when it names a `traceparent`.
+/// there.
 fn trace_headers(line: &Message) -> Vec<(HeaderName, HeaderValue)> {
-    let params = line.params().filter(|p| p.contains("traceparent"));
-    let Some(trace) = crate::telemetry::parent_of(params) else {
+    let Some(trace) = crate::telemetry::parent_of(line) else {
         return Vec::new();
     };
     let mut out = Vec::with_capacity(2);
@@ -502,9 +501,8 @@ fn routing_headers(conn: &Connection, line: &Message) -> Vec<(HeaderName, Header
     };
     let value = |text: &str| HeaderValue::from_str(&encode_value(text)).ok();
     out.extend(value(method).map(|v| (MCP_METHOD, v)));
-    let params = line.params().and_then(message::fields);
-    let field = |key: &str| params.as_ref().and_then(|f| message::str_field(f, key));
-    if let Some(name) = crate::modern::name_key(method).and_then(field) {
+    let named = crate::modern::name_field(method).and_then(|f| line.str_of(f));
+    if let Some(name) = named {
         out.extend(value(&name).map(|v| (MCP_NAME, v)));
         let wanted = if method == "tools/call" {
             conn.header_params(&name)
@@ -513,11 +511,8 @@ fn routing_headers(conn: &Connection, line: &Message) -> Vec<(HeaderName, Header
         };
         if !wanted.is_empty() {
             // Parsed only for a tool with such parameters.
-            let arguments: serde_json::Value = params
-                .as_ref()
-                .and_then(|f| f.get("arguments"))
-                .and_then(|a| serde_json::from_str(a.get()).ok())
-                .unwrap_or_default();
+            let arguments: serde_json::Value =
+                line.arguments().and_then(message::read).unwrap_or_default();
             for param in wanted {
                 let found = param
                     .path

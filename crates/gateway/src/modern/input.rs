@@ -2,7 +2,7 @@
 //! server's `input_required` result, and writing one for a client from the requests a 2025
 //! server sent in the middle of a call.
 
-use crate::message::{self, Message};
+use crate::message::{self, Field, Message};
 
 /// An `input_required` result: its requests (key, method, params) and its state (each may be
 /// absent, not both).
@@ -12,18 +12,16 @@ pub(crate) struct Asked {
 }
 
 pub(crate) fn input_required_of(reply: &Message) -> Option<Asked> {
-    let result = reply.result_text()?;
-    if !result.contains("input_required") {
+    if reply.str_of(Field::ResultType).as_deref() != Some("input_required") {
         return None;
     }
-    let fields = message::fields(result)?;
-    if message::str_field(&fields, "resultType").as_deref() != Some("input_required") {
-        return None;
-    }
-    let state = message::str_field(&fields, "requestState").map(|s| s.into_owned());
-    let requests: Vec<(String, String, Option<String>)> = fields
-        .get("inputRequests")
-        .and_then(|r| message::fields(r.get()))
+    let state = reply
+        .str_of(Field::ResultRequestState)
+        .map(|s| s.into_owned());
+    // The server's requests, read here (the only reader of their parts).
+    let requests: Vec<(String, String, Option<String>)> = reply
+        .field(Field::InputRequests)
+        .and_then(message::fields)
         .into_iter()
         .flatten()
         .filter_map(|(key, asked)| {
@@ -41,8 +39,9 @@ pub(crate) fn input_required_of(reply: &Message) -> Option<Asked> {
     Some(Asked { requests, state })
 }
 
-/// The `input_required` result: the server's requests by moniker's ids, and the state.
-pub(crate) fn input_required(asked: &[(u64, Message)], state: &str) -> String {
+/// The `input_required` result answering `id`: the server's requests by moniker's ids, and
+/// the state.
+pub(crate) fn input_required(id: &str, asked: &[(u64, Message)], state: &str) -> Message {
     let requests: Vec<String> = asked
         .iter()
         .map(|(ours, request)| {
@@ -53,9 +52,12 @@ pub(crate) fn input_required(asked: &[(u64, Message)], state: &str) -> String {
             )
         })
         .collect();
-    format!(
-        r#"{{"resultType":"input_required","inputRequests":{{{}}},"requestState":{}}}"#,
-        requests.join(","),
-        message::string(state)
+    Message::result_object(
+        id,
+        &[
+            ("resultType", r#""input_required""#),
+            ("inputRequests", &format!("{{{}}}", requests.join(","))),
+            ("requestState", &message::string(state)),
+        ],
     )
 }

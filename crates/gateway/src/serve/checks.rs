@@ -95,23 +95,20 @@ pub(super) fn routing_headers(
     if header("mcp-protocol-version") != Some(version.as_str()) {
         return Err(format!(
             "the MCP-Protocol-Version header does not match the request's `{}`",
-            modern::PROTOCOL_VERSION_META
+            crate::message::PROTOCOL_VERSION_KEY
         ));
     }
     let method = request.method().unwrap_or_default();
     if header("mcp-method") != Some(method) {
         return Err("the Mcp-Method header does not match the request's method".to_owned());
     }
-    if let Some(key) = modern::name_key(method) {
-        let named = request
-            .params()
-            .and_then(crate::message::fields)
-            .and_then(|f| crate::message::str_field(&f, key).map(|v| v.into_owned()));
-        if let Some(named) = named {
+    if let Some(field) = modern::name_field(method) {
+        let key = field.key();
+        if let Some(named) = request.str_of(field) {
             if header("mcp-name")
                 .map(crate::headers::decode_value)
                 .as_deref()
-                != Some(named.as_str())
+                != Some(named.as_ref())
             {
                 return Err(format!(
                     "the Mcp-Name header does not match the request's `{key}`"

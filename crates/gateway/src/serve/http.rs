@@ -694,7 +694,7 @@ impl Shape {
                 shape.initialize = m.method() == Some("initialize");
                 shape.progress = m.progress_token().is_some();
                 shape.stateless = m.method() == Some("server/discover")
-                    || !matches!(modern::envelope(m), modern::Envelope::None);
+                    || m.field(crate::message::Field::Version).is_some();
             }
             Incoming::One(_) => {}
             Incoming::Batch(items) => {
@@ -916,10 +916,7 @@ async fn stateless(
 /// The HTTP status of a 2026-07-28 answer: 400 for a request moniker cannot take as it is
 /// (parse, params, headers, version), 404 for an unknown method, else 200.
 fn modern_status(reply: &Message) -> StatusCode {
-    let code = reply
-        .error_text()
-        .and_then(message::fields)
-        .and_then(|f| f.get("code").and_then(|c| c.get().parse::<i64>().ok()));
+    let code = reply.error_code();
     match code {
         Some(
             message::PARSE_ERROR

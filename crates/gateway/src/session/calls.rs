@@ -7,15 +7,16 @@ use std::sync::Arc;
 use std::borrow::Cow;
 
 use moniker_surface::toolsets::MANAGEMENT_TOOLS;
-use moniker_surface::{Kind, Route, Via, actions, discovery, listing, management};
+use moniker_surface::{Exposed, Kind, Via, discovery, listing, management};
 use serde_json::value::RawValue;
 use tracing::Instrument as _;
 
 use super::{Answers, Reply, Session, Toolset, id_of};
 use crate::call::Call;
 use crate::errors::{self, Refusal};
-use crate::message::{self, Message};
+use crate::message::{self, Field, Message};
 use crate::metrics::Outcome;
+use crate::route::{self, Decision};
 use crate::sync::lock;
 use crate::toolsets::{Effect, Equipped};
 use crate::view::View;
@@ -189,56 +190,42 @@ impl Session {
         let id = id_of(request);
         let kind = record.kind.unwrap_or(Kind::Tool);
         let name = call.name;
-        let resolved = match equipped {
-            Some(e) => {
-                moniker_surface::toolsets::resolve(&view.surface, &e.equipped.selection, kind, name)
+        let selection = equipped.map(|e| &e.equipped.selection);
+        let decision = route::decide(
+            &view.surface,
+            selection,
+            kind,
+            name,
+            call.arguments,
+            request.arguments(),
+        );
+        let forward = match decision {
+            Decision::Forward(forward) => forward,
+            Decision::Unknown => {
+                let refusal = Refusal::UnknownName {
+                    kind,
+                    name: name.to_owned(),
+                };
+                tracing::debug!(name = %name, "{} not found", kind.noun());
+                record.refused(&refusal);
+                return Some(refusal.answer(id));
             }
-            None => view.surface.resolve(kind, name),
-        };
-        let Some(resolved) = resolved else {
-            let refusal = Refusal::UnknownName {
-                kind,
-                name: name.to_owned(),
-            };
-            tracing::debug!(name = %name, "{} not found", kind.noun());
-            record.refused(&refusal);
-            return Some(refusal.answer(id));
-        };
-        let exposed = resolved.exposed;
-        record.exposed = Some(exposed.name.clone());
-        record.via = Some(resolved.via);
-        log_resolution(name, exposed, resolved.via, kind);
-        if matches!(resolved.via, Via::Alias | Via::Legacy) {
-            let deprecated = exposed.deprecated.get(name);
-            if let Some(d) = deprecated {
-                self.warn_deprecated(name, &exposed.name, d);
+            Decision::Refused {
+                exposed,
+                via,
+                message,
+            } => {
+                self.resolved(record, name, exposed, via, kind);
+                tracing::debug!(action_tool = %exposed.name, %message, "action refused");
+                record.outcome = Outcome::ToolError;
+                return Some(Message::result(id, &errors::tool_error(&message)));
             }
-            self.gateway
-                .metrics
-                .alias_call(name, &exposed.name, deprecated.is_some());
+        };
+        let (exposed, origin, arguments) = (forward.exposed, forward.origin, forward.arguments);
+        self.resolved(record, name, exposed, forward.via, kind);
+        if let Some((action, member)) = forward.action {
+            tracing::debug!(action_tool = %exposed.name, %action, %member, "action dispatched");
         }
-
-        let (origin, arguments) = match &exposed.route {
-            Route::Origin(origin) => (origin, call.arguments.map(str::to_owned)),
-            Route::Action(route) => {
-                let given = call
-                    .arguments
-                    .or_else(|| request.arguments())
-                    .and_then(|a| serde_json::from_str::<&RawValue>(a).ok());
-                match actions::dispatch(&route.specs, given) {
-                    Ok((i, arguments)) => {
-                        let member = &route.members[i];
-                        tracing::debug!(action_tool = %exposed.name, action = %member.action, member = %member.name, "action dispatched");
-                        (&member.origin, Some(arguments))
-                    }
-                    Err(message) => {
-                        tracing::debug!(action_tool = %exposed.name, %message, "action refused");
-                        record.outcome = Outcome::ToolError;
-                        return Some(Message::result(id, &errors::tool_error(&message)));
-                    }
-                }
-            }
-        };
         record.server = Some(origin.server.clone());
         record.origin = Some(origin.name.clone());
         let default = self.gateway.settings.config.call_timeout;
@@ -255,7 +242,7 @@ impl Session {
                     return Some(refusal.answer(id));
                 }
             };
-        tracing::debug!(requested = %name, name = %exposed.name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name, "{} call", kind.noun());
+        tracing::debug!(requested = %name, name = %exposed.name, via = forward.via.as_str(), server = %origin.server, origin = %origin.name, "{} call", kind.noun());
         let token = self.progress_route(request, answers);
         let rewritten = request.call_params(
             &message::string(&origin.name),
@@ -263,7 +250,7 @@ impl Session {
             token.as_deref(),
         );
         let method = record.method();
-        let span = tracing::debug_span!("call", tool = %exposed.name, requested = %name, via = resolved.via.as_str(), server = %origin.server, origin = %origin.name);
+        let span = tracing::debug_span!("call", tool = %exposed.name, requested = %name, via = forward.via.as_str(), server = %origin.server, origin = %origin.name);
         let trace = record.sending(
             self.gateway.telemetry.as_ref(),
             &origin.server,
@@ -278,20 +265,16 @@ impl Session {
                 request,
                 &origin.server,
                 method,
-                rewritten.as_deref(),
+                rewritten.as_ref(),
                 admitted,
             )
             .instrument(span)
             .await;
         let reply = self
-            .input_for_server(request, &origin.server, method, rewritten.as_deref(), reply)
+            .input_for_server(request, &origin.server, method, rewritten.as_ref(), reply)
             .await;
         // A call run as a task answers with the task: its id names the server.
-        let as_task = request.params().is_some_and(|p| p.contains("\"task\""))
-            && request
-                .params()
-                .and_then(crate::message::fields)
-                .is_some_and(|f| f.contains_key("task"));
+        let as_task = request.field(Field::Task).is_some();
         let reply = match reply {
             Some(reply) if as_task => Some(self.started_task(reply, &origin.server)),
             reply => reply,
@@ -303,11 +286,28 @@ impl Session {
         reply
     }
 
+    /// Notes what a name resolved to: on the call's record, in the log, and for an alias or
+    /// a legacy name in the metrics (and a deprecation warning to the client).
+    fn resolved(&self, record: &mut Call, name: &str, exposed: &Exposed, via: Via, kind: Kind) {
+        record.exposed = Some(exposed.name.clone());
+        record.via = Some(via);
+        log_resolution(name, exposed, via, kind);
+        if matches!(via, Via::Alias | Via::Legacy) {
+            let deprecated = exposed.deprecated.get(name);
+            if let Some(d) = deprecated {
+                self.warn_deprecated(name, &exposed.name, d);
+            }
+            self.gateway
+                .metrics
+                .alias_call(name, &exposed.name, deprecated.is_some());
+        }
+    }
+
     /// A call of one of moniker's management tools.
     fn manage(&self, request: &Message, tool: &str, view: &Arc<View>) -> Message {
         let arguments: serde_json::Value = request
             .arguments()
-            .and_then(|a| serde_json::from_str(a).ok())
+            .and_then(message::read)
             .unwrap_or(serde_json::Value::Null);
         let active = self.equipped(view);
         let (result, effect) = crate::toolsets::call(

@@ -12,7 +12,7 @@ use super::{Answers, Reply, Session, id_of};
 use crate::call::Call;
 use crate::connect::Connection;
 use crate::errors::Refusal;
-use crate::message::{self, Message};
+use crate::message::{self, Edit, Field, Message};
 
 /// Resources one session may follow at once (`resources/subscribe`, a listen's
 /// `resourceSubscriptions`).
@@ -150,16 +150,16 @@ impl Session {
         let id = id_of(request);
         let mut last = None;
         for server in servers {
-            let mut params = self.for_server(server, request.params().map(str::to_owned));
+            let mut params = self.for_server(server, request.params_with(&[]));
             let trace = record.sending(self.gateway.telemetry.as_ref(), server, &uri);
             if let (Some(trace), Some(p)) = (trace, &params) {
                 params = Some(crate::telemetry::with_context(p, &trace));
             }
             let (reply, outcome) = self
-                .forward_call(request, server, "resources/read", params.as_deref())
+                .forward_call(request, server, "resources/read", params.as_ref())
                 .await;
             let reply = self
-                .input_for_server(request, server, "resources/read", params.as_deref(), reply)
+                .input_for_server(request, server, "resources/read", params.as_ref(), reply)
                 .await;
             record.ended(outcome, reply.as_ref());
             let ok = reply.as_ref().is_some_and(|r| !is_error(r));
@@ -227,7 +227,7 @@ impl Session {
                     Some(Message::result(id, "{}"))
                 }
                 None => {
-                    self.forward(request, server, method, request.params())
+                    self.forward(request, server, method, request.params_with(&[]).as_ref())
                         .await
                 }
             };
@@ -333,16 +333,13 @@ impl Session {
     pub(super) async fn complete(self: &Arc<Self>, request: &Message) -> Reply {
         let id = id_of(request);
         let invalid = |why: &str| Some(Refusal::invalid_params(why).answer(id));
-        let Some(params) = request.params() else {
-            return invalid("missing params");
+        let Some(params) = request.params_with(&[]) else {
+            return invalid("missing params, or params not an object");
         };
-        let Some(fields) = message::fields(params) else {
-            return invalid("params must be an object");
-        };
-        let Some(reference) = fields.get("ref").copied() else {
+        let Some(reference) = request.field(Field::Ref) else {
             return invalid("missing `ref`");
         };
-        let Some(ref_fields) = message::fields(reference.get()) else {
+        let Some(ref_fields) = message::fields(reference) else {
             return invalid("`ref` must be an object");
         };
         match message::str_field(&ref_fields, "type").as_deref() {
@@ -374,11 +371,11 @@ impl Session {
                     return unknown();
                 };
                 let origin_name = message::string(&origin.name);
-                let reference = message::with_fields(reference.get(), &[("name", &origin_name)])
-                    .unwrap_or_default();
-                let params = message::with_fields(params, &[("ref", &reference)]);
+                let reference =
+                    message::with_fields(reference, &[("name", &origin_name)]).unwrap_or_default();
+                let params = params.edit(&[Edit::Set(Field::Ref, &reference)]);
                 let server = origin.server.clone();
-                self.forward(request, &server, "completion/complete", params.as_deref())
+                self.forward(request, &server, "completion/complete", Some(&params))
                     .await
             }
             Some("ref/resource") => {
@@ -387,7 +384,7 @@ impl Session {
                 let mut last = None;
                 for server in &servers {
                     let reply = self
-                        .forward(request, server, "completion/complete", Some(params))
+                        .forward(request, server, "completion/complete", Some(&params))
                         .await;
                     match &reply {
                         Some(answer) if !is_error(answer) => return reply,
@@ -407,10 +404,11 @@ impl Session {
     }
 
     pub(super) fn set_level(&self, request: &Message) -> Message {
+        let params = request.params_with(&[]);
         for conn in self.reached() {
             if conn.info().has_logging {
                 // Fire and forget: the level is advice, and a slow server must not hold the client.
-                if let Ok((ours, _)) = conn.start("logging/setLevel", request.params()) {
+                if let Ok((ours, _)) = conn.start("logging/setLevel", params.as_ref()) {
                     conn.forget(ours);
                 }
             }

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use moniker_surface::ServerId;
 
 use super::{Answers, Reply, Session, id_of};
-use crate::message::{self, Message};
+use crate::message::{self, Edit, Field, Message, Params};
 use crate::modern::Answerable;
 use crate::modern::input::{input_required, input_required_of};
 use crate::parked::{Parked, STATE_PREFIX};
@@ -33,10 +33,7 @@ impl Session {
         can: Answerable,
     ) -> Reply {
         let id = request.id().unwrap_or("null").to_owned();
-        let params = request.params().and_then(message::fields);
-        let state = params
-            .as_ref()
-            .and_then(|f| message::str_field(f, "requestState").map(|s| s.into_owned()));
+        let state = request.str_of(Field::RequestState).map(|s| s.into_owned());
         let target = target_of(request);
         // moniker's own states name a parked call; any other is a modern server's, and goes to
         // it untouched with the retried call.
@@ -52,10 +49,10 @@ impl Session {
                     "unknown or expired `requestState`: send the request again without it",
                 ));
             };
-            let responses = params
-                .as_ref()
-                .and_then(|f| f.get("inputResponses"))
-                .and_then(|r| message::fields(r.get()));
+            // The answers, read once here (the only reader of their keys).
+            let responses = request
+                .field(Field::InputResponses)
+                .and_then(message::fields);
             for (key, response) in responses.iter().flatten() {
                 parked
                     .peer
@@ -126,10 +123,10 @@ impl Session {
                     call.peer.park(&call.call);
                     tracing::debug!(requests = asked.len(), "the server asks for input: answered input_required");
                     let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
-                    let result = input_required(&asked, &state);
+                    let result = input_required(id, &asked, &state);
                     call.at = Instant::now();
                     self.gateway.parked.park(state, call);
-                    return Some(Message::result(id, &result));
+                    return Some(result);
                 }
             }
         }
@@ -149,15 +146,14 @@ impl Session {
     /// The params of a call of this session to `server`, as that server must have them: a
     /// 2026-07-28 server is told the capabilities of a 2025 client (moniker asks that client
     /// for what the server needs).
-    pub(super) fn for_server(&self, server: &ServerId, params: Option<String>) -> Option<String> {
+    pub(super) fn for_server(&self, server: &ServerId, params: Option<Params>) -> Option<Params> {
         let Some(capabilities) = self.client_capabilities.get() else {
             return params;
         };
         if !self.to_modern(server) {
             return params;
         }
-        let entry = [(crate::modern::CAPABILITIES_META, capabilities.as_str())];
-        params.map(|p| message::with_meta(Some(&p), &entry))
+        params.map(|p| p.edit(&[Edit::Set(Field::Capabilities, capabilities)]))
     }
 
     /// `server` speaks 2026-07-28.
@@ -176,7 +172,7 @@ impl Session {
         request: &Message,
         server: &ServerId,
         method: &str,
-        params: Option<&str>,
+        params: Option<&Params>,
         mut reply: Reply,
     ) -> Reply {
         if self.client_capabilities.get().is_none() || !self.to_modern(server) {
@@ -205,13 +201,13 @@ impl Session {
             }
             let inputs = format!("{{{}}}", responses.join(","));
             let state = asked.state.as_deref().map(message::string);
-            let mut set = vec![("inputResponses", inputs.as_str())];
+            let mut set = vec![Edit::Set(Field::InputResponses, inputs.as_str())];
             if let Some(state) = &state {
-                set.push(("requestState", state));
+                set.push(Edit::Set(Field::RequestState, state));
             }
-            let retried = params.and_then(|p| message::with_fields(p, &set));
+            let retried = params.map(|p| p.edit(&set));
             reply = self
-                .forward_call(request, server, method, retried.as_deref())
+                .forward_call(request, server, method, retried.as_ref())
                 .await
                 .0;
         }

@@ -10,7 +10,7 @@ use super::{Answers, Reply, Session, id_of};
 use crate::errors::Refusal;
 use crate::hub::InFlight;
 use crate::limits::Admitted;
-use crate::message::Message;
+use crate::message::{Field, Message, Params};
 use crate::metrics::Outcome;
 use crate::sync::lock;
 
@@ -34,7 +34,7 @@ impl Session {
         request: &Message,
         server: &ServerId,
         method: &str,
-        params: Option<&str>,
+        params: Option<&Params>,
     ) -> Reply {
         self.forward_call(request, server, method, params).await.0
     }
@@ -45,7 +45,7 @@ impl Session {
         request: &Message,
         server: &ServerId,
         method: &str,
-        params: Option<&str>,
+        params: Option<&Params>,
     ) -> (Reply, Outcome) {
         let default = self.gateway.settings.config.call_timeout;
         match self.gateway.limits.admit(server, None, default) {
@@ -67,7 +67,7 @@ impl Session {
         request: &Message,
         server: &ServerId,
         method: &str,
-        params: Option<&str>,
+        params: Option<&Params>,
         admitted: Admitted,
     ) -> (Reply, Outcome) {
         let id = id_of(request);
@@ -158,22 +158,16 @@ impl Session {
 /// The server's answer under the client's id, result or error bytes unchanged, and how the
 /// call ended.
 fn relay(id: &str, response: &Message) -> (Reply, Outcome) {
-    if let Some(result) = response.result_text() {
-        // Only a tool's result says `isError`; its fields are read (the one look inside a
-        // server's answer) only when the key is there at all.
-        let failed = result.contains("\"isError\"")
-            && crate::message::fields(result)
-                .and_then(|f| f.get("isError").map(|v| v.get() == "true"))
-                .unwrap_or(false);
-        let outcome = if failed {
-            Outcome::ToolError
-        } else {
-            Outcome::Ok
+    if response.kind() == crate::message::Kind::Result {
+        // Only a tool's result says `isError` (recorded where the answer was read).
+        let outcome = match response.field(Field::IsError) {
+            Some("true") => Outcome::ToolError,
+            _ => Outcome::Ok,
         };
-        return (Some(Message::result(id, result)), outcome);
+        return (Some(response.with_id(id)), outcome);
     }
-    if let Some(error) = response.error_text() {
-        return (Some(Message::error_raw(id, error)), Outcome::Error);
+    if response.kind() == crate::message::Kind::Error {
+        return (Some(response.with_id(id)), Outcome::Error);
     }
     (Some(Refusal::Unreadable.answer(id)), Outcome::Error)
 }

@@ -64,7 +64,9 @@ impl Session {
             Message::result(id, &errors::tool_error(why))
         };
         let arguments = request.arguments().unwrap_or("{}");
-        let args: SearchArguments = match serde_json::from_str(arguments) {
+        let args: SearchArguments = match crate::message::counted(|| {
+            serde_json::from_str(arguments)
+        }) {
             Ok(args) => args,
             Err(e) => {
                 return refused(&format!(
@@ -141,14 +143,15 @@ impl Session {
             record.outcome = Outcome::ToolError;
             Some(Message::result(id, &errors::tool_error(why)))
         };
-        let args: CallArguments<'_> = match serde_json::from_str(arguments) {
-            Ok(args) => args,
-            Err(e) => {
-                return refused(&format!(
-                    "call_tool takes {{\"name\": string, \"arguments\"?: object}}: {e}"
-                ));
-            }
-        };
+        let args: CallArguments<'_> =
+            match crate::message::counted(|| serde_json::from_str(arguments)) {
+                Ok(args) => args,
+                Err(e) => {
+                    return refused(&format!(
+                        "call_tool takes {{\"name\": string, \"arguments\"?: object}}: {e}"
+                    ));
+                }
+            };
         if [discovery::SEARCH_TOOLS, discovery::CALL_TOOL].contains(&args.name.as_str()) {
             return refused(&format!(
                 "call `{}` directly, not through call_tool",

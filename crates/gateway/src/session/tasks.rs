@@ -8,7 +8,7 @@ use moniker_surface::ServerId;
 
 use super::{Reply, Session, id_of};
 use crate::errors::Refusal;
-use crate::message::{self, Message};
+use crate::message::{self, Edit, Field, Message};
 use crate::sync::lock;
 use crate::tasks::{Owner, named_task, with_named_task};
 
@@ -43,9 +43,7 @@ impl Session {
     pub(super) async fn task(self: &Arc<Self>, request: &Message) -> Reply {
         let id = id_of(request);
         let method = request.method().unwrap_or_default();
-        let params = request.params().unwrap_or("{}");
-        let named = message::fields(params)
-            .and_then(|f| message::str_field(&f, "taskId").map(|t| t.into_owned()));
+        let named = request.str_of(Field::TaskId).map(|t| t.into_owned());
         let Some(named) = named else {
             return Some(Refusal::invalid_params("missing `taskId`").answer(id));
         };
@@ -58,7 +56,8 @@ impl Session {
         else {
             return Some(Refusal::invalid_params(format!("unknown task `{named}`")).answer(id));
         };
-        let Some(rewritten) = message::with_fields(params, &[("taskId", &message::string(task))])
+        let Some(rewritten) =
+            request.params_with(&[Edit::Set(Field::TaskId, &message::string(task))])
         else {
             return Some(Refusal::invalid_params("params must be an object").answer(id));
         };

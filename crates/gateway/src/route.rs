@@ -1,0 +1,202 @@
+//! Where a tool or prompt call goes: a pure decision on the call (the name the client used,
+//! its arguments) against the surface and the equipped toolset. No locks, no I/O, no clock:
+//! the session carries the decision out (limits, progress, the forward, the record).
+
+use moniker_surface::toolsets::Selection;
+use moniker_surface::{Exposed, Kind, Origin, Route, Surface, Via, actions};
+use serde_json::value::RawValue;
+
+use crate::message;
+
+/// The decision.
+#[derive(Debug)]
+pub(crate) enum Decision<'v> {
+    /// No tool or prompt of that name under this surface and toolset.
+    Unknown,
+    /// An action tool whose arguments choose no member: the tool error to answer with.
+    Refused {
+        exposed: &'v Exposed,
+        via: Via,
+        message: String,
+    },
+    /// Send it to `origin`.
+    Forward(Forward<'v>),
+}
+
+/// A call to send on.
+#[derive(Debug)]
+pub(crate) struct Forward<'v> {
+    /// What the name resolved to, and how the client named it.
+    pub exposed: &'v Exposed,
+    pub via: Via,
+    /// The server and the name it knows the tool or prompt by.
+    pub origin: &'v Origin,
+    /// Arguments that replace the client's (an action member's own, or those `call_tool`
+    /// was given); `None`: the client's go as they are.
+    pub arguments: Option<String>,
+    /// The action member chosen (`action`, member's name), for an action tool.
+    pub action: Option<(&'v str, &'v str)>,
+}
+
+/// Decides the call of `name` (a `kind`), with `given` arguments when they are not the
+/// request's own (`call_tool`'s), else the request's `own`.
+pub(crate) fn decide<'v>(
+    surface: &'v Surface,
+    selection: Option<&Selection>,
+    kind: Kind,
+    name: &str,
+    given: Option<&str>,
+    own: Option<&str>,
+) -> Decision<'v> {
+    let resolved = match selection {
+        Some(selection) => moniker_surface::toolsets::resolve(surface, selection, kind, name),
+        None => surface.resolve(kind, name),
+    };
+    let Some(resolved) = resolved else {
+        return Decision::Unknown;
+    };
+    let (exposed, via) = (resolved.exposed, resolved.via);
+    match &exposed.route {
+        Route::Origin(origin) => Decision::Forward(Forward {
+            exposed,
+            via,
+            origin,
+            arguments: given.map(str::to_owned),
+            action: None,
+        }),
+        Route::Action(route) => {
+            let arguments = given.or(own).and_then(message::read::<&RawValue>);
+            match actions::dispatch(&route.specs, arguments) {
+                Ok((i, arguments)) => {
+                    let member = &route.members[i];
+                    Decision::Forward(Forward {
+                        exposed,
+                        via,
+                        origin: &member.origin,
+                        arguments: Some(arguments),
+                        action: Some((member.action.as_str(), member.name.as_str())),
+                    })
+                }
+                Err(message) => Decision::Refused {
+                    exposed,
+                    via,
+                    message,
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use moniker_surface::{ActionRule, AliasRule, Listing, Name, Override, Rules, build};
+    use serde_json::json;
+
+    use super::*;
+
+    /// `gh`: `get_pr_info` (alias `pr_info`); `ctx`: `create_project`, `list_projects`
+    /// folded into the action tool `project`.
+    fn surface() -> Surface {
+        let mut rules = Rules::default();
+        rules.tools.insert(
+            "get_pr_info".into(),
+            Override {
+                aliases: vec![AliasRule {
+                    name: "pr_info".parse().unwrap(),
+                    hidden: false,
+                    deprecated: None,
+                }],
+                ..Default::default()
+            },
+        );
+        let mut members = indexmap::IndexMap::new();
+        members.insert(
+            "create".to_owned(),
+            "create_project".parse::<Name>().unwrap(),
+        );
+        members.insert("list".to_owned(), "list_projects".parse::<Name>().unwrap());
+        rules.actions.insert(
+            "project".into(),
+            ActionRule {
+                tools: members,
+                ..Default::default()
+            },
+        );
+        let listing = |server: &str, tools: &[&str]| Listing {
+            server: server.parse().unwrap(),
+            tools: tools
+                .iter()
+                .map(|t| {
+                    let tool = json!({"name": t, "inputSchema": {"type": "object"}});
+                    RawValue::from_string(tool.to_string()).unwrap()
+                })
+                .collect(),
+            prompts: vec![],
+        };
+        let built = build(
+            &rules,
+            &[
+                listing("gh", &["get_pr_info"]),
+                listing("ctx", &["create_project", "list_projects"]),
+            ],
+        );
+        built.surface.expect("a surface")
+    }
+
+    #[test]
+    fn a_call_is_decided_from_its_name_and_arguments_alone() {
+        let surface = surface();
+        let Decision::Forward(f) = decide(&surface, None, Kind::Tool, "pr_info", None, None) else {
+            panic!("an alias resolves");
+        };
+        assert_eq!(
+            (f.origin.server.as_str(), f.origin.name.as_str()),
+            ("gh", "get_pr_info")
+        );
+        assert_eq!((f.via, f.arguments, f.action), (Via::Alias, None, None));
+
+        let own = r#"{"action":"list","arguments":{"q":1}}"#;
+        let Decision::Forward(f) = decide(&surface, None, Kind::Tool, "project", None, Some(own))
+        else {
+            panic!("an action dispatches");
+        };
+        assert_eq!(f.origin.name, "list_projects");
+        assert_eq!(f.action, Some(("list", "list_projects")));
+        assert!(f.arguments.is_some());
+
+        // `call_tool`'s arguments stand in for the request's own.
+        let given = r#"{"action":"create"}"#;
+        let Decision::Forward(f) = decide(
+            &surface,
+            None,
+            Kind::Tool,
+            "project",
+            Some(given),
+            Some(own),
+        ) else {
+            panic!("an action dispatches");
+        };
+        assert_eq!(f.origin.name, "create_project");
+
+        let refused = decide(
+            &surface,
+            None,
+            Kind::Tool,
+            "project",
+            None,
+            Some(r#"{"action":"drop"}"#),
+        );
+        assert!(
+            matches!(refused, Decision::Refused { ref message, .. } if message.contains("drop")),
+            "{refused:?}"
+        );
+        assert!(matches!(
+            decide(&surface, None, Kind::Tool, "nope", None, None),
+            Decision::Unknown
+        ));
+        assert!(matches!(
+            decide(&surface, None, Kind::Prompt, "pr_info", None, None),
+            Decision::Unknown
+        ));
+    }
+}
