@@ -124,6 +124,17 @@ impl Call {
         self.server = Some(server.clone());
         self.origin = Some(origin.to_owned());
         self.sent = Some(Instant::now());
+        self.send_span(telemetry, server, origin)
+    }
+
+    /// The span of its request to the server, and the context that names it: nothing (and
+    /// nothing allocated) when traces are off.
+    fn send_span(
+        &mut self,
+        telemetry: Option<&Telemetry>,
+        server: &ServerId,
+        origin: &str,
+    ) -> Option<TraceContext> {
         let (telemetry, parent) = (telemetry?, self.span.as_ref()?);
         if let Some(old) = self.sent_span.take() {
             old.end(None);
@@ -185,6 +196,24 @@ impl Call {
         let Some(gateway) = self.gateway.clone() else {
             return;
         };
+        self.end_spans();
+        let took = self.sent.map(|sent| sent.elapsed());
+        if self.kind.is_some() {
+            let label = match (&self.exposed, self.outcome) {
+                (Some(exposed), _) => exposed.as_str(),
+                (None, Outcome::Unknown) => crate::metrics::UNKNOWN_TOOL,
+                (None, _) => self.name.as_str(),
+            };
+            let server = self.server.as_ref().zip(took);
+            gateway.metrics.call(label, self.via, self.outcome, server);
+        }
+        if let Some(audit) = &gateway.audit {
+            audit.write(&self.audit_line(self.started.elapsed()));
+        }
+    }
+
+    /// Ends its spans, when traces are on (else nothing is done, and nothing allocated).
+    fn end_spans(&mut self) {
         if let Some(span) = self.span.take() {
             let error = self.error_type();
             if let Some(sent) = self.sent_span.take() {
@@ -209,19 +238,6 @@ impl Call {
                 span.rename(format!("{} {exposed}", self.method()));
             }
             span.end(error);
-        }
-        let took = self.sent.map(|sent| sent.elapsed());
-        if self.kind.is_some() {
-            let label = match (&self.exposed, self.outcome) {
-                (Some(exposed), _) => exposed.as_str(),
-                (None, Outcome::Unknown) => crate::metrics::UNKNOWN_TOOL,
-                (None, _) => self.name.as_str(),
-            };
-            let server = self.server.as_ref().zip(took);
-            gateway.metrics.call(label, self.via, self.outcome, server);
-        }
-        if let Some(audit) = &gateway.audit {
-            audit.write(&self.audit_line(self.started.elapsed()));
         }
     }
 }
@@ -336,6 +352,30 @@ mod tests {
         );
         assert!(call.name.ends_with('…'));
         assert_eq!(clipped("short"), "short");
+    }
+
+    /// Traces off: what the call path does for them allocates nothing.
+    #[test]
+    fn traces_off_cost_no_allocation() {
+        let server: ServerId = "s".parse().unwrap();
+        let mut call = Call::new(
+            None,
+            "c".into(),
+            None,
+            Some(Kind::Tool),
+            "t".to_owned(),
+            "2025-11-25".into(),
+        );
+        let mut context = None;
+        let info = allocation_counter::measure(|| {
+            context = call.send_span(None, &server, "origin");
+            call.end_spans();
+        });
+        assert!(context.is_none());
+        assert_eq!(info.count_total, 0);
+        // The count is real: an allocation shows.
+        let info = allocation_counter::measure(|| drop(std::hint::black_box(vec![1u8; 64])));
+        assert_eq!(info.count_total, 1);
     }
 
     #[test]
