@@ -126,9 +126,6 @@ pub enum Field {
     ErrorCode,
 }
 
-#[cfg(test)]
-const FIELDS: usize = Field::ErrorCode as usize + 1;
-
 impl Field {
     fn scope(self) -> Scope {
         use Field::*;
@@ -183,48 +180,12 @@ impl Field {
     }
 
     fn of(level: Scope, key: &str) -> Option<Self> {
-        use Field::*;
-        const PARAMS: [Field; 14] = [
-            Name,
-            Uri,
-            ProgressToken,
-            RequestId,
-            Cursor,
-            Arguments,
-            RequestState,
-            InputResponses,
-            Task,
-            TaskId,
-            Ref,
-            Notifications,
-            Level,
-            Meta,
-        ];
-        const META: [Field; 7] = [
-            MetaProgressToken,
-            Version,
-            Capabilities,
-            ClientInfo,
-            LogLevel,
-            Traceparent,
-            Tracestate,
-        ];
-        const RESULT: [Field; 7] = [
-            ResultType,
-            TtlMs,
-            InputRequests,
-            IsError,
-            ResultRequestState,
-            ResultTask,
-            ResultTaskId,
-        ];
-        const CAPABILITIES: [Field; 3] = [Sampling, Elicitation, Roots];
         let fields: &[Field] = match level {
             Scope::Params => &PARAMS,
             Scope::Meta => &META,
             Scope::Capabilities => &CAPABILITIES,
             Scope::Result => &RESULT,
-            Scope::Error => &[ErrorCode],
+            Scope::Error => &[Field::ErrorCode],
         };
         fields.iter().copied().find(|f| f.key() == key)
     }
@@ -259,8 +220,8 @@ impl fmt::Debug for Head {
     }
 }
 
-#[cfg(test)]
-const FIELD_LIST: [Field; FIELDS] = {
+/// The fields each object records.
+const PARAMS: [Field; 14] = {
     use Field::*;
     [
         Name,
@@ -277,6 +238,11 @@ const FIELD_LIST: [Field; FIELDS] = {
         Notifications,
         Level,
         Meta,
+    ]
+};
+const META: [Field; 7] = {
+    use Field::*;
+    [
         MetaProgressToken,
         Version,
         Capabilities,
@@ -284,9 +250,12 @@ const FIELD_LIST: [Field; FIELDS] = {
         LogLevel,
         Traceparent,
         Tracestate,
-        Sampling,
-        Elicitation,
-        Roots,
+    ]
+};
+const CAPABILITIES: [Field; 3] = [Field::Sampling, Field::Elicitation, Field::Roots];
+const RESULT: [Field; 7] = {
+    use Field::*;
+    [
         ResultType,
         TtlMs,
         InputRequests,
@@ -294,7 +263,6 @@ const FIELD_LIST: [Field; FIELDS] = {
         ResultRequestState,
         ResultTask,
         ResultTaskId,
-        ErrorCode,
     ]
 };
 
@@ -1045,7 +1013,12 @@ mod tests {
         // Every recorded field is where the head says, as a fresh read finds it.
         let sent = Message::outgoing("9", "tools/call", Some(&p));
         let read = parse_one(sent.text().to_owned()).expect("valid");
-        for field in FIELD_LIST {
+        let every = PARAMS
+            .iter()
+            .chain(&META)
+            .chain(&CAPABILITIES)
+            .chain(&RESULT);
+        for &field in every {
             assert_eq!(sent.field(field), read.field(field), "{field:?}");
         }
         // Without `_meta`: one is made.
