@@ -43,9 +43,13 @@ LISTED = re.compile(r"^\s*-\s+(?P<name>\S+)(?:\s+\[(?P<versions>[^\]]*)\])?\s*$"
 SECTION = re.compile(r"<!-- begin (?P<name>\w+) -->\n(?P<body>.*?)<!-- end (?P=name) -->\n", re.S)
 SECTIONS = {
     "server": "tests/conformance/run.sh",
+    "server_ts": "CONFORMANCE_BACKEND=ts tests/conformance/run.sh",
     "server_2026_07_28": "tests/conformance/run.sh 2026-07-28",
+    "server_2026_07_28_ts": "CONFORMANCE_BACKEND=ts tests/conformance/run.sh 2026-07-28",
     "server_2026_07_28_http": "tests/conformance/run.sh 2026-07-28 http",
+    "server_2026_07_28_http_ts": "CONFORMANCE_BACKEND=ts tests/conformance/run.sh 2026-07-28 http",
     "server_2025_11_25": "tests/conformance/run.sh 2025-11-25",
+    "server_2025_11_25_ts": "CONFORMANCE_BACKEND=ts tests/conformance/run.sh 2025-11-25",
     "client": "tests/conformance/run-client.sh",
     "client_2026_07_28": "tests/conformance/run-client.sh 2026-07-28",
 }

