@@ -16,9 +16,7 @@ pub const SERVER_GONE: i64 = -32041;
 /// The server did not answer within the call timeout, or was not called because a cap on
 /// its calls at once was full.
 pub const TIMEOUT: i64 = -32042;
-/// A limit of moniker's on what one client may have at once was reached (requests in
-/// progress, batch size, streams, subscriptions): the error names the limit.
-pub const LIMIT: i64 = -32043;
+pub use crate::message::LIMIT;
 /// No server has the resource (the MCP specification's code).
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
 

@@ -24,6 +24,12 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
+/// A limit of moniker's on what one client may have at once was reached (requests in
+/// progress, batch size, streams, subscriptions): the error names the limit.
+pub const LIMIT: i64 = -32043;
+
+/// Messages in one batch, at most: a longer one is refused before any of its elements is read.
+pub const MAX_BATCH: usize = 256;
 
 /// What a message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +95,19 @@ pub fn parse(text: String) -> Result<Incoming, Invalid> {
     let text = flatten(text);
     let trimmed = text.trim_start();
     if trimmed.starts_with('[') {
-        let items: Vec<&RawValue> = serde_json::from_str(&text).map_err(|e| parse_error(&e))?;
+        let Batch(items) = match serde_json::from_str(&text) {
+            Ok(batch) => batch,
+            Err(e) if e.is_data() => {
+                return Err(Invalid {
+                    code: LIMIT,
+                    message: format!(
+                        "a batch of more than {MAX_BATCH} messages (at most {MAX_BATCH} messages in a batch)"
+                    ),
+                    id: None,
+                });
+            }
+            Err(e) => return Err(parse_error(&e)),
+        };
         if items.is_empty() {
             return Err(invalid(None, "empty batch"));
         }
@@ -104,6 +122,38 @@ pub fn parse(text: String) -> Result<Incoming, Invalid> {
         ));
     }
     classify(text.into_boxed_str()).map(Incoming::One)
+}
+
+/// The elements of a batch, unread; reading stops (a data error) at the one past
+/// [`MAX_BATCH`], so a client's long array costs no more than its text.
+struct Batch<'a>(Vec<&'a RawValue>);
+
+impl<'de> serde::Deserialize<'de> for Batch<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Elements;
+        impl<'de> serde::de::Visitor<'de> for Elements {
+            type Value = Batch<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a batch")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Batch<'de>, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element::<&'de RawValue>()? {
+                    if items.len() == MAX_BATCH {
+                        return Err(serde::de::Error::custom("too many messages"));
+                    }
+                    items.push(item);
+                }
+                Ok(Batch(items))
+            }
+        }
+        d.deserialize_seq(Elements)
+    }
 }
 
 /// Parses a line that must hold one message (what a server sends, an element of a batch).
@@ -152,7 +202,8 @@ fn classify(text: Box<str>) -> Result<Message, Invalid> {
     let top = match head::read(&text) {
         Ok(top) => top,
         Err(e) if e.is_syntax() || e.is_eof() => return Err(parse_error(&e)),
-        Err(e) if e.to_string().starts_with("duplicate") => {
+        // The head's own refusals (a key named twice, or in another case) say why.
+        Err(e) if !e.to_string().starts_with("invalid type") => {
             return Err(invalid(None, &e.to_string()));
         }
         Err(_) => return Err(invalid(None, "not a JSON-RPC object")),
@@ -741,6 +792,25 @@ mod tests {
             Ok(Incoming::One(m)) => m,
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A batch past the limit is refused before its elements are read: what it costs is
+    /// about its text (a million elements would otherwise be a million messages at once).
+    #[test]
+    fn an_oversized_batch_costs_about_its_text() {
+        let text = format!("[{}1]", "1,".repeat(1 << 20));
+        let info = allocation_counter::measure(|| {
+            let e = parse(std::hint::black_box(text.clone())).expect_err("too long");
+            assert_eq!(e.code, LIMIT, "{}", e.message);
+        });
+        assert!(
+            info.bytes_max < 2 * text.len() as u64,
+            "{} bytes at most held for a text of {}",
+            info.bytes_max,
+            text.len()
+        );
+        let ok = format!("[{}1]", "1,".repeat(MAX_BATCH - 1));
+        assert!(matches!(parse(ok), Ok(Incoming::Batch(items)) if items.len() == MAX_BATCH));
     }
 
     #[test]

@@ -85,8 +85,7 @@ type Reply = Option<Message>;
 
 /// Requests one session may have in progress at once; more are refused until some finish.
 pub const MAX_IN_FLIGHT: usize = 1024;
-/// Messages in one batch, at most.
-pub const MAX_BATCH: usize = 256;
+pub use crate::message::MAX_BATCH;
 /// The requests of a batch that run at once.
 const BATCH_CONCURRENCY: usize = 16;
 

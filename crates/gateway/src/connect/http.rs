@@ -372,7 +372,13 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
         (ACCEPT, HeaderValue::from_static(BOTH)),
     ];
     if let Some(conn) = link.conn.upgrade().filter(|c| c.is_modern()) {
-        headers.extend(routing_headers(&conn, line));
+        match routing_headers(&conn, line) {
+            Ok(routing) => headers.extend(routing),
+            Err(why) => {
+                link.fail_with(&mut pending, message::INVALID_PARAMS, &why);
+                return Posted::Done;
+            }
+        }
     }
     headers.extend(trace_headers(line));
     let sent = link
@@ -493,11 +499,16 @@ fn trace_headers(line: &Message) -> Vec<(HeaderName, HeaderValue)> {
 
 /// The 2026-07-28 routing headers of a request to a modern server: `Mcp-Method`, `Mcp-Name`
 /// (the origin name: the gateway has rewritten the body), and for a `tools/call` one
-/// `Mcp-Param-<Header>` per `x-mcp-header` parameter of the tool that the call gives.
-fn routing_headers(conn: &Connection, line: &Message) -> Vec<(HeaderName, HeaderValue)> {
+/// `Mcp-Param-<Header>` per `x-mcp-header` parameter of the tool that the call gives. A call
+/// whose arguments cannot be read as values (a lone surrogate, a number past f64, nesting
+/// past serde's limit) is refused: its headers would be missing while its body says them.
+fn routing_headers(
+    conn: &Connection,
+    line: &Message,
+) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
     let mut out = Vec::new();
     let Some(method) = line.method().filter(|_| line.is_request()) else {
-        return out;
+        return Ok(out);
     };
     let value = |text: &str| HeaderValue::from_str(&encode_value(text)).ok();
     out.extend(value(method).map(|v| (MCP_METHOD, v)));
@@ -511,8 +522,14 @@ fn routing_headers(conn: &Connection, line: &Message) -> Vec<(HeaderName, Header
         };
         if !wanted.is_empty() {
             // Parsed only for a tool with such parameters.
-            let arguments: serde_json::Value =
-                line.arguments().and_then(message::read).unwrap_or_default();
+            let arguments: serde_json::Value = match line.arguments() {
+                None => serde_json::Value::Null,
+                Some(text) => message::read(text).ok_or_else(|| {
+                    format!(
+                        "the arguments of `{name}` cannot be read to fill its Mcp-Param headers"
+                    )
+                })?,
+            };
             for param in wanted {
                 let found = param
                     .path
@@ -533,7 +550,7 @@ fn routing_headers(conn: &Connection, line: &Message) -> Vec<(HeaderName, Header
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// An HTTP error answer: the responses it holds, if any, else an error for each request.

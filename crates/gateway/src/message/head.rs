@@ -179,15 +179,28 @@ impl Field {
         Self::of(Scope::Params, key)
     }
 
-    fn of(level: Scope, key: &str) -> Option<Self> {
-        let fields: &[Field] = match level {
+    fn at(level: Scope) -> &'static [Field] {
+        match level {
             Scope::Params => &PARAMS,
             Scope::Meta => &META,
             Scope::Capabilities => &CAPABILITIES,
             Scope::Result => &RESULT,
             Scope::Error => &[Field::ErrorCode],
-        };
-        fields.iter().copied().find(|f| f.key() == key)
+        }
+    }
+
+    fn of(level: Scope, key: &str) -> Option<Self> {
+        Self::at(level).iter().copied().find(|f| f.key() == key)
+    }
+
+    /// The field a key that is not one of `level`'s own would be taken for by a server that
+    /// matches keys without regard to case (Go's `encoding/json`, .NET with case-insensitive
+    /// names): `NAME` beside `name` would be read by moniker one way and by it the other.
+    fn folded(level: Scope, key: &str) -> Option<Self> {
+        Self::at(level)
+            .iter()
+            .copied()
+            .find(|f| folds_onto(key, f.key()))
     }
 
     /// The envelope's fields: what a 2025-era server never sees.
@@ -197,6 +210,29 @@ impl Field {
         Field::ClientInfo,
         Field::LogLevel,
     ];
+}
+
+/// Whether `key`, not equal to `known`, is equal to it under the case folding of servers
+/// that match keys without regard to case: ASCII case, and the letters Unicode folds onto
+/// ASCII ones (`ſ` onto `s`, the Kelvin sign onto `k`, the dotless and dotted `i`s onto `i`).
+pub(crate) fn folds_onto(key: &str, known: &str) -> bool {
+    if key == known || key.len() < known.len() {
+        return false;
+    }
+    let mut theirs = known.bytes();
+    for c in key.chars() {
+        let folded = match c {
+            '\u{17F}' => b's',
+            '\u{212A}' => b'k',
+            '\u{130}' | '\u{131}' => b'i',
+            c if c.is_ascii() => c.to_ascii_lowercase() as u8,
+            _ => return false,
+        };
+        if theirs.next().map(|b| b.to_ascii_lowercase()) != Some(folded) {
+            return false;
+        }
+    }
+    theirs.next().is_none()
 }
 
 /// Where one field lies: its member (from its key's opening quote) and its value.
@@ -461,9 +497,13 @@ impl<'de> Visitor<'de> for TopVisitor<'de> {
         let mut seen = [false; 6];
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             let (_, value) = member_at(b, cursor);
-            let which = ["jsonrpc", "id", "method", "params", "result", "error"]
-                .iter()
-                .position(|k| *k == key);
+            const ENVELOPE: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+            let which = ENVELOPE.iter().position(|k| *k == key);
+            if let Some(like) = ENVELOPE.iter().find(|k| folds_onto(&key, k)) {
+                return Err(de::Error::custom(format!(
+                    "key `{key}` is `{like}` in another case (a server may read it as that)"
+                )));
+            }
             if let Some(i) = which {
                 if std::mem::replace(&mut seen[i], true) {
                     return Err(de::Error::custom(format!("duplicate field `{key}`")));
@@ -543,6 +583,16 @@ impl<'de> Visitor<'de> for Value<'de, '_> {
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             let (member, value) = member_at(b, cursor);
             let field = self.level.and_then(|level| Field::of(level, &key));
+            if let Some(like) = self
+                .level
+                .filter(|_| field.is_none())
+                .and_then(|level| Field::folded(level, &key))
+            {
+                return Err(de::Error::custom(format!(
+                    "key `{key}` is `{}` in another case (a server may read it as that)",
+                    like.key()
+                )));
+            }
             let nested = match field {
                 Some(Field::Meta) => Some(Scope::Meta),
                 Some(Field::Capabilities) => Some(Scope::Capabilities),
@@ -734,10 +784,7 @@ fn edit_once(text: &str, object: Span, head: &Head, edits: &[Edit<'_>]) -> Edite
                 cuts.push(insertion(b, meta.value, &meta_adds));
             }
             other => {
-                // A `_meta` of their own (one that is not an object goes).
-                if let Some(meta) = other {
-                    cuts.push(Cut::drop(b, meta));
-                }
+                // A `_meta` of their own: added, or in place of one that is not an object.
                 let inner = insertion(b"{}", Span::at(0, 2), &meta_adds);
                 let text = format!("{{{}}}", inner.with);
                 let nested = inner
@@ -751,7 +798,16 @@ fn edit_once(text: &str, object: Span, head: &Head, edits: &[Edit<'_>]) -> Edite
                         (f, s)
                     })
                     .collect();
-                params_adds.push((Field::Meta, text.into(), nested));
+                match other {
+                    Some(meta) => cuts.push(Cut {
+                        start: meta.value.start as usize,
+                        end: meta.value.end as usize,
+                        with: text,
+                        field: Some(Field::Meta),
+                        inserted: nested,
+                    }),
+                    None => params_adds.push((Field::Meta, text.into(), nested)),
+                }
             }
         }
     }
@@ -975,6 +1031,67 @@ mod tests {
         );
         // Two envelope keys of one name in the envelope itself, too.
         assert!(parse(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#.into()).is_err());
+    }
+
+    #[test]
+    fn a_key_a_server_may_fold_onto_a_recorded_one_is_refused() {
+        for params in [
+            r#"{"name":"allowed","NAME":"hidden"}"#,
+            r#"{"NAME":"hidden","name":"allowed"}"#,
+            r#"{"name":"allowed","Name":"hidden"}"#,
+            r#"{"uri":"file:///ok","URI":"file:///secret"}"#,
+            r#"{"taskId":"s/1","ta\u017fkId":"2"}"#,
+            r#"{"taskId":"s/1","tas\u212aId":"2"}"#,
+            r#"{"name":"t","_META":{"progressToken":"x"}}"#,
+            r#"{"name":"t","_meta":{"progressToken":"x","PROGRESSTOKEN":"y"}}"#,
+        ] {
+            let text =
+                format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#);
+            let e = parse(text).expect_err(params);
+            assert!(e.message.contains("another case"), "{}", e.message);
+        }
+        for line in [
+            r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed","METHOD":"tools/call","Id":7,"Params":{"name":"h"}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"result":{},"Id":3}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"REQUESTID":3}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"result":{"isError":false,"ISERROR":true}}"#,
+        ] {
+            assert!(parse(line.into()).is_err(), "{line}");
+        }
+        // Other keys, and the recorded names inside values the head does not read, are free.
+        assert!(
+            parse_one(
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"NAME":1,"name":2},"names":3,"nam":4}}"#
+                    .into()
+            )
+            .is_ok()
+        );
+        assert!(!folds_onto("name", "name") && !folds_onto("names", "name"));
+        assert!(folds_onto("N\u{212A}", "nk") && folds_onto("\u{17F}", "s"));
+    }
+
+    #[test]
+    fn a_lone_meta_of_another_kind_is_replaced_by_valid_json() {
+        for params in [
+            r#"{"_meta":null}"#,
+            r#"{ "_meta" : 5 }"#,
+            r#"{"a":1,"_meta":[]}"#,
+        ] {
+            let p = request(params)
+                .params_with(&[])
+                .expect("params")
+                .edit(&[Edit::Set(Field::Version, "\"2026-07-28\"")]);
+            let v: serde_json::Value =
+                serde_json::from_str(p.text()).unwrap_or_else(|e| panic!("{e}: {}", p.text()));
+            assert_eq!(
+                v["_meta"][PROTOCOL_VERSION_KEY],
+                "2026-07-28",
+                "{}",
+                p.text()
+            );
+            assert_eq!(p.get(Field::Version), Some("\"2026-07-28\""));
+            assert!(p.get(Field::Meta).is_some_and(|m| m.starts_with('{')));
+        }
     }
 
     #[test]
