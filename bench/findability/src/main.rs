@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use moniker_surface::discovery::{Discovery, Mode};
-use moniker_surface::search::{Index, Query, Ranker};
+use moniker_surface::search::{Index, Part, Query, Ranker};
 use moniker_surface::{Kind, Listing, Override, Rules, Surface, build, listing};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -200,24 +200,116 @@ struct Row {
     size: usize,
     servers: usize,
     moniker: Recall,
+    lexical: Recall,
+    semantic: Recall,
     raw: Recall,
+    /// Building the index, and one search (p50 over the tasks), in microseconds.
+    build_us: u128,
+    query_p50_us: u128,
     tokens_raw: usize,
     tokens_list: usize,
     tokens_hints: usize,
     tokens_search: usize,
 }
 
-fn run(root: &Path) -> Vec<Row> {
-    let tasks: Vec<Task> =
-        serde_json::from_value(read_json(&root.join("bench/findability/tasks.json")))
-            .expect("tasks.json: [{request, server, tool}]");
-    let config_path = root.join("bench/findability/moniker.yaml");
-    let config_text =
-        std::fs::read_to_string(&config_path).expect("bench/findability/moniker.yaml");
-    let config = moniker_config::parse("moniker.yaml", &config_text)
-        .unwrap_or_else(|e| panic!("{e:?}"))
-        .rules;
-    let all = inventories(root);
+/// LiveMCPBench's inventory (a list of servers, each with `name` and `tools: {key: {tools}}`),
+/// read from a path given by hand: third-party data the repository does not hold. A server is
+/// named by its `name`, made a server id (lowercase, runs of other characters a `-`).
+fn livemcpbench(path: &Path) -> Vec<Inventory> {
+    let value = read_json(path);
+    let mut out: Vec<Inventory> = value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|server| Inventory {
+            server: server_id(server["name"].as_str().unwrap_or_default()),
+            tools: server["tools"]
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.values())
+                .flat_map(|s| s["tools"].as_array().into_iter().flatten())
+                .filter_map(|t| serde_json::value::to_raw_value(t).ok())
+                .collect(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.server.cmp(&b.server));
+    out
+}
+
+fn server_id(name: &str) -> String {
+    let mut id = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            id.push(c.to_ascii_lowercase());
+        } else if !id.ends_with('-') {
+            id.push('-');
+        }
+    }
+    id.trim_matches('-').to_owned()
+}
+
+/// What a run measures: the task set, the servers, and the sizes of the surfaces.
+struct Setup {
+    tasks: Vec<Task>,
+    all: Vec<Inventory>,
+    config: Rules,
+    sizes: Vec<usize>,
+}
+
+impl Setup {
+    /// From the command line: `--tasks FILE` (else `tasks.json`), `--livemcpbench TOOLS.json`
+    /// (its 70 servers instead of the benchmark's, with no rules but the proposed renames, in
+    /// one surface of all their tools and the usual smaller ones).
+    fn from_args(root: &Path, args: &[String]) -> Self {
+        let after = |flag: &str| {
+            args.iter()
+                .position(|a| a == flag)
+                .and_then(|i| args.get(i + 1))
+                .map(PathBuf::from)
+        };
+        let tasks_path =
+            after("--tasks").unwrap_or_else(|| root.join("bench/findability/tasks.json"));
+        let mut tasks: Vec<Task> = serde_json::from_value(read_json(&tasks_path))
+            .expect("tasks: [{request, server, tool}]");
+        match after("--livemcpbench") {
+            Some(path) => {
+                let all = livemcpbench(&path);
+                for task in &mut tasks {
+                    task.server = server_id(&task.server);
+                }
+                let total = all.iter().map(|i| i.tools.len()).sum();
+                Self {
+                    tasks,
+                    all,
+                    config: Rules::default(),
+                    sizes: vec![30, 100, 300, total],
+                }
+            }
+            None => {
+                let config_text =
+                    std::fs::read_to_string(root.join("bench/findability/moniker.yaml"))
+                        .expect("bench/findability/moniker.yaml");
+                let config = moniker_config::parse("moniker.yaml", &config_text)
+                    .unwrap_or_else(|e| panic!("{e:?}"))
+                    .rules;
+                Self {
+                    tasks,
+                    all: inventories(root),
+                    config,
+                    sizes: SIZES.to_vec(),
+                }
+            }
+        }
+    }
+}
+
+fn run(setup: &Setup) -> Vec<Row> {
+    let Setup {
+        tasks,
+        all,
+        config,
+        sizes,
+    } = setup;
     let targets: BTreeSet<(String, String)> = tasks
         .iter()
         .map(|t| (t.server.clone(), t.tool.clone()))
@@ -225,10 +317,13 @@ fn run(root: &Path) -> Vec<Row> {
     let bpe = tiktoken_rs::o200k_base().expect("o200k");
     let tokens = |text: &str| bpe.encode_ordinary(text).len();
     let mut rows = Vec::new();
-    for size in SIZES {
-        let servers = pick(&all, size, &targets);
-        let surface = surface(&config, &servers);
+    for &size in sizes {
+        let servers = pick(all, size, &targets);
+        let surface = surface(config, &servers);
+        let started = std::time::Instant::now();
         let index = Index::new(&surface);
+        let build_us = started.elapsed().as_micros();
+        let mut query_us = Vec::new();
         // The baseline: the raw listing's names and descriptions, the same ranker.
         let raw: Vec<(&str, String)> = servers
             .iter()
@@ -252,13 +347,17 @@ fn run(root: &Path) -> Vec<Row> {
             size: raw.len(),
             servers: servers.len(),
             moniker: Recall::default(),
+            lexical: Recall::default(),
+            semantic: Recall::default(),
             raw: Recall::default(),
+            build_us,
+            query_p50_us: 0,
             tokens_raw: 0,
             tokens_list: 0,
             tokens_hints: 0,
             tokens_search: 0,
         };
-        for task in &tasks {
+        for task in tasks {
             let Some(_) = raw
                 .iter()
                 .position(|(s, n)| *s == task.server && *n == task.tool)
@@ -273,12 +372,21 @@ fn run(root: &Path) -> Vec<Row> {
             let exact = surface
                 .resolve(Kind::Tool, task.request.trim())
                 .map(|r| r.exposed);
+            let started = std::time::Instant::now();
             let found = index.search(&surface, query, exact, |_| true);
-            let rank = found.iter().position(|e| {
+            query_us.push(started.elapsed().as_micros());
+            let wanted = |e: &&moniker_surface::Exposed| {
                 e.origin()
                     .is_some_and(|o| o.server.as_str() == task.server && o.name == task.tool)
-            });
-            let ours = rank;
+            };
+            let ours = found.iter().position(wanted);
+            for (part, recall) in [
+                (Part::Lexical, &mut row.lexical),
+                (Part::Semantic, &mut row.semantic),
+            ] {
+                let found = index.search_by(part, &surface, query, exact, |_| true);
+                recall.add(found.iter().position(wanted));
+            }
             let rank = ranker
                 .rank(&task.request)
                 .iter()
@@ -299,6 +407,11 @@ fn run(root: &Path) -> Vec<Row> {
             row.moniker.add(ours);
             row.raw.add(rank);
         }
+        query_us.sort_unstable();
+        row.query_p50_us = query_us
+            .get(query_us.len() / 2)
+            .copied()
+            .unwrap_or_default();
         let raw_listing = listing::render(
             Kind::Tool,
             servers
@@ -342,25 +455,33 @@ fn section(rows: &[Row], tasks: usize) -> String {
          {tasks} requests a user would type, each with the one tool that does it, over the inventories \
          of {} real servers from npm and the seed fixtures, mixed into surfaces of whole servers \
          (the last one cut). *moniker* is `search_tools` over the surface `bench/findability/moniker.yaml` \
-         names (a few tags per server, the renames `moniker check` proposes for collisions); *raw* is \
-         the same ranker over the servers' own names and descriptions. A task counts at a size when \
-         its tool is in that surface.",
+         names (a few tags per server, the renames `moniker check` proposes for collisions), its fused \
+         ranking; *lexical* and *semantic* are its two halves alone; *raw BM25* is the lexical ranker \
+         over the servers' own names and descriptions. A task counts at a size when its tool is in \
+         that surface. Index build and query p50 are this run's (release build).",
         std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("inventories"))
             .map_or(0, |d| d.count())
     ));
     line(String::new());
-    line("| tools | servers | tasks | recall@1 moniker | recall@1 raw | recall@5 moniker | recall@5 raw |".to_owned());
-    line("|---:|---:|---:|---:|---:|---:|---:|".to_owned());
+    line("| tools | servers | tasks | recall@1 moniker | lexical | semantic | raw BM25 | recall@5 moniker | lexical | semantic | raw BM25 | index build | query p50 |".to_owned());
+    line("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".to_owned());
     for r in rows {
+        let pct = |r: &Recall, n: usize| format!("{:.1}%", Recall::pct(n, r.tasks));
         line(format!(
-            "| {} | {} | {} | {:.1}% | {:.1}% | {:.1}% | {:.1}% |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} ms | {} µs |",
             r.size,
             r.servers,
             r.moniker.tasks,
-            Recall::pct(r.moniker.at1, r.moniker.tasks),
-            Recall::pct(r.raw.at1, r.raw.tasks),
-            Recall::pct(r.moniker.at5, r.moniker.tasks),
-            Recall::pct(r.raw.at5, r.raw.tasks),
+            pct(&r.moniker, r.moniker.at1),
+            pct(&r.lexical, r.lexical.at1),
+            pct(&r.semantic, r.semantic.at1),
+            pct(&r.raw, r.raw.at1),
+            pct(&r.moniker, r.moniker.at5),
+            pct(&r.lexical, r.lexical.at5),
+            pct(&r.semantic, r.semantic.at5),
+            pct(&r.raw, r.raw.at5),
+            r.build_us as f64 / 1000.0,
+            r.query_p50_us,
         ));
     }
     line(String::new());
@@ -384,8 +505,9 @@ fn section(rows: &[Row], tasks: usize) -> String {
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let rows = run(&root);
     let args: Vec<String> = std::env::args().collect();
+    let setup = Setup::from_args(&root, &args);
+    let rows = run(&setup);
     if args.iter().any(|a| a == "--json") {
         println!(
             "{}",
@@ -393,10 +515,7 @@ fn main() {
         );
         return;
     }
-    let tasks = read_json(&root.join("bench/findability/tasks.json"))
-        .as_array()
-        .map_or(0, Vec::len);
-    let text = section(&rows, tasks);
+    let text = section(&rows, setup.tasks.len());
     match args.iter().position(|a| a == "--write") {
         Some(i) => {
             // The section replaces the one there (the last of the file), or is appended.
@@ -441,7 +560,7 @@ mod tests {
                 task.tool
             );
         }
-        let rows = run(&root);
+        let rows = run(&Setup::from_args(&root, &[]));
         assert_eq!(rows.iter().map(|r| r.size).collect::<Vec<_>>(), SIZES);
         for r in &rows {
             assert!(r.moniker.tasks > 0 && r.moniker.at5 > 0, "{}", r.size);

@@ -8,6 +8,7 @@
 //! (equal scores keep the surface's order, which is by name).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use bm25::{Embedder, EmbedderBuilder, Scorer, Tokenizer};
 use rust_stemmers::{Algorithm, Stemmer};
@@ -16,6 +17,9 @@ use serde_json::Value;
 use crate::names::Tag;
 use crate::surface::{Exposed, Surface};
 use crate::vocab::Kind;
+
+mod semantic;
+pub use semantic::{Model, ModelError, Vectors};
 
 /// The words of identifiers and prose: text split at anything that is not a letter or a digit
 /// and between the humps of camelCase, lowercased, without English stop words, each reduced
@@ -126,9 +130,25 @@ const TAG_WEIGHT: usize = 2;
 /// The listed tools of a surface, ranked for a query.
 pub struct Index {
     ranker: Ranker,
+    vectors: Vectors,
+    model: Arc<Model>,
     /// Document `i` is the surface's tool `tools[i]`.
     tools: Vec<usize>,
 }
+
+/// Which ranking a search uses: both fused (what moniker does), or one alone (to measure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Fused,
+    Lexical,
+    Semantic,
+}
+
+/// Reciprocal rank fusion's constant: a document's score is the sum over the rankings of
+/// `1 / (FUSION_K + its rank)`. 60 is the value of the method's paper (Cormack et al., 2009).
+const FUSION_K: f32 = 60.0;
+/// What the semantic ranking weighs in the fusion, the lexical one weighing 1.
+const SEMANTIC_WEIGHT: f32 = 1.0;
 
 /// What a search asks for.
 #[derive(Debug, Clone, Copy)]
@@ -140,14 +160,25 @@ pub struct Query<'q> {
 }
 
 impl Index {
+    /// The index of `surface` with the table moniker ships.
     pub fn new(surface: &Surface) -> Self {
+        Self::with_model(surface, Model::shipped())
+    }
+
+    pub fn with_model(surface: &Surface, model: Arc<Model>) -> Self {
         let all = surface.tools();
         let mut tools = Vec::new();
-        let mut documents: Vec<String> = Vec::new();
+        let mut words: Vec<String> = Vec::new();
+        let mut meanings: Vec<Vec<(String, f32)>> = Vec::new();
         for (i, tool) in all.iter().enumerate() {
             if tool.listed {
                 tools.push(i);
-                documents.push(document(tool));
+                let fields = Fields::of(tool);
+                let (mut w, mut m) = (String::new(), Vec::new());
+                fields.words(&mut w);
+                fields.meaning(&mut m);
+                words.push(w);
+                meanings.push(m);
             }
         }
         // A member that is not listed is found through its action tool: its names, aliases
@@ -160,13 +191,46 @@ impl Index {
                 .iter()
                 .position(|&i| all[i].name == *action_tool && all[i].member_of.is_none());
             if let Some(at) = at {
-                documents[at].push('\n');
-                documents[at].push_str(&document(member));
+                let fields = Fields::of(member);
+                words[at].push('\n');
+                fields.words(&mut words[at]);
+                fields.meaning(&mut meanings[at]);
             }
         }
         Self {
-            ranker: Ranker::new(&documents),
+            ranker: Ranker::new(&words),
+            vectors: Vectors::new(&model, &meanings),
+            model,
             tools,
+        }
+    }
+
+    /// The listed tools for `text`, best first (positions in the index), by `part`.
+    fn ranked(&self, text: &str, part: Part) -> Vec<usize> {
+        let lexical = || self.ranker.rank(text).into_iter().map(|(d, _)| d);
+        let semantic = || {
+            self.vectors
+                .rank(&self.model, text)
+                .into_iter()
+                .map(|(d, _)| d)
+        };
+        match part {
+            Part::Lexical => lexical().collect(),
+            Part::Semantic => semantic().collect(),
+            Part::Fused => {
+                let mut score = vec![0.0f32; self.tools.len()];
+                for (ranking, weight) in [
+                    (lexical().collect::<Vec<_>>(), 1.0),
+                    (semantic().collect(), SEMANTIC_WEIGHT),
+                ] {
+                    for (rank, doc) in ranking.into_iter().enumerate() {
+                        score[doc] += weight / (FUSION_K + rank as f32 + 1.0);
+                    }
+                }
+                let mut docs: Vec<usize> = (0..score.len()).filter(|&d| score[d] > 0.0).collect();
+                docs.sort_by(|a, b| score[*b].total_cmp(&score[*a]).then(a.cmp(b)));
+                docs
+            }
         }
     }
 
@@ -181,6 +245,18 @@ impl Index {
         exact: Option<&'s Exposed>,
         keep: impl Fn(&Exposed) -> bool,
     ) -> Vec<&'s Exposed> {
+        self.search_by(Part::Fused, surface, query, exact, keep)
+    }
+
+    /// [`Index::search`] by one part of the ranking (the benchmark measures each).
+    pub fn search_by<'s>(
+        &self,
+        part: Part,
+        surface: &'s Surface,
+        query: Query<'_>,
+        exact: Option<&'s Exposed>,
+        keep: impl Fn(&Exposed) -> bool,
+    ) -> Vec<&'s Exposed> {
         let tagged =
             |e: &Exposed| query.tags.is_empty() || e.tags.iter().any(|t| query.tags.contains(t));
         let accept = |e: &Exposed| keep(e) && tagged(e);
@@ -188,10 +264,9 @@ impl Index {
         let ranked: Vec<&'s Exposed> = if query.text.trim().is_empty() {
             self.tools.iter().map(|&i| &all[i]).collect()
         } else {
-            self.ranker
-                .rank(query.text)
+            self.ranked(query.text, part)
                 .into_iter()
-                .map(|(doc, _)| &all[self.tools[doc]])
+                .map(|doc| &all[self.tools[doc]])
                 .collect()
         };
         let exact = exact.map(|e| shown(surface, e));
@@ -219,36 +294,84 @@ fn shown<'s>(surface: &'s Surface, tool: &'s Exposed) -> &'s Exposed {
     }
 }
 
-/// The words a tool is found by, each field said as often as it weighs.
-fn document(tool: &Exposed) -> String {
-    let mut out = String::new();
-    let mut say = |text: &str, times: usize| {
-        for _ in 0..times {
-            out.push_str(text);
-            out.push('\n');
+/// What a tool is found by, field by field.
+struct Fields<'t> {
+    tool: &'t Exposed,
+    description: String,
+    /// Its parameters' names.
+    parameters: Vec<String>,
+}
+
+impl<'t> Fields<'t> {
+    fn of(tool: &'t Exposed) -> Self {
+        let definition: Value = serde_json::from_str(tool.definition.get()).unwrap_or(Value::Null);
+        let properties = definition
+            .get("inputSchema")
+            .or_else(|| definition.get("arguments"))
+            .and_then(|s| s.get("properties"))
+            .and_then(Value::as_object);
+        let parameters = properties
+            .into_iter()
+            .flat_map(|p| p.keys().cloned())
+            .collect();
+        Self {
+            tool,
+            description: definition
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            parameters,
         }
-    };
-    say(&tool.name, NAME_WEIGHT);
-    for alias in tool.aliases.iter().chain(&tool.hidden_aliases) {
-        say(alias, ALIAS_WEIGHT);
     }
-    for tag in &tool.tags {
-        say(tag.as_str(), TAG_WEIGHT);
+
+    fn names(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.tool.name)
+            .chain(&self.tool.aliases)
+            .chain(&self.tool.hidden_aliases)
     }
-    say(&tool.server_name, 1);
-    let definition: Value = serde_json::from_str(tool.definition.get()).unwrap_or(Value::Null);
-    if let Some(description) = definition.get("description").and_then(Value::as_str) {
-        say(description, 1);
+
+    /// The lexical document: each field said as often as it weighs (BM25 counts words, so a
+    /// word of the name weighs more than one of the description); parameters by name (their
+    /// descriptions' words would drown the tool's own).
+    fn words(&self, out: &mut String) {
+        let mut say = |text: &str, times: usize| {
+            for _ in 0..times {
+                out.push_str(text);
+                out.push('\n');
+            }
+        };
+        for (i, name) in self.names().enumerate() {
+            say(name, if i == 0 { NAME_WEIGHT } else { ALIAS_WEIGHT });
+        }
+        for tag in &self.tool.tags {
+            say(tag.as_str(), TAG_WEIGHT);
+        }
+        say(&self.tool.server_name, 1);
+        say(&self.description, 1);
+        for name in &self.parameters {
+            say(name, 1);
+        }
     }
-    let properties = definition
-        .get("inputSchema")
-        .or_else(|| definition.get("arguments"))
-        .and_then(|s| s.get("properties"))
-        .and_then(Value::as_object);
-    for name in properties.into_iter().flat_map(|p| p.keys()) {
-        say(name, 1);
+
+    /// The semantic document: every field in one text (its vector the mean of all its
+    /// words': measured, this finds more than fields weighed apart).
+    fn meaning(&self, out: &mut Vec<(String, f32)>) {
+        let mut text = String::new();
+        let context = self.tool.tags.iter().map(|t| t.as_str());
+        let parameters = self.parameters.iter();
+        for part in self
+            .names()
+            .map(String::as_str)
+            .chain([self.description.as_str(), self.tool.server_name.as_str()])
+            .chain(context)
+            .chain(parameters.map(String::as_str))
+        {
+            text.push_str(part);
+            text.push('\n');
+        }
+        out.push((text, 1.0));
     }
-    out
 }
 
 #[cfg(test)]

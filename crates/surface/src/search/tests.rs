@@ -279,6 +279,7 @@ fn a_query_of_tags_only_lists_the_tagged_tools_by_name() {
 fn limits_and_empty_results() {
     let s = surface();
     assert_eq!(find(&s, "file", 2).len(), 2);
+    // Words that mean nothing here find nothing, by words or by meaning.
     assert!(find(&s, "zebra quantum", 5).is_empty());
     assert!(find(&s, "", 5).len() <= 5);
 }
@@ -326,5 +327,33 @@ proptest! {
             prop_assert_eq!(&first, &again);
             prop_assert_eq!(&first[0], &t.name);
         }
+    }
+}
+
+/// The semantic half finds what shares no word with the tool: its name, aliases, tags,
+/// description and parameters say none of the request's words.
+#[test]
+fn a_request_in_other_words_finds_its_tool() {
+    let s = surface();
+    for (request, tool) in [
+        ("report a bug", "create_issue"),
+        (
+            "which documents are stored in this folder",
+            "list_directory",
+        ),
+    ] {
+        let index = Index::new(&s);
+        let query = Query {
+            text: request,
+            tags: &[],
+            limit: 3,
+        };
+        let by_words = names(&index.search_by(Part::Lexical, &s, query, None, |_| true));
+        assert!(
+            !by_words.iter().any(|n| n == tool),
+            "{request}: the words alone find it"
+        );
+        let found = names(&index.search(&s, query, None, |_| true));
+        assert!(found.iter().any(|n| n == tool), "{request}: {found:?}");
     }
 }

@@ -1,0 +1,327 @@
+//! The semantic half of search: what a text means, as a vector, so that "file a bug" meets
+//! `create_issue`. A [`Model`] is a static embedding table (model2vec's approach): one vector
+//! per token of a WordPiece vocabulary, distilled once from a sentence-embedding model
+//! (`model/distill.py`, from all-MiniLM-L6-v2 for the table moniker ships); a text's vector is
+//! the normalised sum of its tokens' vectors. No network runs and no model is evaluated at
+//! search time: a lookup and an addition per word.
+//!
+//! The file format (little-endian), written by `model/distill.py`:
+//! `moniker-static-embeddings 1\n`, u32 dims, u32 count, count f32 scales, count x dims i8
+//! (row i is scale\[i\] times its values), then the count tokens, each ended by `\n`.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use unicode_normalization::UnicodeNormalization;
+
+const MAGIC: &[u8] = b"moniker-static-embeddings 1\n";
+/// Longer words are not split into pieces (BERT's own limit); they say nothing.
+const MAX_WORD: usize = 100;
+
+/// The table moniker ships (see `model/README.md`: what it was distilled from, its licence,
+/// and how to make it again).
+static SHIPPED: &[u8] = include_bytes!("../../model/minilm-l6-v2.256.bin");
+
+/// Why a model file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("not a moniker static embedding table (it begins with {MAGIC:?})")]
+    Magic,
+    #[error("the table is cut short: {0}")]
+    Short(&'static str),
+    #[error("the table's {0} is not what its header says")]
+    Mismatch(&'static str),
+}
+
+/// A static embedding table and its vocabulary.
+pub struct Model {
+    dims: usize,
+    scales: Vec<f32>,
+    /// `count x dims` i8 values, kept as the file's bytes.
+    values: Cow<'static, [u8]>,
+    vocab: HashMap<Box<str>, u32>,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("dims", &self.dims)
+            .field("tokens", &self.vocab.len())
+            .finish()
+    }
+}
+
+impl Model {
+    /// The table moniker ships, read once.
+    pub fn shipped() -> Arc<Self> {
+        static MODEL: OnceLock<Arc<Model>> = OnceLock::new();
+        MODEL
+            .get_or_init(|| {
+                Arc::new(Self::parse(Cow::Borrowed(SHIPPED)).expect("the shipped table"))
+            })
+            .clone()
+    }
+
+    /// A table from its file's bytes.
+    pub fn parse(bytes: Cow<'static, [u8]>) -> Result<Self, ModelError> {
+        let rest = bytes.strip_prefix(MAGIC).ok_or(ModelError::Magic)?;
+        let word = |at: usize| -> Result<usize, ModelError> {
+            let b = rest.get(at..at + 4).ok_or(ModelError::Short("header"))?;
+            Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        };
+        let (dims, count) = (word(0)?, word(4)?);
+        if dims == 0 || dims > 4096 || count > 10_000_000 {
+            return Err(ModelError::Mismatch("header"));
+        }
+        let scales_at = MAGIC.len() + 8;
+        let values_at = scales_at + 4 * count;
+        let tokens_at = values_at + dims * count;
+        let scales = bytes
+            .get(scales_at..values_at)
+            .ok_or(ModelError::Short("scales"))?
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let tokens = bytes.get(tokens_at..).ok_or(ModelError::Short("vectors"))?;
+        let tokens = std::str::from_utf8(tokens).map_err(|_| ModelError::Mismatch("vocabulary"))?;
+        let vocab: HashMap<Box<str>, u32> = tokens
+            .split_terminator('\n')
+            .enumerate()
+            .map(|(i, t)| (t.into(), i as u32))
+            .collect();
+        if vocab.len() != count {
+            return Err(ModelError::Mismatch("vocabulary"));
+        }
+        let values = match bytes {
+            Cow::Borrowed(b) => Cow::Borrowed(&b[values_at..tokens_at]),
+            Cow::Owned(b) => Cow::Owned(b[values_at..tokens_at].to_vec()),
+        };
+        Ok(Self {
+            dims,
+            scales,
+            values,
+            vocab,
+        })
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// The unit vector of `text`, or `None` when no word of it is in the vocabulary.
+    pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        let mut sum = vec![0.0f32; self.dims];
+        let mut any = false;
+        self.each_token(text, |id| {
+            any = true;
+            let row = id as usize * self.dims;
+            let scale = self.scales[id as usize];
+            for (s, v) in sum.iter_mut().zip(&self.values[row..row + self.dims]) {
+                *s += scale * f32::from(*v as i8);
+            }
+        });
+        let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+        (any && norm > 0.0).then(|| sum.into_iter().map(|x| x / norm).collect())
+    }
+
+    /// The vocabulary ids of `text`'s words: split into words (letters and digits; between
+    /// the humps of camelCase; each CJK character alone), lowercased without accents, each
+    /// cut into the longest pieces the vocabulary has (WordPiece; a word with a piece it
+    /// lacks is left out).
+    fn each_token(&self, text: &str, mut emit: impl FnMut(u32)) {
+        let mut piece = String::new();
+        let mut ids = Vec::new();
+        for run in text.split(|c: char| !c.is_alphanumeric()) {
+            for word in super::humps(run) {
+                for word in cjk_apart(word) {
+                    let word: String = word
+                        .nfd()
+                        .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
+                        .flat_map(char::to_lowercase)
+                        .collect();
+                    if self.word_pieces(&word, &mut piece, &mut ids) {
+                        ids.drain(..).for_each(&mut emit);
+                    }
+                    ids.clear();
+                }
+            }
+        }
+    }
+
+    /// WordPiece, greedy longest match first: false when a part of `word` has no piece.
+    fn word_pieces(&self, word: &str, piece: &mut String, ids: &mut Vec<u32>) -> bool {
+        if word.is_empty() || word.chars().count() > MAX_WORD {
+            return false;
+        }
+        let mut start = 0;
+        while start < word.len() {
+            let mut end = word.len();
+            let found = loop {
+                piece.clear();
+                if start > 0 {
+                    piece.push_str("##");
+                }
+                piece.push_str(&word[start..end]);
+                if let Some(id) = self.vocab.get(piece.as_str()) {
+                    break Some(*id);
+                }
+                match word[start..end].char_indices().next_back() {
+                    Some((0, _)) | None => break None,
+                    Some((last, _)) => end = start + last,
+                }
+            };
+            match found {
+                Some(id) => ids.push(id),
+                None => return false,
+            }
+            start = end;
+        }
+        true
+    }
+}
+
+/// `word` with each CJK ideograph a word of its own (BERT's vocabularies hold them one by one).
+fn cjk_apart(word: &str) -> Vec<&str> {
+    if word.is_ascii() {
+        return vec![word];
+    }
+    let mut out = Vec::new();
+    let mut from = 0;
+    for (at, c) in word.char_indices() {
+        if is_cjk(c) {
+            if from < at {
+                out.push(&word[from..at]);
+            }
+            out.push(&word[at..at + c.len_utf8()]);
+            from = at + c.len_utf8();
+        }
+    }
+    if from < word.len() {
+        out.push(&word[from..]);
+    }
+    out
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2A6DF | 0x2A700..=0x2B73F
+        | 0x2B740..=0x2B81F | 0x2B820..=0x2CEAF | 0xF900..=0xFAFF | 0x2F800..=0x2FA1F)
+}
+
+/// Documents as unit vectors, ranked by cosine similarity to a query.
+pub struct Vectors {
+    dims: usize,
+    /// Document `i` is `flat[i * dims..(i + 1) * dims]`; zeros when it had no known word.
+    flat: Vec<f32>,
+}
+
+impl Vectors {
+    /// Each document is made of parts, each a text and its weight: the document's vector is
+    /// the weighted sum of its parts' unit vectors, made a unit vector again.
+    pub fn new<S: AsRef<str>>(model: &Model, documents: &[Vec<(S, f32)>]) -> Self {
+        let dims = model.dims();
+        let mut flat = Vec::with_capacity(documents.len() * dims);
+        for parts in documents {
+            let mut sum = vec![0.0f32; dims];
+            for (text, weight) in parts {
+                if let Some(v) = model.embed(text.as_ref()) {
+                    sum.iter_mut().zip(v).for_each(|(s, x)| *s += weight * x);
+                }
+            }
+            let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+            if norm > 0.0 {
+                sum.iter_mut().for_each(|x| *x /= norm);
+            }
+            flat.extend(sum);
+        }
+        Self { dims, flat }
+    }
+
+    /// The documents similar enough to `query`, most similar first: (position, cosine).
+    /// Equal scores are in position order. Similar enough: at least [`MIN_SIMILARITY`], and
+    /// at least [`NEAR_THE_BEST`] of the best one's (texts unrelated in meaning come out
+    /// near 0, and a query always has a nearest document, wanted or not).
+    pub fn rank(&self, model: &Model, query: &str) -> Vec<(usize, f32)> {
+        let Some(q) = model.embed(query).filter(|q| q.len() == self.dims) else {
+            return Vec::new();
+        };
+        let mut ranked: Vec<(usize, f32)> = self
+            .flat
+            .chunks_exact(self.dims)
+            .map(|d| d.iter().zip(&q).map(|(a, b)| a * b).sum())
+            .enumerate()
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let floor = ranked.first().map_or(f32::INFINITY, |best| {
+            (best.1 * NEAR_THE_BEST).max(MIN_SIMILARITY)
+        });
+        ranked.retain(|(_, cosine)| *cosine >= floor);
+        ranked
+    }
+}
+
+/// The least cosine similarity of a document worth ranking.
+pub const MIN_SIMILARITY: f32 = 0.2;
+/// The least share of the best document's similarity that another one's must have.
+pub const NEAR_THE_BEST: f32 = 0.5;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_table_reads_and_means_something() {
+        let model = Model::shipped();
+        assert_eq!(model.dims(), 256);
+        let v = model.embed("file a bug").expect("known words");
+        assert!((v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-4);
+        let cos = |a: &str, b: &str| -> f32 {
+            let (a, b) = (model.embed(a).unwrap(), model.embed(b).unwrap());
+            a.iter().zip(&b).map(|(x, y)| x * y).sum()
+        };
+        // Words that share no letters, near in meaning; and far.
+        assert!(cos("report a bug", "create issue") > cos("report a bug", "resize window"));
+        assert!(
+            cos("take a picture of the page", "screenshot")
+                > cos("take a picture of the page", "delete branch")
+        );
+        assert_eq!(model.embed("%%% ---"), None);
+    }
+
+    #[test]
+    fn words_are_cut_as_the_vocabulary_has_them() {
+        let model = Model::shipped();
+        let ids = |text: &str| {
+            let mut out = Vec::new();
+            model.each_token(text, |id| out.push(id));
+            out
+        };
+        // Identifiers split where a person would read them, case and accents gone.
+        assert_eq!(ids("getPullRequest"), ids("get pull request"));
+        assert_eq!(ids("create_issue"), ids("Create Issue"));
+        assert_eq!(ids("Zürich"), ids("zurich"));
+        // A word outside the vocabulary is pieced (`##`), a CJK ideograph stands alone.
+        assert!(ids("kubectl").len() > 1);
+        assert_eq!(ids("中文").len(), 2);
+        // Nothing a text holds makes it fail: long words, control bytes, lone marks.
+        assert!(ids(&"x".repeat(10_000)).is_empty());
+        let _ = ids("\u{0}\u{301}\u{feff}a\u{200d}b");
+    }
+
+    #[test]
+    fn a_table_that_is_not_one_is_refused() {
+        assert!(matches!(
+            Model::parse(Cow::Borrowed(b"nope")),
+            Err(ModelError::Magic)
+        ));
+        let mut cut = SHIPPED[..MAGIC.len() + 8 + 100].to_vec();
+        assert!(Model::parse(Cow::Owned(cut.clone())).is_err());
+        cut.truncate(MAGIC.len() + 3);
+        assert!(Model::parse(Cow::Owned(cut)).is_err());
+        let mut huge = MAGIC.to_vec();
+        huge.extend(u32::MAX.to_le_bytes());
+        huge.extend(u32::MAX.to_le_bytes());
+        assert!(Model::parse(Cow::Owned(huge)).is_err());
+    }
+}
