@@ -6,6 +6,7 @@ by alias, exactly as a direct call; a toolset's boundary holds through both."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,9 @@ async def test_search_then_call_the_found_tool(moniker, write_config, server_spe
         listed = [t.name for t in (await session.list_tools()).tools]
         assert listed == ["read_text_file", "search_tools", "call_tool"]
 
-        tools = await found(session, "add new people and things to the knowledge graph", limit=3)
+        tools = await found(session, "add new people and things to the knowledge graph", limit=5)
         names = [t["name"] for t in tools]
-        assert len(names) == 3 and "create_entities" in names, names
+        assert len(names) == 5 and "create_entities" in names, names
         # Full definitions: what calling the tool needs.
         entities = tools[names.index("create_entities")]
         assert "entities" in entities["inputSchema"]["properties"]
@@ -75,3 +76,30 @@ async def test_a_toolset_bounds_search_and_call_tool(mcp_session, moniker_bin: P
             assert e.error.code == -32004 and "create_entities" in e.error.message
         listing = await session.call_tool("call_tool", {"name": "list_directory", "arguments": {"path": "."}})
         assert listing.content, listing
+
+
+def words(text: str) -> set[str]:
+    """Lowercased words, a plural's `s` taken off."""
+    return {w.removesuffix("s") for w in re.findall(r"[a-z0-9]+", text.lower())}
+
+
+async def test_plain_words_find_a_tool_that_says_none_of_them(moniker, write_config, server_specs, fs_root: Path) -> None:
+    """The semantic half of the ranking: a request that shares no word (stop words aside)
+    with anything the tool's definition says is found all the same, and the found tool is
+    called through `call_tool`."""
+    (fs_root / "notes.txt").write_text("hello")
+    config = write_config(search_config(server_specs))
+    async with moniker(config) as session:
+        query = "how large is this document and who may open it"
+        tools = await found(session, query, limit=5)
+        names = [t["name"] for t in tools]
+        assert "get_file_info" in names, names
+        info = tools[names.index("get_file_info")]
+        stop = words("how is this and who may it")
+        shared = (words(query) - stop) & words(json.dumps(info))
+        assert not shared, f"the request shares {shared} with the tool"
+        called = await session.call_tool(
+            "call_tool", {"name": "get_file_info", "arguments": {"path": str(fs_root / "notes.txt")}}
+        )
+        assert not called.isError, called.content
+        assert "size" in s.texts(called)[0].lower(), called.content
