@@ -85,7 +85,6 @@ type Reply = Option<Message>;
 
 /// Requests one session may have in progress at once; more are refused until some finish.
 pub const MAX_IN_FLIGHT: usize = 1024;
-pub use crate::message::MAX_BATCH;
 /// The requests of a batch that run at once.
 const BATCH_CONCURRENCY: usize = 16;
 
@@ -273,13 +272,12 @@ impl Session {
             }
             Ok(Incoming::One(message)) => self.message(&message),
             Ok(Incoming::Batch(items)) => {
+                // The batch's length was bounded as it was read (message::MAX_BATCH).
                 let requests = items.iter().flatten().filter(|m| m.is_request()).count();
-                if items.len() > MAX_BATCH
-                    || lock(&self.peer.in_flight).len() + requests > MAX_IN_FLIGHT
-                {
+                if lock(&self.peer.in_flight).len() + requests > MAX_IN_FLIGHT {
                     answers.send(
                         Refusal::limit(format!(
-                            "a batch of {} messages ({requests} requests) is more than this session may have (at most {MAX_BATCH} messages in a batch, {MAX_IN_FLIGHT} requests in progress)",
+                            "a batch of {} messages ({requests} requests) is more than this session may have (at most {MAX_IN_FLIGHT} requests in progress)",
                             items.len()
                         ))
                         .answer("null"),

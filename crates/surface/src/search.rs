@@ -131,7 +131,6 @@ const TAG_WEIGHT: usize = 2;
 pub struct Index {
     ranker: Ranker,
     vectors: Vectors,
-    model: Arc<Model>,
     /// Document `i` is the surface's tool `tools[i]`.
     tools: Vec<usize>,
 }
@@ -169,14 +168,14 @@ impl Index {
         let all = surface.tools();
         let mut tools = Vec::new();
         let mut words: Vec<String> = Vec::new();
-        let mut meanings: Vec<Vec<(String, f32)>> = Vec::new();
+        let mut meanings: Vec<String> = Vec::new();
         for (i, tool) in all.iter().enumerate() {
             if tool.listed {
                 tools.push(i);
                 let fields = Fields::of(tool);
-                let (mut w, mut m) = (String::new(), Vec::new());
-                fields.words(&mut w);
-                fields.meaning(&mut m);
+                let (mut w, mut m) = (String::new(), String::new());
+                fields.write(true, &mut w);
+                fields.write(false, &mut m);
                 words.push(w);
                 meanings.push(m);
             }
@@ -192,15 +191,13 @@ impl Index {
                 .position(|&i| all[i].name == *action_tool && all[i].member_of.is_none());
             if let Some(at) = at {
                 let fields = Fields::of(member);
-                words[at].push('\n');
-                fields.words(&mut words[at]);
-                fields.meaning(&mut meanings[at]);
+                fields.write(true, &mut words[at]);
+                fields.write(false, &mut meanings[at]);
             }
         }
         Self {
             ranker: Ranker::new(&words),
-            vectors: Vectors::new(&model, &meanings),
-            model,
+            vectors: Vectors::new(model, &meanings),
             tools,
         }
     }
@@ -208,12 +205,7 @@ impl Index {
     /// The listed tools for `text`, best first (positions in the index), by `part`.
     fn ranked(&self, text: &str, part: Part) -> Vec<usize> {
         let lexical = || self.ranker.rank(text).into_iter().map(|(d, _)| d);
-        let semantic = || {
-            self.vectors
-                .rank(&self.model, text)
-                .into_iter()
-                .map(|(d, _)| d)
-        };
+        let semantic = || self.vectors.rank(text).into_iter().map(|(d, _)| d);
         match part {
             Part::Lexical => lexical().collect(),
             Part::Semantic => semantic().collect(),
@@ -331,12 +323,13 @@ impl<'t> Fields<'t> {
             .chain(&self.tool.hidden_aliases)
     }
 
-    /// The lexical document: each field said as often as it weighs (BM25 counts words, so a
-    /// word of the name weighs more than one of the description); parameters by name (their
-    /// descriptions' words would drown the tool's own).
-    fn words(&self, out: &mut String) {
+    /// The text a tool is found by, added to `out`: for the lexical ranking (`weighed`) each
+    /// field said as often as it weighs (BM25 counts words, so a word of the name weighs more
+    /// than one of the description), for the semantic one once (its vector is the mean of all
+    /// its words': measured, this finds more than fields embedded apart and weighed).
+    fn write(&self, weighed: bool, out: &mut String) {
         let mut say = |text: &str, times: usize| {
-            for _ in 0..times {
+            for _ in 0..if weighed { times } else { 1 } {
                 out.push_str(text);
                 out.push('\n');
             }
@@ -352,25 +345,6 @@ impl<'t> Fields<'t> {
         for name in &self.parameters {
             say(name, 1);
         }
-    }
-
-    /// The semantic document: every field in one text (its vector the mean of all its
-    /// words': measured, this finds more than fields weighed apart).
-    fn meaning(&self, out: &mut Vec<(String, f32)>) {
-        let mut text = String::new();
-        let context = self.tool.tags.iter().map(|t| t.as_str());
-        let parameters = self.parameters.iter();
-        for part in self
-            .names()
-            .map(String::as_str)
-            .chain([self.description.as_str(), self.tool.server_name.as_str()])
-            .chain(context)
-            .chain(parameters.map(String::as_str))
-        {
-            text.push_str(part);
-            text.push('\n');
-        }
-        out.push((text, 1.0));
     }
 }
 

@@ -499,7 +499,8 @@ impl<'de> Visitor<'de> for TopVisitor<'de> {
             let (_, value) = member_at(b, cursor);
             const ENVELOPE: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
             let which = ENVELOPE.iter().position(|k| *k == key);
-            if let Some(like) = ENVELOPE.iter().find(|k| folds_onto(&key, k)) {
+            let folded = || ENVELOPE.iter().find(|k| folds_onto(&key, k));
+            if let Some(like) = which.is_none().then(folded).flatten() {
                 return Err(de::Error::custom(format!(
                     "key `{key}` is `{like}` in another case (a server may read it as that)"
                 )));

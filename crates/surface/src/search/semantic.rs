@@ -209,46 +209,37 @@ fn is_cjk(c: char) -> bool {
         | 0x2B740..=0x2B81F | 0x2B820..=0x2CEAF | 0xF900..=0xFAFF | 0x2F800..=0x2FA1F)
 }
 
-/// Documents as unit vectors, ranked by cosine similarity to a query.
+/// Documents as unit vectors of a model, ranked by cosine similarity to a query.
 pub struct Vectors {
-    dims: usize,
+    model: Arc<Model>,
     /// Document `i` is `flat[i * dims..(i + 1) * dims]`; zeros when it had no known word.
     flat: Vec<f32>,
 }
 
 impl Vectors {
-    /// Each document is made of parts, each a text and its weight: the document's vector is
-    /// the weighted sum of its parts' unit vectors, made a unit vector again.
-    pub fn new<S: AsRef<str>>(model: &Model, documents: &[Vec<(S, f32)>]) -> Self {
+    pub fn new<S: AsRef<str>>(model: Arc<Model>, documents: &[S]) -> Self {
         let dims = model.dims();
         let mut flat = Vec::with_capacity(documents.len() * dims);
-        for parts in documents {
-            let mut sum = vec![0.0f32; dims];
-            for (text, weight) in parts {
-                if let Some(v) = model.embed(text.as_ref()) {
-                    sum.iter_mut().zip(v).for_each(|(s, x)| *s += weight * x);
-                }
+        for document in documents {
+            match model.embed(document.as_ref()) {
+                Some(v) => flat.extend(v),
+                None => flat.extend(std::iter::repeat_n(0.0, dims)),
             }
-            let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
-            if norm > 0.0 {
-                sum.iter_mut().for_each(|x| *x /= norm);
-            }
-            flat.extend(sum);
         }
-        Self { dims, flat }
+        Self { model, flat }
     }
 
     /// The documents similar enough to `query`, most similar first: (position, cosine).
     /// Equal scores are in position order. Similar enough: at least [`MIN_SIMILARITY`], and
     /// at least [`NEAR_THE_BEST`] of the best one's (texts unrelated in meaning come out
     /// near 0, and a query always has a nearest document, wanted or not).
-    pub fn rank(&self, model: &Model, query: &str) -> Vec<(usize, f32)> {
-        let Some(q) = model.embed(query).filter(|q| q.len() == self.dims) else {
+    pub fn rank(&self, query: &str) -> Vec<(usize, f32)> {
+        let Some(q) = self.model.embed(query) else {
             return Vec::new();
         };
         let mut ranked: Vec<(usize, f32)> = self
             .flat
-            .chunks_exact(self.dims)
+            .chunks_exact(self.model.dims())
             .map(|d| d.iter().zip(&q).map(|(a, b)| a * b).sum())
             .enumerate()
             .collect();
