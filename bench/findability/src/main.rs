@@ -518,15 +518,21 @@ fn main() {
     let text = section(&rows, setup.tasks.len());
     match args.iter().position(|a| a == "--write") {
         Some(i) => {
-            // The section replaces the one there (the last of the file), or is appended.
+            // The section replaces the one there (up to the next section, which stays: the
+            // held-out task sets', written by hand), or is appended.
             let path = args
                 .get(i + 1)
                 .map_or_else(|| root.join("BENCHMARKS.md"), PathBuf::from);
             let before = std::fs::read_to_string(&path).unwrap_or_default();
-            let kept = before
-                .find("\n## Findability")
-                .map_or(before.as_str(), |at| &before[..at]);
-            let out = format!("{}\n\n{text}", kept.trim_end());
+            let (kept, after) = match before.find("\n## Findability") {
+                None => (before.as_str(), ""),
+                Some(at) => {
+                    let rest = &before[at + 1..];
+                    let next = rest.find("\n## ").map_or(rest.len(), |n| n + 1);
+                    (&before[..at], &rest[next..])
+                }
+            };
+            let out = format!("{}\n\n{text}\n{after}", kept.trim_end());
             std::fs::write(&path, out).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             println!("{text}");
         }
