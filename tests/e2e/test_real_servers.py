@@ -39,9 +39,10 @@ async def test_lists_clean_names_of_all_four_servers(moniker, gateway_config: Pa
     for tool in tools:
         extra = s.extras(tool)
         assert isinstance(extra.get("server_name"), str), f"{tool.name}: no server_name in {extra}"
-        assert isinstance(extra.get("tags"), list), f"{tool.name}: no tags list in {extra}"
-        if "aliases" in extra:
-            assert extra["aliases"], f"{tool.name}: `aliases` present but empty"
+        # What says nothing is not said: no empty `tags`, no empty `aliases`.
+        for field in ("tags", "aliases"):
+            if field in extra:
+                assert isinstance(extra[field], list) and extra[field], f"{tool.name}: `{field}` present but empty"
     for name, server in EXPECTED_SERVER.items():
         assert s.extras(by_name[name])["server_name"] == server, (name, s.extras(by_name[name]))
 

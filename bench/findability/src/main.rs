@@ -208,6 +208,10 @@ struct Row {
     query_p50_us: u128,
     tokens_raw: usize,
     tokens_list: usize,
+    /// What a model is shown of each listed tool (name, description, input schema), raw and
+    /// in list mode.
+    model_raw: usize,
+    model_list: usize,
     tokens_hints: usize,
     tokens_search: usize,
 }
@@ -354,6 +358,8 @@ fn run(setup: &Setup) -> Vec<Row> {
             query_p50_us: 0,
             tokens_raw: 0,
             tokens_list: 0,
+            model_raw: 0,
+            model_list: 0,
             tokens_hints: 0,
             tokens_search: 0,
         };
@@ -420,6 +426,24 @@ fn run(setup: &Setup) -> Vec<Row> {
             &[],
         );
         row.tokens_raw = tokens(&raw_listing);
+        // A client shows its model a tool's name, description and input schema, not the rest.
+        let model_view = |definitions: &mut dyn Iterator<Item = &RawValue>| {
+            definitions
+                .map(|d| {
+                    let v: Value = serde_json::from_str(d.get()).unwrap_or(Value::Null);
+                    let seen = serde_json::json!({
+                        "name": v["name"], "description": v["description"], "inputSchema": v["inputSchema"],
+                    });
+                    tokens(&seen.to_string())
+                })
+                .sum::<usize>()
+        };
+        row.model_raw = model_view(
+            &mut servers
+                .iter()
+                .flat_map(|inv| inv.tools.iter().map(|t| &**t)),
+        );
+        row.model_list = model_view(&mut surface.listed(Kind::Tool).map(|e| &*e.definition));
         let mode = |mode: Mode| {
             let discovery = Discovery {
                 mode,
@@ -487,19 +511,28 @@ fn section(rows: &[Row], tasks: usize) -> String {
     line(String::new());
     line("Tokens of the first `tools/list` (o200k); search mode with no pinned tool:".to_owned());
     line(String::new());
-    line("| tools | raw (the servers' own listings) | moniker list | moniker hints | moniker search | search / raw |".to_owned());
-    line("|---:|---:|---:|---:|---:|---:|".to_owned());
+    line("| tools | raw (the servers' own listings) | moniker list | moniker hints | moniker search | search / raw | the model's view: raw | moniker list |".to_owned());
+    line("|---:|---:|---:|---:|---:|---:|---:|---:|".to_owned());
     for r in rows {
         line(format!(
-            "| {} | {} | {} | {} | {} | {:.1}% |",
+            "| {} | {} | {} | {} | {} | {:.1}% | {} | {} |",
             r.size,
             r.tokens_raw,
             r.tokens_list,
             r.tokens_hints,
             r.tokens_search,
             Recall::pct(r.tokens_search, r.tokens_raw),
+            r.model_raw,
+            r.model_list,
         ));
     }
+    line(String::new());
+    line(
+        "*The model's view* counts what a client shows its model of each listed tool: its name, \
+          description and input schema (the listing's other fields, moniker's `aliases`, `tags`, \
+          `server_name` and `_meta` included, reach programs, not the model)."
+            .to_owned(),
+    );
     out
 }
 

@@ -57,6 +57,7 @@ pub(crate) fn rewrite(
         None => kept("aliases"),
     };
     let tags = match change.tags {
+        Some([]) => None,
         Some(list) => Some(array(list.iter().map(Tag::as_str))),
         None => kept("tags"),
     };

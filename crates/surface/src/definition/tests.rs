@@ -32,10 +32,10 @@ fn without_meta_one_is_added_last() {
         full(r#"{"name":"old","inputSchema":{}}"#, &["a1", "a2"], &["t1"]),
         r#"{"name":"new","inputSchema":{},"aliases":["a1","a2"],"tags":["t1"],"server_name":"srv","_meta":{"io.moniker/aliases":["a1","a2"],"io.moniker/tags":["t1"],"io.moniker/server":"srv"}}"#
     );
-    // No listed aliases: no aliases key, in either place.
+    // No listed aliases, no tags: no key for them, in either place.
     assert_eq!(
         full(r#"{"name":"old"}"#, &[], &[]),
-        r#"{"name":"new","tags":[],"server_name":"srv","_meta":{"io.moniker/tags":[],"io.moniker/server":"srv"}}"#
+        r#"{"name":"new","server_name":"srv","_meta":{"io.moniker/server":"srv"}}"#
     );
 }
 
@@ -52,11 +52,11 @@ fn the_servers_meta_is_kept_and_extended_in_place() {
     );
     assert_eq!(
         full(r#"{"name":"old","_meta":{}}"#, &[], &[]),
-        r#"{"name":"new","_meta":{"io.moniker/tags":[],"io.moniker/server":"srv"},"tags":[],"server_name":"srv"}"#
+        r#"{"name":"new","_meta":{"io.moniker/server":"srv"},"server_name":"srv"}"#
     );
     assert_eq!(
         full(r#"{"name":"old","_meta":{ }}"#, &[], &[]),
-        r#"{"name":"new","_meta":{ "io.moniker/tags":[],"io.moniker/server":"srv"},"tags":[],"server_name":"srv"}"#
+        r#"{"name":"new","_meta":{ "io.moniker/server":"srv"},"server_name":"srv"}"#
     );
 }
 
@@ -78,9 +78,7 @@ fn a_meta_that_is_not_an_object_is_left_alone() {
         let text = format!(r#"{{"name":"old","_meta":{meta}}}"#);
         assert_eq!(
             full(&text, &["a1"], &[]),
-            format!(
-                r#"{{"name":"new","_meta":{meta},"aliases":["a1"],"tags":[],"server_name":"srv"}}"#
-            )
+            format!(r#"{{"name":"new","_meta":{meta},"aliases":["a1"],"server_name":"srv"}}"#)
         );
     }
 }
@@ -97,5 +95,15 @@ fn toolset_aliases_reach_meta_too() {
     assert_eq!(
         more.get(),
         r#"{"name":"new","description":"Does.\n\nAliases: ts","_meta":{"k":1,"io.moniker/aliases":["a1","ts"],"io.moniker/tags":["t1"],"io.moniker/server":"srv"},"aliases":["a1","ts"],"tags":["t1"],"server_name":"srv"}"#
+    );
+}
+
+/// A tool with no tags says nothing of them, at the top or in `_meta`.
+#[test]
+fn no_tags_no_field() {
+    let entry = full(r#"{"name":"old","description":"Does."}"#, &[], &[]);
+    assert_eq!(
+        entry,
+        r#"{"name":"new","description":"Does.","server_name":"srv","_meta":{"io.moniker/server":"srv"}}"#
     );
 }

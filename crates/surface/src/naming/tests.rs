@@ -145,7 +145,7 @@ fn seed_aliases_resolve_to_their_canonical_tools() {
         "Abort the currently running dream (offline consolidation) cycle."
     );
     assert_eq!(plain["server_name"], "contextgraph");
-    assert_eq!(plain["tags"], json!([]));
+    assert!(plain.get("tags").is_none(), "no tags configured: no field");
 }
 
 #[test]
@@ -495,7 +495,7 @@ fn qualified_overrides_win_and_unqualified_ones_must_not_be_ambiguous() {
     let surface = ok(build(&rules, &listings));
     let b = def(&surface, "search");
     assert_eq!(b["tags"], json!(["web"]));
-    assert!(def(&surface, "a_search")["tags"] == json!([]));
+    assert!(def(&surface, "a_search").get("tags").is_none());
 }
 
 #[test]
@@ -693,7 +693,7 @@ fn a_description_override_replaces_and_a_missing_one_is_added() {
     assert_eq!(def(&surface, "a")["description"], "New.");
     assert_eq!(
         surface.resolve_tool("b").unwrap().exposed.definition.get(),
-        r#"{"name":"b","description":"Aliases: bb","aliases":["bb"],"tags":[],"server_name":"s","_meta":{"io.moniker/aliases":["bb"],"io.moniker/tags":[],"io.moniker/server":"s"}}"#
+        r#"{"name":"b","description":"Aliases: bb","aliases":["bb"],"server_name":"s","_meta":{"io.moniker/aliases":["bb"],"io.moniker/server":"s"}}"#
     );
 }
 

@@ -815,13 +815,13 @@ fn extra_aliases_keep_every_other_field_as_it_was() {
 
 #[test]
 fn extra_aliases_are_added_where_the_surface_would_put_them() {
-    // No aliases yet: before `tags`, and a new `Aliases:` line.
+    // No aliases yet: before `tags` (here none), and a new `Aliases:` line.
     assert_eq!(
         extra(
-            r#"{"name":"a","description":"Does a.","tags":[],"server_name":"s"}"#,
+            r#"{"name":"a","description":"Does a.","server_name":"s"}"#,
             &["y"]
         ),
-        r#"{"name":"a","description":"Does a.\n\nAliases: y","aliases":["y"],"tags":[],"server_name":"s","_meta":{"io.moniker/aliases":["y"],"io.moniker/tags":[],"io.moniker/server":"s"}}"#
+        r#"{"name":"a","description":"Does a.\n\nAliases: y","aliases":["y"],"server_name":"s","_meta":{"io.moniker/aliases":["y"],"io.moniker/server":"s"}}"#
     );
     // No description: one is added after the name.
     assert_eq!(
