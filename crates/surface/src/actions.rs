@@ -41,6 +41,9 @@ pub struct ActionSpec {
 pub struct Merged {
     pub input_schema: Value,
     pub description: String,
+    /// The members' behaviour hints merged as a client needs them ([`Hints::merge`]); `None`
+    /// when no member gives any.
+    pub annotations: Option<Value>,
     /// One per member, in member order: [`dispatch`] returns an index into them.
     pub specs: Vec<ActionSpec>,
 }
@@ -62,11 +65,74 @@ impl DefsKey {
     }
 }
 
+/// What a tool says of its behaviour (MCP's `ToolAnnotations` hints), each with the
+/// specification's default when it is not said: not read-only, destructive, not idempotent,
+/// open world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hints {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+}
+
+impl Hints {
+    fn of(annotations: &Map<String, Value>) -> Self {
+        let hint = |key: &str, default: bool| {
+            annotations
+                .get(key)
+                .and_then(Value::as_bool)
+                .unwrap_or(default)
+        };
+        let read_only = hint("readOnlyHint", false);
+        Self {
+            read_only,
+            // Meaningful only for a tool that changes something.
+            destructive: !read_only && hint("destructiveHint", true),
+            idempotent: hint("idempotentHint", false),
+            open_world: hint("openWorldHint", true),
+        }
+    }
+
+    /// The action tool's hints, which a client trusts for any of its calls: read-only and
+    /// idempotent only if every member is, destructive and open-world if any member is.
+    pub fn merge(members: impl IntoIterator<Item = Self>) -> Option<Self> {
+        members.into_iter().reduce(|a, b| Self {
+            read_only: a.read_only && b.read_only,
+            destructive: a.destructive || b.destructive,
+            idempotent: a.idempotent && b.idempotent,
+            open_world: a.open_world || b.open_world,
+        })
+    }
+
+    /// As few hints as say it exactly (the others are the specification's defaults):
+    /// `readOnlyHint` when read-only, else `destructiveHint` said either way (a client must
+    /// not have to know its default to know a tool may destroy), `idempotentHint` when true,
+    /// `openWorldHint` when false.
+    fn to_json(self) -> Value {
+        let mut out = Map::new();
+        if self.read_only {
+            out.insert("readOnlyHint".to_owned(), Value::Bool(true));
+        } else {
+            out.insert("destructiveHint".to_owned(), Value::Bool(self.destructive));
+        }
+        if self.idempotent {
+            out.insert("idempotentHint".to_owned(), Value::Bool(true));
+        }
+        if !self.open_world {
+            out.insert("openWorldHint".to_owned(), Value::Bool(false));
+        }
+        Value::Object(out)
+    }
+}
+
 /// A member's definition, read.
 struct Parsed<'a> {
     action: &'a str,
     /// The first line of its description.
     summary: Option<String>,
+    /// Its behaviour, when its definition has `annotations` (an object).
+    hints: Option<Hints>,
     /// `None` when the input schema has no object `properties`.
     properties: Option<Map<String, Value>>,
     required: Vec<String>,
@@ -85,9 +151,14 @@ fn parse<'a>(member: &Member<'a>) -> Parsed<'a> {
         .and_then(|d| d.trim().lines().next())
         .map(|line| line.trim().to_owned())
         .filter(|line| !line.is_empty());
+    let hints = definition
+        .get("annotations")
+        .and_then(Value::as_object)
+        .map(Hints::of);
     let mut parsed = Parsed {
         action: member.action,
         summary,
+        hints,
         properties: None,
         required: Vec::new(),
         closed: false,
@@ -194,7 +265,7 @@ pub fn merge(tool_name: &str, summary: Option<&str>, members: &[Member<'_>]) -> 
         if by_all {
             required.push(name.clone());
         } else if !property.required_by.is_empty() {
-            note_required(&mut schema, &property.required_by);
+            note_required(&mut schema, &property.required_by, &actions);
         }
         out_properties.insert(name, schema);
     }
@@ -210,9 +281,17 @@ pub fn merge(tool_name: &str, summary: Option<&str>, members: &[Member<'_>]) -> 
         input_schema.insert("$defs".to_owned(), Value::Object(defs));
     }
 
+    // A member that says nothing of its behaviour has the specification's defaults.
+    let no_hints = Hints::of(&Map::new());
+    let merged = parsed
+        .iter()
+        .any(|m| m.hints.is_some())
+        .then(|| Hints::merge(parsed.iter().map(|m| m.hints.unwrap_or(no_hints))))
+        .flatten();
     Merged {
         input_schema: Value::Object(input_schema),
-        description: describe(tool_name, summary, &parsed),
+        description: describe(tool_name, summary, &parsed, merged),
+        annotations: merged.map(Hints::to_json),
         specs: parsed.iter().map(spec).collect(),
     }
 }
@@ -277,25 +356,48 @@ fn same_but_described(property: &Property) -> Option<Value> {
 }
 
 /// `Project name (required for: create, delete)`, or `Required for: create, delete`.
-fn note_required(schema: &mut Value, actions: &[String]) {
-    let list = actions.join(", ");
+/// Says in a property's description which actions require it: `required for: a, b` (seed
+/// 004's form), or, when at least three more actions require it than do not, the shorter
+/// `required for every action but: c`.
+fn note_required(schema: &mut Value, required_by: &[String], actions: &[&str]) {
+    let others: Vec<&str> = actions
+        .iter()
+        .copied()
+        .filter(|a| !required_by.iter().any(|r| r == a))
+        .collect();
+    let note = if required_by.len() >= others.len() + 3 {
+        format!("required for every action but: {}", others.join(", "))
+    } else {
+        format!("required for: {}", required_by.join(", "))
+    };
     match schema {
         Value::Object(object) => {
             let description = match object.get("description").and_then(Value::as_str) {
-                Some(d) if !d.trim().is_empty() => {
-                    format!("{} (required for: {list})", d.trim_end())
-                }
-                _ => format!("Required for: {list}"),
+                Some(d) if !d.trim().is_empty() => format!("{} ({note})", d.trim_end()),
+                _ => capitalised(&note),
             };
             object.insert("description".to_owned(), Value::String(description));
         }
         // `true` takes anything, as `{}` does.
-        Value::Bool(true) => *schema = json!({ "description": format!("Required for: {list}") }),
+        Value::Bool(true) => *schema = json!({ "description": capitalised(&note) }),
         _ => {}
     }
 }
 
-fn describe(tool_name: &str, summary: Option<&str>, members: &[Parsed<'_>]) -> String {
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+fn describe(
+    tool_name: &str,
+    summary: Option<&str>,
+    members: &[Parsed<'_>],
+    merged: Option<Hints>,
+) -> String {
     let mut out = match summary.map(str::trim).filter(|s| !s.is_empty()) {
         Some(summary) => summary.to_owned(),
         None => {
@@ -313,8 +415,24 @@ fn describe(tool_name: &str, summary: Option<&str>, members: &[Parsed<'_>]) -> S
             out.push_str(": ");
             out.push_str(summary);
         }
+        if let Some(note) = merged.and_then(|m| differs(m, member.hints)) {
+            out.push_str(note);
+        }
     }
     out
+}
+
+/// What an action's description says of its behaviour where the action tool's hints do not
+/// hold for it: a read-only action of a tool that is not, a safe action of a destructive one.
+fn differs(merged: Hints, member: Option<Hints>) -> Option<&'static str> {
+    let member = member?;
+    if member.read_only && !merged.read_only {
+        Some(" (read-only)")
+    } else if merged.destructive && !member.destructive {
+        Some(" (not destructive)")
+    } else {
+        None
+    }
 }
 
 /// Adds a member's definitions to the action tool's `$defs`: a definition that is there

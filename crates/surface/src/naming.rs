@@ -815,6 +815,12 @@ fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>]) -> Exposed {
         "inputSchema".into(),
         RawValue::from_string(schema).unwrap_or_default(),
     );
+    if let Some(annotations) = &merged.annotations {
+        fields.insert(
+            "annotations".into(),
+            serde_json::value::to_raw_value(annotations).unwrap_or_default(),
+        );
+    }
     let tags: Vec<Tag> = tags.into_iter().collect();
     let definition = render(&fields, plan.name, None, &aliases, &tags, &server_name);
     let route = ActionRoute {

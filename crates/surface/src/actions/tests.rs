@@ -842,3 +842,134 @@ fn schemas_that_differ_only_in_their_descriptions_become_one() {
         json!({"type": "string", "description": "Optional label; or Checkpoint label"})
     );
 }
+
+/// The members' behaviour hints merged as a client trusts them for any call: read-only and
+/// idempotent only if every member is, destructive and open-world if any is (a member that
+/// says nothing has the specification's defaults); an action whose hints differ says so.
+#[test]
+fn annotations_are_merged_for_the_safest_reading() {
+    let with = |description: &str, annotations: Value| {
+        let mut t = tool(description, json!({"type": "object"}));
+        t["annotations"] = annotations;
+        t
+    };
+    let m = merged(
+        None,
+        &[
+            (
+                "list",
+                with(
+                    "List runs.",
+                    json!({"readOnlyHint": true, "openWorldHint": false}),
+                ),
+            ),
+            (
+                "rerun",
+                with(
+                    "Rerun a run.",
+                    json!({"destructiveHint": false, "idempotentHint": true, "openWorldHint": false}),
+                ),
+            ),
+            (
+                "delete",
+                with(
+                    "Delete a run.",
+                    json!({"destructiveHint": true, "idempotentHint": true, "openWorldHint": false}),
+                ),
+            ),
+        ],
+    );
+    assert_eq!(
+        m.annotations,
+        Some(json!({"destructiveHint": true, "openWorldHint": false}))
+    );
+    assert!(
+        m.description.contains("- list: List runs. (read-only)"),
+        "{}",
+        m.description
+    );
+    assert!(
+        m.description
+            .contains("- rerun: Rerun a run. (not destructive)"),
+        "{}",
+        m.description
+    );
+    assert!(
+        m.description.contains("- delete: Delete a run.\n")
+            || m.description.ends_with("- delete: Delete a run."),
+        "{}",
+        m.description
+    );
+
+    // Every member read-only: so is the action tool, and no action needs a note.
+    let m = merged(
+        None,
+        &[
+            ("get", with("Get.", json!({"readOnlyHint": true}))),
+            (
+                "list",
+                with(
+                    "List.",
+                    json!({"readOnlyHint": true, "idempotentHint": true}),
+                ),
+            ),
+        ],
+    );
+    // Said in as few hints as say it: the others are the specification's defaults.
+    assert_eq!(m.annotations, Some(json!({"readOnlyHint": true})));
+    assert!(!m.description.contains('('), "{}", m.description);
+
+    // One member says nothing: it counts as the specification's default (it may write).
+    let m = merged(
+        None,
+        &[
+            ("get", with("Get.", json!({"readOnlyHint": true}))),
+            ("put", tool("Put.", json!({"type": "object"}))),
+        ],
+    );
+    assert_eq!(m.annotations, Some(json!({"destructiveHint": true})));
+    // No member says anything: neither does the action tool.
+    let m = merged(
+        None,
+        &[("a", tool("A.", json!({}))), ("b", tool("B.", json!({})))],
+    );
+    assert_eq!(m.annotations, None);
+}
+
+/// A parameter most actions require says which do not: shorter, and the same information.
+#[test]
+fn a_parameter_required_by_all_actions_but_one_says_the_one() {
+    let member = |required: &[&str]| {
+        tool(
+            "Does.",
+            json!({"type": "object", "properties": {"run_id": {"type": "number", "description": "The run"}}, "required": required}),
+        )
+    };
+    let m = merged(
+        None,
+        &[
+            ("start", member(&[])),
+            ("rerun", member(&["run_id"])),
+            ("cancel", member(&["run_id"])),
+            ("logs", member(&["run_id"])),
+            ("delete", member(&["run_id"])),
+        ],
+    );
+    assert_eq!(
+        props(&m)["run_id"]["description"],
+        "The run (required for every action but: start)"
+    );
+    // Fewer than three more: said as the list (seed 004's form).
+    let m = merged(
+        None,
+        &[
+            ("start", member(&[])),
+            ("rerun", member(&["run_id"])),
+            ("cancel", member(&["run_id"])),
+        ],
+    );
+    assert_eq!(
+        props(&m)["run_id"]["description"],
+        "The run (required for: rerun, cancel)"
+    );
+}
