@@ -972,25 +972,37 @@ fn duplicate(
     }
 }
 
-/// A new name for `n`, out of the duplicate `name`: its server name (or, when that gives
-/// `name` back, its server id) before its base name, numbered until it is free.
+/// A new name for `n`, out of the duplicate `name`: its server name before its base name —
+/// without the words that name no server in particular (`mcp`, `server`: `hacker-news-mcp-
+/// server`'s `search` is `hacker_news_search`) when that is free, else whole, else its server
+/// id —, numbered until it is free.
 fn fix_name(
     name: &str,
     n: &Named<'_>,
     taken: &BTreeSet<&str>,
     suggested: &BTreeSet<String>,
 ) -> String {
-    let mut candidate = format!("{}_{}", n.server_name.replace(['-', '.'], "_"), n.base);
-    if candidate == name {
-        candidate = format!(
-            "{}_{}",
-            n.candidate.server.as_str().replace(['-', '.'], "_"),
-            n.base
-        );
+    let free = |fix: &str| fix != name && !taken.contains(fix) && !suggested.contains(fix);
+    let words = |server: &str| server.replace(['-', '.'], "_");
+    let short: Vec<&str> = n
+        .server_name
+        .split(['-', '.', '_'])
+        .filter(|w| !w.is_empty() && !matches!(*w, "mcp" | "server"))
+        .collect();
+    let candidates = [
+        (!short.is_empty()).then(|| format!("{}_{}", short.join("_"), n.base)),
+        Some(format!("{}_{}", words(&n.server_name), n.base)),
+        Some(format!("{}_{}", words(n.candidate.server.as_str()), n.base)),
+    ];
+    let mut candidates = candidates.into_iter().flatten();
+    let first = candidates.next().unwrap_or_else(|| name.to_owned());
+    if free(&first) {
+        return first;
     }
+    let candidate = candidates.find(|c| free(c)).unwrap_or(first);
     let mut fix = candidate.clone();
     let mut i = 2;
-    while fix == name || taken.contains(fix.as_str()) || suggested.contains(&fix) {
+    while !free(&fix) {
         fix = format!("{candidate}_{i}");
         i += 1;
     }

@@ -1203,3 +1203,29 @@ fn a_deprecated_alias_resolves_until_its_day_with_a_notice_then_not_at_all() {
     let description = def(&surface, "discover_sub_goals")["description"].to_string();
     assert!(!description.contains("Deprecated"), "{description}");
 }
+
+/// The fix for a name several servers share names each tool after its server, without the
+/// words that name no server in particular (`mcp`, `server`); where that is taken, the whole
+/// server name.
+#[test]
+fn a_shared_name_is_fixed_with_each_servers_own_words() {
+    let listings = [
+        listing("hacker-news-mcp-server", &[tool("search")]),
+        listing("yahoo-finance-mcp", &[tool("search")]),
+        listing("mcp-server", &[tool("search")]),
+        listing("web", &[tool("search"), tool("web_search")]),
+    ];
+    let built = build(&Rules::default(), &listings);
+    assert_eq!(codes(&built), ["naming::duplicate"]);
+    let help = built.diagnostics[0].help.as_deref().unwrap();
+    for line in [
+        "hacker-news-mcp-server/search: { name: hacker_news_search }",
+        "yahoo-finance-mcp/search: { name: yahoo_finance_search }",
+        // Nothing left of the server's name without those words: the whole of it.
+        "mcp-server/search: { name: mcp_server_search }",
+        // `web_search` is taken: numbered.
+        "web/search: { name: web_search_2 }",
+    ] {
+        assert!(help.contains(line), "{line} not in {help}");
+    }
+}
