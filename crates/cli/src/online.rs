@@ -770,19 +770,29 @@ pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
             count(&format!(r#"{{"tools":[{}]}}"#, defs.join(","))),
         );
     }
-    // Search mode, with the config's pins: what a session lists before it searches.
-    let search = moniker_surface::Discovery {
-        mode: moniker_surface::discovery::Mode::Search,
-        ..after.surface.discovery().clone()
+    // The other discovery modes, with the config's pins: what a session lists first.
+    let listed_in = |mode: moniker_surface::discovery::Mode| {
+        let discovery = moniker_surface::Discovery {
+            mode,
+            ..after.surface.discovery().clone()
+        };
+        let entries = discovery.entries(
+            Kind::Tool,
+            after
+                .surface
+                .listed(Kind::Tool)
+                .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition))),
+        );
+        count(&moniker_surface::listing::render(Kind::Tool, entries, &[]))
     };
-    let entries = search.entries(
+    let search_mode = listed_in(moniker_surface::discovery::Mode::Search);
+    let hints_mode = listed_in(moniker_surface::discovery::Mode::Hints);
+    // What the servers list themselves, side by side.
+    let raw = count(&moniker_surface::listing::render(
         Kind::Tool,
-        after
-            .surface
-            .listed(Kind::Tool)
-            .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition))),
-    );
-    let search_mode = count(&moniker_surface::listing::render(Kind::Tool, entries, &[]));
+        listings.iter().flat_map(|l| l.tools.iter().map(|t| &**t)),
+        &[],
+    ));
     let without_actions = b.get(&total).map_or(0, |t| t.2);
     let savings = serde_json::json!({
         "listing_tokens": audit.listing_tokens,
@@ -790,6 +800,8 @@ pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
         "repeated_text_said_once": audit.repeated.iter().map(|r| r.tokens_repeated).sum::<usize>(),
         "names_only_for_clients_that_defer_loading": count(&names_only),
         "search_mode": search_mode,
+        "hints_mode": hints_mode,
+        "servers_own_listings": raw,
         "toolsets": toolsets,
     });
     if json {
@@ -845,12 +857,11 @@ pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
         output::line(&format_table(&rows))?;
     }
     output::line(&format!(
-        "\nthe listing: {} tokens; without action tools: {}; repeated text said once would save {}; names only (for clients that defer loading): {}; search mode (pinned tools, search_tools, call_tool): {}",
+        "\nthe servers' own listings: {raw} tokens; moniker's listing: {} (hints mode: {hints_mode}; search mode, pinned tools and search_tools and call_tool: {search_mode}); without action tools: {}; repeated text said once would save {}; names only (for clients that defer loading): {}",
         audit.listing_tokens,
         without_actions,
         savings["repeated_text_said_once"],
         savings["names_only_for_clients_that_defer_loading"],
-        search_mode,
     ))?;
     for (name, tokens) in savings["toolsets"].as_object().into_iter().flatten() {
         output::line(&format!("toolset `{name}`: {tokens} tokens"))?;
