@@ -69,11 +69,11 @@ impl DefsKey {
 /// specification's default when it is not said: not read-only, destructive, not idempotent,
 /// open world.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hints {
-    pub read_only: bool,
-    pub destructive: bool,
-    pub idempotent: bool,
-    pub open_world: bool,
+struct Hints {
+    read_only: bool,
+    destructive: bool,
+    idempotent: bool,
+    open_world: bool,
 }
 
 impl Hints {
@@ -96,7 +96,7 @@ impl Hints {
 
     /// The action tool's hints, which a client trusts for any of its calls: read-only and
     /// idempotent only if every member is, destructive and open-world if any member is.
-    pub fn merge(members: impl IntoIterator<Item = Self>) -> Option<Self> {
+    fn merge(members: impl IntoIterator<Item = Self>) -> Option<Self> {
         members.into_iter().reduce(|a, b| Self {
             read_only: a.read_only && b.read_only,
             destructive: a.destructive || b.destructive,
@@ -355,7 +355,6 @@ fn same_but_described(property: &Property) -> Option<Value> {
     Some(merged)
 }
 
-/// `Project name (required for: create, delete)`, or `Required for: create, delete`.
 /// Says in a property's description which actions require it: `required for: a, b` (seed
 /// 004's form), or, when at least three more actions require it than do not, the shorter
 /// `required for every action but: c`.
