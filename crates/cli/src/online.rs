@@ -81,6 +81,13 @@ async fn start_with(
     }
     let servers = entries(config);
     let quiet = toolsets.quiet;
+    let search_model = match crate::settings::search_model(config) {
+        Ok(model) => model,
+        Err(why) => {
+            output::report(&format!("error: {why}"));
+            return Ok(Err(Exit::InvalidConfig));
+        }
+    };
     let settings = Settings {
         config: config.gateway,
         guard: std::env::current_exe().ok(),
@@ -95,6 +102,7 @@ async fn start_with(
             audit
         }),
         telemetry: crate::settings::telemetry(config),
+        search_model,
     };
     match Gateway::start(config.rules.clone(), servers, settings).await {
         Ok(gateway) => {
@@ -273,8 +281,10 @@ pub async fn check_online(mut config: Config, locked: bool) -> Result<Exit, Fail
     let gateway = match start_with(&mut config, quiet).await? {
         Ok(gateway) => gateway,
         Err(exit) => {
+            // The reason (the surface's errors, or a search model that cannot be read) is
+            // on stderr already.
             output::line(&format!(
-                "the surface is invalid in `{}`",
+                "`{}` is invalid: see above",
                 config.source.file_name
             ))?;
             return Ok(exit);

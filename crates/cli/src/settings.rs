@@ -62,3 +62,17 @@ pub(crate) fn telemetry(config: &Config) -> Option<Export> {
             .unwrap_or_else(|| "moniker".to_owned()),
     })
 }
+
+/// The static embedding table `discovery.model` names, read and checked; `Ok(None)`: the
+/// shipped one.
+pub(crate) fn search_model(
+    config: &Config,
+) -> Result<Option<std::sync::Arc<moniker_surface::search::Model>>, String> {
+    let Some(path) = &config.search_model else {
+        return Ok(None);
+    };
+    let bytes = std::fs::read(path).map_err(|e| format!("discovery.model `{path}`: {e}"))?;
+    moniker_surface::search::Model::parse(std::borrow::Cow::Owned(bytes))
+        .map(|model| Some(std::sync::Arc::new(model)))
+        .map_err(|e| format!("discovery.model `{path}`: {e}"))
+}

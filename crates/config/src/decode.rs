@@ -58,6 +58,8 @@ pub(crate) struct Decoded {
     pub http: crate::http::HttpConfig,
     pub toolsets: crate::ToolsetSettings,
     pub rules: Rules,
+    /// `discovery.model` (top level only): another static embedding table for search.
+    pub search_model: Option<String>,
     pub spans: HashMap<String, Spans>,
     pub servers_key: String,
     /// The top-level keys of a client's config file that are the client's, not moniker's.
@@ -80,6 +82,7 @@ pub(crate) fn decode(root: Option<&Node>, text: &str) -> (Decoded, Vec<ConfigErr
     }
     out.spans = cx.spans;
     out.limits = cx.limits;
+    out.search_model = cx.search_model;
     (out, cx.errors)
 }
 
@@ -130,6 +133,8 @@ struct Cx<'t> {
     spans: HashMap<String, Spans>,
     /// The limits on calls, as the servers and overrides that set them are read.
     limits: crate::gateway::CallLimits,
+    /// `discovery.model`, as the top-level `discovery` is read.
+    search_model: Option<String>,
 }
 
 /// The fields of one map, looked up by name.

@@ -62,6 +62,9 @@ pub struct Config {
     /// What naming needs: `naming`, per-server tags and prefixes, `server_tags`, `tools`,
     /// `prompts`, `actions`; and the `toolsets` section.
     pub rules: Rules,
+    /// `discovery.model`: the path (as written; relative to the working directory) of a static
+    /// embedding table for `search_tools` in place of the one moniker ships.
+    pub search_model: Option<String>,
     /// The text, and the span of every path, to show later diagnostics in.
     pub source: Source,
     /// When the file is a client's config (Claude Desktop, Cursor, VS Code) rather than
@@ -86,6 +89,7 @@ pub fn parse(file_name: &str, text: &str) -> Result<Config, ConfigReport> {
         http: decoded.http,
         toolsets: decoded.toolsets,
         rules: decoded.rules,
+        search_model: decoded.search_model,
         source: Source::with_spans(file_name, text, decoded.spans, &decoded.servers_key),
         ignored_keys: decoded.ignored_keys,
     })

@@ -39,6 +39,9 @@ pub struct Settings {
     pub audit: Option<moniker_config::AuditSettings>,
     /// Where traces go, when they are on (started by `start`).
     pub telemetry: Option<crate::telemetry::Export>,
+    /// The static embedding table of `search_tools` (`discovery.model`); `None`: the shipped
+    /// one. Read when the command starts; a reload keeps it.
+    pub search_model: Option<Arc<moniker_surface::search::Model>>,
 }
 
 /// A server to connect to.
@@ -213,7 +216,12 @@ impl Gateway {
             parked,
             tasks: Mutex::new(crate::tasks::Owners::default()),
             state: Mutex::new(State::default()),
-            view: ArcSwap::from_pointee(View::new(Surface::default(), BTreeSet::new(), false)),
+            view: ArcSwap::from_pointee(View::new(
+                Surface::default(),
+                BTreeSet::new(),
+                false,
+                None,
+            )),
             hub: Hub::default(),
             metrics: crate::metrics::Metrics::default(),
             limits,
@@ -600,7 +608,12 @@ impl Gateway {
             tools = surface.listed(Kind::Tool).count(),
             "surface rebuilt"
         );
-        let new = Arc::new(View::new(surface, state.up.clone(), self.settings.manage));
+        let new = Arc::new(View::new(
+            surface,
+            state.up.clone(),
+            self.settings.manage,
+            self.settings.search_model.clone(),
+        ));
         let old = self.view.swap(new.clone());
         if self.started.load(Ordering::Acquire) {
             self.check_lock(&new);

@@ -3,7 +3,9 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
+use moniker_surface::search::{Index, Model};
 use moniker_surface::{Exposed, Kind, ServerId, Surface, listing};
 use serde_json::value::RawValue;
 
@@ -17,13 +19,21 @@ pub struct View {
     pub up: BTreeSet<ServerId>,
     pub tools_result: String,
     pub prompts_result: String,
-    index: std::sync::OnceLock<moniker_surface::search::Index>,
+    index: std::sync::OnceLock<Index>,
+    /// The table the index is built with (`None`: the shipped one).
+    model: Option<Arc<Model>>,
 }
 
 impl View {
-    pub(crate) fn new(surface: Surface, up: BTreeSet<ServerId>, manage: bool) -> Self {
+    pub(crate) fn new(
+        surface: Surface,
+        up: BTreeSet<ServerId>,
+        manage: bool,
+        model: Option<Arc<Model>>,
+    ) -> Self {
         let mut view = Self {
             index: std::sync::OnceLock::new(),
+            model,
             surface,
             up,
             tools_result: String::new(),
@@ -40,9 +50,11 @@ impl View {
     }
 
     /// The search index of the surface's tools.
-    pub fn index(&self) -> &moniker_surface::search::Index {
-        self.index
-            .get_or_init(|| moniker_surface::search::Index::new(&self.surface))
+    pub fn index(&self) -> &Index {
+        self.index.get_or_init(|| {
+            let model = self.model.clone().unwrap_or_else(Model::shipped);
+            Index::with_model(&self.surface, model)
+        })
     }
 
     /// Whether a session without a toolset may see `item`: a server that is up serves it.

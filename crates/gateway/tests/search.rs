@@ -19,6 +19,10 @@ use tokio::sync::mpsc;
 use crate::support::Reply as _;
 
 async fn gateway() -> Arc<Gateway> {
+    gateway_with(Settings::default()).await
+}
+
+async fn gateway_with(settings: Settings) -> Arc<Gateway> {
     let entry = ServerEntry {
         id: "cg".parse().expect("id"),
         spec: ServerSpec::Stdio {
@@ -70,7 +74,7 @@ async fn gateway() -> Arc<Gateway> {
     );
     let started = tokio::time::timeout(
         Duration::from_secs(20),
-        Gateway::start(rules, vec![entry], Settings::default()),
+        Gateway::start(rules, vec![entry], settings),
     );
     match started.await {
         Ok(Ok(gateway)) => gateway,
@@ -257,4 +261,52 @@ async fn a_toolsets_boundary_holds_through_search_and_call_tool() {
     .await;
     assert_eq!(refused["error"]["code"], -32004, "{refused}");
     gateway.shutdown().await;
+}
+
+/// A table in moniker's format (`model/distill.py`): `tokens`, each with its vector.
+fn table(tokens: &[(&str, [i8; 2])]) -> Vec<u8> {
+    let mut out = b"moniker-static-embeddings 1\n".to_vec();
+    out.extend(2u32.to_le_bytes());
+    out.extend((tokens.len() as u32).to_le_bytes());
+    for _ in tokens {
+        out.extend(1.0f32.to_le_bytes());
+    }
+    for (_, v) in tokens {
+        out.extend(v.iter().map(|x| x.to_le_bytes()[0]));
+    }
+    for (token, _) in tokens {
+        out.extend(token.as_bytes());
+        out.push(b'\n');
+    }
+    out
+}
+
+/// `discovery.model`: the index is built with the table the settings give. In this one
+/// "zebra" means what "dream" means, so a query no word of which a tool has finds the
+/// dream tools; with the shipped table the same query finds nothing.
+#[tokio::test]
+async fn a_configured_model_is_the_one_search_uses() {
+    let model = moniker_surface::search::Model::parse(std::borrow::Cow::Owned(table(&[
+        ("zebra", [100, 0]),
+        ("dream", [100, 0]),
+        ("memory", [0, 100]),
+    ])))
+    .expect("a table");
+    let configured = gateway_with(Settings {
+        search_model: Some(Arc::new(model)),
+        ..Settings::default()
+    })
+    .await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let session = Session::new(configured.clone(), tx);
+    let found = search(&session, json!({"query": "zebra", "limit": 10})).await;
+    assert!(found.contains(&"trigger_dream".to_owned()), "{found:?}");
+    assert!(found.iter().all(|n| n.contains("dream")), "{found:?}");
+    configured.shutdown().await;
+
+    let shipped = gateway().await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let session = Session::new(shipped.clone(), tx);
+    assert!(search(&session, json!({"query": "zebra"})).await.is_empty());
+    shipped.shutdown().await;
 }

@@ -1,5 +1,6 @@
 //! `discovery`, at the top or in a toolset: how clients discover tools. `discovery: search`,
-//! or `discovery: { mode: search, pin: [read_file], pin_tags: core }`.
+//! or `discovery: { mode: search, pin: [read_file], pin_tags: core }`; at the top, also
+//! `model: PATH` (a static embedding table for search, in place of the shipped one).
 
 use moniker_surface::discovery::{Discovery, Mode};
 use moniker_surface::vocab::Seg;
@@ -8,7 +9,7 @@ use super::{Cx, Slot, join};
 use crate::report::codes;
 use crate::tree::{ScalarKind, Value, shorten};
 
-const DISCOVERY_KEYS: &[&str] = &["mode", "pin", "pin_tags"];
+const DISCOVERY_KEYS: &[&str] = &["mode", "pin", "pin_tags", "model"];
 const MODE_HELP: &str = "write `list` (every tool), `search` (the pinned tools, `search_tools` and `call_tool`) or `hints` (every tool, with `_meta` hints for clients that defer loading)";
 
 impl Cx<'_> {
@@ -37,6 +38,20 @@ impl Cx<'_> {
         }
         if let Some(s) = fields.get("pin_tags") {
             out.pin_tags = self.tag_expr(&field("pin_tags"), s);
+        }
+        if let Some(s) = fields.get("model") {
+            // One index serves every toolset: the model is the gateway's.
+            if p.len() > 1 {
+                self.error(
+                    codes::INVALID_VALUE,
+                    "a toolset cannot have a search model of its own".to_owned(),
+                    &field("model"),
+                    s.point(),
+                    Some("set `model` in the top-level `discovery`".to_owned()),
+                );
+            } else {
+                self.search_model = self.string(&field("model"), s);
+            }
         }
         out
     }

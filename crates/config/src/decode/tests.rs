@@ -1789,3 +1789,29 @@ fn a_server_may_speak_2026_07_28() {
     assert_eq!(e.code, codes::INVALID_VALUE);
     assert_eq!(e.path, "servers.s.protocol");
 }
+
+/// `discovery.model` is the gateway's: read at the top, refused in a toolset.
+#[test]
+fn a_search_model_is_set_at_the_top_only() {
+    let config = crate::parse(
+        "moniker.yaml",
+        "discovery:\n  mode: search\n  model: tables/big.bin\n",
+    )
+    .expect("valid");
+    assert_eq!(config.search_model.as_deref(), Some("tables/big.bin"));
+    assert!(
+        crate::parse("moniker.yaml", "discovery: search\n")
+            .expect("valid")
+            .search_model
+            .is_none()
+    );
+    let report = crate::parse(
+        "moniker.yaml",
+        "toolsets:\n  dev:\n    tools: [a]\n    discovery: { mode: search, model: x.bin }\n",
+    )
+    .expect_err("a toolset's model");
+    assert!(
+        format!("{report:?}").contains("search model of its own"),
+        "{report:?}"
+    );
+}
