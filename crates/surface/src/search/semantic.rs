@@ -26,7 +26,9 @@ static SHIPPED: &[u8] = include_bytes!("../../model/minilm-l6-v2.256.bin");
 /// Why a model file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("not a moniker static embedding table (one begins with `moniker-static-embeddings 1`; `model/distill.py` makes them)")]
+    #[error(
+        "not a moniker static embedding table (one begins with `moniker-static-embeddings 1`; `model/distill.py` makes them)"
+    )]
     Magic,
     #[error("the table is cut short: {0}")]
     Short(&'static str),
