@@ -22,7 +22,7 @@ CALLS=${CALLS:-3000}; WARMUP=${WARMUP:-300}; PIPELINED=${PIPELINED:-6000}; INFLI
 if [[ -n ${QUICK:-} ]]; then CALLS=300; WARMUP=50; PIPELINED=600; fi
 
 echo "== release build =="
-cargo build --release --quiet -p moniker-cli -p moniker-fixture
+cargo build --release --quiet -p moniker-mcp -p moniker-fixture
 BIN=$ROOT/target/release
 FIXTURE=$BIN/moniker-fixture
 MONIKER=$BIN/moniker

@@ -453,6 +453,20 @@ def test_call_without_a_login_says_to_log_in(moniker_oauth: Moniker, remote_conf
     )
 
 
+def test_doctor_says_a_login_is_needed(moniker_oauth: Moniker, remote_config: Path) -> None:
+    """`moniker doctor` against a real authorization server with no stored token: the server
+    is reported as waiting for a login, with the command to run, and doctor exits 1; no
+    browser opens and no token is stored."""
+    m = moniker_oauth
+    done = m.run("-c", str(remote_config), "doctor", browser=str(FOLLOW))
+    assert done.returncode == 1, m.describe(done)
+    assert "LOGIN" in done.stdout and "remote" in done.stdout, m.describe(done)
+    assert "fix: moniker login remote" in done.stdout, m.describe(done)
+    assert not any(f.read_text().count("access_token") for f in m.auth_files()), (
+        "`moniker doctor` stored a token without a login\n" + m.describe(done)
+    )
+
+
 _URLISH = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
 _NOT_SECRET_KEYS = re.compile(r"(^|_)(client_id|scopes?|url|uri|endpoint|issuer|resource|type|method|server|name)s?$", re.I)
 

@@ -7,10 +7,18 @@ use clap::{Args, Parser, Subcommand};
 use moniker_surface::Tag;
 use serde_json::value::RawValue;
 
+/// `moniker --version`: the version and the commit it was built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MONIKER_COMMIT"),
+    ")"
+);
+
 /// An MCP gateway that gives every tool and prompt of your MCP servers a clean, stable,
 /// collision-free name.
 #[derive(Debug, Parser)]
-#[command(name = "moniker", version, about, propagate_version = true)]
+#[command(name = "moniker", version = VERSION, about, propagate_version = true)]
 pub struct Cli {
     /// The config file. Else `$MONIKER_CONFIG`, else `./moniker.yaml`, else `moniker.yaml` in
     /// the user config dir.
@@ -51,6 +59,35 @@ pub enum Command {
     Login(ServerArg),
     /// Forget the tokens moniker keeps for a remote server.
     Logout(ServerArg),
+    /// Put moniker in an MCP client's config (Claude Desktop, Claude Code, Cursor, VS Code):
+    /// beside the client's servers, running the config `-c` (or the one moniker finds), or
+    /// with `--import` in their place, the servers moved into a moniker config. The client's
+    /// file is backed up first; a second run changes nothing.
+    Install(InstallArgs),
+    /// Take moniker out of a client's config: the servers `install --import` moved are put
+    /// back, and the file is the backup again when nothing else changed.
+    Uninstall(InstallArgs),
+    /// Say what is wrong and what to do: the config used and why, each server's state, the
+    /// names that collide, and the clients that run moniker.
+    Doctor,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct InstallArgs {
+    /// The client.
+    pub client: crate::clients::Client,
+    /// Move the client's servers into a moniker config (beside the client's file, or `-c`),
+    /// leaving moniker as the client's one server.
+    #[arg(long)]
+    pub import: bool,
+    /// The client's config file, when it is not the usual one (a project's `.mcp.json` or
+    /// `.vscode/mcp.json`).
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// The program the client runs (default: this moniker, by its full path, or `npx`/`uvx`
+    /// when this one runs from their cache).
+    #[arg(long, value_name = "PROGRAM")]
+    pub command: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -104,7 +104,7 @@ pub fn logout(mut config: Config, args: ServerArg) -> Result<Exit, Failure> {
 }
 
 /// The servers whose last challenge waits for a person, with the scope they asked for.
-fn waiting(config: &Config) -> Vec<(ServerId, Option<String>)> {
+pub(crate) fn waiting(config: &Config) -> Vec<(ServerId, Option<String>)> {
     let Some(dir) = Store::default_dir() else {
         return Vec::new();
     };

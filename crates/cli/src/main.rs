@@ -8,7 +8,10 @@
 mod args;
 mod audit;
 mod check;
+mod clients;
+mod doctor;
 mod elicit;
+mod install;
 mod lockfile;
 mod login;
 mod online;
@@ -81,6 +84,13 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<Exit, Failure> {
+    // These read the clients' files, and a config that may not exist yet or be invalid.
+    match &cli.command {
+        Command::Install(args) => return install::install(args, cli.config.as_deref()),
+        Command::Uninstall(args) => return install::uninstall(args),
+        Command::Doctor => return doctor::doctor(cli.config.as_deref()),
+        _ => {}
+    }
     let is_check = matches!(cli.command, Command::Check(_));
     let config = match load_config(cli.config.as_deref()) {
         Ok(config) => config,
@@ -128,6 +138,9 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             },
             Command::Login(args) => login::login(config, args).await,
             Command::Logout(args) => login::logout(config, args),
+            Command::Install(_) | Command::Uninstall(_) | Command::Doctor => {
+                unreachable!("run before the config is loaded")
+            }
         }
     })
 }

@@ -81,28 +81,12 @@ async fn start_with(
     }
     let servers = entries(config);
     let quiet = toolsets.quiet;
-    let search_model = match crate::settings::search_model(config) {
-        Ok(model) => model,
+    let settings = match settings(config, toolsets) {
+        Ok(settings) => settings,
         Err(why) => {
             output::report(&format!("error: {why}"));
             return Ok(Err(Exit::InvalidConfig));
         }
-    };
-    let settings = Settings {
-        config: config.gateway,
-        guard: std::env::current_exe().ok(),
-        manage: toolsets.manage,
-        store: toolsets.store,
-        default_toolset: toolsets.toolset,
-        limits: config.limits.clone(),
-        audit: config.audit.clone().map(|mut audit| {
-            if let moniker_config::AuditTo::File(path) = &mut audit.to {
-                *path = expand_home(path).display().to_string();
-            }
-            audit
-        }),
-        telemetry: crate::settings::telemetry(config),
-        search_model,
     };
     match Gateway::start(config.rules.clone(), servers, settings).await {
         Ok(gateway) => {
@@ -122,6 +106,36 @@ async fn start_with(
         }
         Err(StartError::Setup(why)) => Err(why.into()),
     }
+}
+
+/// The gateway's settings for `config` (its `${VAR}`s expanded); `Err` when the search model
+/// it names cannot be read.
+fn settings(config: &Config, toolsets: Toolsets) -> Result<Settings, String> {
+    Ok(Settings {
+        config: config.gateway,
+        guard: std::env::current_exe().ok(),
+        manage: toolsets.manage,
+        store: toolsets.store,
+        default_toolset: toolsets.toolset,
+        limits: config.limits.clone(),
+        audit: config.audit.clone().map(|mut audit| {
+            if let moniker_config::AuditTo::File(path) = &mut audit.to {
+                *path = expand_home(path).display().to_string();
+            }
+            audit
+        }),
+        telemetry: crate::settings::telemetry(config),
+        search_model: crate::settings::search_model(config)?,
+    })
+}
+
+/// Starts the servers of `config` (its `${VAR}`s expanded) and builds their surface, valid or
+/// not: for `moniker doctor`.
+pub(crate) async fn launch(config: &Config) -> Result<Arc<Gateway>, Failure> {
+    let settings = settings(config, Toolsets::default())?;
+    Gateway::launch(config.rules.clone(), entries(config), settings)
+        .await
+        .map_err(|e| e.to_string().into())
 }
 
 /// `moniker serve`: one client on stdin and stdout, until stdin closes or a signal comes.

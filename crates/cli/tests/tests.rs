@@ -7,6 +7,7 @@ mod calls;
 mod check;
 mod first_contact;
 mod http;
+mod install;
 mod lock;
 mod serve;
 mod stdio;

@@ -26,7 +26,7 @@ use moniker_surface::{Rules, ServerId};
 
 pub use gateway::{AuditSettings, AuditTo, CallLimits, GatewaySettings, Limits, TelemetrySettings};
 pub use http::{HttpConfig, TokenConfig};
-pub use load::{LoadError, find, load};
+pub use load::{Found, LoadError, find, find_why, load};
 pub use redact::shown_url;
 pub use report::{ConfigError, ConfigReport, codes};
 pub use server::{Auth, Grant, PassEnv, ServerConfig, Tls, Transport};

@@ -20,11 +20,42 @@ pub enum LoadError {
 
 const FILE_NAMES: &[&str] = &["moniker.yaml", "moniker.yml", "moniker.json"];
 
+/// Why [`find`] chose a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// `-c FILE` named it.
+    Flag,
+    /// `$MONIKER_CONFIG` named it.
+    Env,
+    /// It is in the working dir.
+    WorkingDir,
+    /// It is in the user config dir's `moniker`.
+    UserDir,
+}
+
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Found::Flag => "named by `-c`",
+            Found::Env => "named by `$MONIKER_CONFIG`",
+            Found::WorkingDir => "found in the working dir (no `-c`, no `$MONIKER_CONFIG`)",
+            Found::UserDir => {
+                "found in the user config dir (no `-c`, no `$MONIKER_CONFIG`, none in the working dir)"
+            }
+        })
+    }
+}
+
 /// The config file to use: `explicit` (`--config`), else `$MONIKER_CONFIG`, else
 /// `./moniker.yaml` (or `./moniker.yml`, `./moniker.json`), else the same names in
 /// `<user config dir>/moniker/`. An explicit path or `$MONIKER_CONFIG` is returned whether or
 /// not it exists, so that [`load`] reports it missing; the others only when they exist.
 pub fn find(explicit: Option<&Path>) -> Option<PathBuf> {
+    find_why(explicit).map(|(path, _)| path)
+}
+
+/// [`find`], and why.
+pub fn find_why(explicit: Option<&Path>) -> Option<(PathBuf, Found)> {
     search(
         explicit,
         std::env::var_os("MONIKER_CONFIG"),
@@ -38,20 +69,22 @@ fn search(
     from_env: Option<OsString>,
     config_dir: Option<&Path>,
     exists: impl Fn(&Path) -> bool,
-) -> Option<PathBuf> {
+) -> Option<(PathBuf, Found)> {
     if let Some(path) = explicit {
-        return Some(path.to_path_buf());
+        return Some((path.to_path_buf(), Found::Flag));
     }
     if let Some(path) = from_env.filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(path));
+        return Some((PathBuf::from(path), Found::Env));
     }
-    let local = FILE_NAMES.iter().map(PathBuf::from);
+    let local = FILE_NAMES
+        .iter()
+        .map(|n| (PathBuf::from(n), Found::WorkingDir));
     let user = config_dir.into_iter().flat_map(|dir| {
         FILE_NAMES
             .iter()
-            .map(move |name| dir.join("moniker").join(name))
+            .map(move |name| (dir.join("moniker").join(name), Found::UserDir))
     });
-    local.chain(user).find(|p| exists(p))
+    local.chain(user).find(|(p, _)| exists(p))
 }
 
 /// Reads and parses the config at `path`. `${VAR}` are not expanded yet.
@@ -79,23 +112,23 @@ mod tests {
                 Some(dir),
                 all
             ),
-            Some(PathBuf::from("x.yaml"))
+            Some((PathBuf::from("x.yaml"), Found::Flag))
         );
         assert_eq!(
             search(None, Some("env.yaml".into()), Some(dir), none),
-            Some(PathBuf::from("env.yaml"))
+            Some((PathBuf::from("env.yaml"), Found::Env))
         );
         assert_eq!(
             search(None, Some("".into()), Some(dir), all),
-            Some(PathBuf::from("moniker.yaml"))
+            Some((PathBuf::from("moniker.yaml"), Found::WorkingDir))
         );
         assert_eq!(
             search(None, None, Some(dir), |p| p == Path::new("moniker.json")),
-            Some(PathBuf::from("moniker.json"))
+            Some((PathBuf::from("moniker.json"), Found::WorkingDir))
         );
         assert_eq!(
             search(None, None, Some(dir), |p| p.starts_with(dir)),
-            Some(dir.join("moniker").join("moniker.yaml"))
+            Some((dir.join("moniker").join("moniker.yaml"), Found::UserDir))
         );
         assert_eq!(search(None, None, Some(dir), none), None);
         assert_eq!(search(None, None, None, none), None);

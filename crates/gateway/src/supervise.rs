@@ -24,6 +24,33 @@ impl Gateway {
         servers: Vec<ServerEntry>,
         settings: Settings,
     ) -> Result<Arc<Self>, StartError> {
+        let gateway = Self::launch(rules, servers, settings).await?;
+        let diagnostics = gateway.diagnostics();
+        if diagnostics.iter().any(Diagnostic::is_error) {
+            gateway.shutdown().await;
+            return Err(StartError::Invalid(diagnostics));
+        }
+        if let Some(name) = &gateway.settings.default_toolset {
+            let view = gateway.view();
+            if let Err(diagnostics) =
+                moniker_surface::toolsets::select(&view.surface, name, &gateway.catalog.sets())
+            {
+                gateway.shutdown().await;
+                return Err(StartError::Invalid(diagnostics));
+            }
+        }
+        gateway.set_started();
+        Ok(gateway)
+    }
+
+    /// Starts the servers and builds the surface of their first listings, valid or not:
+    /// [`Gateway::diagnostics`] says what is wrong with it, [`Gateway::server_status`] how
+    /// each server fared. For a report (`moniker doctor`); [`Gateway::start`] serves.
+    pub async fn launch(
+        rules: Rules,
+        servers: Vec<ServerEntry>,
+        settings: Settings,
+    ) -> Result<Arc<Self>, StartError> {
         let audit = settings
             .audit
             .as_ref()
@@ -49,21 +76,6 @@ impl Gateway {
         // Every server's first listing is in (or its first attempt over): the surface of them
         // all, built once.
         gateway.build_all();
-        let diagnostics = gateway.diagnostics();
-        if diagnostics.iter().any(Diagnostic::is_error) {
-            gateway.shutdown().await;
-            return Err(StartError::Invalid(diagnostics));
-        }
-        if let Some(name) = &gateway.settings.default_toolset {
-            let view = gateway.view();
-            if let Err(diagnostics) =
-                moniker_surface::toolsets::select(&view.surface, name, &gateway.catalog.sets())
-            {
-                gateway.shutdown().await;
-                return Err(StartError::Invalid(diagnostics));
-            }
-        }
-        gateway.set_started();
         Ok(gateway)
     }
 

@@ -1,0 +1,637 @@
+//! `moniker install CLIENT` and `moniker uninstall CLIENT`: put moniker in a client's config
+//! file, beside its servers or (`--import`) in their place, and take it out again.
+//!
+//! The client's file is backed up once, beside it (`<file>.moniker-backup`; an empty backup
+//! means there was no file), before its first change; `uninstall` undoes the change on what
+//! the file is then (moniker's entry out, the imported servers back in the backup's order,
+//! whatever else the person changed since kept), and when that is the backup, writes the
+//! backup's very bytes. A file moniker cannot read as JSON (VS Code allows comments) is not
+//! rewritten. Values (`env`, `headers`: secrets) are never printed.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::args::InstallArgs;
+use crate::clients::{ENTRY, Launch, runs_moniker};
+use crate::{Exit, Failure, output};
+
+/// The first line of a config `install --import` writes.
+const WRITTEN: &str = "# moniker's config, written by `moniker install";
+
+/// The client's file, read as moniker will rewrite it.
+struct ClientFile {
+    path: PathBuf,
+    /// The bytes as they were (`None`: no file).
+    original: Option<String>,
+    doc: Map<String, Value>,
+    style: Style,
+}
+
+/// How the file was written: its indent, and whether it ends with a line end.
+#[derive(Debug, Clone, Copy)]
+struct Style {
+    indent: &'static str,
+    newline: bool,
+}
+
+impl ClientFile {
+    fn read(path: PathBuf) -> Result<ClientFile, Failure> {
+        let original = match std::fs::read_to_string(&path) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("cannot read `{}`: {e}", path.display()).into()),
+        };
+        let (doc, style) = match &original {
+            None => (
+                Map::new(),
+                Style {
+                    indent: "  ",
+                    newline: true,
+                },
+            ),
+            Some(text) => (parse(&path, text)?, Style::of(text)),
+        };
+        Ok(ClientFile {
+            path,
+            original,
+            doc,
+            style,
+        })
+    }
+
+    fn servers(&mut self, key: &str) -> Result<&mut Map<String, Value>, Failure> {
+        let path = self.path.display().to_string();
+        match self
+            .doc
+            .entry(key.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()))
+        {
+            Value::Object(servers) => Ok(servers),
+            _ => Err(format!(
+                "`{path}`: `{key}` is not an object of servers; moniker leaves the file as it is"
+            )
+            .into()),
+        }
+    }
+
+    fn render(&self) -> String {
+        render(&self.doc, self.style)
+    }
+
+    fn backup_path(&self) -> PathBuf {
+        backup_path(&self.path)
+    }
+}
+
+fn backup_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".moniker-backup");
+    path.with_file_name(name)
+}
+
+fn parse(path: &Path, text: &str) -> Result<Map<String, Value>, Failure> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(doc)) => Ok(doc),
+        Ok(_) => Err(format!(
+            "`{}` is not a JSON object; moniker leaves it as it is",
+            path.display()
+        )
+        .into()),
+        Err(e) => Err(format!(
+            "`{}` is not JSON moniker can rewrite ({e}; comments and trailing commas are \
+             not kept by a rewrite); moniker leaves it as it is: add the entry by hand",
+            path.display()
+        )
+        .into()),
+    }
+}
+
+impl Style {
+    fn of(text: &str) -> Style {
+        let indent = text
+            .lines()
+            .skip(1)
+            .find(|l| l.starts_with([' ', '\t']))
+            .map(|l| &l[..l.len() - l.trim_start_matches([' ', '\t']).len()])
+            .unwrap_or("  ");
+        let indent = match indent {
+            "\t" => "\t",
+            i if i.len() >= 4 => "    ",
+            _ => "  ",
+        };
+        Style {
+            indent,
+            newline: text.ends_with('\n'),
+        }
+    }
+}
+
+fn render(doc: &Map<String, Value>, style: Style) -> String {
+    let mut out = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(style.indent.as_bytes());
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
+    serde::Serialize::serialize(doc, &mut ser).expect("a JSON value serializes");
+    let mut text = String::from_utf8(out).expect("serde_json writes UTF-8");
+    if style.newline {
+        text.push('\n');
+    }
+    text
+}
+
+/// Writes `text` to `path` through a temporary file beside it, keeping the file's permissions
+/// (new files: only the user may read them, since they hold secrets).
+fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+    }
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".moniker-{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let failed = |e: std::io::Error| format!("cannot write `{}`: {e}", path.display());
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options.open(&tmp).map_err(failed)?;
+    file.write_all(text.as_bytes()).map_err(failed)?;
+    file.sync_all().map_err(failed)?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        std::fs::set_permissions(&tmp, meta.permissions()).map_err(failed)?;
+    }
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        failed(e)
+    })?;
+    Ok(())
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, Failure> {
+    std::path::absolute(path).map_err(|e| format!("`{}`: {e}", path.display()).into())
+}
+
+/// A client's server that `--import` moves into moniker's config, as moniker's config says
+/// it, or the reason it stays with the client.
+fn importable(client: crate::clients::Client, name: &str, entry: &Value) -> Result<Value, String> {
+    if name.parse::<moniker_surface::ServerId>().is_err() {
+        return Err(
+            "its name is not a moniker server id (letters, digits, `_`, `-`, `.`; 64 at most)"
+                .to_owned(),
+        );
+    }
+    let Value::Object(fields) = entry else {
+        return Err("it is not an object".to_owned());
+    };
+    if fields.get("disabled").and_then(Value::as_bool) == Some(true) {
+        return Err("the client has it disabled".to_owned());
+    }
+    let mut out = Map::new();
+    for (key, value) in fields {
+        let kept = match key.as_str() {
+            "command" | "args" | "env" | "cwd" | "url" | "headers" => true,
+            // `type` says the transport (`stdio`, `http`, `sse`), as in moniker's config.
+            "type" => true,
+            // The client's own bookkeeping.
+            "disabled" | "autoApprove" | "alwaysAllow" | "timeout" | "description" => false,
+            "envFile" => return Err("it reads an `envFile`, which moniker does not".to_owned()),
+            other => return Err(format!("its key `{other}` means nothing to moniker")),
+        };
+        if kept {
+            out.insert(key.clone(), translate(client, value)?);
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+fn translate(client: crate::clients::Client, value: &Value) -> Result<Value, String> {
+    Ok(match value {
+        Value::String(s) => Value::String(client.translate(s).map_err(|bad| {
+            format!("it uses `{bad}`, which only {} can fill in", client.title())
+        })?),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| translate(client, v))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| Ok((k.clone(), translate(client, v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// What a person is shown of a server: its transport, never its values.
+fn summary(entry: &Value) -> String {
+    let count = |key: &str| {
+        entry
+            .get(key)
+            .and_then(Value::as_object)
+            .map_or(0, Map::len)
+    };
+    let mut parts = Vec::new();
+    if let Some(command) = entry.get("command").and_then(Value::as_str) {
+        parts.push(format!("runs `{command}`"));
+    } else if let Some(url) = entry.get("url").and_then(Value::as_str) {
+        parts.push(format!("at {}", moniker_config::shown_url(url)));
+    }
+    for (key, what) in [("env", "env"), ("headers", "header")] {
+        match count(key) {
+            0 => {}
+            1 => parts.push(format!("1 {what} value, not shown")),
+            n => parts.push(format!("{n} {what} values, not shown")),
+        }
+    }
+    parts.join("; ")
+}
+
+/// A moniker config with `servers` (each a JSON value, which is YAML too).
+fn moniker_config(client: &str, from: &Path, servers: &[(String, Value)]) -> String {
+    let mut text = format!(
+        "{WRITTEN} {client} --import` from {}.\n\
+         # `moniker uninstall {client}` puts these servers back in that file.\n\
+         servers:\n",
+        from.display()
+    );
+    for (name, entry) in servers {
+        let key = serde_json::to_string(name).expect("a string serializes");
+        let value = serde_json::to_string(entry).expect("a JSON value serializes");
+        text.push_str(&format!("  {key}: {value}\n"));
+    }
+    text
+}
+
+pub(crate) fn install(args: &InstallArgs, config: Option<&Path>) -> Result<Exit, Failure> {
+    let client = args.client;
+    let Some(path) = args.file.clone().or_else(|| client.file()) else {
+        return Err(format!(
+            "this platform has no home dir: pass the {} config file with `--file`",
+            client.title()
+        )
+        .into());
+    };
+    let mut file = ClientFile::read(path)?;
+    let shown = file.path.display().to_string();
+    let launch = match &args.command {
+        Some(command) => Launch::Path(command.clone()),
+        None => Launch::detect(),
+    };
+    let key = client.servers_key();
+    let mut moved: Vec<(String, Value)> = Vec::new();
+    let mut stays: Vec<(String, String)> = Vec::new();
+    let config_path = if args.import {
+        let target = match config {
+            Some(c) => absolute(c)?,
+            None => absolute(&file.path)?
+                .parent()
+                .map(|d| d.join("moniker.yaml"))
+                .ok_or("the client's file has no dir")?,
+        };
+        for (name, entry) in file.servers(key)?.iter() {
+            if name == ENTRY || runs_moniker(entry).is_some() {
+                continue;
+            }
+            match importable(client, name, entry) {
+                Ok(converted) => moved.push((name.clone(), converted)),
+                Err(why) => stays.push((name.clone(), why)),
+            }
+        }
+        if !moved.is_empty() && target.exists() {
+            return Err(format!(
+                "`{}` exists already: pass `-c FILE` to write the imported servers elsewhere, \
+                 or remove it",
+                target.display()
+            )
+            .into());
+        }
+        target
+    } else {
+        let Some(found) = moniker_config::find(config) else {
+            return Err(format!(
+                "no moniker config for {} to run: pass `-c FILE`, or `--import` to make one \
+                 from {}'s servers",
+                client.title(),
+                client.title()
+            )
+            .into());
+        };
+        if !found.is_file() {
+            return Err(format!("no moniker config at `{}`", found.display()).into());
+        }
+        absolute(&found)?
+    };
+
+    let entry = client.entry(&launch, &config_path);
+    let servers = file.servers(key)?;
+    let mut added = false;
+    match servers.get(ENTRY) {
+        Some(there) if *there == entry => {}
+        Some(there) => {
+            let what = match runs_moniker(there) {
+                Some(other) => format!("runs moniker with `{}`", other.display()),
+                None => "runs something else".to_owned(),
+            };
+            return Err(format!(
+                "`{shown}` has a server `{ENTRY}` already, which {what}: run `moniker \
+                 uninstall {}` first, or remove it",
+                client.id()
+            )
+            .into());
+        }
+        None => {
+            servers.insert(ENTRY.to_owned(), entry.clone());
+            added = true;
+        }
+    }
+    for (name, _) in &moved {
+        servers.shift_remove(name);
+    }
+    if !added && moved.is_empty() {
+        output::line(&format!(
+            "{} already runs moniker with `{}` (`{shown}`): nothing to change",
+            client.title(),
+            config_path.display()
+        ))?;
+        return Ok(Exit::Ok);
+    }
+
+    let backup = file.backup_path();
+    if backup.exists() {
+        return Err(format!(
+            "`{}` is there from an earlier install: run `moniker uninstall {}` first (it \
+             restores that backup), or remove it",
+            backup.display(),
+            client.id()
+        )
+        .into());
+    }
+    write_file(&backup, file.original.as_deref().unwrap_or_default())?;
+    if !moved.is_empty() {
+        let text = moniker_config(client.id(), &file.path, &moved);
+        write_file(&config_path, &text)?;
+    }
+    write_file(&file.path, &file.render())?;
+
+    let mut lines = vec![format!("{}: `{shown}`", client.title())];
+    if added {
+        let (command, args) = (
+            entry["command"].as_str().unwrap_or_default(),
+            entry["args"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default(),
+        );
+        lines.push(format!("  added server `{ENTRY}`: {command} {args}"));
+    }
+    if !moved.is_empty() {
+        lines.push(format!(
+            "  moved {} server{} into `{}` (readable by you only):",
+            moved.len(),
+            if moved.len() == 1 { "" } else { "s" },
+            config_path.display()
+        ));
+        for (name, converted) in &moved {
+            lines.push(format!("    {name}: {}", summary(converted)));
+        }
+    }
+    for (name, why) in &stays {
+        lines.push(format!("  left `{name}` with {}: {why}", client.title()));
+    }
+    lines.push(format!("  backup: `{}`", backup.display()));
+    lines.push(format!(
+        "  undo: moniker uninstall {}{}",
+        client.id(),
+        args.file
+            .as_ref()
+            .map(|f| format!(" --file {}", f.display()))
+            .unwrap_or_default()
+    ));
+    lines.push(format!("Restart {} to use it.", client.title()));
+    output::line(&lines.join("\n"))?;
+    Ok(Exit::Ok)
+}
+
+pub(crate) fn uninstall(args: &InstallArgs) -> Result<Exit, Failure> {
+    let client = args.client;
+    let Some(path) = args.file.clone().or_else(|| client.file()) else {
+        return Err(format!(
+            "this platform has no home dir: pass the {} config file with `--file`",
+            client.title()
+        )
+        .into());
+    };
+    let mut file = ClientFile::read(path)?;
+    let shown = file.path.display().to_string();
+    let backup_path = file.backup_path();
+    let backup_text = match std::fs::read_to_string(&backup_path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("cannot read `{}`: {e}", backup_path.display()).into()),
+    };
+    let key = client.servers_key();
+    let had_servers = file.doc.contains_key(key);
+    let servers = file.servers(key)?;
+    let ours = servers
+        .get(ENTRY)
+        .filter(|e| runs_moniker(e).is_some())
+        .cloned();
+    if ours.is_none() && backup_text.is_none() {
+        if !had_servers {
+            file.doc.shift_remove(key);
+        }
+        output::line(&format!(
+            "moniker is not installed in {} (`{shown}`): nothing to undo",
+            client.title()
+        ))?;
+        return Ok(Exit::Ok);
+    }
+    let config = ours.as_ref().and_then(runs_moniker);
+    servers.shift_remove(ENTRY);
+    let mut lines = vec![format!("{}: `{shown}`", client.title())];
+    if ours.is_some() {
+        lines.push(format!("  removed server `{ENTRY}`"));
+    }
+
+    let Some(backup_text) = backup_text else {
+        write_file(&file.path, &file.render())?;
+        lines.push(format!(
+            "  no backup at `{}`: servers moved into moniker's config were not put back",
+            backup_path.display()
+        ));
+        output::line(&lines.join("\n"))?;
+        return Ok(Exit::Ok);
+    };
+    let backup = if backup_text.is_empty() {
+        None
+    } else {
+        Some(parse(&backup_path, &backup_text)?)
+    };
+    // The servers in the backup's order: each as it is now, or as the backup had it when it
+    // is gone (moved into moniker's config); then the ones added since.
+    let before: Map<String, Value> = backup
+        .as_ref()
+        .and_then(|b| b.get(key))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut now = std::mem::take(servers);
+    let mut rebuilt = Map::new();
+    let mut restored = Vec::new();
+    for (name, old) in &before {
+        match now.shift_remove(name) {
+            Some(current) => {
+                rebuilt.insert(name.clone(), current);
+            }
+            None => {
+                if name != ENTRY {
+                    restored.push(name.clone());
+                }
+                rebuilt.insert(name.clone(), old.clone());
+            }
+        }
+    }
+    rebuilt.extend(now);
+    *servers = rebuilt;
+    if !restored.is_empty() {
+        lines.push(format!(
+            "  put back {}: {}",
+            if restored.len() == 1 {
+                "1 server"
+            } else {
+                "servers"
+            },
+            restored.join(", ")
+        ));
+    }
+    match &backup {
+        Some(b) if *b == file.doc => {
+            write_file(&file.path, &backup_text)?;
+            lines.push("  the file is as it was before `moniker install`".to_owned());
+        }
+        None if file.doc.len() == 1 && servers_empty(&file.doc, key) => {
+            match std::fs::remove_file(&file.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("cannot remove `{shown}`: {e}").into()),
+            }
+            lines.push("  removed the file, which moniker had made".to_owned());
+        }
+        _ => {
+            write_file(&file.path, &file.render())?;
+            lines.push(
+                "  the file changed since `moniker install`: those changes are kept".to_owned(),
+            );
+        }
+    }
+    std::fs::remove_file(&backup_path)
+        .map_err(|e| format!("cannot remove `{}`: {e}", backup_path.display()))?;
+    if let Some(config) = config.filter(|c| written_by_install(c)) {
+        lines.push(format!(
+            "  `{}` is kept (moniker's config from the import): delete it if you no longer \
+             need it",
+            config.display()
+        ));
+    }
+    output::line(&lines.join("\n"))?;
+    Ok(Exit::Ok)
+}
+
+fn servers_empty(doc: &Map<String, Value>, key: &str) -> bool {
+    doc.get(key)
+        .and_then(Value::as_object)
+        .is_some_and(Map::is_empty)
+}
+
+fn written_by_install(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| t.starts_with(WRITTEN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clients::Client;
+    use serde_json::json;
+
+    #[test]
+    fn the_style_is_the_file_s() {
+        let four = "{\n    \"a\": 1\n}";
+        let s = Style::of(four);
+        assert_eq!((s.indent, s.newline), ("    ", false));
+        let doc = parse(Path::new("x"), four).unwrap();
+        assert_eq!(render(&doc, s), four);
+        let tab = Style::of("{\n\t\"a\": 1\n}\n");
+        assert_eq!((tab.indent, tab.newline), ("\t", true));
+    }
+
+    #[test]
+    fn only_what_moniker_reads_is_imported() {
+        let ok = importable(
+            Client::Cursor,
+            "github",
+            &json!({"command": "npx", "env": {"T": "${env:T}"}, "autoApprove": ["x"]}),
+        )
+        .unwrap();
+        assert_eq!(ok, json!({"command": "npx", "env": {"T": "${T}"}}));
+        for (name, entry) in [
+            ("has space", json!({"command": "x"})),
+            ("a", json!({"command": "x", "envFile": ".env"})),
+            ("a", json!({"command": "x", "sandbox": true})),
+            ("a", json!({"command": "x", "disabled": true})),
+            (
+                "a",
+                json!({"url": "https://x", "headers": {"A": "${input:t}"}}),
+            ),
+        ] {
+            assert!(importable(Client::VsCode, name, &entry).is_err(), "{entry}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_counted_not_shown() {
+        let s = summary(&json!({"command": "npx", "env": {"TOKEN": "ghp_secret"}}));
+        assert_eq!(s, "runs `npx`; 1 env value, not shown");
+        let s = summary(
+            &json!({"url": "https://u:pw@x.example/mcp?key=k", "headers": {"A": "b", "C": "d"}}),
+        );
+        assert!(!s.contains("pw") && !s.contains("key=k"), "{s}");
+        assert!(s.ends_with("2 header values, not shown"), "{s}");
+    }
+
+    #[test]
+    fn the_written_config_is_one_moniker_reads() {
+        let text = moniker_config(
+            "cursor",
+            Path::new("/h/.cursor/mcp.json"),
+            &[
+                (
+                    "a.b".to_owned(),
+                    json!({"command": "npx", "args": ["-y", "x: y # z"]}),
+                ),
+                (
+                    "web".to_owned(),
+                    json!({"url": "https://x/mcp", "headers": {"A": "\"q\"\n"}}),
+                ),
+            ],
+        );
+        let config = moniker_config::parse("moniker.yaml", &text).unwrap();
+        assert_eq!(config.servers.len(), 2);
+        let a = &config.servers[0];
+        assert!(
+            matches!(&a.transport, moniker_config::Transport::Stdio { args, .. } if args[1] == "x: y # z"),
+            "{a:?}"
+        );
+    }
+}
