@@ -65,7 +65,78 @@ pub fn report(config: &Config, diagnostics: &[Diagnostic]) -> Result<Exit, Failu
         return Ok(Exit::InvalidConfig);
     }
     output::line(&ok_summary(config, warnings))?;
+    if let Some(auth) = &config.http.auth {
+        output::line(&auth_summary(auth, &config.rules.toolsets.sets))?;
+    }
     Ok(Exit::Ok)
+}
+
+/// `http.auth` as moniker will apply it: the issuer, the resource and its metadata URL, the
+/// scopes and which identity sees which toolset.
+fn auth_summary(
+    auth: &moniker_config::ResourceAuth,
+    sets: &std::collections::BTreeMap<String, moniker_surface::ToolsetRule>,
+) -> String {
+    use moniker_config::IdentityMatch;
+    let verifier = moniker_gateway::auth::resource::Verifier::new(auth.clone());
+    let mut lines = vec![
+        "http.auth: access tokens of an identity provider".to_owned(),
+        format!(
+            "  issuer:    {} (its keys fetched again every {}s)",
+            auth.issuer,
+            auth.keys_ttl.as_secs()
+        ),
+        format!(
+            "  audience:  {} (a toolset's URL: {}/<toolset>)",
+            auth.resource, auth.resource
+        ),
+        format!("  metadata:  {}", verifier.metadata_url(&auth.resource)),
+        format!(
+            "  scopes:    {}",
+            if auth.scopes.is_empty() {
+                "none required".to_owned()
+            } else {
+                auth.scopes.join(" ")
+            }
+        ),
+        format!(
+            "  tokens:    JWT ({}; exp/nbf leeway {}s){}",
+            if auth.algorithms.is_empty() {
+                "RS*, PS*, ES256, ES384, EdDSA".to_owned()
+            } else {
+                auth.algorithms.join(", ")
+            },
+            auth.leeway.as_secs(),
+            if auth.introspection.is_some() {
+                ", opaque ones introspected"
+            } else {
+                ""
+            }
+        ),
+    ];
+    let known = |name: &str| {
+        if sets.contains_key(name) {
+            String::new()
+        } else {
+            " (not a toolset of the config: a run-time one, or a mistake)".to_owned()
+        }
+    };
+    for rule in &auth.toolsets {
+        let when = match &rule.when {
+            IdentityMatch::Claim { claim, value } => format!("claim `{claim}` has `{value}`"),
+            IdentityMatch::Scope(scope) => format!("scope `{scope}`"),
+        };
+        lines.push(format!(
+            "  {when} -> toolset `{}`{}",
+            rule.toolset,
+            known(&rule.toolset)
+        ));
+    }
+    lines.push(match &auth.default_toolset {
+        Some(name) => format!("  anyone else -> toolset `{name}`{}", known(name)),
+        None => "  anyone else -> every tool".to_owned(),
+    });
+    lines.join("\n")
 }
 
 /// `config ok: 4 servers, 3 tool overrides, 1 prompt override`, and the warnings if any.

@@ -248,11 +248,28 @@ async fn serve_http(
 /// started it).
 fn http_banner(local: std::net::SocketAddr, http: &moniker_config::HttpConfig) -> String {
     use moniker_gateway::serve::http::{HEALTH_PATH, MCP_PATH, METRICS_PATH};
-    let auth = match http.tokens.len() {
-        0 => "no token required (loopback only)".to_owned(),
-        1 => "a bearer token is required (1 token configured)".to_owned(),
-        n => format!("a bearer token is required ({n} tokens configured)"),
+    let mut auth = match (http.tokens.len(), &http.auth) {
+        (0, None) => "no token required (loopback only)".to_owned(),
+        (0, Some(_)) => "an access token of the identity provider is required".to_owned(),
+        (1, _) => "a bearer token is required (1 token configured)".to_owned(),
+        (n, _) => format!("a bearer token is required ({n} tokens configured)"),
     };
+    if let Some(resource) = &http.auth {
+        if !http.tokens.is_empty() {
+            auth.push_str(", or an access token of the identity provider");
+        }
+        let verifier = moniker_gateway::auth::resource::Verifier::new(resource.clone());
+        auth.push_str(&format!(
+            "\n  protected resource metadata at {} (issuer {}, audience {}{})",
+            verifier.metadata_url(&resource.resource),
+            resource.issuer,
+            resource.resource,
+            match resource.scopes.len() {
+                0 => String::new(),
+                _ => format!(", scopes {}", resource.scopes.join(" ")),
+            }
+        ));
+    }
     let mut lines = vec![
         format!("moniker is listening on http://{local}"),
         format!("  MCP (Streamable HTTP): http://{local}{MCP_PATH}"),

@@ -187,6 +187,21 @@ impl Config {
                 expand_field(&t.token, &p, &self.source, &lookup, &mut errors)
             })
             .collect();
+        // `http.auth`'s URLs (a public address from the environment) and its client secret.
+        let auth = self.http.auth.as_ref().map(|auth| {
+            let mut at = |key: &[Seg<'_>], text: &str| {
+                let mut full = vec![Seg::Key("http"), Seg::Key("auth")];
+                full.extend_from_slice(key);
+                expand_field(text, &path(&full), &self.source, &lookup, &mut errors)
+            };
+            let resource = at(&[Seg::Key("resource")], &auth.resource);
+            let issuer = at(&[Seg::Key("issuer")], &auth.issuer);
+            let introspection = auth.introspection.as_ref().map(|i| {
+                let key = [Seg::Key("introspection"), Seg::Key("client_secret")];
+                (i.client_id.clone(), at(&key, &i.client_secret))
+            });
+            (resource, issuer, introspection)
+        });
         if !errors.is_empty() {
             return Err(ConfigReport::new(
                 &self.source.file_name,
@@ -200,6 +215,13 @@ impl Config {
         self.toolsets.store = store;
         for (token, value) in self.http.tokens.iter_mut().zip(tokens) {
             token.token = value;
+        }
+        if let (Some(auth), Some((resource, issuer, introspection))) = (&mut self.http.auth, auth) {
+            auth.resource = resource.trim_end_matches('/').to_owned();
+            auth.issuer = issuer;
+            if let (Some(i), Some((_, secret))) = (&mut auth.introspection, introspection) {
+                i.client_secret = secret;
+            }
         }
         Ok(())
     }

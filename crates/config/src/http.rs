@@ -20,6 +20,74 @@ pub struct HttpConfig {
     pub max_sessions_per_token: Option<u32>,
     /// Open connections at most (`http.max_connections`); `None`: the gateway's default.
     pub max_connections: Option<u32>,
+    /// `http.auth`: access tokens from an identity provider (beside `tokens`).
+    pub auth: Option<ResourceAuth>,
+}
+
+/// `http.auth`: moniker's endpoint as an OAuth 2.1 resource server. A client is sent to
+/// the Protected Resource Metadata (RFC 9728), signs its user in at `issuer`, and presents an
+/// access token whose audience is `resource` (RFC 8707).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceAuth {
+    /// moniker's `/mcp` URL as clients reach it: the audience its tokens must name; a toolset's
+    /// URL is this with `/<toolset>` after it, its own resource.
+    pub resource: String,
+    /// The authorization server: its metadata names the keys (and the introspection endpoint).
+    pub issuer: String,
+    /// Scopes every token must carry: advertised, and asked for in challenges.
+    pub scopes: Vec<String>,
+    /// JWS algorithms accepted; empty: the asymmetric ones (`RS*`, `PS*`, `ES256`, `ES384`,
+    /// `EdDSA`).
+    pub algorithms: Vec<String>,
+    /// How far `exp` and `nbf` may be off.
+    pub leeway: Duration,
+    /// How long the issuer's keys are used before they are fetched again.
+    pub keys_ttl: Duration,
+    /// Opaque tokens are asked about at the issuer's introspection endpoint (RFC 7662) as this
+    /// client; `None`: only JWTs are accepted.
+    pub introspection: Option<Introspection>,
+    /// Which toolset an identity sees: the first rule that matches.
+    pub toolsets: Vec<IdentityToolset>,
+    /// The toolset of an identity no rule matches; `None`: the whole surface.
+    pub default_toolset: Option<String>,
+}
+
+impl ResourceAuth {
+    pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(60);
+    pub const DEFAULT_KEYS_TTL: Duration = Duration::from_secs(300);
+}
+
+/// The client moniker is at the issuer's introspection endpoint.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Introspection {
+    pub client_id: String,
+    /// Usually `${VAR}`; never logged.
+    pub client_secret: String,
+}
+
+impl std::fmt::Debug for Introspection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Introspection")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"<redacted>")
+            .finish()
+    }
+}
+
+/// One rule of `http.auth.toolsets`: identities with this claim value (or scope) see this
+/// toolset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdentityToolset {
+    pub when: IdentityMatch,
+    pub toolset: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IdentityMatch {
+    /// The claim is this string, or a list holding it (`groups`, `roles`).
+    Claim { claim: String, value: String },
+    /// The token's scope holds this one.
+    Scope(String),
 }
 
 /// One bearer token, and the toolset its sessions are bound to, if any.
@@ -53,6 +121,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("session_idle", &self.session_idle)
             .field("max_sessions_per_token", &self.max_sessions_per_token)
             .field("max_connections", &self.max_connections)
+            .field("auth", &self.auth)
             .finish()
     }
 }

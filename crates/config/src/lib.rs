@@ -25,7 +25,9 @@ use indexmap::IndexMap;
 use moniker_surface::{Rules, ServerId};
 
 pub use gateway::{AuditSettings, AuditTo, CallLimits, GatewaySettings, Limits, TelemetrySettings};
-pub use http::{HttpConfig, TokenConfig};
+pub use http::{
+    HttpConfig, IdentityMatch, IdentityToolset, Introspection, ResourceAuth, TokenConfig,
+};
 pub use load::{Found, LoadError, find, find_why, load};
 pub use redact::shown_url;
 pub use report::{ConfigError, ConfigReport, codes};

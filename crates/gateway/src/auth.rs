@@ -22,6 +22,7 @@
 mod browser;
 mod challenge;
 mod oauth;
+pub mod resource;
 mod store;
 
 use moniker_config::{Auth, Grant};

@@ -3,9 +3,11 @@
 use moniker_surface::vocab::Seg;
 
 use super::{Cx, Slot, join};
-use crate::http::{HttpConfig, TokenConfig};
+use crate::http::{
+    HttpConfig, IdentityMatch, IdentityToolset, Introspection, ResourceAuth, TokenConfig,
+};
 use crate::report::codes;
-use crate::tree::Value;
+use crate::tree::{Value, shorten};
 
 const HTTP_KEYS: &[&str] = &[
     "tokens",
@@ -15,6 +17,23 @@ const HTTP_KEYS: &[&str] = &[
     "session_idle",
     "max_sessions_per_token",
     "max_connections",
+    "auth",
+];
+const AUTH_KEYS: &[&str] = &[
+    "resource",
+    "issuer",
+    "scopes",
+    "algorithms",
+    "leeway",
+    "keys_ttl",
+    "introspection",
+    "toolsets",
+    "default_toolset",
+];
+/// The JWS algorithms moniker verifies (asymmetric only: a shared secret would let anyone who
+/// can check a token mint one).
+pub(crate) const ALGORITHMS: &[&str] = &[
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
 ];
 const TOKEN_KEYS: &[&str] = &["token", "toolset", "name"];
 
@@ -96,6 +115,151 @@ impl Cx<'_> {
         if let Some(max) = fields.get("max_connections") {
             out.max_connections = self.count(&field("max_connections"), max);
         }
+        if let Some(auth) = fields.get("auth") {
+            out.auth = self.resource_auth(&field("auth"), auth);
+        }
         out
+    }
+
+    /// `http.auth`: `resource` and `issuer` are required; the rest has defaults.
+    fn resource_auth<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<ResourceAuth> {
+        let fields = self.fields(slot, p, Some(AUTH_KEYS), "a map of auth settings");
+        let field = |name: &'static str| join(p, Seg::Key(name));
+        let required = |cx: &mut Self, name: &'static str, example: &str| match fields.get(name) {
+            Some(value) => cx.url(&field(name), value),
+            None => {
+                cx.error(
+                    codes::MISSING_KEY,
+                    format!("`http.auth` needs `{name}`"),
+                    p,
+                    slot.point(),
+                    Some(format!("write `{name}: {example}`")),
+                );
+                None
+            }
+        };
+        let resource = required(self, "resource", "https://moniker.example.com/mcp");
+        let issuer = required(self, "issuer", "https://idp.example.com");
+        let scopes = fields
+            .get("scopes")
+            .map(|s| self.strings(&field("scopes"), s, false))
+            .unwrap_or_default();
+        let algorithms = match fields.get("algorithms") {
+            None => Vec::new(),
+            Some(list) => {
+                let ap = field("algorithms");
+                let names = self.strings(&ap, list, false);
+                for name in &names {
+                    if !ALGORITHMS.contains(&name.as_str()) {
+                        self.error(
+                            codes::INVALID_VALUE,
+                            format!("`{}` is not an algorithm moniker verifies", shorten(name)),
+                            &ap,
+                            list.point(),
+                            Some(format!("use some of: {}", ALGORITHMS.join(", "))),
+                        );
+                    }
+                }
+                names
+            }
+        };
+        let leeway = fields
+            .get("leeway")
+            .map_or(Some(ResourceAuth::DEFAULT_LEEWAY), |l| {
+                self.duration(&field("leeway"), l, true)
+            })
+            .unwrap_or(ResourceAuth::DEFAULT_LEEWAY);
+        let keys_ttl = fields
+            .get("keys_ttl")
+            .and_then(|k| self.duration(&field("keys_ttl"), k, false))
+            .unwrap_or(ResourceAuth::DEFAULT_KEYS_TTL);
+        let introspection = fields.get("introspection").and_then(|slot| {
+            let ip = field("introspection");
+            let entry = self.fields(
+                slot,
+                &ip,
+                Some(&["client_id", "client_secret"]),
+                "{client_id, client_secret}",
+            );
+            let get = |cx: &mut Self, name: &'static str| match entry.get(name) {
+                Some(v) => cx.string(&join(&ip, Seg::Key(name)), v),
+                None => {
+                    cx.error(
+                        codes::MISSING_KEY,
+                        format!("`introspection` needs `{name}`"),
+                        &ip,
+                        slot.point(),
+                        Some("write `{ client_id: moniker, client_secret: \"${INTROSPECTION_SECRET}\" }`".to_owned()),
+                    );
+                    None
+                }
+            };
+            let client_id = get(self, "client_id");
+            let client_secret = get(self, "client_secret");
+            Some(Introspection {
+                client_id: client_id?,
+                client_secret: client_secret?,
+            })
+        });
+        let mut toolsets = Vec::new();
+        if let Some(list) = fields.get("toolsets") {
+            let tp = field("toolsets");
+            for (i, item) in self
+                .items(
+                    list,
+                    &tp,
+                    "a list of `{claim, value, toolset}` or `{scope, toolset}`",
+                )
+                .into_iter()
+                .enumerate()
+            {
+                let ip = join(&tp, Seg::Index(i));
+                let entry = self.fields(
+                    item,
+                    &ip,
+                    Some(&["claim", "value", "scope", "toolset"]),
+                    "`{claim, value, toolset}` or `{scope, toolset}`",
+                );
+                let text = |cx: &mut Self, name: &'static str| {
+                    entry
+                        .get(name)
+                        .and_then(|v| cx.string(&join(&ip, Seg::Key(name)), v))
+                };
+                let toolset = text(self, "toolset");
+                let when = match (
+                    text(self, "claim"),
+                    text(self, "value"),
+                    text(self, "scope"),
+                ) {
+                    (Some(claim), Some(value), None) => Some(IdentityMatch::Claim { claim, value }),
+                    (None, None, Some(scope)) => Some(IdentityMatch::Scope(scope)),
+                    _ => None,
+                };
+                match (when, toolset) {
+                    (Some(when), Some(toolset)) => toolsets.push(IdentityToolset { when, toolset }),
+                    _ => self.error(
+                        codes::INVALID_VALUE,
+                        "a rule is `{claim, value, toolset}` or `{scope, toolset}`".to_owned(),
+                        &ip,
+                        item.point(),
+                        Some("write `{ claim: groups, value: admins, toolset: admin }`".to_owned()),
+                    ),
+                }
+            }
+        }
+        let default_toolset = fields
+            .get("default_toolset")
+            .and_then(|d| self.string(&field("default_toolset"), d));
+        Some(ResourceAuth {
+            resource: resource?.trim_end_matches('/').to_owned(),
+            issuer: issuer?,
+            scopes,
+            algorithms,
+            leeway,
+            keys_ttl,
+            introspection,
+            toolsets,
+            default_toolset,
+        })
     }
 }

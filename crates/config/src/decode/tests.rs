@@ -1714,6 +1714,60 @@ fn the_http_section() {
 }
 
 #[test]
+fn the_http_auth_section() {
+    let config = ok(concat!(
+        "http:\n",
+        "  auth:\n",
+        "    resource: ${PUBLIC_URL:-https://gw.example.com}/mcp/\n",
+        "    issuer: https://idp.example.com/realms/team\n",
+        "    scopes: [mcp:tools]\n",
+        "    leeway: 0s\n",
+        "    keys_ttl: 2m\n",
+        "    introspection: { client_id: moniker, client_secret: \"${INTRO_SECRET}\" }\n",
+        "    toolsets:\n",
+        "      - { claim: groups, value: admins, toolset: admin }\n",
+        "      - { scope: \"mcp:read\", toolset: readonly }\n",
+        "    default_toolset: staff\n",
+    ));
+    let auth = config.http.auth.clone().expect("http.auth");
+    assert_eq!(auth.scopes, ["mcp:tools"]);
+    assert_eq!(auth.leeway, std::time::Duration::ZERO);
+    assert_eq!(auth.keys_ttl, std::time::Duration::from_secs(120));
+    assert_eq!(auth.toolsets.len(), 2);
+    assert_eq!(auth.default_toolset.as_deref(), Some("staff"));
+    let mut expanded = config.clone();
+    expanded
+        .expand_env(|name| (name == "INTRO_SECRET").then(|| "s3cret".to_owned()))
+        .expect("expands");
+    let auth = expanded.http.auth.clone().expect("http.auth");
+    assert_eq!(
+        auth.resource, "https://gw.example.com/mcp",
+        "the trailing / goes"
+    );
+    assert_eq!(
+        auth.introspection
+            .as_ref()
+            .map(|i| i.client_secret.as_str()),
+        Some("s3cret")
+    );
+    assert!(!format!("{expanded:?}").contains("s3cret"));
+
+    let e = error("http:\n  auth: { issuer: https://idp }\n");
+    assert_eq!(e.code, codes::MISSING_KEY);
+    assert!(e.message.contains("resource"), "{e:?}");
+    let e = error(
+        "http:\n  auth: { resource: https://gw/mcp, issuer: https://idp, algorithms: [HS256] }\n",
+    );
+    assert_eq!(e.code, codes::INVALID_VALUE);
+    let e = error(
+        "http:\n  auth: { resource: https://gw/mcp, issuer: https://idp, toolsets: [{ claim: groups, toolset: a }] }\n",
+    );
+    assert_eq!(e.path, "http.auth.toolsets[0]");
+    let e = error("http:\n  auth: { resource: gw/mcp, issuer: https://idp }\n");
+    assert_eq!(e.path, "http.auth.resource");
+}
+
+#[test]
 fn deprecation_schedules_are_read_and_checked() {
     let config = ok(
         "tools:\n  t:\n    aliases:\n      - { name: old, deprecated: { since: 2026-11-01, remove_after: \"2027-05-01\", use: t } }\nactions:\n  project:\n    tools: { create: a, list: b }\n    legacy: { keep: listed, deprecated: { since: 2026-11-01, remove_after: 2027-05-01 } }\n",

@@ -29,6 +29,8 @@ pub(crate) struct Metadata {
     pub authorization_endpoint: Option<String>,
     pub token_endpoint: Option<String>,
     pub registration_endpoint: Option<String>,
+    pub jwks_uri: Option<String>,
+    pub introspection_endpoint: Option<String>,
     pub code_challenge_methods_supported: Option<Vec<String>>,
     pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
     pub scopes_supported: Option<Vec<String>>,
@@ -155,7 +157,7 @@ pub(crate) async fn discover(
 
 /// An authorization server's URL must be https, or on this host: a token request carries the
 /// client secret, an authorization request the user's login.
-fn secure(url: &Url, what: &str) -> Result<(), String> {
+pub(crate) fn secure(url: &Url, what: &str) -> Result<(), String> {
     let host = url.host_str().unwrap_or_default();
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let loopback = host.eq_ignore_ascii_case("localhost")
@@ -190,7 +192,7 @@ fn secure_endpoints(metadata: &Metadata) -> Result<(), String> {
 
 /// The metadata of the authorization server at `issuer`, checked to be the named issuer's
 /// own (RFC 8414 §3.3).
-async fn authorization_server(
+pub(crate) async fn authorization_server(
     http: &reqwest::Client,
     issuer: &Url,
     named: Option<&str>,
@@ -212,7 +214,7 @@ async fn authorization_server(
 }
 
 /// A JSON document, or `None` when there is none at `url` (an HTTP error, or not JSON).
-async fn get_json<T: for<'de> Deserialize<'de>>(
+pub(crate) async fn get_json<T: for<'de> Deserialize<'de>>(
     http: &reqwest::Client,
     url: &Url,
 ) -> Result<Option<T>, String> {

@@ -126,6 +126,8 @@ pub(super) enum Auth {
     Open,
     /// The token the client presented, and its position in the list (for logs).
     Token { index: usize, token: Token },
+    /// An access token of the identity provider (`http.auth`): who it says the caller is.
+    User(std::sync::Arc<crate::auth::resource::Identity>),
 }
 
 impl Auth {
@@ -133,19 +135,25 @@ impl Auth {
     #[cfg(test)]
     fn index(&self) -> Option<usize> {
         match self {
-            Self::Open => None,
+            Self::Open | Self::User(_) => None,
             Self::Token { index, .. } => Some(*index),
         }
     }
 }
 
-/// The same client: the same token (wherever a config reload moved it in the list).
+/// The same client: the same token (wherever a config reload moved it in the list), or the
+/// same identity.
 impl PartialEq for Auth {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::Open, Self::Open) => true,
             (Self::Token { token: a, .. }, Self::Token { token: b, .. }) => {
                 a.token.as_bytes().ct_eq(b.token.as_bytes()).into()
+            }
+            // The same person through the same client, whichever of its tokens (a refresh
+            // gives a new one).
+            (Self::User(a), Self::User(b)) => {
+                a.issuer == b.issuer && a.subject == b.subject && a.client_id == b.client_id
             }
             _ => false,
         }
@@ -196,7 +204,7 @@ pub(super) fn find_token<'a>(secret: &str, tokens: &'a [Token]) -> Option<&'a To
 }
 
 /// The credentials of `Bearer <credentials>`; the scheme is case-insensitive.
-fn bearer(header: &[u8]) -> Option<&[u8]> {
+pub(super) fn bearer(header: &[u8]) -> Option<&[u8]> {
     let header = header.trim_ascii();
     let (scheme, rest) = header.split_at_checked(6)?;
     if !scheme.eq_ignore_ascii_case(b"bearer") || rest.first().is_none_or(|b| *b != b' ') {

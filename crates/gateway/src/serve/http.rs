@@ -61,12 +61,14 @@ use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use axum::routing::{any, get as route_get};
 use futures_util::{Stream, StreamExt};
+use reqwest::Url;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 use self::outbox::{Activity, Busy, KEEP_ALIVE_COMMENT, Outbox};
 use super::checks::{self, Accept, Auth};
 use super::respond::{failure, json, set, unauthorized, with_status};
+use crate::auth::resource::{Denied, Verifier};
 use crate::gateway::Gateway;
 use crate::headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID};
 use crate::message::{self, Incoming, Message};
@@ -77,6 +79,9 @@ use crate::telemetry::TraceContext;
 
 /// The MCP endpoint's path.
 pub const MCP_PATH: &str = "/mcp";
+/// Where the Protected Resource Metadata of `/mcp` is with `http.auth` (RFC 9728; the path of
+/// the resource follows it, as the RFC inserts it).
+pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 /// A health check: `200 ok`, no authentication.
 pub const HEALTH_PATH: &str = "/healthz";
 pub use super::metrics::METRICS_PATH;
@@ -113,7 +118,7 @@ pub fn check_bind(addr: SocketAddr, settings: &HttpSettings) -> Result<(), Strin
             ));
         }
     }
-    if !addr.ip().is_loopback() && settings.tokens.is_empty() {
+    if !addr.ip().is_loopback() && settings.tokens.is_empty() && settings.auth.is_none() {
         return Err(format!(
             "refusing to serve HTTP on {addr} without a bearer token: any host that reaches it could \
              use every server behind moniker. Listen on 127.0.0.1, or set a token in `http.tokens` \
@@ -129,6 +134,8 @@ struct Shared {
     /// The address the listener is bound to, as a Host may name it (none when unspecified).
     bound: Option<String>,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// The access-token checker of `http.auth` (made again when a reload changes it).
+    verifier: Mutex<Option<Arc<Verifier>>>,
     /// Turns true at shutdown: GET streams end.
     stop: watch::Receiver<bool>,
 }
@@ -173,6 +180,7 @@ pub async fn serve(
         gateway,
         bound,
         sessions: Mutex::new(HashMap::new()),
+        verifier: Mutex::new(None),
         stop: stop_rx.clone(),
     });
     let sweeper = tokio::spawn(sweep(Arc::downgrade(&shared), idle));
@@ -180,6 +188,11 @@ pub async fn serve(
     let app = Router::new()
         .route(MCP_PATH, any(mcp))
         .route("/mcp/{toolset}", any(mcp_in_toolset))
+        .route(RESOURCE_METADATA_PATH, route_get(resource_metadata))
+        .route(
+            "/.well-known/oauth-protected-resource/{*path}",
+            route_get(resource_metadata),
+        )
         .route(
             HEALTH_PATH,
             route_get(|State(shared): State<Arc<Shared>>| async move { health(&shared.gateway) }),
@@ -189,6 +202,11 @@ pub async fn serve(
             route_get(
                 |State(shared): State<Arc<Shared>>, headers: HeaderMap| async move {
                     let settings = shared.gateway.http();
+                    // With only identity-provider users, the metrics (every tool's use) are
+                    // no one's: they need a token of `http.tokens`.
+                    if settings.tokens.is_empty() && settings.auth.is_some() {
+                        return unauthorized(checks::Refused::Missing);
+                    }
                     super::metrics::respond(
                         &shared.gateway,
                         &headers,
@@ -231,6 +249,18 @@ pub async fn serve(
 }
 
 impl Shared {
+    /// The checker of `settings`: the one in use when they are the same, else a new one
+    /// (a reload changed them; its keys are fetched anew).
+    fn verifier(&self, settings: &moniker_config::ResourceAuth) -> Arc<Verifier> {
+        let mut held = lock(&self.verifier);
+        if let Some(verifier) = held.as_ref().filter(|v| v.settings == *settings) {
+            return verifier.clone();
+        }
+        let verifier = Verifier::new(settings.clone());
+        *held = Some(verifier.clone());
+        verifier
+    }
+
     /// `allowed_hosts`, plus the address the listener is bound to.
     fn hosts(&self, settings: &HttpSettings) -> Vec<String> {
         let mut hosts = settings.allowed_hosts.clone();
@@ -332,6 +362,7 @@ fn principal(auth: &Auth) -> String {
     use sha2::{Digest, Sha256};
     match auth {
         Auth::Open => "anyone".to_owned(),
+        Auth::User(identity) => format!("user {}", identity.subject),
         Auth::Token { token, .. } => {
             let digest = Sha256::digest(token.token.as_bytes());
             let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
@@ -349,6 +380,10 @@ fn client_name(auth: &Auth) -> String {
             .name
             .clone()
             .unwrap_or_else(|| format!("token #{}", index + 1)),
+        Auth::User(identity) => match &identity.client_id {
+            Some(client) => format!("{} (client {client})", identity.subject),
+            None => identity.subject.clone(),
+        },
         Auth::Open => "anyone".to_owned(),
     }
 }
@@ -404,6 +439,110 @@ async fn mcp(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     serve_mcp(&shared, None, request).await
 }
 
+/// Who the caller is: a token of `http.tokens`, else (with `http.auth`) an access token of
+/// the identity provider for the resource this URL is; the refusal otherwise (401 with the
+/// challenge that sends a client to the metadata, 403 `insufficient_scope`).
+async fn identify(
+    shared: &Shared,
+    settings: &HttpSettings,
+    authorization: Option<&[u8]>,
+    toolset: Option<&str>,
+) -> Result<Auth, Response> {
+    let Some(resource_auth) = &settings.auth else {
+        return checks::authenticate(authorization, &settings.tokens).map_err(unauthorized);
+    };
+    if let Ok(auth @ Auth::Token { .. }) = checks::authenticate(authorization, &settings.tokens) {
+        return Ok(auth);
+    }
+    let verifier = shared.verifier(resource_auth);
+    let resource = verifier.resource(toolset);
+    let challenge = |error: Option<&str>, scopes: &[String]| {
+        let mut value = format!(
+            "Bearer resource_metadata=\"{}\"",
+            verifier.metadata_url(&resource)
+        );
+        if !scopes.is_empty() {
+            value.push_str(&format!(", scope=\"{}\"", scopes.join(" ")));
+        }
+        if let Some(error) = error {
+            value.push_str(&format!(", error=\"{error}\""));
+        }
+        value
+    };
+    let refuse = |status: StatusCode, message: &str, value: String| {
+        let mut response = failure(status, message);
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
+        response
+    };
+    let scopes = &verifier.settings.scopes;
+    let Some(token) = authorization
+        .and_then(checks::bearer)
+        .and_then(|t| std::str::from_utf8(t).ok())
+    else {
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized: an access token is required",
+            challenge(None, scopes),
+        ));
+    };
+    match verifier.verify(token, &resource).await {
+        Ok(identity) => Ok(Auth::User(Arc::new(identity))),
+        Err(Denied::Invalid(why)) => {
+            tracing::warn!(resource = %resource, reason = %why, "HTTP request refused: the access token is not valid");
+            Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized: the access token is not valid",
+                challenge(Some("invalid_token"), scopes),
+            ))
+        }
+        Err(Denied::Scope(missing)) => {
+            tracing::warn!(resource = %resource, missing = %missing.join(" "), "HTTP request refused: the access token lacks a scope");
+            Err(refuse(
+                StatusCode::FORBIDDEN,
+                "Forbidden: the access token lacks a scope this resource requires",
+                challenge(Some("insufficient_scope"), scopes),
+            ))
+        }
+    }
+}
+
+/// The Protected Resource Metadata (RFC 9728) of `/mcp` (at the well-known path alone too,
+/// where older clients look) and of each toolset URL, when `http.auth` is set; 404 else.
+async fn resource_metadata(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let settings = shared.gateway.http();
+    let Some(resource_auth) = &settings.auth else {
+        return failure(StatusCode::NOT_FOUND, "Not Found");
+    };
+    let verifier = shared.verifier(resource_auth);
+    let asked = request
+        .uri()
+        .path()
+        .strip_prefix(RESOURCE_METADATA_PATH)
+        .unwrap_or_default()
+        .trim_end_matches('/');
+    let base = Url::parse(&verifier.settings.resource)
+        .map(|u| u.path().trim_end_matches('/').to_owned())
+        .unwrap_or_default();
+    let toolset = if asked.is_empty() || asked == base {
+        None
+    } else {
+        match asked.strip_prefix(&base).and_then(|r| r.strip_prefix('/')) {
+            Some(name) if !name.contains('/') && shared.gateway.catalog.knows(name) => Some(name),
+            _ => return failure(StatusCode::NOT_FOUND, "Not Found: no such resource"),
+        }
+    };
+    let document = verifier.metadata(&verifier.resource(toolset));
+    let mut response = with_status(StatusCode::OK, Body::from(document.to_string()));
+    set(&mut response, header::CONTENT_TYPE, "application/json");
+    // Public metadata, read by browser-based clients of any origin.
+    set(&mut response, header::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    response
+}
+
 /// `/mcp/<toolset>`: the same, for a client that sees and calls only that toolset.
 async fn mcp_in_toolset(
     State(shared): State<Arc<Shared>>,
@@ -422,6 +561,7 @@ fn toolset_of(
 ) -> Result<Option<String>, (StatusCode, &'static str)> {
     let bound = match auth {
         Auth::Token { token, .. } => token.toolset.clone(),
+        Auth::User(identity) => identity.toolset.clone(),
         Auth::Open => None,
     };
     let Some(name) = url else {
@@ -492,8 +632,8 @@ async fn serve_mcp(
         preflight()
     } else {
         let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
-        match checks::authenticate(authorization, &settings.tokens) {
-            Err(why) => unauthorized(why),
+        match identify(shared, &settings, authorization, url_toolset.as_deref()).await {
+            Err(refusal) => refusal,
             Ok(auth) => match toolset_of(shared, &auth, url_toolset) {
                 Err((status, why)) => failure(status, why),
                 Ok(toolset) => match parts.method {
@@ -644,8 +784,19 @@ fn revoke(shared: &Shared, settings: &HttpSettings) {
         .iter()
         .filter_map(|(id, http)| {
             let why = match &http.auth {
-                Auth::Open if settings.tokens.is_empty() => return None,
+                Auth::Open if settings.tokens.is_empty() && settings.auth.is_none() => return None,
                 Auth::Open => "tokens are required now",
+                Auth::User(identity) => match &settings.auth {
+                    None => "access tokens of the identity provider are not accepted now",
+                    Some(now) if now.issuer != identity.issuer => "another issuer is trusted now",
+                    Some(now)
+                        if crate::auth::resource::toolset_of(now, &identity.claims)
+                            != identity.toolset =>
+                    {
+                        "its identity is now bound to another toolset"
+                    }
+                    Some(_) => return None,
+                },
                 Auth::Token { token, .. } => {
                     match checks::find_token(&token.token, &settings.tokens) {
                         None => "its token was removed",
@@ -1004,6 +1155,7 @@ async fn initialize(
     response.headers_mut().insert(SESSION_ID, value);
     let token = match auth {
         Auth::Token { index, .. } => format!("token #{}", index + 1),
+        Auth::User(ref identity) => format!("user {}", identity.subject),
         Auth::Open => "none".to_owned(),
     };
     tracing::info!(session = short(&id), token, toolset = ?toolset, "HTTP session started");

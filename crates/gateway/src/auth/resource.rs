@@ -1,0 +1,591 @@
+//! moniker's own endpoint as an OAuth 2.1 resource server (`http.auth`): who an access token
+//! says the caller is, and which toolset that identity sees.
+//!
+//! A JWT access token is checked against the issuer's keys: its metadata (RFC 8414, else
+//! OpenID Connect Discovery; its `issuer` must be the configured one) names `jwks_uri`; the
+//! keys are fetched once and again after `keys_ttl`, and at once for a `kid` they do not hold
+//! (at most every [`REFETCH_GAP`], so a stream of made-up `kid`s cannot make moniker hammer the
+//! issuer). The algorithm must be in the allow-list (asymmetric only) and the key's own;
+//! `iss` is the issuer, `aud` names the resource the request is for (RFC 8707: a token for
+//! another resource, or for another toolset URL, is refused), `exp` and `nbf` hold within
+//! `leeway`. A token that is not a JWT goes to the issuer's introspection endpoint (RFC
+//! 7662) when `introspection` is configured, with the same checks of what it answers. Then
+//! every scope of `scopes` must be granted (else 403 `insufficient_scope`).
+//!
+//! Tokens are never logged; a refusal says why in the log, and only `invalid_token` to the
+//! client.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::Jwk;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use moniker_config::{IdentityMatch, ResourceAuth};
+use reqwest::Url;
+use serde_json::{Map, Value};
+use tokio::sync::Mutex;
+
+use super::oauth::{self, Metadata};
+
+/// The shortest time between two fetches of the keys for an unknown `kid`.
+pub const REFETCH_GAP: Duration = Duration::from_secs(10);
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who a valid access token says the caller is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The issuer and the `sub`: the principal (audit log, metrics, task ownership).
+    pub issuer: String,
+    pub subject: String,
+    /// The OAuth client the token was issued to (`client_id`, else `azp`).
+    pub client_id: Option<String>,
+    pub scopes: Vec<String>,
+    /// The toolset `http.auth.toolsets` gives it (else `default_toolset`); `None`: all.
+    pub toolset: Option<String>,
+    /// Every claim, for the forwarding of claims to servers.
+    pub claims: Map<String, Value>,
+}
+
+/// Why a token was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    /// 401 `invalid_token`: the reason is for the log only.
+    Invalid(String),
+    /// 403 `insufficient_scope`: the scopes it lacks.
+    Scope(Vec<String>),
+}
+
+/// Checks the access tokens of one `http.auth`.
+pub struct Verifier {
+    pub settings: ResourceAuth,
+    /// `Err`: HTTPS could not be set up (said at every fetch).
+    http: Result<reqwest::Client, String>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    metadata: Option<Metadata>,
+    keys: HashMap<String, (Jwk, DecodingKey)>,
+    /// Keys without a `kid`: tried in turn.
+    anonymous: Vec<(Jwk, DecodingKey)>,
+    fetched: Option<Instant>,
+}
+
+impl Verifier {
+    pub fn new(settings: ResourceAuth) -> Arc<Self> {
+        let http = crate::tls::http_client(&moniker_config::Tls::default(), FETCH_TIMEOUT);
+        Arc::new(Self {
+            settings,
+            http,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    fn http(&self) -> Result<&reqwest::Client, String> {
+        self.http.as_ref().map_err(Clone::clone)
+    }
+
+    /// The resource a request to `toolset`'s URL (or `/mcp`) is for.
+    pub fn resource(&self, toolset: Option<&str>) -> String {
+        match toolset {
+            Some(name) => format!("{}/{name}", self.settings.resource),
+            None => self.settings.resource.clone(),
+        }
+    }
+
+    /// Where a client reads the metadata of `resource` (RFC 9728 §3.1: the well-known
+    /// suffix between the host and the path).
+    pub fn metadata_url(&self, resource: &str) -> String {
+        match Url::parse(resource) {
+            Ok(url) => {
+                let mut out = url.clone();
+                out.set_path(&format!(
+                    "/.well-known/oauth-protected-resource{}",
+                    url.path().trim_end_matches('/')
+                ));
+                out.set_query(None);
+                out.to_string()
+            }
+            Err(_) => resource.to_owned(),
+        }
+    }
+
+    /// The Protected Resource Metadata of `resource`.
+    pub fn metadata(&self, resource: &str) -> Value {
+        serde_json::json!({
+            "resource": resource,
+            "authorization_servers": [self.settings.issuer],
+            "scopes_supported": self.settings.scopes,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "moniker",
+        })
+    }
+
+    /// Who `token` says the caller is, for a request to `resource`.
+    pub async fn verify(&self, token: &str, resource: &str) -> Result<Identity, Denied> {
+        let claims = if looks_like_jwt(token) {
+            self.jwt(token, resource).await?
+        } else if self.settings.introspection.is_some() {
+            self.introspect(token, resource).await?
+        } else {
+            return Err(Denied::Invalid(
+                "not a JWT, and `http.auth.introspection` is not configured".to_owned(),
+            ));
+        };
+        let scopes = scopes_of(&claims);
+        let missing: Vec<String> = self
+            .settings
+            .scopes
+            .iter()
+            .filter(|s| !scopes.contains(s))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Err(Denied::Scope(missing));
+        }
+        let Some(subject) = claims
+            .get("sub")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        else {
+            return Err(Denied::Invalid("the token has no `sub`".to_owned()));
+        };
+        let client_id = ["client_id", "azp"]
+            .iter()
+            .find_map(|k| claims.get(*k).and_then(Value::as_str))
+            .map(str::to_owned);
+        let toolset = toolset_of(&self.settings, &claims);
+        Ok(Identity {
+            issuer: self.settings.issuer.clone(),
+            subject: subject.to_owned(),
+            client_id,
+            scopes,
+            toolset,
+            claims,
+        })
+    }
+
+    async fn jwt(&self, token: &str, resource: &str) -> Result<Map<String, Value>, Denied> {
+        let invalid = |why: String| Denied::Invalid(why);
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|e| invalid(format!("not a JWT: {e}")))?;
+        let allowed = self.algorithms();
+        if !allowed.contains(&header.alg) {
+            return Err(invalid(format!(
+                "its algorithm {:?} is not allowed",
+                header.alg
+            )));
+        }
+        let key = self.key(header.kid.as_deref(), header.alg).await?;
+        let mut validation = Validation::new(header.alg);
+        validation.algorithms = vec![header.alg];
+        validation.leeway = self.settings.leeway.as_secs();
+        validation.validate_nbf = true;
+        validation.set_issuer(&[&self.settings.issuer]);
+        validation.set_audience(&[resource]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let data = key
+            .iter()
+            .find_map(|k| jsonwebtoken::decode::<Map<String, Value>>(token, k, &validation).ok())
+            .ok_or_else(|| {
+                // Say why with the first key (the one its `kid` names, when it names one).
+                let why = key
+                    .first()
+                    .map(|k| {
+                        jsonwebtoken::decode::<Map<String, Value>>(token, k, &validation)
+                            .err()
+                            .map(|e| e.to_string())
+                            .unwrap_or_default()
+                    })
+                    .unwrap_or_else(|| "no key".to_owned());
+                invalid(why)
+            })?;
+        Ok(data.claims)
+    }
+
+    fn algorithms(&self) -> Vec<Algorithm> {
+        let names: Vec<&str> = if self.settings.algorithms.is_empty() {
+            vec![
+                "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
+            ]
+        } else {
+            self.settings
+                .algorithms
+                .iter()
+                .map(String::as_str)
+                .collect()
+        };
+        names.iter().filter_map(|n| n.parse().ok()).collect()
+    }
+
+    /// The keys that may have signed a token: the one its `kid` names (fetched again when
+    /// unknown and the last fetch is older than [`REFETCH_GAP`]), else every key without a
+    /// `kid`; each of the token's algorithm.
+    async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<Vec<DecodingKey>, Denied> {
+        let mut state = self.state.lock().await;
+        let stale = state
+            .fetched
+            .is_none_or(|at| at.elapsed() >= self.settings.keys_ttl);
+        let unknown = kid.is_some_and(|k| !state.keys.contains_key(k));
+        let may_refetch = state.fetched.is_none_or(|at| at.elapsed() >= REFETCH_GAP);
+        if stale || (unknown && may_refetch) {
+            if let Err(why) = self.fetch(&mut state).await {
+                tracing::warn!(issuer = %self.settings.issuer, error = %why, "cannot fetch the issuer's keys");
+                if stale && state.fetched.is_some() {
+                    // The old keys stay in use while the issuer is unreachable, but not
+                    // forever: past twice their time they are dropped.
+                    if state
+                        .fetched
+                        .is_some_and(|at| at.elapsed() >= self.settings.keys_ttl * 2)
+                    {
+                        *state = State::default();
+                    }
+                }
+            }
+        }
+        let fits = |jwk: &Jwk| {
+            jwk.common
+                .key_algorithm
+                .is_none_or(|a| a.to_string() == format!("{alg:?}"))
+        };
+        let keys: Vec<DecodingKey> = match kid {
+            Some(kid) => state
+                .keys
+                .get(kid)
+                .filter(|(jwk, _)| fits(jwk))
+                .map(|(_, key)| key.clone())
+                .into_iter()
+                .collect(),
+            None => state
+                .anonymous
+                .iter()
+                .filter(|(jwk, _)| fits(jwk))
+                .map(|(_, key)| key.clone())
+                .collect(),
+        };
+        if keys.is_empty() {
+            return Err(Denied::Invalid(match kid {
+                Some(kid) => format!("the issuer has no key `{kid}` for {alg:?}"),
+                None => format!(
+                    "the token names no key, and the issuer has none without a `kid` for {alg:?}"
+                ),
+            }));
+        }
+        Ok(keys)
+    }
+
+    async fn metadata_of_issuer(&self, state: &mut State) -> Result<Metadata, String> {
+        if let Some(metadata) = &state.metadata {
+            return Ok(metadata.clone());
+        }
+        let issuer = Url::parse(&self.settings.issuer)
+            .map_err(|e| format!("`http.auth.issuer` is not a URL: {e}"))?;
+        oauth::secure(&issuer, "authorization server")?;
+        let metadata = oauth::authorization_server(
+            self.http()?,
+            &issuer,
+            Some(&self.settings.issuer),
+        )
+        .await?
+        .ok_or_else(|| {
+            format!(
+                "the issuer `{}` publishes no metadata (RFC 8414 or OpenID Connect Discovery)",
+                self.settings.issuer
+            )
+        })?;
+        state.metadata = Some(metadata.clone());
+        Ok(metadata)
+    }
+
+    async fn fetch(&self, state: &mut State) -> Result<(), String> {
+        let metadata = self.metadata_of_issuer(state).await?;
+        let Some(jwks_uri) = &metadata.jwks_uri else {
+            return Err("the issuer's metadata has no `jwks_uri`".to_owned());
+        };
+        let url = Url::parse(jwks_uri).map_err(|e| format!("`jwks_uri` is not a URL: {e}"))?;
+        oauth::secure(&url, "key set")?;
+        let set: Value = oauth::get_json(self.http()?, &url)
+            .await?
+            .ok_or_else(|| format!("no key set at {url}"))?;
+        let mut keys = HashMap::new();
+        let mut anonymous = Vec::new();
+        for key in set
+            .get("keys")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if key
+                .get("use")
+                .and_then(Value::as_str)
+                .is_some_and(|u| u != "sig")
+            {
+                continue;
+            }
+            let Ok(jwk) = serde_json::from_value::<Jwk>(key.clone()) else {
+                continue;
+            };
+            let Ok(decoding) = DecodingKey::from_jwk(&jwk) else {
+                continue;
+            };
+            match jwk.common.key_id.clone() {
+                Some(kid) => {
+                    keys.insert(kid, (jwk, decoding));
+                }
+                None => anonymous.push((jwk, decoding)),
+            }
+        }
+        tracing::debug!(
+            keys = keys.len() + anonymous.len(),
+            "fetched the issuer's keys"
+        );
+        state.keys = keys;
+        state.anonymous = anonymous;
+        state.fetched = Some(Instant::now());
+        Ok(())
+    }
+
+    /// RFC 7662: the issuer says whether an opaque token is active, and its claims; they are
+    /// held to the checks of a JWT's.
+    async fn introspect(&self, token: &str, resource: &str) -> Result<Map<String, Value>, Denied> {
+        let Some(client) = &self.settings.introspection else {
+            return Err(Denied::Invalid("no introspection".to_owned()));
+        };
+        let endpoint = {
+            let mut state = self.state.lock().await;
+            self.metadata_of_issuer(&mut state)
+                .await
+                .map_err(Denied::Invalid)?
+                .introspection_endpoint
+                .ok_or_else(|| {
+                    Denied::Invalid(
+                        "the issuer's metadata has no introspection_endpoint".to_owned(),
+                    )
+                })?
+        };
+        let url = Url::parse(&endpoint)
+            .map_err(|e| Denied::Invalid(format!("introspection_endpoint: {e}")))?;
+        oauth::secure(&url, "introspection endpoint").map_err(Denied::Invalid)?;
+        let answer = self
+            .http()
+            .map_err(Denied::Invalid)?
+            .post(url)
+            .basic_auth(&client.client_id, Some(&client.client_secret))
+            .form(&[("token", token), ("token_type_hint", "access_token")])
+            .timeout(FETCH_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| Denied::Invalid(format!("introspection failed: {e}")))?;
+        if !answer.status().is_success() {
+            return Err(Denied::Invalid(format!(
+                "introspection answered {}",
+                answer.status()
+            )));
+        }
+        let bytes = answer
+            .bytes()
+            .await
+            .map_err(|e| Denied::Invalid(format!("introspection failed: {e}")))?;
+        let claims: Map<String, Value> = serde_json::from_slice(&bytes)
+            .map_err(|e| Denied::Invalid(format!("introspection answered no JSON object: {e}")))?;
+        if claims.get("active").and_then(Value::as_bool) != Some(true) {
+            return Err(Denied::Invalid("the token is not active".to_owned()));
+        }
+        check_claims(&claims, &self.settings, resource).map_err(Denied::Invalid)?;
+        Ok(claims)
+    }
+}
+
+/// The checks a JWT library makes, for an introspection answer: the issuer when it says one,
+/// the audience, the times.
+fn check_claims(
+    claims: &Map<String, Value>,
+    settings: &ResourceAuth,
+    resource: &str,
+) -> Result<(), String> {
+    if let Some(iss) = claims.get("iss").and_then(Value::as_str) {
+        if iss != settings.issuer {
+            return Err(format!("issued by `{iss}`"));
+        }
+    }
+    let audiences: Vec<&str> = match claims.get("aud") {
+        Some(Value::String(one)) => vec![one.as_str()],
+        Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !audiences.contains(&resource) {
+        return Err("its audience is not this resource".to_owned());
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let leeway = settings.leeway.as_secs();
+    let time = |key: &str| claims.get(key).and_then(Value::as_u64);
+    if time("exp").is_some_and(|exp| exp + leeway <= now) {
+        return Err("expired".to_owned());
+    }
+    if time("nbf").is_some_and(|nbf| nbf > now + leeway) {
+        return Err("not valid yet".to_owned());
+    }
+    Ok(())
+}
+
+/// Three base64url parts: a JWS in compact form.
+fn looks_like_jwt(token: &str) -> bool {
+    let parts: Vec<&str> = token.split('.').collect();
+    parts.len() == 3
+        && parts[..2].iter().all(|p| {
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
+/// `scope` (space-separated) or `scp` (a list, or space-separated), as identity providers
+/// write them.
+fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in ["scope", "scp"] {
+        match claims.get(key) {
+            Some(Value::String(s)) => out.extend(s.split_whitespace().map(str::to_owned)),
+            Some(Value::Array(items)) => {
+                out.extend(items.iter().filter_map(Value::as_str).map(str::to_owned));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The value at a claim path (`groups`, or `realm_access.roles` into nested objects).
+fn claim<'c>(claims: &'c Map<String, Value>, path: &str) -> Option<&'c Value> {
+    let mut parts = path.split('.');
+    let mut value = claims.get(parts.next()?)?;
+    for part in parts {
+        value = value.as_object()?.get(part)?;
+    }
+    Some(value)
+}
+
+/// The toolset of the identity `claims` say: the first rule of `http.auth.toolsets` that
+/// matches, else the default.
+pub fn toolset_of(settings: &ResourceAuth, claims: &Map<String, Value>) -> Option<String> {
+    let scopes = scopes_of(claims);
+    settings
+        .toolsets
+        .iter()
+        .find(|rule| match &rule.when {
+            IdentityMatch::Scope(scope) => scopes.contains(scope),
+            IdentityMatch::Claim { claim: path, value } => match claim(claims, path) {
+                Some(Value::String(s)) => s == value,
+                Some(Value::Array(items)) => items.iter().any(|i| i.as_str() == Some(value)),
+                Some(Value::Bool(b)) => b.to_string() == *value,
+                Some(Value::Number(n)) => n.to_string() == *value,
+                _ => false,
+            },
+        })
+        .map(|rule| rule.toolset.clone())
+        .or_else(|| settings.default_toolset.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use moniker_config::IdentityToolset;
+    use serde_json::json;
+
+    fn settings() -> ResourceAuth {
+        ResourceAuth {
+            resource: "https://gw.example.com/mcp".to_owned(),
+            issuer: "https://idp.example.com".to_owned(),
+            scopes: vec!["mcp:tools".to_owned()],
+            algorithms: Vec::new(),
+            leeway: Duration::from_secs(30),
+            keys_ttl: Duration::from_secs(300),
+            introspection: None,
+            toolsets: vec![
+                IdentityToolset {
+                    when: IdentityMatch::Claim {
+                        claim: "realm_access.roles".to_owned(),
+                        value: "admin".to_owned(),
+                    },
+                    toolset: "admin".to_owned(),
+                },
+                IdentityToolset {
+                    when: IdentityMatch::Scope("mcp:read".to_owned()),
+                    toolset: "readonly".to_owned(),
+                },
+            ],
+            default_toolset: Some("staff".to_owned()),
+        }
+    }
+
+    fn map(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().expect("an object")
+    }
+
+    #[test]
+    fn the_first_matching_rule_gives_the_toolset() {
+        let s = settings();
+        let admin = map(json!({"realm_access": {"roles": ["user", "admin"]}}));
+        assert_eq!(toolset_of(&s, &admin).as_deref(), Some("admin"));
+        let reader = map(json!({"scp": ["mcp:read"]}));
+        assert_eq!(toolset_of(&s, &reader).as_deref(), Some("readonly"));
+        assert_eq!(toolset_of(&s, &map(json!({}))).as_deref(), Some("staff"));
+    }
+
+    #[test]
+    fn scopes_are_read_as_providers_write_them() {
+        assert_eq!(
+            scopes_of(&map(json!({"scope": "a  b", "scp": ["c"]}))),
+            ["a", "b", "c"]
+        );
+        assert_eq!(scopes_of(&map(json!({"scp": "x y"}))), ["x", "y"]);
+    }
+
+    #[test]
+    fn the_metadata_url_inserts_the_well_known_suffix() {
+        let v = Verifier::new(settings());
+        assert_eq!(
+            v.metadata_url(&v.resource(Some("admin"))),
+            "https://gw.example.com/.well-known/oauth-protected-resource/mcp/admin"
+        );
+        assert_eq!(
+            v.metadata(&v.resource(None))["resource"],
+            "https://gw.example.com/mcp"
+        );
+    }
+
+    #[test]
+    fn introspected_claims_are_held_to_a_jwt_s_checks() {
+        let s = settings();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs();
+        let ok = map(json!({"iss": s.issuer, "aud": [s.resource], "exp": now + 60}));
+        assert_eq!(check_claims(&ok, &s, &s.resource), Ok(()));
+        let other = map(json!({"aud": "https://elsewhere/mcp", "exp": now + 60}));
+        assert!(check_claims(&other, &s, &s.resource).is_err());
+        let toolset_url = format!("{}/admin", s.resource);
+        assert!(
+            check_claims(&ok, &s, &toolset_url).is_err(),
+            "a token for /mcp is not one for /mcp/admin"
+        );
+        let expired = map(json!({"aud": s.resource, "exp": now - 31}));
+        assert!(check_claims(&expired, &s, &s.resource).is_err());
+        let foreign = map(json!({"iss": "https://evil", "aud": s.resource}));
+        assert!(check_claims(&foreign, &s, &s.resource).is_err());
+    }
+
+    #[test]
+    fn only_compact_jws_is_taken_for_a_jwt() {
+        assert!(looks_like_jwt("eyJh.eyJz.sig"));
+        assert!(!looks_like_jwt("opaque-token"));
+        assert!(!looks_like_jwt("a.b.c.d"));
+        assert!(!looks_like_jwt("a b.c.d"));
+    }
+}
