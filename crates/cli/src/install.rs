@@ -38,6 +38,13 @@ struct Style {
 
 impl ClientFile {
     fn read(path: PathBuf) -> Result<ClientFile, Failure> {
+        // A file kept elsewhere and linked (dotfiles) is changed where it is: a rename over
+        // the link would replace the link.
+        let path = match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(&path)
+                .map_err(|e| format!("`{}` links to nothing readable: {e}", path.display()))?,
+            _ => path,
+        };
         let original = match std::fs::read_to_string(&path) {
             Ok(text) => Some(text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

@@ -297,6 +297,39 @@ fn import_moves_the_servers_and_the_client_s_entry_serves_them() {
 }
 
 #[test]
+fn a_linked_file_is_changed_where_it_is() {
+    let home = scratch();
+    let config = home.join("moniker.yaml");
+    std::fs::write(&config, "servers: {}\n").expect("config");
+    let real = home.join("dotfiles/mcp.json");
+    write(&real, "{\"mcpServers\": {}}\n");
+    std::fs::create_dir_all(home.join(".cursor")).expect("mkdir");
+    let link = home.join(".cursor/mcp.json");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    #[cfg(not(unix))]
+    return;
+    let (code, stdout, stderr) = run(&mut in_home(
+        &home,
+        &["install", "cursor", "-c", &config.display().to_string()],
+    ));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .expect("link")
+            .file_type()
+            .is_symlink()
+    );
+    assert!(read_json(&real)["mcpServers"]["moniker"].is_object());
+    let (code, stdout, _) = run(&mut in_home(&home, &["uninstall", "cursor"]));
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(&real).expect("read"),
+        "{\"mcpServers\": {}}\n"
+    );
+}
+
+#[test]
 fn uninstall_keeps_what_changed_since_install() {
     let home = scratch();
     let fixture = fixture_bin().display().to_string();
