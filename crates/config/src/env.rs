@@ -122,6 +122,7 @@ impl Config {
                     headers,
                     tls,
                     auth,
+                    forward,
                 } => {
                     let mut optional = |segs: &[Seg<'_>], text: &Option<String>| {
                         text.as_ref().map(|t| field(segs, t))
@@ -168,6 +169,7 @@ impl Config {
                             .collect(),
                         tls,
                         auth,
+                        forward: forward.clone(),
                     }
                 }
             };

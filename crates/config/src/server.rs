@@ -17,6 +17,8 @@ pub struct ServerConfig {
 
 /// `Debug` prints the names of environment variables and headers but never their values:
 /// they hold tokens, and `Debug` output ends up in logs.
+// One per configured server, read at start and reload: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, PartialEq, Eq)]
 pub enum Transport {
     /// A child process that speaks MCP on its stdin and stdout.
@@ -35,7 +37,24 @@ pub enum Transport {
         headers: IndexMap<String, String>,
         tls: Tls,
         auth: Auth,
+        /// Headers made for each request from its caller (`forward`): header name to where
+        /// the value comes from.
+        forward: IndexMap<String, Forward>,
     },
+}
+
+/// Where a forwarded header's value comes from: the caller's verified identity, a header the
+/// caller sent, or (only when named) the caller's access token itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forward {
+    /// A claim of the caller's access token (`sub`, `groups`, `realm_access.roles`): a list is
+    /// joined with `,`.
+    Claim(String),
+    /// A header of the client's request (of the one that created a 2025 session).
+    Header(String),
+    /// The caller's access token as it came (`Bearer <token>` when the header is
+    /// `Authorization`): token passthrough, which the MCP specification warns against.
+    AccessToken,
 }
 
 /// Which of moniker's environment a stdio server sees, besides what every server is given
@@ -159,12 +178,14 @@ impl fmt::Debug for Transport {
                 headers,
                 tls,
                 auth,
+                forward,
             } => f
                 .debug_struct("Http")
                 .field("url", url)
                 .field("headers", &Redacted(headers))
                 .field("tls", tls)
                 .field("auth", auth)
+                .field("forward", forward)
                 .finish(),
         }
     }
@@ -223,6 +244,7 @@ mod tests {
                 client_secret: Some("sec_789".to_owned()),
                 ..Auth::default()
             },
+            forward: IndexMap::new(),
         };
         let shown = format!("{http:?}");
         assert!(

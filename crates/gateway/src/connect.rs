@@ -64,6 +64,7 @@ pub async fn start(
             headers,
             tls,
             auth,
+            forward,
         } => {
             let store = Store::default_dir().map(Store::new);
             let remote = http::Remote {
@@ -73,7 +74,9 @@ pub async fn start(
                 auth,
                 store: store.as_ref(),
             };
-            http::connect(server.clone(), remote, sink, max_message, timeout).await
+            let started = http::connect(server.clone(), remote, sink, max_message, timeout).await?;
+            *lock(&started.conn.forward) = forward.clone();
+            Ok(started)
         }
     }
 }
@@ -143,6 +146,10 @@ pub struct Connection {
     /// The smallest `ttlMs` of the server's last tools and prompts listing (`None`: it gave
     /// none, as a 2025 server does).
     list_ttl: Mutex<Option<u64>>,
+    /// The headers made from each caller (`forward` of an HTTP server).
+    forward: Mutex<indexmap::IndexMap<String, moniker_config::Forward>>,
+    /// Those of the requests not sent yet, by moniker's id.
+    forwarded: Mutex<HashMap<u64, Vec<(String, String)>>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -168,6 +175,8 @@ impl Connection {
             follows: Mutex::new(std::collections::BTreeMap::new()),
             refollow: tokio::sync::Notify::new(),
             list_ttl: Mutex::new(None),
+            forward: Mutex::new(indexmap::IndexMap::new()),
+            forwarded: Mutex::new(HashMap::new()),
         }
     }
 
@@ -325,7 +334,28 @@ impl Connection {
         method: &str,
         params: Option<&Params>,
     ) -> Result<(u64, oneshot::Receiver<Message>), CallError> {
+        self.start_for(method, params, None)
+    }
+
+    /// [`Self::start`] of a client's request: an HTTP server's `forward` headers are made
+    /// from `caller` and go with it.
+    pub fn start_for(
+        &self,
+        method: &str,
+        params: Option<&Params>,
+        caller: Option<&crate::auth::resource::Caller>,
+    ) -> Result<(u64, oneshot::Receiver<Message>), CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let headers = {
+            let rules = lock(&self.forward);
+            match (rules.is_empty(), caller) {
+                (false, Some(caller)) => caller.headers_for(&rules),
+                _ => Vec::new(),
+            }
+        };
+        if !headers.is_empty() {
+            lock(&self.forwarded).insert(id, headers);
+        }
         // Each era gets its own: the envelope to a modern server, none to a 2025 one.
         let rewritten = match self.is_modern() {
             true => Some(modern_envelope(params)),
@@ -343,9 +373,15 @@ impl Connection {
                 .is_err()
         {
             lock(&self.pending).remove(&id);
+            lock(&self.forwarded).remove(&id);
             return Err(CallError::Gone);
         }
         Ok((id, rx))
+    }
+
+    /// The forwarded headers of moniker's request `id`, taken as it is sent.
+    pub(crate) fn take_forwarded(&self, id: u64) -> Vec<(String, String)> {
+        lock(&self.forwarded).remove(&id).unwrap_or_default()
     }
 
     /// Stops waiting for a request (timed out or cancelled).

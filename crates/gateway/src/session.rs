@@ -79,6 +79,8 @@ pub struct Session {
     client_capabilities: OnceLock<String>,
     /// What the audit log calls the client ([`Session::identify`]); else its principal.
     who: OnceLock<Arc<str>>,
+    /// Who made its requests, for the headers servers' `forward` makes ([`Session::caller`]).
+    caller: OnceLock<Arc<crate::auth::resource::Caller>>,
 }
 
 type Reply = Option<Message>;
@@ -185,6 +187,7 @@ impl Session {
             protocol_version: OnceLock::new(),
             client_capabilities: OnceLock::new(),
             who: OnceLock::new(),
+            caller: OnceLock::new(),
         })
     }
 
@@ -197,6 +200,16 @@ impl Session {
     /// secret. Once.
     pub fn identify(&self, who: &str) {
         let _ = self.who.set(who.into());
+    }
+
+    /// Who makes this session's requests (over HTTP: the identity, its access token and the
+    /// client's headers of the request that began it). Once.
+    pub fn set_caller(&self, caller: crate::auth::resource::Caller) {
+        let _ = self.caller.set(Arc::new(caller));
+    }
+
+    pub(crate) fn caller(&self) -> Option<&crate::auth::resource::Caller> {
+        self.caller.get().map(|c| &**c)
     }
 
     /// A new call of this session's client, as one value; traced when traces are on (the

@@ -529,6 +529,7 @@ fn remote_entry(id: &str, url: &str, headers: &[(&str, &str)]) -> ServerEntry {
                 .collect::<IndexMap<_, _>>(),
             tls: Default::default(),
             auth: Default::default(),
+            forward: Default::default(),
         },
         modern: false,
     }

@@ -9,7 +9,7 @@ use moniker_surface::{Name, ServerId, ServerRules};
 
 use super::{Cx, Decoded, Fields, Slot, join, list};
 use crate::report::codes;
-use crate::server::{Auth, PassEnv, ServerConfig, Tls, Transport};
+use crate::server::{Auth, Forward, PassEnv, ServerConfig, Tls, Transport};
 use crate::tree::{ScalarKind, Value, shorten};
 
 const SERVER_KEYS: &[&str] = &[
@@ -29,11 +29,27 @@ const SERVER_KEYS: &[&str] = &[
     "type",
     "disabled",
     "protocol",
+    "forward",
 ];
 const TRANSPORT_TYPES: &[&str] = &["stdio", "http", "streamable-http", "sse"];
 /// Server fields that only mean something for one transport.
 const STDIO_ONLY: &[&str] = &["args", "env", "pass_env", "cwd"];
-const HTTP_ONLY: &[&str] = &["headers", "tls", "auth"];
+const HTTP_ONLY: &[&str] = &["headers", "tls", "auth", "forward"];
+/// Headers `forward` may not set: HTTP's own framing, and the transport's.
+const NOT_FORWARDED: &[&str] = &[
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "accept",
+    "te",
+    "upgrade",
+    "cookie",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
 
 impl Cx<'_> {
     /// `servers` and `mcpServers` (one of them, or a conflict); returns every syntactically
@@ -145,6 +161,10 @@ impl Cx<'_> {
             .get("headers")
             .map(|s| self.text_map(&field("headers"), s))
             .unwrap_or_default();
+        let forward = fields
+            .get("forward")
+            .map(|s| self.forward(&field("forward"), s, &headers))
+            .unwrap_or_default();
         let tls = match fields.get("tls") {
             Some(s) => self.tls(&field("tls"), s),
             None => Some(Tls::default()),
@@ -192,6 +212,7 @@ impl Cx<'_> {
                 headers,
                 tls: tls?,
                 auth: auth?,
+                forward,
             }
         };
         ok.then_some((
@@ -202,6 +223,94 @@ impl Cx<'_> {
             },
             ServerRules { tags, prefix },
         ))
+    }
+
+    /// `forward`: header name to `{claim: NAME}`, `{header: NAME}` or `{access_token: true}`.
+    fn forward<'n>(
+        &mut self,
+        p: &[Seg<'n>],
+        slot: Slot<'n>,
+        fixed: &IndexMap<String, String>,
+    ) -> IndexMap<String, Forward> {
+        const HELP: &str = "write `X-User-Id: { claim: sub }`, `X-Tenant: { header: X-Tenant }` \
+             or `Authorization: { access_token: true }`";
+        let fields = self.fields(slot, p, None, "a map of header names to their sources");
+        let mut out = IndexMap::new();
+        for (name, value) in fields.entries {
+            let hp = join(p, Seg::Key(name));
+            let lower = name.to_ascii_lowercase();
+            let valid = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !valid || NOT_FORWARDED.contains(&lower.as_str()) || lower.starts_with("mcp-") {
+                self.error(
+                    codes::INVALID_VALUE,
+                    format!("`{}` cannot be forwarded", shorten(name)),
+                    &hp,
+                    value.point(),
+                    Some(
+                        "forward to a header of your own (`X-User-Id`), or `Authorization`"
+                            .to_owned(),
+                    ),
+                );
+                continue;
+            }
+            if fixed.keys().any(|k| k.eq_ignore_ascii_case(name)) {
+                self.error(
+                    codes::CONFLICT,
+                    format!("`{}` is in `headers` too", shorten(name)),
+                    &hp,
+                    value.point(),
+                    Some("keep it in one of `headers` and `forward`".to_owned()),
+                );
+                continue;
+            }
+            let entry = self.fields(
+                value,
+                &hp,
+                Some(&["claim", "header", "access_token"]),
+                "`{claim: NAME}`, `{header: NAME}` or `{access_token: true}`",
+            );
+            // A map of unknown keys only has had its errors.
+            let unknown_only = entry.entries.is_empty()
+                && matches!(&value.node.value, Value::Map(e) if !e.is_empty());
+            if unknown_only {
+                continue;
+            }
+            let source = match (
+                entry.get("claim"),
+                entry.get("header"),
+                entry.get("access_token"),
+            ) {
+                (Some(c), None, None) => self
+                    .string(&join(&hp, Seg::Key("claim")), c)
+                    .map(Forward::Claim),
+                (None, Some(h), None) => self
+                    .string(&join(&hp, Seg::Key("header")), h)
+                    .map(Forward::Header),
+                (None, None, Some(a)) => {
+                    match self.boolean(&join(&hp, Seg::Key("access_token")), a) {
+                        Some(true) => Some(Forward::AccessToken),
+                        _ => None,
+                    }
+                }
+                _ => {
+                    self.error(
+                        codes::INVALID_VALUE,
+                        format!("`{}` needs one source", shorten(name)),
+                        &hp,
+                        value.point(),
+                        Some(HELP.to_owned()),
+                    );
+                    None
+                }
+            };
+            if let Some(source) = source {
+                out.insert(name.to_owned(), source);
+            }
+        }
+        out
     }
 
     /// `protocol`: `2026-07-28` (stateless) or a 2025 version (the handshake, the default).

@@ -1768,6 +1768,53 @@ fn the_http_auth_section() {
 }
 
 #[test]
+fn a_remote_server_forwards_what_its_config_names() {
+    let config = ok(concat!(
+        "servers:\n",
+        "  crm:\n",
+        "    url: https://crm.internal/mcp\n",
+        "    headers: { X-Static: a }\n",
+        "    forward:\n",
+        "      X-User-Id: { claim: sub }\n",
+        "      X-Tenant: { header: X-Tenant }\n",
+        "      Authorization: { access_token: true }\n",
+    ));
+    let Transport::Http { forward, .. } = &config.servers[&id("crm")].transport else {
+        panic!("http");
+    };
+    assert_eq!(forward["X-User-Id"], moniker_config_forward("claim", "sub"));
+    assert_eq!(
+        forward["X-Tenant"],
+        moniker_config_forward("header", "X-Tenant")
+    );
+    assert_eq!(forward["Authorization"], crate::Forward::AccessToken);
+    for (bad, path) in [
+        ("Host: { claim: sub }", "servers.crm.forward.Host"),
+        (
+            "Mcp-Session-Id: { claim: sub }",
+            "servers.crm.forward.Mcp-Session-Id",
+        ),
+        ("X-Static: { claim: sub }", "servers.crm.forward.X-Static"),
+        ("X-A: { claim: sub, header: b }", "servers.crm.forward.X-A"),
+        ("X-A: { token: x }", "servers.crm.forward.X-A.token"),
+    ] {
+        let e = error(&format!(
+            "servers:\n  crm:\n    url: https://crm.internal/mcp\n    headers: {{ X-Static: a }}\n    forward:\n      {bad}\n"
+        ));
+        assert_eq!(e.path, path, "{bad}: {e:?}");
+    }
+    let e = error("servers:\n  s:\n    command: x\n    forward: { X-A: { claim: sub } }\n");
+    assert!(e.message.contains("forward"), "{e:?}");
+}
+
+fn moniker_config_forward(kind: &str, name: &str) -> crate::Forward {
+    match kind {
+        "claim" => crate::Forward::Claim(name.to_owned()),
+        _ => crate::Forward::Header(name.to_owned()),
+    }
+}
+
+#[test]
 fn deprecation_schedules_are_read_and_checked() {
     let config = ok(
         "tools:\n  t:\n    aliases:\n      - { name: old, deprecated: { since: 2026-11-01, remove_after: \"2027-05-01\", use: t } }\nactions:\n  project:\n    tools: { create: a, list: b }\n    legacy: { keep: listed, deprecated: { since: 2026-11-01, remove_after: 2027-05-01 } }\n",

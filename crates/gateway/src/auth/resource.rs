@@ -47,6 +47,78 @@ pub struct Identity {
     pub claims: Map<String, Value>,
 }
 
+/// Who made a client's request, for the headers an HTTP server's `forward` makes: the
+/// verified identity and access token (`http.auth`), and the client's request headers.
+#[derive(Default)]
+pub struct Caller {
+    pub identity: Option<Arc<Identity>>,
+    pub access_token: Option<String>,
+    /// Name (lower case) and value.
+    pub headers: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller")
+            .field("identity", &self.identity.as_ref().map(|i| &i.subject))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Caller {
+    /// The headers `rules` make for this caller: each whose source it has (a header with a
+    /// line end or another byte a header cannot hold is left out, and logged).
+    pub fn headers_for(
+        &self,
+        rules: &indexmap::IndexMap<String, moniker_config::Forward>,
+    ) -> Vec<(String, String)> {
+        use moniker_config::Forward;
+        let mut out = Vec::new();
+        for (name, source) in rules {
+            let value = match source {
+                Forward::Claim(path) => self
+                    .identity
+                    .as_ref()
+                    .and_then(|i| claim(&i.claims, path))
+                    .and_then(|v| match v {
+                        Value::String(s) => Some(s.clone()),
+                        Value::Array(items) => Some(
+                            items
+                                .iter()
+                                .map(|i| match i {
+                                    Value::String(s) => s.clone(),
+                                    other => other.to_string(),
+                                })
+                                .collect::<Vec<_>>()
+                                .join(","),
+                        ),
+                        Value::Null => None,
+                        other => Some(other.to_string()),
+                    }),
+                Forward::Header(header) => self
+                    .headers
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(header))
+                    .map(|(_, v)| v.clone()),
+                Forward::AccessToken => self.access_token.as_ref().map(|t| {
+                    if name.eq_ignore_ascii_case("authorization") {
+                        format!("Bearer {t}")
+                    } else {
+                        t.clone()
+                    }
+                }),
+            };
+            let Some(value) = value else { continue };
+            if value.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f) {
+                tracing::warn!(header = %name, "a forwarded value holds a control character: not sent");
+                continue;
+            }
+            out.push((name.clone(), value));
+        }
+        out
+    }
+}
+
 /// Why a token was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denied {
@@ -579,6 +651,61 @@ mod tests {
         assert!(check_claims(&expired, &s, &s.resource).is_err());
         let foreign = map(json!({"iss": "https://evil", "aud": s.resource}));
         assert!(check_claims(&foreign, &s, &s.resource).is_err());
+    }
+
+    #[test]
+    fn a_caller_s_headers_are_made_only_as_the_rules_say() {
+        use moniker_config::Forward;
+        let identity = Identity {
+            issuer: "https://idp".to_owned(),
+            subject: "alice".to_owned(),
+            client_id: None,
+            scopes: Vec::new(),
+            toolset: None,
+            claims: map(
+                json!({"sub": "alice", "groups": ["staff", "ops"], "evil": "a\r\nX-Injected: 1", "n": 7}),
+            ),
+        };
+        let caller = Caller {
+            identity: Some(Arc::new(identity)),
+            access_token: Some("eyJ.token.sig".to_owned()),
+            headers: vec![("x-tenant".to_owned(), "acme".to_owned())],
+        };
+        let rules = indexmap::IndexMap::from([
+            ("X-User".to_owned(), Forward::Claim("sub".to_owned())),
+            ("X-Groups".to_owned(), Forward::Claim("groups".to_owned())),
+            ("X-N".to_owned(), Forward::Claim("n".to_owned())),
+            ("X-Evil".to_owned(), Forward::Claim("evil".to_owned())),
+            ("X-Missing".to_owned(), Forward::Claim("nope".to_owned())),
+            (
+                "X-Tenant".to_owned(),
+                Forward::Header("X-Tenant".to_owned()),
+            ),
+        ]);
+        let made = caller.headers_for(&rules);
+        assert_eq!(
+            made,
+            [
+                ("X-User".to_owned(), "alice".to_owned()),
+                ("X-Groups".to_owned(), "staff,ops".to_owned()),
+                ("X-N".to_owned(), "7".to_owned()),
+                ("X-Tenant".to_owned(), "acme".to_owned()),
+            ]
+        );
+        assert!(
+            !made.iter().any(|(_, v)| v.contains("eyJ")),
+            "the token goes only when named"
+        );
+        let passthrough =
+            indexmap::IndexMap::from([("Authorization".to_owned(), Forward::AccessToken)]);
+        assert_eq!(
+            caller.headers_for(&passthrough),
+            [(
+                "Authorization".to_owned(),
+                "Bearer eyJ.token.sig".to_owned()
+            )]
+        );
+        assert!(Caller::default().headers_for(&rules).is_empty());
     }
 
     #[test]

@@ -381,6 +381,16 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
         }
     }
     headers.extend(trace_headers(line));
+    if let (Some(conn), Some(id)) = (link.conn.upgrade(), line.our_id()) {
+        for (name, value) in conn.take_forwarded(id) {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(&value),
+            ) {
+                headers.push((name, value));
+            }
+        }
+    }
     let sent = link
         .send(Method::POST, &link.url, &headers, Some(line.text()))
         .await;

@@ -388,6 +388,35 @@ fn client_name(auth: &Auth) -> String {
     }
 }
 
+/// Who makes a session's requests, for the headers servers' `forward` makes: the identity
+/// and its access token (never a static token's secret), and the request's headers but its
+/// credentials.
+fn caller(auth: &Auth, headers: &HeaderMap) -> crate::auth::resource::Caller {
+    let (identity, access_token) = match auth {
+        Auth::User(identity) => (
+            Some(identity.clone()),
+            headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| checks::bearer(v.as_bytes()))
+                .and_then(|t| std::str::from_utf8(t).ok())
+                .map(str::to_owned),
+        ),
+        Auth::Token { .. } | Auth::Open => (None, None),
+    };
+    let headers = headers
+        .iter()
+        .filter(|(name, _)| *name != header::AUTHORIZATION && *name != header::COOKIE)
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect();
+    crate::auth::resource::Caller {
+        identity,
+        access_token,
+        headers,
+    }
+}
+
 /// A new session id: 32 random bytes from the OS, in hex.
 fn new_session_id() -> Option<String> {
     let mut bytes = [0u8; 32];
@@ -1027,6 +1056,7 @@ async fn stateless(
     let (tx, _rx) = mpsc::unbounded_channel::<Message>();
     let session = Session::of_principal(shared.gateway.clone(), tx, toolset, principal(auth));
     session.identify(&client_name(auth));
+    session.set_caller(caller(auth, headers));
     if request.method() == Some("subscriptions/listen") {
         // A long-lived stream: the acknowledgement, the list changes, at last the result. It
         // lasts as long as the client reads it.
@@ -1114,6 +1144,7 @@ async fn initialize(
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
     let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
     session.identify(&client_name(&auth));
+    session.set_caller(caller(&auth, headers));
     let outbox = Outbox::new();
     let to_outbox = outbox.clone();
     // What the session sends on its own waits in the outbox for the GET stream.

@@ -109,6 +109,7 @@ fn entry(id: &str, url: &str, tls: Tls) -> ServerEntry {
             headers: Default::default(),
             tls,
             auth: Auth::default(),
+            forward: Default::default(),
         },
         modern: false,
     }

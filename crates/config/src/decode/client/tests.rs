@@ -97,6 +97,7 @@ fn a_cursor_mcp_json_is_read_as_it_is() {
             headers: map(&[("CONTEXT7_API_KEY", "${env:CONTEXT7_API_KEY}")]),
             tls: Default::default(),
             auth: Default::default(),
+            forward: IndexMap::new(),
         }
     );
     assert!(matches!(
@@ -134,6 +135,7 @@ fn a_vs_code_mcp_json_is_read_as_it_is() {
             headers: IndexMap::new(),
             tls: Default::default(),
             auth: Default::default(),
+            forward: IndexMap::new(),
         }
     );
     let Transport::Stdio { command, env, .. } = &config.servers[&id("perplexity")].transport else {
