@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import selectors
-import shutil
 import stat
 import subprocess
-import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,59 +22,27 @@ from typing import Any
 import anyio
 import pytest
 
-E2E_DIR = Path(__file__).resolve().parent
-SessionOpener = Any  # conftest's mcp_session fixture: opener(command, args, **kw) -> async CM
-OAUTH_DIR = E2E_DIR / "oauth"
-SERVER_JS = OAUTH_DIR / "server.mjs"
-FOLLOW = OAUTH_DIR / "follow.py"
-NODE = shutil.which("node")
+from oauth_harness import (
+    FOLLOW,
+    HAVE_OIDC_PROVIDER,
+    SKIP_REASON,
+    Moniker,
+    OAuthServers,
+    SessionOpener,
+    sdk_oauth,
+    start_oauth_servers,
+    text_of,
+)
 
-CLI_TIMEOUT = 30  # seconds for one moniker command
 NO_BROWSER_TIMEOUT = 25  # seconds for a command that must give up when the browser fails
-SERVER_START_TIMEOUT = 20
 ACCESS_TTL = 3  # seconds: server.mjs's access tokens expire this fast, so refreshes happen
 
-pytestmark = pytest.mark.skipif(
-    NODE is None or not (E2E_DIR / "node_modules" / "oidc-provider").is_dir(),
-    reason="needs `node` on PATH and tests/e2e/node_modules/oidc-provider (npm ci --prefix tests/e2e)",
-)
+pytestmark = pytest.mark.skipif(not HAVE_OIDC_PROVIDER, reason=SKIP_REASON)
 
 
 # --------------------------------------------------------------------------------------------
 # The OAuth servers
 # --------------------------------------------------------------------------------------------
-
-
-class OAuthServers:
-    def __init__(self, info: dict[str, Any], stderr_path: Path) -> None:
-        self.issuer: str = info["issuer"]
-        self.mcp: str = info["mcp"]
-        self.client_id: str = info["client_credentials"]["client_id"]
-        self.client_secret: str = info["client_credentials"]["client_secret"]
-        self.control: str = info["control"]
-        self.stderr_path = stderr_path
-
-    def revoke_seen(self) -> None:
-        """The MCP server refuses (401 invalid_token) every access token it accepted so far."""
-        import urllib.request
-
-        with urllib.request.urlopen(urllib.request.Request(f"{self.control}/revoke-seen", method="POST"), timeout=10):
-            pass
-
-    def turn_hostile(self, **said: str) -> None:
-        """The MCP server names other places: `resource_metadata` in its challenges,
-        `authorization_server` in its resource metadata."""
-        import urllib.request
-
-        request = urllib.request.Request(f"{self.control}/hostile", data=json.dumps(said).encode(), method="POST")
-        with urllib.request.urlopen(request, timeout=10):
-            pass
-
-    def log(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")[-4000:]
-        except OSError:
-            return "(no log)"
 
 
 @pytest.fixture
@@ -90,134 +54,13 @@ def oauth_ttl() -> int:
 @pytest.fixture
 def oauth_servers(tmp_path: Path, oauth_ttl: int) -> Iterator[OAuthServers]:
     """server.mjs running (access tokens live `oauth_ttl` seconds); stopped after the test."""
-    assert NODE is not None
-    stderr_path = tmp_path / "oauth-server.stderr"
-    with open(stderr_path, "w") as errlog:
-        proc = subprocess.Popen(
-            [NODE, str(SERVER_JS)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=errlog,
-            text=True,
-            env={**os.environ, "OAUTH_ACCESS_TTL": str(oauth_ttl)},
-            cwd=E2E_DIR,
-        )
-    try:
-        line = _read_line(proc, SERVER_START_TIMEOUT)
-        if not line:
-            pytest.fail(
-                f"server.mjs printed no JSON line within {SERVER_START_TIMEOUT} s (exit {proc.poll()})\n"
-                + stderr_path.read_text(errors="replace")[-3000:],
-                pytrace=False,
-            )
-        yield OAuthServers(json.loads(line), stderr_path)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        if proc.stdout:
-            proc.stdout.close()
-
-
-def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if selector.select(timeout=max(0.0, deadline - time.monotonic())):
-                return proc.stdout.readline().strip()
-            if proc.poll() is not None:
-                return ""
-    return ""
+    with start_oauth_servers(tmp_path, oauth_ttl) as servers:
+        yield servers
 
 
 # --------------------------------------------------------------------------------------------
-# moniker: one-shot commands and serve sessions, with a private HOME / XDG_DATA_HOME
+# moniker (oauth_harness.Moniker) against server.mjs
 # --------------------------------------------------------------------------------------------
-
-
-class Moniker:
-    """Runs the moniker binary with tokens kept in tmp_path; records every stderr it saw."""
-
-    def __init__(self, binary: Path, tmp_path: Path, servers: OAuthServers, opener: SessionOpener) -> None:
-        self.binary = binary
-        self.tmp_path = tmp_path
-        self.servers = servers
-        self.opener = opener
-        self.data = tmp_path / "data"
-        self.home = tmp_path / "home"
-        self.data.mkdir(exist_ok=True)
-        self.home.mkdir(exist_ok=True)
-        self.follow_log = tmp_path / "follow.log"
-        self.outputs: list[tuple[str, str]] = []  # (what, text): every stderr (and CLI stdout)
-
-    @property
-    def auth_dir(self) -> Path:
-        return self.data / "moniker" / "auth"
-
-    def env(self, browser: str | None) -> dict[str, str]:
-        env = {
-            "RUST_BACKTRACE": "1",
-            "HOME": str(self.home),
-            "XDG_DATA_HOME": str(self.data),
-            "FOLLOW_LOG": str(self.follow_log),
-        }
-        if browser is not None:
-            env["BROWSER"] = browser
-        return env
-
-    def run(
-        self, *args: str, browser: str | None = None, timeout: float = CLI_TIMEOUT
-    ) -> subprocess.CompletedProcess[str]:
-        base = {k: v for k, v in os.environ.items() if k not in ("BROWSER", "RUST_LOG", "MONIKER_LOG")}
-        command = " ".join(["moniker", *args])
-        try:
-            done = subprocess.run(
-                [str(self.binary), *args],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env={**base, **self.env(browser)},
-                cwd=self.tmp_path,
-            )
-        except subprocess.TimeoutExpired as expired:
-            err = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else expired.stderr
-            pytest.fail(
-                f"`{command}` did not end within {timeout} s\n--- its stderr ---\n{(err or '')[-3000:]}"
-                f"\n--- server.mjs log ---\n{self.servers.log()}",
-                pytrace=False,
-            )
-        self.outputs.append((f"`{command}` stderr", done.stderr))
-        self.outputs.append((f"`{command}` stdout", done.stdout))
-        return done
-
-    def describe(self, done: subprocess.CompletedProcess[str]) -> str:
-        return (
-            f"exit {done.returncode}\n--- stdout ---\n{done.stdout[-2000:]}\n--- stderr ---\n{done.stderr[-3000:]}"
-            f"\n--- server.mjs log ---\n{self.servers.log()}"
-        )
-
-    def serve(self, config: Path, *, log: str | None = None, name: str = "serve"):
-        args = ["-c", str(config)] + (["--log", log] if log else []) + ["serve"]
-        stderr_path = self.tmp_path / f"moniker-{name}.stderr"
-        return self.opener(
-            self.binary, args, env=self.env(None), stderr_path=stderr_path, label=f"moniker {' '.join(args)}"
-        )
-
-    def record_stderr(self, name: str) -> str:
-        text = (self.tmp_path / f"moniker-{name}.stderr").read_text(errors="replace")
-        self.outputs.append((f"`moniker serve` ({name}) stderr", text))
-        return text
-
-    def auth_files(self) -> list[Path]:
-        if not self.auth_dir.exists():
-            return []
-        return sorted(p for p in self.auth_dir.rglob("*") if p.is_file())
 
 
 @pytest.fixture
@@ -237,10 +80,6 @@ def no_browser(tmp_path: Path) -> str:
     script.write_text('#!/bin/sh\necho "no-browser.sh: cannot open $1" >&2\nexit 1\n')
     script.chmod(0o755)
     return str(script)
-
-
-def text_of(result: Any) -> str:
-    return "\n".join(getattr(block, "text", "") for block in result.content)
 
 
 async def call_whoami(session: Any, moniker: Moniker, what: str, sub: str = "alice") -> str:
@@ -273,74 +112,12 @@ async def test_harness_with_the_sdk_oauth_client(oauth_servers: OAuthServers, tm
     """server.mjs and follow.py work with a reference client (mcp's OAuthClientProvider: PRM
     discovery, DCR, PKCE, resource, refresh): a failure of the moniker tests above that this one
     does not share is on moniker's side."""
-    import http.server
-    import threading
-
     import httpx
     from mcp import ClientSession
-    from mcp.client.auth import OAuthClientProvider, TokenStorage
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-    class Memory(TokenStorage):
-        tokens: OAuthToken | None = None
-        client: OAuthClientInformationFull | None = None
-
-        async def get_tokens(self) -> OAuthToken | None:
-            return self.tokens
-
-        async def set_tokens(self, tokens: OAuthToken) -> None:
-            self.tokens = tokens
-
-        async def get_client_info(self) -> OAuthClientInformationFull | None:
-            return self.client
-
-        async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-            self.client = client_info
-
-    reached: list[str] = []
-
-    class Callback(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            reached.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b"done\n")
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    listener = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Callback)
-    threading.Thread(target=listener.serve_forever, daemon=True).start()
-    redirect_uri = f"http://127.0.0.1:{listener.server_address[1]}/callback"
-
-    async def open_browser(url: str) -> None:
-        done = await anyio.to_thread.run_sync(
-            lambda: subprocess.run([str(FOLLOW), url], capture_output=True, text=True, timeout=CLI_TIMEOUT)
-        )
-        assert done.returncode == 0, f"follow.py failed:\n{done.stderr}\n--- server.mjs ---\n{oauth_servers.log()}"
-
-    async def callback() -> tuple[str, str | None]:
-        query = urllib.parse.parse_qs(urllib.parse.urlsplit(reached[-1]).query)
-        assert query.get("iss") == [oauth_servers.issuer], f"callback without the right iss: {sorted(query)}"
-        return query["code"][0], query.get("state", [None])[0]
-
-    auth = OAuthClientProvider(
-        server_url=oauth_servers.mcp,
-        client_metadata=OAuthClientMetadata(
-            client_name="sdk-harness-check",
-            redirect_uris=[redirect_uri],
-            grant_types=["authorization_code", "refresh_token"],
-            response_types=["code"],
-            token_endpoint_auth_method="none",
-        ),
-        storage=Memory(),
-        redirect_handler=open_browser,
-        callback_handler=callback,
-        timeout=CLI_TIMEOUT,
-    )
-    try:
-        async with httpx.AsyncClient(auth=auth, timeout=15) as client:
+    async with sdk_oauth(oauth_servers.mcp, oauth_servers, client_name="sdk-harness-check") as sdk:
+        async with httpx.AsyncClient(auth=sdk.auth, timeout=15) as client:
             for round_ in range(2):
                 async with streamable_http_client(oauth_servers.mcp, http_client=client) as (read, write, _):
                     async with ClientSession(read, write) as session:
@@ -351,10 +128,9 @@ async def test_harness_with_the_sdk_oauth_client(oauth_servers: OAuthServers, tm
                         assert "sub=alice" in text and "mcp:tools" in text, text
                 if round_ == 0:
                     await anyio.sleep(ACCESS_TTL + 1)  # the second round needs a refresh
-    finally:
-        listener.shutdown()
-        listener.server_close()
-    assert len(reached) == 1, f"expected one browser login (then a refresh), saw {len(reached)}\n{oauth_servers.log()}"
+    assert len(sdk.reached) == 1, (
+        f"expected one browser login (then a refresh), saw {len(sdk.reached)}\n{oauth_servers.log()}"
+    )
     assert "grant.success refresh_token" in oauth_servers.log(), oauth_servers.log()
 
 

@@ -1,12 +1,21 @@
 // An OAuth 2.1 authorization server and an MCP resource server that needs its tokens, in one
-// Node process, for moniker's end-to-end OAuth tests (tests/e2e/test_oauth.py).
+// Node process, for moniker's end-to-end OAuth tests: moniker as a client
+// (tests/e2e/test_oauth.py) and moniker as a resource server (tests/e2e/test_resource_server.py).
 //
-//   node tests/e2e/oauth/server.mjs        (env OAUTH_ACCESS_TTL: access-token lifetime, s, default 60)
+//   node tests/e2e/oauth/server.mjs
+//
+// Env:
+//   OAUTH_ACCESS_TTL   access-token lifetime, s (default 60)
+//   OAUTH_RESOURCES    comma-separated resource URLs the AS issues tokens for besides its own
+//                      MCP URL (e.g. moniker's http://127.0.0.1:P/mcp and /mcp/<toolset>): each
+//                      gets JWT access tokens (at+jwt) with aud = that URL, scope ⊆ "mcp:tools",
+//                      the same TTL. More can be added while running (POST /_test/resources).
 //
 // Both listen on 127.0.0.1, ephemeral ports. When both are up, ONE JSON line goes to stdout:
 //   {"issuer": "http://127.0.0.1:A", "mcp": "http://127.0.0.1:R/mcp",
 //    "client_credentials": {"client_id": "...", "client_secret": "..."},
-//    "control": "http://127.0.0.1:R/_test"}
+//    "control": "http://127.0.0.1:R/_test",
+//    "resources": ["http://127.0.0.1:R/mcp", ...OAUTH_RESOURCES], "kid": "<signing key id>"}
 // A request log goes to stderr (method, path, status; never a token or a code). SIGTERM/SIGINT
 // end it cleanly.
 //
@@ -24,10 +33,14 @@
 //     any port P (RFC 8252 7.3).
 //   - PKCE (S256 only) required for every authorization-code request (without one, or with
 //     "plain": the redirect carries error=invalid_request).
-//   - Resource Indicators (RFC 8707): the only resource is the MCP URL below; a token for it is
-//     a JWT (typ at+jwt, RS256) with aud = that URL and scope ⊆ "mcp:tools". A token request
-//     without `resource` gets the one granted at /auth (no openid scope here); an /auth request
-//     without `resource` gets an opaque token the MCP server rejects.
+//   - Resource Indicators (RFC 8707): the resources are the MCP URL below and those of
+//     OAUTH_RESOURCES (and POST /_test/resources); a token for one is a JWT (typ at+jwt, RS256,
+//     signed with the current signing key, see /_test/rotate) with aud = that URL and
+//     scope ⊆ "mcp:tools". A token request without `resource` gets the one granted at /auth
+//     (no openid scope here); an /auth request without `resource` gets an opaque token the
+//     MCP server rejects.
+//   - keys: /jwks holds the published keys, kids "e2e-rs256-<6 hex, per process>-<n>" (so two
+//     instances, two issuers, never share a kid); n = 1 at start, +1 at each rotation.
 //   - refresh tokens: issued by the code grant to clients registered with the refresh_token
 //     grant (offline_access not needed); default rotation (public clients get a new refresh
 //     token on each use, and reusing an old one fails).
@@ -36,8 +49,12 @@
 //     opaque (the MCP server answers 401 invalid_token); without scope=mcp:tools it has no
 //     scope (403 insufficient_scope). An unknown resource: error=invalid_target.
 //   - authorization responses carry `iss` (RFC 9207).
-//   - login and consent need no human: /interaction/:uid logs in the fixed account `alice`,
-//     grants whatever is asked, and redirects straight on (303, no form). So a "browser" that
+//   - accounts: `alice` (groups ["staff"]) and `bob` (groups ["admins"]). An access token of
+//     an interactive login (and its refreshes) carries the account's `groups` claim besides
+//     sub = the account; client_credentials tokens have sub = the client id and no `groups`.
+//   - login and consent need no human: /interaction/:uid logs in the current login account
+//     (`alice` unless POST /_test/login-as chose another), grants whatever is asked, and
+//     redirects straight on (303, no form). So a "browser" that
 //     only follows redirects (oauth/follow.py) goes
 //       GET /auth?... -> 303 /interaction/U (login) -> 303 /auth/U -> 303 /interaction/V
 //       (consent) -> 303 /auth/V -> 303 http://127.0.0.1:P/callback?code=...&state=...&iss=...
@@ -47,17 +64,45 @@
 //   - /mcp: MCP Streamable HTTP (official TypeScript SDK, stateless), tools `whoami` (the
 //     token's sub and scope) and `echo` ({text}). POST only (GET/DELETE: 405).
 //     Every request needs `Authorization: Bearer <JWT>`, verified against the AS's JWKS
-//     (iss = issuer, aud = the /mcp URL, typ at+jwt). Without one: 401 and
+//     (iss = issuer, aud = the /mcp URL, typ at+jwt; an unknown kid refetches the JWKS, so
+//     tokens signed after a rotation pass too). Without one: 401 and
 //       WWW-Authenticate: Bearer resource_metadata="http://127.0.0.1:R/.well-known/oauth-protected-resource/mcp", scope="mcp:tools"
 //     with a bad or expired one: the same plus error="invalid_token"; with a token lacking
 //     mcp:tools: 403 error="insufficient_scope".
 //   - /.well-known/oauth-protected-resource/mcp (RFC 9728):
 //       {resource, authorization_servers: [issuer], scopes_supported: ["mcp:tools"]}
 //   - POST /_test/revoke-seen (for tests): every access token /mcp accepted so far is refused
-//   - POST /_test/hostile (for tests) {resource_metadata?, authorization_server?}: challenges
-//     name that metadata URL, the metadata names that authorization server
 //     from now on (401 invalid_token), as if revoked before its expiry: a client must then
 //     refresh on the 401 rather than before expiry.
+//   - POST /_test/hostile (for tests) {resource_metadata?, authorization_server?}: challenges
+//     name that metadata URL, the metadata names that authorization server.
+//
+// Test controls of the AS, served on the RS's origin beside the two above (under "control";
+// POST, JSON body, JSON answer; a bad request gets 400 {"error": "..."}):
+//   - POST /_test/resources {"resources": [url, ...]}: the AS issues tokens for these too
+//     (as OAUTH_RESOURCES) -> {"resources": [every resource]}.
+//   - POST /_test/login-as {"account": "bob"}: every interactive login from now on logs this
+//     account in (sticky until changed; the default is alice) -> {"account": "bob"}.
+//     An unknown account: 400.
+//   - POST /_test/rotate {"phase": "add"}: a new RS256 key (new kid) is published in the JWKS
+//     and signs every token from now on, the old key(s) staying published; {"phase": "drop"}:
+//     only the current signing key stays in the JWKS. -> {"kid": signing kid, "published":
+//     [kids in the JWKS]}. oidc-provider's keystore is fixed when a Provider is built, so each
+//     rotation builds a new Provider object with the new key set and puts it behind the same
+//     port; all Providers share one in-memory store (oidc-provider's memory adapter), which
+//     keeps registered clients, grants, sessions and refresh tokens, and the access tokens are
+//     self-contained JWTs, so everything issued before keeps working (refresh tokens
+//     included). The static client_credentials client is the same.
+//   - POST /_test/mint {"claims"?: {...}, "header"?: {...}, "key"?: "signing" | "unpublished"}:
+//     a JWT access token made here rather than by oidc-provider, for refusal tests ->
+//     {"access_token": "..."}. Claims default to {iss: issuer, sub: "mallory", aud: the MCP
+//     URL, scope: "mcp:tools", client_id: "e2e-mint", iat: now, exp: now + OAUTH_ACCESS_TTL,
+//     jti}; given claims replace them (null removes one, e.g. {"scope": null}). Header:
+//     {alg: RS256, typ: "at+jwt", kid: the signing key's kid}, overridable. key "signing" (the
+//     default): signed with the AS's current, published key (so e.g. {"iss": "http://other"}
+//     is a token that is well signed but from the wrong issuer); "unpublished": signed with a
+//     key the AS never published, under the signing key's kid (a bad signature that a
+//     verifier cannot tell by its kid).
 //
 // The flow a client follows (checked by hand with curl and Python, and on every run by
 // test_oauth.py::test_harness_with_the_sdk_oauth_client with the Python SDK's OAuth client):
@@ -77,8 +122,13 @@ import http from 'node:http';
 
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { createRemoteJWKSet, exportJWK, generateKeyPair, jwtVerify } from 'jose';
+import {
+  createRemoteJWKSet, exportJWK, generateKeyPair, jwtVerify, SignJWT,
+} from 'jose';
 import Provider, { errors } from 'oidc-provider';
+// oidc-provider's own in-memory adapter (not re-exported by the package; pinned version), so
+// that the Providers built at each key rotation share one store.
+import { createMemoryAdapter } from 'oidc-provider/lib/adapters/memory_adapter.js';
 import { z } from 'zod';
 
 const HOST = '127.0.0.1';
@@ -87,7 +137,27 @@ if (!(ACCESS_TTL > 0)) {
   throw new Error(`OAUTH_ACCESS_TTL must be a positive number of seconds, not ${process.env.OAUTH_ACCESS_TTL}`);
 }
 const SCOPE = 'mcp:tools';
-const ACCOUNT = 'alice';
+// The accounts an interactive login can log in, with the claims their access tokens carry.
+const ACCOUNTS = {
+  alice: { groups: ['staff'] },
+  bob: { groups: ['admins'] },
+};
+let loginAccount = 'alice'; // POST /_test/login-as
+
+function parseResources(list) {
+  const out = [];
+  for (const item of list) {
+    const url = String(item).trim();
+    if (!url) continue;
+    const parsed = new URL(url); // throws on a non-URL
+    if (parsed.hash || !/^https?:$/.test(parsed.protocol)) {
+      throw new Error(`not a resource indicator: ${url}`);
+    }
+    out.push(url);
+  }
+  return out;
+}
+const extraResources = new Set(parseResources((process.env.OAUTH_RESOURCES ?? '').split(',')));
 
 function log(message) {
   process.stderr.write(`[oauth-e2e] ${message}\n`);
@@ -126,8 +196,21 @@ const PRM_URL = `${RS_ORIGIN}/.well-known/oauth-protected-resource/mcp`;
 // Authorization server
 // ------------------------------------------------------------------------------------------
 
-const { privateKey } = await generateKeyPair('RS256', { extractable: true });
-const signingKey = { ...(await exportJWK(privateKey)), alg: 'RS256', use: 'sig', kid: 'e2e-rs256' };
+// Signing keys. `signing` signs every token; `published` is the JWKS (signing first). Each
+// process has its own kid prefix, so two instances (two issuers) never share a kid.
+const KID_PREFIX = `e2e-rs256-${randomBytes(3).toString('hex')}`;
+let keyCount = 0;
+async function newKey() {
+  keyCount += 1;
+  const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+  const kid = `${KID_PREFIX}-${keyCount}`;
+  return { privateKey, jwk: { ...(await exportJWK(privateKey)), alg: 'RS256', use: 'sig', kid } };
+}
+let signing = await newKey();
+let published = [signing];
+const unpublishedKey = (await generateKeyPair('RS256')).privateKey; // for /_test/mint only
+const COOKIE_KEYS = [randomBytes(32).toString('base64url')];
+const ADAPTER = createMemoryAdapter(); // one in-memory store for every Provider built
 
 const ccClient = {
   client_id: 'moniker-e2e-cc',
@@ -139,70 +222,90 @@ const ccClient = {
   scope: SCOPE,
 };
 
-provider = new Provider(ISSUER, {
-  clients: [ccClient],
-  jwks: { keys: [signingKey] },
-  cookies: { keys: [randomBytes(32).toString('base64url')] },
-  findAccount: async (_ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
-  scopes: ['openid', 'offline_access', SCOPE],
-  pkce: { required: () => true },
-  ttl: {
-    AccessToken: ACCESS_TTL,
-    ClientCredentials: ACCESS_TTL,
-  },
-  // Refresh tokens for whoever registered the refresh_token grant, offline_access or not.
-  issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
-  interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
-  features: {
-    devInteractions: { enabled: false },
-    registration: { enabled: true }, // open: no initial access token
-    clientCredentials: { enabled: true },
-    revocation: { enabled: true },
-    resourceIndicators: {
-      enabled: true,
-      // oidc-provider's defaults for defaultResource (none: a client names the resource itself,
-      // RFC 8707, as MCP requires) and useGrantedResource (a token request without `resource`
-      // gets the granted one since no openid scope is involved).
-      getResourceServerInfo: async (_ctx, resourceIndicator) => {
-        if (resourceIndicator !== RESOURCE) {
-          throw new errors.InvalidTarget(`unknown resource ${resourceIndicator}`);
-        }
-        return {
-          scope: SCOPE,
-          audience: RESOURCE,
-          accessTokenTTL: ACCESS_TTL,
-          accessTokenFormat: 'jwt',
-          jwt: { sign: { alg: 'RS256' } },
-        };
+// A Provider with the keys of `published` (oidc-provider reads its keystore once, when built):
+// built at start and again on each /_test/rotate. All share ADAPTER's store, so a new Provider
+// sees the clients, grants, sessions and refresh tokens of the one before.
+function buildProvider() {
+  const built = new Provider(ISSUER, {
+    adapter: ADAPTER,
+    clients: [ccClient],
+    jwks: { keys: published.map((key) => key.jwk) },
+    cookies: { keys: COOKIE_KEYS },
+    findAccount: async (_ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
+    // The account's groups go into its access tokens (JWT claims); client_credentials tokens
+    // have no account, so no groups.
+    extraTokenClaims: async (_ctx, token) => {
+      const account = token.accountId ? ACCOUNTS[token.accountId] : undefined;
+      return account ? { groups: account.groups } : undefined;
+    },
+    scopes: ['openid', 'offline_access', SCOPE],
+    pkce: { required: () => true },
+    ttl: {
+      AccessToken: ACCESS_TTL,
+      ClientCredentials: ACCESS_TTL,
+    },
+    // Refresh tokens for whoever registered the refresh_token grant, offline_access or not.
+    issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+    interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+    features: {
+      devInteractions: { enabled: false },
+      registration: { enabled: true }, // open: no initial access token
+      clientCredentials: { enabled: true },
+      revocation: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        // oidc-provider's defaults for defaultResource (none: a client names the resource itself,
+        // RFC 8707, as MCP requires) and useGrantedResource (a token request without `resource`
+        // gets the granted one since no openid scope is involved).
+        getResourceServerInfo: async (_ctx, resourceIndicator) => {
+          if (resourceIndicator !== RESOURCE && !extraResources.has(resourceIndicator)) {
+            throw new errors.InvalidTarget(`unknown resource ${resourceIndicator}`);
+          }
+          return {
+            scope: SCOPE,
+            audience: resourceIndicator,
+            accessTokenTTL: ACCESS_TTL,
+            accessTokenFormat: 'jwt',
+            jwt: { sign: { alg: 'RS256', kid: signing.jwk.kid } },
+          };
+        },
       },
     },
-  },
-  // Keep the AS's own error pages short (they land in follow.py's stderr).
-  renderError: async (ctx, out) => {
-    ctx.type = 'text/plain';
-    ctx.body = `oidc-provider error: ${out.error}: ${out.error_description ?? ''}\n`;
-  },
-});
+    // Keep the AS's own error pages short (they land in follow.py's stderr).
+    renderError: async (ctx, out) => {
+      ctx.type = 'text/plain';
+      ctx.body = `oidc-provider error: ${out.error}: ${out.error_description ?? ''}\n`;
+    },
+  });
 
-provider.on('server_error', (_ctx, err) => log(`AS server_error: ${err.stack ?? err}`));
-for (const event of ['authorization.error', 'grant.error', 'registration_create.error', 'introspection.error']) {
-  provider.on(event, (_ctx, err) => log(`AS ${event}: ${err.name}: ${err.message} ${err.error_description ?? ''}`));
+  built.on('server_error', (_ctx, err) => log(`AS server_error: ${err.stack ?? err}`));
+  for (const event of ['authorization.error', 'grant.error', 'registration_create.error', 'introspection.error']) {
+    built.on(event, (_ctx, err) => log(`AS ${event}: ${err.name}: ${err.message} ${err.error_description ?? ''}`));
+  }
+  built.on('grant.success', (ctx) => log(`AS grant.success ${ctx.oidc.params.grant_type}`));
+  built.on('registration_create.success', (_ctx, client) => log(
+    `AS registered client: application_type=${client.applicationType} `
+    + `token_endpoint_auth_method=${client.tokenEndpointAuthMethod} grant_types=${client.grantTypes} `
+    + `redirect_uris=${client.redirectUris}`,
+  ));
+  return built;
 }
-provider.on('grant.success', (ctx) => log(`AS grant.success ${ctx.oidc.params.grant_type}`));
-provider.on('registration_create.success', (_ctx, client) => log(
-  `AS registered client: application_type=${client.applicationType} `
-  + `token_endpoint_auth_method=${client.tokenEndpointAuthMethod} grant_types=${client.grantTypes} `
-  + `redirect_uris=${client.redirectUris}`,
-));
 
-const providerCallback = provider.callback();
+let providerCallback;
+function installProvider() {
+  provider = buildProvider();
+  providerCallback = provider.callback();
+}
+installProvider();
 
-// Login and consent without a human: log `alice` in, grant everything asked, redirect on.
+// Login and consent without a human: log the login account in, grant everything asked,
+// redirect on.
 async function interaction(req, res) {
   const details = await provider.interactionDetails(req, res);
   const { prompt, params, session } = details;
   if (prompt.name === 'login') {
-    await provider.interactionFinished(req, res, { login: { accountId: ACCOUNT } }, { mergeWithLastSubmission: false });
+    log(`AS login as ${loginAccount}`);
+    await provider.interactionFinished(req, res, { login: { accountId: loginAccount } }, { mergeWithLastSubmission: false });
     return;
   }
   if (prompt.name === 'consent') {
@@ -239,7 +342,8 @@ function asHandler(req, res) {
 // Resource server
 // ------------------------------------------------------------------------------------------
 
-const jwks = createRemoteJWKSet(new URL(`${ISSUER}/jwks`));
+// A short cooldown: after /_test/rotate a token with the new kid makes it fetch the keys again.
+const jwks = createRemoteJWKSet(new URL(`${ISSUER}/jwks`), { cooldownDuration: 500 });
 const accepted = new Set(); // jti of every token /mcp accepted
 const revoked = new Set(); // jti refused by /_test/revoke-seen
 
@@ -343,6 +447,10 @@ rsHandler = (req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ revoked: revoked.size }));
     return;
   }
+  if (Object.hasOwn(controls, path) && req.method === 'POST') {
+    control(path, req, res);
+    return;
+  }
   if (path === '/_test/hostile' && req.method === 'POST') {
     let body = '';
     req.on('data', (chunk) => { body += chunk; });
@@ -367,6 +475,105 @@ rsHandler = (req, res) => {
 };
 
 // ------------------------------------------------------------------------------------------
+// Test controls of the authorization server (see the header comment)
+// ------------------------------------------------------------------------------------------
+
+class BadRequest extends Error {}
+
+function readJson(req) {
+  return new Promise((resolve, reject) => {
+    let body = '';
+    req.on('data', (chunk) => { body += chunk; });
+    req.on('error', reject);
+    req.on('end', () => {
+      try {
+        const value = JSON.parse(body || '{}');
+        if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+          throw new BadRequest('the body is not a JSON object');
+        }
+        resolve(value);
+      } catch (err) {
+        reject(err instanceof BadRequest ? err : new BadRequest(`bad JSON: ${err.message}`));
+      }
+    });
+  });
+}
+
+const controls = {
+  '/_test/resources': async ({ resources }) => {
+    if (!Array.isArray(resources)) throw new BadRequest('resources must be a list of URLs');
+    let added;
+    try {
+      added = parseResources(resources);
+    } catch (err) {
+      throw new BadRequest(err.message);
+    }
+    for (const url of added) extraResources.add(url);
+    log(`AS resources now: ${[RESOURCE, ...extraResources].join(' ')}`);
+    return { resources: [RESOURCE, ...extraResources] };
+  },
+  '/_test/login-as': async ({ account }) => {
+    if (!Object.hasOwn(ACCOUNTS, account ?? '')) {
+      throw new BadRequest(`unknown account ${account}; known: ${Object.keys(ACCOUNTS).join(', ')}`);
+    }
+    loginAccount = account;
+    log(`AS the next logins are ${account}'s`);
+    return { account };
+  },
+  '/_test/rotate': async ({ phase }) => {
+    if (phase === 'add') {
+      signing = await newKey();
+      published = [signing, ...published];
+    } else if (phase === 'drop') {
+      published = [signing];
+    } else {
+      throw new BadRequest('phase is "add" or "drop"');
+    }
+    installProvider();
+    const kids = published.map((key) => key.jwk.kid);
+    log(`AS rotate ${phase}: signing with ${signing.jwk.kid}, JWKS ${kids.join(' ')}`);
+    return { kid: signing.jwk.kid, published: kids };
+  },
+  '/_test/mint': async ({ claims = {}, header = {}, key = 'signing' }) => {
+    if (key !== 'signing' && key !== 'unpublished') throw new BadRequest('key is "signing" or "unpublished"');
+    const now = Math.floor(Date.now() / 1000);
+    const payload = {
+      iss: ISSUER,
+      sub: 'mallory',
+      aud: RESOURCE,
+      scope: SCOPE,
+      client_id: 'e2e-mint',
+      iat: now,
+      exp: now + ACCESS_TTL,
+      jti: randomBytes(12).toString('base64url'),
+    };
+    for (const [name, value] of Object.entries(claims)) {
+      if (value === null) delete payload[name];
+      else payload[name] = value;
+    }
+    const protectedHeader = { alg: 'RS256', typ: 'at+jwt', kid: signing.jwk.kid, ...header };
+    const signer = key === 'signing' ? signing.privateKey : unpublishedKey;
+    const token = await new SignJWT(payload).setProtectedHeader(protectedHeader).sign(signer);
+    log(`AS minted a token (key ${key})`);
+    return { access_token: token };
+  },
+};
+
+function control(path, req, res) {
+  readJson(req)
+    .then((body) => controls[path](body))
+    .then((answer) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+    })
+    .catch((err) => {
+      if (!(err instanceof BadRequest)) log(`RS ${path} failed: ${err.stack ?? err}`);
+      const status = err instanceof BadRequest ? 400 : 500;
+      if (!res.headersSent) res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: err.message }));
+    });
+}
+
+// ------------------------------------------------------------------------------------------
 
 function shutdown(signal) {
   log(`${signal}: closing`);
@@ -386,4 +593,6 @@ process.stdout.write(`${JSON.stringify({
   mcp: RESOURCE,
   client_credentials: { client_id: ccClient.client_id, client_secret: ccClient.client_secret },
   control: `${RS_ORIGIN}/_test`,
+  resources: [RESOURCE, ...extraResources],
+  kid: signing.jwk.kid,
 })}\n`);

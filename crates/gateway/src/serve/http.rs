@@ -380,10 +380,7 @@ fn client_name(auth: &Auth) -> String {
             .name
             .clone()
             .unwrap_or_else(|| format!("token #{}", index + 1)),
-        Auth::User(identity) => match &identity.client_id {
-            Some(client) => format!("{} (client {client})", identity.subject),
-            None => identity.subject.clone(),
-        },
+        Auth::User(identity) => identity.subject.clone(),
         Auth::Open => "anyone".to_owned(),
     }
 }
