@@ -214,16 +214,19 @@ class OAuthServers:
 
 @contextmanager
 def start_oauth_servers(
-    tmp_path: Path, ttl: int, resources: Iterable[str] = (), name: str = "oauth-server"
+    tmp_path: Path, ttl: int, resources: Iterable[str] = (), name: str = "oauth-server", opaque: Iterable[str] = ()
 ) -> Iterator[OAuthServers]:
     """server.mjs running (access tokens live `ttl` seconds; it also issues tokens for
-    `resources`), stopped on leaving."""
+    `resources`, and opaque ones for `opaque`), stopped on leaving."""
     assert NODE is not None
     stderr_path = tmp_path / f"{name}.stderr"
     env = {**os.environ, "OAUTH_ACCESS_TTL": str(ttl)}
     resources = list(resources)
     if resources:
         env["OAUTH_RESOURCES"] = ",".join(resources)
+    opaque = list(opaque)
+    if opaque:
+        env["OAUTH_OPAQUE_RESOURCES"] = ",".join(opaque)
     with open(stderr_path, "w") as errlog:
         proc = subprocess.Popen(
             [NODE, str(SERVER_JS)],

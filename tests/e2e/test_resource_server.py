@@ -853,3 +853,38 @@ async def test_a_server_gets_the_claims_its_config_forwards_and_never_the_token(
         seen = json.loads(text_of(await session.call_tool("headers", {})))
     assert "x-user-id" not in seen and "x-groups" not in seen, f"a static token forwarded claims: {seen}"
     assert STATIC_TOKEN not in log.read_text()
+
+
+@pytest.mark.timeout(90)
+def test_opaque_tokens_are_introspected(gw: Gateway, tmp_path: Path, inventory: Path, moniker_bin: Path, fixture_bin: Path, write_config) -> None:
+    """An issuer whose tokens for moniker are opaque: with `introspection` configured, moniker
+    asks the issuer (RFC 7662) and lets a valid one in; a token
+    the issuer does not know, or one for another resource, is refused with invalid_token; a
+    token without the scope, 403. Without `introspection`, the same valid token is refused."""
+    with start_oauth_servers(tmp_path, 60, resources=[gw.url("staff")], opaque=[gw.url()], name="opaque-idp") as idp:
+        def start(introspection: bool) -> None:
+            auth = auth_section(gw, idp)
+            if introspection:
+                auth["introspection"] = {"client_id": idp.client_id, "client_secret": idp.client_secret}
+            config = write_config(
+                {
+                    "servers": {"fix": {"command": str(fixture_bin), "args": [str(inventory)]}},
+                    "toolsets": TOOLSETS,
+                    "http": {"auth": auth},
+                },
+                name=f"opaque-{introspection}.yaml",
+            )
+            gw.start(moniker_bin, config)
+
+        token = idp.client_credentials(gw.url())
+        assert token.count(".") != 2, f"server.mjs gave a JWT for an opaque resource: {token[:40]}"
+        start(introspection=True)
+        assert_accepted(gw, gw.url(), token, "an opaque token the issuer says is active")
+        bob = idp.interactive(gw.url(), account="bob")["access_token"]
+        assert_accepted(gw, gw.url(), bob, "bob's opaque token")
+        assert_refused(gw, gw.url(), "not-a-token-the-issuer-made", "an unknown opaque token", 401, "invalid_token")
+        assert_refused(gw, gw.url("staff"), token, "an opaque token for /mcp at /mcp/staff", 401, "invalid_token", toolset="staff")
+        assert_refused(gw, gw.url(), idp.client_credentials(gw.url(), scope=None), "no scope", 403, "insufficient_scope")
+        gw.stop()
+        start(introspection=False)
+        assert_refused(gw, gw.url(), token, "an opaque token without introspection", 401, "invalid_token")

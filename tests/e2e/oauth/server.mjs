@@ -7,6 +7,10 @@
 // Env:
 //   OAUTH_ACCESS_TTL   access-token lifetime, s (default 60)
 //   OAUTH_RESOURCES    comma-separated resource URLs the AS issues tokens for besides its own
+//   OAUTH_OPAQUE_RESOURCES  of those, the ones whose access tokens are opaque (not JWTs): a
+//                      resource server asks the AS about them at its introspection endpoint
+//                      (RFC 7662, POST /token/introspection, enabled; a confidential client
+//                      such as the client_credentials one may introspect any token)
 //                      MCP URL (e.g. moniker's http://127.0.0.1:P/mcp and /mcp/<toolset>): each
 //                      gets JWT access tokens (at+jwt) with aud = that URL, scope ⊆ "mcp:tools",
 //                      the same TTL. More can be added while running (POST /_test/resources).
@@ -158,6 +162,8 @@ function parseResources(list) {
   return out;
 }
 const extraResources = new Set(parseResources((process.env.OAUTH_RESOURCES ?? '').split(',')));
+const opaqueResources = new Set(parseResources((process.env.OAUTH_OPAQUE_RESOURCES ?? '').split(',')));
+for (const url of opaqueResources) extraResources.add(url);
 
 function log(message) {
   process.stderr.write(`[oauth-e2e] ${message}\n`);
@@ -252,6 +258,7 @@ function buildProvider() {
       registration: { enabled: true }, // open: no initial access token
       clientCredentials: { enabled: true },
       revocation: { enabled: true },
+      introspection: { enabled: true },
       resourceIndicators: {
         enabled: true,
         // oidc-provider's defaults for defaultResource (none: a client names the resource itself,
@@ -265,8 +272,9 @@ function buildProvider() {
             scope: SCOPE,
             audience: resourceIndicator,
             accessTokenTTL: ACCESS_TTL,
-            accessTokenFormat: 'jwt',
-            jwt: { sign: { alg: 'RS256', kid: signing.jwk.kid } },
+            ...(opaqueResources.has(resourceIndicator)
+              ? { accessTokenFormat: 'opaque' }
+              : { accessTokenFormat: 'jwt', jwt: { sign: { alg: 'RS256', kid: signing.jwk.kid } } }),
           };
         },
       },

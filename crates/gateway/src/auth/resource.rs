@@ -217,21 +217,28 @@ impl Verifier {
         if !missing.is_empty() {
             return Err(Denied::Scope(missing));
         }
+        let client_id = ["client_id", "azp"]
+            .iter()
+            .find_map(|k| claims.get(*k).and_then(Value::as_str))
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned);
+        // A person's token says who with `sub`; a client's own (client credentials) may have
+        // only its `client_id` (RFC 7662 makes `sub` optional).
         let Some(subject) = claims
             .get("sub")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
+            .or(client_id.as_deref())
+            .map(str::to_owned)
         else {
-            return Err(Denied::Invalid("the token has no `sub`".to_owned()));
+            return Err(Denied::Invalid(
+                "the token has neither `sub` nor `client_id`".to_owned(),
+            ));
         };
-        let client_id = ["client_id", "azp"]
-            .iter()
-            .find_map(|k| claims.get(*k).and_then(Value::as_str))
-            .map(str::to_owned);
         let toolset = toolset_of(&self.settings, &claims);
         Ok(Identity {
             issuer: self.settings.issuer.clone(),
-            subject: subject.to_owned(),
+            subject,
             client_id,
             scopes,
             toolset,
@@ -257,7 +264,7 @@ impl Verifier {
         validation.validate_nbf = true;
         validation.set_issuer(&[&self.settings.issuer]);
         validation.set_audience(&[resource]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         let data = key
             .iter()
             .find_map(|k| jsonwebtoken::decode::<Map<String, Value>>(token, k, &validation).ok())
