@@ -114,11 +114,19 @@ impl Client {
                 (Client::Cursor | Client::VsCode, Some(name)) if plain(name) => {
                     format!("${{{name}}}")
                 }
-                (Client::VsCode, None) if inside == "userHome" => "${HOME}".to_owned(),
-                (Client::VsCode, None) => return Err(format!("${{{inside}}}")),
-                (_, None) if plain(inside.split(":-").next().unwrap_or_default()) => {
+                (Client::Cursor | Client::VsCode, None) if inside == "userHome" => {
+                    "${HOME}".to_owned()
+                }
+                // Their other variables (`${workspaceFolder}`, `${input:…}`) only they fill.
+                (Client::Cursor | Client::VsCode, None) => return Err(format!("${{{inside}}}")),
+                // Claude Code expands `${VAR}` and `${VAR:-default}` as moniker does.
+                (Client::ClaudeCode, None)
+                    if plain(inside.split(":-").next().unwrap_or_default()) =>
+                {
                     format!("${{{inside}}}")
                 }
+                // Claude Desktop expands nothing: its `${X}` is text, which moniker would
+                // expand, and has no way to write.
                 _ => return Err(format!("${{{inside}}}")),
             };
             out.push_str(&translated);
@@ -229,6 +237,12 @@ mod tests {
         assert!(code.translate("${env:A}").is_err());
         assert!(code.translate("${open").is_err());
         assert_eq!(Client::Cursor.translate("${env:A}").unwrap(), "${A}");
+        assert!(Client::Cursor.translate("${workspaceFolder}/x").is_err());
+        assert!(Client::ClaudeDesktop.translate("${A}").is_err());
+        assert_eq!(
+            Client::ClaudeDesktop.translate("plain $1").unwrap(),
+            "plain $1"
+        );
     }
 
     #[test]

@@ -29,6 +29,8 @@ impl Findings {
 
     fn problem(&mut self, label: &str, text: String, fix: String) {
         self.problems += 1;
+        // A server's stderr lines stay under the problem they explain.
+        let text = text.replace('\n', "\n          ");
         self.lines.push(format!("  {label:<7} {text}"));
         self.lines.push(format!("          fix: {fix}"));
     }
@@ -165,16 +167,12 @@ async fn servers(config: &Config, found: &mut Findings) -> Result<(), Failure> {
         }
         let state = status.get(id).cloned().unwrap_or_default();
         let how = match &server.transport {
-            Transport::Stdio { command, args, .. } => {
-                format!(
-                    "`{}`",
-                    std::iter::once(command)
-                        .chain(args)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                )
-            }
+            // The command alone: its arguments may hold secrets (`${VAR}`s are expanded).
+            Transport::Stdio { command, args, .. } => match args.len() {
+                0 => format!("`{command}`"),
+                1 => format!("`{command}` and 1 argument"),
+                n => format!("`{command}` and {n} arguments"),
+            },
             Transport::Http { url, .. } => moniker_config::shown_url(url),
         };
         if waiting.contains(id) {
@@ -201,7 +199,7 @@ async fn servers(config: &Config, found: &mut Findings) -> Result<(), Failure> {
                 )
             } else if matches!(server.transport, Transport::Stdio { .. }) {
                 format!(
-                    "run {how} yourself to see why it stops (its stderr is in moniker's log: `moniker --log debug check`)"
+                    "run it yourself (`servers.{id}` in the config) to see why it stops; its stderr is in moniker's log: `moniker --log debug check`"
                 )
             } else {
                 "check that the URL is right and the server runs".to_owned()

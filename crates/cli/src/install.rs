@@ -22,7 +22,11 @@ const WRITTEN: &str = "# moniker's config, written by `moniker install";
 
 /// The client's file, read as moniker will rewrite it.
 struct ClientFile {
+    /// Where the file is read and written (a link's target).
     path: PathBuf,
+    /// The path as the client names it: the backup and an imported config go beside it, not
+    /// beside a link's target (a dotfiles repository).
+    named: PathBuf,
     /// The bytes as they were (`None`: no file).
     original: Option<String>,
     doc: Map<String, Value>,
@@ -37,9 +41,22 @@ struct Style {
 }
 
 impl ClientFile {
+    /// The file `--file` names, else the client's own on this platform.
+    fn of(args: &InstallArgs) -> Result<ClientFile, Failure> {
+        match args.file.clone().or_else(|| args.client.file()) {
+            Some(path) => ClientFile::read(path),
+            None => Err(format!(
+                "this platform has no home dir: pass the {} config file with `--file`",
+                args.client.title()
+            )
+            .into()),
+        }
+    }
+
     fn read(path: PathBuf) -> Result<ClientFile, Failure> {
         // A file kept elsewhere and linked (dotfiles) is changed where it is: a rename over
         // the link would replace the link.
+        let named = path.clone();
         let path = match std::fs::symlink_metadata(&path) {
             Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(&path)
                 .map_err(|e| format!("`{}` links to nothing readable: {e}", path.display()))?,
@@ -62,6 +79,7 @@ impl ClientFile {
         };
         Ok(ClientFile {
             path,
+            named,
             original,
             doc,
             style,
@@ -88,7 +106,7 @@ impl ClientFile {
     }
 
     fn backup_path(&self) -> PathBuf {
-        backup_path(&self.path)
+        backup_path(&self.named)
     }
 }
 
@@ -155,12 +173,18 @@ fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
     }
+    // A new file of a name no one could have made ready (a link planted there would get
+    // the secrets): `create_new` refuses whatever is there, a link included.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
     let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(format!(".moniker-{}.tmp", std::process::id()));
+    tmp_name.push(format!(".moniker-{}-{nanos}.tmp", std::process::id()));
     let tmp = path.with_file_name(tmp_name);
     let failed = |e: std::io::Error| format!("cannot write `{}`: {e}", path.display());
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt as _;
@@ -170,7 +194,7 @@ fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
     file.write_all(text.as_bytes()).map_err(failed)?;
     file.sync_all().map_err(failed)?;
     if let Ok(meta) = std::fs::metadata(path) {
-        std::fs::set_permissions(&tmp, meta.permissions()).map_err(failed)?;
+        file.set_permissions(meta.permissions()).map_err(failed)?;
     }
     std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
@@ -219,7 +243,10 @@ fn importable(client: crate::clients::Client, name: &str, entry: &Value) -> Resu
 fn translate(client: crate::clients::Client, value: &Value) -> Result<Value, String> {
     Ok(match value {
         Value::String(s) => Value::String(client.translate(s).map_err(|bad| {
-            format!("it uses `{bad}`, which only {} can fill in", client.title())
+            format!(
+                "it has `{bad}`, which moniker would read as one of its variables ({} fills it in, or keeps it as text)",
+                client.title()
+            )
         })?),
         Value::Array(items) => Value::Array(
             items
@@ -278,14 +305,7 @@ fn moniker_config(client: &str, from: &Path, servers: &[(String, Value)]) -> Str
 
 pub(crate) fn install(args: &InstallArgs, config: Option<&Path>) -> Result<Exit, Failure> {
     let client = args.client;
-    let Some(path) = args.file.clone().or_else(|| client.file()) else {
-        return Err(format!(
-            "this platform has no home dir: pass the {} config file with `--file`",
-            client.title()
-        )
-        .into());
-    };
-    let mut file = ClientFile::read(path)?;
+    let mut file = ClientFile::of(args)?;
     let shown = file.path.display().to_string();
     let launch = match &args.command {
         Some(command) => Launch::Path(command.clone()),
@@ -297,7 +317,7 @@ pub(crate) fn install(args: &InstallArgs, config: Option<&Path>) -> Result<Exit,
     let config_path = if args.import {
         let target = match config {
             Some(c) => absolute(c)?,
-            None => absolute(&file.path)?
+            None => absolute(&file.named)?
                 .parent()
                 .map(|d| d.join("moniker.yaml"))
                 .ok_or("the client's file has no dir")?,
@@ -433,14 +453,7 @@ pub(crate) fn install(args: &InstallArgs, config: Option<&Path>) -> Result<Exit,
 
 pub(crate) fn uninstall(args: &InstallArgs) -> Result<Exit, Failure> {
     let client = args.client;
-    let Some(path) = args.file.clone().or_else(|| client.file()) else {
-        return Err(format!(
-            "this platform has no home dir: pass the {} config file with `--file`",
-            client.title()
-        )
-        .into());
-    };
-    let mut file = ClientFile::read(path)?;
+    let mut file = ClientFile::of(args)?;
     let shown = file.path.display().to_string();
     let backup_path = file.backup_path();
     let backup_text = match std::fs::read_to_string(&backup_path) {

@@ -397,11 +397,22 @@ fn doctor_names_each_problem_with_what_to_do() {
         "{stdout}"
     );
     assert!(stdout.contains("FAIL    exits"), "{stdout}");
-    assert!(stdout.contains("run `sh -c"), "{stdout}");
+    assert!(
+        stdout.contains("          bad token"),
+        "its stderr, indented: {stdout}"
+    );
+    assert!(
+        stdout.contains("run it yourself (`servers.exits`"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("exit 3"),
+        "arguments are not shown: {stdout}"
+    );
     assert!(
         stdout
             .lines()
-            .any(|l| l.contains("ok") && l.contains("good") && l.contains("tools")),
+            .any(|l| l.contains("ok") && l.contains("good") && l.contains("answers, 1 tool,")),
         "{stdout}"
     );
     assert!(

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use moniker_surface::{Listing, ServerId};
+use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
@@ -379,14 +380,28 @@ impl Connection {
         Ok((id, rx))
     }
 
-    /// The forwarded headers of moniker's request `id`, taken as it is sent.
-    pub(crate) fn take_forwarded(&self, id: u64) -> Vec<(String, String)> {
-        lock(&self.forwarded).remove(&id).unwrap_or_default()
+    /// The forwarded headers of the request `line` (moniker's), taken as it is sent: as
+    /// header pairs (a name or value a header cannot hold is left out).
+    pub(crate) fn take_forwarded(&self, line: &Message) -> Vec<(HeaderName, HeaderValue)> {
+        let Some(id) = line.our_id().filter(|_| line.is_request()) else {
+            return Vec::new();
+        };
+        let taken = lock(&self.forwarded).remove(&id).unwrap_or_default();
+        taken
+            .into_iter()
+            .filter_map(|(name, value)| {
+                Some((
+                    HeaderName::from_bytes(name.as_bytes()).ok()?,
+                    HeaderValue::from_str(&value).ok()?,
+                ))
+            })
+            .collect()
     }
 
     /// Stops waiting for a request (timed out or cancelled).
     pub fn forget(&self, id: u64) {
         lock(&self.pending).remove(&id);
+        lock(&self.forwarded).remove(&id);
     }
 
     /// Stops waiting for a request and tells the server so.

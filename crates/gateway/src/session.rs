@@ -79,8 +79,9 @@ pub struct Session {
     client_capabilities: OnceLock<String>,
     /// What the audit log calls the client ([`Session::identify`]); else its principal.
     who: OnceLock<Arc<str>>,
-    /// Who made its requests, for the headers servers' `forward` makes ([`Session::caller`]).
-    caller: OnceLock<Arc<crate::auth::resource::Caller>>,
+    /// Who makes its requests, for the headers servers' `forward` makes: the last request's
+    /// ([`Session::set_caller`]).
+    caller: Mutex<Option<Arc<crate::auth::resource::Caller>>>,
 }
 
 type Reply = Option<Message>;
@@ -187,7 +188,7 @@ impl Session {
             protocol_version: OnceLock::new(),
             client_capabilities: OnceLock::new(),
             who: OnceLock::new(),
-            caller: OnceLock::new(),
+            caller: Mutex::new(None),
         })
     }
 
@@ -202,14 +203,14 @@ impl Session {
         let _ = self.who.set(who.into());
     }
 
-    /// Who makes this session's requests (over HTTP: the identity, its access token and the
-    /// client's headers of the request that began it). Once.
+    /// Who makes this session's requests from now on (over HTTP: the identity, its access
+    /// token and the client's headers of its latest request).
     pub fn set_caller(&self, caller: crate::auth::resource::Caller) {
-        let _ = self.caller.set(Arc::new(caller));
+        *lock(&self.caller) = Some(Arc::new(caller));
     }
 
-    pub(crate) fn caller(&self) -> Option<&crate::auth::resource::Caller> {
-        self.caller.get().map(|c| &**c)
+    pub(crate) fn caller(&self) -> Option<Arc<crate::auth::resource::Caller>> {
+        lock(&self.caller).clone()
     }
 
     /// A new call of this session's client, as one value; traced when traces are on (the

@@ -161,10 +161,6 @@ impl Cx<'_> {
             .get("headers")
             .map(|s| self.text_map(&field("headers"), s))
             .unwrap_or_default();
-        let forward = fields
-            .get("forward")
-            .map(|s| self.forward(&field("forward"), s, &headers))
-            .unwrap_or_default();
         let tls = match fields.get("tls") {
             Some(s) => self.tls(&field("tls"), s),
             None => Some(Tls::default()),
@@ -173,6 +169,18 @@ impl Cx<'_> {
             Some(s) => self.auth(&field("auth"), s),
             None => Some(Auth::default()),
         };
+        let forward = fields
+            .get("forward")
+            .map(|s| {
+                let none = Auth::default();
+                self.forward(
+                    &field("forward"),
+                    s,
+                    &headers,
+                    auth.as_ref().unwrap_or(&none),
+                )
+            })
+            .unwrap_or_default();
         let tags = fields
             .get("tags")
             .map(|s| self.tags(&field("tags"), s))
@@ -231,6 +239,7 @@ impl Cx<'_> {
         p: &[Seg<'n>],
         slot: Slot<'n>,
         fixed: &IndexMap<String, String>,
+        auth: &Auth,
     ) -> IndexMap<String, Forward> {
         const HELP: &str = "write `X-User-Id: { claim: sub }`, `X-Tenant: { header: X-Tenant }` \
              or `Authorization: { access_token: true }`";
@@ -251,6 +260,19 @@ impl Cx<'_> {
                     value.point(),
                     Some(
                         "forward to a header of your own (`X-User-Id`), or `Authorization`"
+                            .to_owned(),
+                    ),
+                );
+                continue;
+            }
+            if lower == "authorization" && *auth != Auth::default() {
+                self.error(
+                    codes::CONFLICT,
+                    "`Authorization` is moniker's own here: the server has `auth`".to_owned(),
+                    &hp,
+                    value.point(),
+                    Some(
+                        "forward the caller's token under another header, or remove `auth`"
                             .to_owned(),
                     ),
                 );

@@ -1803,6 +1803,10 @@ fn a_remote_server_forwards_what_its_config_names() {
         ));
         assert_eq!(e.path, path, "{bad}: {e:?}");
     }
+    let e = error(
+        "servers:\n  s:\n    url: https://x/mcp\n    auth: { grant: client_credentials, client_id: a, client_secret: b }\n    forward: { Authorization: { access_token: true } }\n",
+    );
+    assert_eq!(e.path, "servers.s.forward.Authorization", "{e:?}");
     let e = error("servers:\n  s:\n    command: x\n    forward: { X-A: { claim: sub } }\n");
     assert!(e.message.contains("forward"), "{e:?}");
 }

@@ -31,6 +31,17 @@ use super::oauth::{self, Metadata};
 /// The shortest time between two fetches of the keys for an unknown `kid`.
 pub const REFETCH_GAP: Duration = Duration::from_secs(10);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an introspection answer is used at most.
+const INTROSPECTION_TTL: Duration = Duration::from_secs(60);
+/// Introspection answers kept at most (all are dropped when full).
+const INTROSPECTION_MAX: usize = 10_000;
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
 
 /// Who a valid access token says the caller is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,6 +139,9 @@ pub enum Denied {
     Scope(Vec<String>),
 }
 
+/// The issuer's answer about an opaque token: its claims, or why it is refused.
+type Introspected = Result<Map<String, Value>, String>;
+
 /// Checks the access tokens of one `http.auth`.
 pub struct Verifier {
     pub settings: ResourceAuth,
@@ -143,6 +157,12 @@ struct State {
     /// Keys without a `kid`: tried in turn.
     anonymous: Vec<(Jwk, DecodingKey)>,
     fetched: Option<Instant>,
+    /// The last fetch tried, whether it worked: fetches are at least [`REFETCH_GAP`] (or
+    /// `keys_ttl`, when shorter) apart, so an issuer that is down, or a stream of made-up
+    /// `kid`s, costs one fetch per gap, not one per request.
+    attempted: Option<Instant>,
+    /// Introspection answers by the SHA-256 of the token, until `min(exp, 60 s)`.
+    introspected: HashMap<[u8; 32], (Instant, Introspected)>,
 }
 
 impl Verifier {
@@ -228,8 +248,8 @@ impl Verifier {
             .get("sub")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
-            .or(client_id.as_deref())
             .map(str::to_owned)
+            .or_else(|| client_id.as_ref().map(|c| format!("client {c}")))
         else {
             return Err(Denied::Invalid(
                 "the token has neither `sub` nor `client_id`".to_owned(),
@@ -262,7 +282,7 @@ impl Verifier {
         validation.algorithms = vec![header.alg];
         validation.leeway = self.settings.leeway.as_secs();
         validation.validate_nbf = true;
-        validation.set_issuer(&[&self.settings.issuer]);
+        validation.set_issuer(&issuer_forms(&self.settings.issuer));
         validation.set_audience(&[resource]);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         let data = key
@@ -308,9 +328,14 @@ impl Verifier {
             .fetched
             .is_none_or(|at| at.elapsed() >= self.settings.keys_ttl);
         let unknown = kid.is_some_and(|k| !state.keys.contains_key(k));
-        let may_refetch = state.fetched.is_none_or(|at| at.elapsed() >= REFETCH_GAP);
-        if stale || (unknown && may_refetch) {
-            if let Err(why) = self.fetch(&mut state).await {
+        let gap = REFETCH_GAP.min(self.settings.keys_ttl);
+        let may_try = state.attempted.is_none_or(|at| at.elapsed() >= gap);
+        if (stale || unknown) && may_try {
+            state.attempted = Some(Instant::now());
+            let fetched = tokio::time::timeout(FETCH_TIMEOUT, self.fetch(&mut state))
+                .await
+                .unwrap_or_else(|_| Err(format!("no answer within {FETCH_TIMEOUT:?}")));
+            if let Err(why) = fetched {
                 tracing::warn!(issuer = %self.settings.issuer, error = %why, "cannot fetch the issuer's keys");
                 if stale && state.fetched.is_some() {
                     // The old keys stay in use while the issuer is unreachable, but not
@@ -346,7 +371,7 @@ impl Verifier {
         };
         if keys.is_empty() {
             return Err(Denied::Invalid(match kid {
-                Some(kid) => format!("the issuer has no key `{kid}` for {alg:?}"),
+                Some(kid) => format!("the issuer has no key {kid:?} for {alg:?}"),
                 None => format!(
                     "the token names no key, and the issuer has none without a `kid` for {alg:?}"
                 ),
@@ -432,47 +457,82 @@ impl Verifier {
         let Some(client) = &self.settings.introspection else {
             return Err(Denied::Invalid("no introspection".to_owned()));
         };
+        use sha2::{Digest, Sha256};
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        {
+            let mut state = self.state.lock().await;
+            state
+                .introspected
+                .retain(|_, (until, _)| *until > Instant::now());
+            if let Some((_, answer)) = state.introspected.get(&digest) {
+                let answer = answer.clone().map_err(Denied::Invalid)?;
+                check_claims(&answer, &self.settings, resource).map_err(Denied::Invalid)?;
+                return Ok(answer);
+            }
+        }
+        let answer = self.ask_issuer(client, token).await;
+        let keep = match &answer {
+            Ok(claims) => {
+                let left = claims
+                    .get("exp")
+                    .and_then(Value::as_u64)
+                    .map(|exp| Duration::from_secs(exp.saturating_sub(unix_now())))
+                    .unwrap_or(INTROSPECTION_TTL);
+                left.min(INTROSPECTION_TTL)
+            }
+            // A refusal is kept briefly: a client repeating a bad token asks the issuer once.
+            Err(_) => Duration::from_secs(5),
+        };
+        {
+            let mut state = self.state.lock().await;
+            if state.introspected.len() >= INTROSPECTION_MAX {
+                state.introspected.clear();
+            }
+            state
+                .introspected
+                .insert(digest, (Instant::now() + keep, answer.clone()));
+        }
+        let claims = answer.map_err(Denied::Invalid)?;
+        check_claims(&claims, &self.settings, resource).map_err(Denied::Invalid)?;
+        Ok(claims)
+    }
+
+    /// The issuer's answer about an opaque token: its claims when it is active.
+    async fn ask_issuer(
+        &self,
+        client: &moniker_config::Introspection,
+        token: &str,
+    ) -> Result<Map<String, Value>, String> {
         let endpoint = {
             let mut state = self.state.lock().await;
             self.metadata_of_issuer(&mut state)
-                .await
-                .map_err(Denied::Invalid)?
+                .await?
                 .introspection_endpoint
-                .ok_or_else(|| {
-                    Denied::Invalid(
-                        "the issuer's metadata has no introspection_endpoint".to_owned(),
-                    )
-                })?
+                .ok_or_else(|| "the issuer's metadata has no introspection_endpoint".to_owned())?
         };
-        let url = Url::parse(&endpoint)
-            .map_err(|e| Denied::Invalid(format!("introspection_endpoint: {e}")))?;
-        oauth::secure(&url, "introspection endpoint").map_err(Denied::Invalid)?;
+        let url = Url::parse(&endpoint).map_err(|e| format!("introspection_endpoint: {e}"))?;
+        oauth::secure(&url, "introspection endpoint")?;
         let answer = self
-            .http()
-            .map_err(Denied::Invalid)?
+            .http()?
             .post(url)
             .basic_auth(&client.client_id, Some(&client.client_secret))
             .form(&[("token", token), ("token_type_hint", "access_token")])
             .timeout(FETCH_TIMEOUT)
             .send()
             .await
-            .map_err(|e| Denied::Invalid(format!("introspection failed: {e}")))?;
+            .map_err(|e| format!("introspection failed: {e}"))?;
         if !answer.status().is_success() {
-            return Err(Denied::Invalid(format!(
-                "introspection answered {}",
-                answer.status()
-            )));
+            return Err(format!("introspection answered {}", answer.status()));
         }
         let bytes = answer
             .bytes()
             .await
-            .map_err(|e| Denied::Invalid(format!("introspection failed: {e}")))?;
+            .map_err(|e| format!("introspection failed: {e}"))?;
         let claims: Map<String, Value> = serde_json::from_slice(&bytes)
-            .map_err(|e| Denied::Invalid(format!("introspection answered no JSON object: {e}")))?;
+            .map_err(|e| format!("introspection answered no JSON object: {e}"))?;
         if claims.get("active").and_then(Value::as_bool) != Some(true) {
-            return Err(Denied::Invalid("the token is not active".to_owned()));
+            return Err("the token is not active".to_owned());
         }
-        check_claims(&claims, &self.settings, resource).map_err(Denied::Invalid)?;
         Ok(claims)
     }
 }
@@ -485,7 +545,7 @@ fn check_claims(
     resource: &str,
 ) -> Result<(), String> {
     if let Some(iss) = claims.get("iss").and_then(Value::as_str) {
-        if iss != settings.issuer {
+        if !issuer_forms(&settings.issuer).iter().any(|f| f == iss) {
             return Err(format!("issued by `{iss}`"));
         }
     }
@@ -497,10 +557,7 @@ fn check_claims(
     if !audiences.contains(&resource) {
         return Err("its audience is not this resource".to_owned());
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default();
+    let now = unix_now();
     let leeway = settings.leeway.as_secs();
     let time = |key: &str| claims.get(key).and_then(Value::as_u64);
     if time("exp").is_some_and(|exp| exp + leeway <= now) {
@@ -510,6 +567,13 @@ fn check_claims(
         return Err("not valid yet".to_owned());
     }
     Ok(())
+}
+
+/// The issuer as configured and with its trailing `/` added or taken off: providers differ
+/// (Auth0's ends with one), and people copy either.
+fn issuer_forms(issuer: &str) -> Vec<String> {
+    let bare = issuer.trim_end_matches('/');
+    vec![bare.to_owned(), format!("{bare}/")]
 }
 
 /// Three base64url parts: a JWS in compact form.
@@ -541,6 +605,10 @@ fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
 
 /// The value at a claim path (`groups`, or `realm_access.roles` into nested objects).
 fn claim<'c>(claims: &'c Map<String, Value>, path: &str) -> Option<&'c Value> {
+    // A claim whose name has dots (`https://example.com/roles`) is itself first.
+    if let Some(value) = claims.get(path) {
+        return Some(value);
+    }
     let mut parts = path.split('.');
     let mut value = claims.get(parts.next()?)?;
     for part in parts {
@@ -614,6 +682,20 @@ mod tests {
         let reader = map(json!({"scp": ["mcp:read"]}));
         assert_eq!(toolset_of(&s, &reader).as_deref(), Some("readonly"));
         assert_eq!(toolset_of(&s, &map(json!({}))).as_deref(), Some("staff"));
+    }
+
+    #[test]
+    fn a_claim_with_dots_in_its_name_is_found_whole() {
+        let claims = map(json!({"https://example.com/roles": ["admin"], "a": {"b": "c"}}));
+        assert_eq!(
+            claim(&claims, "https://example.com/roles"),
+            Some(&json!(["admin"]))
+        );
+        assert_eq!(claim(&claims, "a.b"), Some(&json!("c")));
+        assert_eq!(
+            issuer_forms("https://t.auth0.com/"),
+            ["https://t.auth0.com", "https://t.auth0.com/"]
+        );
     }
 
     #[test]

@@ -367,6 +367,12 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: D
 async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
     let mut pending = Pending::of(line);
     let had_session = link.has_session();
+    // Taken first: whatever becomes of the request, its caller's headers are not kept.
+    let forwarded = link
+        .conn
+        .upgrade()
+        .map(|conn| conn.take_forwarded(line))
+        .unwrap_or_default();
     let mut headers = vec![
         (CONTENT_TYPE, HeaderValue::from_static(JSON)),
         (ACCEPT, HeaderValue::from_static(BOTH)),
@@ -381,16 +387,7 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
         }
     }
     headers.extend(trace_headers(line));
-    if let (Some(conn), Some(id)) = (link.conn.upgrade(), line.our_id()) {
-        for (name, value) in conn.take_forwarded(id) {
-            if let (Ok(name), Ok(value)) = (
-                HeaderName::from_bytes(name.as_bytes()),
-                HeaderValue::from_str(&value),
-            ) {
-                headers.push((name, value));
-            }
-        }
-    }
+    headers.extend(forwarded);
     let sent = link
         .send(Method::POST, &link.url, &headers, Some(line.text()))
         .await;

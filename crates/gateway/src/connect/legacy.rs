@@ -96,13 +96,12 @@ pub(super) async fn legacy_send(link: &Link, endpoint: &Url, line: &Message, wai
 /// POSTs one line to the legacy endpoint; what answers it comes on the event stream.
 async fn legacy_post(link: &Link, endpoint: &Url, line: &Message) {
     let mut pending = Pending::of(line);
+    let mut headers = vec![(CONTENT_TYPE, HeaderValue::from_static(JSON))];
+    if let Some(conn) = link.conn.upgrade() {
+        headers.extend(conn.take_forwarded(line));
+    }
     let sent = link
-        .send(
-            Method::POST,
-            endpoint,
-            &[(CONTENT_TYPE, HeaderValue::from_static(JSON))],
-            Some(line.text()),
-        )
+        .send(Method::POST, endpoint, &headers, Some(line.text()))
         .await;
     match sent {
         Ok(response) if response.status().is_success() => {}

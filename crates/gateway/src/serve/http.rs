@@ -1011,10 +1011,13 @@ async fn post(
             ),
         };
     }
+    // Its caller as this request says it (a refreshed token, the headers it sends now).
+    let this_caller = caller(&auth, headers);
     let (_, http) = match session_of(shared, headers, auth, toolset.as_deref()) {
         Ok(found) => found,
         Err(reject) => return reject.response(),
     };
+    http.session.set_caller(this_caller);
     let busy = http.activity.busy();
     match mode {
         None => {

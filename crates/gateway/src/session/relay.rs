@@ -78,7 +78,7 @@ impl Session {
         let Some(conn) = self.gateway.connection(server) else {
             return refused(Refusal::ServerGone(server.clone()));
         };
-        let Ok((ours, rx)) = conn.start_for(method, params, self.caller()) else {
+        let Ok((ours, rx)) = conn.start_for(method, params, self.caller().as_deref()) else {
             return refused(Refusal::ServerGone(server.clone()));
         };
         {
