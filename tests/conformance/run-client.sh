@@ -58,7 +58,7 @@ node_major=${node_version#v}
 node_major=${node_major%%.*}
 ((node_major >= 22)) || die "the suite needs Node 22+, $NODE is $node_version"
 suite_version=$("$NODE" -p 'require(process.argv[1]).version' "$SUITE_PKG/package.json")
-moniker_version=$("$MONIKER" --version | awk '{print $NF}')
+moniker_version=$("$MONIKER" --version | sed 's/^moniker //')
 
 rm -rf "$OUT"
 mkdir -p "$OUT/results" "$OUT/logs" "$OUT/work"

@@ -205,7 +205,7 @@ for attempt in 1 2 3; do
 $(tail -n 30 "$OUT/moniker.log")"
 done
 url=http://127.0.0.1:$port/mcp
-echo "moniker $("$MONIKER" --version | awk '{print $NF}') at $url (pid $moniker_pid), fixture: ${FIXTURE[*]}"
+echo "moniker $("$MONIKER" --version | sed 's/^moniker //') at $url (pid $moniker_pid), fixture: ${FIXTURE[*]}"
 echo "suite @modelcontextprotocol/conformance $suite_version, node $node_version: ${REQUIREMENTS:+the server scenarios $REQUIREMENTS requires}${REQUIREMENTS:-all server scenarios} (log: $OUT/suite.log)"
 
 if [[ -z $REQUIREMENTS ]]; then
