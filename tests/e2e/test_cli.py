@@ -71,3 +71,78 @@ def test_call_unknown_tool_fails(run_moniker, gateway_config: Path) -> None:
     done = run_moniker("call", "no_such_tool", "{}", "-c", str(gateway_config))
     assert done.returncode != 0, describe(done)
     assert "Unknown tool: no_such_tool" in done.stdout + done.stderr, describe(done)
+
+
+def test_doctor_names_a_certificate_it_does_not_trust(moniker_bin: Path, write_config, tmp_path: Path) -> None:
+    """A remote server behind a certificate of a CA moniker does not know: `moniker doctor`
+    says the certificate is not trusted and to give its CA in `tls.ca_file`; with that CA
+    given, the certificate problem is gone."""
+    import datetime
+    import http.server
+    import ipaddress
+    import ssl
+    import threading
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def certificate(subject: str, key: Any, issuer: x509.Name, signer: Any, ca: bool) -> x509.Certificate:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(issuer)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), True)
+        )
+        if not ca:
+            builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "moniker-e2e-unknown-ca")])
+    ca = certificate("moniker-e2e-unknown-ca", ca_key, ca_name, ca_key, ca=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = certificate("127.0.0.1", key, ca_name, ca_key, ca=False)
+    ca_pem = tmp_path / "ca.pem"
+    ca_pem.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_pem = tmp_path / "cert.pem"
+    key_pem = tmp_path / "key.pem"
+    cert_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_pem, key_pem)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"https://127.0.0.1:{server.server_address[1]}/mcp"
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config"), "NO_COLOR": "1"}
+    try:
+        config = write_config({"servers": {"remote": {"url": url}}})
+        done = subprocess.run([str(moniker_bin), "doctor", "-c", str(config)], capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 1, describe(done)
+        assert "FAIL    remote" in done.stdout, describe(done)
+        assert "certificate" in done.stdout.lower(), describe(done)
+        assert "servers.remote.tls.ca_file" in done.stdout, describe(done)
+
+        config = write_config({"servers": {"remote": {"url": url, "tls": {"ca_file": str(ca_pem)}}}}, name="trusted.yaml")
+        done = subprocess.run([str(moniker_bin), "doctor", "-c", str(config)], capture_output=True, text=True, timeout=60, env=env)
+        assert "tls.ca_file" not in done.stdout, f"the CA is given, yet:\n{describe(done)}"
+    finally:
+        server.shutdown()
+        server.server_close()
