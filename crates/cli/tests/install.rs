@@ -67,17 +67,18 @@ fn install_then_uninstall_gives_back_each_client_s_file_byte_for_byte() {
     let config_arg = config.display().to_string();
     for (client, file, original) in client_files(&home) {
         write(&file, &original);
-        let (code, stdout, stderr) = run(&mut in_home(
-            &home,
-            &[
+        let install = || {
+            let args = [
                 "install",
                 client,
                 "-c",
                 &config_arg,
                 "--command",
                 "/opt/moniker",
-            ],
-        ));
+            ];
+            run(&mut in_home(&home, &args))
+        };
+        let (code, stdout, stderr) = install();
         assert_eq!(code, 0, "{client}: {stdout}{stderr}");
         assert!(stdout.contains("undo: moniker uninstall"), "{stdout}");
         let after = read_json(&file);
@@ -111,17 +112,7 @@ fn install_then_uninstall_gives_back_each_client_s_file_byte_for_byte() {
 
         // A second run changes nothing.
         let written = std::fs::read(&file).expect("read");
-        let (code, stdout, _) = run(&mut in_home(
-            &home,
-            &[
-                "install",
-                client,
-                "-c",
-                &config_arg,
-                "--command",
-                "/opt/moniker",
-            ],
-        ));
+        let (code, stdout, _) = install();
         assert_eq!(code, 0, "{stdout}");
         assert!(stdout.contains("nothing to change"), "{stdout}");
         assert_eq!(std::fs::read(&file).expect("read"), written, "{client}");
