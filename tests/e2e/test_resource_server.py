@@ -888,3 +888,25 @@ def test_opaque_tokens_are_introspected(gw: Gateway, tmp_path: Path, inventory: 
         gw.stop()
         start(introspection=False)
         assert_refused(gw, gw.url(), token, "an opaque token without introspection", 401, "invalid_token")
+
+
+def test_a_refusal_says_it_closes_the_connection(start_gateway) -> None:
+    """A POST refused before its body is read (no token) is answered with `Connection: close`:
+    the server closes that connection, and a client that sent its next request on it (the SDK
+    retrying with its new token) would see it dropped. Found by the SDK OAuth test failing
+    once in a full run."""
+    import http.client
+
+    gw = start_gateway()
+    body = json.dumps(INITIALIZE) + " " * 65536
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    connection = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
+    try:
+        for attempt in range(3):
+            connection.request("POST", "/mcp", body=body, headers=headers)
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 401, f"attempt {attempt}: {response.status}"
+            assert (response.getheader("connection") or "").lower() == "close", f"attempt {attempt}: {response.getheaders()}"
+    finally:
+        connection.close()

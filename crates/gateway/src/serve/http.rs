@@ -610,6 +610,27 @@ async fn serve_mcp(
     url_toolset: Option<String>,
     request: Request,
 ) -> Response {
+    let has_body = match request.headers().get(header::CONTENT_LENGTH) {
+        Some(length) => length.as_bytes() != b"0",
+        None => request.headers().contains_key(header::TRANSFER_ENCODING),
+    };
+    let mut response = answer_mcp(shared, url_toolset, request).await;
+    // A refusal is often made before the body is read (a missing token, a bad Host), and
+    // hyper then closes the connection: said, so that the client does not send its next
+    // request (the same one with a token) on a connection about to close.
+    if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+async fn answer_mcp(
+    shared: &Arc<Shared>,
+    url_toolset: Option<String>,
+    request: Request,
+) -> Response {
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     let host = match headers.get(header::HOST) {
