@@ -78,7 +78,6 @@ fn auth_summary(
     sets: &std::collections::BTreeMap<String, moniker_surface::ToolsetRule>,
 ) -> String {
     use moniker_config::IdentityMatch;
-    let verifier = moniker_gateway::auth::resource::Verifier::new(auth.clone());
     let mut lines = vec![
         "http.auth: access tokens of an identity provider".to_owned(),
         format!(
@@ -90,7 +89,10 @@ fn auth_summary(
             "  audience:  {} (a toolset's URL: {}/<toolset>)",
             auth.resource, auth.resource
         ),
-        format!("  metadata:  {}", verifier.metadata_url(&auth.resource)),
+        format!(
+            "  metadata:  {}",
+            moniker_gateway::auth::resource::metadata_url(&auth.resource)
+        ),
         format!(
             "  scopes:    {}",
             if auth.scopes.is_empty() {
@@ -102,7 +104,7 @@ fn auth_summary(
         format!(
             "  tokens:    JWT ({}; exp/nbf leeway {}s){}",
             if auth.algorithms.is_empty() {
-                "RS*, PS*, ES256, ES384, EdDSA".to_owned()
+                moniker_config::ResourceAuth::ALGORITHMS.join(", ")
             } else {
                 auth.algorithms.join(", ")
             },

@@ -258,10 +258,9 @@ fn http_banner(local: std::net::SocketAddr, http: &moniker_config::HttpConfig) -
         if !http.tokens.is_empty() {
             auth.push_str(", or an access token of the identity provider");
         }
-        let verifier = moniker_gateway::auth::resource::Verifier::new(resource.clone());
         auth.push_str(&format!(
             "\n  protected resource metadata at {} (issuer {}, audience {}{})",
-            verifier.metadata_url(&resource.resource),
+            moniker_gateway::auth::resource::metadata_url(&resource.resource),
             resource.issuer,
             resource.resource,
             match resource.scopes.len() {

@@ -53,6 +53,11 @@ pub struct ResourceAuth {
 }
 
 impl ResourceAuth {
+    /// The JWS algorithms moniker verifies, and accepts when `algorithms` is empty:
+    /// asymmetric only (a shared secret would let anyone who can check a token mint one).
+    pub const ALGORITHMS: &[&str] = &[
+        "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
+    ];
     pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(60);
     pub const DEFAULT_KEYS_TTL: Duration = Duration::from_secs(300);
 }

@@ -76,7 +76,9 @@ pub async fn start(
                 store: store.as_ref(),
             };
             let started = http::connect(server.clone(), remote, sink, max_message, timeout).await?;
-            *lock(&started.conn.forward) = forward.clone();
+            if !forward.is_empty() {
+                let _ = started.conn.forward.set(forward.clone());
+            }
             Ok(started)
         }
     }
@@ -147,8 +149,9 @@ pub struct Connection {
     /// The smallest `ttlMs` of the server's last tools and prompts listing (`None`: it gave
     /// none, as a 2025 server does).
     list_ttl: Mutex<Option<u64>>,
-    /// The headers made from each caller (`forward` of an HTTP server).
-    forward: Mutex<indexmap::IndexMap<String, moniker_config::Forward>>,
+    /// The headers made from each caller (`forward` of an HTTP server), set once when it
+    /// connects; unset for the servers without any (every request then skips the rest).
+    forward: OnceLock<indexmap::IndexMap<String, moniker_config::Forward>>,
     /// Those of the requests not sent yet, by moniker's id.
     forwarded: Mutex<HashMap<u64, Vec<(String, String)>>>,
 }
@@ -176,7 +179,7 @@ impl Connection {
             follows: Mutex::new(std::collections::BTreeMap::new()),
             refollow: tokio::sync::Notify::new(),
             list_ttl: Mutex::new(None),
-            forward: Mutex::new(indexmap::IndexMap::new()),
+            forward: OnceLock::new(),
             forwarded: Mutex::new(HashMap::new()),
         }
     }
@@ -347,12 +350,9 @@ impl Connection {
         caller: Option<&crate::auth::resource::Caller>,
     ) -> Result<(u64, oneshot::Receiver<Message>), CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let headers = {
-            let rules = lock(&self.forward);
-            match (rules.is_empty(), caller) {
-                (false, Some(caller)) => caller.headers_for(&rules),
-                _ => Vec::new(),
-            }
+        let headers = match (self.forward.get(), caller) {
+            (Some(rules), Some(caller)) => caller.headers_for(rules),
+            _ => Vec::new(),
         };
         if !headers.is_empty() {
             lock(&self.forwarded).insert(id, headers);
@@ -383,6 +383,9 @@ impl Connection {
     /// The forwarded headers of the request `line` (moniker's), taken as it is sent: as
     /// header pairs (a name or value a header cannot hold is left out).
     pub(crate) fn take_forwarded(&self, line: &Message) -> Vec<(HeaderName, HeaderValue)> {
+        if self.forward.get().is_none() {
+            return Vec::new();
+        }
         let Some(id) = line.our_id().filter(|_| line.is_request()) else {
             return Vec::new();
         };
@@ -401,7 +404,9 @@ impl Connection {
     /// Stops waiting for a request (timed out or cancelled).
     pub fn forget(&self, id: u64) {
         lock(&self.pending).remove(&id);
-        lock(&self.forwarded).remove(&id);
+        if self.forward.get().is_some() {
+            lock(&self.forwarded).remove(&id);
+        }
     }
 
     /// Stops waiting for a request and tells the server so.

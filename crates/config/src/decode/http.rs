@@ -30,11 +30,6 @@ const AUTH_KEYS: &[&str] = &[
     "toolsets",
     "default_toolset",
 ];
-/// The JWS algorithms moniker verifies (asymmetric only: a shared secret would let anyone who
-/// can check a token mint one).
-pub(crate) const ALGORITHMS: &[&str] = &[
-    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
-];
 const TOKEN_KEYS: &[&str] = &["token", "toolset", "name"];
 
 impl Cx<'_> {
@@ -150,13 +145,16 @@ impl Cx<'_> {
                 let ap = field("algorithms");
                 let names = self.strings(&ap, list, false);
                 for name in &names {
-                    if !ALGORITHMS.contains(&name.as_str()) {
+                    if !ResourceAuth::ALGORITHMS.contains(&name.as_str()) {
                         self.error(
                             codes::INVALID_VALUE,
                             format!("`{}` is not an algorithm moniker verifies", shorten(name)),
                             &ap,
                             list.point(),
-                            Some(format!("use some of: {}", ALGORITHMS.join(", "))),
+                            Some(format!(
+                                "use some of: {}",
+                                ResourceAuth::ALGORITHMS.join(", ")
+                            )),
                         );
                     }
                 }

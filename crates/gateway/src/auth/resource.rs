@@ -142,9 +142,25 @@ pub enum Denied {
 /// The issuer's answer about an opaque token: its claims, or why it is refused.
 type Introspected = Result<Map<String, Value>, String>;
 
+/// Where a client reads the metadata of `resource`: the well-known suffix between its host
+/// and its path (RFC 9728 §3.1), as moniker's own client looks for it.
+pub fn metadata_url(resource: &str) -> String {
+    Url::parse(resource)
+        .ok()
+        .and_then(|url| {
+            super::challenge::resource_metadata_urls(&url, None)
+                .into_iter()
+                .next()
+        })
+        .map_or_else(|| resource.to_owned(), |url| url.to_string())
+}
+
 /// Checks the access tokens of one `http.auth`.
 pub struct Verifier {
     pub settings: ResourceAuth,
+    /// The algorithms a token may be signed with (`settings.algorithms`, else all moniker
+    /// verifies).
+    algorithms: Vec<Algorithm>,
     /// `Err`: HTTPS could not be set up (said at every fetch).
     http: Result<reqwest::Client, String>,
     state: Mutex<State>,
@@ -168,8 +184,14 @@ struct State {
 impl Verifier {
     pub fn new(settings: ResourceAuth) -> Arc<Self> {
         let http = crate::tls::http_client(&moniker_config::Tls::default(), FETCH_TIMEOUT);
+        let names: Vec<&str> = match settings.algorithms.is_empty() {
+            true => ResourceAuth::ALGORITHMS.to_vec(),
+            false => settings.algorithms.iter().map(String::as_str).collect(),
+        };
+        let algorithms = names.iter().filter_map(|n| n.parse().ok()).collect();
         Arc::new(Self {
             settings,
+            algorithms,
             http,
             state: Mutex::new(State::default()),
         })
@@ -184,23 +206,6 @@ impl Verifier {
         match toolset {
             Some(name) => format!("{}/{name}", self.settings.resource),
             None => self.settings.resource.clone(),
-        }
-    }
-
-    /// Where a client reads the metadata of `resource` (RFC 9728 §3.1: the well-known
-    /// suffix between the host and the path).
-    pub fn metadata_url(&self, resource: &str) -> String {
-        match Url::parse(resource) {
-            Ok(url) => {
-                let mut out = url.clone();
-                out.set_path(&format!(
-                    "/.well-known/oauth-protected-resource{}",
-                    url.path().trim_end_matches('/')
-                ));
-                out.set_query(None);
-                out.to_string()
-            }
-            Err(_) => resource.to_owned(),
         }
     }
 
@@ -270,8 +275,7 @@ impl Verifier {
         let invalid = |why: String| Denied::Invalid(why);
         let header =
             jsonwebtoken::decode_header(token).map_err(|e| invalid(format!("not a JWT: {e}")))?;
-        let allowed = self.algorithms();
-        if !allowed.contains(&header.alg) {
+        if !self.algorithms.contains(&header.alg) {
             return Err(invalid(format!(
                 "its algorithm {:?} is not allowed",
                 header.alg
@@ -285,38 +289,17 @@ impl Verifier {
         validation.set_issuer(&issuer_forms(&self.settings.issuer));
         validation.set_audience(&[resource]);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-        let data = key
-            .iter()
-            .find_map(|k| jsonwebtoken::decode::<Map<String, Value>>(token, k, &validation).ok())
-            .ok_or_else(|| {
-                // Say why with the first key (the one its `kid` names, when it names one).
-                let why = key
-                    .first()
-                    .map(|k| {
-                        jsonwebtoken::decode::<Map<String, Value>>(token, k, &validation)
-                            .err()
-                            .map(|e| e.to_string())
-                            .unwrap_or_default()
-                    })
-                    .unwrap_or_else(|| "no key".to_owned());
-                invalid(why)
-            })?;
-        Ok(data.claims)
-    }
-
-    fn algorithms(&self) -> Vec<Algorithm> {
-        let names: Vec<&str> = if self.settings.algorithms.is_empty() {
-            vec![
-                "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
-            ]
-        } else {
-            self.settings
-                .algorithms
-                .iter()
-                .map(String::as_str)
-                .collect()
-        };
-        names.iter().filter_map(|n| n.parse().ok()).collect()
+        // Each key it may be (one when the token names its `kid`); why, with the first.
+        let mut why = None;
+        for key in &key {
+            match jsonwebtoken::decode::<Map<String, Value>>(token, key, &validation) {
+                Ok(data) => return Ok(data.claims),
+                Err(e) => {
+                    why.get_or_insert(e.to_string());
+                }
+            }
+        }
+        Err(invalid(why.unwrap_or_else(|| "no key".to_owned())))
     }
 
     /// The keys that may have signed a token: the one its `kid` names (fetched again when
@@ -711,7 +694,7 @@ mod tests {
     fn the_metadata_url_inserts_the_well_known_suffix() {
         let v = Verifier::new(settings());
         assert_eq!(
-            v.metadata_url(&v.resource(Some("admin"))),
+            metadata_url(&v.resource(Some("admin"))),
             "https://gw.example.com/.well-known/oauth-protected-resource/mcp/admin"
         );
         assert_eq!(

@@ -485,7 +485,7 @@ async fn identify(
     let challenge = |error: Option<&str>, scopes: &[String]| {
         let mut value = format!(
             "Bearer resource_metadata=\"{}\"",
-            verifier.metadata_url(&resource)
+            crate::auth::resource::metadata_url(&resource)
         );
         if !scopes.is_empty() {
             value.push_str(&format!(", scope=\"{}\"", scopes.join(" ")));
@@ -619,9 +619,7 @@ async fn serve_mcp(
     // hyper then closes the connection: said, so that the client does not send its next
     // request (the same one with a token) on a connection about to close.
     if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        set(&mut response, header::CONNECTION, "close");
     }
     response
 }
