@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::search::Words;
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -288,9 +289,10 @@ pub fn merge(tool_name: &str, summary: Option<&str>, members: &[Member<'_>]) -> 
         .any(|m| m.hints.is_some())
         .then(|| Hints::merge(parsed.iter().map(|m| m.hints.unwrap_or(no_hints))))
         .flatten();
+    let description = describe(tool_name, summary, &parsed, merged, &input_schema);
     Merged {
         input_schema: Value::Object(input_schema),
-        description: describe(tool_name, summary, &parsed, merged),
+        description,
         annotations: merged.map(Hints::to_json),
         specs: parsed.iter().map(spec).collect(),
     }
@@ -332,8 +334,12 @@ fn same_but_described(property: &Property) -> Option<Value> {
             .remove("description")
             .and_then(|d| d.as_str().map(str::to_owned))
         {
-            if !descriptions.contains(&d) {
-                descriptions.push(d);
+            // "The project's number" and "The project's number." say one thing.
+            let bare = |d: &str| d.trim().trim_end_matches('.').to_lowercase();
+            match descriptions.iter_mut().find(|s| bare(s) == bare(&d)) {
+                Some(said) if d.trim().len() > said.trim().len() => *said = d,
+                Some(_) => {}
+                None => descriptions.push(d),
             }
         }
         let without = Value::Object(without);
@@ -357,7 +363,7 @@ fn same_but_described(property: &Property) -> Option<Value> {
 
 /// Says in a property's description which actions require it: `required for: a, b` (seed
 /// 004's form), or, when at least three more actions require it than do not, the shorter
-/// `required for every action but: c`.
+/// `required except for: c`.
 fn note_required(schema: &mut Value, required_by: &[String], actions: &[&str]) {
     let others: Vec<&str> = actions
         .iter()
@@ -365,7 +371,7 @@ fn note_required(schema: &mut Value, required_by: &[String], actions: &[&str]) {
         .filter(|a| !required_by.iter().any(|r| r == a))
         .collect();
     let note = if required_by.len() >= others.len() + 3 {
-        format!("required for every action but: {}", others.join(", "))
+        format!("required except for: {}", others.join(", "))
     } else {
         format!("required for: {}", required_by.join(", "))
     };
@@ -396,6 +402,7 @@ fn describe(
     summary: Option<&str>,
     members: &[Parsed<'_>],
     merged: Option<Hints>,
+    schema: &Map<String, Value>,
 ) -> String {
     let mut out = match summary.map(str::trim).filter(|s| !s.is_empty()) {
         Some(summary) => summary.to_owned(),
@@ -405,20 +412,55 @@ fn describe(
             format!("{tool_name}: one tool for {n} action{s}.")
         }
     };
-    // Each action once, with what it does; what it requires is said by the schema.
-    out.push_str("\n\nActions:");
+    // Each action with what it says beyond its name, the tool's description and its
+    // parameters' names and values (the enum lists every action; what it requires is said by
+    // the schema).
+    let words = Words::default();
+    let mut said: HashSet<String> = words.of(&out).into_iter().collect();
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for (name, property) in properties.into_iter().flatten() {
+        said.extend(words.of(name));
+        let values = property.get("enum").and_then(Value::as_array);
+        for value in values.into_iter().flatten().filter_map(Value::as_str) {
+            said.extend(words.of(value));
+        }
+    }
+    let mut header = false;
     for member in members {
+        let summary = member
+            .summary
+            .as_deref()
+            .filter(|s| tells_more(&words, &said, member.action, s));
+        let note = merged.and_then(|m| differs(m, member.hints));
+        if summary.is_none() && note.is_none() {
+            continue;
+        }
+        if !std::mem::replace(&mut header, true) {
+            out.push_str("\n\nActions:");
+        }
         out.push_str("\n- ");
         out.push_str(member.action);
-        if let Some(summary) = &member.summary {
+        if let Some(summary) = summary {
             out.push_str(": ");
             out.push_str(summary);
         }
-        if let Some(note) = merged.and_then(|m| differs(m, member.hints)) {
+        if let Some(note) = note {
             out.push_str(note);
         }
     }
     out
+}
+
+/// Whether an action's `summary` says a word (a stem, not a stop word) that neither its name
+/// nor the rest of the tool (`said`) does: "Cancel a workflow run" says nothing
+/// `cancel_workflow_run` does not, nor does "Re-run" say more than `rerun`.
+fn tells_more(words: &Words, said: &HashSet<String>, action: &str, summary: &str) -> bool {
+    let name = words.of(action);
+    let letters = action.to_lowercase();
+    let covered = |w: &String| {
+        said.contains(w) || name.contains(w) || (w.len() > 1 && letters.contains(w.as_str()))
+    };
+    words.of(summary).iter().any(|w| !covered(w))
 }
 
 /// What an action's description says of its behaviour where the action tool's hints do not

@@ -449,14 +449,12 @@ fn members_without_a_usable_schema_add_no_properties_and_take_anything() {
         }],
     );
     assert_eq!(m.specs, [spec("odd", &[], None)]);
-    assert_eq!(
-        m.description,
-        "t: one tool for 1 action.\n\nActions:\n- odd"
-    );
+    // An action with nothing to say is in the enum only.
+    assert_eq!(m.description, "t: one tool for 1 action.");
 }
 
 #[test]
-fn the_description_lists_each_action_once_with_what_it_does() {
+fn the_description_says_what_each_action_adds_to_its_name() {
     let members = [
         (
             "create",
@@ -471,16 +469,27 @@ fn the_description_lists_each_action_once_with_what_it_does() {
         ),
         ("delete", json!({"inputSchema": {"required": ["name"]}})),
         ("noop", tool("", json!({}))),
+        // Words of the name, the tool's description or the parameters say nothing new;
+        // neither does "Re-run" beside `rerun`.
+        ("rerun", tool("Re-run the Project's path.", json!({}))),
+        (
+            "archive",
+            tool("Archive projects, keep their data.", json!({})),
+        ),
     ];
     let m = merged(Some("Manage projects."), &members);
     assert_eq!(
         m.description,
-        "Manage projects.\n\nActions:\n- create: Register a project.\n- list: List projects.\n- delete\n- noop"
+        "Manage projects.\n\nActions:\n- create: Register a project.\n- archive: Archive projects, keep their data."
+    );
+    assert_eq!(
+        m.input_schema["properties"]["action"]["enum"],
+        json!(["create", "list", "delete", "noop", "rerun", "archive"])
     );
     let m = merged(None, &members);
     assert!(
         m.description
-            .starts_with("thing: one tool for 4 actions.\n\nActions:\n- create: "),
+            .starts_with("thing: one tool for 6 actions.\n\nActions:\n- create: "),
         "{}",
         m.description
     );
@@ -841,6 +850,30 @@ fn schemas_that_differ_only_in_their_descriptions_become_one() {
         props(&m)["label"],
         json!({"type": "string", "description": "Optional label; or Checkpoint label"})
     );
+    // One description said twice, but for a full stop: once, the longer way.
+    let m = merged(
+        None,
+        &[
+            (
+                "get",
+                tool(
+                    "Get.",
+                    json!({"properties": {"n": {"type": "number", "description": "The project's number"}}}),
+                ),
+            ),
+            (
+                "put",
+                tool(
+                    "Put.",
+                    json!({"properties": {"n": {"type": "number", "description": " the Project's number. "}}}),
+                ),
+            ),
+        ],
+    );
+    assert_eq!(
+        props(&m)["n"],
+        json!({"type": "number", "description": " the Project's number. "})
+    );
 }
 
 /// The members' behaviour hints merged as a client trusts them for any call: read-only and
@@ -883,14 +916,14 @@ fn annotations_are_merged_for_the_safest_reading() {
         m.annotations,
         Some(json!({"destructiveHint": true, "openWorldHint": false}))
     );
+    // A hint that differs is said, whether or not the summary says more than the name.
     assert!(
         m.description.contains("- list: List runs. (read-only)"),
         "{}",
         m.description
     );
     assert!(
-        m.description
-            .contains("- rerun: Rerun a run. (not destructive)"),
+        m.description.contains("- rerun (not destructive)"),
         "{}",
         m.description
     );
@@ -957,7 +990,7 @@ fn a_parameter_required_by_all_actions_but_one_says_the_one() {
     );
     assert_eq!(
         props(&m)["run_id"]["description"],
-        "The run (required for every action but: start)"
+        "The run (required except for: start)"
     );
     // Fewer than three more: said as the list (seed 004's form).
     let m = merged(
