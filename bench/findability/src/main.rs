@@ -374,6 +374,7 @@ fn run(setup: &Setup) -> Vec<Row> {
                 text: &task.request,
                 tags: &[],
                 limit: 5,
+                toolsets: &[],
             };
             let exact = surface
                 .resolve(Kind::Tool, task.request.trim())

@@ -263,6 +263,25 @@ async fn a_toolsets_boundary_holds_through_search_and_call_tool() {
     gateway.shutdown().await;
 }
 
+#[tokio::test]
+async fn a_toolset_named_in_a_search_brings_its_tools_first() {
+    let gateway = gateway().await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let session = Session::new(gateway.clone(), tx);
+    let found = search(&session, json!({"query": "store a memory", "limit": 3})).await;
+    assert_eq!(found[0], "store_memory", "{found:?}");
+    // The config's toolset `sleep` is named: its tools come first, the rest after them.
+    let mut found = search(
+        &session,
+        json!({"query": "store a memory for the sleep", "limit": 4}),
+    )
+    .await;
+    assert_eq!(found.pop().as_deref(), Some("store_memory"), "{found:?}");
+    found.sort();
+    assert_eq!(found, ["abort_dream", "get_dream_status", "trigger_dream"]);
+    gateway.shutdown().await;
+}
+
 /// A table in moniker's format (`model/distill.py`): `tokens`, each with its vector.
 fn table(tokens: &[(&str, [i8; 2])]) -> Vec<u8> {
     let mut out = b"moniker-static-embeddings 1\n".to_vec();

@@ -7,7 +7,7 @@
 //! Pure and deterministic: the same surface and query give the same tools in the same order
 //! (equal scores keep the surface's order, which is by name).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use bm25::{Embedder, EmbedderBuilder, Scorer, Tokenizer};
@@ -129,6 +129,7 @@ const TAG_WEIGHT: usize = 2;
 
 /// The listed tools of a surface, ranked for a query.
 pub struct Index {
+    words: Words,
     ranker: Ranker,
     vectors: Vectors,
     /// Document `i` is the surface's tool `tools[i]`.
@@ -156,6 +157,9 @@ pub struct Query<'q> {
     /// Only tools with one of these tags (none: any tool).
     pub tags: &'q [Tag],
     pub limit: usize,
+    /// The tools of each toolset the text names ([`Index::named`]): they come first, ranked
+    /// among themselves.
+    pub toolsets: &'q [&'q BTreeSet<String>],
 }
 
 impl Index {
@@ -196,14 +200,27 @@ impl Index {
             }
         }
         Self {
+            words: Words::default(),
             ranker: Ranker::new(&words),
             vectors: Vectors::new(model, &meanings),
             tools,
         }
     }
 
-    /// The listed tools for `text`, best first (positions in the index), by `part`.
-    fn ranked(&self, text: &str, part: Part) -> Vec<usize> {
+    /// The `names` (toolsets') of which `text` says a word: "tools for triage" names
+    /// `triage` and `bug-triage`.
+    pub fn named<'n>(&self, text: &str, names: impl IntoIterator<Item = &'n str>) -> Vec<&'n str> {
+        let said: HashSet<String> = self.words.of(text).into_iter().collect();
+        names
+            .into_iter()
+            .filter(|name| self.words.of(name).iter().any(|w| said.contains(w)))
+            .collect()
+    }
+
+    /// The listed tools for `text`, best first (positions in the index), by `part`; in the
+    /// fused ranking, the documents `named` accepts (a toolset the text names has them) come
+    /// first, in the order the two rankings give them.
+    fn ranked(&self, text: &str, part: Part, named: impl Fn(usize) -> bool) -> Vec<usize> {
         let lexical = || self.ranker.rank(text).into_iter().map(|(d, _)| d);
         let semantic = || self.vectors.rank(text).into_iter().map(|(d, _)| d);
         match part {
@@ -219,8 +236,15 @@ impl Index {
                         score[doc] += weight / (FUSION_K + rank as f32 + 1.0);
                     }
                 }
-                let mut docs: Vec<usize> = (0..score.len()).filter(|&d| score[d] > 0.0).collect();
-                docs.sort_by(|a, b| score[*b].total_cmp(&score[*a]).then(a.cmp(b)));
+                // A toolset the text names: its tools first.
+                let mut docs: Vec<usize> = (0..score.len())
+                    .filter(|&d| score[d] > 0.0 || named(d))
+                    .collect();
+                docs.sort_by(|a, b| {
+                    (named(*b).cmp(&named(*a)))
+                        .then(score[*b].total_cmp(&score[*a]))
+                        .then(a.cmp(b))
+                });
                 docs
             }
         }
@@ -256,7 +280,11 @@ impl Index {
         let ranked: Vec<&'s Exposed> = if query.text.trim().is_empty() {
             self.tools.iter().map(|&i| &all[i]).collect()
         } else {
-            self.ranked(query.text, part)
+            let named = |doc: usize| {
+                let name = &all[self.tools[doc]].name;
+                query.toolsets.iter().any(|t| t.contains(name))
+            };
+            self.ranked(query.text, part, named)
                 .into_iter()
                 .map(|doc| &all[self.tools[doc]])
                 .collect()

@@ -4,6 +4,7 @@
 //! metrics).
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use moniker_surface::discovery::{self, DEFAULT_LIMIT, MAX_LIMIT, Mode};
@@ -91,18 +92,28 @@ impl Session {
             }
         }
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+        let surface = &view.surface;
+        let index = view.index();
+        // The toolsets the query names: their tools rank higher.
+        let sets = self.gateway.catalog.sets();
+        let named: Vec<toolsets::Selection> = index
+            .named(&args.query, sets.keys().map(String::as_str))
+            .into_iter()
+            .filter_map(|name| toolsets::select(surface, name, &sets).ok())
+            .collect();
+        let named: Vec<&BTreeSet<String>> = named.iter().map(|s| &s.tools).collect();
         let query = Query {
             text: &args.query,
             tags: &tags,
             limit,
+            toolsets: &named,
         };
-        let surface = &view.surface;
         let asked = args.query.trim();
         let found: Vec<Cow<'_, RawValue>> = match equipped {
             Some(t) => {
                 let selection = &t.equipped.listed;
                 let exact = toolsets::resolve(surface, selection, Kind::Tool, asked);
-                view.index()
+                index
                     .search(surface, query, exact.map(|r| r.exposed), |e| {
                         selection.tools.contains(&e.name)
                     })
@@ -112,7 +123,7 @@ impl Session {
             }
             None => {
                 let exact = surface.resolve(Kind::Tool, asked);
-                view.index()
+                index
                     .search(surface, query, exact.map(|r| r.exposed), |e| view.is_up(e))
                     .into_iter()
                     .map(|e| Cow::Borrowed(&*e.definition))

@@ -157,6 +157,7 @@ fn find(surface: &Surface, text: &str, limit: usize) -> Vec<String> {
         text,
         tags: &[],
         limit,
+        toolsets: &[],
     };
     names(&index.search(surface, query, exact, |_| true))
 }
@@ -218,6 +219,7 @@ fn a_hidden_alias_finds_its_tool_and_is_not_shown_as_a_name() {
         text: "slurp",
         tags: &[],
         limit: 3,
+        toolsets: &[],
     };
     let found = index.search(&s, query, exact, |_| true);
     assert_eq!(found[0].name, "read_text_file");
@@ -233,6 +235,7 @@ fn tags_and_keep_bound_the_results() {
         text: "create",
         tags: &github,
         limit: 10,
+        toolsets: &[],
     };
     assert_eq!(
         names(&index.search(&s, query, None, |_| true)),
@@ -242,6 +245,7 @@ fn tags_and_keep_bound_the_results() {
         text: "create",
         tags: &[],
         limit: 10,
+        toolsets: &[],
     };
     let found = names(&index.search(&s, query, None, |e| e.name != "create_issue"));
     assert!(!found.contains(&"create_issue".to_owned()));
@@ -252,6 +256,7 @@ fn tags_and_keep_bound_the_results() {
         text: "create_issue",
         tags: &[],
         limit: 10,
+        toolsets: &[],
     };
     assert!(
         !names(&index.search(&s, query, exact, |e| e.name != "create_issue"))
@@ -268,6 +273,7 @@ fn a_query_of_tags_only_lists_the_tagged_tools_by_name() {
         text: " ",
         tags: &files,
         limit: 10,
+        toolsets: &[],
     };
     assert_eq!(
         names(&index.search(&s, query, None, |_| true)),
@@ -321,7 +327,7 @@ proptest! {
         let s = built.surface.unwrap();
         let index = Index::new(&s);
         for t in s.tools() {
-            let query = Query { text: &t.name, tags: &[], limit: 3 };
+            let query = Query { text: &t.name, tags: &[], limit: 3, toolsets: &[] };
             let first = names(&index.search(&s, query, None, |_| true));
             let again = names(&index.search(&s, query, None, |_| true));
             prop_assert_eq!(&first, &again);
@@ -347,6 +353,7 @@ fn a_request_in_other_words_finds_its_tool() {
             text: request,
             tags: &[],
             limit: 3,
+            toolsets: &[],
         };
         let by_words = names(&index.search_by(Part::Lexical, &s, query, None, |_| true));
         assert!(
@@ -356,4 +363,50 @@ fn a_request_in_other_words_finds_its_tool() {
         let found = names(&index.search(&s, query, None, |_| true));
         assert!(found.iter().any(|n| n == tool), "{request}: {found:?}");
     }
+}
+
+#[test]
+fn a_toolset_named_in_the_query_ranks_its_tools_first() {
+    let s = surface();
+    let index = Index::new(&s);
+    let triage: BTreeSet<String> = ["list_issues", "get_pull_request"]
+        .map(str::to_owned)
+        .into();
+    assert_eq!(
+        index.named(
+            "what is in the bug triage?",
+            ["bug-triage", "files", "review"]
+        ),
+        ["bug-triage"]
+    );
+    let search = |text: &str, toolsets: &[&BTreeSet<String>]| {
+        let query = Query {
+            text,
+            tags: &[],
+            limit: 2,
+            toolsets,
+        };
+        let mut found = names(&index.search(&s, query, None, |_| true));
+        found.sort();
+        found
+    };
+    // No tool says "triage": naming the toolset brings its tools up.
+    assert_ne!(
+        search("the tools of my triage", &[]),
+        ["get_pull_request", "list_issues"]
+    );
+    assert_eq!(
+        search("the tools of my triage", &[&triage]),
+        ["get_pull_request", "list_issues"]
+    );
+    // It ranks; it does not bound: tags and `keep` still do.
+    let query = Query {
+        text: "triage these files",
+        tags: &[],
+        limit: 10,
+        toolsets: &[&triage],
+    };
+    let found = names(&index.search(&s, query, None, |e| e.name != "list_issues"));
+    assert!(!found.contains(&"list_issues".to_owned()), "{found:?}");
+    assert!(found.contains(&"write_file".to_owned()), "{found:?}");
 }
