@@ -126,6 +126,7 @@ fn settings(config: &Config, toolsets: Toolsets) -> Result<Settings, String> {
         }),
         telemetry: crate::settings::telemetry(config),
         search_model: crate::settings::search_model(config)?,
+        search_cache: moniker_gateway::view::IndexFiles::default_dir(),
     })
 }
 

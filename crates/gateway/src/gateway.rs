@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use moniker_config::GatewaySettings;
+use moniker_surface::discovery::Mode;
 use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, build};
 use tokio::sync::{Notify, watch};
 
@@ -42,6 +43,9 @@ pub struct Settings {
     /// The static embedding table of `search_tools` (`discovery.model`); `None`: the shipped
     /// one. Read when the command starts; a reload keeps it.
     pub search_model: Option<Arc<moniker_surface::search::Model>>,
+    /// Where built search indexes are kept between runs (`None`: nowhere; the command's is
+    /// [`crate::view::IndexFiles::default_dir`]).
+    pub search_cache: Option<PathBuf>,
 }
 
 /// A server to connect to.
@@ -219,8 +223,7 @@ impl Gateway {
             view: ArcSwap::from_pointee(View::new(
                 Surface::default(),
                 BTreeSet::new(),
-                false,
-                None,
+                &Settings::default(),
             )),
             hub: Hub::default(),
             metrics: crate::metrics::Metrics::default(),
@@ -608,17 +611,24 @@ impl Gateway {
             tools = surface.listed(Kind::Tool).count(),
             "surface rebuilt"
         );
-        let new = Arc::new(View::new(
-            surface,
-            state.up.clone(),
-            self.settings.manage,
-            self.settings.search_model.clone(),
-        ));
+        let new = Arc::new(View::new(surface, state.up.clone(), &self.settings));
         let old = self.view.swap(new.clone());
+        new.prepare(self.searches(&new));
         if self.started.load(Ordering::Acquire) {
             self.check_lock(&new);
         }
         (old, new)
+    }
+
+    /// Whether a session may search `view`: its discovery mode is search, or a toolset's.
+    fn searches(&self, view: &View) -> bool {
+        let search = |d: &moniker_surface::discovery::Discovery| d.mode == Mode::Search;
+        search(view.surface.discovery())
+            || self
+                .catalog
+                .sets()
+                .values()
+                .any(|t| t.discovery.as_ref().is_some_and(search))
     }
 
     /// Tells each session whose listing changed from `old` to `new`: a session with a toolset

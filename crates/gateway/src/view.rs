@@ -3,11 +3,14 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use moniker_surface::search::{Index, Model};
+use moniker_surface::search::{Cache, Index, Model};
 use moniker_surface::{Exposed, Kind, ServerId, Surface, listing};
 use serde_json::value::RawValue;
+
+use crate::gateway::Settings;
 
 /// What clients see now: the surface built from every server's last valid listing, which
 /// servers are up, the listings rendered once for every `tools/list` (in the surface's
@@ -22,24 +25,22 @@ pub struct View {
     index: std::sync::OnceLock<Index>,
     /// The table the index is built with (`None`: the shipped one).
     model: Option<Arc<Model>>,
+    /// Where built indexes are kept between runs (`None`: nowhere).
+    cache: Option<PathBuf>,
 }
 
 impl View {
-    pub(crate) fn new(
-        surface: Surface,
-        up: BTreeSet<ServerId>,
-        manage: bool,
-        model: Option<Arc<Model>>,
-    ) -> Self {
+    pub(crate) fn new(surface: Surface, up: BTreeSet<ServerId>, settings: &Settings) -> Self {
         let mut view = Self {
             index: std::sync::OnceLock::new(),
-            model,
+            model: settings.search_model.clone(),
+            cache: settings.search_cache.clone(),
             surface,
             up,
             tools_result: String::new(),
             prompts_result: String::new(),
         };
-        let extra = if manage {
+        let extra = if settings.manage {
             moniker_surface::management::definitions()
         } else {
             &[]
@@ -49,12 +50,36 @@ impl View {
         view
     }
 
-    /// The search index of the surface's tools.
+    /// The search index of the surface's tools: built once (by the first search, or ahead of
+    /// it: [`View::prepare`]), read from the cache when a run before built the same one.
     pub fn index(&self) -> &Index {
         self.index.get_or_init(|| {
             let model = self.model.clone().unwrap_or_else(Model::shipped);
-            Index::with_model(&self.surface, model)
+            let cache = self.cache.clone().map(IndexFiles::new);
+            let started = std::time::Instant::now();
+            let index = Index::build(
+                &self.surface,
+                model,
+                cache.as_ref().map(|c| c as &dyn Cache),
+            );
+            tracing::debug!(elapsed = ?started.elapsed(), "search index ready");
+            index
         })
+    }
+
+    /// Builds the search index now, on a thread of its own, when a session may search this
+    /// view: the first search then finds it ready.
+    pub(crate) fn prepare(self: &Arc<Self>, searching: bool) {
+        if !searching || self.index.get().is_some() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let view = self.clone();
+        runtime.spawn_blocking(move || {
+            view.index();
+        });
     }
 
     /// Whether a session without a toolset may see `item`: a server that is up serves it.
@@ -71,5 +96,112 @@ impl View {
             .filter(|e| self.is_up(e))
             .map(|e| (e, Cow::Borrowed(&*e.definition)));
         self.surface.discovery().entries(kind, items)
+    }
+}
+
+/// Built search indexes as files in a directory of the user's (`<cache dir>/moniker/search`),
+/// each named by its key: the newest [`KEPT`] are kept. A file is read only when it is not
+/// larger than [`MAX_FILE`]; what it holds is checked by the index (its key and checksum)
+/// before it is used.
+pub struct IndexFiles {
+    dir: PathBuf,
+}
+
+/// How many built indexes are kept: a reload or a list change makes a new one.
+pub const KEPT: usize = 8;
+/// The largest file read back (an index of 100,000 tools is far smaller).
+pub const MAX_FILE: u64 = 512 << 20;
+
+impl IndexFiles {
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
+    /// `<user cache dir>/moniker/search`, when the platform has one.
+    pub fn default_dir() -> Option<PathBuf> {
+        dirs::cache_dir().map(|d| d.join("moniker").join("search"))
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{key}.index"))
+    }
+
+    /// Removes all but the newest [`KEPT`] indexes.
+    fn prune(&self) -> std::io::Result<()> {
+        let mut files: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "index") {
+                files.push((entry.metadata()?.modified()?, path));
+            }
+        }
+        files.sort_by_key(|f| std::cmp::Reverse(f.0));
+        for (_, path) in files.into_iter().skip(KEPT) {
+            std::fs::remove_file(path)?;
+        }
+        Ok(())
+    }
+}
+
+impl Cache for IndexFiles {
+    fn load(&self, key: &str) -> Option<Vec<u8>> {
+        use std::io::Read;
+        let file = std::fs::File::open(self.path(key)).ok()?;
+        if file.metadata().ok()?.len() > MAX_FILE {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_FILE + 1).read_to_end(&mut bytes).ok()?;
+        (bytes.len() as u64 <= MAX_FILE).then_some(bytes)
+    }
+
+    fn save(&self, key: &str, bytes: &[u8]) {
+        let path = self.path(key);
+        let saved =
+            crate::files::write_private(&self.dir, &path, bytes).and_then(|()| self.prune());
+        if let Err(e) = saved {
+            tracing::debug!(path = %path.display(), error = %e, "the search index is not cached");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_indexes_are_kept_and_nothing_large_is_read() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let files = IndexFiles::new(dir.path().join("search"));
+        assert_eq!(files.load("none"), None);
+        for i in 0..KEPT + 3 {
+            files.save(&format!("k{i:02}"), format!("index {i}").as_bytes());
+            // Written at distinct times, oldest first.
+            let path = files.path(&format!("k{i:02}"));
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + i as u64);
+            std::fs::File::options()
+                .write(true)
+                .open(path)
+                .and_then(|f| f.set_modified(at))
+                .expect("dated");
+        }
+        files.save("last", b"the newest");
+        let mut kept: Vec<String> = std::fs::read_dir(dir.path().join("search"))
+            .expect("the dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        kept.sort();
+        assert_eq!(kept.len(), KEPT, "{kept:?}");
+        assert!(kept.contains(&"last.index".to_owned()));
+        assert!(!kept.contains(&"k00.index".to_owned()), "the oldest go");
+        assert_eq!(files.load("last").as_deref(), Some(&b"the newest"[..]));
+        // No temporary file is left behind.
+        assert!(kept.iter().all(|k| k.ends_with(".index")), "{kept:?}");
+
+        // A file over the limit is not read (a sparse one: no disk is spent).
+        let big = std::fs::File::create(files.path("big")).expect("created");
+        big.set_len(MAX_FILE + 1).expect("grown");
+        assert_eq!(files.load("big"), None);
     }
 }

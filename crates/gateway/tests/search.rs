@@ -329,3 +329,91 @@ async fn a_configured_model_is_the_one_search_uses() {
     assert!(search(&session, json!({"query": "zebra"})).await.is_empty());
     shipped.shutdown().await;
 }
+
+/// The files of a cache directory that hold indexes, with when each was last written.
+fn cached(dir: &std::path::Path) -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "index"))
+                .map(|p| {
+                    let written = std::fs::metadata(&p).and_then(|m| m.modified());
+                    (p, written.expect("metadata"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// The index is built off the request path (the gateway builds it once its surface is there,
+/// before any search) and kept on disk: a restart with the same surface and table reads it
+/// instead of building it; a file that is not whole is built again and written anew.
+#[tokio::test]
+async fn the_index_is_built_ahead_and_a_restart_reads_it_from_the_cache() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let cache = dir.path().join("search");
+    let settings = || Settings {
+        search_cache: Some(cache.clone()),
+        ..Settings::default()
+    };
+    let first = gateway_with(settings()).await;
+    // No search yet: the index is built on a thread of its own, and saved.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while cached(&cache).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no index was built ahead"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let session = Session::new(first.clone(), tx);
+    let query = json!({"query": "start an offline consolidation dream cycle", "limit": 3});
+    let found = search(&session, query.clone()).await;
+    first.shutdown().await;
+    let saved = cached(&cache);
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    let path = saved[0].0.clone();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).expect("file").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let bytes = std::fs::read(&path).expect("the index");
+    // Marked as written long ago: a file written again is written now.
+    let long_ago = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    let mark = || {
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(long_ago))
+            .expect("marked");
+    };
+    mark();
+
+    // A restart: the same answers, from the same file (not written again).
+    let second = gateway_with(settings()).await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let session = Session::new(second.clone(), tx);
+    assert_eq!(search(&session, query.clone()).await, found);
+    second.shutdown().await;
+    assert_eq!(cached(&cache), [(path.clone(), long_ago)]);
+
+    // A file cut short is not an index: built again, the same answers, a new whole file.
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("cut");
+    mark();
+    let third = gateway_with(settings()).await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let session = Session::new(third.clone(), tx);
+    assert_eq!(search(&session, query).await, found);
+    third.shutdown().await;
+    let again = cached(&cache);
+    assert_eq!(again.len(), 1);
+    assert_ne!(again[0].1, long_ago, "written anew");
+    assert_eq!(std::fs::read(&path).expect("the index"), bytes);
+}

@@ -18,7 +18,9 @@ use crate::names::Tag;
 use crate::surface::{Exposed, Surface};
 use crate::vocab::Kind;
 
+mod cache;
 mod semantic;
+pub use cache::Cache;
 pub use semantic::{Model, ModelError, Vectors};
 
 /// The words of identifiers and prose: text split at anything that is not a letter or a digit
@@ -58,9 +60,14 @@ impl Words {
     }
 }
 
-impl Tokenizer for Words {
+/// The tokenizer of the BM25 crate over text that is [`Words`] already, joined by spaces: a
+/// text is cut into words (and stemmed) once.
+#[derive(Default)]
+struct Stems;
+
+impl Tokenizer for Stems {
     fn tokenize(&self, input_text: &str) -> Vec<String> {
-        self.of(input_text)
+        input_text.split_whitespace().map(str::to_owned).collect()
     }
 }
 
@@ -87,32 +94,50 @@ fn humps(piece: &str) -> impl Iterator<Item = &str> {
 
 /// BM25 over documents known by their position.
 pub struct Ranker {
-    embedder: Embedder<u32, Words>,
+    words: Words,
+    embedder: Embedder<u32, Stems>,
     scorer: Scorer<u32, u32>,
 }
 
 impl Ranker {
     pub fn new<S: AsRef<str>>(documents: &[S]) -> Self {
-        let texts: Vec<&str> = documents.iter().map(AsRef::as_ref).collect();
-        let embedder = EmbedderBuilder::<u32, Words>::with_tokenizer_and_fit_to_corpus(
-            Words::default(),
-            &texts,
-        )
-        .build();
+        let words = Words::default();
+        let stems: Vec<String> = documents
+            .iter()
+            .map(|d| words.of(d.as_ref()).join(" "))
+            .collect();
+        Self::of_stems(words, &stems)
+    }
+
+    /// Over documents given as their [`Words`], joined by spaces.
+    fn of_stems(words: Words, stems: &[String]) -> Self {
+        let total: usize = stems.iter().map(|d| d.split_whitespace().count()).sum();
+        // No documents: the crate's own fallback (a length of 0 says "use it").
+        let average = if stems.is_empty() {
+            0.0
+        } else {
+            (total as f64 / stems.len() as f64) as f32
+        };
+        let embedder = EmbedderBuilder::<u32, Stems>::with_avgdl(average).build();
         let mut scorer = Scorer::new();
-        for (i, text) in texts.iter().enumerate() {
+        for (i, text) in stems.iter().enumerate() {
             // More than u32::MAX documents cannot have been listed.
             scorer.upsert(&(i as u32), embedder.embed(text));
         }
-        Self { embedder, scorer }
+        Self {
+            words,
+            embedder,
+            scorer,
+        }
     }
 
     /// The documents that share a word with `query`, best first: (position, score). Equal
     /// scores are in position order.
     pub fn rank(&self, query: &str) -> Vec<(usize, f32)> {
+        let query = self.words.of(query).join(" ");
         let mut ranked: Vec<(usize, f32)> = self
             .scorer
-            .matches(&self.embedder.embed(query))
+            .matches(&self.embedder.embed(&query))
             .into_iter()
             .map(|d| (d.id as usize, d.score))
             .collect();
@@ -129,7 +154,6 @@ const TAG_WEIGHT: usize = 2;
 
 /// The listed tools of a surface, ranked for a query.
 pub struct Index {
-    words: Words,
     ranker: Ranker,
     vectors: Vectors,
     /// Document `i` is the surface's tool `tools[i]`.
@@ -169,6 +193,13 @@ impl Index {
     }
 
     pub fn with_model(surface: &Surface, model: Arc<Model>) -> Self {
+        Self::build(surface, model, None)
+    }
+
+    /// The index of `surface` with `model`; what takes the time of a build (the documents'
+    /// words and vectors) is read from `cache` when it holds this surface's with this model,
+    /// and saved there when it does not.
+    pub fn build(surface: &Surface, model: Arc<Model>, cache: Option<&dyn Cache>) -> Self {
         let all = surface.tools();
         let mut tools = Vec::new();
         let mut words: Vec<String> = Vec::new();
@@ -199,10 +230,38 @@ impl Index {
                 fields.write(false, &mut meanings[at]);
             }
         }
+        let key = cache.map(|_| {
+            cache::key(
+                &model,
+                words
+                    .iter()
+                    .zip(&meanings)
+                    .map(|(w, m)| (w.as_str(), m.as_str())),
+            )
+        });
+        let stemmer = Words::default();
+        let saved = cache
+            .zip(key.as_deref())
+            .and_then(|(cache, key)| cache.load(key).map(|bytes| (bytes, key)))
+            .and_then(|(bytes, key)| {
+                let built = cache::Built::decode(&bytes, key, tools.len(), model.dims())?;
+                let vectors = Vectors::of_flat(model.clone(), built.flat, tools.len())?;
+                Some((built.stems, vectors))
+            });
+        let (stems, vectors) = saved.unwrap_or_else(|| {
+            let stems: Vec<String> = words.iter().map(|w| stemmer.of(w).join(" ")).collect();
+            let vectors = Vectors::new(model.clone(), &meanings);
+            if let (Some(cache), Some(key)) = (cache, &key) {
+                cache.save(
+                    key,
+                    &cache::encode(key, model.dims(), &stems, vectors.flat()),
+                );
+            }
+            (stems, vectors)
+        });
         Self {
-            words: Words::default(),
-            ranker: Ranker::new(&words),
-            vectors: Vectors::new(model, &meanings),
+            ranker: Ranker::of_stems(stemmer, &stems),
+            vectors,
             tools,
         }
     }
@@ -210,10 +269,11 @@ impl Index {
     /// The `names` (toolsets') of which `text` says a word: "tools for triage" names
     /// `triage` and `bug-triage`.
     pub fn named<'n>(&self, text: &str, names: impl IntoIterator<Item = &'n str>) -> Vec<&'n str> {
-        let said: HashSet<String> = self.words.of(text).into_iter().collect();
+        let words = &self.ranker.words;
+        let said: HashSet<String> = words.of(text).into_iter().collect();
         names
             .into_iter()
-            .filter(|name| self.words.of(name).iter().any(|w| said.contains(w)))
+            .filter(|name| words.of(name).iter().any(|w| said.contains(w)))
             .collect()
     }
 

@@ -4,7 +4,6 @@
 //! its URL, so that the same name for another URL starts afresh. Files are written whole
 //! (a temporary file, then a rename): a reader never sees half of one.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -130,43 +129,8 @@ impl Store {
 }
 
 fn write_private(dir: &Path, path: &Path, saved: &Saved) -> std::io::Result<()> {
-    create_private_dir(dir)?;
     let text = serde_json::to_vec_pretty(saved).map_err(std::io::Error::other)?;
-    let mut tmp = tempfile_in(dir)?;
-    tmp.1.write_all(&text)?;
-    tmp.1.sync_all()?;
-    std::fs::rename(&tmp.0, path)
-}
-
-#[cfg(unix)]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-}
-
-#[cfg(not(unix))]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)
-}
-
-/// A new file only the user can read or write.
-fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut bytes = [0u8; 6];
-    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let path = dir.join(format!(".tmp-{name}"));
-    options.open(&path).map(|f| (path, f))
+    crate::files::write_private(dir, path, &text)
 }
 
 #[cfg(test)]

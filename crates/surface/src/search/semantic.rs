@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
+use sha2::Digest;
 use unicode_normalization::UnicodeNormalization;
 
 const MAGIC: &[u8] = b"moniker-static-embeddings 1\n";
@@ -43,6 +44,8 @@ pub struct Model {
     /// `count x dims` i8 values, kept as the file's bytes.
     values: Cow<'static, [u8]>,
     vocab: HashMap<Box<str>, u32>,
+    /// The SHA-256 of the table's file: what a cached index was built with.
+    fingerprint: [u8; 32],
 }
 
 impl std::fmt::Debug for Model {
@@ -95,6 +98,7 @@ impl Model {
         if vocab.len() != count {
             return Err(ModelError::Mismatch("vocabulary"));
         }
+        let fingerprint = sha2::Sha256::digest(&bytes).into();
         let values = match bytes {
             Cow::Borrowed(b) => Cow::Borrowed(&b[values_at..tokens_at]),
             Cow::Owned(b) => Cow::Owned(b[values_at..tokens_at].to_vec()),
@@ -104,11 +108,17 @@ impl Model {
             scales,
             values,
             vocab,
+            fingerprint,
         })
     }
 
     pub fn dims(&self) -> usize {
         self.dims
+    }
+
+    /// The SHA-256 of the table's file.
+    pub fn fingerprint(&self) -> &[u8; 32] {
+        &self.fingerprint
     }
 
     /// The unit vector of `text`, or `None` when no word of it is in the vocabulary.
@@ -229,6 +239,17 @@ impl Vectors {
             }
         }
         Self { model, flat }
+    }
+
+    /// Vectors made before (by [`Vectors::new`] with the same model): `None` unless there
+    /// are `documents` of the model's dimensions.
+    pub fn of_flat(model: Arc<Model>, flat: Vec<f32>, documents: usize) -> Option<Self> {
+        (flat.len() == documents.checked_mul(model.dims())?).then_some(Self { model, flat })
+    }
+
+    /// The vectors, document after document.
+    pub fn flat(&self) -> &[f32] {
+        &self.flat
     }
 
     /// The documents similar enough to `query`, most similar first: (position, cosine).
