@@ -37,14 +37,17 @@ async def test_lists_clean_names_of_all_four_servers(moniker, gateway_config: Pa
     missing = set(EXPECTED_SERVER) - set(by_name)
     assert not missing, f"missing {sorted(missing)}; listed {sorted(by_name)}"
     for tool in tools:
-        extra = s.extras(tool)
-        assert isinstance(extra.get("server_name"), str), f"{tool.name}: no server_name in {extra}"
-        # What says nothing is not said: no empty `tags`, no empty `aliases`.
-        for field in ("tags", "aliases"):
-            if field in extra:
-                assert isinstance(extra[field], list) and extra[field], f"{tool.name}: `{field}` present but empty"
+        extra, meta = s.extras(tool), tool.meta or {}
+        # One place per fact: the server and the tags in `_meta`, the aliases in `aliases`.
+        assert isinstance(meta.get("io.moniker/server"), str), f"{tool.name}: no server in {meta}"
+        assert "server_name" not in extra and "tags" not in extra, (tool.name, extra)
+        assert "io.moniker/aliases" not in meta, (tool.name, meta)
+        # What says nothing is not said: no empty tags, no empty `aliases`.
+        for field, where in (("io.moniker/tags", meta), ("aliases", extra)):
+            if field in where:
+                assert isinstance(where[field], list) and where[field], f"{tool.name}: `{field}` present but empty"
     for name, server in EXPECTED_SERVER.items():
-        assert s.extras(by_name[name])["server_name"] == server, (name, s.extras(by_name[name]))
+        assert (by_name[name].meta or {})["io.moniker/server"] == server, (name, by_name[name].meta)
 
     # `echo` stays everything's; the fixture's is renamed by the config
     assert "aliases" not in s.extras(by_name["echo"])
@@ -55,7 +58,7 @@ async def test_lists_clean_names_of_all_four_servers(moniker, gateway_config: Pa
 
     create = by_name["create_entities"]
     assert s.extras(create)["aliases"] == ["remember"]
-    assert "memory" in s.extras(create)["tags"], s.extras(create)
+    assert "memory" in (create.meta or {})["io.moniker/tags"], create.meta
 
 
 async def test_colliding_echo_tools_route_to_their_servers(moniker, gateway_config: Path) -> None:

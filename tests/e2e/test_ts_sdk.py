@@ -1,7 +1,7 @@
 """moniker's metadata through the official TypeScript SDK (ts_client.mjs). That SDK drops a tool's
-unknown top-level fields, so `aliases`, `tags` and `server_name` never reach MCP Inspector; the
-same data is in `_meta` under moniker's keys (`io.moniker/aliases`, `io.moniker/tags`,
-`io.moniker/server`), merged into the `_meta` a server sent."""
+unknown top-level fields, so the tags and the server are in `_meta` alone, under moniker's keys
+(`io.moniker/tags`, `io.moniker/server`), merged into the `_meta` a server sent; the listed
+aliases reach it in the description's `Aliases:` line (the top-level `aliases` it drops)."""
 
 from __future__ import annotations
 
@@ -70,9 +70,9 @@ def test_moniker_metadata_reaches_a_typescript_client_in_meta(
     assert set(tools) == {"echo", "plain"}, listed
 
     echo = tools["echo"]
-    # (The SDK 1.x drops `aliases`, `tags` and `server_name` here; `_meta` it keeps.)
+    # (The SDK 1.x drops the top-level `aliases` here; `_meta` it keeps.)
     meta = echo["_meta"]
-    assert meta["io.moniker/aliases"] == ["say"], meta  # listed aliases only
+    assert "io.moniker/aliases" not in meta, meta  # said once: in `aliases` and the description
     assert meta["io.moniker/tags"] == ["demo", "text"], meta
     assert meta["io.moniker/server"] == "fix", meta
     # The server's own `_meta` is kept beside moniker's keys.
@@ -85,5 +85,5 @@ def test_moniker_metadata_reaches_a_typescript_client_in_meta(
 
     prompts = {prompt["name"]: prompt for prompt in listed["prompts"]}
     review = prompts["review"]["_meta"]
-    assert review["io.moniker/aliases"] == ["code-review"], review
+    assert prompts["review"]["description"].endswith("Aliases: code-review"), prompts["review"]
     assert review["io.moniker/server"] == "fix", review

@@ -556,8 +556,8 @@ fn section(rows: &[Row], tasks: usize) -> String {
     line(String::new());
     line(
         "*The model's view* counts what a client shows its model of each listed tool: its name, \
-          description and input schema (the listing's other fields, moniker's `aliases`, `tags`, \
-          `server_name` and `_meta` included, reach programs, not the model)."
+          description and input schema (the listing's other fields, moniker's `aliases` and \
+          `_meta` included, reach programs, not the model)."
             .to_owned(),
     );
     out

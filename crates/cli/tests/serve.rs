@@ -122,7 +122,8 @@ fn scenario_tool_list_includes_alias_information() {
     assert!(
         tools
             .iter()
-            .all(|t| t["server_name"] == "contextgraph" && t.get("tags").is_none()),
+            .all(|t| t["_meta"]["io.moniker/server"] == "contextgraph"
+                && t["_meta"].get("io.moniker/tags").is_none()),
         "no tags configured: no tags field"
     );
 }
@@ -171,9 +172,9 @@ fn bridge_tools_are_listed_with_clean_names_and_prompts_are_callable() {
         ]
     );
     let pr = &tools[1];
-    assert_eq!(pr["server_name"], "github-custom");
+    assert_eq!(pr["_meta"]["io.moniker/server"], "github-custom");
     assert_eq!(
-        pr["tags"],
+        pr["_meta"]["io.moniker/tags"],
         json!(["git", "github", "pull-request", "version-control"])
     );
     assert!(

@@ -1,16 +1,19 @@
 //! A listing entry as moniker lists it: the one rewrite of a tool's or prompt's definition
-//! (DESIGN "Listing format"). The surface build, a toolset's listing and moniker's own tools
-//! all go through [`rewrite`], so an entry looks the same whoever listed it.
+//! (DESIGN "Listing format", as issue 23 settled it: one place per fact). The surface build, a
+//! toolset's listing and moniker's own tools all go through [`rewrite`], so an entry looks the
+//! same whoever listed it.
 //!
 //! Every field of the definition keeps its place and its bytes, except `name` and
-//! `description`, replaced where they are, and the fields moniker owns (`aliases`, `tags`,
-//! `server_name`), which go last in that order.
+//! `description`, replaced where they are, and `aliases` (the listed aliases, ContextGraph's
+//! field), replaced where it is or added last. The aliases are also the description's last line, for the model,
+//! which reads nothing else of an entry's metadata.
 //!
-//! The same three are also in `_meta`, under moniker's own keys ([`META_ALIASES`],
-//! [`META_TAGS`], [`META_SERVER`]): an SDK that drops a tool's unknown fields (the TypeScript
-//! one does) keeps `_meta`. They are added to the server's `_meta` object, whose other keys
-//! keep their bytes, or in a `_meta` of their own, last, when it sent none. A `_meta` that is
-//! not an object is the server's business: left alone.
+//! The tags and the server are in `_meta` alone, under moniker's own keys ([`META_TAGS`],
+//! [`META_SERVER`]): the one place every MCP SDK keeps (the TypeScript one drops a tool's
+//! unknown fields). They are added to the server's `_meta` object, whose other keys keep their
+//! bytes, or in a `_meta` of their own, last, when it sent none; what a server says under
+//! moniker's keys is replaced. A `_meta` that is not an object is the server's business: left
+//! alone.
 
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
@@ -20,18 +23,16 @@ use crate::names::Tag;
 /// The `server_name` of moniker's own tools (management and search).
 pub const OWN_SERVER_NAME: &str = "moniker";
 
-/// The fields moniker owns: what a server sends under these names is replaced.
-const OWNED: [&str; 3] = ["aliases", "tags", "server_name"];
+/// The field moniker owns: what a server sends under this name is replaced.
+const ALIASES: &str = "aliases";
 
-/// `_meta` key of the listed aliases (absent when there are none).
-pub const META_ALIASES: &str = "io.moniker/aliases";
-/// `_meta` key of the tags.
+/// `_meta` key of the tags (absent when there are none).
 pub const META_TAGS: &str = "io.moniker/tags";
-/// `_meta` key of the server name (`server_name`).
+/// `_meta` key of the server name.
 pub const META_SERVER: &str = "io.moniker/server";
-
-/// The `_meta` keys moniker owns, in the order of [`OWNED`].
-const META_OWNED: [&str; 3] = [META_ALIASES, META_TAGS, META_SERVER];
+/// A `_meta` key moniker no longer writes (the aliases are in `aliases`): what a server sends
+/// under it is taken out, as under the others.
+const META_ALIASES: &str = "io.moniker/aliases";
 
 /// What [`rewrite`] changes; `None` keeps what the definition has.
 #[derive(Debug, Default)]
@@ -50,27 +51,23 @@ pub(crate) fn rewrite(
     fields: &IndexMap<String, Box<RawValue>>,
     change: &Rewrite<'_>,
 ) -> Box<RawValue> {
-    let kept = |key: &str| fields.get(key).map(|raw| raw.get().to_owned());
-    let aliases = match change.aliases {
+    let mut aliases = match change.aliases {
         Some([]) => None,
         Some(list) => Some(array(list.iter().map(String::as_str))),
-        None => kept("aliases"),
+        None => fields.get(ALIASES).map(|raw| raw.get().to_owned()),
     };
-    let tags = match change.tags {
-        Some([]) => None,
-        Some(list) => Some(array(list.iter().map(Tag::as_str))),
-        None => kept("tags"),
-    };
-    let server_name = match change.server_name {
-        Some(name) => Some(string(name)),
-        None => kept("server_name"),
-    };
-    let owned = [aliases, tags, server_name];
-    let meta: Vec<(&str, &str)> = META_OWNED
-        .iter()
-        .zip(&owned)
-        .filter_map(|(key, value)| Some((*key, value.as_deref()?)))
-        .collect();
+    // Set what the change says; take out what it empties, and the retired key.
+    let mut ours: Vec<(&str, String)> = Vec::new();
+    let mut taken = vec![META_ALIASES];
+    match change.tags {
+        Some([]) => taken.push(META_TAGS),
+        Some(list) => ours.push((META_TAGS, array(list.iter().map(Tag::as_str)))),
+        None => {}
+    }
+    if let Some(name) = change.server_name {
+        ours.push((META_SERVER, string(name)));
+    }
+    let meta: Vec<(&str, &str)> = ours.iter().map(|(k, v)| (*k, v.as_str())).collect();
 
     let mut out =
         String::with_capacity(fields.values().map(|v| v.get().len() + 16).sum::<usize>() + 64);
@@ -101,18 +98,21 @@ pub(crate) fn rewrite(
                 Some(d) => field(&mut out, key, &string(d)),
                 None => field(&mut out, key, value.get()),
             },
-            "_meta" => match with_meta(value, &meta, &META_OWNED) {
+            "_meta" => match with_meta(value, &meta, &taken) {
                 Some(merged) => field(&mut out, key, &merged),
                 None => field(&mut out, key, value.get()),
             },
-            k if OWNED.contains(&k) => {}
+            // Kept in its place when it is there already (a toolset adds aliases).
+            ALIASES => {
+                if let Some(aliases) = aliases.take() {
+                    field(&mut out, key, &aliases);
+                }
+            }
             _ => field(&mut out, key, value.get()),
         }
     }
-    for (key, value) in OWNED.iter().zip(&owned) {
-        if let Some(value) = value {
-            field(&mut out, key, value);
-        }
+    if let Some(aliases) = aliases {
+        field(&mut out, ALIASES, &aliases);
     }
     if !fields.contains_key("_meta") && !meta.is_empty() {
         field(&mut out, "_meta", &object(&meta));
@@ -155,7 +155,7 @@ fn with_meta(meta: &RawValue, ours: &[(&str, &str)], owned: &[&str]) -> Option<S
 
 /// A listing entry with more aliases: appended to its `aliases` array and to the
 /// `Aliases: a, b` line that ends its description (extended when there is one, added when
-/// not). Every other field keeps its bytes; the fields moniker owns go last. A definition
+/// not). Every other field keeps its bytes; `aliases` goes last. A definition
 /// that is not an object, or that has all of `extra` already, is returned as is.
 pub fn with_extra_aliases(definition: &RawValue, extra: &[String]) -> Box<RawValue> {
     let unchanged = || definition.to_owned();

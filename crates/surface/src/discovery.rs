@@ -209,7 +209,7 @@ mod tests {
         };
         let listed = entries(&search, &s);
         assert_eq!(names(&listed), ["read_file", SEARCH_TOOLS, CALL_TOOL]);
-        assert_eq!(listed[1]["server_name"], "moniker");
+        assert_eq!(listed[1]["_meta"]["io.moniker/server"], "moniker");
         let by_tag = Discovery {
             mode: Mode::Search,
             pin: vec![],

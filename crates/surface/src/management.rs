@@ -100,7 +100,7 @@ mod tests {
     fn a_definition_is_a_listing_entry() {
         assert_eq!(
             definitions()[6].get(),
-            r#"{"name":"delete-toolset","description":"Delete a toolset built at run time.","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The toolset's name: lowercase letters, digits, `_` and `-`"}},"required":["name"]},"tags":["moniker"],"server_name":"moniker","_meta":{"io.moniker/tags":["moniker"],"io.moniker/server":"moniker"}}"#
+            r#"{"name":"delete-toolset","description":"Delete a toolset built at run time.","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The toolset's name: lowercase letters, digits, `_` and `-`"}},"required":["name"]},"_meta":{"io.moniker/tags":["moniker"],"io.moniker/server":"moniker"}}"#
         );
     }
 }

@@ -30,13 +30,31 @@ fn full(text: &str, aliases: &[&str], tag_list: &[&str]) -> String {
 fn without_meta_one_is_added_last() {
     assert_eq!(
         full(r#"{"name":"old","inputSchema":{}}"#, &["a1", "a2"], &["t1"]),
-        r#"{"name":"new","inputSchema":{},"aliases":["a1","a2"],"tags":["t1"],"server_name":"srv","_meta":{"io.moniker/aliases":["a1","a2"],"io.moniker/tags":["t1"],"io.moniker/server":"srv"}}"#
+        r#"{"name":"new","inputSchema":{},"aliases":["a1","a2"],"_meta":{"io.moniker/tags":["t1"],"io.moniker/server":"srv"}}"#
     );
-    // No listed aliases, no tags: no key for them, in either place.
+    // No listed aliases, no tags: no key for them.
     assert_eq!(
         full(r#"{"name":"old"}"#, &[], &[]),
-        r#"{"name":"new","server_name":"srv","_meta":{"io.moniker/server":"srv"}}"#
+        r#"{"name":"new","_meta":{"io.moniker/server":"srv"}}"#
     );
+}
+
+/// One place per fact: the aliases in `aliases` (and the description, for the model), the tags
+/// and the server in `_meta`; a server's own top-level `tags` or `server_name` are its own
+/// fields, kept as they came.
+#[test]
+fn each_fact_is_said_once() {
+    let entry = full(
+        r#"{"name":"old","tags":["theirs"],"server_name":"theirs","aliases":["theirs"]}"#,
+        &["a1"],
+        &["t1"],
+    );
+    assert_eq!(
+        entry,
+        r#"{"name":"new","tags":["theirs"],"server_name":"theirs","aliases":["a1"],"_meta":{"io.moniker/tags":["t1"],"io.moniker/server":"srv"}}"#
+    );
+    let value: serde_json::Value = serde_json::from_str(&entry).unwrap();
+    assert!(value["_meta"].get("io.moniker/aliases").is_none());
 }
 
 #[test]
@@ -48,15 +66,15 @@ fn the_servers_meta_is_kept_and_extended_in_place() {
             &["a1"],
             &["t1", "t2"]
         ),
-        r#"{"name":"new","_meta":{ "ui/x": {"a": 1.50} , "k":"v" ,"io.moniker/aliases":["a1"],"io.moniker/tags":["t1","t2"],"io.moniker/server":"srv"},"inputSchema":{},"aliases":["a1"],"tags":["t1","t2"],"server_name":"srv"}"#
+        r#"{"name":"new","_meta":{ "ui/x": {"a": 1.50} , "k":"v" ,"io.moniker/tags":["t1","t2"],"io.moniker/server":"srv"},"inputSchema":{},"aliases":["a1"]}"#
     );
     assert_eq!(
         full(r#"{"name":"old","_meta":{}}"#, &[], &[]),
-        r#"{"name":"new","_meta":{"io.moniker/server":"srv"},"server_name":"srv"}"#
+        r#"{"name":"new","_meta":{"io.moniker/server":"srv"}}"#
     );
     assert_eq!(
         full(r#"{"name":"old","_meta":{ }}"#, &[], &[]),
-        r#"{"name":"new","_meta":{ "io.moniker/server":"srv"},"server_name":"srv"}"#
+        r#"{"name":"new","_meta":{ "io.moniker/server":"srv"}}"#
     );
 }
 
@@ -64,11 +82,11 @@ fn the_servers_meta_is_kept_and_extended_in_place() {
 fn moniker_keys_a_server_sent_are_replaced() {
     assert_eq!(
         full(
-            r#"{"name":"old","_meta":{"io.moniker/server":"fake","k":1,"io.moniker/aliases":["z"]}}"#,
+            r#"{"name":"old","_meta":{"io.moniker/server":"fake","k":1,"io.moniker/aliases":["z"],"io.moniker/tags":["fake"]}}"#,
             &[],
-            &["t1"]
+            &[]
         ),
-        r#"{"name":"new","_meta":{"k":1,"io.moniker/tags":["t1"],"io.moniker/server":"srv"},"tags":["t1"],"server_name":"srv"}"#
+        r#"{"name":"new","_meta":{"k":1,"io.moniker/server":"srv"}}"#
     );
 }
 
@@ -77,14 +95,14 @@ fn a_meta_that_is_not_an_object_is_left_alone() {
     for meta in ["null", "[1,2]", r#""text""#, "7"] {
         let text = format!(r#"{{"name":"old","_meta":{meta}}}"#);
         assert_eq!(
-            full(&text, &["a1"], &[]),
-            format!(r#"{{"name":"new","_meta":{meta},"aliases":["a1"],"server_name":"srv"}}"#)
+            full(&text, &["a1"], &["t1"]),
+            format!(r#"{{"name":"new","_meta":{meta},"aliases":["a1"]}}"#)
         );
     }
 }
 
 #[test]
-fn toolset_aliases_reach_meta_too() {
+fn toolset_aliases_go_where_the_surface_put_the_others() {
     let surface_entry = full(
         r#"{"name":"old","description":"Does.","_meta":{"k":1}}"#,
         &["a1"],
@@ -94,16 +112,16 @@ fn toolset_aliases_reach_meta_too() {
     let more = with_extra_aliases(&raw, &["ts".to_owned()]);
     assert_eq!(
         more.get(),
-        r#"{"name":"new","description":"Does.\n\nAliases: ts","_meta":{"k":1,"io.moniker/aliases":["a1","ts"],"io.moniker/tags":["t1"],"io.moniker/server":"srv"},"aliases":["a1","ts"],"tags":["t1"],"server_name":"srv"}"#
+        r#"{"name":"new","description":"Does.\n\nAliases: ts","_meta":{"k":1,"io.moniker/tags":["t1"],"io.moniker/server":"srv"},"aliases":["a1","ts"]}"#
     );
 }
 
-/// A tool with no tags says nothing of them, at the top or in `_meta`.
+/// A tool with no tags says nothing of them.
 #[test]
 fn no_tags_no_field() {
     let entry = full(r#"{"name":"old","description":"Does."}"#, &[], &[]);
     assert_eq!(
         entry,
-        r#"{"name":"new","description":"Does.","server_name":"srv","_meta":{"io.moniker/server":"srv"}}"#
+        r#"{"name":"new","description":"Does.","_meta":{"io.moniker/server":"srv"}}"#
     );
 }

@@ -144,7 +144,7 @@ fn seed_aliases_resolve_to_their_canonical_tools() {
         plain["description"],
         "Abort the currently running dream (offline consolidation) cycle."
     );
-    assert_eq!(plain["server_name"], "contextgraph");
+    assert_eq!(plain["_meta"]["io.moniker/server"], "contextgraph");
     assert!(plain.get("tags").is_none(), "no tags configured: no field");
 }
 
@@ -330,10 +330,10 @@ fn seed_003_before_and_after() {
     let surface = ok(build(&rules, &[fixture("bridge.json", "bridge")]));
     let pr = def(&surface, "get_pr_info");
     assert_eq!(pr["name"], "get_pr_info");
-    assert_eq!(pr["server_name"], "github-custom");
+    assert_eq!(pr["_meta"]["io.moniker/server"], "github-custom");
     // DESIGN: tags are merged, deduplicated and sorted.
     assert_eq!(
-        pr["tags"],
+        pr["_meta"]["io.moniker/tags"],
         json!(["git", "github", "pull-request", "version-control"])
     );
     assert!(
@@ -341,7 +341,7 @@ fn seed_003_before_and_after() {
         "the origin name is never exposed: {pr}"
     );
     let read = def(&surface, "read_file");
-    assert_eq!(read["server_name"], "filesystem");
+    assert_eq!(read["_meta"]["io.moniker/server"], "filesystem");
     assert_eq!(
         surface
             .resolve_tool("read_file")
@@ -353,7 +353,10 @@ fn seed_003_before_and_after() {
         "local_bridge_filesystem__read_file"
     );
     // The second search is still `search`, from server `filesystem`.
-    assert_eq!(def(&surface, "search")["server_name"], "filesystem");
+    assert_eq!(
+        def(&surface, "search")["_meta"]["io.moniker/server"],
+        "filesystem"
+    );
     // Prompts go through the same pipeline.
     let prompts: Vec<(&str, &str)> = surface
         .prompts()
@@ -494,7 +497,7 @@ fn qualified_overrides_win_and_unqualified_ones_must_not_be_ambiguous() {
     );
     let surface = ok(build(&rules, &listings));
     let b = def(&surface, "search");
-    assert_eq!(b["tags"], json!(["web"]));
+    assert_eq!(b["_meta"]["io.moniker/tags"], json!(["web"]));
     assert!(def(&surface, "a_search").get("tags").is_none());
 }
 
@@ -642,6 +645,8 @@ fn names_must_fit_the_profile() {
 
 #[test]
 fn listing_fields_survive_and_owned_fields_are_replaced() {
+    // `aliases` is moniker's, replaced in its place; the server's own `tags` is its field, kept;
+    // moniker's tags and server are in `_meta`.
     let origin = r#"{"name":"t","title":"T","description":"Does t.","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2]},"aliases":["stale"],"tags":["OLD"],"zz_unknown":{"b":1,"a":2}}"#;
     let mut rules = rules_with(&["s"]);
     set(
@@ -661,7 +666,7 @@ fn listing_fields_survive_and_owned_fields_are_replaced() {
     let surface = ok(build(&rules, &[l]));
     assert_eq!(
         surface.tools()[0].definition.get(),
-        r#"{"name":"t","title":"T","description":"Does t.\n\nAliases: tt","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2],"io.moniker/aliases":["tt"],"io.moniker/tags":["new"],"io.moniker/server":"s"},"zz_unknown":{"b":1,"a":2},"aliases":["tt"],"tags":["new"],"server_name":"s"}"#
+        r#"{"name":"t","title":"T","description":"Does t.\n\nAliases: tt","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2],"io.moniker/tags":["new"],"io.moniker/server":"s"},"aliases":["tt"],"tags":["OLD"],"zz_unknown":{"b":1,"a":2}}"#
     );
 }
 
@@ -693,7 +698,7 @@ fn a_description_override_replaces_and_a_missing_one_is_added() {
     assert_eq!(def(&surface, "a")["description"], "New.");
     assert_eq!(
         surface.resolve_tool("b").unwrap().exposed.definition.get(),
-        r#"{"name":"b","description":"Aliases: bb","aliases":["bb"],"server_name":"s","_meta":{"io.moniker/aliases":["bb"],"io.moniker/server":"s"}}"#
+        r#"{"name":"b","description":"Aliases: bb","aliases":["bb"],"_meta":{"io.moniker/server":"s"}}"#
     );
 }
 
@@ -878,8 +883,8 @@ fn action_tools_replace_their_members_in_the_listing() {
         json!(["make", "drop"])
     );
     assert_eq!(def["inputSchema"]["properties"]["name"]["type"], "string");
-    assert_eq!(def["tags"], json!(["grouped"]));
-    assert_eq!(def["server_name"], "s");
+    assert_eq!(def["_meta"]["io.moniker/tags"], json!(["grouped"]));
+    assert_eq!(def["_meta"]["io.moniker/server"], "s");
     // "make_thing it." says nothing `make` and the tool's name do not: the enum says it.
     assert!(
         !def["description"].as_str().unwrap().contains("- make"),

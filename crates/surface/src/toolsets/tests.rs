@@ -766,14 +766,9 @@ fn the_listing_is_the_toolset_with_its_aliases() {
         list[2]["description"],
         "web_search does things.\n\nAliases: search, ws"
     );
-    assert_eq!(list[2]["server_name"], "web");
-    // And in `_meta`, for clients whose SDK drops unknown fields.
-    assert_eq!(
-        list[2]["_meta"]["io.moniker/aliases"],
-        json!(["search", "ws"])
-    );
-    assert_eq!(list[0]["_meta"]["io.moniker/aliases"], json!(["ds"]));
+    // The server is in `_meta`; the aliases are not said there again.
     assert_eq!(list[2]["_meta"]["io.moniker/server"], "web");
+    assert_eq!(list[2]["_meta"].get("io.moniker/aliases"), None);
 
     let prompts = parsed(&listing(&surface, &selection, Kind::Prompt));
     assert_eq!(
@@ -806,32 +801,32 @@ fn extra(definition: &str, aliases: &[&str]) -> String {
 
 #[test]
 fn extra_aliases_keep_every_other_field_as_it_was() {
-    let definition = r#"{"name":"a","title":"A","description":"Does a.\n\nAliases: x","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"_unknown":[1e3, 2],"aliases":["x"],"tags":["t1"],"server_name":"s"}"#;
+    let definition = r#"{"name":"a","title":"A","description":"Does a.\n\nAliases: x","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"_unknown":[1e3, 2],"aliases":["x"],"_meta":{"k": 1, "io.moniker/tags":["t1"],"io.moniker/server":"s"}}"#;
     assert_eq!(
         extra(definition, &["y", "z"]),
-        r#"{"name":"a","title":"A","description":"Does a.\n\nAliases: x, y, z","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"_unknown":[1e3, 2],"aliases":["x","y","z"],"tags":["t1"],"server_name":"s","_meta":{"io.moniker/aliases":["x","y","z"],"io.moniker/tags":["t1"],"io.moniker/server":"s"}}"#
+        r#"{"name":"a","title":"A","description":"Does a.\n\nAliases: x, y, z","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"_unknown":[1e3, 2],"aliases":["x","y","z"],"_meta":{"k": 1, "io.moniker/tags":["t1"],"io.moniker/server":"s"}}"#
     );
 }
 
 #[test]
 fn extra_aliases_are_added_where_the_surface_would_put_them() {
-    // No aliases yet: before `tags` (here none), and a new `Aliases:` line.
+    // No aliases yet: last, and a new `Aliases:` line.
     assert_eq!(
         extra(
-            r#"{"name":"a","description":"Does a.","server_name":"s"}"#,
+            r#"{"name":"a","description":"Does a.","_meta":{"io.moniker/server":"s"}}"#,
             &["y"]
         ),
-        r#"{"name":"a","description":"Does a.\n\nAliases: y","aliases":["y"],"server_name":"s","_meta":{"io.moniker/aliases":["y"],"io.moniker/server":"s"}}"#
+        r#"{"name":"a","description":"Does a.\n\nAliases: y","_meta":{"io.moniker/server":"s"},"aliases":["y"]}"#
     );
     // No description: one is added after the name.
     assert_eq!(
         extra(r#"{"name":"a","x":1}"#, &["y"]),
-        r#"{"name":"a","description":"Aliases: y","x":1,"aliases":["y"],"_meta":{"io.moniker/aliases":["y"]}}"#
+        r#"{"name":"a","description":"Aliases: y","x":1,"aliases":["y"]}"#
     );
     // A description that is not a string is left alone.
     assert_eq!(
         extra(r#"{"name":"a","description":{"k":1}}"#, &["y"]),
-        r#"{"name":"a","description":{"k":1},"aliases":["y"],"_meta":{"io.moniker/aliases":["y"]}}"#
+        r#"{"name":"a","description":{"k":1},"aliases":["y"]}"#
     );
     // A last line that starts with `Aliases: ` is extended, whatever came before.
     assert_eq!(
@@ -839,7 +834,7 @@ fn extra_aliases_are_added_where_the_surface_would_put_them() {
             r#"{"name":"a","description":"Line one.\nAliases: x"}"#,
             &["y"]
         ),
-        r#"{"name":"a","description":"Line one.\nAliases: x, y","aliases":["y"],"_meta":{"io.moniker/aliases":["y"]}}"#
+        r#"{"name":"a","description":"Line one.\nAliases: x, y","aliases":["y"]}"#
     );
     // Only the new ones, once.
     assert_eq!(
@@ -847,7 +842,7 @@ fn extra_aliases_are_added_where_the_surface_would_put_them() {
             r#"{"name":"a","description":"D\n\nAliases: x","aliases":["x"]}"#,
             &["x", "y", "y"]
         ),
-        r#"{"name":"a","description":"D\n\nAliases: x, y","aliases":["x","y"],"_meta":{"io.moniker/aliases":["x","y"]}}"#
+        r#"{"name":"a","description":"D\n\nAliases: x, y","aliases":["x","y"]}"#
     );
 }
 
