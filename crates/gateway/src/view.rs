@@ -67,8 +67,9 @@ impl View {
         })
     }
 
-    /// Builds the search index now, on a thread of its own, when a session may search this
-    /// view: the first search then finds it ready.
+    /// Builds the search index ahead of the first search, on a thread of its own, when a
+    /// session may search this view: after [`SETTLE`], and only if the view is still in use
+    /// (a burst of list changes builds the last view's index, not each one's).
     pub(crate) fn prepare(self: &Arc<Self>, searching: bool) {
         if !searching || self.index.get().is_some() {
             return;
@@ -76,9 +77,15 @@ impl View {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let view = self.clone();
-        runtime.spawn_blocking(move || {
-            view.index();
+        let view = Arc::downgrade(self);
+        runtime.spawn(async move {
+            tokio::time::sleep(SETTLE).await;
+            if let Some(view) = view.upgrade() {
+                let _ = tokio::task::spawn_blocking(move || {
+                    view.index();
+                })
+                .await;
+            }
         });
     }
 
@@ -106,6 +113,10 @@ impl View {
 pub struct IndexFiles {
     dir: PathBuf,
 }
+
+/// How long a new view waits before its index is built ahead: a server that changes its list
+/// many times a second costs one build, not one each time.
+pub const SETTLE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// How many built indexes are kept: a reload or a list change makes a new one.
 pub const KEPT: usize = 8;

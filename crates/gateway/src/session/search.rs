@@ -25,6 +25,9 @@ use crate::view::View;
 const MAX_QUERY: usize = 1024;
 /// The most tags one search filters by.
 const MAX_TAGS: usize = 32;
+/// The most toolsets one search brings forward (a toolset is resolved for each): the first
+/// ones, by name, that the query names.
+const MAX_NAMED: usize = 8;
 
 #[derive(serde::Deserialize)]
 struct SearchArguments {
@@ -99,6 +102,7 @@ impl Session {
         let named: Vec<toolsets::Selection> = index
             .named(&args.query, sets.keys().map(String::as_str))
             .into_iter()
+            .take(MAX_NAMED)
             .filter_map(|name| toolsets::select(surface, name, &sets).ok())
             .collect();
         let named: Vec<&BTreeSet<String>> = named.iter().map(|s| &s.tools).collect();
