@@ -27,6 +27,9 @@ struct Toolsets {
     toolset: Option<String>,
     /// The caller shows the surface's warnings itself (`check`).
     quiet: bool,
+    /// `serve`: the search index is built ahead and kept in the user's cache (a one-shot
+    /// command builds it only if it searches, and keeps nothing).
+    serving: bool,
 }
 
 impl Toolsets {
@@ -47,6 +50,7 @@ impl Toolsets {
             store,
             toolset,
             quiet: false,
+            serving: false,
         }
     }
 }
@@ -126,7 +130,11 @@ fn settings(config: &Config, toolsets: Toolsets) -> Result<Settings, String> {
         }),
         telemetry: crate::settings::telemetry(config),
         search_model: crate::settings::search_model(config)?,
-        search_cache: moniker_gateway::view::IndexFiles::default_dir(),
+        search_cache: toolsets
+            .serving
+            .then(moniker_gateway::view::IndexFiles::default_dir)
+            .flatten(),
+        search_ahead: toolsets.serving,
     })
 }
 
@@ -141,12 +149,15 @@ pub(crate) async fn launch(config: &Config) -> Result<Arc<Gateway>, Failure> {
 
 /// `moniker serve`: one client on stdin and stdout, until stdin closes or a signal comes.
 pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure> {
-    let toolsets = Toolsets::new(
-        &config,
-        args.manage,
-        args.store.clone(),
-        args.toolset.clone(),
-    );
+    let toolsets = Toolsets {
+        serving: true,
+        ..Toolsets::new(
+            &config,
+            args.manage,
+            args.store.clone(),
+            args.toolset.clone(),
+        )
+    };
     let gateway = match start_with(&mut config, toolsets).await? {
         Ok(gateway) => gateway,
         Err(exit) => return Ok(exit),

@@ -46,6 +46,9 @@ pub struct Settings {
     /// Where built search indexes are kept between runs (`None`: nowhere; the command's is
     /// [`crate::view::IndexFiles::default_dir`]).
     pub search_cache: Option<PathBuf>,
+    /// Build the search index ahead of the first search, when the surface changes (`serve`);
+    /// otherwise the first search builds it.
+    pub search_ahead: bool,
 }
 
 /// A server to connect to.
@@ -613,7 +616,8 @@ impl Gateway {
         );
         let new = Arc::new(View::new(surface, state.up.clone(), &self.settings));
         let old = self.view.swap(new.clone());
-        new.prepare(self.searches(&new));
+        old.supersede();
+        new.prepare(self.settings.search_ahead && self.searches(&new));
         if self.started.load(Ordering::Acquire) {
             self.check_lock(&new);
         }

@@ -27,6 +27,8 @@ pub struct View {
     model: Option<Arc<Model>>,
     /// Where built indexes are kept between runs (`None`: nowhere).
     cache: Option<PathBuf>,
+    /// Another view has taken this one's place: its index is not built ahead.
+    superseded: std::sync::atomic::AtomicBool,
 }
 
 impl View {
@@ -35,6 +37,7 @@ impl View {
             index: std::sync::OnceLock::new(),
             model: settings.search_model.clone(),
             cache: settings.search_cache.clone(),
+            superseded: std::sync::atomic::AtomicBool::new(false),
             surface,
             up,
             tools_result: String::new(),
@@ -67,9 +70,15 @@ impl View {
         })
     }
 
+    /// Another view has taken this one's place.
+    pub(crate) fn supersede(&self) {
+        self.superseded
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// Builds the search index ahead of the first search, on a thread of its own, when a
-    /// session may search this view: after [`SETTLE`], and only if the view is still in use
-    /// (a burst of list changes builds the last view's index, not each one's).
+    /// session may search this view: after [`SETTLE`], and only if the view is still the
+    /// current one (a burst of list changes builds the last view's index, not each one's).
     pub(crate) fn prepare(self: &Arc<Self>, searching: bool) {
         if !searching || self.index.get().is_some() {
             return;
@@ -80,7 +89,10 @@ impl View {
         let view = Arc::downgrade(self);
         runtime.spawn(async move {
             tokio::time::sleep(SETTLE).await;
-            if let Some(view) = view.upgrade() {
+            let current = view
+                .upgrade()
+                .filter(|v| !v.superseded.load(std::sync::atomic::Ordering::Acquire));
+            if let Some(view) = current {
                 let _ = tokio::task::spawn_blocking(move || {
                     view.index();
                 })
@@ -137,14 +149,17 @@ impl IndexFiles {
         self.dir.join(format!("{key}.index"))
     }
 
-    /// Removes all but the newest [`KEPT`] indexes.
+    /// Removes all but the newest [`KEPT`] indexes (files only: what else is there is not
+    /// moniker's).
     fn prune(&self) -> std::io::Result<()> {
         let mut files: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
-        for entry in std::fs::read_dir(&self.dir)? {
-            let entry = entry?;
+        for entry in std::fs::read_dir(&self.dir)?.filter_map(Result::ok) {
             let path = entry.path();
-            if path.extension().is_some_and(|e| e == "index") {
-                files.push((entry.metadata()?.modified()?, path));
+            let Ok(metadata) = entry.metadata() else {
+                continue;
+            };
+            if metadata.is_file() && path.extension().is_some_and(|e| e == "index") {
+                files.push((metadata.modified()?, path));
             }
         }
         files.sort_by_key(|f| std::cmp::Reverse(f.0));
@@ -156,18 +171,34 @@ impl IndexFiles {
 }
 
 impl Cache for IndexFiles {
+    /// The file of `key` when it is a regular file (not a link, a pipe or a device: opened
+    /// without following links and without waiting) of at most [`MAX_FILE`] bytes; a file
+    /// read is marked as used now, so the prune keeps it.
     fn load(&self, key: &str) -> Option<Vec<u8>> {
         use std::io::Read;
-        let file = std::fs::File::open(self.path(key)).ok()?;
-        if file.metadata().ok()?.len() > MAX_FILE {
+        let mut options = std::fs::File::options();
+        options.read(true).write(true);
+        #[cfg(unix)]
+        {
+            use nix::fcntl::OFlag;
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits());
+        }
+        let file = options.open(self.path(key)).ok()?;
+        let metadata = file.metadata().ok()?;
+        if !metadata.is_file() || metadata.len() > MAX_FILE {
             return None;
         }
-        let mut bytes = Vec::new();
-        file.take(MAX_FILE + 1).read_to_end(&mut bytes).ok()?;
-        (bytes.len() as u64 <= MAX_FILE).then_some(bytes)
+        let mut bytes = Vec::with_capacity(metadata.len() as usize);
+        (&file).take(metadata.len()).read_to_end(&mut bytes).ok()?;
+        let _ = file.set_modified(std::time::SystemTime::now());
+        Some(bytes)
     }
 
     fn save(&self, key: &str, bytes: &[u8]) {
+        if bytes.len() as u64 > MAX_FILE {
+            return;
+        }
         let path = self.path(key);
         let saved =
             crate::files::write_private(&self.dir, &path, bytes).and_then(|()| self.prune());
@@ -214,5 +245,17 @@ mod tests {
         let big = std::fs::File::create(files.path("big")).expect("created");
         big.set_len(MAX_FILE + 1).expect("grown");
         assert_eq!(files.load("big"), None);
+        // Nor what is not a file: a link (to an index, even), a pipe (no writer: opening it
+        // must not wait), a directory.
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(files.path("last"), files.path("link")).expect("link");
+            assert_eq!(files.load("link"), None);
+            nix::unistd::mkfifo(&files.path("pipe"), nix::sys::stat::Mode::S_IRWXU)
+                .expect("a pipe");
+            assert_eq!(files.load("pipe"), None);
+        }
+        std::fs::create_dir(files.path("dir")).expect("a dir");
+        assert_eq!(files.load("dir"), None);
     }
 }

@@ -65,6 +65,13 @@ async fn gateway_with(settings: Settings) -> Arc<Gateway> {
         },
     );
     rules.toolsets.sets.insert(
+        "zenith".into(),
+        ToolsetRule {
+            tools: vec!["store_memory".into(), "get_dream_status".into()],
+            ..ToolsetRule::default()
+        },
+    );
+    rules.toolsets.sets.insert(
         "listed".into(),
         ToolsetRule {
             tools: vec!["trigger_dream".into(), "store_memory".into()],
@@ -264,21 +271,28 @@ async fn a_toolsets_boundary_holds_through_search_and_call_tool() {
 }
 
 #[tokio::test]
-async fn a_toolset_named_in_a_search_brings_its_tools_first() {
+async fn a_toolset_named_in_a_search_ranks_its_tools_higher() {
     let gateway = gateway().await;
     let (tx, _rx) = mpsc::unbounded_channel();
     let session = Session::new(gateway.clone(), tx);
-    let found = search(&session, json!({"query": "store a memory", "limit": 3})).await;
-    assert_eq!(found[0], "store_memory", "{found:?}");
-    // The config's toolset `sleep` is named: its tools come first, the rest after them.
-    let mut found = search(
-        &session,
-        json!({"query": "store a memory for the sleep", "limit": 4}),
-    )
-    .await;
-    assert_eq!(found.pop().as_deref(), Some("store_memory"), "{found:?}");
-    found.sort();
-    assert_eq!(found, ["abort_dream", "get_dream_status", "trigger_dream"]);
+    let sorted = |mut found: Vec<String>| {
+        found.sort();
+        found
+    };
+    // The config's toolset `zenith` holds `get_dream_status` and `store_memory`; no tool
+    // says the word.
+    let theirs = ["get_dream_status", "store_memory"];
+    let found = search(&session, json!({"query": "apex", "limit": 2})).await;
+    assert_ne!(sorted(found.clone()), theirs, "{found:?}");
+    let found = search(&session, json!({"query": "zenith", "limit": 2})).await;
+    assert_eq!(sorted(found.clone()), theirs, "{found:?}");
+
+    // A session with a toolset is told nothing of the others: naming one finds nothing.
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let bound = Session::bound(gateway.clone(), tx, "sleep".into());
+    // (Named, `zenith` would bring its `get_dream_status`, which `sleep` has too.)
+    let found = search(&bound, json!({"query": "zenith", "limit": 3})).await;
+    assert!(found.is_empty(), "{found:?}");
     gateway.shutdown().await;
 }
 
@@ -330,8 +344,9 @@ async fn a_configured_model_is_the_one_search_uses() {
     shipped.shutdown().await;
 }
 
-/// The files of a cache directory that hold indexes, with when each was last written.
-fn cached(dir: &std::path::Path) -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+/// The files of a cache directory that hold indexes, each with when it was made (its birth
+/// time; `None` where the file system keeps none): a file written again is a new file.
+fn cached(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Option<std::time::SystemTime>)> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
@@ -339,8 +354,8 @@ fn cached(dir: &std::path::Path) -> Vec<(std::path::PathBuf, std::time::SystemTi
                 .map(|e| e.path())
                 .filter(|p| p.extension().is_some_and(|x| x == "index"))
                 .map(|p| {
-                    let written = std::fs::metadata(&p).and_then(|m| m.modified());
-                    (p, written.expect("metadata"))
+                    let made = std::fs::metadata(&p).and_then(|m| m.created()).ok();
+                    (p, made)
                 })
                 .collect()
         })
@@ -358,6 +373,7 @@ async fn the_index_is_built_ahead_and_a_restart_reads_it_from_the_cache() {
     let cache = dir.path().join("search");
     let settings = || Settings {
         search_cache: Some(cache.clone()),
+        search_ahead: true,
         ..Settings::default()
     };
     let first = gateway_with(settings()).await;
@@ -385,28 +401,18 @@ async fn the_index_is_built_ahead_and_a_restart_reads_it_from_the_cache() {
         assert_eq!(mode & 0o777, 0o600);
     }
     let bytes = std::fs::read(&path).expect("the index");
-    // Marked as written long ago: a file written again is written now.
-    let long_ago = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
-    let mark = || {
-        std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_modified(long_ago))
-            .expect("marked");
-    };
-    mark();
 
-    // A restart: the same answers, from the same file (not written again).
+    // A restart: the same answers, from the same file (not made again).
+    tokio::time::sleep(Duration::from_millis(20)).await;
     let second = gateway_with(settings()).await;
     let (tx, _rx) = mpsc::unbounded_channel();
     let session = Session::new(second.clone(), tx);
     assert_eq!(search(&session, query.clone()).await, found);
     second.shutdown().await;
-    assert_eq!(cached(&cache), [(path.clone(), long_ago)]);
+    assert_eq!(cached(&cache), saved);
 
     // A file cut short is not an index: built again, the same answers, a new whole file.
     std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("cut");
-    mark();
     let third = gateway_with(settings()).await;
     let (tx, _rx) = mpsc::unbounded_channel();
     let session = Session::new(third.clone(), tx);
@@ -414,6 +420,8 @@ async fn the_index_is_built_ahead_and_a_restart_reads_it_from_the_cache() {
     third.shutdown().await;
     let again = cached(&cache);
     assert_eq!(again.len(), 1);
-    assert_ne!(again[0].1, long_ago, "written anew");
+    if saved[0].1.is_some() {
+        assert_ne!(again[0].1, saved[0].1, "made anew");
+    }
     assert_eq!(std::fs::read(&path).expect("the index"), bytes);
 }

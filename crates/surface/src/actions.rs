@@ -420,6 +420,10 @@ fn describe(
     let properties = schema.get("properties").and_then(Value::as_object);
     for (name, property) in properties.into_iter().flatten() {
         said.extend(words.of(name));
+        // The actions' names say what each is, not what another one does.
+        if name == ACTION {
+            continue;
+        }
         let values = property.get("enum").and_then(Value::as_array);
         for value in values.into_iter().flatten().filter_map(Value::as_str) {
             said.extend(words.of(value));
@@ -453,14 +457,17 @@ fn describe(
 
 /// Whether an action's `summary` says a word (a stem, not a stop word) that neither its name
 /// nor the rest of the tool (`said`) does: "Cancel a workflow run" says nothing
-/// `cancel_workflow_run` does not, nor does "Re-run" say more than `rerun`.
+/// `cancel_workflow_run` does not; nor does "Re-run" say more than `rerun` (a word cut by a
+/// hyphen is read joined too).
 fn tells_more(words: &Words, said: &HashSet<String>, action: &str, summary: &str) -> bool {
     let name = words.of(action);
-    let letters = action.to_lowercase();
-    let covered = |w: &String| {
-        said.contains(w) || name.contains(w) || (w.len() > 1 && letters.contains(w.as_str()))
+    let new = |text: &str| {
+        words
+            .of(text)
+            .iter()
+            .any(|w| !said.contains(w) && !name.contains(w))
     };
-    words.of(summary).iter().any(|w| !covered(w))
+    new(summary) && new(&summary.replace('-', ""))
 }
 
 /// What an action's description says of its behaviour where the action tool's hints do not

@@ -12,8 +12,9 @@
 //! [`META_SERVER`]): the one place every MCP SDK keeps (the TypeScript one drops a tool's
 //! unknown fields). They are added to the server's `_meta` object, whose other keys keep their
 //! bytes, or in a `_meta` of their own, last, when it sent none; what a server says under
-//! moniker's keys is replaced. A `_meta` that is not an object is the server's business: left
-//! alone.
+//! moniker's keys is replaced, and a `_meta` that is not an object (MCP says it is one) is
+//! replaced by moniker's. What a server sends at the top under `tags` or `server_name` (where
+//! moniker said them before) is taken out: no server says another's name there.
 
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
@@ -23,8 +24,12 @@ use crate::names::Tag;
 /// The `server_name` of moniker's own tools (management and search).
 pub const OWN_SERVER_NAME: &str = "moniker";
 
-/// The field moniker owns: what a server sends under this name is replaced.
+/// The field moniker writes: what a server sends under this name is replaced.
 const ALIASES: &str = "aliases";
+/// Fields moniker wrote at the top in earlier versions (where clients may still look for
+/// them): what a server sends under these names is taken out, so that no server can say
+/// another's name there.
+const RETIRED: [&str; 2] = ["tags", "server_name"];
 
 /// `_meta` key of the tags (absent when there are none).
 pub const META_TAGS: &str = "io.moniker/tags";
@@ -108,6 +113,7 @@ pub(crate) fn rewrite(
                     field(&mut out, key, &aliases);
                 }
             }
+            k if RETIRED.contains(&k) => {}
             _ => field(&mut out, key, value.get()),
         }
     }
@@ -123,10 +129,12 @@ pub(crate) fn rewrite(
 }
 
 /// A `_meta` object with `ours` set and any other key of `owned` taken out (the keys of
-/// `ours` are replaced too), or `None` to keep it as it is: not an object, or nothing to
-/// change.
+/// `ours` are replaced too), or `None` to keep it as it is: nothing to change. A `_meta` that
+/// is not an object (MCP says it is one) is replaced by `ours` when there is something to say.
 fn with_meta(meta: &RawValue, ours: &[(&str, &str)], owned: &[&str]) -> Option<String> {
-    let entries: IndexMap<String, Box<RawValue>> = serde_json::from_str(meta.get()).ok()?;
+    let Ok(entries) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(meta.get()) else {
+        return (!ours.is_empty()).then(|| object(ours));
+    };
     let is_owned = |k: &str| owned.contains(&k) || ours.iter().any(|(key, _)| *key == k);
     if entries.keys().any(|k| is_owned(k)) {
         let theirs = entries

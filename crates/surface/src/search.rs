@@ -181,8 +181,8 @@ pub struct Query<'q> {
     /// Only tools with one of these tags (none: any tool).
     pub tags: &'q [Tag],
     pub limit: usize,
-    /// The tools of each toolset the text names ([`Index::named`]): they come first, ranked
-    /// among themselves.
+    /// The tools of each toolset the text names ([`Index::named`]): they rank higher, as if
+    /// the toolset's name were a word of each.
     pub toolsets: &'q [&'q BTreeSet<String>],
 }
 
@@ -277,9 +277,9 @@ impl Index {
             .collect()
     }
 
-    /// The listed tools for `text`, best first (positions in the index), by `part`; in the
-    /// fused ranking, the documents `named` accepts (a toolset the text names has them) come
-    /// first, in the order the two rankings give them.
+    /// The listed tools for `text`, best first (positions in the index), by `part`; the fused
+    /// ranking fuses a third one when `named` accepts documents (a toolset the text names has
+    /// them).
     fn ranked(&self, text: &str, part: Part, named: impl Fn(usize) -> bool) -> Vec<usize> {
         let lexical = || self.ranker.rank(text).into_iter().map(|(d, _)| d);
         let semantic = || self.vectors.rank(text).into_iter().map(|(d, _)| d);
@@ -296,15 +296,18 @@ impl Index {
                         score[doc] += weight / (FUSION_K + rank as f32 + 1.0);
                     }
                 }
-                // A toolset the text names: its tools first.
-                let mut docs: Vec<usize> = (0..score.len())
-                    .filter(|&d| score[d] > 0.0 || named(d))
-                    .collect();
-                docs.sort_by(|a, b| {
-                    (named(*b).cmp(&named(*a)))
-                        .then(score[*b].total_cmp(&score[*a]))
-                        .then(a.cmp(b))
-                });
+                // A toolset the text names is a third ranking: its tools, in the order the
+                // two gave them (as if its name were a word of each).
+                let by_score = |score: &[f32], docs: &mut Vec<usize>| {
+                    docs.sort_by(|a, b| score[*b].total_cmp(&score[*a]).then(a.cmp(b)));
+                };
+                let mut members: Vec<usize> = (0..score.len()).filter(|&d| named(d)).collect();
+                by_score(&score, &mut members);
+                for (rank, doc) in members.into_iter().enumerate() {
+                    score[doc] += 1.0 / (FUSION_K + rank as f32 + 1.0);
+                }
+                let mut docs: Vec<usize> = (0..score.len()).filter(|&d| score[d] > 0.0).collect();
+                by_score(&score, &mut docs);
                 docs
             }
         }

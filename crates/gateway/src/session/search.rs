@@ -25,8 +25,8 @@ use crate::view::View;
 const MAX_QUERY: usize = 1024;
 /// The most tags one search filters by.
 const MAX_TAGS: usize = 32;
-/// The most toolsets one search brings forward (a toolset is resolved for each): the first
-/// ones, by name, that the query names.
+/// The most toolsets one search brings forward: the first ones, by name, that the query names
+/// (each is resolved against the surface).
 const MAX_NAMED: usize = 8;
 
 #[derive(serde::Deserialize)]
@@ -97,13 +97,18 @@ impl Session {
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
         let surface = &view.surface;
         let index = view.index();
-        // The toolsets the query names: their tools rank higher.
-        let sets = self.gateway.catalog.sets();
+        // The toolsets the query names rank their tools higher; a session with a toolset
+        // has only its tools, and is told nothing of other toolsets.
+        let sets = if equipped.is_none() {
+            self.gateway.catalog.sets()
+        } else {
+            Default::default()
+        };
         let named: Vec<toolsets::Selection> = index
             .named(&args.query, sets.keys().map(String::as_str))
             .into_iter()
-            .take(MAX_NAMED)
             .filter_map(|name| toolsets::select(surface, name, &sets).ok())
+            .take(MAX_NAMED)
             .collect();
         let named: Vec<&BTreeSet<String>> = named.iter().map(|s| &s.tools).collect();
         let query = Query {

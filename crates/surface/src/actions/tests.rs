@@ -923,7 +923,8 @@ fn annotations_are_merged_for_the_safest_reading() {
         m.description
     );
     assert!(
-        m.description.contains("- rerun (not destructive)"),
+        m.description
+            .contains("- rerun: Rerun a run. (not destructive)"),
         "{}",
         m.description
     );

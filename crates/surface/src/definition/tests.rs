@@ -40,8 +40,8 @@ fn without_meta_one_is_added_last() {
 }
 
 /// One place per fact: the aliases in `aliases` (and the description, for the model), the tags
-/// and the server in `_meta`; a server's own top-level `tags` or `server_name` are its own
-/// fields, kept as they came.
+/// and the server in `_meta`; what a server sends at the top under `tags` or `server_name`
+/// (where moniker said them before) is taken out.
 #[test]
 fn each_fact_is_said_once() {
     let entry = full(
@@ -51,7 +51,7 @@ fn each_fact_is_said_once() {
     );
     assert_eq!(
         entry,
-        r#"{"name":"new","tags":["theirs"],"server_name":"theirs","aliases":["a1"],"_meta":{"io.moniker/tags":["t1"],"io.moniker/server":"srv"}}"#
+        r#"{"name":"new","aliases":["a1"],"_meta":{"io.moniker/tags":["t1"],"io.moniker/server":"srv"}}"#
     );
     let value: serde_json::Value = serde_json::from_str(&entry).unwrap();
     assert!(value["_meta"].get("io.moniker/aliases").is_none());
@@ -90,15 +90,22 @@ fn moniker_keys_a_server_sent_are_replaced() {
     );
 }
 
+/// A `_meta` that is not an object cannot hide where a tool comes from: moniker's replaces it.
 #[test]
-fn a_meta_that_is_not_an_object_is_left_alone() {
+fn a_meta_that_is_not_an_object_is_replaced() {
     for meta in ["null", "[1,2]", r#""text""#, "7"] {
         let text = format!(r#"{{"name":"old","_meta":{meta}}}"#);
         assert_eq!(
             full(&text, &["a1"], &["t1"]),
-            format!(r#"{{"name":"new","_meta":{meta},"aliases":["a1"]}}"#)
+            r#"{"name":"new","_meta":{"io.moniker/tags":["t1"],"io.moniker/server":"srv"},"aliases":["a1"]}"#
         );
     }
+    // With nothing to say (a toolset adding aliases), it is left as it is.
+    let raw = RawValue::from_string(r#"{"name":"a","_meta":7}"#.to_owned()).unwrap();
+    assert_eq!(
+        with_extra_aliases(&raw, &["x".to_owned()]).get(),
+        r#"{"name":"a","description":"Aliases: x","_meta":7,"aliases":["x"]}"#
+    );
 }
 
 #[test]

@@ -645,8 +645,8 @@ fn names_must_fit_the_profile() {
 
 #[test]
 fn listing_fields_survive_and_owned_fields_are_replaced() {
-    // `aliases` is moniker's, replaced in its place; the server's own `tags` is its field, kept;
-    // moniker's tags and server are in `_meta`.
+    // `aliases` is moniker's, replaced in its place; a server's `tags` is taken out; moniker's
+    // tags and server are in `_meta`.
     let origin = r#"{"name":"t","title":"T","description":"Does t.","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2]},"aliases":["stale"],"tags":["OLD"],"zz_unknown":{"b":1,"a":2}}"#;
     let mut rules = rules_with(&["s"]);
     set(
@@ -666,7 +666,7 @@ fn listing_fields_survive_and_owned_fields_are_replaced() {
     let surface = ok(build(&rules, &[l]));
     assert_eq!(
         surface.tools()[0].definition.get(),
-        r#"{"name":"t","title":"T","description":"Does t.\n\nAliases: tt","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2],"io.moniker/tags":["new"],"io.moniker/server":"s"},"aliases":["tt"],"tags":["OLD"],"zz_unknown":{"b":1,"a":2}}"#
+        r#"{"name":"t","title":"T","description":"Does t.\n\nAliases: tt","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2],"io.moniker/tags":["new"],"io.moniker/server":"s"},"aliases":["tt"],"zz_unknown":{"b":1,"a":2}}"#
     );
 }
 

@@ -23,13 +23,15 @@ pub trait Cache: Send + Sync {
 }
 
 /// The key of an index of `documents` (each: its words' text and its meaning's text) with
-/// `model`: a SHA-256, in hex.
+/// `model`, made by this version of moniker (whose code cuts the words and sums the vectors):
+/// a SHA-256, in hex.
 pub(super) fn key<'d>(
     model: &Model,
     documents: impl Iterator<Item = (&'d str, &'d str)>,
 ) -> String {
     let mut hash = Sha256::new();
     hash.update(MAGIC);
+    hash.update(env!("CARGO_PKG_VERSION"));
     hash.update(model.fingerprint());
     for (words, meaning) in documents {
         // Each text with its length first: no two lists of texts hash alike.

@@ -366,7 +366,7 @@ fn a_request_in_other_words_finds_its_tool() {
 }
 
 #[test]
-fn a_toolset_named_in_the_query_ranks_its_tools_first() {
+fn a_toolset_named_in_the_query_ranks_its_tools_higher() {
     let s = surface();
     let index = Index::new(&s);
     let triage: BTreeSet<String> = ["list_issues", "get_pull_request"]
@@ -392,12 +392,23 @@ fn a_toolset_named_in_the_query_ranks_its_tools_first() {
     };
     // No tool says "triage": naming the toolset brings its tools up.
     assert_ne!(
-        search("the tools of my triage", &[]),
+        search("my triage", &[]),
         ["get_pull_request", "list_issues"]
     );
     assert_eq!(
-        search("the tools of my triage", &[&triage]),
+        search("my triage", &[&triage]),
         ["get_pull_request", "list_issues"]
+    );
+    // It weighs as a word does: a request that says what it wants still finds it first.
+    let query = Query {
+        text: "write a file, triage",
+        tags: &[],
+        limit: 1,
+        toolsets: &[&triage],
+    };
+    assert_eq!(
+        names(&index.search(&s, query, None, |_| true)),
+        ["write_file"]
     );
     // It ranks; it does not bound: tags and `keep` still do.
     let query = Query {
