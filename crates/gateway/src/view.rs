@@ -213,7 +213,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_newest_indexes_are_kept_and_nothing_large_is_read() {
+    fn the_last_used_indexes_are_kept_and_only_files_are_read() {
         let dir = tempfile::tempdir().expect("a temp dir");
         let files = IndexFiles::new(dir.path().join("search"));
         assert_eq!(files.load("none"), None);
