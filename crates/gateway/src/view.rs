@@ -119,9 +119,9 @@ impl View {
 }
 
 /// Built search indexes as files in a directory of the user's (`<cache dir>/moniker/search`),
-/// each named by its key: the newest [`KEPT`] are kept. A file is read only when it is not
-/// larger than [`MAX_FILE`]; what it holds is checked by the index (its key and checksum)
-/// before it is used.
+/// each named by its key: the [`KEPT`] last used are kept. A file is read only when it is a
+/// regular file of at most [`MAX_FILE`] bytes; what it holds is checked by the index (its key
+/// and checksum) before it is used.
 pub struct IndexFiles {
     dir: PathBuf,
 }
@@ -149,8 +149,8 @@ impl IndexFiles {
         self.dir.join(format!("{key}.index"))
     }
 
-    /// Removes all but the newest [`KEPT`] indexes (files only: what else is there is not
-    /// moniker's).
+    /// Removes all but the [`KEPT`] last used indexes (a read marks its file; files only: what
+    /// else is there is not moniker's).
     fn prune(&self) -> std::io::Result<()> {
         let mut files: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
         for entry in std::fs::read_dir(&self.dir)?.filter_map(Result::ok) {

@@ -7,10 +7,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::search::Words;
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
+
+use crate::search::Words;
 
 /// The parameter that chooses the member.
 pub const ACTION: &str = "action";
@@ -328,15 +329,15 @@ fn spec(member: &Parsed<'_>) -> ActionSpec {
 fn same_but_described(property: &Property) -> Option<Value> {
     let mut bare: Option<Value> = None;
     let mut descriptions: Vec<String> = Vec::new();
+    // "The project's number" and "The project's number." say one thing.
+    let same = |d: &str| d.trim().trim_end_matches('.').to_lowercase();
     for schema in &property.schemas {
         let mut without = schema.as_object()?.clone();
         if let Some(d) = without
             .remove("description")
             .and_then(|d| d.as_str().map(str::to_owned))
         {
-            // "The project's number" and "The project's number." say one thing.
-            let bare = |d: &str| d.trim().trim_end_matches('.').to_lowercase();
-            match descriptions.iter_mut().find(|s| bare(s) == bare(&d)) {
+            match descriptions.iter_mut().find(|s| same(s) == same(&d)) {
                 Some(said) if d.trim().len() > said.trim().len() => *said = d,
                 Some(_) => {}
                 None => descriptions.push(d),
@@ -429,28 +430,28 @@ fn describe(
             said.extend(words.of(value));
         }
     }
-    let mut header = false;
-    for member in members {
-        let summary = member
-            .summary
-            .as_deref()
-            .filter(|s| tells_more(&words, &said, member.action, s));
-        let note = merged.and_then(|m| differs(m, member.hints));
-        if summary.is_none() && note.is_none() {
-            continue;
-        }
-        if !std::mem::replace(&mut header, true) {
-            out.push_str("\n\nActions:");
-        }
-        out.push_str("\n- ");
-        out.push_str(member.action);
-        if let Some(summary) = summary {
-            out.push_str(": ");
-            out.push_str(summary);
-        }
-        if let Some(note) = note {
-            out.push_str(note);
-        }
+    let lines: Vec<String> = members
+        .iter()
+        .filter_map(|member| {
+            let summary = member
+                .summary
+                .as_deref()
+                .filter(|s| tells_more(&words, &said, member.action, s));
+            let note = merged.and_then(|m| differs(m, member.hints));
+            if summary.is_none() && note.is_none() {
+                return None;
+            }
+            let summary = summary.map(|s| format!(": {s}")).unwrap_or_default();
+            Some(format!(
+                "\n- {}{summary}{}",
+                member.action,
+                note.unwrap_or("")
+            ))
+        })
+        .collect();
+    if !lines.is_empty() {
+        out.push_str("\n\nActions:");
+        out.extend(lines);
     }
     out
 }

@@ -230,29 +230,23 @@ impl Index {
                 fields.write(false, &mut meanings[at]);
             }
         }
-        let key = cache.map(|_| {
-            cache::key(
-                &model,
-                words
-                    .iter()
-                    .zip(&meanings)
-                    .map(|(w, m)| (w.as_str(), m.as_str())),
-            )
+        // The cache, with the key of these documents and this table.
+        let cache = cache.map(|c| {
+            let documents = words.iter().zip(&meanings);
+            let key = cache::key(&model, documents.map(|(w, m)| (w.as_str(), m.as_str())));
+            (c, key)
+        });
+        let saved = cache.as_ref().and_then(|(c, key)| {
+            let built = cache::Built::decode(&c.load(key)?, key, tools.len(), model.dims())?;
+            let vectors = Vectors::of_flat(model.clone(), built.flat, tools.len())?;
+            Some((built.stems, vectors))
         });
         let stemmer = Words::default();
-        let saved = cache
-            .zip(key.as_deref())
-            .and_then(|(cache, key)| cache.load(key).map(|bytes| (bytes, key)))
-            .and_then(|(bytes, key)| {
-                let built = cache::Built::decode(&bytes, key, tools.len(), model.dims())?;
-                let vectors = Vectors::of_flat(model.clone(), built.flat, tools.len())?;
-                Some((built.stems, vectors))
-            });
         let (stems, vectors) = saved.unwrap_or_else(|| {
             let stems: Vec<String> = words.iter().map(|w| stemmer.of(w).join(" ")).collect();
             let vectors = Vectors::new(model.clone(), &meanings);
-            if let (Some(cache), Some(key)) = (cache, &key) {
-                cache.save(
+            if let Some((c, key)) = &cache {
+                c.save(
                     key,
                     &cache::encode(key, model.dims(), &stems, vectors.flat()),
                 );

@@ -41,11 +41,12 @@ pub enum ModelError {
 pub struct Model {
     dims: usize,
     scales: Vec<f32>,
-    /// `count x dims` i8 values, kept as the file's bytes.
-    values: Cow<'static, [u8]>,
+    /// The table's file; its `values` range holds `count x dims` i8 values.
+    bytes: Cow<'static, [u8]>,
+    values: std::ops::Range<usize>,
     vocab: HashMap<Box<str>, u32>,
-    /// The SHA-256 of the table's file: what a cached index was built with.
-    fingerprint: [u8; 32],
+    /// The SHA-256 of the file, made when a cached index first asks for it.
+    fingerprint: OnceLock<[u8; 32]>,
 }
 
 impl std::fmt::Debug for Model {
@@ -98,17 +99,13 @@ impl Model {
         if vocab.len() != count {
             return Err(ModelError::Mismatch("vocabulary"));
         }
-        let fingerprint = sha2::Sha256::digest(&bytes).into();
-        let values = match bytes {
-            Cow::Borrowed(b) => Cow::Borrowed(&b[values_at..tokens_at]),
-            Cow::Owned(b) => Cow::Owned(b[values_at..tokens_at].to_vec()),
-        };
         Ok(Self {
             dims,
             scales,
-            values,
+            bytes,
+            values: values_at..tokens_at,
             vocab,
-            fingerprint,
+            fingerprint: OnceLock::new(),
         })
     }
 
@@ -118,18 +115,20 @@ impl Model {
 
     /// The SHA-256 of the table's file.
     pub fn fingerprint(&self) -> &[u8; 32] {
-        &self.fingerprint
+        self.fingerprint
+            .get_or_init(|| sha2::Sha256::digest(&self.bytes).into())
     }
 
     /// The unit vector of `text`, or `None` when no word of it is in the vocabulary.
     pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
         let mut sum = vec![0.0f32; self.dims];
         let mut any = false;
+        let values = &self.bytes[self.values.clone()];
         self.each_token(text, |id| {
             any = true;
             let row = id as usize * self.dims;
             let scale = self.scales[id as usize];
-            for (s, v) in sum.iter_mut().zip(&self.values[row..row + self.dims]) {
+            for (s, v) in sum.iter_mut().zip(&values[row..row + self.dims]) {
                 *s += scale * f32::from(*v as i8);
             }
         });
