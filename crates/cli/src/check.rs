@@ -103,11 +103,7 @@ fn auth_summary(
         ),
         format!(
             "  tokens:    JWT ({}; exp/nbf leeway {}s){}",
-            if auth.algorithms.is_empty() {
-                moniker_config::ResourceAuth::ALGORITHMS.join(", ")
-            } else {
-                auth.algorithms.join(", ")
-            },
+            auth.accepted_algorithms().join(", "),
             auth.leeway.as_secs(),
             if auth.introspection.is_some() {
                 ", opaque ones introspected"
@@ -118,9 +114,9 @@ fn auth_summary(
     ];
     let known = |name: &str| {
         if sets.contains_key(name) {
-            String::new()
+            ""
         } else {
-            " (not a toolset of the config: a run-time one, or a mistake)".to_owned()
+            " (not a toolset of the config: a run-time one, or a mistake)"
         }
     };
     for rule in &auth.toolsets {

@@ -363,10 +363,7 @@ fn clients(used: Option<&Path>, found: &mut Findings) {
     }
 }
 
+/// Under a line of the report.
 fn indent(text: &str) -> String {
-    text.trim_end()
-        .lines()
-        .map(|l| format!("          {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::output::indent(text, 10)
 }

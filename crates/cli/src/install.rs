@@ -173,24 +173,10 @@ fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
     }
-    // A new file of a name no one could have made ready (a link planted there would get
-    // the secrets): `create_new` refuses whatever is there, a link included.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(format!(".moniker-{}-{nanos}.tmp", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
+    // A new file only the user can read (a link planted there would get the secrets).
     let failed = |e: std::io::Error| format!("cannot write `{}`: {e}", path.display());
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let mut file = options.open(&tmp).map_err(failed)?;
+    let (tmp, mut file) =
+        moniker_gateway::files::tempfile_in(dir.unwrap_or(Path::new("."))).map_err(failed)?;
     file.write_all(text.as_bytes()).map_err(failed)?;
     file.sync_all().map_err(failed)?;
     if let Ok(meta) = std::fs::metadata(path) {

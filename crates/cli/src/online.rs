@@ -353,7 +353,7 @@ pub async fn check_online(mut config: Config, locked: bool) -> Result<Exit, Fail
         output::report(&format!(
             "help: to keep every old name working, add to `{}`:\n{}",
             config.source.file_name,
-            indent(&fix)
+            output::indent(&fix, 6)
         ));
     }
     let failed = report_failed_servers(&gateway, "error");
@@ -382,13 +382,6 @@ pub async fn check_online(mut config: Config, locked: bool) -> Result<Exit, Fail
     } else {
         exit
     })
-}
-
-fn indent(text: &str) -> String {
-    text.lines()
-        .map(|l| format!("      {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// `moniker lock`: starts the servers and writes `moniker.lock` beside the config (with

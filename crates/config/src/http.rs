@@ -59,6 +59,14 @@ impl ResourceAuth {
         "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
     ];
     pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(60);
+
+    /// The algorithms accepted: `algorithms`, or [`Self::ALGORITHMS`] when it is empty.
+    pub fn accepted_algorithms(&self) -> Vec<&str> {
+        match self.algorithms.is_empty() {
+            true => Self::ALGORITHMS.to_vec(),
+            false => self.algorithms.iter().map(String::as_str).collect(),
+        }
+    }
     pub const DEFAULT_KEYS_TTL: Duration = Duration::from_secs(300);
 }
 

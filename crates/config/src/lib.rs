@@ -76,6 +76,15 @@ pub struct Config {
 }
 
 /// Parses a config. Empty text is an empty config. Never panics, whatever the text.
+/// Whether `name` is an HTTP header name (RFC 9110 `token`: one or more of letters, digits and
+/// ``!#$%&'*+-.^_`|~``).
+pub fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 pub fn parse(file_name: &str, text: &str) -> Result<Config, ConfigReport> {
     let root = tree::parse(text).map_err(|e| ConfigReport::new(file_name, text, vec![*e]))?;
     let (decoded, errors) = decode::decode(root.as_ref(), text);

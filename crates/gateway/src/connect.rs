@@ -341,6 +341,11 @@ impl Connection {
         self.start_for(method, params, None)
     }
 
+    /// Whether this server makes headers from each caller (`forward`).
+    pub(crate) fn forwards(&self) -> bool {
+        self.forward.get().is_some()
+    }
+
     /// [`Self::start`] of a client's request: an HTTP server's `forward` headers are made
     /// from `caller` and go with it.
     pub fn start_for(
@@ -768,8 +773,7 @@ fn valid_header(
     if header.is_empty() {
         return Err("`x-mcp-header` is empty".to_owned());
     }
-    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    if !header.bytes().all(tchar) {
+    if !moniker_config::is_header_name(header) {
         return Err(format!(
             "`x-mcp-header` {header:?} holds a character a header name may not"
         ));

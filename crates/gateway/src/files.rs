@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to `path` in `dir` (made if missing) whole, or not at all.
-pub(crate) fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     create_private_dir(dir)?;
     let (tmp, mut file) = tempfile_in(dir)?;
     let written = file
@@ -34,8 +34,9 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)
 }
 
-/// A new file only the user can read or write.
-fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+/// A new file only the user can read or write, in `dir`, of a name no one could have made
+/// ready (`create_new` refuses whatever is there, a planted link included).
+pub fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]

@@ -244,6 +244,14 @@ impl Gateway {
         self.slots.load_full()
     }
 
+    /// Whether a server makes headers from its callers (`forward`): else nobody needs to
+    /// know who calls.
+    pub(crate) fn forwards(&self) -> bool {
+        self.slots.load().values().any(|slot| {
+            matches!(&slot.entry.spec, ServerSpec::Http { forward, .. } if !forward.is_empty())
+        })
+    }
+
     /// Whether `slot` is still the server's (not retired by a reload).
     pub(crate) fn is_current(&self, slot: &Arc<Slot>) -> bool {
         self.slots

@@ -12,7 +12,7 @@ mod call;
 pub mod connect;
 mod deliver;
 pub mod errors;
-mod files;
+pub mod files;
 pub mod framing;
 pub mod gateway;
 pub mod guard;

@@ -163,9 +163,7 @@ impl Cx<'_> {
         };
         let leeway = fields
             .get("leeway")
-            .map_or(Some(ResourceAuth::DEFAULT_LEEWAY), |l| {
-                self.duration(&field("leeway"), l, true)
-            })
+            .and_then(|l| self.duration(&field("leeway"), l, true))
             .unwrap_or(ResourceAuth::DEFAULT_LEEWAY);
         let keys_ttl = fields
             .get("keys_ttl")

@@ -46,8 +46,6 @@ const NOT_FORWARDED: &[&str] = &[
     "te",
     "upgrade",
     "cookie",
-    "mcp-session-id",
-    "mcp-protocol-version",
     "last-event-id",
 ];
 
@@ -248,11 +246,10 @@ impl Cx<'_> {
         for (name, value) in fields.entries {
             let hp = join(p, Seg::Key(name));
             let lower = name.to_ascii_lowercase();
-            let valid = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-            if !valid || NOT_FORWARDED.contains(&lower.as_str()) || lower.starts_with("mcp-") {
+            if !crate::is_header_name(name)
+                || NOT_FORWARDED.contains(&lower.as_str())
+                || lower.starts_with("mcp-")
+            {
                 self.error(
                     codes::INVALID_VALUE,
                     format!("`{}` cannot be forwarded", shorten(name)),

@@ -36,13 +36,6 @@ const INTROSPECTION_TTL: Duration = Duration::from_secs(60);
 /// Introspection answers kept at most (all are dropped when full).
 const INTROSPECTION_MAX: usize = 10_000;
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
-}
-
 /// Who a valid access token says the caller is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
@@ -184,11 +177,11 @@ struct State {
 impl Verifier {
     pub fn new(settings: ResourceAuth) -> Arc<Self> {
         let http = crate::tls::http_client(&moniker_config::Tls::default(), FETCH_TIMEOUT);
-        let names: Vec<&str> = match settings.algorithms.is_empty() {
-            true => ResourceAuth::ALGORITHMS.to_vec(),
-            false => settings.algorithms.iter().map(String::as_str).collect(),
-        };
-        let algorithms = names.iter().filter_map(|n| n.parse().ok()).collect();
+        let algorithms = settings
+            .accepted_algorithms()
+            .iter()
+            .filter_map(|n| n.parse().ok())
+            .collect();
         Arc::new(Self {
             settings,
             algorithms,
@@ -272,7 +265,7 @@ impl Verifier {
     }
 
     async fn jwt(&self, token: &str, resource: &str) -> Result<Map<String, Value>, Denied> {
-        let invalid = |why: String| Denied::Invalid(why);
+        let invalid = Denied::Invalid;
         let header =
             jsonwebtoken::decode_header(token).map_err(|e| invalid(format!("not a JWT: {e}")))?;
         if !self.algorithms.contains(&header.alg) {
@@ -320,15 +313,11 @@ impl Verifier {
                 .unwrap_or_else(|_| Err(format!("no answer within {FETCH_TIMEOUT:?}")));
             if let Err(why) = fetched {
                 tracing::warn!(issuer = %self.settings.issuer, error = %why, "cannot fetch the issuer's keys");
-                if stale && state.fetched.is_some() {
-                    // The old keys stay in use while the issuer is unreachable, but not
-                    // forever: past twice their time they are dropped.
-                    if state
-                        .fetched
-                        .is_some_and(|at| at.elapsed() >= self.settings.keys_ttl * 2)
-                    {
-                        *state = State::default();
-                    }
+                // The old keys stay in use while the issuer is unreachable, but not forever:
+                // past twice their time they are dropped.
+                let expired = |at: &Instant| at.elapsed() >= self.settings.keys_ttl * 2;
+                if stale && state.fetched.as_ref().is_some_and(expired) {
+                    *state = State::default();
                 }
             }
         }
@@ -459,7 +448,7 @@ impl Verifier {
                 let left = claims
                     .get("exp")
                     .and_then(Value::as_u64)
-                    .map(|exp| Duration::from_secs(exp.saturating_sub(unix_now())))
+                    .map(|exp| Duration::from_secs(exp.saturating_sub(super::store::now())))
                     .unwrap_or(INTROSPECTION_TTL);
                 left.min(INTROSPECTION_TTL)
             }
@@ -540,7 +529,7 @@ fn check_claims(
     if !audiences.contains(&resource) {
         return Err("its audience is not this resource".to_owned());
     }
-    let now = unix_now();
+    let now = super::store::now();
     let leeway = settings.leeway.as_secs();
     let time = |key: &str| claims.get(key).and_then(Value::as_u64);
     if time("exp").is_some_and(|exp| exp + leeway <= now) {

@@ -67,7 +67,7 @@ use tokio::sync::{mpsc, watch};
 
 use self::outbox::{Activity, Busy, KEEP_ALIVE_COMMENT, Outbox};
 use super::checks::{self, Accept, Auth};
-use super::respond::{failure, json, set, unauthorized, with_status};
+use super::respond::{challenged, failure, json, set, unauthorized, with_status};
 use crate::auth::resource::{Denied, Verifier};
 use crate::gateway::Gateway;
 use crate::headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID};
@@ -387,8 +387,15 @@ fn client_name(auth: &Auth) -> String {
 
 /// Who makes a session's requests, for the headers servers' `forward` makes: the identity
 /// and its access token (never a static token's secret), and the request's headers but its
-/// credentials.
-fn caller(auth: &Auth, headers: &HeaderMap) -> crate::auth::resource::Caller {
+/// credentials; `None` when no server forwards anything (nothing is copied then).
+fn caller(
+    shared: &Shared,
+    auth: &Auth,
+    headers: &HeaderMap,
+) -> Option<crate::auth::resource::Caller> {
+    if !shared.gateway.forwards() {
+        return None;
+    }
     let (identity, access_token) = match auth {
         Auth::User(identity) => (
             Some(identity.clone()),
@@ -407,11 +414,11 @@ fn caller(auth: &Auth, headers: &HeaderMap) -> crate::auth::resource::Caller {
             Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
         })
         .collect();
-    crate::auth::resource::Caller {
+    Some(crate::auth::resource::Caller {
         identity,
         access_token,
         headers,
-    }
+    })
 }
 
 /// A new session id: 32 random bytes from the OS, in hex.
@@ -495,14 +502,8 @@ async fn identify(
         }
         value
     };
-    let refuse = |status: StatusCode, message: &str, value: String| {
-        let mut response = failure(status, message);
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, value);
-        }
-        response
+    let refuse = |status: StatusCode, message: &str, challenge: String| {
+        challenged(status, message, &challenge)
     };
     let scopes = &verifier.settings.scopes;
     let Some(token) = authorization
@@ -1031,12 +1032,14 @@ async fn post(
         };
     }
     // Its caller as this request says it (a refreshed token, the headers it sends now).
-    let this_caller = caller(&auth, headers);
+    let this_caller = caller(shared, &auth, headers);
     let (_, http) = match session_of(shared, headers, auth, toolset.as_deref()) {
         Ok(found) => found,
         Err(reject) => return reject.response(),
     };
-    http.session.set_caller(this_caller);
+    if let Some(caller) = this_caller {
+        http.session.set_caller(caller);
+    }
     let busy = http.activity.busy();
     match mode {
         None => {
@@ -1075,7 +1078,9 @@ async fn stateless(
     let (tx, _rx) = mpsc::unbounded_channel::<Message>();
     let session = Session::of_principal(shared.gateway.clone(), tx, toolset, principal(auth));
     session.identify(&client_name(auth));
-    session.set_caller(caller(auth, headers));
+    if let Some(caller) = caller(shared, auth, headers) {
+        session.set_caller(caller);
+    }
     if request.method() == Some("subscriptions/listen") {
         // A long-lived stream: the acknowledgement, the list changes, at last the result. It
         // lasts as long as the client reads it.
@@ -1163,7 +1168,9 @@ async fn initialize(
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
     let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
     session.identify(&client_name(&auth));
-    session.set_caller(caller(&auth, headers));
+    if let Some(caller) = caller(shared, &auth, headers) {
+        session.set_caller(caller);
+    }
     let outbox = Outbox::new();
     let to_outbox = outbox.clone();
     // What the session sends on its own waits in the outbox for the GET stream.

@@ -50,7 +50,16 @@ pub(super) fn unauthorized(why: Refused) -> Response {
             r#"Bearer realm="moniker", error="invalid_token""#,
         ),
     };
-    let mut response = failure(StatusCode::UNAUTHORIZED, message);
-    set(&mut response, header::WWW_AUTHENTICATE, challenge);
+    challenged(StatusCode::UNAUTHORIZED, message, challenge)
+}
+
+/// A refusal with its `WWW-Authenticate` challenge (left out if it is not a header value).
+pub(super) fn challenged(status: StatusCode, message: &str, challenge: &str) -> Response {
+    let mut response = failure(status, message);
+    if let Ok(value) = HeaderValue::from_str(challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
     response
 }

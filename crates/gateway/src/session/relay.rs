@@ -78,7 +78,9 @@ impl Session {
         let Some(conn) = self.gateway.connection(server) else {
             return refused(Refusal::ServerGone(server.clone()));
         };
-        let Ok((ours, rx)) = conn.start_for(method, params, self.caller().as_deref()) else {
+        // The caller is looked up only for a server that makes headers from it.
+        let caller = conn.forwards().then(|| self.caller()).flatten();
+        let Ok((ours, rx)) = conn.start_for(method, params, caller.as_deref()) else {
             return refused(Refusal::ServerGone(server.clone()));
         };
         {
