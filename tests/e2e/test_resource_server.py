@@ -16,11 +16,13 @@ moniker's.
 from __future__ import annotations
 
 import json
+import random
 import re
 import socket
 import subprocess
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -86,6 +88,23 @@ INITIALIZE = {
 
 
 def free_port() -> int:
+    """A port free now, below the kernel's ephemeral range: moniker's is chosen before the
+    identity provider starts, and a port the kernel hands out (the provider's listeners bind
+    port 0) could otherwise be this one again."""
+    low = 32768
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20000, max(low, 20001))
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -141,8 +160,10 @@ class Gateway:
                     pytrace=False,
                 )
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
+                # moniker's own /healthz, not whatever else may listen there.
+                with urllib.request.urlopen(f"{self.origin}/healthz", timeout=1) as answer:
+                    if answer.status == 200 and answer.read().startswith(b"ok"):
+                        return
             except OSError:
                 if time.monotonic() > deadline:
                     pytest.fail(f"`moniker serve --http` did not listen within {START_TIMEOUT} s\n{self.describe()}", pytrace=False)
