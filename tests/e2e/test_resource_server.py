@@ -15,6 +15,7 @@ moniker's.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
@@ -874,6 +875,43 @@ async def test_a_server_gets_the_claims_its_config_forwards_and_never_the_token(
         seen = json.loads(text_of(await session.call_tool("headers", {})))
     assert "x-user-id" not in seen and "x-groups" not in seen, f"a static token forwarded claims: {seen}"
     assert STATIC_TOKEN not in log.read_text()
+
+
+@pytest.mark.timeout(90)
+async def test_requests_sent_at_once_in_one_session_each_forward_their_own_headers(
+    gw: Gateway, headers_server: tuple[str, Path], moniker_bin: Path, write_config
+) -> None:
+    """One session, many `tools/call` POSTs in flight at once, each with its own X-Tenant: the
+    server gets each call's own header, never another request's of the session (the caller
+    is each request's, not the session's latest)."""
+    url, _ = headers_server
+    config = write_config(
+        {"servers": {"hdr": {"url": url, "forward": {"X-Tenant": {"header": "X-Tenant"}}}}},
+        name="forward-each.yaml",
+    )
+    gw.start(moniker_bin, config)
+    accept = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as client:
+        opened = await client.post(gw.url(), json=INITIALIZE, headers=accept)
+        assert opened.status_code == 200, shown(opened)
+        session = {**accept, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await client.post(gw.url(), json=initialized, headers=session)).status_code == 202
+
+        async def call(n: int) -> str:
+            body = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "headers", "arguments": {}}}
+            answer = await client.post(gw.url(), json=body, headers={**session, "x-tenant": f"tenant-{n}"})
+            assert answer.status_code == 200, shown(answer)
+            text = answer.text
+            if answer.headers["content-type"].startswith("text/event-stream"):
+                text = next(line[5:] for line in text.splitlines() if line.startswith("data:") and '"result"' in line)
+            result = json.loads(text)["result"]
+            return json.loads(result["content"][0]["text"]).get("x-tenant", "")
+
+        for _ in range(3):
+            seen = await asyncio.gather(*(call(n) for n in range(1, 33)))
+            wrong = {n: tenant for n, tenant in enumerate(seen, 1) if tenant != f"tenant-{n}"}
+            assert not wrong, f"calls forwarded another request's X-Tenant: {wrong}\n{gw.describe()}"
 
 
 @pytest.mark.timeout(90)

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use moniker_surface::Kind;
 use tokio::sync::mpsc;
 
+use crate::auth::resource::Caller;
 use crate::errors::Refusal;
 use crate::gateway::Gateway;
 use crate::hub::{InFlight, Peer};
@@ -41,6 +42,10 @@ pub struct Answers {
     with_progress: bool,
     /// The W3C trace context of the HTTP request that carried the messages, when it had one.
     trace: Option<crate::telemetry::TraceContext>,
+    /// Who sent them, for the headers servers' `forward` makes (over HTTP, when a server
+    /// forwards): each request keeps its own, so concurrent requests of a session never
+    /// forward each other's headers.
+    caller: Option<Arc<Caller>>,
 }
 
 impl Answers {
@@ -49,12 +54,19 @@ impl Answers {
             to,
             with_progress,
             trace: None,
+            caller: None,
         }
     }
 
     /// The messages came in a request with this trace context (its `traceparent` header).
     pub fn with_trace(mut self, trace: Option<crate::telemetry::TraceContext>) -> Self {
         self.trace = trace;
+        self
+    }
+
+    /// The messages came from this caller (its identity and the request's headers).
+    pub fn with_caller(mut self, caller: Option<Caller>) -> Self {
+        self.caller = caller.map(Arc::new);
         self
     }
 
@@ -79,9 +91,6 @@ pub struct Session {
     client_capabilities: OnceLock<String>,
     /// What the audit log calls the client ([`Session::identify`]); else its principal.
     who: OnceLock<Arc<str>>,
-    /// Who makes its requests, for the headers servers' `forward` makes: the last request's
-    /// ([`Session::set_caller`]).
-    caller: Mutex<Option<Arc<crate::auth::resource::Caller>>>,
 }
 
 type Reply = Option<Message>;
@@ -188,7 +197,6 @@ impl Session {
             protocol_version: OnceLock::new(),
             client_capabilities: OnceLock::new(),
             who: OnceLock::new(),
-            caller: Mutex::new(None),
         })
     }
 
@@ -201,16 +209,6 @@ impl Session {
     /// secret. Once.
     pub fn identify(&self, who: &str) {
         let _ = self.who.set(who.into());
-    }
-
-    /// Who makes this session's requests from now on (over HTTP: the identity, its access
-    /// token and the client's headers of its latest request).
-    pub fn set_caller(&self, caller: crate::auth::resource::Caller) {
-        *lock(&self.caller) = Some(Arc::new(caller));
-    }
-
-    pub(crate) fn caller(&self) -> Option<Arc<crate::auth::resource::Caller>> {
-        lock(&self.caller).clone()
     }
 
     /// A new call of this session's client, as one value; traced when traces are on (the
@@ -276,7 +274,7 @@ impl Session {
                     );
                     return;
                 }
-                self.register(&message);
+                self.register(&message, &answers);
                 let session = self.clone();
                 tokio::spawn(async move {
                     if let Some(reply) = session.answer(&message, &answers).await {
@@ -314,7 +312,7 @@ impl Session {
                     return;
                 }
                 for message in items.iter().flatten().filter(|m| m.is_request()) {
-                    self.register(message);
+                    self.register(message, &answers);
                 }
                 let session = self.clone();
                 tokio::spawn(async move { session.batch(items, answers).await });
@@ -323,9 +321,13 @@ impl Session {
     }
 
     /// Registers a request as it is read, before its task runs, so that a cancellation read
-    /// right after it finds it.
-    fn register(&self, request: &Message) {
-        lock(&self.peer.in_flight).insert(id_of(request).to_owned(), InFlight::default());
+    /// right after it finds it; with who sent it.
+    fn register(&self, request: &Message, answers: &Answers) {
+        let flight = InFlight {
+            caller: answers.caller.clone(),
+            ..InFlight::default()
+        };
+        lock(&self.peer.in_flight).insert(id_of(request).to_owned(), flight);
     }
 
     /// Runs a request to its answer; `None` when the client cancelled it. A 2026-07-28

@@ -68,7 +68,7 @@ use tokio::sync::{mpsc, watch};
 use self::outbox::{Activity, Busy, KEEP_ALIVE_COMMENT, Outbox};
 use super::checks::{self, Accept, Auth};
 use super::respond::{challenged, failure, json, set, unauthorized, with_status};
-use crate::auth::resource::{Denied, Verifier};
+use crate::auth::resource::{Caller, Denied, Verifier};
 use crate::gateway::Gateway;
 use crate::headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID};
 use crate::message::{self, Incoming, Message};
@@ -385,14 +385,10 @@ fn client_name(auth: &Auth) -> String {
     }
 }
 
-/// Who makes a session's requests, for the headers servers' `forward` makes: the identity
+/// Who makes a request, for the headers servers' `forward` makes: the identity
 /// and its access token (never a static token's secret), and the request's headers but its
 /// credentials; `None` when no server forwards anything (nothing is copied then).
-fn caller(
-    shared: &Shared,
-    auth: &Auth,
-    headers: &HeaderMap,
-) -> Option<crate::auth::resource::Caller> {
+fn caller(shared: &Shared, auth: &Auth, headers: &HeaderMap) -> Option<Caller> {
     if !shared.gateway.forwards() {
         return None;
     }
@@ -414,7 +410,7 @@ fn caller(
             Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
         })
         .collect();
-    Some(crate::auth::resource::Caller {
+    Some(Caller {
         identity,
         access_token,
         headers,
@@ -1037,9 +1033,6 @@ async fn post(
         Ok(found) => found,
         Err(reject) => return reject.response(),
     };
-    if let Some(caller) = this_caller {
-        http.session.set_caller(caller);
-    }
     let busy = http.activity.busy();
     match mode {
         None => {
@@ -1049,7 +1042,7 @@ async fn post(
         }
         Some(mode) => {
             let trace = trace_of(&http.session, headers);
-            answer(&http, incoming, mode, busy, trace).await
+            answer(&http, incoming, mode, busy, trace, this_caller).await
         }
     }
 }
@@ -1078,16 +1071,17 @@ async fn stateless(
     let (tx, _rx) = mpsc::unbounded_channel::<Message>();
     let session = Session::of_principal(shared.gateway.clone(), tx, toolset, principal(auth));
     session.identify(&client_name(auth));
-    if let Some(caller) = caller(shared, auth, headers) {
-        session.set_caller(caller);
-    }
     if request.method() == Some("subscriptions/listen") {
         // A long-lived stream: the acknowledgement, the list changes, at last the result. It
         // lasts as long as the client reads it.
         let (tx, rx) = mpsc::unbounded_channel();
         session.handle(
             Ok(incoming),
-            Some(Answers::new(tx, true).with_trace(trace_of(&session, headers))),
+            Some(
+                Answers::new(tx, true)
+                    .with_trace(trace_of(&session, headers))
+                    .with_caller(caller(shared, auth, headers)),
+            ),
         );
         let stream = PostStream::new(rx, None, Activity::new().busy());
         return sse(futures_util::stream::unfold(stream, |mut st| async move {
@@ -1096,11 +1090,14 @@ async fn stateless(
         }));
     }
     // The answer; with an event stream, what comes before it (progress) too, on the stream.
-    let trace = trace_of(&session, headers);
     let (tx, mut rx) = mpsc::unbounded_channel();
     session.handle(
         Ok(incoming),
-        Some(Answers::new(tx, mode == Mode::Sse).with_trace(trace)),
+        Some(
+            Answers::new(tx, mode == Mode::Sse)
+                .with_trace(trace_of(&session, headers))
+                .with_caller(caller(shared, auth, headers)),
+        ),
     );
     let Some(first) = rx.recv().await else {
         return accepted();
@@ -1168,9 +1165,6 @@ async fn initialize(
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
     let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
     session.identify(&client_name(&auth));
-    if let Some(caller) = caller(shared, &auth, headers) {
-        session.set_caller(caller);
-    }
     let outbox = Outbox::new();
     let to_outbox = outbox.clone();
     // What the session sends on its own waits in the outbox for the GET stream.
@@ -1324,11 +1318,16 @@ async fn answer(
     mode: Mode,
     busy: Busy,
     trace: Option<TraceContext>,
+    caller: Option<Caller>,
 ) -> Response {
     let (tx, rx) = mpsc::unbounded_channel();
     http.session.handle(
         Ok(incoming),
-        Some(Answers::new(tx, mode == Mode::Sse).with_trace(trace)),
+        Some(
+            Answers::new(tx, mode == Mode::Sse)
+                .with_trace(trace)
+                .with_caller(caller),
+        ),
     );
     let mut stream = PostStream::new(rx, None, busy);
     match mode {

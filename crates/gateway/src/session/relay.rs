@@ -78,8 +78,11 @@ impl Session {
         let Some(conn) = self.gateway.connection(server) else {
             return refused(Refusal::ServerGone(server.clone()));
         };
-        // The caller is looked up only for a server that makes headers from it.
-        let caller = conn.forwards().then(|| self.caller()).flatten();
+        // The request's caller is looked up only for a server that makes headers from it.
+        let caller = conn
+            .forwards()
+            .then(|| lock(&self.peer.in_flight).get(id)?.caller.clone())
+            .flatten();
         let Ok((ours, rx)) = conn.start_for(method, params, caller.as_deref()) else {
             return refused(Refusal::ServerGone(server.clone()));
         };
@@ -95,6 +98,7 @@ impl Session {
                 conn: Arc::downgrade(&conn),
                 id: ours,
                 cancelled: false,
+                caller: flight.caller.take(),
             };
         }
         let timeout = admitted.timeout;
