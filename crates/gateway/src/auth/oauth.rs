@@ -385,7 +385,19 @@ async fn register(
 
 /// Sends a request to the authorization server's `endpoint`: the answer's body, or why
 /// there is none (the server refusing `to_do` names its OAuth error).
-async fn exchange(
+/// `Authorization: Basic` for a client of an authorization server: RFC 6749 §2.3.1 has both
+/// parts form-urlencoded before base64.
+pub(crate) fn basic(client_id: &str, secret: &str) -> Result<HeaderValue, String> {
+    let pair = format!("{}:{}", form_encode(client_id), form_encode(secret));
+    let mut value = HeaderValue::from_str(&format!("Basic {}", STANDARD.encode(pair)))
+        .map_err(|_| "the client credentials cannot be sent in a header".to_owned())?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// A request to an authorization server's endpoint and its answer's text (at most
+/// `ANSWER_MAX` bytes); a refusal says the server's `error` code.
+pub(crate) async fn exchange(
     request: reqwest::RequestBuilder,
     endpoint: &str,
     to_do: &str,
@@ -467,12 +479,7 @@ pub(crate) async fn token(
     match client.auth_method.as_str() {
         "client_secret_basic" => {
             let secret = client.client_secret.as_deref().unwrap_or_default();
-            // RFC 6749 §2.3.1: both parts form-urlencoded before base64.
-            let pair = format!("{}:{}", form_encode(&client.client_id), form_encode(secret));
-            let mut value = HeaderValue::from_str(&format!("Basic {}", STANDARD.encode(pair)))
-                .map_err(|_| "the client credentials cannot be sent in a header".to_owned())?;
-            value.set_sensitive(true);
-            request = request.header(AUTHORIZATION, value);
+            request = request.header(AUTHORIZATION, basic(&client.client_id, secret)?);
         }
         "client_secret_post" => {
             form.push(("client_id", client.client_id.clone()));

@@ -484,23 +484,17 @@ impl Verifier {
         };
         let url = Url::parse(&endpoint).map_err(|e| format!("introspection_endpoint: {e}"))?;
         oauth::secure(&url, "introspection endpoint")?;
-        let answer = self
+        let request = self
             .http()?
             .post(url)
-            .basic_auth(&client.client_id, Some(&client.client_secret))
+            .header(
+                reqwest::header::AUTHORIZATION,
+                oauth::basic(&client.client_id, &client.client_secret)?,
+            )
             .form(&[("token", token), ("token_type_hint", "access_token")])
-            .timeout(FETCH_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| format!("introspection failed: {e}"))?;
-        if !answer.status().is_success() {
-            return Err(format!("introspection answered {}", answer.status()));
-        }
-        let bytes = answer
-            .bytes()
-            .await
-            .map_err(|e| format!("introspection failed: {e}"))?;
-        let claims: Map<String, Value> = serde_json::from_slice(&bytes)
+            .timeout(FETCH_TIMEOUT);
+        let text = oauth::exchange(request, &endpoint, "introspect a token").await?;
+        let claims: Map<String, Value> = serde_json::from_str(&text)
             .map_err(|e| format!("introspection answered no JSON object: {e}"))?;
         if claims.get("active").and_then(Value::as_bool) != Some(true) {
             return Err("the token is not active".to_owned());
