@@ -341,11 +341,6 @@ impl Connection {
         self.start_for(method, params, None)
     }
 
-    /// Whether this server makes headers from each caller (`forward`).
-    pub(crate) fn forwards(&self) -> bool {
-        self.forward.get().is_some()
-    }
-
     /// [`Self::start`] of a client's request: an HTTP server's `forward` headers are made
     /// from `caller` and go with it.
     pub fn start_for(

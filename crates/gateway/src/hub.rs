@@ -25,8 +25,6 @@ pub(crate) struct InFlight {
     /// moniker's id for it on that server.
     pub id: u64,
     pub cancelled: bool,
-    /// Who sent it, for the headers servers' `forward` makes (over HTTP).
-    pub caller: Option<Arc<crate::auth::resource::Caller>>,
 }
 
 /// A 2026-07-28 client's `subscriptions/listen` stream: which list changes it opted in to,

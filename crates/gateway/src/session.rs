@@ -70,6 +70,11 @@ impl Answers {
         self
     }
 
+    /// Who sent the messages, for the headers servers' `forward` makes.
+    pub(crate) fn caller(&self) -> Option<&Caller> {
+        self.caller.as_deref()
+    }
+
     fn send(&self, message: Message) {
         let _ = self.to.send(message);
     }
@@ -261,20 +266,10 @@ impl Session {
         match incoming {
             Err(invalid) => answers.send(invalid.answer()),
             Ok(Incoming::One(message)) if message.is_request() => {
-                if lock(&self.peer.in_flight).contains_key(id_of(&message)) {
-                    answers.send(duplicate_id(id_of(&message)));
+                if let Err(refusal) = self.register(&[id_of(&message)], None) {
+                    answers.send(refusal);
                     return;
                 }
-                if lock(&self.peer.in_flight).len() >= MAX_IN_FLIGHT {
-                    answers.send(
-                        Refusal::limit(format!(
-                            "this session has {MAX_IN_FLIGHT} requests in progress, the most it may: wait for some to finish"
-                        ))
-                        .answer(id_of(&message)),
-                    );
-                    return;
-                }
-                self.register(&message, &answers);
                 let session = self.clone();
                 tokio::spawn(async move {
                     if let Some(reply) = session.answer(&message, &answers).await {
@@ -285,34 +280,15 @@ impl Session {
             Ok(Incoming::One(message)) => self.message(&message),
             Ok(Incoming::Batch(items)) => {
                 // The batch's length was bounded as it was read (message::MAX_BATCH).
-                let requests = items.iter().flatten().filter(|m| m.is_request()).count();
-                if lock(&self.peer.in_flight).len() + requests > MAX_IN_FLIGHT {
-                    answers.send(
-                        Refusal::limit(format!(
-                            "a batch of {} messages ({requests} requests) is more than this session may have (at most {MAX_IN_FLIGHT} requests in progress)",
-                            items.len()
-                        ))
-                        .answer("null"),
-                    );
-                    return;
-                }
-                // Each request's id names it until it is answered: an id already in progress (or
-                // twice in the batch) would make two requests one.
-                let mut ids = std::collections::HashSet::new();
-                let in_flight = lock(&self.peer.in_flight);
-                let taken = items
+                let ids: Vec<&str> = items
                     .iter()
                     .flatten()
                     .filter(|m| m.is_request())
                     .map(id_of)
-                    .find(|id| in_flight.contains_key(*id) || !ids.insert(*id));
-                drop(in_flight);
-                if let Some(id) = taken {
-                    answers.send(duplicate_id(id));
+                    .collect();
+                if let Err(refusal) = self.register(&ids, Some(items.len())) {
+                    answers.send(refusal);
                     return;
-                }
-                for message in items.iter().flatten().filter(|m| m.is_request()) {
-                    self.register(message, &answers);
                 }
                 let session = self.clone();
                 tokio::spawn(async move { session.batch(items, answers).await });
@@ -320,14 +296,39 @@ impl Session {
         }
     }
 
-    /// Registers a request as it is read, before its task runs, so that a cancellation read
-    /// right after it finds it; with who sent it.
-    fn register(&self, request: &Message, answers: &Answers) {
-        let flight = InFlight {
-            caller: answers.caller.clone(),
-            ..InFlight::default()
-        };
-        lock(&self.peer.in_flight).insert(id_of(request).to_owned(), flight);
+    /// Registers requests (by id) as they are read, before their tasks run, so that a
+    /// cancellation read right after one finds it: all of them, or none and the refusal to
+    /// send (`batch`: the length of the batch they came in). The checks and the registration
+    /// are one step under the lock, so two requests sent at once with one id are never both
+    /// let in. Each request's id names it until it is answered: an id in progress (or twice
+    /// in a batch) would make two requests one.
+    fn register(&self, ids: &[&str], batch: Option<usize>) -> Result<(), Message> {
+        let mut in_flight = lock(&self.peer.in_flight);
+        if in_flight.len() + ids.len() > MAX_IN_FLIGHT {
+            let refusal = match batch {
+                None => Refusal::limit(format!(
+                    "this session has {MAX_IN_FLIGHT} requests in progress, the most it may: wait for some to finish"
+                ))
+                .answer(ids.first().copied().unwrap_or("null")),
+                Some(messages) => Refusal::limit(format!(
+                    "a batch of {messages} messages ({} requests) is more than this session may have (at most {MAX_IN_FLIGHT} requests in progress)",
+                    ids.len()
+                ))
+                .answer("null"),
+            };
+            return Err(refusal);
+        }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(id) = ids
+            .iter()
+            .find(|id| in_flight.contains_key(**id) || !seen.insert(**id))
+        {
+            return Err(duplicate_id(id));
+        }
+        for id in ids {
+            in_flight.insert((*id).to_owned(), InFlight::default());
+        }
+        Ok(())
     }
 
     /// Runs a request to its answer; `None` when the client cancelled it. A 2026-07-28
@@ -440,8 +441,10 @@ impl Session {
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
                 self.by_uri(request, answers).await
             }
-            "completion/complete" => self.complete(request).await,
-            "tasks/get" | "tasks/result" | "tasks/cancel" => self.task(request).await,
+            "completion/complete" => self.complete(request, answers.caller()).await,
+            "tasks/get" | "tasks/result" | "tasks/cancel" => {
+                self.task(request, answers.caller()).await
+            }
             "tasks/list" => Some(self.list_tasks(id).await),
             "logging/setLevel" => Some(self.set_level(request)),
             _ => Some(Refusal::MethodNotFound(method.to_owned()).answer(id)),

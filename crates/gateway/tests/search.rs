@@ -342,9 +342,9 @@ async fn a_configured_model_is_the_one_search_uses() {
     let (tx, _rx) = mpsc::unbounded_channel();
     let session = Session::new(shipped.clone(), tx);
     let elsewhere = search(&session, json!({"query": "zebra", "limit": 10})).await;
-    assert_ne!(
-        elsewhere, found,
-        "the shipped table found what the configured one did"
+    assert!(
+        !elsewhere.iter().any(|n| n.contains("dream")),
+        "the shipped table found what the configured one did: {elsewhere:?}"
     );
     shipped.shutdown().await;
 }

@@ -12,8 +12,9 @@ Two steps, both model2vec's (Tulkens and van Dongen, 2024), written here on nump
    few passes) so that each sentence's sum points where the model's embedding of it points.
    One sentence in twenty is held out and its agreement printed before and after.
 
-Then PCA reduces the vectors to `--dims` dimensions, and they are quantised to 8 bits a
-value. A text's embedding is then the sum of its tokens' vectors: no model runs when moniker
+Then the vectors are projected on their `--dims` principal axes (an SVD of the table as it
+is: centring it again would move every text's sum by a vector that grows with its length),
+and quantised to 8 bits a value. A text's embedding is then the sum of its tokens' vectors: no model runs when moniker
 searches.
 
     python distill.py MODEL_DIR OUT [--dims 256] [--corpus FILE ...] [--epochs 4]

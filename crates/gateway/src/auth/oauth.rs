@@ -383,8 +383,6 @@ async fn register(
     })
 }
 
-/// Sends a request to the authorization server's `endpoint`: the answer's body, or why
-/// there is none (the server refusing `to_do` names its OAuth error).
 /// `Authorization: Basic` for a client of an authorization server: RFC 6749 §2.3.1 has both
 /// parts form-urlencoded before base64.
 pub(crate) fn basic(client_id: &str, secret: &str) -> Result<HeaderValue, String> {
@@ -395,8 +393,9 @@ pub(crate) fn basic(client_id: &str, secret: &str) -> Result<HeaderValue, String
     Ok(value)
 }
 
-/// A request to an authorization server's endpoint and its answer's text (at most
-/// `ANSWER_MAX` bytes); a refusal says the server's `error` code.
+/// Sends a request to the authorization server's `endpoint`: the answer's body (at most
+/// `ANSWER_MAX` bytes), or why there is none (the server refusing `to_do` names its OAuth
+/// error).
 pub(crate) async fn exchange(
     request: reqwest::RequestBuilder,
     endpoint: &str,

@@ -1028,7 +1028,7 @@ async fn post(
         };
     }
     // Its caller as this request says it (a refreshed token, the headers it sends now).
-    let this_caller = caller(shared, &auth, headers);
+    let this_caller = mode.and_then(|_| caller(shared, &auth, headers));
     let (_, http) = match session_of(shared, headers, auth, toolset.as_deref()) {
         Ok(found) => found,
         Err(reject) => return reject.response(),
@@ -1077,11 +1077,7 @@ async fn stateless(
         let (tx, rx) = mpsc::unbounded_channel();
         session.handle(
             Ok(incoming),
-            Some(
-                Answers::new(tx, true)
-                    .with_trace(trace_of(&session, headers))
-                    .with_caller(caller(shared, auth, headers)),
-            ),
+            Some(Answers::new(tx, true).with_trace(trace_of(&session, headers))),
         );
         let stream = PostStream::new(rx, None, Activity::new().busy());
         return sse(futures_util::stream::unfold(stream, |mut st| async move {

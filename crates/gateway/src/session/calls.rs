@@ -267,11 +267,19 @@ impl Session {
                 method,
                 rewritten.as_ref(),
                 admitted,
+                answers.caller(),
             )
             .instrument(span)
             .await;
         let reply = self
-            .input_for_server(request, &origin.server, method, rewritten.as_ref(), reply)
+            .input_for_server(
+                request,
+                &origin.server,
+                method,
+                rewritten.as_ref(),
+                reply,
+                answers.caller(),
+            )
             .await;
         // A call run as a task answers with the task: its id names the server.
         let as_task = request.field(Field::Task).is_some();

@@ -9,6 +9,7 @@ use moniker_surface::{Kind, ServerId};
 use serde_json::value::RawValue;
 
 use super::{Answers, Reply, Session, id_of};
+use crate::auth::resource::Caller;
 use crate::call::Call;
 use crate::connect::Connection;
 use crate::errors::Refusal;
@@ -130,10 +131,14 @@ impl Session {
         };
         let servers = self.reaching(|info| info.has_resources, &uri);
         if matches!(method, "resources/subscribe" | "resources/unsubscribe") {
-            return self.subscription(request, &servers, &uri).await;
+            return self
+                .subscription(request, &servers, &uri, answers.caller())
+                .await;
         }
         let mut record = self.record(None, uri.clone(), request, answers);
-        let reply = self.read(request, &servers, uri, &mut record).await;
+        let reply = self
+            .read(request, &servers, uri, &mut record, answers.caller())
+            .await;
         record.finish();
         reply
     }
@@ -146,6 +151,7 @@ impl Session {
         servers: &[ServerId],
         uri: String,
         record: &mut Call,
+        caller: Option<&Caller>,
     ) -> Reply {
         let id = id_of(request);
         let mut last = None;
@@ -156,10 +162,17 @@ impl Session {
                 params = Some(crate::telemetry::with_context(p, &trace));
             }
             let (reply, outcome) = self
-                .forward_call(request, server, "resources/read", params.as_ref())
+                .forward_call(request, server, "resources/read", params.as_ref(), caller)
                 .await;
             let reply = self
-                .input_for_server(request, server, "resources/read", params.as_ref(), reply)
+                .input_for_server(
+                    request,
+                    server,
+                    "resources/read",
+                    params.as_ref(),
+                    reply,
+                    caller,
+                )
                 .await;
             record.ended(outcome, reply.as_ref());
             let ok = reply.as_ref().is_some_and(|r| !is_error(r));
@@ -186,6 +199,7 @@ impl Session {
         request: &Message,
         servers: &[ServerId],
         uri: &str,
+        caller: Option<&Caller>,
     ) -> Reply {
         let id = id_of(request);
         let method = request.method().unwrap_or_default();
@@ -227,7 +241,8 @@ impl Session {
                     Some(Message::result(id, "{}"))
                 }
                 None => {
-                    self.forward(request, server, method, request.params_with(&[]).as_ref())
+                    let params = request.params_with(&[]);
+                    self.forward(request, server, method, params.as_ref(), caller)
                         .await
                 }
             };
@@ -330,7 +345,11 @@ impl Session {
     }
 
     /// `completion/complete`: by the prompt's name (resolved like a call) or the resource's URI.
-    pub(super) async fn complete(self: &Arc<Self>, request: &Message) -> Reply {
+    pub(super) async fn complete(
+        self: &Arc<Self>,
+        request: &Message,
+        caller: Option<&Caller>,
+    ) -> Reply {
         let id = id_of(request);
         let invalid = |why: &str| Some(Refusal::invalid_params(why).answer(id));
         let Some(params) = request.params_with(&[]) else {
@@ -375,8 +394,14 @@ impl Session {
                     message::with_fields(reference, &[("name", &origin_name)]).unwrap_or_default();
                 let params = params.edit(&[Edit::Set(Field::Ref, &reference)]);
                 let server = origin.server.clone();
-                self.forward(request, &server, "completion/complete", Some(&params))
-                    .await
+                self.forward(
+                    request,
+                    &server,
+                    "completion/complete",
+                    Some(&params),
+                    caller,
+                )
+                .await
             }
             Some("ref/resource") => {
                 let uri = message::str_field(&ref_fields, "uri").unwrap_or_default();
@@ -384,7 +409,13 @@ impl Session {
                 let mut last = None;
                 for server in &servers {
                     let reply = self
-                        .forward(request, server, "completion/complete", Some(&params))
+                        .forward(
+                            request,
+                            server,
+                            "completion/complete",
+                            Some(&params),
+                            caller,
+                        )
                         .await;
                     match &reply {
                         Some(answer) if !is_error(answer) => return reply,

@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use moniker_surface::ServerId;
 
 use super::{Answers, Reply, Session, id_of};
+use crate::auth::resource::Caller;
 use crate::message::{self, Edit, Field, Message, Params};
 use crate::modern::Answerable;
 use crate::modern::input::{input_required, input_required_of};
@@ -174,6 +175,7 @@ impl Session {
         method: &str,
         params: Option<&Params>,
         mut reply: Reply,
+        caller: Option<&Caller>,
     ) -> Reply {
         if self.client_capabilities.get().is_none() || !self.to_modern(server) {
             return reply;
@@ -207,7 +209,7 @@ impl Session {
             }
             let retried = params.map(|p| p.edit(&set));
             reply = self
-                .forward_call(request, server, method, retried.as_ref())
+                .forward_call(request, server, method, retried.as_ref(), caller)
                 .await
                 .0;
         }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use moniker_surface::ServerId;
 
 use super::{Answers, Reply, Session, id_of};
+use crate::auth::resource::Caller;
 use crate::errors::Refusal;
 use crate::hub::InFlight;
 use crate::limits::Admitted;
@@ -28,15 +29,19 @@ impl Session {
         Some(self.gateway.hub.register_progress(&self.peer, token, to))
     }
 
-    /// Sends a request to a server and relays its answer with the client's id.
+    /// Sends a request to a server and relays its answer with the client's id. `caller` is
+    /// who sent it (over HTTP), for the headers the server's `forward` makes.
     pub(super) async fn forward(
         self: &Arc<Self>,
         request: &Message,
         server: &ServerId,
         method: &str,
         params: Option<&Params>,
+        caller: Option<&Caller>,
     ) -> Reply {
-        self.forward_call(request, server, method, params).await.0
+        self.forward_call(request, server, method, params, caller)
+            .await
+            .0
     }
 
     /// [`Self::forward`], with how the call ended (for metrics), under the server's limits.
@@ -46,11 +51,12 @@ impl Session {
         server: &ServerId,
         method: &str,
         params: Option<&Params>,
+        caller: Option<&Caller>,
     ) -> (Reply, Outcome) {
         let default = self.gateway.settings.config.call_timeout;
         match self.gateway.limits.admit(server, None, default) {
             Ok(admitted) => {
-                self.forward_admitted(request, server, method, params, admitted)
+                self.forward_admitted(request, server, method, params, admitted, caller)
                     .await
             }
             Err(refusal) => {
@@ -69,6 +75,7 @@ impl Session {
         method: &str,
         params: Option<&Params>,
         admitted: Admitted,
+        caller: Option<&Caller>,
     ) -> (Reply, Outcome) {
         let id = id_of(request);
         let refused = |refusal: Refusal| {
@@ -78,12 +85,7 @@ impl Session {
         let Some(conn) = self.gateway.connection(server) else {
             return refused(Refusal::ServerGone(server.clone()));
         };
-        // The request's caller is looked up only for a server that makes headers from it.
-        let caller = conn
-            .forwards()
-            .then(|| lock(&self.peer.in_flight).get(id)?.caller.clone())
-            .flatten();
-        let Ok((ours, rx)) = conn.start_for(method, params, caller.as_deref()) else {
+        let Ok((ours, rx)) = conn.start_for(method, params, caller) else {
             return refused(Refusal::ServerGone(server.clone()));
         };
         {
@@ -98,7 +100,6 @@ impl Session {
                 conn: Arc::downgrade(&conn),
                 id: ours,
                 cancelled: false,
-                caller: flight.caller.take(),
             };
         }
         let timeout = admitted.timeout;

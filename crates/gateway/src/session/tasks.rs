@@ -7,6 +7,7 @@ use std::sync::Arc;
 use moniker_surface::ServerId;
 
 use super::{Reply, Session, id_of};
+use crate::auth::resource::Caller;
 use crate::errors::Refusal;
 use crate::message::{self, Edit, Field, Message};
 use crate::sync::lock;
@@ -40,7 +41,11 @@ impl Session {
 
     /// `tasks/get`, `tasks/result`, `tasks/cancel`: to the server the task id names, with the
     /// server's own id; only for a task started under the session's toolset.
-    pub(super) async fn task(self: &Arc<Self>, request: &Message) -> Reply {
+    pub(super) async fn task(
+        self: &Arc<Self>,
+        request: &Message,
+        caller: Option<&Caller>,
+    ) -> Reply {
         let id = id_of(request);
         let method = request.method().unwrap_or_default();
         let named = request.str_of(Field::TaskId).map(|t| t.into_owned());
@@ -62,7 +67,7 @@ impl Session {
             return Some(Refusal::invalid_params("params must be an object").answer(id));
         };
         let (reply, _) = self
-            .forward_call(request, &server, method, Some(&rewritten))
+            .forward_call(request, &server, method, Some(&rewritten), caller)
             .await;
         match method {
             // The tool's own result: the server's ids in its `_meta` are the server's business.
