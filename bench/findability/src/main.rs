@@ -425,15 +425,17 @@ fn run(setup: &Setup) -> Vec<Row> {
                 .iter()
                 .take(5)
                 .position(|(doc, _)| raw[*doc].0 == task.server && raw[*doc].1 == task.tool);
-            if ours.is_none() && std::env::args().any(|a| a == "--misses") {
+            if ours != Some(0) && std::env::args().any(|a| a == "--misses") {
                 let got: Vec<&str> = found.iter().map(|e| e.name.as_str()).collect();
-                let raw_found = if rank.is_some() {
-                    " (the raw search finds it)"
-                } else {
-                    ""
+                let place = ours.map_or("not in the first 5".to_owned(), |at| {
+                    format!("at {}", at + 1)
+                });
+                let raw_found = match rank {
+                    Some(at) => format!("; the raw search: at {}", at + 1),
+                    None => String::new(),
                 };
                 eprintln!(
-                    "miss at {size}{raw_found}: {:?} wants {}/{}; found {got:?}",
+                    "not first at {size} ({place}{raw_found}): {:?} wants {}/{}; found {got:?}",
                     task.request, task.server, task.tool
                 );
             }
