@@ -35,6 +35,9 @@ async def test_an_action_tool_end_to_end(moniker, tmp_path: Path, repo_root: Pat
         project = next(tool for tool in listed.tools if tool.name == "project")
         assert project.inputSchema["required"] == ["action"]
         assert project.inputSchema["properties"]["action"]["enum"] == ["create", "list", "set_active", "delete"]
+        # One server behind moniker: the listing says it once, in its own `_meta`; no entry does.
+        assert listed.meta == {"io.moniker/server": "ctxsys"}, listed.meta
+        assert all("io.moniker/server" not in (tool.meta or {}) for tool in listed.tools), listed.tools
 
         result = await session.call_tool("project", {"action": "create", "name": "demo", "path": "/tmp/demo"})
         assert ran(result) == {"tool": "create_project", "arguments": {"name": "demo", "path": "/tmp/demo"}}

@@ -1,7 +1,9 @@
 """moniker's metadata through the official TypeScript SDK (ts_client.mjs). That SDK drops a tool's
 unknown top-level fields, so the tags and the server are in `_meta` alone, under moniker's keys
 (`io.moniker/tags`, `io.moniker/server`), merged into the `_meta` a server sent; the listed
-aliases reach it in the description's `Aliases:` line (the top-level `aliases` it drops)."""
+aliases reach it in the description's `Aliases:` line (the top-level `aliases` it drops). Where
+every tool (or prompt) is of one server, the listing result's own `_meta` says it once and no
+entry does; with several, each entry says its own."""
 
 from __future__ import annotations
 
@@ -74,16 +76,45 @@ def test_moniker_metadata_reaches_a_typescript_client_in_meta(
     meta = echo["_meta"]
     assert "io.moniker/aliases" not in meta, meta  # said once: in `aliases` and the description
     assert meta["io.moniker/tags"] == ["demo", "text"], meta
-    assert meta["io.moniker/server"] == "fix", meta
+    # One server: said once, by the listing.
+    assert listed["toolsMeta"] == {"io.moniker/server": "fix"}, listed["toolsMeta"]
+    assert listed["promptsMeta"] == {"io.moniker/server": "fix"}, listed["promptsMeta"]
+    assert "io.moniker/server" not in meta, meta
     # The server's own `_meta` is kept beside moniker's keys.
     assert meta["vendor.example/hint"] == {"level": 2}, meta
     assert echo["description"].endswith("Aliases: say"), echo
 
     plain = tools["plain"]["_meta"]
     assert "io.moniker/aliases" not in plain, plain
-    assert plain["io.moniker/tags"] == ["demo"] and plain["io.moniker/server"] == "fix", plain
+    assert plain == {"io.moniker/tags": ["demo"]}, plain
 
     prompts = {prompt["name"]: prompt for prompt in listed["prompts"]}
     review = prompts["review"]["_meta"]
     assert prompts["review"]["description"].endswith("Aliases: code-review"), prompts["review"]
-    assert review["io.moniker/server"] == "fix", review
+    assert "io.moniker/server" not in review, review
+
+
+def test_with_several_servers_each_entry_says_its_own(
+    moniker_bin: Path, fixture_bin: Path, write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text(json.dumps(INVENTORY))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"tools": [{"name": "ping", "inputSchema": {"type": "object"}}]}))
+    config = write_config(
+        {
+            "servers": {
+                "fix": {"command": str(fixture_bin), "args": [str(inventory)]},
+                "two": {"command": str(fixture_bin), "args": [str(other)]},
+            },
+        }
+    )
+    listed = run_ts_client(moniker_bin, config)
+    servers = {tool["name"]: tool["_meta"]["io.moniker/server"] for tool in listed["tools"]}
+    assert servers == {"echo": "fix", "plain": "fix", "ping": "two"}, listed["tools"]
+    assert "io.moniker/server" not in (listed.get("toolsMeta") or {}), listed
+    # The server's own `_meta` is kept beside moniker's key.
+    echo = next(tool for tool in listed["tools"] if tool["name"] == "echo")
+    assert echo["_meta"]["vendor.example/hint"] == {"level": 2}, echo
+    # Every prompt is of one server: that listing says it once.
+    assert listed["promptsMeta"] == {"io.moniker/server": "fix"}, listed

@@ -1,7 +1,8 @@
 // A client on the official TypeScript MCP SDK, for the e2e tests: starts
 // `<moniker> serve -c <config>` over stdio, lists tools and prompts, and prints
-// {"tools": [...], "prompts": [...]} as the SDK hands them over (it drops a tool's unknown
-// top-level fields, which is why moniker also puts its own in `_meta`).
+// {"tools": [...], "prompts": [...], "toolsMeta": {...}, "promptsMeta": {...}} as the SDK hands
+// them over (it drops a tool's unknown top-level fields, which is why moniker also puts its own
+// in `_meta`; the *Meta are the results' own `_meta`).
 //
 //   node tests/e2e/ts_client.mjs <moniker binary> <config> [<timeout ms>]
 //
@@ -31,9 +32,9 @@ const client = new Client({ name: "moniker-e2e-ts", version: "0.0.0" });
 
 try {
   await client.connect(transport);
-  const { tools } = await client.listTools();
-  const { prompts } = await client.listPrompts();
-  process.stdout.write(JSON.stringify({ tools, prompts }) + "\n");
+  const { tools, _meta: toolsMeta } = await client.listTools();
+  const { prompts, _meta: promptsMeta } = await client.listPrompts();
+  process.stdout.write(JSON.stringify({ tools, prompts, toolsMeta, promptsMeta }) + "\n");
   await client.close();
   clearTimeout(timer);
 } catch (error) {

@@ -453,6 +453,7 @@ fn run(setup: &Setup) -> Vec<Row> {
                 .iter()
                 .flat_map(|inv| inv.tools.iter().map(|t| &**t)),
             &[],
+            None,
         );
         row.tokens_raw = tokens(&raw_listing);
         // A client shows its model a tool's name, description and input schema, not the rest.
@@ -484,7 +485,10 @@ fn run(setup: &Setup) -> Vec<Row> {
                     .listed(Kind::Tool)
                     .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition))),
             );
-            tokens(&listing::render(Kind::Tool, entries, &[]))
+            let server = surface
+                .server(Kind::Tool)
+                .filter(|_| entries.len() > discovery.appended(Kind::Tool));
+            tokens(&listing::render(Kind::Tool, entries, &[], server))
         };
         row.tokens_list = mode(Mode::List);
         row.tokens_hints = mode(Mode::Hints);

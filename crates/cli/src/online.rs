@@ -828,7 +828,16 @@ pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
                 .listed(Kind::Tool)
                 .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition))),
         );
-        count(&moniker_surface::listing::render(Kind::Tool, entries, &[]))
+        let server = after
+            .surface
+            .server(Kind::Tool)
+            .filter(|_| entries.len() > discovery.appended(Kind::Tool));
+        count(&moniker_surface::listing::render(
+            Kind::Tool,
+            entries,
+            &[],
+            server,
+        ))
     };
     let search_mode = listed_in(moniker_surface::discovery::Mode::Search);
     let hints_mode = listed_in(moniker_surface::discovery::Mode::Hints);
@@ -837,6 +846,7 @@ pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
         Kind::Tool,
         listings.iter().flat_map(|l| l.tools.iter().map(|t| &**t)),
         &[],
+        None,
     ));
     let without_actions = b.get(&total).map_or(0, |t| t.2);
     let savings = serde_json::json!({

@@ -34,11 +34,14 @@ fn surface(example: &str, listings: &[Listing]) -> Surface {
     built.surface.expect("valid")
 }
 
-/// The listing as a client gets it, and the route of every name and alias.
+/// The listing as a client gets it (with the server the listing says once, when every entry
+/// has it), and the route of every name and alias.
 fn shown(surface: &Surface) -> Value {
     let mut routes = serde_json::Map::new();
     let mut listed = serde_json::Map::new();
+    let mut servers = serde_json::Map::new();
     for kind in [Kind::Tool, Kind::Prompt] {
+        servers.insert(kind.section().into(), surface.server(kind).into());
         let items: Vec<Value> = surface
             .items(kind)
             .iter()
@@ -69,7 +72,7 @@ fn shown(surface: &Surface) -> Value {
             }
         }
     }
-    serde_json::json!({"routes": routes, "listing": listed})
+    serde_json::json!({"routes": routes, "listing": listed, "said_once": servers})
 }
 
 #[test]

@@ -181,7 +181,11 @@ impl Equipped {
     /// The `tools/list` or `prompts/list` result of a session with this toolset, with `extra`
     /// (the management tools) at the end.
     pub fn render(&self, surface: &Surface, kind: Kind, extra: &[Box<RawValue>]) -> String {
-        listing::render(kind, self.entries(surface, kind), extra)
+        let entries = self.entries(surface, kind);
+        let server = surface
+            .server(kind)
+            .filter(|_| entries.len() > self.discovery.appended(kind));
+        listing::render(kind, entries, extra, server)
     }
 
     fn describe(&self, surface: &Surface) -> Value {

@@ -48,8 +48,17 @@ impl View {
         } else {
             &[]
         };
-        view.tools_result = listing::render(Kind::Tool, view.entries(Kind::Tool), extra);
-        view.prompts_result = listing::render(Kind::Prompt, view.entries(Kind::Prompt), &[]);
+        let render = |kind, extra| {
+            let entries = view.entries(kind);
+            let server = view
+                .surface
+                .server(kind)
+                .filter(|_| entries.len() > view.surface.discovery().appended(kind));
+            listing::render(kind, entries, extra, server)
+        };
+        let (tools, prompts) = (render(Kind::Tool, extra), render(Kind::Prompt, &[]));
+        view.tools_result = tools;
+        view.prompts_result = prompts;
         view
     }
 

@@ -325,7 +325,8 @@ fn spec(member: &Parsed<'_>) -> ActionSpec {
 }
 
 /// The schemas of a parameter that differ only in their descriptions, as one schema whose
-/// description has them all (distinct ones, joined); `None` when they differ otherwise.
+/// description has them all (distinct ones, joined by "; or ", each but the last without its
+/// full stop); `None` when they differ otherwise.
 fn same_but_described(property: &Property) -> Option<Value> {
     let mut bare: Option<Value> = None;
     let mut descriptions: Vec<String> = Vec::new();
@@ -352,11 +353,13 @@ fn same_but_described(property: &Property) -> Option<Value> {
     }
     let mut merged = bare?;
     if let Some(object) = merged.as_object_mut() {
-        if !descriptions.is_empty() {
-            object.insert(
-                "description".to_owned(),
-                Value::String(descriptions.join("; or ")),
-            );
+        if let Some((last, before)) = descriptions.split_last() {
+            let mut joined: String = before
+                .iter()
+                .map(|d| format!("{}; or ", d.trim_end().trim_end_matches('.')))
+                .collect();
+            joined.push_str(last);
+            object.insert("description".to_owned(), Value::String(joined));
         }
     }
     Some(merged)

@@ -10,7 +10,8 @@
 //!
 //! The tags and the server are in `_meta` alone, under moniker's own keys ([`META_TAGS`],
 //! [`META_SERVER`]): the one place every MCP SDK keeps (the TypeScript one drops a tool's
-//! unknown fields). They are added to the server's `_meta` object, whose other keys keep their
+//! unknown fields). Where every entry of a surface's kind has one server, no entry says it:
+//! the listing says it once, in the result's `_meta` ([`Server::ByTheListing`]). They are added to the server's `_meta` object, whose other keys keep their
 //! bytes, or in a `_meta` of their own, last, when it sent none; what a server says under
 //! moniker's keys is replaced, and a `_meta` that is not an object (MCP says it is one) is
 //! replaced by moniker's. What a server sends at the top under `tags` or `server_name` (where
@@ -48,7 +49,20 @@ pub(crate) struct Rewrite<'a> {
     /// The listed aliases; none: no `aliases` field.
     pub aliases: Option<&'a [String]>,
     pub tags: Option<&'a [Tag]>,
-    pub server_name: Option<&'a str>,
+    pub server: Server<'a>,
+}
+
+/// Where an entry's server name is said.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) enum Server<'a> {
+    /// As the definition has it.
+    #[default]
+    AsItIs,
+    /// In the entry's `_meta`.
+    Named(&'a str),
+    /// Once, by the listing ([`crate::listing::render`]): every entry of its kind has this
+    /// server, and none says it (what a server sent under moniker's key is taken out).
+    ByTheListing,
 }
 
 /// The definition with `change` applied: see the module's documentation.
@@ -69,8 +83,10 @@ pub(crate) fn rewrite(
         Some(list) => ours.push((META_TAGS, array(list.iter().map(Tag::as_str)))),
         None => {}
     }
-    if let Some(name) = change.server_name {
-        ours.push((META_SERVER, string(name)));
+    match change.server {
+        Server::AsItIs => {}
+        Server::Named(name) => ours.push((META_SERVER, string(name))),
+        Server::ByTheListing => taken.push(META_SERVER),
     }
     let meta: Vec<(&str, &str)> = ours.iter().map(|(k, v)| (*k, v.as_str())).collect();
 
@@ -262,7 +278,7 @@ fn own_tool(name: &str, description: &str, input_schema: &serde_json::Value) -> 
         &fields,
         &Rewrite {
             tags: Some(&tags),
-            server_name: Some(OWN_SERVER_NAME),
+            server: Server::Named(OWN_SERVER_NAME),
             ..Rewrite::default()
         },
     )

@@ -64,6 +64,16 @@ impl Discovery {
         }
     }
 
+    /// How many entries of moniker's own [`Discovery::entries`] puts after the surface's:
+    /// its search tools, in search mode. A listing of no entry of the surface does not say
+    /// the surface's server ([`listing::render`](crate::listing::render)).
+    pub fn appended(&self, kind: Kind) -> usize {
+        match (kind, self.mode) {
+            (Kind::Tool, Mode::Search) => definitions().len(),
+            _ => 0,
+        }
+    }
+
     /// `entry` with the `_meta` hints of `tool`: `anthropic/alwaysLoad` when it is pinned,
     /// `anthropic/searchHint` from its listed aliases, its tags and its server.
     fn hinted(&self, tool: &Exposed, entry: &RawValue) -> Box<RawValue> {

@@ -29,30 +29,44 @@ impl Listing {
 }
 
 /// The result of `tools/list` (`{"tools":[...]}`) or `prompts/list` (`{"prompts":[...]}`):
-/// `definitions` in their order, then `extra` (moniker's own tools, say), each byte for byte.
+/// `definitions` in their order, then `extra` (moniker's own tools, say), each byte for byte;
+/// with `server`, the server every one of `definitions` comes from (the surface's
+/// [`Surface::server`](crate::Surface::server): they do not say it), said once in the
+/// result's `_meta` when there is one of them.
 pub fn render<D: Borrow<RawValue>>(
     kind: Kind,
     definitions: impl IntoIterator<Item = D>,
     extra: &[Box<RawValue>],
+    server: Option<&str>,
 ) -> String {
     let mut out = String::with_capacity(64);
     out.push_str("{\"");
     out.push_str(kind.section());
     out.push_str("\":[");
     let start = out.len();
-    let mut push = |definition: &RawValue| {
+    let push = |out: &mut String, definition: &RawValue| {
         if out.len() > start {
             out.push(',');
         }
         out.push_str(definition.get());
     };
     for definition in definitions {
-        push(definition.borrow());
+        push(&mut out, definition.borrow());
     }
+    let said = out.len() > start;
     for definition in extra {
-        push(definition);
+        push(&mut out, definition);
     }
-    out.push_str("]}");
+    out.push(']');
+    if let Some(server) = server.filter(|_| said) {
+        out.push_str(",\"_meta\":{\"");
+        out.push_str(crate::definition::META_SERVER);
+        out.push_str("\":");
+        // Serializing a str cannot fail.
+        out.push_str(&serde_json::to_string(server).unwrap_or_default());
+        out.push('}');
+    }
+    out.push('}');
     out
 }
 
@@ -72,18 +86,33 @@ mod tests {
             raw(r#"{"name":"m"}"#),
         );
         let none: [&RawValue; 0] = [];
-        assert_eq!(render(Kind::Tool, none, &[]), r#"{"tools":[]}"#);
+        assert_eq!(render(Kind::Tool, none, &[], None), r#"{"tools":[]}"#);
         assert_eq!(
-            render(Kind::Prompt, [&*a, &*b], &[]),
+            render(Kind::Prompt, [&*a, &*b], &[], None),
             r#"{"prompts":[{"name":"a"},{ "name": "b" }]}"#
         );
         assert_eq!(
-            render(Kind::Tool, none, std::slice::from_ref(&m)),
+            render(Kind::Tool, none, std::slice::from_ref(&m), None),
             r#"{"tools":[{"name":"m"}]}"#
         );
         assert_eq!(
-            render(Kind::Tool, vec![a.clone(), b], &[m]),
+            render(Kind::Tool, vec![a.clone(), b], &[m], None),
             r#"{"tools":[{"name":"a"},{ "name": "b" },{"name":"m"}]}"#
+        );
+    }
+
+    #[test]
+    fn the_server_of_every_definition_is_said_once_when_there_is_one() {
+        let (a, m) = (raw(r#"{"name":"a"}"#), raw(r#"{"name":"m"}"#));
+        let none: [&RawValue; 0] = [];
+        assert_eq!(
+            render(Kind::Tool, [&*a], std::slice::from_ref(&m), Some("ctx-sys")),
+            r#"{"tools":[{"name":"a"},{"name":"m"}],"_meta":{"io.moniker/server":"ctx-sys"}}"#
+        );
+        // moniker's own tools alone are of no server of the surface.
+        assert_eq!(
+            render(Kind::Tool, none, &[m], Some("ctx-sys")),
+            r#"{"tools":[{"name":"m"}]}"#
         );
     }
 }

@@ -7,7 +7,7 @@ use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
 use crate::actions::{self, Member};
-use crate::definition::{self, Rewrite, with_aliases_line};
+use crate::definition::{self, Rewrite, Server, with_aliases_line};
 use crate::diagnostic::{Diagnostic, Rename};
 use crate::listing::Listing;
 use crate::names::{ServerId, Tag};
@@ -92,14 +92,19 @@ fn build_once(rules: &Rules, listings: &[Listing]) -> Built {
     let mut diagnostics = check_rules(rules);
     let mut listings: Vec<&Listing> = listings.iter().collect();
     listings.sort_by(|a, b| a.server.cmp(&b.server));
-    let tools = build_kind(rules, &listings, Kind::Tool, &mut diagnostics);
-    let prompts = build_kind(rules, &listings, Kind::Prompt, &mut diagnostics);
+    let (tools, tool_server) = build_kind(rules, &listings, Kind::Tool, &mut diagnostics);
+    let (prompts, prompt_server) = build_kind(rules, &listings, Kind::Prompt, &mut diagnostics);
     diagnostics.sort();
     diagnostics.dedup();
     let surface = if diagnostics.iter().any(Diagnostic::is_error) {
         None
     } else {
-        Some(Surface::from_parts(tools, prompts, rules.discovery.clone()))
+        Some(Surface::from_parts(
+            tools,
+            prompts,
+            [tool_server, prompt_server],
+            rules.discovery.clone(),
+        ))
     };
     Built {
         surface,
@@ -360,7 +365,7 @@ fn build_kind(
     listings: &[&Listing],
     kind: Kind,
     out: &mut Vec<Diagnostic>,
-) -> Vec<Exposed> {
+) -> (Vec<Exposed>, Option<String>) {
     let candidates = gather(listings, kind, out);
     let (mut named, used) = name_candidates(rules, kind, candidates);
     report_ambiguous(kind, &used, out);
@@ -374,7 +379,16 @@ fn build_kind(
     let claims = claim_names(rules, kind, &named, &plans, &member_of, out);
     report_duplicates(kind, &claims, &named, &plans, out);
     report_unused_overrides(rules, kind, &used, &claims, &named, &listed, out);
-    assemble(rules, &named, &plans)
+    let shared = shared_server(&named).map(str::to_owned);
+    (assemble(rules, &named, &plans, shared.is_some()), shared)
+}
+
+/// The server name every item of a kind has, when they have one: the listing says it once
+/// ([`Surface::server`]) instead of each entry. An action tool has its members' server.
+fn shared_server<'n>(named: &'n [Named<'_>]) -> Option<&'n str> {
+    let mut names = named.iter().map(|n| n.server_name.as_str());
+    let first = names.next()?;
+    names.all(|n| n == first).then_some(first)
 }
 
 /// Every item of `kind` in the listings, sorted by server and name so that the listings'
@@ -710,12 +724,19 @@ fn keyed_by_exposed_name(kind: Kind, key: &str, claim: &Claim, named: &[Named<'_
 }
 
 /// The exposed items, then the action tools over them, sorted by name (step 6).
-fn assemble(rules: &Rules, named: &[Named<'_>], plans: &[Plan<'_>]) -> Vec<Exposed> {
-    let mut exposed: Vec<Option<Exposed>> =
-        named.iter().map(|n| Some(expose(rules, n, None))).collect();
+fn assemble(
+    rules: &Rules,
+    named: &[Named<'_>],
+    plans: &[Plan<'_>],
+    shared_server: bool,
+) -> Vec<Exposed> {
+    let mut exposed: Vec<Option<Exposed>> = named
+        .iter()
+        .map(|n| Some(expose(rules, n, None, shared_server)))
+        .collect();
     let mut built = Vec::new();
     for plan in plans.iter().filter(|p| !p.members.is_empty()) {
-        built.push(expose_action(plan, &exposed));
+        built.push(expose_action(plan, &exposed, shared_server));
         for &(action, item) in &plan.members {
             let member_of = Some((plan.name.to_owned(), action.to_owned()));
             let schedule = plan.rule.legacy_deprecated.as_ref();
@@ -739,7 +760,7 @@ fn assemble(rules: &Rules, named: &[Named<'_>], plans: &[Plan<'_>]) -> Vec<Expos
                             plan.name
                         ),
                     };
-                    let mut e = expose(rules, &named[item], Some(&note));
+                    let mut e = expose(rules, &named[item], Some(&note), shared_server);
                     e.member_of = member_of;
                     legacy_schedule(&mut e, schedule);
                     exposed[item] = Some(e);
@@ -758,7 +779,7 @@ fn assemble(rules: &Rules, named: &[Named<'_>], plans: &[Plan<'_>]) -> Vec<Expos
 
 /// An action tool: the merged schema and description, the members' tags, and the members'
 /// server name when they share one.
-fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>]) -> Exposed {
+fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>], shared_server: bool) -> Exposed {
     let members: Vec<(&str, &Exposed)> = plan
         .members
         .iter()
@@ -822,7 +843,11 @@ fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>]) -> Exposed {
         );
     }
     let tags: Vec<Tag> = tags.into_iter().collect();
-    let definition = render(&fields, plan.name, None, &aliases, &tags, &server_name);
+    let server = match shared_server {
+        true => Server::ByTheListing,
+        false => Server::Named(&server_name),
+    };
+    let definition = render(&fields, plan.name, None, &aliases, &tags, server);
     let route = ActionRoute {
         members: members
             .iter()
@@ -1047,7 +1072,7 @@ fn suggest_short(name: &str, max: usize) -> String {
     cut
 }
 
-fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>) -> Exposed {
+fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>, shared_server: bool) -> Exposed {
     let mut tags: BTreeSet<Tag> = BTreeSet::new();
     if let Some(server) = rules.servers.get(n.candidate.server) {
         tags.extend(server.tags.iter().cloned());
@@ -1083,7 +1108,10 @@ fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>) -> Exposed {
         description.as_deref(),
         &aliases,
         &tags,
-        &n.server_name,
+        match shared_server {
+            true => Server::ByTheListing,
+            false => Server::Named(&n.server_name),
+        },
     );
     Exposed {
         name: n.name.clone(),
@@ -1155,7 +1183,7 @@ fn render(
     description: Option<&str>,
     aliases: &[String],
     tags: &[Tag],
-    server_name: &str,
+    server: Server<'_>,
 ) -> Box<RawValue> {
     definition::rewrite(
         fields,
@@ -1164,7 +1192,7 @@ fn render(
             description,
             aliases: Some(aliases),
             tags: Some(tags),
-            server_name: Some(server_name),
+            server,
         },
     )
 }

@@ -124,6 +124,9 @@ pub struct Surface {
     prompts: Vec<Exposed>,
     tool_index: HashMap<Box<str>, Entry>,
     prompt_index: HashMap<Box<str>, Entry>,
+    /// The server every tool (`[0]`) or prompt (`[1]`) is of, when they are of one: said once by
+    /// a listing ([`Surface::server`]).
+    servers: [Option<String>; 2],
     /// How clients discover tools when no toolset says otherwise: the rules'.
     discovery: crate::rules::Discovery,
 }
@@ -132,6 +135,7 @@ impl Surface {
     pub(crate) fn from_parts(
         tools: Vec<Exposed>,
         prompts: Vec<Exposed>,
+        servers: [Option<String>; 2],
         discovery: crate::rules::Discovery,
     ) -> Self {
         fn index(items: &[Exposed]) -> HashMap<Box<str>, Entry> {
@@ -169,8 +173,20 @@ impl Surface {
             prompt_index: index(&prompts),
             tools,
             prompts,
+            servers,
             discovery,
         }
+    }
+
+    /// The server name every entry of `kind` has, when they have one. Then no entry says it
+    /// in its `_meta`: a listing of them says it once, in its own (give it to
+    /// [`listing::render`](crate::listing::render)). Several servers: each entry says its own.
+    pub fn server(&self, kind: Kind) -> Option<&str> {
+        self.servers[match kind {
+            Kind::Tool => 0,
+            Kind::Prompt => 1,
+        }]
+        .as_deref()
     }
 
     /// How clients discover tools when no toolset says otherwise.

@@ -243,7 +243,12 @@ pub fn resolve<'a>(
 /// The `tools/list` (`{"tools":[...]}`) or `prompts/list` (`{"prompts":[...]}`) result of a
 /// session with this toolset: its [`definitions`].
 pub fn listing(surface: &Surface, selection: &Selection, kind: Kind) -> String {
-    crate::listing::render(kind, definitions(surface, selection, kind), &[])
+    crate::listing::render(
+        kind,
+        definitions(surface, selection, kind),
+        &[],
+        surface.server(kind),
+    )
 }
 
 /// The listing entries of a session with this toolset: its listed items in surface order,

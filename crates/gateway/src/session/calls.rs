@@ -99,15 +99,23 @@ impl Session {
         } else {
             &[]
         };
-        let items: Vec<Cow<'_, RawValue>> = match &equipped {
-            Some(e) => e.equipped.entries(&view.surface, kind),
-            None => view.entries(kind),
+        let (items, discovery): (Vec<Cow<'_, RawValue>>, _) = match &equipped {
+            Some(e) => (
+                e.equipped.entries(&view.surface, kind),
+                &e.equipped.discovery,
+            ),
+            None => (view.entries(kind), view.surface.discovery()),
         };
+        // The surface's one server is said by a page that has one of its entries.
+        let server = view
+            .surface
+            .server(kind)
+            .filter(|_| start < items.len().saturating_sub(discovery.appended(kind)));
         let all = items
             .iter()
             .map(|c| c.as_ref())
             .chain(extra.iter().map(|b| &**b));
-        match page(kind, all, start, size) {
+        match page(kind, all, start, size, server) {
             Some(page) => Message::result(id, &page),
             None => Refusal::invalid_params("Invalid cursor").answer(id),
         }
@@ -391,15 +399,16 @@ fn page<'a>(
     items: impl Iterator<Item = &'a RawValue>,
     start: usize,
     size: usize,
+    server: Option<&str>,
 ) -> Option<String> {
     let items: Vec<&RawValue> = items.collect();
     if start > items.len() {
         return None;
     }
     let end = items.len().min(start + size);
-    let mut out = listing::render(kind, items[start..end].iter().copied(), &[]);
+    let mut out = listing::render(kind, items[start..end].iter().copied(), &[], server);
     if end < items.len() {
-        // Before the closing brace of `{"tools":[...]}`.
+        // Before the result's closing brace.
         out.pop();
         out.push_str(&format!(r#","nextCursor":"page-{end}"}}"#));
     }

@@ -140,7 +140,7 @@ impl Session {
             }
         };
         tracing::debug!(query = %args.query, found = found.len(), "tool search");
-        let tools = listing::render(Kind::Tool, found, &[]);
+        let tools = listing::render(Kind::Tool, found, &[], surface.server(Kind::Tool));
         let result = format!(
             r#"{{"content":[{{"type":"text","text":{}}}],"structuredContent":{tools}}}"#,
             message::string(&tools)

@@ -806,14 +806,14 @@ fn schemas_that_differ_only_in_their_descriptions_become_one() {
                 "save",
                 tool(
                     "Save.",
-                    json!({"type": "object", "properties": {"label": {"type": "string", "description": "Optional label"}}}),
+                    json!({"type": "object", "properties": {"label": {"type": "string", "description": "Optional label."}}}),
                 ),
             ),
             (
                 "load",
                 tool(
                     "Load.",
-                    json!({"type": "object", "properties": {"label": {"type": "string", "description": "Checkpoint label"}}}),
+                    json!({"type": "object", "properties": {"label": {"type": "string", "description": "Checkpoint label."}}}),
                 ),
             ),
             (
@@ -834,21 +834,21 @@ fn schemas_that_differ_only_in_their_descriptions_become_one() {
                 "save",
                 tool(
                     "Save.",
-                    json!({"type": "object", "properties": {"label": {"type": "string", "description": "Optional label"}}}),
+                    json!({"type": "object", "properties": {"label": {"type": "string", "description": "Optional label."}}}),
                 ),
             ),
             (
                 "load",
                 tool(
                     "Load.",
-                    json!({"type": "object", "properties": {"label": {"type": "string", "description": "Checkpoint label"}}}),
+                    json!({"type": "object", "properties": {"label": {"type": "string", "description": "Checkpoint label."}}}),
                 ),
             ),
         ],
     );
     assert_eq!(
         props(&m)["label"],
-        json!({"type": "string", "description": "Optional label; or Checkpoint label"})
+        json!({"type": "string", "description": "Optional label; or Checkpoint label."})
     );
     // One description said twice, but for a full stop: once, the longer way.
     let m = merged(

@@ -19,11 +19,38 @@ fn full(text: &str, aliases: &[&str], tag_list: &[&str]) -> String {
             description: None,
             aliases: Some(&aliases),
             tags: Some(&tags),
-            server_name: Some("srv"),
+            server: Server::Named("srv"),
         },
     )
     .get()
     .to_owned()
+}
+
+/// A server said by the listing is said by no entry: not moniker, not the server.
+#[test]
+fn a_server_said_by_the_listing_is_in_no_entry() {
+    let tags = tags(&["t1"]);
+    let said_once = |text: &str| {
+        rewrite(
+            &fields(text),
+            &Rewrite {
+                name: Some("new"),
+                tags: Some(&tags),
+                server: Server::ByTheListing,
+                ..Rewrite::default()
+            },
+        )
+        .get()
+        .to_owned()
+    };
+    assert_eq!(
+        said_once(r#"{"name":"old"}"#),
+        r#"{"name":"new","_meta":{"io.moniker/tags":["t1"]}}"#
+    );
+    assert_eq!(
+        said_once(r#"{"name":"old","_meta":{"io.moniker/server":"evil","theirs":1}}"#),
+        r#"{"name":"new","_meta":{"theirs":1,"io.moniker/tags":["t1"]}}"#
+    );
 }
 
 #[test]

@@ -144,7 +144,9 @@ fn seed_aliases_resolve_to_their_canonical_tools() {
         plain["description"],
         "Abort the currently running dream (offline consolidation) cycle."
     );
-    assert_eq!(plain["_meta"]["io.moniker/server"], "contextgraph");
+    // One server: the listing says it once, no entry does.
+    assert_eq!(surface.server(Kind::Tool), Some("contextgraph"));
+    assert!(plain.get("_meta").is_none(), "{plain}");
     assert!(plain.get("tags").is_none(), "no tags configured: no field");
 }
 
@@ -666,8 +668,36 @@ fn listing_fields_survive_and_owned_fields_are_replaced() {
     let surface = ok(build(&rules, &[l]));
     assert_eq!(
         surface.tools()[0].definition.get(),
-        r#"{"name":"t","title":"T","description":"Does t.\n\nAliases: tt","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2],"io.moniker/tags":["new"],"io.moniker/server":"s"},"aliases":["tt"],"zz_unknown":{"b":1,"a":2}}"#
+        r#"{"name":"t","title":"T","description":"Does t.\n\nAliases: tt","inputSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}},"annotations":{"readOnlyHint":true},"_meta":{"x":[1,2],"io.moniker/tags":["new"]},"aliases":["tt"],"zz_unknown":{"b":1,"a":2}}"#
     );
+}
+
+/// Where every tool is of one server, the surface says it (a listing says it once) and no
+/// entry does, whatever a server sent under moniker's key; with several, each entry says its
+/// own and the surface none.
+#[test]
+fn one_server_is_said_once_several_by_each_entry() {
+    let listing = |server: &str, tools: Vec<Value>| Listing {
+        server: sid(server),
+        tools: tools.into_iter().map(raw).collect(),
+        prompts: vec![],
+    };
+    let forged = json!({"name": "a", "_meta": {"io.moniker/server": "other"}});
+    let one = ok(build(
+        &rules_with(&["s"]),
+        &[listing("s", vec![forged.clone(), tool("b")])],
+    ));
+    assert_eq!(one.server(Kind::Tool), Some("s"));
+    assert_eq!(one.server(Kind::Prompt), None, "no prompts");
+    assert_eq!(def(&one, "a")["_meta"], json!({}));
+    assert!(def(&one, "b").get("_meta").is_none());
+    let two = ok(build(
+        &rules_with(&["s", "t"]),
+        &[listing("s", vec![forged]), listing("t", vec![tool("b")])],
+    ));
+    assert_eq!(two.server(Kind::Tool), None);
+    assert_eq!(def(&two, "a")["_meta"]["io.moniker/server"], "s");
+    assert_eq!(def(&two, "b")["_meta"]["io.moniker/server"], "t");
 }
 
 #[test]
@@ -698,7 +728,7 @@ fn a_description_override_replaces_and_a_missing_one_is_added() {
     assert_eq!(def(&surface, "a")["description"], "New.");
     assert_eq!(
         surface.resolve_tool("b").unwrap().exposed.definition.get(),
-        r#"{"name":"b","description":"Aliases: bb","aliases":["bb"],"_meta":{"io.moniker/server":"s"}}"#
+        r#"{"name":"b","description":"Aliases: bb","aliases":["bb"]}"#
     );
 }
 
@@ -883,8 +913,8 @@ fn action_tools_replace_their_members_in_the_listing() {
         json!(["make", "drop"])
     );
     assert_eq!(def["inputSchema"]["properties"]["name"]["type"], "string");
-    assert_eq!(def["_meta"]["io.moniker/tags"], json!(["grouped"]));
-    assert_eq!(def["_meta"]["io.moniker/server"], "s");
+    assert_eq!(def["_meta"], json!({"io.moniker/tags": ["grouped"]}));
+    assert_eq!(surface.server(Kind::Tool), Some("s"));
     // "make_thing it." says nothing `make` and the tool's name do not: the enum says it.
     assert!(
         !def["description"].as_str().unwrap().contains("- make"),
