@@ -446,11 +446,41 @@ impl<'t> Fields<'t> {
             say(tag.as_str(), TAG_WEIGHT);
         }
         say(&self.tool.server_name, 1);
-        say(&self.description, 1);
+        // The semantic ranking reads a description's opening only: the table was fitted to
+        // texts no longer than that, and a longer one's usage notes and examples pull its
+        // mean vector away from what the tool does (the lexical one weighs words by rarity,
+        // and reads it whole).
+        say(
+            match weighed {
+                true => &self.description,
+                false => first_words(&self.description, semantic::FITTED_WORDS),
+            },
+            1,
+        );
         for name in &self.parameters {
             say(name, 1);
         }
     }
+}
+
+/// `text` up to the end of its `n`th word (words as white space parts them); all of it when
+/// it has no more.
+fn first_words(text: &str, n: usize) -> &str {
+    let (mut words, mut in_word) = (0, false);
+    for (at, c) in text.char_indices() {
+        match (c.is_whitespace(), in_word) {
+            (true, true) => {
+                words += 1;
+                if words == n {
+                    return &text[..at];
+                }
+                in_word = false;
+            }
+            (false, false) => in_word = true,
+            _ => {}
+        }
+    }
+    text
 }
 
 #[cfg(test)]

@@ -421,3 +421,11 @@ fn a_toolset_named_in_the_query_ranks_its_tools_higher() {
     assert!(!found.contains(&"list_issues".to_owned()), "{found:?}");
     assert!(found.contains(&"write_file".to_owned()), "{found:?}");
 }
+
+#[test]
+fn the_semantic_ranking_reads_a_descriptions_first_words() {
+    assert_eq!(first_words("one two  three\nfour", 2), "one two");
+    assert_eq!(first_words("  one two", 1), "  one");
+    assert_eq!(first_words("one two", 5), "one two");
+    assert_eq!(first_words("", 3), "");
+}
