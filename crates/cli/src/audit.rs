@@ -38,8 +38,9 @@ pub struct Audit {
     pub listing_tokens: usize,
 }
 
-/// The audit of `definitions` (the listed tools' JSON), with `count` the token counter.
-pub fn audit(definitions: &[&str], count: &dyn Fn(&str) -> usize) -> Audit {
+/// The audit of `definitions` (the listed tools' JSON) and `listing` (the `tools/list` result
+/// they make), with `count` the token counter.
+pub fn audit(definitions: &[&str], listing: &str, count: &dyn Fn(&str) -> usize) -> Audit {
     let mut tools = Vec::new();
     let mut parameters: BTreeMap<String, usize> = BTreeMap::new();
     let mut sentences: BTreeMap<String, usize> = BTreeMap::new();
@@ -96,11 +97,10 @@ pub fn audit(definitions: &[&str], count: &dyn Fn(&str) -> usize) -> Audit {
             .cmp(&a.tokens_repeated)
             .then(a.text.cmp(&b.text))
     });
-    let listing = format!(r#"{{"tools":[{}]}}"#, definitions.join(","));
     Audit {
         tools,
         repeated,
-        listing_tokens: count(&listing),
+        listing_tokens: count(listing),
     }
 }
 
@@ -129,8 +129,10 @@ mod tests {
     fn costs_and_repeats_are_counted() {
         let a = r#"{"name":"create_project","description":"Create a project. Requires an active workspace to be set first.","inputSchema":{"type":"object","properties":{"workspace_id":{"type":"string","description":"The workspace the project lives in"}}}}"#;
         let b = r#"{"name":"delete_project","description":"Delete a project. Requires an active workspace to be set first.","inputSchema":{"type":"object","properties":{"workspace_id":{"type":"string","description":"The workspace the project lives in"}}}}"#;
-        let audit = audit(&[a, b], &words);
+        let listing = format!(r#"{{"tools":[{a},{b}]}}"#);
+        let audit = audit(&[a, b], &listing, &words);
         assert_eq!(audit.tools.len(), 2);
+        assert_eq!(audit.listing_tokens, words(&listing));
         assert_eq!(audit.tools[0].name, "create_project");
         assert!(audit.tools[0].description_tokens > 0 && audit.tools[0].schema_tokens > 0);
         let kinds: Vec<(&str, &str, usize)> = audit

@@ -13,6 +13,7 @@ use moniker_gateway::store::Store;
 use moniker_gateway::{Gateway, Settings, StartError};
 use moniker_surface::{Exposed, Kind, Route};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::args::{CallArgs, ListArgs, LockArgs, ServeArgs};
 use crate::render::Renderer;
@@ -730,24 +731,27 @@ pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
         .unwrap_or_default();
     let bpe = tiktoken_rs::o200k_base()?;
     let measure = |surface: &moniker_surface::Surface| -> std::collections::BTreeMap<String, (usize, usize, usize)> {
-        let mut groups: std::collections::BTreeMap<String, Vec<&str>> = std::collections::BTreeMap::new();
+        let mut groups: std::collections::BTreeMap<String, Vec<&RawValue>> = std::collections::BTreeMap::new();
         for item in surface.listed(Kind::Tool) {
             let servers: std::collections::BTreeSet<&str> = item.servers().map(|s| s.as_str()).collect();
             let key = match servers.len() {
                 1 => servers.into_iter().next().unwrap_or_default().to_owned(),
                 _ => "(several)".to_owned(),
             };
-            groups.entry(key).or_default().push(item.definition.get());
+            groups.entry(key).or_default().push(&*item.definition);
         }
+        // As a session lists them: the surface's one server, when it has one, said once.
+        let size = |defs: &[&RawValue]| {
+            let text = moniker_surface::listing::render(Kind::Tool, defs.iter().copied(), &[], surface.server(Kind::Tool));
+            (defs.len(), text.len(), bpe.encode_ordinary(&text).len())
+        };
         let mut all = Vec::new();
         let mut out = std::collections::BTreeMap::new();
         for (server, defs) in groups {
-            let text = format!(r#"{{"tools":[{}]}}"#, defs.join(","));
-            out.insert(server, (defs.len(), text.len(), bpe.encode_ordinary(&text).len()));
+            out.insert(server, size(&defs));
             all.extend(defs);
         }
-        let text = format!(r#"{{"tools":[{}]}}"#, all.join(","));
-        out.insert("TOTAL".to_owned(), (all.len(), text.len(), bpe.encode_ordinary(&text).len()));
+        out.insert("TOTAL".to_owned(), size(&all));
         out
     };
     let (b, a) = (measure(&before), measure(&after.surface));
@@ -782,12 +786,19 @@ pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
     }
     // The listing a session without a toolset sees, tool by tool.
     let count = |text: &str| bpe.encode_ordinary(text).len();
-    let listed: Vec<&str> = after
+    let listed: Vec<&RawValue> = after
         .surface
         .listed(Kind::Tool)
-        .map(|e| e.definition.get())
+        .map(|e| &*e.definition)
         .collect();
-    let audit = crate::audit::audit(&listed, &count);
+    let listing = moniker_surface::listing::render(
+        Kind::Tool,
+        listed.iter().copied(),
+        &[],
+        after.surface.server(Kind::Tool),
+    );
+    let listed: Vec<&str> = listed.iter().map(|d| d.get()).collect();
+    let audit = crate::audit::audit(&listed, &listing, &count);
     let names_only = format!(
         r#"{{"tools":[{}]}}"#,
         audit

@@ -131,6 +131,19 @@ async fn search_mode_lists_pins_finds_tools_and_calls_them_like_direct_calls() {
 
     let list = ask(&session, "tools/list", json!({})).await;
     assert_eq!(listed(&list), ["store_memory", "search_tools", "call_tool"]);
+    // One server: the listing says it once, as it lists one of its tools (the pinned one).
+    assert_eq!(list["result"]["_meta"], json!({"io.moniker/server": "cg"}));
+    let found = ask(
+        &session,
+        "tools/call",
+        json!({"name": "search_tools", "arguments": {"query": "dream"}}),
+    )
+    .await;
+    assert_eq!(
+        found["result"]["structuredContent"]["_meta"],
+        json!({"io.moniker/server": "cg"}),
+        "{found}"
+    );
 
     let found = search(
         &session,
@@ -217,6 +230,8 @@ async fn a_toolsets_boundary_holds_through_search_and_call_tool() {
         ["search_tools", "call_tool"],
         "nothing of the toolset is pinned"
     );
+    // moniker's own tools alone: no server of the surface to say.
+    assert_eq!(list["result"].get("_meta"), None, "{list}");
     let found = search(
         &session,
         json!({"query": "memory dream status", "limit": 50}),
@@ -261,6 +276,7 @@ async fn a_toolsets_boundary_holds_through_search_and_call_tool() {
     let session = Session::bound(gateway.clone(), tx, "listed".into());
     let list = ask(&session, "tools/list", json!({})).await;
     assert_eq!(listed(&list), ["store_memory", "trigger_dream"]);
+    assert_eq!(list["result"]["_meta"], json!({"io.moniker/server": "cg"}));
     let refused = ask(
         &session,
         "tools/call",

@@ -356,7 +356,17 @@ fn same_but_described(property: &Property) -> Option<Value> {
         if let Some((last, before)) = descriptions.split_last() {
             let mut joined: String = before
                 .iter()
-                .map(|d| format!("{}; or ", d.trim_end().trim_end_matches('.')))
+                .map(|d| {
+                    // A full stop that ends a sentence goes; "e.g.", "example.com." and "..."
+                    // keep theirs (their last word has another).
+                    let d = d.trim_end();
+                    match d.strip_suffix('.') {
+                        Some(cut) if !cut.rsplit(' ').next().unwrap_or(cut).contains('.') => {
+                            format!("{cut}; or ")
+                        }
+                        _ => format!("{d}; or "),
+                    }
+                })
                 .collect();
             joined.push_str(last);
             object.insert("description".to_owned(), Value::String(joined));

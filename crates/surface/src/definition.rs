@@ -146,10 +146,11 @@ pub(crate) fn rewrite(
 
 /// A `_meta` object with `ours` set and any other key of `owned` taken out (the keys of
 /// `ours` are replaced too), or `None` to keep it as it is: nothing to change. A `_meta` that
-/// is not an object (MCP says it is one) is replaced by `ours` when there is something to say.
+/// is not an object (MCP says it is one, and the TypeScript SDK refuses a listing with a
+/// `null` one) is replaced by `ours`, an empty object when moniker has nothing to say there.
 fn with_meta(meta: &RawValue, ours: &[(&str, &str)], owned: &[&str]) -> Option<String> {
     let Ok(entries) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(meta.get()) else {
-        return (!ours.is_empty()).then(|| object(ours));
+        return Some(object(ours));
     };
     let is_owned = |k: &str| owned.contains(&k) || ours.iter().any(|(key, _)| *key == k);
     if entries.keys().any(|k| is_owned(k)) {

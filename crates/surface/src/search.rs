@@ -275,8 +275,8 @@ impl Index {
     }
 
     /// The listed tools for `text`, best first (positions in the index), by `part`; the fused
-    /// ranking fuses a third one when `named` accepts documents (a toolset the text names has
-    /// them).
+    /// ranking fuses a second one by rank when `named` accepts documents (a toolset the text
+    /// names has them).
     fn ranked(&self, text: &str, part: Part, named: impl Fn(usize) -> bool) -> Vec<usize> {
         let lexical = || self.ranker.rank(text).into_iter().map(|(d, _)| d);
         let semantic = || self.vectors.rank(text).into_iter().map(|(d, _)| d);

@@ -850,6 +850,24 @@ fn schemas_that_differ_only_in_their_descriptions_become_one() {
         props(&m)["label"],
         json!({"type": "string", "description": "Optional label; or Checkpoint label."})
     );
+    let label = |description: &str| {
+        tool(
+            "Do.",
+            json!({"type": "object", "properties": {"label": {"type": "string", "description": description}}}),
+        )
+    };
+    let m = merged(
+        None,
+        &[
+            ("a", label("A label, e.g.")),
+            ("b", label("Wait...")),
+            ("c", label("Last.")),
+        ],
+    );
+    assert_eq!(
+        props(&m)["label"]["description"],
+        "A label, e.g.; or Wait...; or Last."
+    );
     // One description said twice, but for a full stop: once, the longer way.
     let m = merged(
         None,

@@ -51,6 +51,17 @@ fn a_server_said_by_the_listing_is_in_no_entry() {
         said_once(r#"{"name":"old","_meta":{"io.moniker/server":"evil","theirs":1}}"#),
         r#"{"name":"new","_meta":{"theirs":1,"io.moniker/tags":["t1"]}}"#
     );
+    // A `_meta` that is not an object is replaced even when moniker says nothing there.
+    for bad in ["null", r#""x""#, "[]", "1"] {
+        let listed = rewrite(
+            &fields(&format!(r#"{{"name":"old","_meta":{bad}}}"#)),
+            &Rewrite {
+                server: Server::ByTheListing,
+                ..Rewrite::default()
+            },
+        );
+        assert_eq!(listed.get(), r#"{"name":"old","_meta":{}}"#, "{bad}");
+    }
 }
 
 #[test]
@@ -127,11 +138,11 @@ fn a_meta_that_is_not_an_object_is_replaced() {
             r#"{"name":"new","_meta":{"io.moniker/tags":["t1"],"io.moniker/server":"srv"},"aliases":["a1"]}"#
         );
     }
-    // With nothing to say (a toolset adding aliases), it is left as it is.
+    // With nothing to say (a toolset adding aliases), by an empty object.
     let raw = RawValue::from_string(r#"{"name":"a","_meta":7}"#.to_owned()).unwrap();
     assert_eq!(
         with_extra_aliases(&raw, &["x".to_owned()]).get(),
-        r#"{"name":"a","description":"Aliases: x","_meta":7,"aliases":["x"]}"#
+        r#"{"name":"a","description":"Aliases: x","_meta":{},"aliases":["x"]}"#
     );
 }
 

@@ -429,3 +429,35 @@ fn the_semantic_ranking_reads_a_descriptions_first_words() {
     assert_eq!(first_words("one two", 5), "one two");
     assert_eq!(first_words("", 3), "");
 }
+
+/// The fused ranking holds what either half finds, nothing else, and the same way each time;
+/// a tool both halves put first is first.
+#[test]
+fn the_fusion_keeps_what_either_half_finds() {
+    let s = surface();
+    let index = Index::new(&s);
+    for text in [
+        "open an issue on github",
+        "zzqx list",
+        "overwrite a file with new content",
+        "report a bug",
+    ] {
+        let by = |part| {
+            let query = Query {
+                text,
+                tags: &[],
+                limit: 100,
+                toolsets: &[],
+            };
+            names(&index.search_by(part, &s, query, None, |_| true))
+        };
+        let (fused, lexical, semantic) = (by(Part::Fused), by(Part::Lexical), by(Part::Semantic));
+        let either: BTreeSet<&String> = lexical.iter().chain(&semantic).collect();
+        assert_eq!(fused.iter().collect::<BTreeSet<_>>(), either, "{text}");
+        assert_eq!(fused.len(), either.len(), "{text}: each tool once");
+        assert_eq!(by(Part::Fused), fused, "{text}: deterministic");
+        if !lexical.is_empty() && lexical.first() == semantic.first() {
+            assert_eq!(fused.first(), lexical.first(), "{text}");
+        }
+    }
+}
