@@ -485,9 +485,7 @@ fn run(setup: &Setup) -> Vec<Row> {
                     .listed(Kind::Tool)
                     .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition))),
             );
-            let server = surface
-                .server(Kind::Tool)
-                .filter(|_| entries.len() > discovery.appended(Kind::Tool));
+            let server = discovery.server(&surface, Kind::Tool, entries.len());
             tokens(&listing::render(Kind::Tool, entries, &[], server))
         };
         row.tokens_list = mode(Mode::List);

@@ -839,10 +839,7 @@ pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
                 .listed(Kind::Tool)
                 .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition))),
         );
-        let server = after
-            .surface
-            .server(Kind::Tool)
-            .filter(|_| entries.len() > discovery.appended(Kind::Tool));
+        let server = discovery.server(&after.surface, Kind::Tool, entries.len());
         count(&moniker_surface::listing::render(
             Kind::Tool,
             entries,

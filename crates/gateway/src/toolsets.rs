@@ -182,9 +182,7 @@ impl Equipped {
     /// (the management tools) at the end.
     pub fn render(&self, surface: &Surface, kind: Kind, extra: &[Box<RawValue>]) -> String {
         let entries = self.entries(surface, kind);
-        let server = surface
-            .server(kind)
-            .filter(|_| entries.len() > self.discovery.appended(kind));
+        let server = self.discovery.server(surface, kind, entries.len());
         listing::render(kind, entries, extra, server)
     }
 

@@ -50,10 +50,8 @@ impl View {
         };
         let render = |kind, extra| {
             let entries = view.entries(kind);
-            let server = view
-                .surface
-                .server(kind)
-                .filter(|_| entries.len() > view.surface.discovery().appended(kind));
+            let discovery = view.surface.discovery();
+            let server = discovery.server(&view.surface, kind, entries.len());
             listing::render(kind, entries, extra, server)
         };
         let (tools, prompts) = (render(Kind::Tool, extra), render(Kind::Prompt, &[]));

@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use crate::definition;
 use crate::names::Tag;
 pub use crate::rules::{Discovery, Mode};
-use crate::surface::Exposed;
+use crate::surface::{Exposed, Surface};
 use crate::vocab::Kind;
 
 /// moniker's search tool, listed in search mode.
@@ -64,14 +64,16 @@ impl Discovery {
         }
     }
 
-    /// How many entries of moniker's own [`Discovery::entries`] puts after the surface's:
-    /// its search tools, in search mode. A listing of no entry of the surface does not say
-    /// the surface's server ([`listing::render`](crate::listing::render)).
-    pub fn appended(&self, kind: Kind) -> usize {
-        match (kind, self.mode) {
+    /// The server a listing says once ([`listing::render`](crate::listing::render)) when it
+    /// holds the last `entries` of what [`Discovery::entries`] gave for `kind`: the surface's
+    /// one server, if one of them is the surface's (moniker's own search tools come last, and
+    /// are of no server of the surface).
+    pub fn server<'s>(&self, surface: &'s Surface, kind: Kind, entries: usize) -> Option<&'s str> {
+        let own = match (kind, self.mode) {
             (Kind::Tool, Mode::Search) => definitions().len(),
             _ => 0,
-        }
+        };
+        surface.server(kind).filter(|_| entries > own)
     }
 
     /// `entry` with the `_meta` hints of `tool`: `anthropic/alwaysLoad` when it is pinned,
@@ -204,6 +206,31 @@ mod tests {
             .iter()
             .map(|e| e["name"].as_str().unwrap())
             .collect()
+    }
+
+    /// A listing says the surface's one server when it holds one of the surface's entries,
+    /// not when it holds moniker's search tools alone.
+    #[test]
+    fn a_listing_says_the_server_when_it_lists_the_surface() {
+        let s = surface();
+        let search = |pin: &[&str]| Discovery {
+            mode: Mode::Search,
+            pin: pin.iter().map(|p| p.to_string()).collect(),
+            pin_tags: None,
+        };
+        let said = |discovery: &Discovery| {
+            let items = s
+                .listed(Kind::Tool)
+                .map(|e| (e, Cow::Borrowed(&*e.definition)));
+            let entries = discovery.entries(Kind::Tool, items);
+            discovery.server(&s, Kind::Tool, entries.len())
+        };
+        assert_eq!(said(&Discovery::default()), Some("fs"));
+        assert_eq!(said(&search(&["cat"])), Some("fs"));
+        assert_eq!(said(&search(&[])), None);
+        // A page of the last two entries of a search listing: the search tools alone.
+        assert_eq!(search(&["cat"]).server(&s, Kind::Tool, 2), None);
+        assert_eq!(Discovery::default().server(&s, Kind::Prompt, 0), None);
     }
 
     #[test]

@@ -106,11 +106,8 @@ impl Session {
             ),
             None => (view.entries(kind), view.surface.discovery()),
         };
-        // The surface's one server is said by a page that has one of its entries.
-        let server = view
-            .surface
-            .server(kind)
-            .filter(|_| start < items.len().saturating_sub(discovery.appended(kind)));
+        // The page holds (the first of) the entries from `start` on.
+        let server = discovery.server(&view.surface, kind, items.len().saturating_sub(start));
         let all = items
             .iter()
             .map(|c| c.as_ref())
