@@ -308,10 +308,15 @@ fn stats_audits_the_tokens_of_each_tool_and_the_text_they_repeat() {
             < savings["listing_tokens"].as_u64().expect("listing"),
         "{savings}"
     );
-    assert!(
-        savings["listing_tokens"].as_u64() < savings["without_action_tools"].as_u64(),
-        "{savings}"
-    );
+    // Without action tools a one-server listing is the server's own entries and the
+    // listing's `_meta` naming the server once (about ten tokens), nothing per entry.
+    let own = savings["servers_own_listings"].as_u64().expect("own");
+    let without = savings["without_action_tools"].as_u64().expect("without");
+    assert!((own..own + 20).contains(&without), "{savings}");
+    // The action tools say what their members did (every parameter and its description,
+    // which action each is for) in a few tokens more or less than the members themselves.
+    let listing = savings["listing_tokens"].as_u64().expect("listing");
+    assert!(listing.abs_diff(without) * 20 < without, "{savings}");
     assert!(
         savings["names_only_for_clients_that_defer_loading"].as_u64()
             < savings["listing_tokens"].as_u64(),

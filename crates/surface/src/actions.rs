@@ -203,9 +203,9 @@ fn parse<'a>(member: &Member<'a>) -> Parsed<'a> {
 
 /// One property of the action tool, as its members declare it.
 #[derive(Default)]
-struct Property {
-    /// The distinct schemas, in member order.
-    schemas: Vec<Value>,
+struct Property<'a> {
+    /// The distinct schemas, in member order, each with the actions that declare it so.
+    schemas: Vec<(Value, Vec<&'a str>)>,
     /// The actions whose member requires it, in member order.
     required_by: Vec<String>,
 }
@@ -229,8 +229,9 @@ pub fn merge(tool_name: &str, summary: Option<&str>, members: &[Member<'_>]) -> 
             rewrite_refs(&mut schema, &renames);
             drop_header_annotations(&mut schema);
             let property = properties.entry(name.clone()).or_default();
-            if !property.schemas.contains(&schema) {
-                property.schemas.push(schema);
+            match property.schemas.iter_mut().find(|(s, _)| *s == schema) {
+                Some((_, by)) => by.push(member.action),
+                None => property.schemas.push((schema, vec![member.action])),
             }
         }
     }
@@ -256,9 +257,8 @@ pub fn merge(tool_name: &str, summary: Option<&str>, members: &[Member<'_>]) -> 
     let mut required = vec![ACTION.to_owned()];
     for (name, mut property) in properties {
         let mut schema = match property.schemas.len() {
-            1 => property.schemas.pop().unwrap_or(Value::Bool(true)),
-            _ => same_but_described(&property)
-                .unwrap_or_else(|| json!({ "anyOf": property.schemas })),
+            1 => property.schemas.pop().map_or(Value::Bool(true), |(s, _)| s),
+            _ => same_but_described(&property).unwrap_or_else(|| any_of(property.schemas)),
         };
         // Required by every action: required, said once (no list of every action).
         let by_all = actions
@@ -325,23 +325,27 @@ fn spec(member: &Parsed<'_>) -> ActionSpec {
 }
 
 /// The schemas of a parameter that differ only in their descriptions, as one schema whose
-/// description has them all (distinct ones, joined by "; or ", each but the last without its
-/// full stop); `None` when they differ otherwise.
-fn same_but_described(property: &Property) -> Option<Value> {
+/// description says each distinct one after the actions it is for (`a, b: ...; c: ...`, as
+/// GitHub's hand-made action tools say `For a: ...`); `None` when they differ otherwise.
+fn same_but_described(property: &Property<'_>) -> Option<Value> {
     let mut bare: Option<Value> = None;
-    let mut descriptions: Vec<String> = Vec::new();
+    let mut described: Vec<(String, Vec<&str>)> = Vec::new();
     // "The project's number" and "The project's number." say one thing.
     let same = |d: &str| d.trim().trim_end_matches('.').to_lowercase();
-    for schema in &property.schemas {
+    for (schema, actions) in &property.schemas {
         let mut without = schema.as_object()?.clone();
         if let Some(d) = without
             .remove("description")
             .and_then(|d| d.as_str().map(str::to_owned))
         {
-            match descriptions.iter_mut().find(|s| same(s) == same(&d)) {
-                Some(said) if d.trim().len() > said.trim().len() => *said = d,
-                Some(_) => {}
-                None => descriptions.push(d),
+            match described.iter_mut().find(|(s, _)| same(s) == same(&d)) {
+                Some((said, by)) => {
+                    if d.trim().len() > said.trim().len() {
+                        *said = d;
+                    }
+                    by.extend(actions);
+                }
+                None => described.push((d, actions.clone())),
             }
         }
         let without = Value::Object(without);
@@ -353,26 +357,52 @@ fn same_but_described(property: &Property) -> Option<Value> {
     }
     let mut merged = bare?;
     if let Some(object) = merged.as_object_mut() {
-        if let Some((last, before)) = descriptions.split_last() {
-            let mut joined: String = before
-                .iter()
-                .map(|d| {
+        let description = match described.as_slice() {
+            [] => None,
+            // One thing said (some members may say nothing): it holds for all.
+            [(only, _)] => Some(only.clone()),
+            [before @ .., (last, by)] => {
+                let mut joined = String::new();
+                for (d, by) in before {
                     // A full stop that ends a sentence goes; "e.g.", "example.com." and "..."
                     // keep theirs (their last word has another).
-                    let d = d.trim_end();
-                    match d.strip_suffix('.') {
-                        Some(cut) if !cut.rsplit(' ').next().unwrap_or(cut).contains('.') => {
-                            format!("{cut}; or ")
-                        }
-                        _ => format!("{d}; or "),
-                    }
-                })
-                .collect();
-            joined.push_str(last);
-            object.insert("description".to_owned(), Value::String(joined));
+                    let d = d.trim();
+                    let d = match d.strip_suffix('.') {
+                        Some(cut) if !cut.rsplit(' ').next().unwrap_or(cut).contains('.') => cut,
+                        _ => d,
+                    };
+                    joined.push_str(&format!("{}: {d}; ", by.join(", ")));
+                }
+                joined.push_str(&format!("{}: {}", by.join(", "), last.trim()));
+                Some(joined)
+            }
+        };
+        if let Some(description) = description {
+            object.insert("description".to_owned(), Value::String(description));
         }
     }
     Some(merged)
+}
+
+/// The schemas of a parameter that differ in more than their descriptions, as an `anyOf`
+/// whose branches say which actions each is for (a `$ref` branch stays as it is: a keyword
+/// beside it is ignored by older validators).
+fn any_of(schemas: Vec<(Value, Vec<&str>)>) -> Value {
+    let branches: Vec<Value> = schemas
+        .into_iter()
+        .map(|(mut schema, by)| {
+            if let Some(object) = schema.as_object_mut().filter(|o| !o.contains_key("$ref")) {
+                let by = by.join(", ");
+                let description = match object.get("description").and_then(Value::as_str) {
+                    Some(d) if !d.trim().is_empty() => format!("{by}: {}", d.trim()),
+                    _ => format!("For {by}"),
+                };
+                object.insert("description".to_owned(), Value::String(description));
+            }
+            schema
+        })
+        .collect();
+    json!({ "anyOf": branches })
 }
 
 /// Says in a property's description which actions require it: `required for: a, b` (seed

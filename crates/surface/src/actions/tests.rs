@@ -194,12 +194,16 @@ fn differing_properties_become_any_of_the_distinct_schemas() {
             ),
         ],
     );
-    // Compared before the suffix: the members' own descriptions stay on their variants.
+    // Compared before the suffix; each variant says the actions it is for before its
+    // member's own description.
     assert_eq!(
         props(&m)["id"],
-        json!({"anyOf": [id_string, id_number], "description": "Required for: get, delete"})
+        json!({"anyOf": [
+            {"type": "string", "description": "get, delete: Id"},
+            {"type": "integer", "description": "find: Id"},
+        ], "description": "Required for: get, delete"})
     );
-    // Required by none: the bare `anyOf`.
+    // Required by none: the `anyOf` alone, its variants saying which action takes which.
     let m = merged(
         None,
         &[
@@ -215,7 +219,31 @@ fn differing_properties_become_any_of_the_distinct_schemas() {
     );
     assert_eq!(
         props(&m)["x"],
-        json!({"anyOf": [{"type": "string"}, {"type": "number"}]})
+        json!({"anyOf": [
+            {"type": "string", "description": "For a"},
+            {"type": "number", "description": "For b"},
+        ]})
+    );
+    // A `$ref` variant is left as it is (older validators ignore what is beside a `$ref`).
+    let m = merged(
+        None,
+        &[
+            (
+                "a",
+                tool(
+                    "",
+                    json!({"properties": {"x": {"$ref": "#/$defs/X"}}, "$defs": {"X": {"type": "string"}}}),
+                ),
+            ),
+            (
+                "b",
+                tool("", json!({"properties": {"x": {"type": "number"}}})),
+            ),
+        ],
+    );
+    assert_eq!(
+        props(&m)["x"],
+        json!({"anyOf": [{"$ref": "#/$defs/X"}, {"type": "number", "description": "For b"}]})
     );
 }
 
@@ -848,7 +876,7 @@ fn schemas_that_differ_only_in_their_descriptions_become_one() {
     );
     assert_eq!(
         props(&m)["label"],
-        json!({"type": "string", "description": "Optional label; or Checkpoint label."})
+        json!({"type": "string", "description": "save: Optional label; load: Checkpoint label."})
     );
     let label = |description: &str| {
         tool(
@@ -861,12 +889,15 @@ fn schemas_that_differ_only_in_their_descriptions_become_one() {
         &[
             ("a", label("A label, e.g.")),
             ("b", label("Wait...")),
-            ("c", label("Last.")),
+            ("c", label("Last")),
+            ("d", label("A label, e.g.")),
         ],
     );
+    // One text, several actions: said once, for all of them; a sentence's full stop goes
+    // before a "; ", that of "e.g." and "..." stays.
     assert_eq!(
         props(&m)["label"]["description"],
-        "A label, e.g.; or Wait...; or Last."
+        "a, d: A label, e.g.; b: Wait...; c: Last"
     );
     // One description said twice, but for a full stop: once, the longer way.
     let m = merged(
