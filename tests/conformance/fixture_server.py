@@ -12,7 +12,8 @@ Where FastMCP's decorators stop short, the same SDK's lower layer is used (and s
   low-level server always advertises `subscribe: false`), so the server is run with them here
   rather than with `mcp.run()`;
 - `json_schema_2020_12_tool` gets its JSON Schema 2020-12 inputSchema verbatim ($schema, $defs,
-  additionalProperties), which a function signature cannot express;
+  additionalProperties, $anchor, allOf/anyOf, if/then/else), which a function signature cannot
+  express;
 - elicitation requests are sent with `session.elicit_form` and a literal requested schema, so the
   enum variants of SEP-1330 and the defaults of SEP-1034 are sent exactly as the suite expects.
 
@@ -312,22 +313,41 @@ async def test_elicitation_sep1330_enums(ctx: Context) -> str:
 
 
 @mcp.tool()
-def json_schema_2020_12_tool(name: str | None = None, address: dict[str, Any] | None = None) -> str:
+def json_schema_2020_12_tool(
+    name: str | None = None,
+    address: dict[str, Any] | None = None,
+    contactMethod: str | None = None,  # noqa: N803 (the suite's name)
+    phone: str | None = None,
+    email: str | None = None,
+) -> str:
     """Tool with JSON Schema 2020-12 features"""
     return f"Received name={json.dumps(name)}, address={json.dumps(address)}"
 
 
-# The signature above validates the call; the listing shows this schema, keyword for keyword.
+# The signature above validates the call; the listing shows this schema, keyword for keyword:
+# SEP-1613's $schema, $defs and additionalProperties, and SEP-2106's $anchor, allOf/anyOf and
+# if/then/else (the newer suite's schema; the older one checks the first three only).
 mcp._tool_manager.get_tool("json_schema_2020_12_tool").parameters = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
     "$defs": {
         "address": {
+            "$anchor": "addressDef",
             "type": "object",
             "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
         }
     },
-    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
     "additionalProperties": False,
 }
 

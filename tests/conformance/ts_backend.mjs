@@ -14,8 +14,9 @@
 //   level logging/setLevel set, so that they are tied to the call (over HTTP they go on the
 //   call's own stream);
 // - `json_schema_2020_12_tool` is validated with a zod shape, and listed with its JSON Schema
-//   2020-12 inputSchema verbatim ($schema, $defs, additionalProperties): the SDK's tools/list
-//   handler is wrapped to put it in (zod cannot say $defs/$ref);
+//   2020-12 inputSchema verbatim ($schema, $defs, additionalProperties, $anchor, allOf/anyOf,
+//   if/then/else): the SDK's tools/list handler is wrapped to put it in (zod cannot say
+//   $defs/$ref);
 // - elicitation requests carry a literal requestedSchema (the enum variants of SEP-1330 and the
 //   defaults of SEP-1034 exactly as the suite expects), sent with the request's `sendRequest`.
 //
@@ -97,16 +98,29 @@ function wavSilence() {
 const PNG_B64 = png1x1Red().toString('base64');
 const WAV_B64 = wavSilence().toString('base64');
 
+// SEP-1613's $schema, $defs and additionalProperties, and SEP-2106's $anchor, allOf/anyOf and
+// if/then/else (the newer suite's schema; the older one checks the first three only).
 const JSON_SCHEMA_2020_12 = {
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     type: 'object',
     $defs: {
         address: {
+            $anchor: 'addressDef',
             type: 'object',
             properties: { street: { type: 'string' }, city: { type: 'string' } }
         }
     },
-    properties: { name: { type: 'string' }, address: { $ref: '#/$defs/address' } },
+    properties: {
+        name: { type: 'string' },
+        address: { $ref: '#/$defs/address' },
+        contactMethod: { type: 'string', enum: ['phone', 'email'] },
+        phone: { type: 'string' },
+        email: { type: 'string' }
+    },
+    allOf: [{ anyOf: [{ required: ['phone'] }, { required: ['email'] }] }],
+    if: { properties: { contactMethod: { const: 'phone' } }, required: ['contactMethod'] },
+    then: { required: ['phone'] },
+    else: { required: ['email'] },
     additionalProperties: false
 };
 
@@ -368,7 +382,10 @@ function fixture() {
             description: 'Tool with JSON Schema 2020-12 features',
             inputSchema: {
                 name: z.string().nullish(),
-                address: z.record(z.string(), z.unknown()).nullish()
+                address: z.record(z.string(), z.unknown()).nullish(),
+                contactMethod: z.enum(['phone', 'email']).nullish(),
+                phone: z.string().nullish(),
+                email: z.string().nullish()
             }
         },
         async ({ name, address }) =>
