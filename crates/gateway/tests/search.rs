@@ -107,7 +107,8 @@ fn listed(reply: &Value) -> Vec<String> {
         .collect()
 }
 
-async fn search(session: &Arc<Session>, arguments: Value) -> Vec<String> {
+/// `search_tools`' structured result (`{"tools": [...]}`, and its `_meta`).
+async fn search_result(session: &Arc<Session>, arguments: Value) -> Value {
     let reply = ask(
         session,
         "tools/call",
@@ -120,7 +121,11 @@ async fn search(session: &Arc<Session>, arguments: Value) -> Vec<String> {
     let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().expect("text"))
         .expect("JSON text");
     assert_eq!(text, result["structuredContent"]);
-    listed(&json!({"result": result["structuredContent"]}))
+    result["structuredContent"].clone()
+}
+
+async fn search(session: &Arc<Session>, arguments: Value) -> Vec<String> {
+    listed(&json!({"result": search_result(session, arguments).await}))
 }
 
 #[tokio::test]
@@ -133,14 +138,9 @@ async fn search_mode_lists_pins_finds_tools_and_calls_them_like_direct_calls() {
     assert_eq!(listed(&list), ["store_memory", "search_tools", "call_tool"]);
     // One server: the listing says it once, as it lists one of its tools (the pinned one).
     assert_eq!(list["result"]["_meta"], json!({"io.moniker/server": "cg"}));
-    let found = ask(
-        &session,
-        "tools/call",
-        json!({"name": "search_tools", "arguments": {"query": "dream"}}),
-    )
-    .await;
+    let found = search_result(&session, json!({"query": "dream"})).await;
     assert_eq!(
-        found["result"]["structuredContent"]["_meta"],
+        found["_meta"],
         json!({"io.moniker/server": "cg"}),
         "{found}"
     );

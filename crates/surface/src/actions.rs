@@ -361,20 +361,28 @@ fn same_but_described(property: &Property<'_>) -> Option<Value> {
             [] => None,
             // One thing said (some members may say nothing): it holds for all.
             [(only, _)] => Some(only.clone()),
-            [before @ .., (last, by)] => {
-                let mut joined = String::new();
-                for (d, by) in before {
-                    // A full stop that ends a sentence goes; "e.g.", "example.com." and "..."
-                    // keep theirs (their last word has another).
-                    let d = d.trim();
-                    let d = match d.strip_suffix('.') {
-                        Some(cut) if !cut.rsplit(' ').next().unwrap_or(cut).contains('.') => cut,
-                        _ => d,
-                    };
-                    joined.push_str(&format!("{}: {d}; ", by.join(", ")));
-                }
-                joined.push_str(&format!("{}: {}", by.join(", "), last.trim()));
-                Some(joined)
+            parts => {
+                let last = parts.len() - 1;
+                let parts: Vec<String> = parts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (d, by))| {
+                        // Before a "; ", a full stop that ends a sentence goes; "e.g.",
+                        // "example.com." and "..." keep theirs (their last word has another).
+                        let d = d.trim();
+                        let d = match d.strip_suffix('.') {
+                            Some(cut)
+                                if i < last
+                                    && !cut.rsplit(' ').next().unwrap_or(cut).contains('.') =>
+                            {
+                                cut
+                            }
+                            _ => d,
+                        };
+                        format!("{}: {d}", by.join(", "))
+                    })
+                    .collect();
+                Some(parts.join("; "))
             }
         };
         if let Some(description) = description {

@@ -310,7 +310,8 @@ fn extend_aliases_line(mut text: String, added: &[String]) -> String {
     }
 }
 
-fn string(s: &str) -> String {
+/// `s` as a JSON string.
+pub(crate) fn string(s: &str) -> String {
     // Serializing a str cannot fail.
     serde_json::to_string(s).unwrap_or_default()
 }

@@ -62,8 +62,7 @@ pub fn render<D: Borrow<RawValue>>(
         out.push_str(",\"_meta\":{\"");
         out.push_str(crate::definition::META_SERVER);
         out.push_str("\":");
-        // Serializing a str cannot fail.
-        out.push_str(&serde_json::to_string(server).unwrap_or_default());
+        out.push_str(&crate::definition::string(server));
         out.push('}');
     }
     out.push('}');

@@ -723,6 +723,15 @@ fn keyed_by_exposed_name(kind: Kind, key: &str, claim: &Claim, named: &[Named<'_
     ))
 }
 
+/// Where an entry says its server `name`: nowhere when the listing says it for all
+/// (`shared_server`), else in its own `_meta`.
+fn server_said(shared_server: bool, name: &str) -> Server<'_> {
+    match shared_server {
+        true => Server::ByTheListing,
+        false => Server::Named(name),
+    }
+}
+
 /// The exposed items, then the action tools over them, sorted by name (step 6).
 fn assemble(
     rules: &Rules,
@@ -843,10 +852,7 @@ fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>], shared_server: bo
         );
     }
     let tags: Vec<Tag> = tags.into_iter().collect();
-    let server = match shared_server {
-        true => Server::ByTheListing,
-        false => Server::Named(&server_name),
-    };
+    let server = server_said(shared_server, &server_name);
     let definition = render(&fields, plan.name, None, &aliases, &tags, server);
     let route = ActionRoute {
         members: members
@@ -1108,10 +1114,7 @@ fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>, shared_server:
         description.as_deref(),
         &aliases,
         &tags,
-        match shared_server {
-            true => Server::ByTheListing,
-            false => Server::Named(&n.server_name),
-        },
+        server_said(shared_server, &n.server_name),
     );
     Exposed {
         name: n.name.clone(),
