@@ -48,6 +48,8 @@ SECTIONS = {
     "server_2026_07_28_ts": "CONFORMANCE_BACKEND=ts tests/conformance/run.sh 2026-07-28",
     "server_2026_07_28_http": "tests/conformance/run.sh 2026-07-28 http",
     "server_2026_07_28_http_ts": "CONFORMANCE_BACKEND=ts tests/conformance/run.sh 2026-07-28 http",
+    "server_2026_07_28_legacy": "CONFORMANCE_BACKEND=legacy tests/conformance/run.sh 2026-07-28",
+    "server_2026_07_28_http_legacy": "CONFORMANCE_BACKEND=legacy tests/conformance/run.sh 2026-07-28 http",
     "server_2025_11_25": "tests/conformance/run.sh 2025-11-25",
     "server_2025_11_25_ts": "CONFORMANCE_BACKEND=ts tests/conformance/run.sh 2025-11-25",
     "client": "tests/conformance/run-client.sh",

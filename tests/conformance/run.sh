@@ -20,23 +20,43 @@
 # fixture_server.py stands: same server id, stdio or http alike; backend_2026.py stays as it is.
 # Such a run writes to its own out directory (`-ts` suffix), its own RESULTS.md section, and is
 # judged against expected-failures[-<revision>]-ts.txt.
+# CONFORMANCE_BACKEND=legacy (2026-07-28 only: `CONFORMANCE_BACKEND=legacy run.sh 2026-07-28
+# [http]`) puts backend_2025.py ALONE behind moniker, as server `legacy`: one server of the 2025
+# era (the official Python SDK 2.x, MCPServer, without `protocol:`, so moniker negotiates a 2025
+# version with it) serving every fixture the requirement set calls, asking for input with
+# requests of its own, which moniker turns into input-required results. Its own out directory
+# (`-legacy` suffix), RESULTS.md section and expected-failures-2026-07-28-legacy.txt.
+# CONFORMANCE_SCENARIO=<name> runs that one scenario alone instead (for alone.sh, which runs each
+# scenario of a mode so and compares with that mode's full run): fresh backends and a fresh
+# moniker of the same mode, the suite's `--scenario <name>` (at the revision's wire: with
+# `--spec-version <revision> --force`, as `--requirements` runs it), written to
+# out[...]-alone/<name>/; nothing is judged and RESULTS.md is left alone; exits as the suite does
+# (0: the scenario passed, 1: it failed).
 # Exits non-zero if the run is wrong. Logs and the suite's raw results: tests/conformance/out/.
 #
 # Needs: `npm ci --prefix tests/conformance`, `cargo build --workspace` and the venv (.venv with
 # tests/e2e/requirements.txt); scripts/test does all three, then runs this.
 # Environment: MONIKER_BIN (default <target dir>/debug/moniker), CONFORMANCE_BACKEND (python, the
-# default, or ts), CONFORMANCE_PYTHON (the fixture server's Python, default .venv/bin/python),
+# default, ts or legacy), CONFORMANCE_PYTHON (the fixture server's Python, default .venv/bin/python),
 # MONIKER_CONFORMANCE_SUITE_TIMEOUT (seconds for the whole suite, default 240), CARGO_TARGET_DIR.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-# python: fixture_server.py (FastMCP) behind moniker; ts: ts_backend.mjs (the TypeScript SDK).
+# python: fixture_server.py (FastMCP) behind moniker; ts: ts_backend.mjs (the TypeScript SDK);
+# legacy: backend_2025.py alone (2026-07-28 only).
 BACKEND=${CONFORMANCE_BACKEND:-python}
-[[ $BACKEND == python || $BACKEND == ts ]] || { printf 'conformance/run.sh: CONFORMANCE_BACKEND is python or ts, not %s\n' "$BACKEND" >&2; exit 2; }
+[[ $BACKEND == python || $BACKEND == ts || $BACKEND == legacy ]] || { printf 'conformance/run.sh: CONFORMANCE_BACKEND is python, ts or legacy, not %s\n' "$BACKEND" >&2; exit 2; }
+[[ $BACKEND != legacy || ${1:-} == 2026-07-28 ]] || { printf 'conformance/run.sh: CONFORMANCE_BACKEND=legacy needs the requirement set 2026-07-28\n' >&2; exit 2; }
+# The backend's suffix of the out directory and the expected-failures file (-ts, -legacy).
 TS=
-[[ $BACKEND == python ]] || TS=-ts
+[[ $BACKEND == python ]] || TS=-$BACKEND
 OUT=$HERE/out${1:+-$1}${2:+-$2}$TS
+ONLY=${CONFORMANCE_SCENARIO:-}
+if [[ -n $ONLY ]]; then
+    [[ $ONLY =~ ^[A-Za-z0-9._-]+$ && $ONLY != .* ]] || { printf 'conformance/run.sh: CONFORMANCE_SCENARIO is not a scenario name: %s\n' "$ONLY" >&2; exit 2; }
+    OUT=$OUT-alone/$ONLY
+fi
 CONFIG=$OUT/moniker.yaml
 TARGET=${CARGO_TARGET_DIR:-target}
 [[ $TARGET == /* ]] || TARGET=$ROOT/$TARGET
@@ -64,11 +84,19 @@ die() {
 
 [[ -x $MONIKER ]] || die "$MONIKER is missing: run cargo build --workspace"
 [[ -x $NODE && -f $SUITE ]] || die "the suite is not installed: run npm ci --prefix tests/conformance"
+# The server id of the fixture in moniker.yaml.
+FIXTURE_ID=fixture
 if [[ $BACKEND == python ]]; then
     "$PYTHON" -c 'import mcp.server.fastmcp' 2>/dev/null ||
         die "$PYTHON cannot import mcp: create .venv with tests/e2e/requirements.txt (scripts/test does)"
     FIXTURE=("$PYTHON" "$HERE/fixture_server.py")
     fixture_about='`fixture_server.py`'
+elif [[ $BACKEND == legacy ]]; then
+    "$PYTHON_2026" -c 'import mcp.server.mcpserver' 2>/dev/null ||
+        die "$PYTHON_2026 cannot import mcp 2.x: create .venv-2026 with tests/e2e-2026/requirements.txt (scripts/test does)"
+    FIXTURE=("$PYTHON_2026" "$HERE/backend_2025.py")
+    FIXTURE_ID=legacy
+    fixture_about="\`backend_2025.py\` alone (the official Python SDK $("$PYTHON_2026" -c 'import importlib.metadata as m; print(m.version("mcp"))'), MCPServer, spoken to in a 2025 version: its own requests for input become input-required results)"
 else
     SDK_PKG=$HERE/node_modules/@modelcontextprotocol/sdk/package.json
     [[ -f $SDK_PKG ]] || die "the TypeScript SDK is not installed: run npm ci --prefix tests/conformance"
@@ -118,10 +146,13 @@ PY
     backend_url=http://127.0.0.1:$port/mcp
 }
 
+# backend_2026.py stands beside the fixture for 2026-07-28, unless the 2025-era backend is alone.
+MODERN=
+[[ $REQUIREMENTS != 2026-07-28 || $BACKEND == legacy ]] || MODERN=1
 if [[ $BACKENDS == http ]]; then
-    http_backend fixture "${FIXTURE[@]}"
+    http_backend "$FIXTURE_ID" "${FIXTURE[@]}"
     fixture_url=$backend_url
-    if [[ $REQUIREMENTS == 2026-07-28 ]]; then
+    if [[ -n $MODERN ]]; then
         http_backend modern "$PYTHON_2026" "$HERE/backend_2026.py"
         modern_url=$backend_url
     fi
@@ -129,7 +160,7 @@ fi
 {
     echo "# Written by tests/conformance/run.sh for one run; not committed."
     echo "servers:"
-    echo "  fixture:"
+    echo "  $FIXTURE_ID:"
     if [[ $BACKENDS == http ]]; then
         echo "    url: $(quote "$fixture_url")"
     else
@@ -137,7 +168,7 @@ fi
         echo "    args: [$(quote "${FIXTURE[1]}")]"
     fi
 } >"$CONFIG"
-if [[ $REQUIREMENTS == 2026-07-28 ]]; then
+if [[ -n $MODERN ]]; then
     "$PYTHON_2026" -c 'import mcp.server.mcpserver' 2>/dev/null ||
         die "$PYTHON_2026 cannot import mcp 2.x: create .venv-2026 with tests/e2e-2026/requirements.txt (scripts/test does)"
     {
@@ -208,7 +239,10 @@ url=http://127.0.0.1:$port/mcp
 echo "moniker $("$MONIKER" --version | sed 's/^moniker //') at $url (pid $moniker_pid), fixture: ${FIXTURE[*]}"
 echo "suite @modelcontextprotocol/conformance $suite_version, node $node_version: ${REQUIREMENTS:+the server scenarios $REQUIREMENTS requires}${REQUIREMENTS:-all server scenarios} (log: $OUT/suite.log)"
 
-if [[ -z $REQUIREMENTS ]]; then
+if [[ -n $ONLY ]]; then
+    select=(--scenario "$ONLY")
+    [[ -z $REQUIREMENTS ]] || select+=(--spec-version "$REQUIREMENTS" --force)
+elif [[ -z $REQUIREMENTS ]]; then
     "$NODE" "$SUITE" list --server >"$OUT/scenarios.txt" 2>&1 || die "the suite cannot list its scenarios: $(<"$OUT/scenarios.txt")"
     select=(--suite all)
     expected=$HERE/expected-failures$TS.txt
@@ -229,16 +263,21 @@ else
         "$OUT/requirements.txt" >"$OUT/scenarios.txt"
     select=(--requirements "$REQUIREMENTS")
     expected=$HERE/expected-failures-$REQUIREMENTS$TS.txt
-    section=server_${REQUIREMENTS//-/_}${2:+_$2}${TS:+_ts}
+    section=server_${REQUIREMENTS//-/_}${2:+_$2}${TS:+_$BACKEND}
     behind=$fixture_about
-    if [[ $REQUIREMENTS == 2026-07-28 ]]; then
+    if [[ -n $MODERN ]]; then
         behind="$behind and, for the tools only a 2026-07-28 server serves, \`backend_2026.py\` (the official Python SDK 2.x, spoken to in 2026-07-28)"
     fi
-    if [[ $BACKENDS == http ]]; then
+    if [[ $BACKENDS == http && -n $MODERN ]]; then
         behind="$behind, each a Streamable HTTP server named with \`url:\`,"
+    elif [[ $BACKENDS == http ]]; then
+        behind="$behind, a Streamable HTTP server named with \`url:\`,"
     fi
     heading="## Server scenarios required by $REQUIREMENTS: \`moniker serve --http\`"
-    [[ $BACKEND == python ]] || heading="$heading, backend: the TypeScript SDK"
+    case $BACKEND in
+        ts) heading="$heading, backend: the TypeScript SDK" ;;
+        legacy) heading="$heading, backend: one server of the 2025 era alone" ;;
+    esac
     title="$heading|The newer suite's server scenarios that spec revision $REQUIREMENTS requires (\`--requirements $REQUIREMENTS\`, frozen at its release and run at its wire), against \`moniker serve --http\` with $behind behind it. Scenarios the revision runs but never scores (extensions, pending) are informational. A scenario passes when none of its checks is a FAILURE."
 fi
 suite_rc=0
@@ -247,6 +286,13 @@ suite_rc=0
     </dev/null >"$OUT/suite.log" 2>&1 || suite_rc=$?
 stop_moniker
 echo "suite exit $suite_rc after $((SECONDS - start))s"
+if [[ -n $ONLY ]]; then
+    case $suite_rc in
+        0 | 1) exit "$suite_rc" ;;
+        124 | 137) die "the suite did not finish within ${SUITE_TIMEOUT}s (MONIKER_CONFORMANCE_SUITE_TIMEOUT); see $OUT/suite.log" ;;
+        *) die "the suite exited $suite_rc; see $OUT/suite.log" ;;
+    esac
+fi
 
 report_rc=0
 python3 "$HERE/report.py" --results "$OUT/results" --scenarios "$OUT/scenarios.txt" \

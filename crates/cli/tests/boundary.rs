@@ -1113,3 +1113,270 @@ fn a_client_cannot_grow_what_moniker_holds_without_bound() {
     let (_, refused) = open();
     assert!(refused.contains("-32043"), "{refused}");
 }
+
+// -------------------------------------------------------------------------------------------
+// "Hold the boundary, round two": each test names its finding; each failed on the code before
+// the change that made it pass.
+
+/// A stateless (2026-07-28) `tools/call` of `name` with `arguments` to `path`.
+fn call_at(gate: &Gate, path: &str, name: &str, arguments: Value) -> Value {
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    gate.post_to(
+        path,
+        ADMIN,
+        None,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", name),
+        ],
+        call.to_string().as_bytes(),
+    )
+    .2
+}
+
+/// Finding 1: a toolset chosen by tag listed an action tool whole (it carries the union of
+/// its members' tags), and `{"action": "trigger"}` then ran a member the toolset does not
+/// hold. Now the toolset offers the action tool made of its selected members alone.
+#[test]
+fn a_toolset_by_tag_reaches_only_the_members_it_selects() {
+    let gate = serve_http_with(
+        &[],
+        "tools:\n  search_graph: { tags: [read] }\n\
+         actions:\n  memory:\n    tools: { search: search_graph, trigger: trigger_consolidation }\n",
+        "  readonly:\n    tags: [read]\n",
+        "127.0.0.1",
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let (_, _, listed) = gate.post_to(
+        "/mcp/readonly",
+        ADMIN,
+        None,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ],
+        list.to_string().as_bytes(),
+    );
+    let tools = listed["result"]["tools"].as_array().expect("tools");
+    assert_eq!(tools.len(), 1, "{listed}");
+    assert_eq!(tools[0]["name"], "memory");
+    assert_eq!(
+        tools[0]["inputSchema"]["properties"]["action"]["enum"],
+        json!(["search"]),
+        "{listed}"
+    );
+    assert!(!tools[0].to_string().contains("trigger"), "{listed}");
+
+    let refused = call_at(
+        &gate,
+        "/mcp/readonly",
+        "memory",
+        json!({"action": "trigger"}),
+    );
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let text = refused["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("Unknown action: trigger") && text.contains("Valid actions: search"),
+        "{refused}"
+    );
+    let found = call_at(
+        &gate,
+        "/mcp/readonly",
+        "memory",
+        json!({"action": "search", "query": "x"}),
+    );
+    assert!(found.get("result").is_some(), "{found}");
+    let record = gate.record();
+    assert!(record.contains("search_graph"), "the selected member ran");
+    assert!(
+        !record.contains(FORBIDDEN),
+        "a member the toolset does not select reached its server"
+    );
+}
+
+/// Finding 12: the protected-resource metadata of `/mcp/<name>` answered 200 for a toolset
+/// that exists and 404 for one that does not, so anyone could list them. Every name a
+/// toolset could have is answered alike.
+#[test]
+fn toolset_names_cannot_be_enumerated() {
+    let gate = serve_http(
+        "  auth:\n    issuer: https://idp.example.com\n    resource: https://gw.example.com/mcp\n",
+        "127.0.0.1",
+    );
+    let (known, body) = gate.get("/.well-known/oauth-protected-resource/mcp/review");
+    assert_eq!(known, 200, "{body}");
+    let (unknown, other) = gate.get("/.well-known/oauth-protected-resource/mcp/no-such-set");
+    assert_eq!(unknown, 200, "{other}");
+    let shape = |text: &str| {
+        let mut v: Value = serde_json::from_str(text).expect("JSON");
+        v["resource"] = Value::Null;
+        v
+    };
+    assert_eq!(
+        shape(&body),
+        shape(&other),
+        "the two answers differ only by name"
+    );
+    let (not_a_name, _) = gate.get("/.well-known/oauth-protected-resource/mcp/a/b");
+    assert_eq!(not_a_name, 404);
+}
+
+/// Finding 13: the session caps were checked before `initialize` was answered and recorded
+/// after: 200 initializes at once left 26 sessions under a cap of 5. Sessions being opened
+/// now count against the caps.
+#[test]
+fn session_caps_hold_against_initializes_sent_at_once() {
+    let gate = serve_http("  max_sessions_per_token: 5\n", "127.0.0.1");
+    let port = gate.port;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "racer", "version": "0"}}}).to_string();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(100));
+    let racers: Vec<_> = (0..100)
+        .map(|_| {
+            let (init, barrier) = (init.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let (status, headers, _) = post(port, "/mcp", REVIEW, None, &[], init.as_bytes());
+                (status == 200)
+                    .then(|| {
+                        headers
+                            .into_iter()
+                            .find(|(k, _)| k == "mcp-session-id")
+                            .map(|(_, v)| v)
+                    })
+                    .flatten()
+            })
+        })
+        .collect();
+    let ids: Vec<String> = racers
+        .into_iter()
+        .filter_map(|r| r.join().expect("racer"))
+        .collect();
+    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}).to_string();
+    let live = ids
+        .iter()
+        .filter(|id| gate.post(REVIEW, Some(id), &[], ping.as_bytes()).0 == 200)
+        .count();
+    assert!(
+        live <= 5,
+        "{live} sessions of one token are live under a cap of 5 ({} initializes answered)",
+        ids.len()
+    );
+}
+
+/// Finding 4: one pool of 1,024 connections with no share per address, so one host without
+/// credentials held every place (renewing its sockets as the header timeout closed them) and
+/// a valid token's ping waited. Now, when every place is taken, a client of an address below
+/// its share takes the oldest place of the address that holds the most.
+#[test]
+fn one_address_cannot_hold_every_connection() {
+    let gate = serve_http("  max_connections: 8\n", "127.0.0.1");
+    let from = |ip: [u8; 4]| {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        socket
+            .bind(&std::net::SocketAddr::from((ip, 0)).into())
+            .expect("bind a loopback source");
+        socket
+            .connect(&std::net::SocketAddr::from(([127, 0, 0, 1], gate.port)).into())
+            .expect("connect");
+        TcpStream::from(socket)
+    };
+    // The attacker's host takes every place, sending nothing.
+    let held: Vec<TcpStream> = (0..8).map(|_| from([127, 0, 0, 2])).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // A client of another address is answered at once, well within the header timeout the
+    // attacker's sockets would otherwise hold the places for (10 s).
+    let mut client = from([127, 0, 0, 1]);
+    client
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    client
+        .write_all(
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\n\
+                 Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+                 Content-Length: {}\r\n\r\n{ping}",
+                ping.len()
+            )
+            .as_bytes(),
+        )
+        .expect("write");
+    let mut answer = Vec::new();
+    let _ = client.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 "), "no answer: {answer:?}");
+    // The place came from the attacker: its oldest connection was closed.
+    let mut oldest = &held[0];
+    oldest
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut byte = [0u8; 1];
+    assert!(
+        matches!(oldest.read(&mut byte), Ok(0) | Err(_)),
+        "the attacker's oldest connection is still open"
+    );
+}
+
+/// Finding 2: a server's listing was gathered whole (10,000 pages of up to 16 MiB) before
+/// anything looked at it: a 200 MB listing held 1.64 GB. A listing past the budget is refused
+/// page by page, said at `warn`, and the other servers serve on.
+#[test]
+fn a_listing_past_its_budget_is_refused_and_holds_little() {
+    let dir = scratch();
+    let inventory = dir.join("huge.json");
+    // 40,000 tools of about 1.2 KB: 48 MB, past the 32 MiB and 20,000 items of the budget.
+    let padding = "p".repeat(1_100);
+    let tools: Vec<Value> = (0..40_000)
+        .map(|i| json!({"name": format!("huge_{i}"), "description": padding, "inputSchema": {"type": "object"}}))
+        .collect();
+    std::fs::write(
+        &inventory,
+        json!({"serverInfo": {"name": "huge", "version": "1"}, "tools": tools}).to_string(),
+    )
+    .expect("inventory");
+    let huge = format!(
+        "servers:\n  huge:\n    command: {}\n    args: [{}, --page-size, 500]\n",
+        json!(fixture_bin().display().to_string()),
+        json!(inventory.display().to_string()),
+    );
+    let config = dir.join("moniker.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "{huge}  cg:\n    command: {}\n    args: [{}]\nhttp:\n  tokens: [{ADMIN}]\n",
+            json!(fixture_bin().display().to_string()),
+            json!(fixture_file("contextgraph.json").display().to_string()),
+        ),
+    )
+    .expect("config");
+    let gate = spawn_gate(dir, &config, "127.0.0.1");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !gate.stderr().contains("over moniker's budget") {
+        assert!(
+            Instant::now() < deadline,
+            "the listing was not refused: {}",
+            gate.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let tools = gate.tools(ADMIN);
+    assert!(tools.len() > 10, "the other server serves on");
+    assert!(!tools.iter().any(|t| t.starts_with("huge_")));
+    // What it held at its peak, against the 48 MB the server sent: bounded by the budget.
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", gate.child.id())).expect("/proc status");
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    assert!(
+        peak_kib < 256 * 1024,
+        "moniker peaked at {} MiB for a 48 MB listing",
+        peak_kib / 1024
+    );
+}

@@ -158,11 +158,54 @@ fn an_equipped_toolset_stays_right_across_many_rebuilds() {
         let outside = peer.call_tool("trigger_consolidation", json!({}));
         assert_eq!(outside["error"]["code"], -32004, "round {round}: {outside}");
     }
-    // The server's list did change underneath, and the surface was rebuilt each time.
+    // The server's list did change underneath, and the surface was rebuilt. Not once per
+    // change: the notes that come while a relist runs (or within the gap after it) make one
+    // relist more ("Hold the boundary, round two", finding 8), so the count depends on the
+    // machine's speed; what must hold is the listing above, at every round.
     let log = peer.stderr_with(|l| l.contains("surface rebuilt"));
     let rebuilds = log
         .lines()
         .filter(|l| l.contains("surface rebuilt"))
         .count();
-    assert!(rebuilds >= 100, "{rebuilds} rebuilds:\n{log}");
+    assert!(rebuilds >= 2, "{rebuilds} rebuilds:\n{log}");
+}
+
+/// "Hold the boundary, round two", finding 8: 3,000 `list_changed` notes made about 1,000
+/// full relists in 30 s, each cloning every listing and rebuilding the surface. Notes that
+/// come while a relist runs, or within the gap after it, now make one relist more.
+#[test]
+fn a_storm_of_list_changes_costs_a_few_relists() {
+    let config = scratch().join("moniker.yaml");
+    let cg = fixture_file("contextgraph.json").display().to_string();
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n{}",
+            fixture_server("cg", &[&cg, "--notes-each-call", "3000"])
+        ),
+    )
+    .expect("config");
+    let mut peer = Peer::spawn(
+        Command::new(Path::new(env!("CARGO_BIN_EXE_moniker")))
+            .args(["serve", "-c"])
+            .arg(&config)
+            .env("RUST_LOG", "moniker_gateway=debug"),
+    );
+    peer.initialize();
+    let called = peer.call_tool("store_memory", json!({"content": "x"}));
+    assert!(called["result"].is_object(), "{called}");
+    // The storm is over well within this: the relists it causes are done.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let listed = peer.call("tools/list", json!({}));
+    assert!(names(&listed).len() > 10, "{listed}");
+    let log = peer.stderr_with(|l| l.contains("surface rebuilt"));
+    let rebuilds = log
+        .lines()
+        .filter(|l| l.contains("surface rebuilt"))
+        .count();
+    assert!(
+        rebuilds <= 20,
+        "{rebuilds} rebuilds for one storm of 3,000 notes:\n{}",
+        log.lines().take(20).collect::<Vec<_>>().join("\n")
+    );
 }

@@ -47,6 +47,11 @@ pub(crate) fn random_state() -> String {
     oauth::random_text(24)
 }
 
+/// 128 random bits as text: a token no peer can guess from another.
+pub(crate) fn random_token() -> String {
+    oauth::random_text(16)
+}
+
 /// Whether an answer is a challenge moniker may answer: 401, or 403 with
 /// `insufficient_scope` (a step-up).
 pub fn is_challenge(status: u16, www_authenticate: Option<&str>) -> bool {

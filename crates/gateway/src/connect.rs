@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use self::login::{LOGIN_LIMIT, LoggedIn, login};
 use crate::auth::Store;
+use crate::budget;
 use crate::message::{self, Edit, Field, Message, Params};
 use crate::modern::MODERN_VERSION;
 use crate::sync::lock;
@@ -101,12 +102,16 @@ pub trait Sink: Send + Sync + 'static {
     fn server_message(&self, conn: &Arc<Connection>, message: Message, related: Option<u64>);
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
     #[error("server is not connected")]
     Gone,
     #[error("server did not answer in time")]
     Timeout,
+    /// A `forward` rule's value cannot be sent as a header (the header's name): the call is
+    /// not sent without it.
+    #[error("the header `{0}` that `forward` makes cannot be sent")]
+    Unforwardable(String),
 }
 
 /// What the server said of itself in `initialize`.
@@ -154,6 +159,10 @@ pub struct Connection {
     forward: OnceLock<indexmap::IndexMap<String, moniker_config::Forward>>,
     /// Those of the requests not sent yet, by moniker's id.
     forwarded: Mutex<HashMap<u64, Vec<(String, String)>>>,
+    /// Relists after the server's `list_changed` notes: 0 none running, 1 one running, 2 one
+    /// running and a note came meanwhile (one more follows it). A storm of notes costs one
+    /// relist per [`budget::RELIST_GAP`], not one per note.
+    pub(crate) relisting: std::sync::atomic::AtomicU8,
 }
 
 impl std::fmt::Debug for Connection {
@@ -181,6 +190,7 @@ impl Connection {
             list_ttl: Mutex::new(None),
             forward: OnceLock::new(),
             forwarded: Mutex::new(HashMap::new()),
+            relisting: std::sync::atomic::AtomicU8::new(0),
         }
     }
 
@@ -351,7 +361,9 @@ impl Connection {
     ) -> Result<(u64, oneshot::Receiver<Message>), CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let headers = match (self.forward.get(), caller) {
-            (Some(rules), Some(caller)) => caller.headers_for(rules),
+            (Some(rules), Some(caller)) => caller
+                .headers_for(rules)
+                .map_err(CallError::Unforwardable)?,
             _ => Vec::new(),
         };
         if !headers.is_empty() {
@@ -833,10 +845,27 @@ pub async fn list_all(
 ) -> Result<Vec<Box<RawValue>>, HandshakeError> {
     let mut items = Vec::new();
     let mut cursor: Option<String> = None;
-    // A server that hands out cursors forever must not hold moniker forever.
-    for _ in 0..10_000 {
+    let mut bytes = 0usize;
+    let over = |what: String| HandshakeError::Refused {
+        method,
+        error: format!("the listing is over moniker's budget for one server: {what}"),
+    };
+    // A server that hands out cursors forever, or lists more than anyone could use, must not
+    // hold moniker's memory: what it has sent is counted page by page, and the listing is
+    // refused at the first page past the budget (the server keeps its last listing).
+    for page in 0.. {
+        if page >= budget::LISTING_PAGES {
+            return Err(over(format!("more than {} pages", budget::LISTING_PAGES)));
+        }
         let params = cursor.as_ref().map(|c| Params::object(&[("cursor", c)]));
         let response = conn.call(method, params.as_ref(), timeout).await?;
+        bytes += response.text().len();
+        if bytes > budget::LISTING_BYTES {
+            return Err(over(format!(
+                "more than {} MiB",
+                budget::LISTING_BYTES >> 20
+            )));
+        }
         let result =
             outcome(&response).map_err(|error| HandshakeError::Refused { method, error })?;
         let fields = message::fields(result).ok_or_else(|| HandshakeError::Refused {
@@ -850,6 +879,9 @@ pub async fn list_all(
                     error: format!("`{key}` is not a list: {e}"),
                 })?;
             items.extend(page);
+            if items.len() > budget::LISTING_ITEMS {
+                return Err(over(format!("more than {} items", budget::LISTING_ITEMS)));
+            }
         }
         if matches!(method, "tools/list" | "prompts/list") {
             if let Some(ttl) = fields

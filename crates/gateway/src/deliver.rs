@@ -53,7 +53,7 @@ impl Gateway {
                 let conn = conn.clone();
                 tokio::spawn(async move { gateway.relist(&conn).await });
             }
-            "notifications/progress" => self.hub.route_progress(&message),
+            "notifications/progress" => self.hub.route_progress(&conn.server, &message),
             // moniker's own `subscriptions/listen` on a modern server began: nobody else's.
             "notifications/subscriptions/acknowledged" => {}
             "notifications/cancelled" => {

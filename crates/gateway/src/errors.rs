@@ -58,6 +58,11 @@ pub enum Refusal {
     /// A per-client limit was reached: the text names it.
     #[error("{0}")]
     Limit(String),
+    /// A `forward` rule of the server's makes a header the caller's value cannot fill.
+    #[error(
+        "Server `{server}` was not called: the header `{header}` its `forward` makes cannot hold the caller's value"
+    )]
+    Unforwardable { server: ServerId, header: String },
 }
 
 fn noun(kind: Kind) -> &'static str {
@@ -87,6 +92,7 @@ impl Refusal {
             Self::Unreadable => message::INTERNAL_ERROR,
             Self::ResourceNotFound(_) => RESOURCE_NOT_FOUND,
             Self::Limit(_) => LIMIT,
+            Self::Unforwardable { .. } => message::INVALID_REQUEST,
         }
     }
 
@@ -102,7 +108,8 @@ impl Refusal {
             | Self::NestedBatch
             | Self::Unreadable
             | Self::ResourceNotFound(_)
-            | Self::Limit(_) => Outcome::Error,
+            | Self::Limit(_)
+            | Self::Unforwardable { .. } => Outcome::Error,
         }
     }
 

@@ -272,11 +272,11 @@ impl Gateway {
     ) -> Result<(Reloaded, Vec<Arc<Slot>>), Vec<Diagnostic>> {
         {
             let state = self.state();
-            let kept: Vec<Listing> = state
+            let kept: Vec<&Listing> = state
                 .listings
                 .iter()
                 .filter(|(id, _)| servers.iter().any(|s| &s.id == *id))
-                .map(|(_, l)| l.clone())
+                .map(|(_, l)| l)
                 .collect();
             let built = build(&rules, &kept);
             if built.surface.is_none() {
@@ -517,7 +517,8 @@ impl Gateway {
                 Some(listing) => state.listings.insert(server.clone(), listing),
                 None => None,
             };
-            let listings: Vec<Listing> = state.listings.values().cloned().collect();
+            // Borrowed, not cloned: a rebuild costs no copy of any server's listing.
+            let listings: Vec<&Listing> = state.listings.values().collect();
             let built = build(&rules, &listings);
             if built.surface.is_some() {
                 state.refused.remove(server);
@@ -591,7 +592,7 @@ impl Gateway {
         rules: &Rules,
         errors: Vec<Diagnostic>,
     ) -> (Arc<View>, Arc<View>) {
-        let listings: Vec<Listing> = state.listings.values().cloned().collect();
+        let listings: Vec<&Listing> = state.listings.values().collect();
         let mut built = build(rules, &listings);
         if built.surface.is_none() && self.started.load(Ordering::Acquire) {
             // Rules that make every listing together invalid (a reload's): the errors are
@@ -717,14 +718,41 @@ impl Gateway {
         }
     }
 
+    /// The server said its list changed: it is listed again, unless a relist is running (then
+    /// one more follows it, whatever number of notes came meanwhile), at most once a
+    /// [`budget::RELIST_GAP`].
     pub(crate) async fn relist(&self, conn: &Arc<Connection>) {
+        use std::sync::atomic::Ordering::AcqRel;
+        // 0 -> 1: this one runs; 1 -> 2: the running one goes once more; 2: already said.
+        let before = conn
+            .relisting
+            .fetch_update(AcqRel, Ordering::Acquire, |n| Some((n + 1).min(2)))
+            .unwrap_or(2);
+        if before != 0 {
+            return;
+        }
+        loop {
+            self.relist_once(conn).await;
+            tokio::time::sleep(crate::budget::RELIST_GAP).await;
+            // 2 -> 1 and go again; 1 -> 0 and stop.
+            let was = conn.relisting.fetch_sub(1, AcqRel);
+            if was <= 1 || self.is_stopping() || conn.is_closed() {
+                if was > 1 {
+                    conn.relisting.store(0, Ordering::Release);
+                }
+                return;
+            }
+        }
+    }
+
+    async fn relist_once(&self, conn: &Arc<Connection>) {
         match connect::list(conn, &conn.info(), self.settings.config.call_timeout).await {
             Ok(listing) => self.update(&conn.server, Some(listing), true),
             // moniker's own shutdown (or the server's going away) ends the listing: the
             // supervisor reports what happened to the server.
             Err(_) if self.is_stopping() || conn.is_closed() => {}
             Err(e) => {
-                tracing::warn!(server = %conn.server, error = %e, "cannot list the server's tools after it said they changed")
+                tracing::warn!(server = %conn.server, error = %e, "cannot list the server's tools after it said they changed: it keeps its last listing")
             }
         }
     }

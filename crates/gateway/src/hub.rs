@@ -239,6 +239,17 @@ impl Peer {
             || lock(&self.parked).values().flatten().any(|s| s == server)
     }
 
+    /// A call of this client's is running on `server`: in flight, and not parked while the
+    /// client answers.
+    fn runs_call_on(&self, server: &ServerId) -> bool {
+        // In flight, then parked: the order `has_call_on` takes them in.
+        let in_flight = lock(&self.in_flight);
+        let parked = lock(&self.parked);
+        in_flight
+            .iter()
+            .any(|(call, f)| f.server.as_ref() == Some(server) && !parked.contains_key(call))
+    }
+
     /// Takes the one listen a session may have open; false when it has one already.
     pub(crate) fn claim_listen(&self) -> bool {
         self.listening
@@ -395,9 +406,11 @@ impl Peer {
 
 /// Where a server's progress goes: the client's own token, and the stream of the request.
 struct ProgressRoute {
+    /// The server the call went to: the only one whose progress under the token is taken.
+    server: moniker_surface::ServerId,
     peer: Weak<Peer>,
     token: String,
-    to: mpsc::UnboundedSender<Message>,
+    to: crate::session::Answers,
 }
 
 /// `subscriptions/listen` streams one principal may have open at once.
@@ -428,8 +441,6 @@ pub struct Hub {
     /// Open listen streams, by principal.
     streams: Mutex<HashMap<String, usize>>,
     progress: Mutex<HashMap<String, ProgressRoute>>,
-    next_token: AtomicU64,
-    salt: std::sync::OnceLock<String>,
 }
 
 impl Hub {
@@ -456,11 +467,23 @@ impl Hub {
                 return of.cloned();
             }
         }
-        let mut busy = peers.iter().filter(|p| p.has_call_on(&conn.server));
-        match (busy.next(), busy.next()) {
-            (Some(one), None) => return Some(one.clone()),
-            (Some(_), Some(_)) => return None,
-            (None, _) => {}
+        let busy: Vec<&Arc<Peer>> = peers
+            .iter()
+            .filter(|p| p.has_call_on(&conn.server))
+            .collect();
+        match busy.as_slice() {
+            [one] => return Some((*one).clone()),
+            [] => {}
+            several => {
+                // A call parked while its client answers an earlier request is waiting for that
+                // answer, not asking anew: of several, the one client whose call there runs
+                // is the one (a client that went away leaves a parked call, not a running one).
+                let mut running = several.iter().filter(|p| p.runs_call_on(&conn.server));
+                return match (running.next(), running.next()) {
+                    (Some(one), None) => Some((*one).clone()),
+                    _ => None,
+                };
+            }
         }
         let mut ready = peers.iter().filter(|p| p.is_ready());
         match (ready.next(), ready.next()) {
@@ -469,24 +492,23 @@ impl Hub {
         }
     }
 
-    /// A progress token unique across sessions (raw JSON), standing for the client's `token`;
-    /// the server's progress under it goes to `to` with the client's token back.
+    /// A progress token unique across sessions (raw JSON), standing for the client's `token`
+    /// on a call sent to `server`; that server's progress under it goes to `to` with the
+    /// client's token back.
     pub(crate) fn register_progress(
         &self,
         peer: &Arc<Peer>,
+        server: &moniker_surface::ServerId,
         token: &str,
-        to: mpsc::UnboundedSender<Message>,
+        to: crate::session::Answers,
     ) -> String {
-        // Not to be guessed: a client's own token that moniker passes on unchanged (a request
-        // it does not rewrite) must never name another client's progress.
-        let ours = format!(
-            "\"moniker-{}-{}\"",
-            self.token_salt(),
-            self.next_token.fetch_add(1, Ordering::Relaxed)
-        );
+        // 128 random bits: not to be guessed from another call's token, by a server that sees
+        // one or by a client whose own token moniker passes on unchanged.
+        let ours = format!("\"moniker-{}\"", crate::auth::random_token());
         lock(&self.progress).insert(
             ours.clone(),
             ProgressRoute {
+                server: server.clone(),
                 peer: Arc::downgrade(peer),
                 token: token.to_owned(),
                 to,
@@ -509,29 +531,78 @@ impl Hub {
         })
     }
 
-    /// A random word of this process's, fixed at its first use.
-    fn token_salt(&self) -> &str {
-        self.salt.get_or_init(crate::auth::random_state)
-    }
-
     pub(crate) fn forget_progress(&self, token: &str) {
         lock(&self.progress).remove(token);
     }
 
-    /// A server's `notifications/progress`: to the request's stream, under the client's token.
-    pub(crate) fn route_progress(&self, progress: &Message) {
+    /// Server `from`'s `notifications/progress`: to the request's stream, under the client's
+    /// token, when the token is of a call sent to `from` (a server never writes into another
+    /// server's calls).
+    pub(crate) fn route_progress(&self, from: &moniker_surface::ServerId, progress: &Message) {
         let Some(token) = progress.progress_token() else {
             return;
         };
         let (peer, original, to) = match lock(&self.progress).get(token) {
-            Some(route) => (route.peer.clone(), route.token.clone(), route.to.clone()),
-            None => return,
+            Some(route) if route.server == *from => {
+                (route.peer.clone(), route.token.clone(), route.to.clone())
+            }
+            _ => return,
         };
         if peer.strong_count() == 0 {
             return;
         }
         if let Some(message) = progress.with_progress_token(&original) {
-            let _ = to.send(message);
+            to.send(message);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// "Hold the boundary, round two", finding 3: progress tokens were a per-process salt and a
+    /// counter, routed by token alone, so a server that saw one call's token wrote notes into
+    /// calls on other servers. Each is now 128 random bits, and taken only from the server the
+    /// call went to.
+    #[test]
+    fn a_server_writes_progress_only_into_its_own_calls() {
+        let hub = Hub::default();
+        let (out, _kept) = mpsc::unbounded_channel();
+        let peer = Arc::new(Peer::new(out, false, Arc::default(), "p".to_owned()));
+        let (to, mut got) = mpsc::unbounded_channel();
+        let (a, b): (ServerId, ServerId) = ("a".parse().unwrap(), "b".parse().unwrap());
+        let to = crate::session::Answers::new(to, true);
+        let on_b = hub.register_progress(&peer, &b, "\"mine\"", to.clone());
+        let on_a = hub.register_progress(&peer, &a, "\"theirs\"", to);
+        // Two tokens share nothing a server could count on: no common prefix past moniker's
+        // word, and 128 bits of randomness each (22 base64url characters).
+        let random = |t: &str| {
+            t.trim_matches('"')
+                .trim_start_matches("moniker-")
+                .to_owned()
+        };
+        assert_eq!(random(&on_a).len(), 22, "{on_a}");
+        assert_ne!(random(&on_a)[..8], random(&on_b)[..8]);
+        let note = |token: &str| {
+            crate::message::parse_one(format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{token},"progress":1,"message":"sprayed"}}}}"#
+            ))
+            .expect("a notification")
+        };
+        // `a` learns its own token and writes into `b`'s call: nothing arrives.
+        hub.route_progress(&a, &note(&on_b));
+        assert!(got.try_recv().is_err(), "a note crossed servers");
+        // Its own call's note arrives, under the client's token.
+        hub.route_progress(&a, &note(&on_a));
+        let arrived = got.try_recv().expect("its own note");
+        assert!(arrived.text().contains("\"theirs\""), "{}", arrived.text());
+        hub.route_progress(&b, &note(&on_b));
+        assert!(
+            got.try_recv()
+                .expect("b's note")
+                .text()
+                .contains("\"mine\"")
+        );
     }
 }

@@ -8,6 +8,7 @@
 
 mod audit;
 pub mod auth;
+pub mod budget;
 mod call;
 pub mod connect;
 mod deliver;

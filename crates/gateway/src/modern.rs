@@ -24,6 +24,37 @@ pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 pub const HEADER_MISMATCH: i64 = -32020;
 /// A request needs a capability the client did not declare (HTTP 400).
 pub const MISSING_CAPABILITY: i64 = -32021;
+/// The -32021 answer to request `id` of a client that did not declare what its server asked
+/// for (`sampling/createMessage`, `elicitation/create`, `roots/list`): `requiredCapabilities`
+/// is a `ClientCapabilities` object naming each (`{"sampling": {}}`).
+pub(crate) fn missing_capability(id: &str, methods: &[&str]) -> Message {
+    let mut names: Vec<&str> = methods
+        .iter()
+        .filter_map(|method| match *method {
+            "sampling/createMessage" => Some("sampling"),
+            "elicitation/create" => Some("elicitation"),
+            "roots/list" => Some("roots"),
+            _ => None,
+        })
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let required: Vec<String> = names
+        .iter()
+        .map(|n| format!("{}:{{}}", message::string(n)))
+        .collect();
+    let data = format!(r#"{{"requiredCapabilities":{{{}}}}}"#, required.join(","));
+    Message::error_with(
+        Some(id),
+        MISSING_CAPABILITY,
+        &format!(
+            "the server asked the client for what it did not declare: {}",
+            names.join(", ")
+        ),
+        Some(&data),
+    )
+}
+
 /// `params` without the 2026-07-28 envelope, for a server of the 2025 era; `None` when it has
 /// none (the params go as they are). A `_meta` left empty goes too.
 pub(crate) fn without_envelope(params: &Params) -> Option<Params> {

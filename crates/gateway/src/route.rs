@@ -42,7 +42,7 @@ pub(crate) struct Forward<'v> {
 /// request's own (`call_tool`'s), else the request's `own`.
 pub(crate) fn decide<'v>(
     surface: &'v Surface,
-    selection: Option<&Selection>,
+    selection: Option<&'v Selection>,
     kind: Kind,
     name: &str,
     given: Option<&str>,
@@ -56,7 +56,12 @@ pub(crate) fn decide<'v>(
         return Decision::Unknown;
     };
     let (exposed, via) = (resolved.exposed, resolved.via);
-    match &exposed.route {
+    // A toolset that selects some members of an action tool offers those actions alone.
+    let route = match selection {
+        Some(selection) => selection.route_of(exposed),
+        None => &exposed.route,
+    };
+    match route {
         Route::Origin(origin) => Decision::Forward(Forward {
             exposed,
             via,

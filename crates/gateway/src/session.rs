@@ -46,6 +46,10 @@ pub struct Answers {
     /// forwards): each request keeps its own, so concurrent requests of a session never
     /// forward each other's headers.
     caller: Option<Arc<Caller>>,
+    /// The bytes sent and not yet taken by the reader of `to` (an HTTP event stream its
+    /// client may not read): past [`crate::budget::POST_STREAM_BYTES`], notes are dropped;
+    /// the answer always goes.
+    held: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl Answers {
@@ -55,7 +59,14 @@ impl Answers {
             with_progress,
             trace: None,
             caller: None,
+            held: None,
         }
+    }
+
+    /// What is sent counts in `held` until its reader takes it (and subtracts it).
+    pub fn with_held(mut self, held: Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        self.held = Some(held);
+        self
     }
 
     /// The messages came in a request with this trace context (its `traceparent` header).
@@ -75,7 +86,21 @@ impl Answers {
         self.caller.as_deref()
     }
 
-    fn send(&self, message: Message) {
+    pub(crate) fn send(&self, message: Message) {
+        use std::sync::atomic::Ordering;
+        if let Some(held) = &self.held {
+            let size = message.text().len();
+            if !message.is_response()
+                && held.load(Ordering::Acquire) + size > crate::budget::POST_STREAM_BYTES
+            {
+                tracing::debug!(
+                    size,
+                    "a note for an event stream its client does not read is dropped"
+                );
+                return;
+            }
+            held.fetch_add(size, Ordering::AcqRel);
+        }
         let _ = self.to.send(message);
     }
 }

@@ -158,6 +158,7 @@ impl Equipped {
         listed.tools.retain(|n| live(Kind::Tool, n));
         listed.prompts.retain(|n| live(Kind::Prompt, n));
         listed.aliases.retain(|_, n| listed.tools.contains(n));
+        listed.narrowed.retain(|n, _| listed.tools.contains(n));
         selection.stale.sort();
         let discovery = sets
             .get(name)

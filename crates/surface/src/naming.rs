@@ -30,8 +30,11 @@ impl Built {
 }
 
 /// Builds the surface from the rules and the servers' listings. Deterministic: the order of
-/// `listings` and of the items in them does not matter.
-pub fn build(rules: &Rules, listings: &[Listing]) -> Built {
+/// `listings` and of the items in them does not matter. The listings are borrowed (owned ones,
+/// or shared ones: a gateway keeps each server's once and builds from it without a copy).
+pub fn build<L: std::borrow::Borrow<Listing>>(rules: &Rules, listings: &[L]) -> Built {
+    let listings: Vec<&Listing> = listings.iter().map(std::borrow::Borrow::borrow).collect();
+    let listings = listings.as_slice();
     // Names whose deprecation is over are out before anything is named.
     let (scheduled, notes) = crate::deprecation::apply(rules);
     let rules = &scheduled;
@@ -49,7 +52,7 @@ pub fn build(rules: &Rules, listings: &[Listing]) -> Built {
 /// The servers on which `prefix: true` alone would resolve every error, when every error is a
 /// rename between the same two servers (two copies of one server, say): each is tried, with a
 /// build of its own.
-fn prefix_fix(rules: &Rules, listings: &[Listing], diagnostics: &[Diagnostic]) -> Vec<String> {
+fn prefix_fix(rules: &Rules, listings: &[&Listing], diagnostics: &[Diagnostic]) -> Vec<String> {
     let mut errors = diagnostics.iter().filter(|d| d.is_error()).peekable();
     let mut servers = BTreeSet::new();
     if errors.peek().is_none() {
@@ -88,9 +91,9 @@ fn prefix_fix(rules: &Rules, listings: &[Listing], diagnostics: &[Diagnostic]) -
         .collect()
 }
 
-fn build_once(rules: &Rules, listings: &[Listing]) -> Built {
+fn build_once(rules: &Rules, listings: &[&Listing]) -> Built {
     let mut diagnostics = check_rules(rules);
-    let mut listings: Vec<&Listing> = listings.iter().collect();
+    let mut listings: Vec<&Listing> = listings.to_vec();
     listings.sort_by(|a, b| a.server.cmp(&b.server));
     let (tools, tool_server) = build_kind(rules, &listings, Kind::Tool, &mut diagnostics);
     let (prompts, prompt_server) = build_kind(rules, &listings, Kind::Prompt, &mut diagnostics);
@@ -789,36 +792,21 @@ fn assemble(
 /// An action tool: the merged schema and description, the members' tags, and the members'
 /// server name when they share one.
 fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>], shared_server: bool) -> Exposed {
-    let members: Vec<(&str, &Exposed)> = plan
+    let members: Vec<ActionMember> = plan
         .members
         .iter()
-        .filter_map(|&(action, item)| Some((action, exposed[item].as_ref()?)))
-        .collect();
-    let inputs: Vec<Member<'_>> = members
-        .iter()
-        .map(|(action, e)| Member {
-            action,
-            name: &e.name,
-            definition: &e.definition,
+        .filter_map(|&(action, item)| {
+            let e = exposed[item].as_ref()?;
+            Some(ActionMember {
+                action: action.to_owned(),
+                name: e.name.clone(),
+                origin: e.origin()?.clone(),
+                tags: e.tags.clone(),
+                server_name: e.server_name.clone(),
+                definition: e.definition.clone(),
+            })
         })
         .collect();
-    let merged = actions::merge(plan.name, plan.rule.description.as_deref(), &inputs);
-    let mut tags: BTreeSet<Tag> = plan.rule.tags.iter().cloned().collect();
-    let server_names: BTreeSet<&str> = members
-        .iter()
-        .map(|(_, e)| e.server_name.as_str())
-        .collect();
-    for (_, e) in &members {
-        tags.extend(e.tags.iter().cloned());
-    }
-    let server_name = match server_names.len() {
-        1 => server_names
-            .into_iter()
-            .next()
-            .unwrap_or("moniker")
-            .to_owned(),
-        _ => "moniker".to_owned(),
-    };
     let (mut aliases, mut hidden_aliases) = (Vec::new(), Vec::new());
     let mut schedules = BTreeMap::new();
     for alias in &plan.rule.aliases {
@@ -832,13 +820,56 @@ fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>], shared_server: bo
             schedules.insert(alias.name.as_str().to_owned(), d.clone());
         }
     }
-    let description = match notices(&schedules, plan.name) {
+    let parts = ActionParts {
+        name: plan.name.to_owned(),
+        description: plan.rule.description.clone(),
+        tags: plan.rule.tags.clone(),
+        aliases,
+        hidden_aliases,
+        deprecated: schedules,
+    };
+    action_exposed(parts, members, shared_server)
+}
+
+/// What an action tool has of its own rule: with its members, all it is made of.
+struct ActionParts {
+    name: String,
+    description: Option<String>,
+    tags: Vec<Tag>,
+    aliases: Vec<String>,
+    hidden_aliases: Vec<String>,
+    deprecated: BTreeMap<String, crate::Deprecation>,
+}
+
+/// The action tool `parts` makes of `members`.
+fn action_exposed(parts: ActionParts, members: Vec<ActionMember>, shared_server: bool) -> Exposed {
+    let inputs: Vec<Member<'_>> = members
+        .iter()
+        .map(|m| Member {
+            action: &m.action,
+            name: &m.name,
+            definition: &m.definition,
+        })
+        .collect();
+    let merged = actions::merge(&parts.name, parts.description.as_deref(), &inputs);
+    let mut tags: BTreeSet<Tag> = parts.tags.iter().cloned().collect();
+    tags.extend(members.iter().flat_map(|m| m.tags.iter().cloned()));
+    let server_names: BTreeSet<&str> = members.iter().map(|m| m.server_name.as_str()).collect();
+    let server_name = match server_names.len() {
+        1 => server_names
+            .into_iter()
+            .next()
+            .unwrap_or("moniker")
+            .to_owned(),
+        _ => "moniker".to_owned(),
+    };
+    let description = match notices(&parts.deprecated, &parts.name) {
         Some(notice) => format!("{notice} {}", merged.description),
         None => merged.description,
     };
-    let description = with_aliases_line(description, &aliases);
+    let description = with_aliases_line(description, &parts.aliases);
     let mut fields: IndexMap<String, Box<RawValue>> = IndexMap::new();
-    fields.insert("name".into(), raw_string(plan.name));
+    fields.insert("name".into(), raw_string(&parts.name));
     fields.insert("description".into(), raw_string(&description));
     let schema = serde_json::to_string(&merged.input_schema).unwrap_or_else(|_| "{}".to_owned());
     fields.insert(
@@ -853,32 +884,55 @@ fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>], shared_server: bo
     }
     let tags: Vec<Tag> = tags.into_iter().collect();
     let server = server_said(shared_server, &server_name);
-    let definition = render(&fields, plan.name, None, &aliases, &tags, server);
-    let route = ActionRoute {
-        members: members
-            .iter()
-            .filter_map(|(action, e)| {
-                Some(ActionMember {
-                    action: (*action).to_owned(),
-                    name: e.name.clone(),
-                    origin: e.origin()?.clone(),
-                })
-            })
-            .collect(),
-        specs: merged.specs,
-    };
+    let definition = render(&fields, &parts.name, None, &parts.aliases, &tags, server);
     Exposed {
-        name: plan.name.to_owned(),
-        aliases,
-        hidden_aliases,
+        name: parts.name.clone(),
+        aliases: parts.aliases.clone(),
+        hidden_aliases: parts.hidden_aliases.clone(),
         tags,
         server_name,
-        route: Route::Action(route),
+        route: Route::Action(ActionRoute {
+            members,
+            specs: merged.specs,
+            description: parts.description,
+            rule_tags: parts.tags,
+        }),
         listed: true,
         member_of: None,
-        deprecated: schedules,
+        deprecated: parts.deprecated,
         definition,
     }
+}
+
+/// Action tool `item` as a toolset that selects only the members of `actions` offers it: its
+/// schema, its `action` enum, its description, tags and hints made of those members alone.
+/// `None` when `item` is not an action tool or none of its members is in `actions`.
+pub(crate) fn narrowed(
+    item: &Exposed,
+    actions: &BTreeSet<String>,
+    shared_server: bool,
+) -> Option<Exposed> {
+    let Route::Action(route) = &item.route else {
+        return None;
+    };
+    let members: Vec<ActionMember> = route
+        .members
+        .iter()
+        .filter(|m| actions.contains(&m.action))
+        .cloned()
+        .collect();
+    if members.is_empty() {
+        return None;
+    }
+    let parts = ActionParts {
+        name: item.name.clone(),
+        description: route.description.clone(),
+        tags: route.rule_tags.clone(),
+        aliases: item.aliases.clone(),
+        hidden_aliases: item.hidden_aliases.clone(),
+        deprecated: item.deprecated.clone(),
+    };
+    Some(action_exposed(parts, members, shared_server))
 }
 
 fn raw_string(s: &str) -> Box<RawValue> {

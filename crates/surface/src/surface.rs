@@ -29,14 +29,42 @@ pub enum Route {
 pub struct ActionRoute {
     pub members: Vec<ActionMember>,
     pub specs: Vec<ActionSpec>,
+    /// The action tool's own description and tags (its rule's): with the members, what it is
+    /// made of again when a toolset selects some of its members.
+    pub description: Option<String>,
+    pub rule_tags: Vec<Tag>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ActionMember {
     pub action: String,
     /// The member's exposed name.
     pub name: String,
     pub origin: Origin,
+    /// The member's own tags: a toolset chosen by tag selects the members whose tags (with the
+    /// action tool's own) match, not the action tool by the union of them.
+    pub tags: Vec<Tag>,
+    pub server_name: String,
+    /// The member's exposed definition, as the action tool was merged from it.
+    pub definition: Box<RawValue>,
+}
+
+impl PartialEq for ActionMember {
+    fn eq(&self, other: &Self) -> bool {
+        (
+            &self.action,
+            &self.name,
+            &self.origin,
+            &self.tags,
+            &self.server_name,
+        ) == (
+            &other.action,
+            &other.name,
+            &other.origin,
+            &other.tags,
+            &other.server_name,
+        ) && self.definition.get() == other.definition.get()
+    }
 }
 
 /// A tool or prompt as moniker exposes it.

@@ -13,8 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::value::RawValue;
 
 use crate::diagnostic::{Diagnostic, did_you_mean, short};
+use crate::names::{ServerId, Tag};
 pub use crate::rules::{ToolsetRule, Toolsets};
-use crate::surface::{Exposed, Resolved, Surface, Via};
+use crate::surface::{Exposed, Resolved, Route, Surface, Via};
 use crate::vocab::{Kind, Seg, path};
 
 pub use crate::definition::with_extra_aliases;
@@ -137,6 +138,58 @@ pub struct Selection {
     /// away), each as written; and aliases that cannot be used, each as the sentence that
     /// says why (`alias `x` for tool `y` in toolset `z` shadows ...`).
     pub stale: Vec<String>,
+    /// Action tools of which the toolset selects some members only (by tag): each as the
+    /// toolset offers it, made of those members alone. Its other actions are not there.
+    pub narrowed: BTreeMap<String, Narrowed>,
+}
+
+/// An action tool as a toolset that selects some of its members offers it.
+#[derive(Debug, Clone)]
+pub struct Narrowed {
+    /// Its listing entry: schema, `action` enum, description and hints of those members.
+    pub definition: Box<RawValue>,
+    /// Where its calls go: those members only (a [`Route::Action`]).
+    pub route: Route,
+}
+
+impl PartialEq for Narrowed {
+    fn eq(&self, other: &Self) -> bool {
+        self.definition.get() == other.definition.get() && self.route == other.route
+    }
+}
+
+impl Selection {
+    /// Where a call to selected tool `item` may go: the selected members of a narrowed action
+    /// tool, else all of `item`'s routes.
+    pub fn route_of<'a>(&'a self, item: &'a Exposed) -> &'a Route {
+        match self.narrowed.get(&item.name) {
+            Some(n) if matches!(item.route, Route::Action(_)) => &n.route,
+            _ => &item.route,
+        }
+    }
+
+    /// The servers the selected routes go to: what a session with this toolset reaches
+    /// through its tools and prompts.
+    pub fn servers<'a>(&'a self, surface: &'a Surface) -> BTreeSet<&'a ServerId> {
+        let tools = self
+            .tools
+            .iter()
+            .filter_map(|name| surface.resolve(Kind::Tool, name))
+            .flat_map(|r| route_servers(self.route_of(r.exposed)));
+        let prompts = self
+            .prompts
+            .iter()
+            .filter_map(|name| surface.resolve(Kind::Prompt, name))
+            .flat_map(|r| route_servers(&r.exposed.route));
+        tools.chain(prompts).collect()
+    }
+}
+
+fn route_servers(route: &Route) -> Vec<&ServerId> {
+    match route {
+        Route::Origin(origin) => vec![&origin.server],
+        Route::Action(route) => route.members.iter().map(|m| &m.origin.server).collect(),
+    }
 }
 
 /// Resolves toolset `name` (with its includes) against the surface. Unknown toolsets, unknown
@@ -281,7 +334,7 @@ pub fn entries<'a>(
 
 /// The listing entry of `item` in a session with this toolset: its definition, with the
 /// toolset's aliases of it added.
-pub fn entry<'a>(selection: &Selection, kind: Kind, item: &'a Exposed) -> Cow<'a, RawValue> {
+pub fn entry<'a>(selection: &'a Selection, kind: Kind, item: &'a Exposed) -> Cow<'a, RawValue> {
     let aliases: Vec<String> = match kind {
         Kind::Tool => selection
             .aliases
@@ -291,10 +344,14 @@ pub fn entry<'a>(selection: &Selection, kind: Kind, item: &'a Exposed) -> Cow<'a
             .collect(),
         Kind::Prompt => Vec::new(),
     };
+    let definition = match (kind, selection.narrowed.get(&item.name)) {
+        (Kind::Tool, Some(narrowed)) => &*narrowed.definition,
+        _ => &*item.definition,
+    };
     if aliases.is_empty() {
-        Cow::Borrowed(&*item.definition)
+        Cow::Borrowed(definition)
     } else {
-        Cow::Owned(with_extra_aliases(&item.definition, &aliases))
+        Cow::Owned(with_extra_aliases(definition, &aliases))
     }
 }
 
@@ -440,6 +497,8 @@ fn gather<'a>(surface: &Surface, members: &[(&'a str, &'a ToolsetRule)]) -> Gath
     let mut selection = Selection::default();
     let mut problems = Vec::new();
     let mut entries: Vec<AliasEntry<'a>> = Vec::new();
+    // Action tools some of whose members a tag selects: the actions selected.
+    let mut partial: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for &(owner, rule) in members {
         for (kind, references) in [(Kind::Tool, &rule.tools), (Kind::Prompt, &rule.prompts)] {
             for (i, reference) in references.iter().enumerate() {
@@ -465,8 +524,28 @@ fn gather<'a>(surface: &Surface, members: &[(&'a str, &'a ToolsetRule)]) -> Gath
         }
         if let Some(tags) = &rule.tags {
             for kind in [Kind::Tool, Kind::Prompt] {
-                for item in surface.listed(kind).filter(|e| tags.matches(&e.tags)) {
-                    selected_mut(&mut selection, kind).insert(item.name.clone());
+                for item in surface.listed(kind) {
+                    match &item.route {
+                        // An action tool carries the union of its members' tags: it is the
+                        // members a tag selects, each by its own.
+                        Route::Action(route) => {
+                            let chosen = route.members.iter().filter(|m| {
+                                let mut own: Vec<Tag> = m.tags.clone();
+                                own.extend(route.rule_tags.iter().cloned());
+                                tags.matches(&own)
+                            });
+                            for member in chosen {
+                                partial
+                                    .entry(item.name.clone())
+                                    .or_default()
+                                    .insert(member.action.clone());
+                            }
+                        }
+                        Route::Origin(_) if tags.matches(&item.tags) => {
+                            selected_mut(&mut selection, kind).insert(item.name.clone());
+                        }
+                        Route::Origin(_) => {}
+                    }
                 }
             }
         }
@@ -576,9 +655,45 @@ fn gather<'a>(surface: &Surface, members: &[(&'a str, &'a ToolsetRule)]) -> Gath
             diagnostic: d,
         });
     }
+    narrow(surface, &mut selection, partial);
     Gathered {
         selection,
         problems,
+    }
+}
+
+/// Adds the action tools of `partial` to the selection: whole when every member is selected
+/// or the toolset names the tool itself, else as [`Narrowed`].
+fn narrow(
+    surface: &Surface,
+    selection: &mut Selection,
+    partial: BTreeMap<String, BTreeSet<String>>,
+) {
+    let shared_server = surface.server(Kind::Tool).is_some();
+    for (name, actions) in partial {
+        if selection.tools.contains(&name) {
+            continue;
+        }
+        let Some(resolved) = surface.resolve(Kind::Tool, &name) else {
+            continue;
+        };
+        let item = resolved.exposed;
+        let Route::Action(route) = &item.route else {
+            continue;
+        };
+        selection.tools.insert(name.clone());
+        if route.members.iter().all(|m| actions.contains(&m.action)) {
+            continue;
+        }
+        if let Some(narrowed) = crate::naming::narrowed(item, &actions, shared_server) {
+            selection.narrowed.insert(
+                name,
+                Narrowed {
+                    definition: narrowed.definition,
+                    route: narrowed.route,
+                },
+            );
+        }
     }
 }
 

@@ -66,16 +66,16 @@ fn percent_normalised(rest: &str) -> Option<String> {
     Some(out)
 }
 
-/// A path that a server could read as leaving where it seems to be: a `.` or `..` segment,
-/// an encoded `/` or `\`, a raw `\`.
+/// A URI that a server could read as leaving where it seems to be: a `.` or `..` segment, an
+/// encoded `/` or `\`, a raw `\`, anywhere in it. The query and fragment count too: a server
+/// that takes a URI's text for a path reads `file:///srv/docs/?/../../etc/passwd` as
+/// `/etc/passwd`, so where its path ends is not where the check may stop.
 fn suspicious(uri: &str) -> bool {
-    let path_end = uri.find(['?', '#']).unwrap_or(uri.len());
-    let path = &uri[..path_end];
-    path.contains('\\')
-        || path.contains("%2F")
-        || path.contains("%5C")
-        || path
-            .split('/')
+    uri.contains('\\')
+        || uri.contains("%2F")
+        || uri.contains("%5C")
+        || uri
+            .split(['/', '?', '#', ';', '&', '='])
             .any(|segment| segment == "." || segment == "..")
 }
 
@@ -109,6 +109,12 @@ mod tests {
             "http:///srv/docs/a",
             "no scheme",
             "file:///srv/docs/%zz",
+            // Finding 11 of "Hold the boundary, round two": dots past `?` and `#`.
+            "file:///srv/docs/?/../../../etc/passwd",
+            "file:///srv/docs?x=/../../etc/passwd",
+            "file:///srv/docs/#/../../etc/passwd",
+            "file:///srv/docs/a?%2F..%2Fetc",
+            "file:///srv/docs/a?q=..\\x",
         ] {
             assert!(!within(docs, outside), "{outside}");
         }

@@ -24,7 +24,8 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use moniker_config::{IdentityMatch, ResourceAuth};
 use reqwest::Url;
 use serde_json::{Map, Value};
-use tokio::sync::Mutex;
+
+use crate::sync::lock;
 
 use super::oauth::{self, Metadata};
 
@@ -33,8 +34,12 @@ pub const REFETCH_GAP: Duration = Duration::from_secs(10);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an introspection answer is used at most.
 const INTROSPECTION_TTL: Duration = Duration::from_secs(60);
-/// Introspection answers kept at most (all are dropped when full).
+/// Introspection answers kept at most: active ones and refusals, each. When the refusals are
+/// full the oldest are dropped; made-up tokens never push out a real one's answer.
 const INTROSPECTION_MAX: usize = 10_000;
+/// Introspections under way at once: more made-up tokens wait for a place instead of each
+/// making moniker call the issuer with its client secret at once.
+const INTROSPECTIONS_AT_ONCE: usize = 4;
 
 /// Who a valid access token says the caller is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,12 +75,15 @@ impl std::fmt::Debug for Caller {
 }
 
 impl Caller {
-    /// The headers `rules` make for this caller: each whose source it has (a header with a
-    /// line end or another byte a header cannot hold is left out, and logged).
+    /// The headers `rules` make for this caller: each whose source it has (a missing claim or
+    /// header makes none). A list claim goes as a JSON array (`["x,admins","dev"]`): joined
+    /// with commas, a group `x,admins` would arrive as two. Fails closed: a value a header
+    /// cannot hold (a line end, another control character) is `Err` with the header's name,
+    /// and the call is refused rather than sent without it.
     pub fn headers_for(
         &self,
         rules: &indexmap::IndexMap<String, moniker_config::Forward>,
-    ) -> Vec<(String, String)> {
+    ) -> Result<Vec<(String, String)>, String> {
         use moniker_config::Forward;
         let mut out = Vec::new();
         for (name, source) in rules {
@@ -86,16 +94,6 @@ impl Caller {
                     .and_then(|i| claim(&i.claims, path))
                     .and_then(|v| match v {
                         Value::String(s) => Some(s.clone()),
-                        Value::Array(items) => Some(
-                            items
-                                .iter()
-                                .map(|i| match i {
-                                    Value::String(s) => s.clone(),
-                                    other => other.to_string(),
-                                })
-                                .collect::<Vec<_>>()
-                                .join(","),
-                        ),
                         Value::Null => None,
                         other => Some(other.to_string()),
                     }),
@@ -114,12 +112,12 @@ impl Caller {
             };
             let Some(value) = value else { continue };
             if value.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f) {
-                tracing::warn!(header = %name, "a forwarded value holds a control character: not sent");
-                continue;
+                tracing::warn!(header = %name, "a forwarded value holds a control character: the call is refused");
+                return Err(name.clone());
             }
             out.push((name.clone(), value));
         }
-        out
+        Ok(out)
     }
 }
 
@@ -156,7 +154,13 @@ pub struct Verifier {
     algorithms: Vec<Algorithm>,
     /// `Err`: HTTPS could not be set up (said at every fetch).
     http: Result<reqwest::Client, String>,
-    state: Mutex<State>,
+    /// Never held across I/O: a slow issuer holds no request that it need not.
+    state: std::sync::Mutex<State>,
+    /// Held while the keys are fetched: one fetch at a time (the requests that need its answer
+    /// wait for it; those whose key is known never do).
+    refresh: Arc<tokio::sync::Mutex<()>>,
+    /// Places for introspections under way ([`INTROSPECTIONS_AT_ONCE`]).
+    introspecting: tokio::sync::Semaphore,
 }
 
 #[derive(Default)]
@@ -172,6 +176,8 @@ struct State {
     attempted: Option<Instant>,
     /// Introspection answers by the SHA-256 of the token, until `min(exp, 60 s)`.
     introspected: HashMap<[u8; 32], (Instant, Introspected)>,
+    /// How many of `introspected` are refusals.
+    refusals: usize,
 }
 
 impl Verifier {
@@ -186,7 +192,9 @@ impl Verifier {
             settings,
             algorithms,
             http,
-            state: Mutex::new(State::default()),
+            state: std::sync::Mutex::new(State::default()),
+            refresh: Arc::new(tokio::sync::Mutex::new(())),
+            introspecting: tokio::sync::Semaphore::new(INTROSPECTIONS_AT_ONCE),
         })
     }
 
@@ -214,7 +222,7 @@ impl Verifier {
     }
 
     /// Who `token` says the caller is, for a request to `resource`.
-    pub async fn verify(&self, token: &str, resource: &str) -> Result<Identity, Denied> {
+    pub async fn verify(self: &Arc<Self>, token: &str, resource: &str) -> Result<Identity, Denied> {
         let claims = if looks_like_jwt(token) {
             self.jwt(token, resource).await?
         } else if self.settings.introspection.is_some() {
@@ -264,7 +272,11 @@ impl Verifier {
         })
     }
 
-    async fn jwt(&self, token: &str, resource: &str) -> Result<Map<String, Value>, Denied> {
+    async fn jwt(
+        self: &Arc<Self>,
+        token: &str,
+        resource: &str,
+    ) -> Result<Map<String, Value>, Denied> {
         let invalid = Denied::Invalid;
         let header =
             jsonwebtoken::decode_header(token).map_err(|e| invalid(format!("not a JWT: {e}")))?;
@@ -295,52 +307,35 @@ impl Verifier {
         Err(invalid(why.unwrap_or_else(|| "no key".to_owned())))
     }
 
-    /// The keys that may have signed a token: the one its `kid` names (fetched again when
-    /// unknown and the last fetch is older than [`REFETCH_GAP`]), else every key without a
-    /// `kid`; each of the token's algorithm.
-    async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<Vec<DecodingKey>, Denied> {
-        let mut state = self.state.lock().await;
-        let stale = state
-            .fetched
-            .is_none_or(|at| at.elapsed() >= self.settings.keys_ttl);
-        let unknown = kid.is_some_and(|k| !state.keys.contains_key(k));
-        let gap = REFETCH_GAP.min(self.settings.keys_ttl);
-        let may_try = state.attempted.is_none_or(|at| at.elapsed() >= gap);
-        if (stale || unknown) && may_try {
-            state.attempted = Some(Instant::now());
-            let fetched = tokio::time::timeout(FETCH_TIMEOUT, self.fetch(&mut state))
-                .await
-                .unwrap_or_else(|_| Err(format!("no answer within {FETCH_TIMEOUT:?}")));
-            if let Err(why) = fetched {
-                tracing::warn!(issuer = %self.settings.issuer, error = %why, "cannot fetch the issuer's keys");
-                // The old keys stay in use while the issuer is unreachable, but not forever:
-                // past twice their time they are dropped.
-                let expired = |at: &Instant| at.elapsed() >= self.settings.keys_ttl * 2;
-                if stale && state.fetched.as_ref().is_some_and(expired) {
-                    *state = State::default();
-                }
+    /// The keys that may have signed a token: the one its `kid` names, else every key without
+    /// a `kid`; each of the token's algorithm. A known key answers at once, whatever the
+    /// issuer is doing (stale keys are fetched again in the background); a `kid` they do not
+    /// hold waits for one fetch (at most every [`REFETCH_GAP`]: a stream of made-up `kid`s
+    /// costs one fetch per gap, and holds only the requests that carry them).
+    async fn key(
+        self: &Arc<Self>,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<Vec<DecodingKey>, Denied> {
+        let (keys, due) = {
+            let state = lock(&self.state);
+            (keys_of(&state, kid, alg), self.due(&state, kid))
+        };
+        if !keys.is_empty() {
+            if due {
+                self.refresh_in_background();
+            }
+            return Ok(keys);
+        }
+        if due {
+            let _flight = self.refresh.lock().await;
+            // Another request may have fetched while this one waited.
+            let still_due = self.due(&lock(&self.state), kid);
+            if still_due {
+                self.refresh_now().await;
             }
         }
-        let fits = |jwk: &Jwk| {
-            jwk.common
-                .key_algorithm
-                .is_none_or(|a| a.to_string() == format!("{alg:?}"))
-        };
-        let keys: Vec<DecodingKey> = match kid {
-            Some(kid) => state
-                .keys
-                .get(kid)
-                .filter(|(jwk, _)| fits(jwk))
-                .map(|(_, key)| key.clone())
-                .into_iter()
-                .collect(),
-            None => state
-                .anonymous
-                .iter()
-                .filter(|(jwk, _)| fits(jwk))
-                .map(|(_, key)| key.clone())
-                .collect(),
-        };
+        let keys = keys_of(&lock(&self.state), kid, alg);
         if keys.is_empty() {
             return Err(Denied::Invalid(match kid {
                 Some(kid) => format!("the issuer has no key {kid:?} for {alg:?}"),
@@ -352,8 +347,64 @@ impl Verifier {
         Ok(keys)
     }
 
-    async fn metadata_of_issuer(&self, state: &mut State) -> Result<Metadata, String> {
-        if let Some(metadata) = &state.metadata {
+    /// Whether the keys are to be fetched now for a token naming `kid`: they are stale, or do
+    /// not hold it, and the last try is [`REFETCH_GAP`] (or `keys_ttl`) ago.
+    fn due(&self, state: &State, kid: Option<&str>) -> bool {
+        let stale = state
+            .fetched
+            .is_none_or(|at| at.elapsed() >= self.settings.keys_ttl);
+        let unknown = kid.is_some_and(|k| !state.keys.contains_key(k));
+        let gap = REFETCH_GAP.min(self.settings.keys_ttl);
+        let may_try = state.attempted.is_none_or(|at| at.elapsed() >= gap);
+        (stale || unknown) && may_try
+    }
+
+    /// Fetches the keys on a task of its own, unless a fetch is under way.
+    fn refresh_in_background(self: &Arc<Self>) {
+        let Ok(flight) = self.refresh.clone().try_lock_owned() else {
+            return;
+        };
+        let verifier = self.clone();
+        tokio::spawn(async move {
+            let _flight = flight;
+            let due = verifier.due(&lock(&verifier.state), None);
+            if due {
+                verifier.refresh_now().await;
+            }
+        });
+    }
+
+    /// Fetches the keys (the caller holds `refresh`); the state is locked only to read and to
+    /// write, never across the fetch.
+    async fn refresh_now(&self) {
+        lock(&self.state).attempted = Some(Instant::now());
+        let fetched = tokio::time::timeout(FETCH_TIMEOUT, self.fetch())
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {FETCH_TIMEOUT:?}")));
+        let mut state = lock(&self.state);
+        match fetched {
+            Ok((keys, anonymous)) => {
+                state.keys = keys;
+                state.anonymous = anonymous;
+                state.fetched = Some(Instant::now());
+            }
+            Err(why) => {
+                tracing::warn!(issuer = %self.settings.issuer, error = %why, "cannot fetch the issuer's keys");
+                // The old keys stay in use while the issuer is unreachable, but not forever:
+                // past twice their time they are dropped.
+                let expired = |at: &Instant| at.elapsed() >= self.settings.keys_ttl * 2;
+                if state.fetched.as_ref().is_some_and(expired) {
+                    state.keys.clear();
+                    state.anonymous.clear();
+                    state.fetched = None;
+                }
+            }
+        }
+    }
+
+    /// The issuer's metadata: fetched once, without the state locked.
+    async fn metadata_of_issuer(&self) -> Result<Metadata, String> {
+        if let Some(metadata) = &lock(&self.state).metadata {
             return Ok(metadata.clone());
         }
         let issuer = Url::parse(&self.settings.issuer)
@@ -371,12 +422,15 @@ impl Verifier {
                 self.settings.issuer
             )
         })?;
-        state.metadata = Some(metadata.clone());
+        lock(&self.state).metadata = Some(metadata.clone());
         Ok(metadata)
     }
 
-    async fn fetch(&self, state: &mut State) -> Result<(), String> {
-        let metadata = self.metadata_of_issuer(state).await?;
+    /// The issuer's signing keys: those with a `kid`, and those without.
+    async fn fetch(
+        &self,
+    ) -> Result<(HashMap<String, (Jwk, DecodingKey)>, Vec<(Jwk, DecodingKey)>), String> {
+        let metadata = self.metadata_of_issuer().await?;
         let Some(jwks_uri) = &metadata.jwks_uri else {
             return Err("the issuer's metadata has no `jwks_uri`".to_owned());
         };
@@ -417,10 +471,7 @@ impl Verifier {
             keys = keys.len() + anonymous.len(),
             "fetched the issuer's keys"
         );
-        state.keys = keys;
-        state.anonymous = anonymous;
-        state.fetched = Some(Instant::now());
-        Ok(())
+        Ok((keys, anonymous))
     }
 
     /// RFC 7662: the issuer says whether an opaque token is active, and its claims; they are
@@ -431,19 +482,49 @@ impl Verifier {
         };
         use sha2::{Digest, Sha256};
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        {
-            let mut state = self.state.lock().await;
-            state
-                .introspected
-                .retain(|_, (until, _)| *until > Instant::now());
-            if let Some((_, answer)) = state.introspected.get(&digest) {
-                let answer = answer.clone().map_err(Denied::Invalid)?;
-                check_claims(&answer, &self.settings, resource).map_err(Denied::Invalid)?;
-                return Ok(answer);
-            }
+        if let Some(answer) = self.introspected(&digest) {
+            let answer = answer.map_err(Denied::Invalid)?;
+            check_claims(&answer, &self.settings, resource).map_err(Denied::Invalid)?;
+            return Ok(answer);
         }
-        let answer = self.ask_issuer(client, token).await;
-        let keep = match &answer {
+        let answer = {
+            // The semaphore is never closed.
+            let _place = self.introspecting.acquire().await;
+            // A request with the same token may have asked while this one waited.
+            match self.introspected(&digest) {
+                Some(answer) => answer,
+                None => {
+                    let answer = self.ask_issuer(client, token).await;
+                    self.keep_introspected(digest, &answer);
+                    answer
+                }
+            }
+        };
+        let claims = answer.map_err(Denied::Invalid)?;
+        check_claims(&claims, &self.settings, resource).map_err(Denied::Invalid)?;
+        Ok(claims)
+    }
+
+    /// A kept introspection answer of the token with this digest, when it is still good.
+    fn introspected(&self, digest: &[u8; 32]) -> Option<Introspected> {
+        let mut state = lock(&self.state);
+        let now = Instant::now();
+        let (until, answer) = state.introspected.get(digest)?;
+        if *until > now {
+            return Some(answer.clone());
+        }
+        let refusal = answer.is_err();
+        state.introspected.remove(digest);
+        state.refusals -= usize::from(refusal);
+        None
+    }
+
+    /// Keeps an introspection answer: an active token's until `min(exp, 60 s)`, a refusal for
+    /// 5 s (a client repeating a bad token asks the issuer once). Full, the expired go first;
+    /// then a refusal makes room by dropping refusals, never an active token's answer, and an
+    /// active one is not kept (it is asked again next time).
+    fn keep_introspected(&self, digest: [u8; 32], answer: &Introspected) {
+        let keep = match answer {
             Ok(claims) => {
                 let left = claims
                     .get("exp")
@@ -452,21 +533,33 @@ impl Verifier {
                     .unwrap_or(INTROSPECTION_TTL);
                 left.min(INTROSPECTION_TTL)
             }
-            // A refusal is kept briefly: a client repeating a bad token asks the issuer once.
             Err(_) => Duration::from_secs(5),
         };
-        {
-            let mut state = self.state.lock().await;
-            if state.introspected.len() >= INTROSPECTION_MAX {
-                state.introspected.clear();
-            }
-            state
+        let mut state = lock(&self.state);
+        let now = Instant::now();
+        if state.introspected.len() >= INTROSPECTION_MAX {
+            state.introspected.retain(|_, (until, _)| *until > now);
+            state.refusals = state
                 .introspected
-                .insert(digest, (Instant::now() + keep, answer.clone()));
+                .values()
+                .filter(|(_, a)| a.is_err())
+                .count();
         }
-        let claims = answer.map_err(Denied::Invalid)?;
-        check_claims(&claims, &self.settings, resource).map_err(Denied::Invalid)?;
-        Ok(claims)
+        let refusal = answer.is_err();
+        if refusal && state.refusals >= INTROSPECTION_MAX / 2 {
+            state.introspected.retain(|_, (_, a)| a.is_ok());
+            state.refusals = 0;
+        }
+        if state.introspected.len() >= INTROSPECTION_MAX {
+            return;
+        }
+        if let Some((_, old)) = state
+            .introspected
+            .insert(digest, (now + keep, answer.clone()))
+        {
+            state.refusals -= usize::from(old.is_err());
+        }
+        state.refusals += usize::from(refusal);
     }
 
     /// The issuer's answer about an opaque token: its claims when it is active.
@@ -475,13 +568,11 @@ impl Verifier {
         client: &moniker_config::Introspection,
         token: &str,
     ) -> Result<Map<String, Value>, String> {
-        let endpoint = {
-            let mut state = self.state.lock().await;
-            self.metadata_of_issuer(&mut state)
-                .await?
-                .introspection_endpoint
-                .ok_or_else(|| "the issuer's metadata has no introspection_endpoint".to_owned())?
-        };
+        let endpoint = self
+            .metadata_of_issuer()
+            .await?
+            .introspection_endpoint
+            .ok_or_else(|| "the issuer's metadata has no introspection_endpoint".to_owned())?;
         let url = Url::parse(&endpoint).map_err(|e| format!("introspection_endpoint: {e}"))?;
         oauth::secure(&url, "introspection endpoint")?;
         let request = self
@@ -500,6 +591,30 @@ impl Verifier {
             return Err("the token is not active".to_owned());
         }
         Ok(claims)
+    }
+}
+
+/// The keys of `state` that may have signed a token naming `kid` with `alg`.
+fn keys_of(state: &State, kid: Option<&str>, alg: Algorithm) -> Vec<DecodingKey> {
+    let fits = |jwk: &Jwk| {
+        jwk.common
+            .key_algorithm
+            .is_none_or(|a| a.to_string() == format!("{alg:?}"))
+    };
+    match kid {
+        Some(kid) => state
+            .keys
+            .get(kid)
+            .filter(|(jwk, _)| fits(jwk))
+            .map(|(_, key)| key.clone())
+            .into_iter()
+            .collect(),
+        None => state
+            .anonymous
+            .iter()
+            .filter(|(jwk, _)| fits(jwk))
+            .map(|(_, key)| key.clone())
+            .collect(),
     }
 }
 
@@ -640,6 +755,75 @@ mod tests {
         value.as_object().cloned().expect("an object")
     }
 
+    /// "Hold the boundary, round two", finding 5: the keys were fetched with the verifier's
+    /// lock held, so a JWT with a made-up `kid` (no credential needed) made every valid token
+    /// wait while the key endpoint was slow. A known key now answers at once, whatever a fetch
+    /// is doing: checked by polling once, with a fetch that never ends under way.
+    #[tokio::test]
+    async fn a_known_key_never_waits_for_a_fetch() {
+        use futures_util::FutureExt as _;
+        let endpoint = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let jwks = format!("http://{}/jwks", endpoint.local_addr().unwrap());
+        let verifier = Verifier::new(settings());
+        {
+            let mut state = lock(&verifier.state);
+            state.metadata = Some(Metadata {
+                issuer: verifier.settings.issuer.clone(),
+                jwks_uri: Some(jwks),
+                ..Metadata::default()
+            });
+            let jwk: Jwk =
+                serde_json::from_value(json!({"kty": "oct", "k": "c2VjcmV0", "kid": "known"}))
+                    .unwrap();
+            state.keys.insert(
+                "known".to_owned(),
+                (jwk, DecodingKey::from_secret(b"secret")),
+            );
+            state.fetched = Some(Instant::now());
+        }
+        let made_up = {
+            let verifier = verifier.clone();
+            tokio::spawn(async move { verifier.key(Some("made-up"), Algorithm::RS256).await })
+        };
+        // The fetch for the made-up `kid` reaches the key endpoint, which never answers.
+        let (_held, _) = endpoint.accept().await.unwrap();
+        let known = verifier
+            .key(Some("known"), Algorithm::RS256)
+            .now_or_never()
+            .expect("a known key answers without waiting for the fetch");
+        assert_eq!(known.map(|keys| keys.len()).ok(), Some(1));
+        // Another made-up `kid` meanwhile is refused at once too: one fetch per gap.
+        let again = verifier
+            .key(Some("other"), Algorithm::RS256)
+            .now_or_never()
+            .expect("no second fetch, and no wait for the first");
+        assert!(again.is_err());
+        made_up.abort();
+    }
+
+    /// "Hold the boundary, round two", finding 9: 10,000 made-up opaque tokens cleared every
+    /// kept introspection answer, so each real token was asked of the issuer again. Refusals
+    /// now make room among refusals only.
+    #[test]
+    fn made_up_tokens_never_push_out_a_real_one() {
+        let verifier = Verifier::new(settings());
+        let real = [7u8; 32];
+        verifier.keep_introspected(real, &Ok(map(json!({"active": true, "sub": "alice"}))));
+        for i in 0..(INTROSPECTION_MAX * 2) {
+            let mut digest = [0u8; 32];
+            digest[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            digest[31] = 1;
+            verifier.keep_introspected(digest, &Err("not active".to_owned()));
+        }
+        assert!(
+            verifier.introspected(&real).is_some_and(|a| a.is_ok()),
+            "the real token's answer is kept"
+        );
+        let state = lock(&verifier.state);
+        assert!(state.introspected.len() <= INTROSPECTION_MAX);
+        assert!(state.refusals <= INTROSPECTION_MAX / 2);
+    }
+
     #[test]
     fn the_first_matching_rule_gives_the_toolset() {
         let s = settings();
@@ -737,12 +921,17 @@ mod tests {
                 Forward::Header("X-Tenant".to_owned()),
             ),
         ]);
-        let made = caller.headers_for(&rules);
+        // A value a header cannot hold refuses the call, naming the header (finding 10 of
+        // "Hold the boundary, round two": it was left out and the call went).
+        assert_eq!(caller.headers_for(&rules), Err("X-Evil".to_owned()));
+        let mut rules = rules;
+        rules.shift_remove("X-Evil");
+        let made = caller.headers_for(&rules).expect("every value fits");
         assert_eq!(
             made,
             [
                 ("X-User".to_owned(), "alice".to_owned()),
-                ("X-Groups".to_owned(), "staff,ops".to_owned()),
+                ("X-Groups".to_owned(), r#"["staff","ops"]"#.to_owned()),
                 ("X-N".to_owned(), "7".to_owned()),
                 ("X-Tenant".to_owned(), "acme".to_owned()),
             ]
@@ -754,13 +943,37 @@ mod tests {
         let passthrough =
             indexmap::IndexMap::from([("Authorization".to_owned(), Forward::AccessToken)]);
         assert_eq!(
-            caller.headers_for(&passthrough),
+            caller.headers_for(&passthrough).expect("a token fits"),
             [(
                 "Authorization".to_owned(),
                 "Bearer eyJ.token.sig".to_owned()
             )]
         );
-        assert!(Caller::default().headers_for(&rules).is_empty());
+        assert!(
+            Caller::default()
+                .headers_for(&rules)
+                .expect("none")
+                .is_empty()
+        );
+        // A group whose name holds a comma arrives as one group.
+        let caller = Caller {
+            identity: Some(Arc::new(Identity {
+                issuer: "https://idp".to_owned(),
+                subject: "mallory".to_owned(),
+                client_id: None,
+                scopes: Vec::new(),
+                toolset: None,
+                claims: map(json!({"groups": ["x,admins", "dev"]})),
+            })),
+            ..Caller::default()
+        };
+        let groups = indexmap::IndexMap::from([(
+            "X-Groups".to_owned(),
+            Forward::Claim("groups".to_owned()),
+        )]);
+        let made = caller.headers_for(&groups).expect("fits");
+        let sent: Vec<String> = serde_json::from_str(&made[0].1).expect("a JSON array");
+        assert_eq!(sent, ["x,admins", "dev"]);
     }
 
     #[test]

@@ -134,6 +134,12 @@ struct Shared {
     /// The address the listener is bound to, as a Host may name it (none when unspecified).
     bound: Option<String>,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// Sessions being opened (their `initialize` not yet answered), by principal: counted
+    /// with the open ones, so that requests sent at once cannot all pass the caps. Changed
+    /// only with `sessions` locked.
+    opening: Mutex<HashMap<String, usize>>,
+    /// The bytes the replay buffers of each principal's sessions hold together.
+    replay: Mutex<HashMap<String, std::sync::Weak<std::sync::atomic::AtomicUsize>>>,
     /// The access-token checker of `http.auth` (made again when a reload changes it).
     verifier: Mutex<Option<Arc<Verifier>>>,
     /// Turns true at shutdown: GET streams end.
@@ -145,6 +151,8 @@ struct HttpSession {
     session: Arc<Session>,
     /// The token that created it; every later request must carry the same.
     auth: Auth,
+    /// Whose it is ([`principal`] of `auth`): what the caps on sessions count by.
+    principal: String,
     /// The toolset it is bound to (its URL's or its token's): every later request must name
     /// the same, and a reload that binds its token otherwise ends it.
     toolset: Option<String>,
@@ -180,6 +188,8 @@ pub async fn serve(
         gateway,
         bound,
         sessions: Mutex::new(HashMap::new()),
+        opening: Mutex::new(HashMap::new()),
+        replay: Mutex::new(HashMap::new()),
         verifier: Mutex::new(None),
         stop: stop_rx.clone(),
     });
@@ -251,6 +261,18 @@ pub async fn serve(
 impl Shared {
     /// The checker of `settings`: the one in use when they are the same, else a new one
     /// (a reload changed them; its keys are fetched anew).
+    /// The counter of what `principal`'s sessions' replay buffers hold, shared by them.
+    fn replay_of(&self, principal: &str) -> Arc<std::sync::atomic::AtomicUsize> {
+        let mut replay = lock(&self.replay);
+        if let Some(held) = replay.get(principal).and_then(std::sync::Weak::upgrade) {
+            return held;
+        }
+        replay.retain(|_, held| held.strong_count() > 0);
+        let held = Arc::default();
+        replay.insert(principal.to_owned(), Arc::downgrade(&held));
+        held
+    }
+
     fn verifier(&self, settings: &moniker_config::ResourceAuth) -> Arc<Verifier> {
         let mut held = lock(&self.verifier);
         if let Some(verifier) = held.as_ref().filter(|v| v.settings == *settings) {
@@ -362,7 +384,9 @@ fn principal(auth: &Auth) -> String {
     use sha2::{Digest, Sha256};
     match auth {
         Auth::Open => "anyone".to_owned(),
-        Auth::User(identity) => format!("user {}", identity.subject),
+        // Issuer and `sub`: one person whatever OAuth client they come through (dynamic
+        // registration makes client ids free), and never two issuers' users as one.
+        Auth::User(identity) => format!("user {} {}", identity.issuer, identity.subject),
         Auth::Token { token, .. } => {
             let digest = Sha256::digest(token.token.as_bytes());
             let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
@@ -554,7 +578,9 @@ async fn resource_metadata(State(shared): State<Arc<Shared>>, request: Request) 
         None
     } else {
         match asked.strip_prefix(&base).and_then(|r| r.strip_prefix('/')) {
-            Some(name) if !name.contains('/') && shared.gateway.catalog.knows(name) => Some(name),
+            // Any name a toolset could have, known or not: the metadata is public, and an
+            // answer that differed would tell anyone which toolsets exist.
+            Some(name) if moniker_surface::toolsets::valid_name(name) => Some(name),
             _ => return failure(StatusCode::NOT_FOUND, "Not Found: no such resource"),
         }
     };
@@ -1075,24 +1101,37 @@ async fn stateless(
         // A long-lived stream: the acknowledgement, the list changes, at last the result. It
         // lasts as long as the client reads it.
         let (tx, rx) = mpsc::unbounded_channel();
+        let held = Arc::default();
         session.handle(
             Ok(incoming),
-            Some(Answers::new(tx, true).with_trace(trace_of(&session, headers))),
+            Some(
+                Answers::new(tx, true)
+                    .with_trace(trace_of(&session, headers))
+                    .with_held(Arc::clone(&held)),
+            ),
         );
-        let stream = PostStream::new(rx, None, Activity::new().busy());
+        let stream = PostStream::new(rx, held, None, Activity::new().busy());
         return sse(futures_util::stream::unfold(stream, |mut st| async move {
             let chunk = st.next().await?;
             Some((Ok(Bytes::from(chunk)), st))
         }));
     }
     // The answer; with an event stream, what comes before it (progress) too, on the stream.
+    // A stateless client that goes away before its answer (its connection closed: this
+    // future, or the stream, dropped) takes its call with it: cancelled at the server.
+    let gone = ClientGone {
+        session: session.clone(),
+        id: request.id().unwrap_or("null").to_owned(),
+    };
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let held = Arc::default();
     session.handle(
         Ok(incoming),
         Some(
             Answers::new(tx, mode == Mode::Sse)
                 .with_trace(trace_of(&session, headers))
-                .with_caller(caller(shared, auth, headers)),
+                .with_caller(caller(shared, auth, headers))
+                .with_held(Arc::clone(&held)),
         ),
     );
     let Some(first) = rx.recv().await else {
@@ -1102,12 +1141,28 @@ async fn stateless(
         Mode::Json => json(modern_status(&first), first),
         Mode::Sse if first.is_response() => sse_once(&first),
         Mode::Sse => {
-            let stream = PostStream::new(rx, Some(first), Activity::new().busy());
-            sse(futures_util::stream::unfold(stream, |mut st| async move {
-                let chunk = st.next().await?;
-                Some((Ok(Bytes::from(chunk)), st))
-            }))
+            let stream = PostStream::new(rx, held, Some(first), Activity::new().busy());
+            sse(futures_util::stream::unfold(
+                (stream, gone),
+                |(mut st, gone)| async move {
+                    let chunk = st.next().await?;
+                    Some((Ok(Bytes::from(chunk)), (st, gone)))
+                },
+            ))
         }
+    }
+}
+
+/// A stateless request whose client may go away before its answer: when this is dropped, the
+/// request is cancelled (nothing happens to one already answered).
+struct ClientGone {
+    session: Arc<Session>,
+    id: String,
+}
+
+impl Drop for ClientGone {
+    fn drop(&mut self) {
+        self.session.client_gone(&self.id);
     }
 }
 
@@ -1155,13 +1210,14 @@ async fn initialize(
     if let Err(reject) = version_ok(headers) {
         return reject.response();
     }
-    if let Err(reject) = room_for_session(shared, &auth) {
-        return reject.response();
-    }
+    let _reserved = match room_for_session(shared, &auth) {
+        Ok(reserved) => reserved,
+        Err(reject) => return reject.response(),
+    };
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
     let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
     session.identify(&client_name(&auth));
-    let outbox = Outbox::new();
+    let outbox = Outbox::new(shared.replay_of(&principal(&auth)));
     let to_outbox = outbox.clone();
     // What the session sends on its own waits in the outbox for the GET stream.
     tokio::spawn(async move {
@@ -1210,6 +1266,7 @@ async fn initialize(
         id,
         Arc::new(HttpSession {
             session,
+            principal: principal(&auth),
             auth,
             toolset,
             protocol,
@@ -1220,21 +1277,28 @@ async fn initialize(
     response
 }
 
-/// Whether a new session of `auth`'s may open: each token has at most its share of sessions
-/// (`http.max_sessions_per_token`); at its share, its own least recently used idle session
-/// ends to make room (never another token's: one client's load never evicts another's state),
-/// and with none idle the new one is refused (503), as it is when every session of every
-/// token together reach [`MAX_SESSIONS`].
-fn room_for_session(shared: &Shared, auth: &Auth) -> Result<(), Reject> {
+/// Whether a new session of `auth`'s may open: each principal (a token; a person, whatever
+/// OAuth client they use) has at most its share of sessions (`http.max_sessions_per_token`);
+/// at its share, its own least recently used idle session ends to make room (never another
+/// principal's: one client's load never evicts another's state), and with none idle the new
+/// one is refused (503), as it is when every session together reach [`MAX_SESSIONS`]. The
+/// place is reserved until the returned guard is dropped (when the session is in the table,
+/// or its `initialize` failed): sessions being opened count against both caps.
+fn room_for_session<'s>(shared: &'s Shared, auth: &Auth) -> Result<Opening<'s>, Reject> {
     let per_token = shared
         .gateway
         .http()
         .max_sessions_per_token
         .map_or(DEFAULT_SESSIONS_PER_TOKEN, |n| n as usize);
+    let key = principal(auth);
     let mut sessions = lock(&shared.sessions);
-    let own: Vec<(&String, &Arc<HttpSession>)> =
-        sessions.iter().filter(|(_, s)| s.auth == *auth).collect();
-    if own.len() >= per_token {
+    let mut opening = lock(&shared.opening);
+    let pending = opening.get(&key).copied().unwrap_or(0);
+    let own: Vec<(&String, &Arc<HttpSession>)> = sessions
+        .iter()
+        .filter(|(_, s)| s.principal == key)
+        .collect();
+    if own.len() + pending >= per_token {
         let oldest = own
             .iter()
             .filter_map(|(id, s)| s.activity.idle_since().map(|at| (at, (*id).clone())))
@@ -1261,7 +1325,8 @@ fn room_for_session(shared: &Shared, auth: &Auth) -> Result<(), Reject> {
             );
         }
     }
-    if sessions.len() >= MAX_SESSIONS {
+    let all_pending: usize = opening.values().sum();
+    if sessions.len() + all_pending >= MAX_SESSIONS {
         tracing::warn!(
             max = MAX_SESSIONS,
             "HTTP initialize refused: too many sessions"
@@ -1271,7 +1336,27 @@ fn room_for_session(shared: &Shared, auth: &Auth) -> Result<(), Reject> {
             "Service Unavailable: too many sessions; end unused ones with DELETE",
         ));
     }
-    Ok(())
+    *opening.entry(key.clone()).or_default() += 1;
+    Ok(Opening { shared, key })
+}
+
+/// A session's place reserved while its `initialize` is answered ([`room_for_session`]).
+struct Opening<'s> {
+    shared: &'s Shared,
+    key: String,
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        let _sessions = lock(&self.shared.sessions);
+        let mut opening = lock(&self.shared.opening);
+        if let Some(n) = opening.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                opening.remove(&self.key);
+            }
+        }
+    }
 }
 
 /// The one answer to what was sent (its progress not wanted): `None` when there is none
@@ -1317,15 +1402,17 @@ async fn answer(
     caller: Option<Caller>,
 ) -> Response {
     let (tx, rx) = mpsc::unbounded_channel();
+    let held = Arc::default();
     http.session.handle(
         Ok(incoming),
         Some(
             Answers::new(tx, mode == Mode::Sse)
                 .with_trace(trace)
-                .with_caller(caller),
+                .with_caller(caller)
+                .with_held(Arc::clone(&held)),
         ),
     );
-    let mut stream = PostStream::new(rx, None, busy);
+    let mut stream = PostStream::new(rx, held, None, busy);
     match mode {
         Mode::Json => match stream.rx.recv().await {
             Some(reply) => json(StatusCode::OK, reply),
@@ -1343,6 +1430,8 @@ async fn answer(
 /// the end. The answer is the last message on the channel: the channel closes after it.
 struct PostStream {
     rx: mpsc::UnboundedReceiver<Message>,
+    /// What the session sent and this stream has not taken (it subtracts what it takes).
+    held: Arc<std::sync::atomic::AtomicUsize>,
     /// A message read before the stream began, sent first.
     first: Option<Message>,
     tick: tokio::time::Interval,
@@ -1351,9 +1440,15 @@ struct PostStream {
 }
 
 impl PostStream {
-    fn new(rx: mpsc::UnboundedReceiver<Message>, first: Option<Message>, busy: Busy) -> Self {
+    fn new(
+        rx: mpsc::UnboundedReceiver<Message>,
+        held: Arc<std::sync::atomic::AtomicUsize>,
+        first: Option<Message>,
+        busy: Busy,
+    ) -> Self {
         Self {
             rx,
+            held,
             first,
             tick: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
             done: false,
@@ -1367,8 +1462,10 @@ impl PostStream {
         }
         if let Some(first) = self.first.take() {
             let mut text = String::new();
+            self.took(&first);
             outbox::event(&mut text, None, first.text());
             while let Ok(message) = self.rx.try_recv() {
+                self.took(&message);
                 outbox::event(&mut text, None, message.text());
             }
             return Some(text);
@@ -1378,9 +1475,11 @@ impl PostStream {
                 let mut text = String::new();
                 match message {
                     Some(message) => {
+                        self.took(&message);
                         outbox::event(&mut text, None, message.text());
                         // What else is queued goes in the same chunk.
                         while let Ok(message) = self.rx.try_recv() {
+                            self.took(&message);
                             outbox::event(&mut text, None, message.text());
                         }
                     }
@@ -1390,6 +1489,12 @@ impl PostStream {
             }
             _ = self.tick.tick() => Some(KEEP_ALIVE_COMMENT.to_owned()),
         }
+    }
+
+    /// A message taken from the session: no longer held.
+    fn took(&self, message: &Message) {
+        self.held
+            .fetch_sub(message.text().len(), std::sync::atomic::Ordering::AcqRel);
     }
 }
 

@@ -248,7 +248,7 @@ impl Session {
                 }
             };
         tracing::debug!(requested = %name, name = %exposed.name, via = forward.via.as_str(), server = %origin.server, origin = %origin.name, "{} call", kind.noun());
-        let token = self.progress_route(request, answers);
+        let token = self.progress_route(request, answers, &origin.server);
         let rewritten = request.call_params(
             &message::string(&origin.name),
             arguments.as_deref(),

@@ -87,18 +87,7 @@ impl Session {
             return all.collect();
         };
         let selection = &toolset.equipped.selection;
-        let mut servers: std::collections::BTreeSet<&ServerId> = selection
-            .tools
-            .iter()
-            .filter_map(|name| view.surface.resolve(Kind::Tool, name))
-            .chain(
-                selection
-                    .prompts
-                    .iter()
-                    .filter_map(|name| view.surface.resolve(Kind::Prompt, name)),
-            )
-            .flat_map(|resolved| resolved.exposed.servers())
-            .collect();
+        let mut servers = selection.servers(&view.surface);
         let bounds = self.resource_bounds();
         let named: Vec<ServerId> = bounds
             .iter()

@@ -82,53 +82,59 @@ impl Session {
 
     /// Waits for the call's result (answered under `id`), or for its server's first request
     /// for input the client can answer: then the call is parked and the client told what to
-    /// answer. A request the client cannot answer is refused to the server at once.
+    /// answer. A request the client cannot answer is refused to the server at once, and the
+    /// call given up: the client gets -32021 naming what it lacks.
     async fn settle(&self, mut call: Parked, id: &str) -> Reply {
-        loop {
-            tokio::select! {
-                done = &mut call.task => {
-                    call.peer.unpark(&call.call);
-                    // A request that came for this call meanwhile (or was taken for it) is
-                    // answered to its server, never left waiting.
-                    while let Ok((ours, request)) = call.inputs.try_recv() {
+        tokio::select! {
+            done = &mut call.task => {
+                call.peer.unpark(&call.call);
+                // A request that came for this call meanwhile (or was taken for it) is
+                // answered to its server, never left waiting.
+                while let Ok((ours, request)) = call.inputs.try_recv() {
+                    let method = request.method().unwrap_or_default();
+                    call.peer.answer_server(&Message::error(
+                        Some(&ours.to_string()),
+                        message::METHOD_NOT_FOUND,
+                        &format!("the call that {method} was for is over"),
+                    ));
+                }
+                done.ok().flatten().map(|reply| reply.with_id(id))
+            }
+            Some(first) = call.inputs.recv() => {
+                let mut asked = vec![first];
+                while let Ok(more) = call.inputs.try_recv() {
+                    asked.push(more);
+                }
+                // A request the client did not declare it answers: refused to the server
+                // at once, and the call given up (cancelled there, counting no more): the
+                // client is told what it lacks, as the 2026-07-28 era says (-32021).
+                let lacking: Vec<&str> = asked
+                    .iter()
+                    .filter_map(|(_, request)| request.method())
+                    .filter(|method| !call.can.answers(method))
+                    .collect();
+                if !lacking.is_empty() {
+                    for (ours, request) in &asked {
                         let method = request.method().unwrap_or_default();
                         call.peer.answer_server(&Message::error(
                             Some(&ours.to_string()),
                             message::METHOD_NOT_FOUND,
-                            &format!("the call that {method} was for is over"),
+                            &format!("the client does not support {method}"),
                         ));
                     }
-                    return done.ok().flatten().map(|reply| reply.with_id(id));
+                    tracing::debug!(?lacking, "the server asks what the client did not declare: the call is given up, -32021");
+                    let refusal = crate::modern::missing_capability(id, &lacking);
+                    call.task.abort();
+                    call.peer.unpark(&call.call);
+                    return Some(refusal);
                 }
-                Some(first) = call.inputs.recv() => {
-                    let mut asked = vec![first];
-                    while let Ok(more) = call.inputs.try_recv() {
-                        asked.push(more);
-                    }
-                    asked.retain(|(ours, request)| {
-                        let method = request.method().unwrap_or_default();
-                        let answerable = call.can.answers(method);
-                        if !answerable {
-                            tracing::debug!(method, "the client did not declare it answers this: refused to the server");
-                            call.peer.answer_server(&Message::error(
-                                Some(&ours.to_string()),
-                                message::METHOD_NOT_FOUND,
-                                &format!("the client does not support {method}"),
-                            ));
-                        }
-                        answerable
-                    });
-                    if asked.is_empty() {
-                        continue;
-                    }
-                    call.peer.park(&call.call);
-                    tracing::debug!(requests = asked.len(), "the server asks for input: answered input_required");
-                    let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
-                    let result = input_required(id, &asked, &state);
-                    call.at = Instant::now();
-                    self.gateway.parked.park(state, call);
-                    return Some(result);
-                }
+                call.peer.park(&call.call);
+                tracing::debug!(requests = asked.len(), "the server asks for input: answered input_required");
+                let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
+                let result = input_required(id, &asked, &state);
+                call.at = Instant::now();
+                self.gateway.parked.park(state, call);
+                Some(result)
             }
         }
     }

@@ -19,14 +19,24 @@ impl Session {
     /// The client's progress token, swapped for one unique across sessions (raw JSON), whose
     /// progress goes where the request's answer goes (when that stream carries progress) or
     /// to the session's stream. `None` when the request asked for no progress.
-    pub(super) fn progress_route(&self, request: &Message, answers: &Answers) -> Option<String> {
+    pub(super) fn progress_route(
+        &self,
+        request: &Message,
+        answers: &Answers,
+        server: &ServerId,
+    ) -> Option<String> {
         let token = request.progress_token()?;
+        // Through `Answers`: a stream its client does not read holds what its budget allows.
         let to = if answers.with_progress {
-            answers.to.clone()
+            answers.clone()
         } else {
-            self.peer.out().clone()
+            Answers::new(self.peer.out().clone(), false)
         };
-        Some(self.gateway.hub.register_progress(&self.peer, token, to))
+        Some(
+            self.gateway
+                .hub
+                .register_progress(&self.peer, server, token, to),
+        )
     }
 
     /// Sends a request to a server and relays its answer with the client's id. `caller` is
@@ -85,8 +95,15 @@ impl Session {
         let Some(conn) = self.gateway.connection(server) else {
             return refused(Refusal::ServerGone(server.clone()));
         };
-        let Ok((ours, rx)) = conn.start_for(method, params, caller) else {
-            return refused(Refusal::ServerGone(server.clone()));
+        let (ours, rx) = match conn.start_for(method, params, caller) {
+            Ok(started) => started,
+            Err(crate::connect::CallError::Unforwardable(header)) => {
+                return refused(Refusal::Unforwardable {
+                    server: server.clone(),
+                    header,
+                });
+            }
+            Err(_) => return refused(Refusal::ServerGone(server.clone())),
         };
         {
             let mut in_flight = lock(&self.peer.in_flight);
@@ -135,6 +152,27 @@ impl Session {
         }
     }
 
+    /// The client of request `id` (raw JSON) went away before its answer (a stateless HTTP
+    /// client closed its connection): the request is cancelled as if the client had said so,
+    /// at its server too, and stops counting at once. Nothing happens for a request already
+    /// answered.
+    pub fn client_gone(&self, id: &str) {
+        let Some((conn, ours)) = self.cancelled(id) else {
+            return;
+        };
+        conn.forget(ours);
+        let _ = conn.send(Message::cancellation(ours, "moniker: the client went away"));
+    }
+
+    /// Marks request `id` cancelled: the server connection and moniker's id it went under,
+    /// when it is in flight at a server.
+    fn cancelled(&self, id: &str) -> Option<(Arc<crate::connect::Connection>, u64)> {
+        let mut in_flight = lock(&self.peer.in_flight);
+        let flight = in_flight.get_mut(id)?;
+        flight.cancelled = true;
+        Some((flight.conn.upgrade()?, flight.id))
+    }
+
     /// A client's `notifications/cancelled`: passed to the server, and the answer dropped.
     pub(super) fn cancel(&self, cancel: &Message) {
         let Some(request_id) = cancel.request_id() else {
@@ -146,15 +184,9 @@ impl Session {
         {
             listen.ended.notify_one();
         }
-        let (conn, ours) = {
-            let mut in_flight = lock(&self.peer.in_flight);
-            let Some(flight) = in_flight.get_mut(request_id) else {
-                return;
-            };
-            flight.cancelled = true;
-            (flight.conn.upgrade(), flight.id)
+        let Some((conn, ours)) = self.cancelled(request_id) else {
+            return;
         };
-        let Some(conn) = conn else { return };
         conn.forget(ours);
         if let Some(message) = cancel.with_request_id(&ours.to_string()) {
             let _ = conn.send(message);

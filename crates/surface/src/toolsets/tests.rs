@@ -915,3 +915,123 @@ fn a_toolsets_resources_include_its_includes() {
     assert!(!resource_bound("base", &all).reaches("fs", "file:///srv/docs/a.md"));
     assert_eq!(resource_bound("nope", &all).resources, Vec::<String>::new());
 }
+
+/// "Hold the boundary, round two", finding 1: an action tool carries the union of its members'
+/// tags, and a toolset chosen by tag listed it whole, so a `read` token reached `delete`. A
+/// toolset selects routes: the action tool it offers is made of the members whose own tags
+/// match, and the others are not in its schema, its description or its route.
+#[test]
+fn a_tag_selects_the_members_of_an_action_tool_not_the_tool() {
+    let mut rules = Rules::default();
+    for (id, t) in [("gh", &["git"][..]), ("fs", &["files"][..])] {
+        rules.servers.insert(
+            sid(id),
+            ServerRules {
+                tags: tags(t),
+                prefix: None,
+            },
+        );
+    }
+    rules.tools.insert(
+        "list_projects".into(),
+        Override {
+            tags: tags(&["read"]),
+            ..Default::default()
+        },
+    );
+    let mut project = indexmap::IndexMap::new();
+    for (action, member) in [
+        ("list", "list_projects"),
+        ("delete", "delete_project"),
+        ("prs", "list_prs"),
+        ("write", "write_file"),
+    ] {
+        project.insert(action.to_owned(), member.parse::<Name>().unwrap());
+    }
+    rules.actions.insert(
+        "project".into(),
+        ActionRule {
+            tools: project,
+            ..Default::default()
+        },
+    );
+    let built = build(
+        &rules,
+        &[
+            origin("gh", &["list_projects", "delete_project", "list_prs"], &[]),
+            origin("fs", &["write_file"], &[]),
+        ],
+    );
+    let surface = built.surface.expect("a surface");
+    let whole = surface.resolve(Kind::Tool, "project").unwrap().exposed;
+    assert!(
+        whole.tags.contains(&tag("read")),
+        "the action tool carries its members' tags"
+    );
+
+    let readonly = ToolsetRule {
+        tags: Some(expr("read")),
+        ..Default::default()
+    };
+    let selection = select(&surface, "ro", &sets(&[("ro", readonly)])).unwrap();
+    assert_eq!(names(&selection.tools), ["project"]);
+    let narrowed = &selection.narrowed["project"];
+    let Route::Action(route) = &narrowed.route else {
+        panic!("an action route");
+    };
+    let actions: Vec<&str> = route.members.iter().map(|m| m.action.as_str()).collect();
+    assert_eq!(actions, ["list"]);
+    let listed: Value = serde_json::from_str(entry(&selection, Kind::Tool, whole).get()).unwrap();
+    assert_eq!(
+        listed["inputSchema"]["properties"]["action"]["enum"],
+        json!(["list"]),
+        "{listed}"
+    );
+    assert!(
+        !listed.to_string().contains("delete"),
+        "nothing of the other members is listed: {listed}"
+    );
+    assert_eq!(
+        selection.servers(&surface).into_iter().collect::<Vec<_>>(),
+        [&sid("gh")]
+    );
+
+    // Across servers: a `git` toolset reaches `gh`'s members, never `fs`'s `write_file`.
+    let git = ToolsetRule {
+        tags: Some(expr("git")),
+        ..Default::default()
+    };
+    let selection = select(&surface, "git", &sets(&[("git", git)])).unwrap();
+    let Route::Action(route) = &selection.narrowed["project"].route else {
+        panic!("an action route");
+    };
+    let actions: Vec<&str> = route.members.iter().map(|m| m.action.as_str()).collect();
+    assert_eq!(actions, ["list", "delete", "prs"]);
+    assert_eq!(
+        selection.servers(&surface).into_iter().collect::<Vec<_>>(),
+        [&sid("gh")],
+        "`fs` is not reached"
+    );
+
+    // Named whole, or every member matching: the tool as it is.
+    let named = ToolsetRule {
+        tools: strings(&["project"]),
+        tags: Some(expr("read")),
+        ..Default::default()
+    };
+    let selection = select(&surface, "n", &sets(&[("n", named)])).unwrap();
+    assert!(selection.narrowed.is_empty());
+    let every = ToolsetRule {
+        tags: Some(expr("git or files")),
+        ..Default::default()
+    };
+    let selection = select(&surface, "e", &sets(&[("e", every)])).unwrap();
+    assert!(selection.narrowed.is_empty());
+    assert_eq!(names(&selection.tools), ["project"]);
+    let none = ToolsetRule {
+        tags: Some(expr("nothing")),
+        ..Default::default()
+    };
+    let selection = select(&surface, "z", &sets(&[("z", none)])).unwrap();
+    assert!(selection.tools.is_empty());
+}

@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::budget;
 use crate::sync::lock;
 use std::time::{Duration, Instant};
 
@@ -26,8 +27,9 @@ use tokio::sync::watch;
 
 /// At most this many messages are kept for replay…
 const MAX_MESSAGES: usize = 1024;
-/// …and at most this many bytes of them (the newest message is always kept): what a session
-/// that never reads its stream can make moniker hold.
+/// …and at most this many bytes of them: what a session that never reads its stream can make
+/// moniker hold. A message larger than [`budget::REPLAY_MESSAGE`] is kept only while it is
+/// the newest and no stream has taken it; the next push drops it.
 const MAX_BYTES: usize = 2 * 1024 * 1024;
 
 #[derive(Default)]
@@ -52,6 +54,16 @@ struct State {
 pub(super) struct Outbox {
     state: Mutex<State>,
     changed: watch::Sender<()>,
+    /// The bytes every outbox of the session's principal holds: a principal with many
+    /// sessions holds at most [`budget::REPLAY_BYTES_EACH`] in all.
+    principal: Arc<AtomicUsize>,
+}
+
+impl Drop for Outbox {
+    fn drop(&mut self) {
+        let held = lock(&self.state).bytes;
+        self.principal.fetch_sub(held, Ordering::AcqRel);
+    }
 }
 
 /// What a stream finds when it looks.
@@ -64,14 +76,18 @@ enum Take {
 }
 
 impl Outbox {
-    pub(super) fn new() -> Arc<Self> {
+    /// An outbox of a session whose principal's outboxes hold `principal` bytes in all (one
+    /// counter shared by them).
+    pub(super) fn new(principal: Arc<AtomicUsize>) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
             changed: watch::Sender::new(()),
+            principal,
         })
     }
 
-    /// Adds a message from the session.
+    /// Adds a message from the session. The oldest go when the session's buffer, or its
+    /// principal's, is over its budget; a large message does not stay past the next push.
     pub(super) fn push(&self, message: String) {
         {
             let mut s = lock(&self.state);
@@ -81,12 +97,32 @@ impl Outbox {
             s.last += 1;
             let id = s.last;
             s.bytes += message.len();
+            self.principal.fetch_add(message.len(), Ordering::AcqRel);
+            // The message before this one, when it is over the size a replay keeps.
+            let large_before = s
+                .log
+                .back()
+                .is_some_and(|(_, t)| t.len() > budget::REPLAY_MESSAGE);
+            if large_before {
+                if let Some((_, text)) = s.log.pop_back() {
+                    s.bytes -= text.len();
+                    self.principal.fetch_sub(text.len(), Ordering::AcqRel);
+                }
+            }
             s.log.push_back((id, message.into()));
-            while s.log.len() > MAX_MESSAGES || (s.bytes > MAX_BYTES && s.log.len() > 1) {
+            // The session's own bounds keep its newest message; its principal's, when its
+            // sessions together are over theirs, do not.
+            let over = |s: &State, held: usize| {
+                s.log.len() > MAX_MESSAGES
+                    || (s.bytes > MAX_BYTES && s.log.len() > 1)
+                    || (held > budget::REPLAY_BYTES_EACH && !s.log.is_empty())
+            };
+            while over(&s, self.principal.load(Ordering::Acquire)) {
                 let Some((old, text)) = s.log.pop_front() else {
                     break;
                 };
                 s.bytes -= text.len();
+                self.principal.fetch_sub(text.len(), Ordering::AcqRel);
                 if old > s.delivered && !s.warned {
                     s.warned = true;
                     tracing::warn!(
@@ -98,9 +134,15 @@ impl Outbox {
         self.changed.send_replace(());
     }
 
-    /// Ends every stream, for good.
+    /// Ends every stream, for good, and gives back what the buffer held (as dropping it does).
     pub(super) fn close(&self) {
-        lock(&self.state).closed = true;
+        {
+            let mut s = lock(&self.state);
+            s.closed = true;
+            self.principal.fetch_sub(s.bytes, Ordering::AcqRel);
+            s.bytes = 0;
+            s.log.clear();
+        }
         self.changed.send_replace(());
     }
 
@@ -334,7 +376,7 @@ mod tests {
 
     #[test]
     fn buffered_until_a_stream_opens_then_resumable() {
-        let outbox = Outbox::new();
+        let outbox = Outbox::new(Arc::default());
         outbox.push("a".into());
         outbox.push("b".into());
         let (g1, after) = outbox.open(None);
@@ -365,7 +407,7 @@ mod tests {
 
     #[test]
     fn bounded() {
-        let outbox = Outbox::new();
+        let outbox = Outbox::new(Arc::default());
         for i in 0..(MAX_MESSAGES + 10) {
             outbox.push(i.to_string());
         }
@@ -385,6 +427,45 @@ mod tests {
         assert_eq!(
             out,
             "id: 7\nevent: message\ndata: {\"a\":  1,\"b\": id: 9 }\n\n"
+        );
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    /// "Hold the boundary, round two", finding 7: the replay buffer kept its newest message
+    /// however large (a client's own 3 MB progress token: +232 MiB for 60 sessions), and its
+    /// limits were per session while a token may hold 1,000. A large message now goes at the
+    /// next push, and the sessions of one principal hold at most their share together.
+    #[test]
+    fn a_principal_holds_its_share_whatever_it_sends() {
+        let principal: Arc<AtomicUsize> = Arc::default();
+        let large = "x".repeat(3 << 20);
+        let outboxes: Vec<Arc<Outbox>> = (0..60).map(|_| Outbox::new(principal.clone())).collect();
+        for outbox in &outboxes {
+            outbox.push(large.clone());
+            outbox.push("small".to_owned());
+        }
+        assert!(
+            principal.load(Ordering::Acquire) <= budget::REPLAY_BYTES_EACH,
+            "{} bytes held",
+            principal.load(Ordering::Acquire)
+        );
+        for outbox in &outboxes {
+            for _ in 0..100 {
+                outbox.push("y".repeat(100 << 10));
+            }
+        }
+        assert!(principal.load(Ordering::Acquire) <= budget::REPLAY_BYTES_EACH);
+        for outbox in &outboxes {
+            outbox.close();
+        }
+        assert_eq!(
+            principal.load(Ordering::Acquire),
+            0,
+            "closed sessions give back theirs"
         );
     }
 }

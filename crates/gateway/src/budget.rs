@@ -1,0 +1,53 @@
+//! What one peer may make moniker hold: the defaults, in one table (the README's "Budgets"
+//! table is this one). Every kind of peer has its share, so that one peer's load never takes
+//! another's place:
+//!
+//! | peer | what | at most | where it is held |
+//! |---|---|---|---|
+//! | client address | open HTTP connections | a quarter of `http.max_connections` (1,024): [`connections_per_address`] | `serve::listen` |
+//! | client address | time to send a request header | 10 s (`serve::listen::HEADER_TIMEOUT`) | `serve::listen` |
+//! | principal (a token; a person: issuer and `sub`, whatever their OAuth client) | HTTP sessions | `http.max_sessions_per_token` (1,000); sessions being opened count | `serve::http` |
+//! | every principal together | HTTP sessions | 10,000 | `serve::http` |
+//! | principal | `subscriptions/listen` streams | 16 | `hub` |
+//! | principal | parked 2026 calls | 64 (1,024 in all) | `parked` |
+//! | principal | tasks | 1,000 (10,000 in all) | `tasks` |
+//! | session | requests in flight | 1,024 | `session` |
+//! | session | resource subscriptions | 1,024 | `session::fanout` |
+//! | session | messages kept for a resumed stream | 1,024 messages, 2 MiB; one message larger than [`REPLAY_MESSAGE`] goes at the next | `serve::http::outbox` |
+//! | principal | messages kept for resumed streams, all its sessions together | [`REPLAY_BYTES_EACH`] | `serve::http::outbox` |
+//! | request | notes on a POST's event stream its client does not read | [`POST_STREAM_BYTES`]; the answer always goes | `session`, `serve::http` |
+//! | client or server | one message | 16 MiB (`framing::DEFAULT_MAX_MESSAGE`) | `framing` |
+//! | server connection | one listing (`tools/list`, `prompts/list`, ... with all its pages) | [`LISTING_PAGES`] pages, [`LISTING_ITEMS`] items, [`LISTING_BYTES`] bytes | `connect::list_all` |
+//! | server connection | relists after `list_changed` | one at a time, [`RELIST_GAP`] apart; notes that come meanwhile make one more | `gateway` |
+//! | server connection | progress notes | only into calls sent to it, under 128-bit random tokens | `hub` |
+//! | anyone with an opaque token | introspections under way | 4 at once; refusals never push out an active token's kept answer | `auth::resource` |
+//! | anyone with a JWT | key fetches | one at a time, 10 s apart; a known key never waits for one | `auth::resource` |
+//!
+//! A refusal names the limit it met; a listing over its budget is refused and the server keeps
+//! its last one, said at `warn`.
+
+use std::time::Duration;
+
+/// Pages one listing may have.
+pub const LISTING_PAGES: usize = 1_000;
+/// Items (tools, prompts, resources, ...) one listing may have.
+pub const LISTING_ITEMS: usize = 20_000;
+/// Bytes of all the pages of one listing.
+pub const LISTING_BYTES: usize = 32 << 20;
+/// The least time between two relists of one server: a storm of `list_changed` notes costs
+/// one relist per gap, not one per note.
+pub const RELIST_GAP: Duration = Duration::from_millis(250);
+/// The largest message a resumable stream keeps for a client that reconnects: a larger one
+/// is sent live, and lost to a client that was not there.
+pub const REPLAY_MESSAGE: usize = 256 * 1024;
+
+/// The bytes all the replay buffers of one principal's sessions hold together.
+pub const REPLAY_BYTES_EACH: usize = 16 << 20;
+/// The bytes of progress and other notes a POST's event stream holds while its client does
+/// not read it: past this, notes are dropped (the answer never is).
+pub const POST_STREAM_BYTES: usize = 4 << 20;
+
+/// Connections one client address may hold of `max_connections`: a quarter (at least one).
+pub fn connections_per_address(max_connections: usize) -> usize {
+    (max_connections / 4).max(1)
+}
