@@ -117,7 +117,7 @@ async fn start_with(
 /// it names cannot be read.
 fn settings(config: &Config, toolsets: Toolsets) -> Result<Settings, String> {
     Ok(Settings {
-        config: config.gateway,
+        config: config.gateway.clone(),
         guard: std::env::current_exe().ok(),
         manage: toolsets.manage,
         store: toolsets.store,

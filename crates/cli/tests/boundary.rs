@@ -1366,6 +1366,11 @@ fn a_listing_past_its_budget_is_refused_and_holds_little() {
     let tools = gate.tools(ADMIN);
     assert!(tools.len() > 10, "the other server serves on");
     assert!(!tools.iter().any(|t| t.starts_with("huge_")));
+    let (_, health) = gate.get("/healthz");
+    assert!(
+        health.contains("server `huge`") && health.contains("budget::listing"),
+        "{health}"
+    );
     // What it held at its peak, against the 48 MB the server sent: bounded by the budget.
     let status =
         std::fs::read_to_string(format!("/proc/{}/status", gate.child.id())).expect("/proc status");

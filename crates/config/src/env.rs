@@ -104,7 +104,8 @@ impl Config {
                     pass_env,
                     cwd,
                 } => Transport::Stdio {
-                    pass_env: pass_env.clone(),
+                    // The gateway's `pass_env` goes to every stdio server.
+                    pass_env: self.gateway.pass_env.with(pass_env),
                     command: field(&[Seg::Key("command")], command),
                     args: args
                         .iter()
@@ -349,6 +350,26 @@ mod tests {
             "DOCS_TOKEN" => Some("docs_s3cret".to_owned()),
             _ => None,
         }
+    }
+
+    /// `gateway.pass_env` reaches every stdio server, with what each names itself.
+    #[test]
+    fn the_gateway_pass_env_goes_to_every_stdio_server() {
+        let text = "gateway: { pass_env: [OPENAI_API_KEY] }\nservers:\n  a: { command: a, pass_env: [GITHUB_TOKEN] }\n  b: { command: b }\n";
+        let mut config = crate::parse("moniker.yaml", text).expect("valid");
+        config.expand_env(vars).expect("all set");
+        let passed = |id: &str| match &config.servers[id].transport {
+            Transport::Stdio { pass_env, .. } => pass_env.clone(),
+            _ => panic!("stdio"),
+        };
+        assert_eq!(
+            passed("a"),
+            crate::PassEnv::Names(vec!["OPENAI_API_KEY".into(), "GITHUB_TOKEN".into()])
+        );
+        assert_eq!(
+            passed("b"),
+            crate::PassEnv::Names(vec!["OPENAI_API_KEY".into()])
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewaySettings {
     /// How long a call to a server may take (`gateway.call_timeout`).
     pub call_timeout: Duration,
@@ -19,6 +19,9 @@ pub struct GatewaySettings {
     /// Items per page of `tools/list` and `prompts/list`; `None`: one page
     /// (`gateway.page_size`).
     pub page_size: Option<u32>,
+    /// What of moniker's environment every stdio server is given besides its own `pass_env`
+    /// (`gateway.pass_env`): names, or `all`.
+    pub pass_env: crate::PassEnv,
 }
 
 impl Default for GatewaySettings {
@@ -30,6 +33,7 @@ impl Default for GatewaySettings {
             restart_max_delay: Duration::from_secs(30),
             restart_max_attempts: None,
             page_size: None,
+            pass_env: crate::PassEnv::default(),
         }
     }
 }

@@ -69,6 +69,20 @@ pub enum PassEnv {
     All,
 }
 
+impl PassEnv {
+    /// These and `other` together (the gateway's `pass_env` with a server's own).
+    pub fn with(&self, other: &PassEnv) -> PassEnv {
+        match (self, other) {
+            (PassEnv::All, _) | (_, PassEnv::All) => PassEnv::All,
+            (PassEnv::Names(a), PassEnv::Names(b)) => {
+                let mut names = a.clone();
+                names.extend(b.iter().filter(|n| !a.contains(n)).cloned());
+                PassEnv::Names(names)
+            }
+        }
+    }
+}
+
 impl Default for PassEnv {
     fn default() -> Self {
         Self::Names(Vec::new())

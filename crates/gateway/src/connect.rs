@@ -518,6 +518,9 @@ pub enum HandshakeError {
     /// to in that (a stdio server keeps the era of its first message).
     #[error("the server speaks only 2026-07-28")]
     SpeaksModern,
+    /// A listing past moniker's budget for one server ([`budget`]): refused page by page.
+    #[error("`{method}`: the listing is over moniker's budget for one server: {what}")]
+    OverBudget { method: &'static str, what: String },
 }
 
 #[derive(Deserialize)]
@@ -846,10 +849,7 @@ pub async fn list_all(
     let mut items = Vec::new();
     let mut cursor: Option<String> = None;
     let mut bytes = 0usize;
-    let over = |what: String| HandshakeError::Refused {
-        method,
-        error: format!("the listing is over moniker's budget for one server: {what}"),
-    };
+    let over = |what: String| HandshakeError::OverBudget { method, what };
     // A server that hands out cursors forever, or lists more than anyone could use, must not
     // hold moniker's memory: what it has sent is counted page by page, and the listing is
     // refused at the first page past the budget (the server keeps its last listing).

@@ -752,9 +752,22 @@ impl Gateway {
             // supervisor reports what happened to the server.
             Err(_) if self.is_stopping() || conn.is_closed() => {}
             Err(e) => {
-                tracing::warn!(server = %conn.server, error = %e, "cannot list the server's tools after it said they changed: it keeps its last listing")
+                tracing::warn!(server = %conn.server, error = %e, "cannot list the server's tools after it said they changed: it keeps its last listing");
+                if matches!(e, connect::HandshakeError::OverBudget { .. }) {
+                    self.over_budget(&conn.server, &e.to_string());
+                }
             }
         }
+    }
+
+    /// Server `server`'s listing is past its budget: said in `/healthz` (and `doctor`) with the
+    /// refused listings, until a listing of the server's is taken.
+    pub(crate) fn over_budget(&self, server: &ServerId, why: &str) {
+        let diagnostic = Diagnostic::error("budget::listing", why.to_owned())
+            .help("the server keeps its last listing (or none): see the budgets in the README");
+        self.state()
+            .refused
+            .insert(server.clone(), vec![diagnostic]);
     }
 
     pub fn is_stopping(&self) -> bool {

@@ -92,6 +92,36 @@ pub struct Peer {
     /// moniker's own requests to the client (a 2026-07-28 server's input requests, asked of a
     /// 2025 client), by our id: where the answer goes.
     asks: Mutex<HashMap<u64, tokio::sync::oneshot::Sender<Message>>>,
+    /// The least severe server log message the client takes ([`log_rank`]): what it set with
+    /// `logging/setLevel` (or a 2026-07-28 request's `logLevel`), else `warning`; [`LOG_OFF`]
+    /// for none.
+    log_level: std::sync::atomic::AtomicU8,
+}
+
+/// The levels of `notifications/message` (RFC 5424's, as MCP names them), least severe first.
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+/// No server log message at all.
+const LOG_OFF: u8 = LOG_LEVELS.len() as u8;
+/// What a client that never set a level takes: `warning` and above. A client that opens a
+/// session per call closes it soon after its result; log lines sent after that break some
+/// SDKs (python-sdk#1960), and most are not for it.
+const LOG_DEFAULT: u8 = 3;
+
+/// The rank of a level in [`LOG_LEVELS`] (an unknown one ranks as the most severe: it goes).
+pub fn log_rank(level: &str) -> u8 {
+    LOG_LEVELS
+        .iter()
+        .position(|l| *l == level)
+        .map_or(LOG_OFF - 1, |i| i as u8)
 }
 
 impl Peer {
@@ -117,6 +147,7 @@ impl Peer {
             asks: Mutex::new(HashMap::new()),
             listening: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
+            log_level: std::sync::atomic::AtomicU8::new(LOG_DEFAULT),
         }
     }
 
@@ -134,9 +165,24 @@ impl Peer {
         let _ = self.out.send(message);
     }
 
+    /// The client takes server log messages of `level` and above (`None`: none at all).
+    pub(crate) fn set_log_level(&self, level: Option<&str>) {
+        let rank = level.map_or(LOG_OFF, log_rank);
+        self.log_level.store(rank, Ordering::Relaxed);
+    }
+
     /// A server's notification that concerns this client: a resource update to a 2026-07-28
-    /// client's listen stream (stamped with its id), anything else as [`Peer::send_if_ready`].
+    /// client's listen stream (stamped with its id), a log message when it is at the client's
+    /// level or above, anything else as [`Peer::send_if_ready`].
     pub fn deliver(&self, message: Message) {
+        if message.method() == Some("notifications/message") {
+            let rank = message
+                .str_of(crate::message::Field::Level)
+                .map_or(LOG_OFF - 1, |l| log_rank(&l));
+            if rank < self.log_level.load(Ordering::Relaxed) {
+                return;
+            }
+        }
         if message.method() == Some("notifications/resources/updated") {
             if let Some(listen) = lock(&self.listen).as_ref() {
                 let stamp = format!(

@@ -24,7 +24,7 @@ use crate::auth::resource::Caller;
 use crate::errors::Refusal;
 use crate::gateway::Gateway;
 use crate::hub::{InFlight, Peer};
-use crate::message::{self, Incoming, Invalid, Message};
+use crate::message::{self, Field, Incoming, Invalid, Message};
 use crate::modern;
 use crate::sync::lock;
 use crate::toolsets::Equipped;
@@ -367,6 +367,9 @@ impl Session {
             modern::Envelope::None => self.request(request, answers).await,
             modern::Envelope::Refused(answer) => Some(answer),
             modern::Envelope::Modern(can) => {
+                // A 2026-07-28 request says what log messages it takes, or takes none.
+                self.peer
+                    .set_log_level(request.str_of(Field::LogLevel).as_deref());
                 if self.protocol_version().is_none() {
                     // A 2025 session that sends one enveloped request still takes requests.
                     self.peer.speaks_modern();

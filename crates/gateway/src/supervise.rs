@@ -257,6 +257,11 @@ async fn run(
             process.conn.close();
             Run::Failed(exited(&mut process).await)
         }
+        Err(e @ HandshakeError::OverBudget { .. }) => {
+            process.conn.close();
+            gateway.over_budget(id, &e.to_string());
+            Run::Failed(e.to_string())
+        }
         Err(e) => {
             process.conn.close();
             Run::Failed(e.to_string())

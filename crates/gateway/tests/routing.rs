@@ -66,7 +66,23 @@ async fn a_log_message_of_one_clients_call_reaches_only_that_client() {
     let (a, mut a_rx) = session(&gateway).await;
     let (_b, mut b_rx) = session(&gateway).await;
     let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"store_memory","arguments":{}}}"#;
+    // A client that never set a level takes `warning` and above: the fixture's `info` line
+    // does not reach it ("Works the first time", item 6).
     let reply = tokio::time::timeout(Duration::from_secs(20), a.reply(call))
+        .await
+        .expect("answered");
+    assert!(reply.is_some_and(|r| r.contains("\"result\"")));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let unasked = drain(&mut a_rx);
+    assert!(
+        unasked.iter().all(|m| !m.contains("notifications/message")),
+        "a log line below warning reached a client that set no level: {unasked:?}"
+    );
+    // Once it asks for `info`, it gets them.
+    let level = r#"{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"info"}}"#;
+    assert!(a.reply(level).await.is_some());
+    let call = call.replace("\"id\":1", "\"id\":3");
+    let reply = tokio::time::timeout(Duration::from_secs(20), a.reply(&call))
         .await
         .expect("answered");
     assert!(reply.is_some_and(|r| r.contains("\"result\"")));

@@ -10,7 +10,13 @@ use crate::gateway::{
 use crate::report::codes;
 use crate::tree::{ScalarKind, shorten};
 
-const GATEWAY_KEYS: &[&str] = &["call_timeout", "start_timeout", "restart", "page_size"];
+const GATEWAY_KEYS: &[&str] = &[
+    "call_timeout",
+    "start_timeout",
+    "restart",
+    "page_size",
+    "pass_env",
+];
 const RESTART_KEYS: &[&str] = &["initial_delay", "max_delay", "max_attempts"];
 const AUDIT_KEYS: &[&str] = &["to", "max_bytes", "keep"];
 const TELEMETRY_KEYS: &[&str] = &["endpoint", "service_name"];
@@ -34,6 +40,9 @@ impl Cx<'_> {
         }
         if let Some(size) = fields.get("page_size") {
             out.page_size = self.count(&field("page_size"), size).filter(|n| *n > 0);
+        }
+        if let Some(names) = fields.get("pass_env") {
+            out.pass_env = self.pass_env(&field("pass_env"), names);
         }
         let Some(restart) = fields.get("restart") else {
             return out;

@@ -408,7 +408,7 @@ impl Cx<'_> {
     }
 
     /// `pass_env`: `all`, or a list of variable names.
-    fn pass_env<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> PassEnv {
+    pub(super) fn pass_env<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> PassEnv {
         match slot.scalar() {
             Some(("all", ScalarKind::Str)) => return PassEnv::All,
             Some((_, ScalarKind::Str)) => {

@@ -215,10 +215,20 @@ gateway: { call_timeout: 60, start_timeout: 30s, restart: { initial_delay: 500ms
             restart_max_delay: Duration::from_secs(30),
             restart_max_attempts: Some(10),
             page_size: None,
+            pass_env: crate::PassEnv::default(),
         }
     );
     let paged = ok("gateway: { page_size: 50 }\n");
     assert_eq!(paged.gateway.page_size, Some(50));
+    let passed = ok("gateway: { pass_env: [OPENAI_API_KEY] }\n");
+    assert_eq!(
+        passed.gateway.pass_env,
+        crate::PassEnv::Names(vec!["OPENAI_API_KEY".to_owned()])
+    );
+    assert_eq!(
+        ok("gateway: { pass_env: all }\n").gateway.pass_env,
+        crate::PassEnv::All
+    );
 }
 
 #[test]
@@ -301,7 +311,7 @@ fn unknown_keys_say_where_and_what_was_meant() {
     let e = error("gateway: { zzz: 1 }\n");
     assert_eq!(
         e.help.as_deref(),
-        Some("expected one of `call_timeout`, `start_timeout`, `restart`, `page_size`")
+        Some("expected one of `call_timeout`, `start_timeout`, `restart`, `page_size`, `pass_env`")
     );
 }
 

@@ -48,8 +48,28 @@ pub(crate) fn cannot_run(command: &str, e: &std::io::Error) -> String {
 /// one), enough to find programs and a home directory.
 pub const INHERITED_ENV: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
 
-/// The variables of `vars` (moniker's environment) a server is given: [`INHERITED_ENV`] and
-/// those its `pass_env` names (or all). Values that start with `()` are shell functions, which
+/// What every stdio server is given besides: where the certificates this machine trusts are
+/// and which proxy to use. Behind a TLS-intercepting proxy, a server without them fails
+/// (`uvx` cannot fetch its package); they name places, not secrets (a proxy URL with a
+/// password in it is the one exception, and the server needs it to reach the network).
+pub const TRUST_ENV: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+];
+
+/// The variables of `vars` (moniker's environment) a server is given: [`INHERITED_ENV`],
+/// [`TRUST_ENV`] and those its `pass_env` (with the gateway's) names (or all). Values that start with `()` are shell functions, which
 /// the SDKs leave out too.
 pub fn inherited(
     pass_env: &PassEnv,
@@ -60,6 +80,7 @@ pub fn inherited(
             return false;
         };
         let named = INHERITED_ENV.contains(&name)
+            || TRUST_ENV.contains(&name)
             || match pass_env {
                 PassEnv::All => true,
                 PassEnv::Names(names) => names.iter().any(|n| n == name),
@@ -209,6 +230,49 @@ mod tests {
         assert_eq!(
             names(inherited(&PassEnv::All, env.into_iter())),
             ["PATH", "HOME", "MONIKER_TOKENS", "GITHUB_TOKEN"]
+        );
+    }
+
+    /// "Works the first time", item 5: behind a TLS-intercepting proxy every `uvx` server
+    /// failed until each entry named `SSL_CERT_FILE`. The trust and proxy variables go to
+    /// every server; a secret still does not, unless named (here by the gateway's
+    /// `pass_env`, merged with the server's own).
+    #[test]
+    fn trust_and_proxy_variables_go_to_every_server() {
+        let env = vars(&[
+            ("PATH", "/bin"),
+            ("SSL_CERT_FILE", "/etc/corp-ca.pem"),
+            ("NODE_EXTRA_CA_CERTS", "/etc/corp-ca.pem"),
+            ("https_proxy", "http://proxy:3128"),
+            ("GITHUB_TOKEN", "ghp"),
+            ("OPENAI_API_KEY", "sk"),
+        ]);
+        let names = |got: Vec<(OsString, OsString)>| -> Vec<String> {
+            got.into_iter()
+                .map(|(k, _)| k.into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(
+            names(inherited(&PassEnv::default(), env.clone().into_iter())),
+            [
+                "PATH",
+                "SSL_CERT_FILE",
+                "NODE_EXTRA_CA_CERTS",
+                "https_proxy"
+            ]
+        );
+        let gateway = PassEnv::Names(vec!["OPENAI_API_KEY".into()]);
+        let server = PassEnv::Names(vec!["GITHUB_TOKEN".into()]);
+        assert_eq!(
+            names(inherited(&gateway.with(&server), env.into_iter())),
+            [
+                "PATH",
+                "SSL_CERT_FILE",
+                "NODE_EXTRA_CA_CERTS",
+                "https_proxy",
+                "GITHUB_TOKEN",
+                "OPENAI_API_KEY"
+            ]
         );
     }
 }

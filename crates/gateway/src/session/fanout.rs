@@ -424,6 +424,8 @@ impl Session {
     }
 
     pub(super) fn set_level(&self, request: &Message) -> Message {
+        self.peer
+            .set_log_level(Some(&request.str_of(Field::Level).unwrap_or_default()));
         let params = request.params_with(&[]);
         for conn in self.reached() {
             if conn.info().has_logging {
