@@ -50,7 +50,10 @@ unscored tasks-* scenarios: greet, slow_compute, failing_job, confirm_delete, ..
 with `x-mcp-header` parameters (the unscored http-custom-header-server-validation).
 
 The SDK's deprecation warnings for sampling, roots and logging (deprecated as of 2026-07-28) are
-silenced: using them is this server's point.
+silenced: using them is this server's point. A request of its own that the client side refuses
+(an error answer: moniker's "cannot tell which of its clients this request is for", or a
+capability the client lacks) is said on stderr, which moniker logs (`moniker::server`, at info),
+then fails the call.
 
     python backend_2025.py             # stdio; stderr carries only warnings
     python backend_2025.py http PORT   # Streamable HTTP at http://127.0.0.1:PORT/mcp
@@ -64,15 +67,17 @@ import io
 import itertools
 import json
 import struct
+import sys
 import warnings
 import wave
 import zlib
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import Message, Prompt, UserMessage
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
@@ -113,6 +118,17 @@ mcp = MCPServer(
 
 # ---- the server's own requests to the client (the 2025 way) --------------------------------
 
+T = TypeVar("T")
+
+
+async def ask(method: str, request: Awaitable[T]) -> T:
+    """A request of the server's own; a refusal is said on stderr, then fails the call."""
+    try:
+        return await request
+    except MCPError as e:
+        print(f"backend_2025: {method} refused ({e.code}): {e}", file=sys.stderr, flush=True)
+        raise
+
 
 def schema(field: str, kind: str = "string") -> dict[str, Any]:
     return {"type": "object", "properties": {field: {"type": kind}}, "required": [field]}
@@ -121,7 +137,10 @@ def schema(field: str, kind: str = "string") -> dict[str, Any]:
 async def elicit(ctx: Context, message: str, field: str, kind: str = "string") -> Any:
     """elicitation/create, the scenario's message and schema verbatim; the accepted value of
     `field` (None when the user declined or cancelled)."""
-    result = await ctx.session.elicit_form(message, schema(field, kind), related_request_id=ctx.request_id)
+    result = await ask(
+        "elicitation/create",
+        ctx.session.elicit_form(message, schema(field, kind), related_request_id=ctx.request_id),
+    )
     if result.action != "accept":
         return None
     return (result.content or {}).get(field)
@@ -129,10 +148,13 @@ async def elicit(ctx: Context, message: str, field: str, kind: str = "string") -
 
 async def sample(ctx: Context, text: str, max_tokens: int) -> str:
     """sampling/createMessage with one user message; the model's text."""
-    result = await ctx.session.create_message(
-        messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
-        max_tokens=max_tokens,
-        related_request_id=ctx.request_id,
+    result = await ask(
+        "sampling/createMessage",
+        ctx.session.create_message(
+            messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+            max_tokens=max_tokens,
+            related_request_id=ctx.request_id,
+        ),
     )
     content = result.content
     if isinstance(content, types.TextContent):
@@ -142,7 +164,7 @@ async def sample(ctx: Context, text: str, max_tokens: int) -> str:
 
 async def roots(ctx: Context) -> list[str]:
     """roots/list; the roots' URIs."""
-    result = await ctx.session.list_roots()
+    result = await ask("roots/list", ctx.session.list_roots())
     return [str(r.uri) for r in result.roots]
 
 
@@ -476,8 +498,6 @@ async def complete(
 
 
 if __name__ == "__main__":
-    import sys
-
     if len(sys.argv) == 3 and sys.argv[1] == "http":
         # `backend_2025.py http PORT`: Streamable HTTP at http://127.0.0.1:PORT/mcp.
         mcp.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]), streamable_http_path="/mcp")

@@ -48,6 +48,9 @@ ROOT=$(cd "$HERE/../.." && pwd)
 BACKEND=${CONFORMANCE_BACKEND:-python}
 [[ $BACKEND == python || $BACKEND == ts || $BACKEND == legacy ]] || { printf 'conformance/run.sh: CONFORMANCE_BACKEND is python, ts or legacy, not %s\n' "$BACKEND" >&2; exit 2; }
 [[ $BACKEND != legacy || ${1:-} == 2026-07-28 ]] || { printf 'conformance/run.sh: CONFORMANCE_BACKEND=legacy needs the requirement set 2026-07-28\n' >&2; exit 2; }
+# legacy: moniker.log also says which requests of the server moniker refused (not knowing which
+# client they are for) and what the server wrote on stderr, unless RUST_LOG says otherwise.
+[[ $BACKEND != legacy ]] || export RUST_LOG=${RUST_LOG:-warn,moniker::server=info,moniker_gateway::deliver=debug}
 # The backend's suffix of the out directory and the expected-failures file (-ts, -legacy).
 TS=
 [[ $BACKEND == python ]] || TS=-$BACKEND
@@ -236,8 +239,11 @@ for attempt in 1 2 3; do
 $(tail -n 30 "$OUT/moniker.log")"
 done
 url=http://127.0.0.1:$port/mcp
+"$MONIKER" --version >"$OUT/moniker.version" # which build ran (alone.sh compares)
 echo "moniker $("$MONIKER" --version | sed 's/^moniker //') at $url (pid $moniker_pid), fixture: ${FIXTURE[*]}"
-echo "suite @modelcontextprotocol/conformance $suite_version, node $node_version: ${REQUIREMENTS:+the server scenarios $REQUIREMENTS requires}${REQUIREMENTS:-all server scenarios} (log: $OUT/suite.log)"
+what="all server scenarios"
+[[ -z $REQUIREMENTS ]] || what="the server scenarios $REQUIREMENTS requires"
+echo "suite @modelcontextprotocol/conformance $suite_version, node $node_version: $what (log: $OUT/suite.log)"
 
 if [[ -n $ONLY ]]; then
     select=(--scenario "$ONLY")

@@ -1385,3 +1385,55 @@ fn a_listing_past_its_budget_is_refused_and_holds_little() {
         peak_kib / 1024
     );
 }
+
+/// Finding 7, its last part: the requests in progress were bounded per session (1,024) while
+/// a token may hold 1,000 sessions. All of a token's sessions together now hold at most
+/// 4,096: a batch past that is refused at once, naming the limit.
+#[test]
+fn a_token_holds_its_requests_in_progress_together() {
+    let gate = serve_http_with(&["--hang-tools", "search_graph"], "", "", "127.0.0.1");
+    let batch = |from: usize| {
+        let calls: Vec<Value> = (from..from + 250)
+            .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "search_graph", "arguments": {"query": "x"}}}))
+            .collect();
+        Value::Array(calls).to_string()
+    };
+    // 4 sessions of 1,000 hanging calls each (4 batches of 250): 4,000 of the token's 4,096.
+    let mut held = Vec::new();
+    for s in 0..4 {
+        let session = gate.session(REVIEW);
+        for b in 0..4 {
+            let body = batch(s * 1_000 + b * 250);
+            let mut stream = TcpStream::connect(("127.0.0.1", gate.port)).expect("connect");
+            stream
+                .write_all(
+                    format!(
+                        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {REVIEW}\r\n\
+                         Mcp-Session-Id: {session}\r\nContent-Type: application/json\r\n\
+                         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                )
+                .expect("write");
+            held.push(stream);
+        }
+    }
+    // Let moniker read them all.
+    std::thread::sleep(Duration::from_secs(2));
+    let fifth = gate.session(REVIEW);
+    let (status, _, body) = gate.post(REVIEW, Some(&fifth), &[], batch(9_000).as_bytes());
+    assert_eq!(body["error"]["code"], -32043, "{status} {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("4096")),
+        "{body}"
+    );
+    // Another token is not concerned.
+    let admin = gate.session(ADMIN);
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let (status, _, _) = gate.post(ADMIN, Some(&admin), &[], ping.to_string().as_bytes());
+    assert_eq!(status, 200);
+    drop(held);
+}

@@ -12,6 +12,7 @@
 //! | principal | parked 2026 calls | 64 (1,024 in all) | `parked` |
 //! | principal | tasks | 1,000 (10,000 in all) | `tasks` |
 //! | session | requests in flight | 1,024 | `session` |
+//! | principal | requests in flight, all its sessions together | [`CALLS_EACH`] | `session`, `hub` |
 //! | session | resource subscriptions | 1,024 | `session::fanout` |
 //! | session | messages kept for a resumed stream | 1,024 messages, 2 MiB; one message larger than [`REPLAY_MESSAGE`] goes at the next | `serve::http::outbox` |
 //! | principal | messages kept for resumed streams, all its sessions together | [`REPLAY_BYTES_EACH`] | `serve::http::outbox` |
@@ -40,6 +41,10 @@ pub const RELIST_GAP: Duration = Duration::from_millis(250);
 /// The largest message a resumable stream keeps for a client that reconnects: a larger one
 /// is sent live, and lost to a client that was not there.
 pub const REPLAY_MESSAGE: usize = 256 * 1024;
+
+/// Requests in progress of one principal (an HTTP token, a person), all its sessions
+/// together: a token may hold 1,000 sessions of 1,024 each.
+pub const CALLS_EACH: usize = 4_096;
 
 /// The bytes all the replay buffers of one principal's sessions hold together.
 pub const REPLAY_BYTES_EACH: usize = 16 << 20;

@@ -6,8 +6,8 @@
 //! server, and the servers' requests that wait for its answer.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use moniker_surface::ServerId;
 use tokio::sync::mpsc;
@@ -78,6 +78,9 @@ pub struct Peer {
     /// The servers of the calls parked while their client answers, by call: still this
     /// peer's to hear.
     parked: Mutex<HashMap<String, Vec<ServerId>>>,
+    /// The parked calls its client resumed with its answers: running again at their server
+    /// until they end or park once more.
+    resumed: Mutex<HashSet<String>>,
     /// Resources subscribed to, with the server that serves each.
     subscriptions: Mutex<HashSet<(ServerId, String)>>,
     /// The client's requests being handled, by their id (raw JSON).
@@ -92,10 +95,23 @@ pub struct Peer {
     /// moniker's own requests to the client (a 2026-07-28 server's input requests, asked of a
     /// 2025 client), by our id: where the answer goes.
     asks: Mutex<HashMap<u64, tokio::sync::oneshot::Sender<Message>>>,
+    /// The requests in progress of every session of this client's principal together (an
+    /// HTTP token's, or a person's), when it has one that counts them ([`Hub::calls_of`]):
+    /// and how many of them are this client's, given back when it goes.
+    calls: OnceLock<Arc<AtomicUsize>>,
+    held_calls: AtomicUsize,
     /// The least severe server log message the client takes ([`log_rank`]): what it set with
     /// `logging/setLevel` (or a 2026-07-28 request's `logLevel`), else `warning`; [`LOG_OFF`]
     /// for none.
     log_level: std::sync::atomic::AtomicU8,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(calls) = self.calls.get() {
+            calls.fetch_sub(*self.held_calls.get_mut(), Ordering::AcqRel);
+        }
+    }
 }
 
 /// The levels of `notifications/message` (RFC 5424's, as MCP names them), least severe first.
@@ -140,6 +156,7 @@ impl Peer {
             listen: Mutex::new(None),
             inputs: Mutex::new(HashMap::new()),
             parked: Mutex::new(HashMap::new()),
+            resumed: Mutex::new(HashSet::new()),
             subscriptions: Mutex::new(HashSet::new()),
             in_flight: Mutex::new(HashMap::new()),
             outgoing: Mutex::new(HashMap::new()),
@@ -148,6 +165,8 @@ impl Peer {
             listening: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             log_level: std::sync::atomic::AtomicU8::new(LOG_DEFAULT),
+            calls: OnceLock::new(),
+            held_calls: AtomicUsize::new(0),
         }
     }
 
@@ -163,6 +182,39 @@ impl Peer {
 
     pub fn send(&self, message: Message) {
         let _ = self.out.send(message);
+    }
+
+    /// The client's requests count with every other of `calls`' (its principal's): set once,
+    /// before its first request.
+    pub(crate) fn count_calls_in(&self, calls: Arc<AtomicUsize>) {
+        let _ = self.calls.set(calls);
+    }
+
+    /// Takes `n` places of the principal's requests in progress, unless that makes more than
+    /// [`crate::budget::CALLS_EACH`]: then `Err` with how many it has.
+    pub(crate) fn take_calls(&self, n: usize) -> Result<(), usize> {
+        let Some(calls) = self.calls.get() else {
+            return Ok(());
+        };
+        calls
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                (held + n <= crate::budget::CALLS_EACH).then_some(held + n)
+            })?;
+        self.held_calls.fetch_add(n, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// One request taken with [`Peer::take_calls`] is over.
+    pub(crate) fn give_call(&self) {
+        let Some(calls) = self.calls.get() else {
+            return;
+        };
+        let had = self
+            .held_calls
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        if had.is_ok() {
+            calls.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     /// The client takes server log messages of `level` and above (`None`: none at all).
@@ -288,12 +340,17 @@ impl Peer {
     /// A call of this client's is running on `server`: in flight, and not parked while the
     /// client answers.
     fn runs_call_on(&self, server: &ServerId) -> bool {
-        // In flight, then parked: the order `has_call_on` takes them in.
+        // In flight, then parked, then resumed: the order the others take them in.
         let in_flight = lock(&self.in_flight);
         let parked = lock(&self.parked);
+        let resumed = lock(&self.resumed);
+        let running = |call: &String| !parked.contains_key(call) || resumed.contains(call);
         in_flight
             .iter()
-            .any(|(call, f)| f.server.as_ref() == Some(server) && !parked.contains_key(call))
+            .any(|(call, f)| f.server.as_ref() == Some(server) && running(call))
+            || parked
+                .iter()
+                .any(|(call, servers)| resumed.contains(call) && servers.contains(server))
     }
 
     /// Takes the one listen a session may have open; false when it has one already.
@@ -320,6 +377,7 @@ impl Peer {
     /// The call is parked: its server stays this peer's (a call parked again keeps the
     /// server it had: its client's request was answered, it is no longer in flight).
     pub(crate) fn park(&self, call: &str) {
+        lock(&self.resumed).remove(call);
         let server = lock(&self.in_flight)
             .get(call)
             .and_then(|f| f.server.clone());
@@ -330,6 +388,10 @@ impl Peer {
                 servers.push(server);
             }
         }
+    }
+    /// The parked call goes on: its client answered, and its server works on it again.
+    pub(crate) fn resume(&self, call: &str) {
+        lock(&self.resumed).insert(call.to_owned());
     }
 
     /// The call's request to `server` is over (answered, timed out): a parked call no longer
@@ -344,6 +406,7 @@ impl Peer {
     /// The call is over (or given up): its server's requests go to the client again.
     pub(crate) fn unpark(&self, call: &str) {
         lock(&self.parked).remove(call);
+        lock(&self.resumed).remove(call);
         lock(&self.inputs).remove(call);
     }
 
@@ -487,9 +550,24 @@ pub struct Hub {
     /// Open listen streams, by principal.
     streams: Mutex<HashMap<String, usize>>,
     progress: Mutex<HashMap<String, ProgressRoute>>,
+    /// Requests in progress by owner ([`Hub::calls_of`]).
+    calls: Mutex<HashMap<String, Weak<AtomicUsize>>>,
 }
 
 impl Hub {
+    /// The counter of `owner`'s requests in progress (an HTTP token's, a person's), shared by
+    /// all its sessions.
+    pub(crate) fn calls_of(&self, owner: &str) -> Arc<AtomicUsize> {
+        let mut calls = lock(&self.calls);
+        if let Some(held) = calls.get(owner).and_then(Weak::upgrade) {
+            return held;
+        }
+        calls.retain(|_, held| held.strong_count() > 0);
+        let held = Arc::default();
+        calls.insert(owner.to_owned(), Arc::downgrade(&held));
+        held
+    }
+
     pub(crate) fn add(&self, peer: &Arc<Peer>) {
         let mut peers = lock(&self.peers);
         peers.retain(|p| p.strong_count() > 0);

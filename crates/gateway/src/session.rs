@@ -230,6 +230,12 @@ impl Session {
         })
     }
 
+    /// The session's requests count with those of every other session of `owner` (an HTTP
+    /// token, a person): together they may have [`crate::budget::CALLS_EACH`] in progress.
+    pub fn count_calls_under(&self, owner: &str) {
+        self.peer.count_calls_in(self.gateway.hub.calls_of(owner));
+    }
+
     /// Traces are on: the calls of this session are traced.
     pub fn traces(&self) -> bool {
         self.gateway.telemetry.is_some()
@@ -350,6 +356,14 @@ impl Session {
         {
             return Err(duplicate_id(id));
         }
+        if let Err(held) = self.peer.take_calls(ids.len()) {
+            return Err(Refusal::limit(format!(
+                "the sessions of this client's token have {held} requests in progress together, and {} more would pass the {} they may: wait for some to finish",
+                ids.len(),
+                crate::budget::CALLS_EACH
+            ))
+            .answer(if batch.is_some() { "null" } else { ids.first().copied().unwrap_or("null") }));
+        }
         for id in ids {
             in_flight.insert((*id).to_owned(), InFlight::default());
         }
@@ -391,9 +405,11 @@ impl Session {
                 reply.map(|reply| modern::answer(reply, method, private, ttl))
             }
         };
-        let cancelled = lock(&self.peer.in_flight)
-            .remove(id_of(request))
-            .is_some_and(|f| f.cancelled);
+        let ended = lock(&self.peer.in_flight).remove(id_of(request));
+        if ended.is_some() {
+            self.peer.give_call();
+        }
+        let cancelled = ended.is_some_and(|f| f.cancelled);
         reply.filter(|_| !cancelled)
     }
 

@@ -1097,6 +1097,7 @@ async fn stateless(
     let (tx, _rx) = mpsc::unbounded_channel::<Message>();
     let session = Session::of_principal(shared.gateway.clone(), tx, toolset, principal(auth));
     session.identify(&client_name(auth));
+    session.count_calls_under(&principal(auth));
     if request.method() == Some("subscriptions/listen") {
         // A long-lived stream: the acknowledgement, the list changes, at last the result. It
         // lasts as long as the client reads it.
@@ -1217,6 +1218,7 @@ async fn initialize(
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
     let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
     session.identify(&client_name(&auth));
+    session.count_calls_under(&principal(&auth));
     let outbox = Outbox::new(shared.replay_of(&principal(&auth)));
     let to_outbox = outbox.clone();
     // What the session sends on its own waits in the outbox for the GET stream.

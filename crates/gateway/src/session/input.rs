@@ -54,6 +54,9 @@ impl Session {
             let responses = request
                 .field(Field::InputResponses)
                 .and_then(message::fields);
+            // Running again before its server hears the answers: a request it makes next is
+            // this call's, not one of a call whose client went away.
+            parked.peer.resume(&parked.call);
             for (key, response) in responses.iter().flatten() {
                 parked
                     .peer
@@ -101,8 +104,14 @@ impl Session {
                 done.ok().flatten().map(|reply| reply.with_id(id))
             }
             Some(first) = call.inputs.recv() => {
+                // A server that asks several things at once sends them one after the other:
+                // the client is asked them together, those that come within [`GATHER`] of the
+                // one before (for [`GATHER_MAX`] at the most).
                 let mut asked = vec![first];
-                while let Ok(more) = call.inputs.try_recv() {
+                let until = tokio::time::Instant::now() + GATHER_MAX;
+                while let Ok(Some(more)) =
+                    tokio::time::timeout_at(until.min(tokio::time::Instant::now() + GATHER), call.inputs.recv()).await
+                {
                     asked.push(more);
                 }
                 // A request the client did not declare it answers: refused to the server
@@ -145,6 +154,12 @@ fn target_of(request: &Message) -> String {
     let named = request.name().or_else(|| request.uri()).unwrap_or_default();
     format!("{} {named}", request.method().unwrap_or_default())
 }
+
+/// How long a server's next request for input is waited for after one, to ask the client
+/// them together.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(20);
+/// The longest a client's input requests are gathered.
+const GATHER_MAX: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The most rounds of input one call of a 2025 client may take.
 const MAX_ROUNDS: usize = 16;
