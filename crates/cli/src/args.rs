@@ -142,6 +142,10 @@ pub struct CheckArgs {
     /// Exit 1 when the surface breaks a name or a schema of `moniker.lock` (beside the config).
     #[arg(long, conflicts_with = "offline")]
     pub locked: bool,
+    /// Write the renames `check` proposes for names exposed twice into the config (each under
+    /// its section; the file before kept beside it as `<file>.bak`), then check again.
+    #[arg(long, conflicts_with = "offline")]
+    pub fix: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -289,6 +289,64 @@ fn moniker_config(client: &str, from: &Path, servers: &[(String, Value)]) -> Str
     text
 }
 
+/// The config an import writes, proven to serve.
+struct Imported {
+    text: String,
+    /// The renames written into it (`server/origin: { name: new }`).
+    renames: Vec<String>,
+    /// The servers that did not start: their names are not checked.
+    down: Vec<String>,
+}
+
+/// Starts the servers of `text` (the config an import would write at `target`): when their
+/// names make one surface, the config as it is; when names are shared, with the renames
+/// `check` proposes written in, once that serves. `Err` (nothing is written) otherwise.
+fn prove_import(text: String, target: &Path) -> Result<Imported, Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let name = target.display().to_string();
+    let parse = |text: &str| {
+        moniker_config::parse(&name, text)
+            .map_err(|report| format!("the imported servers make an invalid config: {report}"))
+    };
+    let diagnostics = match runtime.block_on(crate::online::serves(parse(&text)?))? {
+        Ok(down) => {
+            return Ok(Imported {
+                text,
+                renames: Vec::new(),
+                down,
+            });
+        }
+        Err(diagnostics) => diagnostics,
+    };
+    let refuse = |diagnostics: &[moniker_surface::Diagnostic]| -> Failure {
+        let problems: Vec<String> = diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| format!("  {d}"))
+            .collect();
+        format!(
+            "nothing written: the imported servers do not make one surface, and no rename resolves it:\n{}",
+            problems.join("\n")
+        )
+        .into()
+    };
+    let renames = crate::fix::renames(&diagnostics);
+    if renames.is_empty() {
+        return Err(refuse(&diagnostics));
+    }
+    let fixed = crate::fix::apply(&text, &renames)?;
+    match runtime.block_on(crate::online::serves(parse(&fixed)?))? {
+        Ok(down) => Ok(Imported {
+            text: fixed,
+            renames: renames.iter().map(|r| r.yaml()).collect(),
+            down,
+        }),
+        Err(diagnostics) => Err(refuse(&diagnostics)),
+    }
+}
+
 pub(crate) fn install(args: &InstallArgs, config: Option<&Path>) -> Result<Exit, Failure> {
     let client = args.client;
     let mut file = ClientFile::of(args)?;
@@ -342,6 +400,17 @@ pub(crate) fn install(args: &InstallArgs, config: Option<&Path>) -> Result<Exit,
         absolute(&found)?
     };
 
+    // "Works the first time": the config an import writes serves. Its servers are started
+    // and their names made one surface; names two servers share are renamed after their
+    // servers (as `check` proposes) in the config written, or nothing is written.
+    let imported = match moved.is_empty() {
+        true => None,
+        false => Some(prove_import(
+            moniker_config(client.id(), &file.path, &moved),
+            &config_path,
+        )?),
+    };
+
     let entry = client.entry(&launch, &config_path);
     let servers = file.servers(key)?;
     let mut added = false;
@@ -387,9 +456,8 @@ pub(crate) fn install(args: &InstallArgs, config: Option<&Path>) -> Result<Exit,
         .into());
     }
     write_file(&backup, file.original.as_deref().unwrap_or_default())?;
-    if !moved.is_empty() {
-        let text = moniker_config(client.id(), &file.path, &moved);
-        write_file(&config_path, &text)?;
+    if let Some(imported) = &imported {
+        write_file(&config_path, &imported.text)?;
     }
     write_file(&file.path, &file.render())?;
 
@@ -418,6 +486,24 @@ pub(crate) fn install(args: &InstallArgs, config: Option<&Path>) -> Result<Exit,
         ));
         for (name, converted) in &moved {
             lines.push(format!("    {name}: {}", summary(converted)));
+        }
+    }
+    if let Some(imported) = &imported {
+        if !imported.renames.is_empty() {
+            lines.push(format!(
+                "  {} name{} two servers shared, renamed after their servers in that config (`moniker list` shows them):",
+                imported.renames.len(),
+                if imported.renames.len() == 1 { "" } else { "s" }
+            ));
+            for rename in &imported.renames {
+                lines.push(format!("    {rename}"));
+            }
+        }
+        if !imported.down.is_empty() {
+            lines.push(format!(
+                "  not started now, so their names are not checked: {} (`moniker doctor` says why)",
+                imported.down.join(", ")
+            ));
         }
     }
     for (name, why) in &stays {

@@ -11,6 +11,7 @@ mod check;
 mod clients;
 mod doctor;
 mod elicit;
+mod fix;
 mod install;
 mod lockfile;
 mod login;
@@ -128,7 +129,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => online::serve(config, args).await,
-            Command::Check(args) => online::check_online(config, args.locked).await,
+            Command::Check(args) => online::check_online(config, args.locked, args.fix).await,
             Command::Lock(args) => online::lock(config, args).await,
             Command::List(args) => online::list(config, args).await,
             Command::Call(args) => online::call(config, args).await,

@@ -31,6 +31,9 @@ struct Toolsets {
     /// `serve`: the search index is built ahead and kept in the user's cache (a one-shot
     /// command builds it only if it searches, and keeps nothing).
     serving: bool,
+    /// `install --import`'s check: the caller says what an invalid surface means itself (it
+    /// fixes it), and a `${VAR}` that is unset stands empty (the client sets it, later).
+    silent: bool,
 }
 
 impl Toolsets {
@@ -52,6 +55,7 @@ impl Toolsets {
             toolset,
             quiet: false,
             serving: false,
+            silent: false,
         }
     }
 }
@@ -72,25 +76,50 @@ fn dirs_home() -> Option<PathBuf> {
 
 /// Expands `${VAR}`s and starts every server. `Err(exit)` when the config or the surface is
 /// invalid; the diagnostics have been rendered to stderr.
-async fn start(config: &mut Config) -> Result<Result<Arc<Gateway>, Exit>, Failure> {
+/// Why the gateway did not start: the exit, and for a surface of errors its diagnostics (they
+/// are reported already).
+pub(crate) struct NotStarted {
+    pub exit: Exit,
+    pub diagnostics: Vec<moniker_surface::Diagnostic>,
+}
+
+impl From<Exit> for NotStarted {
+    fn from(exit: Exit) -> Self {
+        Self {
+            exit,
+            diagnostics: Vec::new(),
+        }
+    }
+}
+
+async fn start(config: &mut Config) -> Result<Result<Arc<Gateway>, NotStarted>, Failure> {
     start_with(config, Toolsets::default()).await
 }
 
 async fn start_with(
     config: &mut Config,
     toolsets: Toolsets,
-) -> Result<Result<Arc<Gateway>, Exit>, Failure> {
-    if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
+) -> Result<Result<Arc<Gateway>, NotStarted>, Failure> {
+    // An import's check starts the servers before the client that will run them: a variable
+    // the client sets is unset here, and stands empty.
+    let lenient = toolsets.silent;
+    let lookup = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .or_else(|| lenient.then(String::new))
+    };
+    if let Err(report) = config.expand_env(lookup) {
         output::report(&Renderer::for_stderr().config_report(&report));
-        return Ok(Err(Exit::InvalidConfig));
+        return Ok(Err(Exit::InvalidConfig.into()));
     }
     let servers = entries(config);
     let quiet = toolsets.quiet;
+    let silent = toolsets.silent;
     let settings = match settings(config, toolsets) {
         Ok(settings) => settings,
         Err(why) => {
             output::report(&format!("error: {why}"));
-            return Ok(Err(Exit::InvalidConfig));
+            return Ok(Err(Exit::InvalidConfig.into()));
         }
     };
     match Gateway::start(config.rules.clone(), servers, settings).await {
@@ -106,8 +135,13 @@ async fn start_with(
             Ok(Ok(gateway))
         }
         Err(StartError::Invalid(diagnostics)) => {
-            output::report(&Renderer::for_stderr().diagnostics(&config.source, &diagnostics));
-            Ok(Err(Exit::InvalidConfig))
+            if !silent {
+                output::report(&Renderer::for_stderr().diagnostics(&config.source, &diagnostics));
+            }
+            Ok(Err(NotStarted {
+                exit: Exit::InvalidConfig,
+                diagnostics,
+            }))
         }
         Err(StartError::Setup(why)) => Err(why.into()),
     }
@@ -161,7 +195,7 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure>
     };
     let gateway = match start_with(&mut config, toolsets).await? {
         Ok(gateway) => gateway,
-        Err(exit) => return Ok(exit),
+        Err(not) => return Ok(not.exit),
     };
     crate::reload::watch_lock(&gateway, &config);
     let watcher = crate::reload::watch(gateway.clone(), &config, args.http);
@@ -302,7 +336,45 @@ fn http_banner(local: std::net::SocketAddr, http: &moniker_config::HttpConfig) -
 /// `moniker check`: the config, the servers and the surface they make together; with a
 /// `moniker.lock` beside the config, what the surface breaks of it (warnings, or with
 /// `locked` exit 1).
-pub async fn check_online(mut config: Config, locked: bool) -> Result<Exit, Failure> {
+pub async fn check_online(config: Config, locked: bool, fix: bool) -> Result<Exit, Failure> {
+    if !fix {
+        return check_once(config, locked).await.map(|(exit, _)| exit);
+    }
+    let path = std::path::PathBuf::from(&config.source.file_name);
+    let text = config.source.text.to_string();
+    let (exit, diagnostics) = check_once(config, locked).await?;
+    let renames = crate::fix::renames(&diagnostics);
+    if renames.is_empty() {
+        return Ok(exit);
+    }
+    let fixed = crate::fix::apply(&text, &renames)?;
+    let backup = crate::fix::backup_path(&path);
+    std::fs::write(&backup, &text)
+        .map_err(|e| format!("cannot write the backup `{}`: {e}", backup.display()))?;
+    std::fs::write(&path, &fixed).map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+    output::line(&format!(
+        "--fix: {} rename{} written to `{}` (the file before: `{}`); checking again",
+        renames.len(),
+        if renames.len() == 1 { "" } else { "s" },
+        path.display(),
+        backup.display()
+    ))?;
+    let again = crate::load_config(Some(&path)).map_err(|_| {
+        format!(
+            "`{}` no longer parses after --fix: the file before is `{}`",
+            path.display(),
+            backup.display()
+        )
+    })?;
+    check_once(again, locked).await.map(|(exit, _)| exit)
+}
+
+/// One `check`: its exit, and the diagnostics of a surface that could not be built (for
+/// `--fix`).
+async fn check_once(
+    mut config: Config,
+    locked: bool,
+) -> Result<(Exit, Vec<moniker_surface::Diagnostic>), Failure> {
     let lock_path = lockfile::path(&config);
     let lock = lockfile::read(&lock_path)?;
     if locked && lock.is_none() {
@@ -315,7 +387,7 @@ pub async fn check_online(mut config: Config, locked: bool) -> Result<Exit, Fail
     if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
         output::report(&Renderer::for_stderr().config_report(&report));
         output::line(&check::invalid_summary(&report))?;
-        return Ok(Exit::InvalidConfig);
+        return Ok((Exit::InvalidConfig, Vec::new()));
     }
     let quiet = Toolsets {
         quiet: true,
@@ -323,14 +395,14 @@ pub async fn check_online(mut config: Config, locked: bool) -> Result<Exit, Fail
     };
     let gateway = match start_with(&mut config, quiet).await? {
         Ok(gateway) => gateway,
-        Err(exit) => {
+        Err(not) => {
             // The reason (the surface's errors, or a search model that cannot be read) is
             // on stderr already.
             output::line(&format!(
                 "`{}` is invalid: see above",
                 config.source.file_name
             ))?;
-            return Ok(exit);
+            return Ok((not.exit, not.diagnostics));
         }
     };
     let mut diagnostics = gateway.diagnostics();
@@ -378,11 +450,38 @@ pub async fn check_online(mut config: Config, locked: bool) -> Result<Exit, Fail
     }
     gateway.shutdown().await;
     let broken = locked && !breaking.is_empty();
-    Ok(if (failed > 0 || broken) && exit == Exit::Ok {
+    let exit = if (failed > 0 || broken) && exit == Exit::Ok {
         Exit::Failure
     } else {
         exit
-    })
+    };
+    Ok((exit, diagnostics))
+}
+
+/// Whether `config` serves: its servers started, their listings made into one surface. `Ok`
+/// with the servers that did not start (what could not be checked); `Err` with the surface's
+/// diagnostics when it is invalid (empty when the config itself is: reported already).
+pub(crate) async fn serves(
+    mut config: Config,
+) -> Result<Result<Vec<String>, Vec<moniker_surface::Diagnostic>>, Failure> {
+    let quiet = Toolsets {
+        quiet: true,
+        silent: true,
+        ..Toolsets::default()
+    };
+    match start_with(&mut config, quiet).await? {
+        Ok(gateway) => {
+            let down: Vec<String> = gateway
+                .server_status()
+                .into_iter()
+                .filter(|(_, status)| !status.up)
+                .map(|(id, _)| id.to_string())
+                .collect();
+            gateway.shutdown().await;
+            Ok(Ok(down))
+        }
+        Err(not) => Ok(Err(not.diagnostics)),
+    }
 }
 
 /// `moniker lock`: starts the servers and writes `moniker.lock` beside the config (with
@@ -393,7 +492,7 @@ pub async fn lock(mut config: Config, args: LockArgs) -> Result<Exit, Failure> {
     let old = lockfile::read(&path)?;
     let gateway = match start(&mut config).await? {
         Ok(gateway) => gateway,
-        Err(exit) => return Ok(exit),
+        Err(not) => return Ok(not.exit),
     };
     let failed = report_failed_servers(&gateway, "error");
     let lock = moniker_surface::Lock::of(&gateway.view().surface);
@@ -450,7 +549,7 @@ pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
     let toolsets = Toolsets::new(&config, false, None, args.toolset.clone());
     let gateway = match start_with(&mut config, toolsets).await? {
         Ok(gateway) => gateway,
-        Err(exit) => return Ok(exit),
+        Err(not) => return Ok(not.exit),
     };
     let view = gateway.view();
     let selection = args
@@ -633,7 +732,7 @@ pub(crate) fn format_table(rows: &[Vec<String>]) -> String {
 pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
     let gateway = match start(&mut config).await? {
         Ok(gateway) => gateway,
-        Err(exit) => return Ok(exit),
+        Err(not) => return Ok(not.exit),
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let session = Session::new(gateway.clone(), tx);
@@ -719,7 +818,7 @@ pub async fn call(mut config: Config, args: CallArgs) -> Result<Exit, Failure> {
 pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
     let gateway = match start(&mut config).await? {
         Ok(gateway) => gateway,
-        Err(exit) => return Ok(exit),
+        Err(not) => return Ok(not.exit),
     };
     let listings = gateway.listings();
     let after = gateway.view();

@@ -79,11 +79,9 @@ impl Renderer {
     /// one fix for all follows: blocks pasted one after the other would repeat `tools:`.
     pub fn diagnostics(&self, source: &Source, diagnostics: &[Diagnostic]) -> String {
         let named = NamedSource::new(&source.file_name, source.text.clone());
-        let renamed = diagnostics
-            .iter()
-            .filter(|d| !d.fix.renames.is_empty())
-            .count();
-        let merged = renamed >= 2 || diagnostics.iter().any(|d| !d.fix.prefix.is_empty());
+        // Every rename is shown in one block after the reports, at column 0, so that it can be
+        // pasted as printed (a block inside a report's help would be indented).
+        let merged = diagnostics.iter().any(|d| !d.fix.renames.is_empty());
         // In file order, as config errors are; the ones with no place in the file last.
         let mut sorted: Vec<(Option<Span>, &Diagnostic)> = diagnostics
             .iter()
@@ -206,28 +204,23 @@ impl Renderer {
         if let (Some(server), [a, b]) = (prefix, servers.as_slice()) {
             let _ = writeln!(
                 out,
-                "{help} {count} {} between servers `{a}` and `{b}`: `prefix: true` on server `{server}` resolves {} in one line (its names then start with `{server}`):",
+                "{help} {count} {} between servers `{a}` and `{b}`: the line `prefix: true` in server `{server}`'s entry (`{}.{server}`) resolves {} (its names then start with `{server}`)",
                 if fixed.len() == 1 { "is" } else { "are" },
+                source.servers_key(),
                 if fixed.len() == 1 { "it" } else { "them" },
-            );
-            let _ = writeln!(
-                out,
-                "        {}: {{ {server}: {{ prefix: true }} }}",
-                source.servers_key()
             );
             let _ = write!(out, "{help} or rename each one;");
         } else {
             let _ = write!(out, "{help} one fix for {count}:");
         }
-        // Each item once, tools first; the first name suggested for it wins.
-        let mut seen = std::collections::BTreeSet::new();
+        // Each item once, tools first; the first name suggested for it wins (what `--fix`
+        // writes).
+        let renames = crate::fix::renames(diagnostics);
         let mut sections: Vec<(&str, Vec<String>)> = Vec::new();
         for section in ["tools", "prompts"] {
-            let lines: Vec<String> = fixed
+            let lines: Vec<String> = renames
                 .iter()
-                .flat_map(|d| &d.fix.renames)
                 .filter(|r| r.section == section)
-                .filter(|r| seen.insert((r.section, r.server.as_str(), r.origin.as_str())))
                 .map(|r| r.yaml())
                 .collect();
             if !lines.is_empty() {
@@ -239,22 +232,28 @@ impl Renderer {
             .filter(|(section, _)| source.span(section).is_some())
             .map(|(section, _)| format!("`{section}:`"))
             .collect();
+        // `moniker check --fix` writes it; printed, it is pasted as it is: appended to the
+        // file, or, for a section the file has, each line under it.
         if existing.is_empty() {
-            let _ = writeln!(out, " add to {}:", source.file_name);
+            let _ = writeln!(
+                out,
+                " add to the end of {} (or run `moniker check --fix`):",
+                source.file_name
+            );
         } else {
             let _ = writeln!(
                 out,
-                " add to {} (these go under its {}):",
+                " add to {} under its {} (or run `moniker check --fix`):",
                 source.file_name,
                 existing.join(" and ")
             );
         }
         for (section, lines) in sections {
             if source.span(section).is_none() {
-                let _ = writeln!(out, "        {section}:");
+                let _ = writeln!(out, "{section}:");
             }
             for line in lines {
-                let _ = writeln!(out, "          {line}");
+                let _ = writeln!(out, "  {line}");
             }
         }
         out

@@ -259,17 +259,16 @@ fn two_copies_of_a_server_get_each_conflict_once_and_one_fix() {
     assert_eq!(stderr.matches("tools:").count(), 1, "{stderr}");
     assert_eq!(stderr.matches("prompts:").count(), 1, "{stderr}");
     assert!(
-        stderr.contains("        servers: { everything2: { prefix: true } }\n"),
+        stderr.contains(
+            "the line `prefix: true` in server `everything2`'s entry (`servers.everything2`)"
+        ),
         "{stderr}"
     );
 
-    // `add to <the config's path>:`
-    let (_, block) = stderr.rsplit_once("moniker.yaml:\n").expect("one fix");
-    let mut fixed = servers.clone();
-    for line in block.lines() {
-        fixed.push_str(line.strip_prefix("        ").expect("indented"));
-        fixed.push('\n');
-    }
+    // "Works the first time", item 3: the fix is pasted byte for byte, as printed: at column 0,
+    // appended to the file (`add to the end of <the config's path> (...):`).
+    let (_, block) = stderr.rsplit_once("check --fix`):\n").expect("one fix");
+    let fixed = format!("{servers}{block}");
     let (code, stdout, stderr) = check(&fixed);
     assert_eq!(code, 0, "{fixed}\n{stdout}{stderr}");
     assert!(
@@ -280,6 +279,24 @@ fn two_copies_of_a_server_get_each_conflict_once_and_one_fix() {
     let prefixed = servers.replace("  everything2:\n", "  everything2:\n    prefix: true\n");
     let (code, stdout, stderr) = check(&prefixed);
     assert_eq!(code, 0, "{prefixed}\n{stdout}{stderr}");
+
+    // `check --fix` writes the same renames into the file (the file before kept beside it),
+    // and checks again.
+    let config = dir.join("moniker.yaml");
+    std::fs::write(&config, &servers).expect("config");
+    let (code, stdout, stderr) =
+        run(moniker(&["check", "--fix", "--log", "off", "-c"]).arg(&config));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("--fix: 8 renames written"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("moniker.yaml.bak")).expect("backup"),
+        servers
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config).expect("fixed"),
+        fixed,
+        "--fix writes what check printed"
+    );
 }
 
 /// Hold the boundary, finding 18: with many servers, some sharing names and answering in
@@ -364,12 +381,8 @@ fn every_collision_among_many_servers_is_named_whatever_order_they_answer_in() {
     );
     // The fix, pasted as printed, makes it pass, with every tool there: 22 × 2 own ones and
     // the 9 shared ones under their new names.
-    let (_, block) = outputs[0].rsplit_once("moniker.yaml:\n").expect("one fix");
-    let mut fixed = servers.clone();
-    for line in block.lines() {
-        fixed.push_str(line.strip_prefix("        ").expect("indented"));
-        fixed.push('\n');
-    }
+    let (_, block) = outputs[0].rsplit_once("check --fix`):\n").expect("one fix");
+    let fixed = format!("{servers}{block}");
     let (code, stdout, stderr) = check(&fixed);
     assert_eq!(code, 0, "{fixed}\n{stdout}{stderr}");
     assert!(stdout.contains("53 tools"), "{stdout}");

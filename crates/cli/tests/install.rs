@@ -455,3 +455,55 @@ fn doctor_without_a_config_says_how_to_make_one() {
         "{stdout}"
     );
 }
+
+/// "Works the first time", item 1: two imported servers that share tool names made a config
+/// that could not start (`serve` exited 78, and the person lost every server). The import now
+/// starts them, renames the shared names after their servers in the config it writes, says
+/// so, and that config serves with no hand edit.
+#[test]
+fn an_import_of_servers_that_share_names_writes_a_config_that_serves() {
+    let home = scratch();
+    let fixture = fixture_bin().display().to_string();
+    let inventory = |name: &str, tools: &[&str]| {
+        let path = home.join(format!("{name}.json"));
+        let tools: Vec<Value> = tools
+            .iter()
+            .map(|t| json!({"name": t, "inputSchema": {"type": "object"}}))
+            .collect();
+        std::fs::write(&path, json!({ "tools": tools }).to_string()).expect("inventory");
+        path.display().to_string()
+    };
+    let files = inventory("files", &["read_file", "write_file", "search"]);
+    let commander = inventory("commander", &["read_file", "write_file", "start_process"]);
+    let file = home.join(".config/Claude/claude_desktop_config.json");
+    write(
+        &file,
+        &serde_json::to_string_pretty(&json!({
+            "mcpServers": {
+                "filesystem": {"command": fixture, "args": [files]},
+                "desktop-commander": {"command": fixture, "args": [commander]}
+            }
+        }))
+        .expect("JSON"),
+    );
+    let (code, stdout, stderr) = run(&mut in_home(
+        &home,
+        &["install", "claude-desktop", "--import"],
+    ));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("4 names two servers shared, renamed after their servers"),
+        "{stdout}"
+    );
+    let config = home.join(".config/Claude/moniker.yaml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    for line in [
+        "filesystem/read_file: { name: filesystem_read_file }",
+        "desktop-commander/write_file: { name: desktop_commander_write_file }",
+    ] {
+        assert!(text.contains(line), "{line}:\n{text}");
+    }
+    let (code, stdout, stderr) = run(in_home(&home, &["check", "--log", "off", "-c"]).arg(&config));
+    assert_eq!(code, 0, "{text}\n{stdout}{stderr}");
+    assert!(stdout.contains("6 tools"), "{stdout}");
+}

@@ -196,10 +196,9 @@ impl Peer {
         let Some(calls) = self.calls.get() else {
             return Ok(());
         };
-        calls
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                (held + n <= crate::budget::CALLS_EACH).then_some(held + n)
-            })?;
+        calls.fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+            (held + n <= crate::budget::CALLS_EACH).then_some(held + n)
+        })?;
         self.held_calls.fetch_add(n, Ordering::AcqRel);
         Ok(())
     }

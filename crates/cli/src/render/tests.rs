@@ -252,17 +252,12 @@ fn copies() -> Vec<Listing> {
     ]
 }
 
-/// The config with the lines of the last `add to moniker.yaml:` block of `shown` appended.
+/// The config with the last fix block of `shown` appended byte for byte, as printed.
 fn paste_merged(config: &str, shown: &str) -> String {
     let (_, block) = shown
-        .rsplit_once("add to moniker.yaml:\n")
+        .rsplit_once("(or run `moniker check --fix`):\n")
         .expect("a merged fix");
-    let mut out = config.to_owned();
-    for line in block.lines() {
-        out.push_str(line.strip_prefix("        ").expect("indented"));
-        out.push('\n');
-    }
-    out
+    format!("{config}{block}")
 }
 
 #[test]
@@ -312,13 +307,13 @@ tools:
     let shown = Renderer::plain().diagnostics(&config.source, &built.diagnostics);
     insta::assert_snapshot!(shown);
     assert!(!shown.contains("prefix"), "{shown}");
-    // Under the `tools:` the config has already: the lines alone, pasted at its end.
-    let (_, block) = shown.rsplit_once("`tools:`):\n").expect("a merged fix");
-    let mut fixed = text.to_owned();
-    for line in block.lines() {
-        fixed.push_str(&line[8..]);
-        fixed.push('\n');
-    }
+    // Under the `tools:` the config has already (at its end here): the lines, pasted as
+    // printed; and what `--fix` writes (the same lines, first under it) resolves them too.
+    let fixed = paste_merged(text, &shown);
+    let renames = crate::fix::renames(&built.diagnostics);
+    let written = crate::fix::apply(text, &renames).expect("block style");
+    let rewritten = moniker_surface::build(&parse(&written).rules, &listings);
+    assert_eq!(rewritten.errors().count(), 0, "{written}");
     let rebuilt = moniker_surface::build(&parse(&fixed).rules, &listings);
     assert_eq!(rebuilt.errors().count(), 0, "{:#?}", rebuilt.diagnostics);
 }
