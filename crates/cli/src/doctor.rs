@@ -71,7 +71,10 @@ pub(crate) fn doctor(explicit: Option<&Path>) -> Result<Exit, Failure> {
 
 /// The config file, why it is the one, and whether it is valid (its `${VAR}`s expanded).
 fn config(explicit: Option<&Path>, found: &mut Findings) -> Option<Config> {
-    let Some((path, why)) = moniker_config::find_why(explicit) else {
+    let located = moniker_config::find_why(explicit)
+        .map(|(path, why)| (path, why.to_string()))
+        .or_else(run_by_a_client);
+    let Some((path, why)) = located else {
         found.problem(
             "MISSING",
             "no config file: no `-c`, no `$MONIKER_CONFIG`, no `moniker.yaml` here or in the \
@@ -131,6 +134,29 @@ fn config(explicit: Option<&Path>, found: &mut Findings) -> Option<Config> {
     Some(config)
 }
 
+/// The config a client's moniker entry runs, when no `-c`, `$MONIKER_CONFIG` or usual place
+/// names one (right after `moniker install CLIENT --import`, the config is beside the
+/// client's file): with why it is that one.
+fn run_by_a_client() -> Option<(PathBuf, String)> {
+    Client::ALL.iter().find_map(|client| {
+        let text = std::fs::read_to_string(client.file()?).ok()?;
+        let doc: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let entries = doc.get(client.servers_key())?.as_object()?;
+        entries.iter().find_map(|(name, entry)| {
+            let config = runs_moniker(entry)?;
+            config.is_file().then(|| {
+                (
+                    config,
+                    format!(
+                        "the one {}'s server `{name}` runs (no `-c`, no `$MONIKER_CONFIG`, none in the usual places)",
+                        client.title()
+                    ),
+                )
+            })
+        })
+    })
+}
+
 /// Each server's state, then the surface's problems (names that collide).
 async fn servers(config: &Config, found: &mut Findings) -> Result<(), Failure> {
     found.section("servers");
@@ -187,23 +213,7 @@ async fn servers(config: &Config, found: &mut Findings) -> Result<(), Failure> {
             let error = state
                 .last_error
                 .unwrap_or_else(|| "it did not answer".to_owned());
-            let lower = error.to_lowercase();
-            let fix = if lower.contains("certificate") || lower.contains("tls") {
-                format!(
-                    "the server's certificate is not trusted: give its CA in \
-                     `servers.{id}.tls.ca_file`, or check the URL's host name"
-                )
-            } else if lower.contains("401") || lower.contains("unauthorized") {
-                format!(
-                    "its credentials were refused: check `servers.{id}.headers`, or `moniker login {id}`"
-                )
-            } else if matches!(server.transport, Transport::Stdio { .. }) {
-                format!(
-                    "run it yourself (`servers.{id}` in the config) to see why it stops; its stderr is in moniker's log: `moniker --log debug check`"
-                )
-            } else {
-                "check that the URL is right and the server runs".to_owned()
-            };
+            let fix = failure_fix(id.as_str(), server, &error, config.gateway.start_timeout);
             found.problem("FAIL", format!("{id} ({how}): {error}"), fix);
             continue;
         }
@@ -223,8 +233,18 @@ async fn servers(config: &Config, found: &mut Findings) -> Result<(), Failure> {
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     if diagnostics.is_empty() {
         let view = gateway.view();
+        let enabled = config.servers.values().filter(|s| !s.disabled).count();
+        let down = enabled.saturating_sub(view.up.len());
+        let of = match down {
+            0 => String::new(),
+            n => format!(
+                " of the {} server{} up: the names of the {n} down are not checked",
+                view.up.len(),
+                if view.up.len() == 1 { "" } else { "s" }
+            ),
+        };
         found.ok(format!(
-            "{} tools and {} prompts, every name once",
+            "{} tools and {} prompts, every name once{of}",
             view.surface.listed(Kind::Tool).count(),
             view.surface.prompts().len()
         ));
@@ -249,6 +269,57 @@ async fn servers(config: &Config, found: &mut Findings) -> Result<(), Failure> {
     }
     gateway.shutdown().await;
     Ok(())
+}
+
+/// What to do about a server that is not up, from what moniker saw of it (`error`: the
+/// failure, with the last lines of a stdio server's stderr when it exited).
+fn failure_fix(
+    id: &str,
+    server: &moniker_config::ServerConfig,
+    error: &str,
+    start_timeout: std::time::Duration,
+) -> String {
+    let lower = error.to_lowercase();
+    let stdio = matches!(server.transport, Transport::Stdio { .. });
+    let tls = ["certificate", "tls", "ssl"]
+        .iter()
+        .any(|w| lower.contains(w));
+    if tls && stdio {
+        // The server's own download or connection failed to verify a certificate: a
+        // TLS-intercepting proxy, most often. `tls.ca_file` is for URL servers only.
+        return "the server could not verify a TLS certificate (a proxy that intercepts TLS?): \
+                moniker passes SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and \
+                NODE_EXTRA_CA_CERTS to every server when they are set: set the one its tools read \
+                to your CA file (or name another in `pass_env`)"
+            .to_owned();
+    }
+    if tls {
+        return format!(
+            "the server's certificate is not trusted: give its CA in `servers.{id}.tls.ca_file`, or check the URL's host name"
+        );
+    }
+    if lower.contains("401") || lower.contains("unauthorized") {
+        return format!(
+            "its credentials were refused: check `servers.{id}.headers`, or `moniker login {id}`"
+        );
+    }
+    if lower.contains("did not answer in time") || lower.contains("timed out") {
+        return format!(
+            "it did not finish starting within `gateway.start_timeout` ({} s): a first `npx -y` or \
+             `uvx` run downloads its package first; raise `gateway.start_timeout`, or run it once \
+             by hand so that it is cached",
+            start_timeout.as_secs()
+        );
+    }
+    if lower.contains("last lines of stderr") {
+        return "its own words above (the last lines of its stderr) say why it stopped".to_owned();
+    }
+    if stdio {
+        return format!(
+            "run it yourself (`servers.{id}` in the config) to see why it stops; its stderr is in moniker's log: `moniker --log debug check`"
+        );
+    }
+    "check that the URL is right and the server runs".to_owned()
 }
 
 /// Where `command` is: a path as given (relative to `cwd`), else the first match on `PATH`.

@@ -73,7 +73,10 @@ fn main() -> ExitCode {
     }
 
     let cli = Cli::parse();
-    init_logging(cli.log.as_deref());
+    // `doctor` is a report: the gateway it starts says nothing on its own unless asked
+    // (`--log`, `RUST_LOG`); what it saw is in the report.
+    let quiet = matches!(cli.command, Command::Doctor) && std::env::var_os("RUST_LOG").is_none();
+    init_logging(cli.log.as_deref().or(quiet.then_some("off")));
     match run(cli) {
         Ok(exit) => exit.into(),
         Err(failure) if is_broken_pipe(failure.as_ref()) => Exit::Ok.into(),

@@ -392,8 +392,10 @@ fn doctor_names_each_problem_with_what_to_do() {
         stdout.contains("          bad token"),
         "its stderr, indented: {stdout}"
     );
+    // A crash is explained by the server's own words, quoted ("Works the first time", item 4).
     assert!(
-        stdout.contains("run it yourself (`servers.exits`"),
+        stdout.contains("bad token")
+            && stdout.contains("its own words above (the last lines of its stderr)"),
         "{stdout}"
     );
     assert!(
@@ -506,4 +508,71 @@ fn an_import_of_servers_that_share_names_writes_a_config_that_serves() {
     let (code, stdout, stderr) = run(in_home(&home, &["check", "--log", "off", "-c"]).arg(&config));
     assert_eq!(code, 0, "{text}\n{stdout}{stderr}");
     assert!(stdout.contains("6 tools"), "{stdout}");
+}
+
+/// "Works the first time", item 4: `doctor` named causes it had not seen (`tls.ca_file` for a
+/// stdio server's TLS failure, "run it yourself" for a slow one), said "no config" right after
+/// an import, printed log lines before its report, and said "every name once" with servers
+/// down. Each cause is now the one it saw, the imported config is found through the client's
+/// entry, the report comes alone, and the names of servers that are down are said unchecked.
+#[test]
+fn doctor_tells_what_it_saw() {
+    let home = scratch();
+    let fixture = fixture_bin().display().to_string();
+    let inventory = home.join("good.json");
+    std::fs::write(
+        &inventory,
+        json!({"tools": [{"name": "lookup", "inputSchema": {"type": "object"}}]}).to_string(),
+    )
+    .expect("inventory");
+    let file = home.join(".config/Claude/claude_desktop_config.json");
+    write(
+        &file,
+        &serde_json::to_string_pretty(&json!({
+            "mcpServers": {
+                "good": {"command": fixture, "args": [inventory.display().to_string()]},
+                "tls": {"command": "sh", "args": ["-c", "echo 'error: invalid peer certificate: UnknownIssuer' >&2; exit 2"]},
+                "slow": {"command": "sleep", "args": ["30"]}
+            }
+        }))
+        .expect("JSON"),
+    );
+    let (code, stdout, stderr) = run(&mut in_home(
+        &home,
+        &["install", "claude-desktop", "--import"],
+    ));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let config = home.join(".config/Claude/moniker.yaml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("{text}gateway: {{ start_timeout: 1s }}\n")).expect("config");
+
+    // Plain `doctor`, from elsewhere: the config the client's entry runs.
+    let (code, stdout, stderr) = run(in_home(&home, &["doctor"]).current_dir(&home));
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("the one Claude Desktop's server `moniker` runs"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.trim().is_empty(),
+        "log lines before the report: {stderr}"
+    );
+    let tls = stdout
+        .lines()
+        .skip_while(|l| !l.contains("tls ("))
+        .take(4)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(tls.contains("SSL_CERT_FILE"), "{tls}");
+    assert!(!tls.contains("tls.ca_file"), "{tls}");
+    assert!(
+        stdout.contains("within `gateway.start_timeout` (1 s)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "every name once of the 1 server up: the names of the 2 down are not checked"
+        ),
+        "{stdout}"
+    );
 }

@@ -16,7 +16,7 @@
 //! | session | resource subscriptions | 1,024 | `session::fanout` |
 //! | session | messages kept for a resumed stream | 1,024 messages, 2 MiB; one message larger than [`REPLAY_MESSAGE`] goes at the next | `serve::http::outbox` |
 //! | principal | messages kept for resumed streams, all its sessions together | [`REPLAY_BYTES_EACH`] | `serve::http::outbox` |
-//! | request | notes on a POST's event stream its client does not read | [`POST_STREAM_BYTES`]; the answer always goes | `session`, `serve::http` |
+//! | principal | notes on its POST event streams that their clients do not read, together | [`POST_STREAM_BYTES`]; an answer always goes | `session`, `serve::http` |
 //! | client or server | one message | 16 MiB (`framing::DEFAULT_MAX_MESSAGE`) | `framing` |
 //! | server connection | one listing (`tools/list`, `prompts/list`, ... with all its pages) | [`LISTING_PAGES`] pages, [`LISTING_ITEMS`] items, [`LISTING_BYTES`] bytes | `connect::list_all` |
 //! | server connection | relists after `list_changed` | one at a time, [`RELIST_GAP`] apart; notes that come meanwhile make one more | `gateway` |
@@ -48,8 +48,8 @@ pub const CALLS_EACH: usize = 4_096;
 
 /// The bytes all the replay buffers of one principal's sessions hold together.
 pub const REPLAY_BYTES_EACH: usize = 16 << 20;
-/// The bytes of progress and other notes a POST's event stream holds while its client does
-/// not read it: past this, notes are dropped (the answer never is).
+/// The bytes of progress and other notes the POST streams of one principal hold while their
+/// clients do not read them, together: past this, notes are dropped (an answer never is).
 pub const POST_STREAM_BYTES: usize = 4 << 20;
 
 /// Connections one client address may hold of `max_connections`: a quarter (at least one).

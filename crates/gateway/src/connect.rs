@@ -163,6 +163,8 @@ pub struct Connection {
     /// running and a note came meanwhile (one more follows it). A storm of notes costs one
     /// relist per [`budget::RELIST_GAP`], not one per note.
     pub(crate) relisting: std::sync::atomic::AtomicU8,
+    /// Lines the server wrote that are not JSON-RPC: the first are logged, then few.
+    garbage: AtomicU64,
 }
 
 impl std::fmt::Debug for Connection {
@@ -191,6 +193,7 @@ impl Connection {
             forward: OnceLock::new(),
             forwarded: Mutex::new(HashMap::new()),
             relisting: std::sync::atomic::AtomicU8::new(0),
+            garbage: AtomicU64::new(0),
         }
     }
 
@@ -494,7 +497,12 @@ pub(crate) fn dispatch_line(conn: &Arc<Connection>, sink: &dyn Sink, line: Strin
             tracing::warn!(server = %conn.server, "server sent a batch; moniker does not take batches from servers")
         }
         Err(e) => {
-            tracing::warn!(server = %conn.server, error = %e.message, "server wrote something that is not JSON-RPC; ignored")
+            // Said at `warn` the first times, then once every thousand: a server that writes
+            // garbage without end does not flood the log.
+            let n = conn.garbage.fetch_add(1, Ordering::Relaxed) + 1;
+            if n <= 10 || n % 1_000 == 0 {
+                tracing::warn!(server = %conn.server, error = %e.message, lines = n, "server wrote something that is not JSON-RPC; ignored (said for the first 10 such lines, then every 1,000th)")
+            }
         }
     }
 }

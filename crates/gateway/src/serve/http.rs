@@ -140,6 +140,8 @@ struct Shared {
     opening: Mutex<HashMap<String, usize>>,
     /// The bytes the replay buffers of each principal's sessions hold together.
     replay: Mutex<HashMap<String, std::sync::Weak<std::sync::atomic::AtomicUsize>>>,
+    /// The bytes each principal's POST streams hold unread, together.
+    post_held: Mutex<HashMap<String, std::sync::Weak<std::sync::atomic::AtomicUsize>>>,
     /// The access-token checker of `http.auth` (made again when a reload changes it).
     verifier: Mutex<Option<Arc<Verifier>>>,
     /// Turns true at shutdown: GET streams end.
@@ -153,6 +155,8 @@ struct HttpSession {
     auth: Auth,
     /// Whose it is ([`principal`] of `auth`): what the caps on sessions count by.
     principal: String,
+    /// What its principal's POST streams hold unread, together ([`Shared::post_held_of`]).
+    post_held: Arc<std::sync::atomic::AtomicUsize>,
     /// The toolset it is bound to (its URL's or its token's): every later request must name
     /// the same, and a reload that binds its token otherwise ends it.
     toolset: Option<String>,
@@ -190,6 +194,7 @@ pub async fn serve(
         sessions: Mutex::new(HashMap::new()),
         opening: Mutex::new(HashMap::new()),
         replay: Mutex::new(HashMap::new()),
+        post_held: Mutex::new(HashMap::new()),
         verifier: Mutex::new(None),
         stop: stop_rx.clone(),
     });
@@ -263,14 +268,12 @@ impl Shared {
     /// (a reload changed them; its keys are fetched anew).
     /// The counter of what `principal`'s sessions' replay buffers hold, shared by them.
     fn replay_of(&self, principal: &str) -> Arc<std::sync::atomic::AtomicUsize> {
-        let mut replay = lock(&self.replay);
-        if let Some(held) = replay.get(principal).and_then(std::sync::Weak::upgrade) {
-            return held;
-        }
-        replay.retain(|_, held| held.strong_count() > 0);
-        let held = Arc::default();
-        replay.insert(principal.to_owned(), Arc::downgrade(&held));
-        held
+        counter_of(&self.replay, principal)
+    }
+
+    /// The counter of what `principal`'s POST streams hold unread, shared by them.
+    fn post_held_of(&self, principal: &str) -> Arc<std::sync::atomic::AtomicUsize> {
+        counter_of(&self.post_held, principal)
     }
 
     fn verifier(&self, settings: &moniker_config::ResourceAuth) -> Arc<Verifier> {
@@ -1102,7 +1105,7 @@ async fn stateless(
         // A long-lived stream: the acknowledgement, the list changes, at last the result. It
         // lasts as long as the client reads it.
         let (tx, rx) = mpsc::unbounded_channel();
-        let held = Arc::default();
+        let held = shared.post_held_of(&principal(auth));
         session.handle(
             Ok(incoming),
             Some(
@@ -1124,8 +1127,8 @@ async fn stateless(
         session: session.clone(),
         id: request.id().unwrap_or("null").to_owned(),
     };
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let held = Arc::default();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let held = shared.post_held_of(&principal(auth));
     session.handle(
         Ok(incoming),
         Some(
@@ -1135,14 +1138,15 @@ async fn stateless(
                 .with_held(Arc::clone(&held)),
         ),
     );
-    let Some(first) = rx.recv().await else {
+    let mut stream = PostStream::new(rx, held, None, Activity::new().busy());
+    let Some(first) = stream.recv().await else {
         return accepted();
     };
     match mode {
         Mode::Json => json(modern_status(&first), first),
         Mode::Sse if first.is_response() => sse_once(&first),
         Mode::Sse => {
-            let stream = PostStream::new(rx, held, Some(first), Activity::new().busy());
+            stream.first = Some(first);
             sse(futures_util::stream::unfold(
                 (stream, gone),
                 |(mut st, gone)| async move {
@@ -1152,6 +1156,22 @@ async fn stateless(
             ))
         }
     }
+}
+
+/// The counter of `key` in `table`, shared by everything of that key that holds it (made when
+/// none does).
+fn counter_of(
+    table: &Mutex<HashMap<String, std::sync::Weak<std::sync::atomic::AtomicUsize>>>,
+    key: &str,
+) -> Arc<std::sync::atomic::AtomicUsize> {
+    let mut table = lock(table);
+    if let Some(held) = table.get(key).and_then(std::sync::Weak::upgrade) {
+        return held;
+    }
+    table.retain(|_, held| held.strong_count() > 0);
+    let held = Arc::default();
+    table.insert(key.to_owned(), Arc::downgrade(&held));
+    held
 }
 
 /// A stateless request whose client may go away before its answer: when this is dropped, the
@@ -1269,6 +1289,7 @@ async fn initialize(
         Arc::new(HttpSession {
             session,
             principal: principal(&auth),
+            post_held: shared.post_held_of(&principal(&auth)),
             auth,
             toolset,
             protocol,
@@ -1404,7 +1425,7 @@ async fn answer(
     caller: Option<Caller>,
 ) -> Response {
     let (tx, rx) = mpsc::unbounded_channel();
-    let held = Arc::default();
+    let held = Arc::clone(&http.post_held);
     http.session.handle(
         Ok(incoming),
         Some(
@@ -1416,7 +1437,7 @@ async fn answer(
     );
     let mut stream = PostStream::new(rx, held, None, busy);
     match mode {
-        Mode::Json => match stream.rx.recv().await {
+        Mode::Json => match stream.recv().await {
             Some(reply) => json(StatusCode::OK, reply),
             // Cancelled by the client: nothing to answer.
             None => accepted(),
@@ -1434,7 +1455,7 @@ struct PostStream {
     rx: mpsc::UnboundedReceiver<Message>,
     /// What the session sent and this stream has not taken (it subtracts what it takes).
     held: Arc<std::sync::atomic::AtomicUsize>,
-    /// A message read before the stream began, sent first.
+    /// A message read (with [`PostStream::recv`]) before the stream began, sent first.
     first: Option<Message>,
     tick: tokio::time::Interval,
     done: bool,
@@ -1464,7 +1485,7 @@ impl PostStream {
         }
         if let Some(first) = self.first.take() {
             let mut text = String::new();
-            self.took(&first);
+            // Taken with `recv` already: no longer held.
             outbox::event(&mut text, None, first.text());
             while let Ok(message) = self.rx.try_recv() {
                 self.took(&message);
@@ -1497,6 +1518,23 @@ impl PostStream {
     fn took(&self, message: &Message) {
         self.held
             .fetch_sub(message.text().len(), std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// The next message from the session, as it is (no longer held).
+    async fn recv(&mut self) -> Option<Message> {
+        let message = self.rx.recv().await?;
+        self.took(&message);
+        Some(message)
+    }
+}
+
+impl Drop for PostStream {
+    /// What the session sent and nobody will take is held no more.
+    fn drop(&mut self) {
+        self.rx.close();
+        while let Ok(message) = self.rx.try_recv() {
+            self.took(&message);
+        }
     }
 }
 

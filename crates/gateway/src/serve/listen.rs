@@ -9,8 +9,10 @@
 //! client of an address below its share takes the oldest place of the address that holds the
 //! most (that connection is closed: one host without credentials cannot hold every place,
 //! whatever the rate at which it renews its sockets), and a client of an address at its share
-//! waits for a place to free, as every client did before (at most `max_connections` wait;
-//! beyond that, new ones wait in the kernel's backlog).
+//! waits for a place to free, as every client did before: with at most its share of others
+//! of its address (one more is closed at once, so that one address's waiting sockets never
+//! fill what moniker accepts and push a new client into the kernel's queue); at most
+//! `max_connections` wait in all, and beyond that new ones wait in the kernel's backlog.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -83,7 +85,10 @@ pub async fn serve(
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(tcp), service));
         let places = places.clone();
         tokio::spawn(async move {
-            let Place { evicted, _held } = places.take(address).await;
+            let Some(Place { evicted, _held }) = places.take(address).await else {
+                tracing::debug!(%address, "HTTP connection closed: its address has its share of connections waiting for a place");
+                return;
+            };
             tokio::select! {
                 ended = connection => {
                     if let Err(e) = ended {
@@ -113,9 +118,32 @@ struct Places {
 #[derive(Default)]
 struct Table {
     served: usize,
+    /// Each address's connections waiting for a place: an address waits with at most its
+    /// share, and a connection past that is closed at once, so that one address's waiting
+    /// sockets never fill what moniker accepts (a new client would then wait in the kernel's
+    /// queue, where its address cannot be seen).
+    waiting: HashMap<IpAddr, usize>,
     /// Each address's connections, oldest first: an id, and what closes it.
     by_address: HashMap<IpAddr, VecDeque<(u64, oneshot::Sender<()>)>>,
     next: u64,
+}
+
+/// A connection waiting for a place, counted in its address's share of waiting ones.
+struct Waits<'p> {
+    places: &'p Places,
+    address: IpAddr,
+}
+
+impl Drop for Waits<'_> {
+    fn drop(&mut self) {
+        let mut table = lock(&self.places.inner);
+        if let Some(n) = table.waiting.get_mut(&self.address) {
+            *n -= 1;
+            if *n == 0 {
+                table.waiting.remove(&self.address);
+            }
+        }
+    }
 }
 
 /// A connection's place: given back when dropped; `evicted` fires when another address's
@@ -160,11 +188,28 @@ impl Places {
     /// A place for a connection of `address`: at once while there is room or the address is
     /// below its share (taking the oldest place of the address that holds the most), else
     /// when one frees.
-    async fn take(&self, address: IpAddr) -> Place {
+    /// `None` when the address has its share of connections waiting already: the connection
+    /// is closed.
+    async fn take(&self, address: IpAddr) -> Option<Place> {
+        if let Some(place) = self.try_take(address) {
+            return Some(place);
+        }
+        {
+            let mut table = lock(&self.inner);
+            let waiting = table.waiting.entry(address).or_default();
+            if *waiting >= self.share {
+                return None;
+            }
+            *waiting += 1;
+        }
+        let _waits = Waits {
+            places: self,
+            address,
+        };
         loop {
             let freed = self.freed.notified();
             if let Some(place) = self.try_take(address) {
-                return place;
+                return Some(place);
             }
             freed.await;
         }
