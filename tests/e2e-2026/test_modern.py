@@ -213,15 +213,21 @@ def test_a_2025_servers_sampling_reaches_a_2026_client_as_input_required(
 
 def test_a_client_without_sampling_is_not_asked(sampling_config: Path) -> None:
     """A 2026-07-28 client that declares no sampling capability never gets an input-required
-    result for it: moniker refuses the server's request as such a 2025 client would, and the
-    call ends with the server's own answer to that (the fixture reports the refusal)."""
+    result for it: moniker refuses the server's request as such a 2025 client would, and when
+    the call fails for want of it, the client gets what the 2026-07-28 era prescribes: -32021
+    with `requiredCapabilities` naming sampling ("Hold the boundary, round two", finding 14)."""
     params = StdioServerParameters(command=str(binary("moniker")), args=["serve", "-c", str(sampling_config)])
 
     async def run() -> None:
         with anyio.fail_after(30):
             async with Client(params, mode="2026-07-28") as client:
-                result = await client.call_tool("fixture_sample", {})
-                assert result.is_error and "does not support sampling/createMessage" in text_of(result), result
+                try:
+                    result = await client.call_tool("fixture_sample", {})
+                except MCPError as error:
+                    assert error.code == -32021, error
+                    assert (error.data or {}).get("requiredCapabilities") == {"sampling": {}}, error.data
+                else:
+                    raise AssertionError(f"a call that needed sampling answered: {result}")
 
     anyio.run(run)
 

@@ -484,8 +484,13 @@ def test_protected_resource_metadata(start_gateway, idp: OAuthServers) -> None:
             "bearer_methods_supported": ["header"],
         }
         assert {key: document.get(key) for key in expected} == expected, document
+    # A toolset that does not exist is answered alike ("Hold the boundary, round two", finding
+    # 12: a 404 told anyone which toolsets exist); a path that is no toolset name is not.
     response = httpx.get(gw.prm_url("nope"), timeout=10)
-    assert response.status_code == 404, f"{gw.prm_url('nope')}: {shown(response)}"
+    assert response.status_code == 200, f"{gw.prm_url('nope')}: {shown(response)}"
+    assert response.json()["resource"] == gw.url("nope"), response.text
+    response = httpx.get(gw.prm_url("a/b"), timeout=10)
+    assert response.status_code == 404, f"{gw.prm_url('a/b')}: {shown(response)}"
 
 
 def test_serve_and_check_tell_the_auth_settings(start_gateway, idp: OAuthServers) -> None:
@@ -864,7 +869,8 @@ async def test_a_server_gets_the_claims_its_config_forwards_and_never_the_token(
                 await session.initialize()
                 seen = json.loads(text_of(await session.call_tool("headers", {})))
     assert seen.get("x-user-id") == "alice", f"{seen}\n{gw.describe()}"
-    assert seen.get("x-groups") == "staff", seen
+    # A list claim goes as a JSON array: a group named `x,admins` stays one (finding 10).
+    assert json.loads(seen.get("x-groups", "null")) == ["staff"], seen
     assert seen.get("x-tenant") == "acme", seen
     logged = log.read_text()
     assert '"x-user-id": "alice"' in logged, logged

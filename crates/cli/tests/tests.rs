@@ -11,5 +11,6 @@ mod install;
 mod lock;
 mod serve;
 mod stdio;
+mod structure;
 mod surfaces;
 mod toolsets;

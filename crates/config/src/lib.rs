@@ -5,7 +5,7 @@
 //! [`parse`] is pure: text in, a [`Config`] or a [`ConfigReport`] of *every* error out, each
 //! with a code, the dotted path, its line and column, and a hint. `${VAR}` expansion is a
 //! separate step ([`Config::expand_env`]) so that a config can be checked without its secrets.
-//! The only I/O is at the edge: [`find`] and [`load`].
+//! The only I/O is at the edge: [`find`] and [`load()`].
 //!
 //! This crate does not build the surface (that is `moniker-surface`) nor start servers (that
 //! is `moniker-gateway`).

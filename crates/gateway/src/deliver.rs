@@ -83,7 +83,7 @@ impl Gateway {
 
     /// Who hears a server's notification: a resource update its subscribers, a change of the
     /// resource list everyone; anything else (a log message) may be about one client's work,
-    /// and goes only to the client it concerns ([`Hub::concerned`]), or to nobody.
+    /// and goes only to the client it concerns ([`crate::hub::Hub::concerned`]), or to nobody.
     fn recipients(
         &self,
         conn: &Connection,

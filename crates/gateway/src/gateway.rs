@@ -51,6 +51,17 @@ pub struct Settings {
     pub search_ahead: bool,
 }
 
+impl Settings {
+    /// What a view is made with.
+    pub(crate) fn view(&self) -> crate::view::ViewSettings {
+        crate::view::ViewSettings {
+            manage: self.manage,
+            search_model: self.search_model.clone(),
+            search_cache: self.search_cache.clone(),
+        }
+    }
+}
+
 /// A server to connect to.
 #[derive(Clone)]
 pub struct ServerEntry {
@@ -226,7 +237,7 @@ impl Gateway {
             view: ArcSwap::from_pointee(View::new(
                 Surface::default(),
                 BTreeSet::new(),
-                &Settings::default(),
+                &crate::view::ViewSettings::default(),
             )),
             hub: Hub::default(),
             metrics: crate::metrics::Metrics::default(),
@@ -623,7 +634,7 @@ impl Gateway {
             tools = surface.listed(Kind::Tool).count(),
             "surface rebuilt"
         );
-        let new = Arc::new(View::new(surface, state.up.clone(), &self.settings));
+        let new = Arc::new(View::new(surface, state.up.clone(), &self.settings.view()));
         let old = self.view.swap(new.clone());
         old.supersede();
         new.prepare(self.settings.search_ahead && self.searches(&new));
@@ -720,7 +731,7 @@ impl Gateway {
 
     /// The server said its list changed: it is listed again, unless a relist is running (then
     /// one more follows it, whatever number of notes came meanwhile), at most once a
-    /// [`budget::RELIST_GAP`].
+    /// [`crate::budget::RELIST_GAP`].
     pub(crate) async fn relist(&self, conn: &Arc<Connection>) {
         use std::sync::atomic::Ordering::AcqRel;
         // 0 -> 1: this one runs; 1 -> 2: the running one goes once more; 2: already said.

@@ -35,7 +35,8 @@ pub(crate) struct Listen {
     pub tools: bool,
     pub prompts: bool,
     pub resources: bool,
-    pub to: mpsc::UnboundedSender<Message>,
+    /// The listen request's answers: its notes count in its stream's budget.
+    pub to: crate::answers::Answers,
     pub ended: Arc<tokio::sync::Notify>,
 }
 
@@ -244,7 +245,7 @@ impl Peer {
                     crate::message::Field::Meta,
                     &stamp,
                 )]);
-                let _ = listen.to.send(Message::notification_of(
+                listen.to.send(Message::notification_of(
                     "notifications/resources/updated",
                     params.as_ref(),
                 ));
@@ -270,7 +271,7 @@ impl Peer {
                     r#"{{"_meta":{{"io.modelcontextprotocol/subscriptionId":{}}}}}"#,
                     listen.id
                 );
-                let _ = listen.to.send(Message::notification(method, Some(&params)));
+                listen.to.send(Message::notification(method, Some(&params)));
             }
             return;
         }
@@ -518,7 +519,7 @@ struct ProgressRoute {
     server: moniker_surface::ServerId,
     peer: Weak<Peer>,
     token: String,
-    to: crate::session::Answers,
+    to: crate::answers::Answers,
 }
 
 /// `subscriptions/listen` streams one principal may have open at once.
@@ -623,7 +624,7 @@ impl Hub {
         peer: &Arc<Peer>,
         server: &moniker_surface::ServerId,
         token: &str,
-        to: crate::session::Answers,
+        to: crate::answers::Answers,
     ) -> String {
         // 128 random bits: not to be guessed from another call's token, by a server that sees
         // one or by a client whose own token moniker passes on unchanged.
@@ -695,7 +696,7 @@ mod tests {
         let peer = Arc::new(Peer::new(out, false, Arc::default(), "p".to_owned()));
         let (to, mut got) = mpsc::unbounded_channel();
         let (a, b): (ServerId, ServerId) = ("a".parse().unwrap(), "b".parse().unwrap());
-        let to = crate::session::Answers::new(to, true);
+        let to = crate::answers::Answers::new(to, true);
         let on_b = hub.register_progress(&peer, &b, "\"mine\"", to.clone());
         let on_a = hub.register_progress(&peer, &a, "\"theirs\"", to);
         // Two tokens share nothing a server could count on: no common prefix past moniker's

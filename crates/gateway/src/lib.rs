@@ -6,6 +6,7 @@
 //! (`message`) and carried as that type; what moniker does not own keeps the bytes its server
 //! wrote.
 
+mod answers;
 mod audit;
 pub mod auth;
 pub mod budget;

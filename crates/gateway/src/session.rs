@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use moniker_surface::Kind;
 use tokio::sync::mpsc;
 
-use crate::auth::resource::Caller;
 use crate::errors::Refusal;
 use crate::gateway::Gateway;
 use crate::hub::{InFlight, Peer};
@@ -33,77 +32,7 @@ use crate::view::View;
 /// Protocol versions moniker speaks with clients, oldest first.
 pub const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
-/// Where the answers to what a client sent go: the session's own stream (stdio), or a
-/// request's own (an HTTP POST), which then carries the request's progress too when
-/// `with_progress`.
-#[derive(Clone)]
-pub struct Answers {
-    to: mpsc::UnboundedSender<Message>,
-    with_progress: bool,
-    /// The W3C trace context of the HTTP request that carried the messages, when it had one.
-    trace: Option<crate::telemetry::TraceContext>,
-    /// Who sent them, for the headers servers' `forward` makes (over HTTP, when a server
-    /// forwards): each request keeps its own, so concurrent requests of a session never
-    /// forward each other's headers.
-    caller: Option<Arc<Caller>>,
-    /// The bytes sent and not yet taken by the reader of `to` (an HTTP event stream its
-    /// client may not read): past [`crate::budget::POST_STREAM_BYTES`], notes are dropped;
-    /// the answer always goes.
-    held: Option<Arc<std::sync::atomic::AtomicUsize>>,
-}
-
-impl Answers {
-    pub fn new(to: mpsc::UnboundedSender<Message>, with_progress: bool) -> Self {
-        Self {
-            to,
-            with_progress,
-            trace: None,
-            caller: None,
-            held: None,
-        }
-    }
-
-    /// What is sent counts in `held` until its reader takes it (and subtracts it).
-    pub fn with_held(mut self, held: Arc<std::sync::atomic::AtomicUsize>) -> Self {
-        self.held = Some(held);
-        self
-    }
-
-    /// The messages came in a request with this trace context (its `traceparent` header).
-    pub fn with_trace(mut self, trace: Option<crate::telemetry::TraceContext>) -> Self {
-        self.trace = trace;
-        self
-    }
-
-    /// The messages came from this caller (its identity and the request's headers).
-    pub fn with_caller(mut self, caller: Option<Caller>) -> Self {
-        self.caller = caller.map(Arc::new);
-        self
-    }
-
-    /// Who sent the messages, for the headers servers' `forward` makes.
-    pub(crate) fn caller(&self) -> Option<&Caller> {
-        self.caller.as_deref()
-    }
-
-    pub(crate) fn send(&self, message: Message) {
-        use std::sync::atomic::Ordering;
-        if let Some(held) = &self.held {
-            let size = message.text().len();
-            if !message.is_response()
-                && held.load(Ordering::Acquire) + size > crate::budget::POST_STREAM_BYTES
-            {
-                tracing::debug!(
-                    size,
-                    "a note for an event stream its client does not read is dropped"
-                );
-                return;
-            }
-            held.fetch_add(size, Ordering::AcqRel);
-        }
-        let _ = self.to.send(message);
-    }
-}
+pub use crate::answers::Answers;
 
 pub struct Session {
     gateway: Arc<Gateway>,
@@ -555,7 +484,7 @@ impl Session {
             tools: filter.tools,
             prompts: filter.prompts,
             resources: filter.resources,
-            to: answers.to.clone(),
+            to: answers.clone(),
             ended: ended.clone(),
         });
         answers.send(modern::acknowledged(id, &filter));

@@ -10,7 +10,16 @@ use moniker_surface::search::{Cache, Index, Model};
 use moniker_surface::{Exposed, Kind, ServerId, Surface, listing};
 use serde_json::value::RawValue;
 
-use crate::gateway::Settings;
+/// What a view is made with, of the gateway's settings.
+#[derive(Clone, Default)]
+pub(crate) struct ViewSettings {
+    /// moniker's toolset management tools are listed.
+    pub manage: bool,
+    /// The table search indexes are built with (`None`: the shipped one).
+    pub search_model: Option<Arc<Model>>,
+    /// Where built indexes are kept between runs.
+    pub search_cache: Option<PathBuf>,
+}
 
 /// What clients see now: the surface built from every server's last valid listing, which
 /// servers are up, the listings rendered once for every `tools/list` (in the surface's
@@ -32,7 +41,7 @@ pub struct View {
 }
 
 impl View {
-    pub(crate) fn new(surface: Surface, up: BTreeSet<ServerId>, settings: &Settings) -> Self {
+    pub(crate) fn new(surface: Surface, up: BTreeSet<ServerId>, settings: &ViewSettings) -> Self {
         let mut view = Self {
             index: std::sync::OnceLock::new(),
             model: settings.search_model.clone(),

@@ -11,7 +11,7 @@ use indexmap::IndexMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::search::Words;
+use crate::words::Words;
 
 /// The parameter that chooses the member.
 pub const ACTION: &str = "action";

@@ -30,6 +30,7 @@ mod tag_expr;
 pub mod toolsets;
 pub mod uri;
 pub mod vocab;
+mod words;
 
 pub use listing::Listing;
 pub use lock::{Breaking, Lock};

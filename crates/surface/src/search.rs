@@ -11,7 +11,6 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use bm25::{Embedder, EmbedderBuilder, Scorer, Tokenizer};
-use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::Value;
 
 use crate::names::Tag;
@@ -20,45 +19,10 @@ use crate::vocab::Kind;
 
 mod cache;
 mod semantic;
+pub use crate::words::Words;
+pub(crate) use crate::words::humps;
 pub use cache::Cache;
 pub use semantic::{Model, ModelError, Vectors};
-
-/// The words of identifiers and prose: text split at anything that is not a letter or a digit
-/// and between the humps of camelCase, lowercased, without English stop words, each reduced
-/// to its stem (Snowball), so that `listIssues`, `list_issues` and "listing the issues" meet.
-pub struct Words {
-    stemmer: Stemmer,
-    stop: HashSet<&'static str>,
-}
-
-impl Default for Words {
-    fn default() -> Self {
-        Self {
-            stemmer: Stemmer::create(Algorithm::English),
-            stop: stop_words::get(stop_words::LANGUAGE::English)
-                .iter()
-                .copied()
-                .collect(),
-        }
-    }
-}
-
-impl Words {
-    /// The stems of `text`, in order.
-    pub fn of(&self, text: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        for piece in text.split(|c: char| !c.is_alphanumeric()) {
-            for word in humps(piece) {
-                let word = word.to_lowercase();
-                if self.stop.contains(word.as_str()) {
-                    continue;
-                }
-                out.push(self.stemmer.stem(&word).into_owned());
-            }
-        }
-        out
-    }
-}
 
 /// The tokenizer of the BM25 crate over text that is [`Words`] already, joined by spaces: a
 /// text is cut into words (and stemmed) once.
@@ -69,27 +33,6 @@ impl Tokenizer for Stems {
     fn tokenize(&self, input_text: &str) -> Vec<String> {
         input_text.split_whitespace().map(str::to_owned).collect()
     }
-}
-
-/// `getPRInfo` → `get`, `PR`, `Info`; `v2` stays whole.
-fn humps(piece: &str) -> impl Iterator<Item = &str> {
-    let chars: Vec<(usize, char)> = piece.char_indices().collect();
-    let mut cuts = vec![0];
-    for i in 1..chars.len() {
-        let (at, c) = chars[i];
-        let before = chars[i - 1].1;
-        let next_lower = chars.get(i + 1).is_some_and(|(_, n)| n.is_lowercase());
-        // aB, or the B of ABc (the last capital of an acronym starts the next word).
-        if c.is_uppercase() && (before.is_lowercase() || (before.is_uppercase() && next_lower)) {
-            cuts.push(at);
-        }
-    }
-    cuts.push(piece.len());
-    cuts.windows(2)
-        .map(move |w| &piece[w[0]..w[1]])
-        .filter(|w| !w.is_empty())
-        .collect::<Vec<_>>()
-        .into_iter()
 }
 
 /// BM25 over documents known by their position.

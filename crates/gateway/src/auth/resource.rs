@@ -32,6 +32,8 @@ use super::oauth::{self, Metadata};
 /// The shortest time between two fetches of the keys for an unknown `kid`.
 pub const REFETCH_GAP: Duration = Duration::from_secs(10);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the first request after `keys_ttl` waits for the keys to be fetched again.
+const STALE_WAIT: Duration = Duration::from_secs(2);
 /// How long an introspection answer is used at most.
 const INTROSPECTION_TTL: Duration = Duration::from_secs(60);
 /// Introspection answers kept at most: active ones and refusals, each. When the refusals are
@@ -322,10 +324,23 @@ impl Verifier {
             (keys_of(&state, kid, alg), self.due(&state, kid))
         };
         if !keys.is_empty() {
-            if due {
-                self.refresh_in_background();
+            if !due {
+                return Ok(keys);
             }
-            return Ok(keys);
+            // The keys are past `keys_ttl`: the first request after fetches them again and
+            // waits a little for it, so that a key the issuer dropped stops working; a slow
+            // issuer holds it no longer than [`STALE_WAIT`] (the others use the known keys
+            // meanwhile).
+            if let Some(fetch) = self.refresh_in_background() {
+                let _ = tokio::time::timeout(STALE_WAIT, fetch).await;
+            }
+            let keys = keys_of(&lock(&self.state), kid, alg);
+            return match keys.is_empty() {
+                false => Ok(keys),
+                true => Err(Denied::Invalid(format!(
+                    "the issuer no longer has the key {kid:?} for {alg:?}"
+                ))),
+            };
         }
         if due {
             let _flight = self.refresh.lock().await;
@@ -359,19 +374,17 @@ impl Verifier {
         (stale || unknown) && may_try
     }
 
-    /// Fetches the keys on a task of its own, unless a fetch is under way.
-    fn refresh_in_background(self: &Arc<Self>) {
-        let Ok(flight) = self.refresh.clone().try_lock_owned() else {
-            return;
-        };
+    /// Fetches the keys on a task of its own, unless a fetch is under way: the task.
+    fn refresh_in_background(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
+        let flight = self.refresh.clone().try_lock_owned().ok()?;
         let verifier = self.clone();
-        tokio::spawn(async move {
+        Some(tokio::spawn(async move {
             let _flight = flight;
             let due = verifier.due(&lock(&verifier.state), None);
             if due {
                 verifier.refresh_now().await;
             }
-        });
+        }))
     }
 
     /// Fetches the keys (the caller holds `refresh`); the state is locked only to read and to

@@ -1516,8 +1516,7 @@ impl PostStream {
 
     /// A message taken from the session: no longer held.
     fn took(&self, message: &Message) {
-        self.held
-            .fetch_sub(message.text().len(), std::sync::atomic::Ordering::AcqRel);
+        crate::answers::give_back(&self.held, message.text().len());
     }
 
     /// The next message from the session, as it is (no longer held).

@@ -119,7 +119,7 @@ impl Session {
     }
 
     /// `tools/call` and `prompts/get`: moniker's own tools are answered here; any other name
-    /// is routed. The call is one [`Call`](crate::call::Call) from here to its end, where it is finished once.
+    /// is routed. The call is one [`Call`] from here to its end, where it is finished once.
     pub(super) async fn call(
         self: &Arc<Self>,
         request: &Message,

@@ -7,7 +7,7 @@
 //! (`inputResponses`) and that state: the answers go to the server, and the call goes on, to
 //! its result or to the next `input_required`. The server never knows.
 //!
-//! The parked calls are kept, and bounded, in [`crate::modern::parked`].
+//! The parked calls are kept, and bounded, in [`crate::parked`].
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -85,68 +85,85 @@ impl Session {
 
     /// Waits for the call's result (answered under `id`), or for its server's first request
     /// for input the client can answer: then the call is parked and the client told what to
-    /// answer. A request the client cannot answer is refused to the server at once, and the
-    /// call given up: the client gets -32021 naming what it lacks.
+    /// answer. A request the client did not declare it answers is refused to the server at
+    /// once; if the call then fails, the client is told what it lacked, as the 2026-07-28 era
+    /// says (-32021 with `requiredCapabilities`), and if it succeeds anyway (the server did
+    /// not need it), it gets the result.
     async fn settle(&self, mut call: Parked, id: &str) -> Reply {
-        tokio::select! {
-            done = &mut call.task => {
-                call.peer.unpark(&call.call);
-                // A request that came for this call meanwhile (or was taken for it) is
-                // answered to its server, never left waiting.
-                while let Ok((ours, request)) = call.inputs.try_recv() {
-                    let method = request.method().unwrap_or_default();
-                    call.peer.answer_server(&Message::error(
-                        Some(&ours.to_string()),
-                        message::METHOD_NOT_FOUND,
-                        &format!("the call that {method} was for is over"),
-                    ));
-                }
-                done.ok().flatten().map(|reply| reply.with_id(id))
-            }
-            Some(first) = call.inputs.recv() => {
-                // A server that asks several things at once sends them one after the other:
-                // the client is asked them together, those that come within [`GATHER`] of the
-                // one before (for [`GATHER_MAX`] at the most).
-                let mut asked = vec![first];
-                let until = tokio::time::Instant::now() + GATHER_MAX;
-                while let Ok(Some(more)) =
-                    tokio::time::timeout_at(until.min(tokio::time::Instant::now() + GATHER), call.inputs.recv()).await
-                {
-                    asked.push(more);
-                }
-                // A request the client did not declare it answers: refused to the server
-                // at once, and the call given up (cancelled there, counting no more): the
-                // client is told what it lacks, as the 2026-07-28 era says (-32021).
-                let lacking: Vec<&str> = asked
-                    .iter()
-                    .filter_map(|(_, request)| request.method())
-                    .filter(|method| !call.can.answers(method))
-                    .collect();
-                if !lacking.is_empty() {
-                    for (ours, request) in &asked {
+        let mut lacking: Vec<String> = Vec::new();
+        loop {
+            tokio::select! {
+                done = &mut call.task => {
+                    call.peer.unpark(&call.call);
+                    // A request that came for this call meanwhile (or was taken for it) is
+                    // answered to its server, never left waiting.
+                    while let Ok((ours, request)) = call.inputs.try_recv() {
                         let method = request.method().unwrap_or_default();
+                        call.peer.answer_server(&Message::error(
+                            Some(&ours.to_string()),
+                            message::METHOD_NOT_FOUND,
+                            &format!("the call that {method} was for is over"),
+                        ));
+                    }
+                    let reply = done.ok().flatten().map(|reply| reply.with_id(id));
+                    let failed = reply.as_ref().is_some_and(|r| {
+                        r.error_code().is_some() || r.field(Field::IsError) == Some("true")
+                    });
+                    if failed && !lacking.is_empty() {
+                        let methods: Vec<&str> = lacking.iter().map(String::as_str).collect();
+                        return Some(crate::modern::missing_capability(id, &methods));
+                    }
+                    return reply;
+                }
+                Some(first) = call.inputs.recv() => {
+                    let asked = gather(first, &mut call.inputs).await;
+                    let (asked, refused): (Vec<_>, Vec<_>) = asked
+                        .into_iter()
+                        .partition(|(_, request)| call.can.answers(request.method().unwrap_or_default()));
+                    for (ours, request) in &refused {
+                        let method = request.method().unwrap_or_default();
+                        tracing::debug!(method, "the client did not declare it answers this: refused to the server");
                         call.peer.answer_server(&Message::error(
                             Some(&ours.to_string()),
                             message::METHOD_NOT_FOUND,
                             &format!("the client does not support {method}"),
                         ));
+                        lacking.push(method.to_owned());
                     }
-                    tracing::debug!(?lacking, "the server asks what the client did not declare: the call is given up, -32021");
-                    let refusal = crate::modern::missing_capability(id, &lacking);
-                    call.task.abort();
-                    call.peer.unpark(&call.call);
-                    return Some(refusal);
+                    if asked.is_empty() {
+                        continue;
+                    }
+                    call.peer.park(&call.call);
+                    tracing::debug!(requests = asked.len(), "the server asks for input: answered input_required");
+                    let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
+                    let result = input_required(id, &asked, &state);
+                    call.at = Instant::now();
+                    self.gateway.parked.park(state, call);
+                    return Some(result);
                 }
-                call.peer.park(&call.call);
-                tracing::debug!(requests = asked.len(), "the server asks for input: answered input_required");
-                let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
-                let result = input_required(id, &asked, &state);
-                call.at = Instant::now();
-                self.gateway.parked.park(state, call);
-                Some(result)
             }
         }
     }
+}
+
+/// A server that asks several things at once sends them one after the other: the client is
+/// asked them together, those that come within [`GATHER`] of the one before (for
+/// [`GATHER_MAX`] at the most).
+async fn gather(
+    first: (u64, Message),
+    inputs: &mut mpsc::UnboundedReceiver<(u64, Message)>,
+) -> Vec<(u64, Message)> {
+    let mut asked = vec![first];
+    let until = tokio::time::Instant::now() + GATHER_MAX;
+    while let Ok(Some(more)) = tokio::time::timeout_at(
+        until.min(tokio::time::Instant::now() + GATHER),
+        inputs.recv(),
+    )
+    .await
+    {
+        asked.push(more);
+    }
+    asked
 }
 
 /// What a call calls, as a parked call remembers it: its method and the name or URI it names.

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""The interop matrix: which MCP client stacks list and call through moniker, per transport and
+discovery mode.
+
+A run of ``pytest tests/interop`` that ran every cell writes ``results.json`` (conftest.py), then
+``MATRIX.md`` from it (``write_matrix``), and the table in the repository's README.md between the
+markers below when it has them (``update_readme``). This file can also be run on its own:
+
+    python3 tests/interop/matrix.py                  # MATRIX.md again from results.json
+    python3 tests/interop/matrix.py --readme README.md
+        # also the table between <!-- interop-matrix:start --> and <!-- interop-matrix:end -->
+
+It imports none of the client libraries, so any Python 3.10+ runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results.json"
+MATRIX = HERE / "MATRIX.md"
+REQUIREMENTS = HERE / "requirements.txt"
+
+# The client stacks, in the matrix's order: id (the tests' parameter), what a user installs,
+# and the packages whose versions say which MCP client code ran (the first one names the row).
+STACKS: list[dict] = [
+    {
+        "id": "langchain",
+        "title": "LangChain (langchain-mcp-adapters)",
+        "packages": ["langchain-mcp-adapters", "langchain-core"],
+        "how": "`MultiServerMCPClient.get_tools()`, then each tool's `ainvoke` (a session per call)",
+    },
+    {
+        "id": "openai-agents",
+        "title": "OpenAI Agents SDK (openai-agents)",
+        "packages": ["openai-agents"],
+        "how": "`MCPServerStdio` / `MCPServerStreamableHttp`: `list_tools()`, "
+        "`MCPUtil.to_function_tool` (strict schemas), the function tool's `on_invoke_tool`",
+    },
+    {
+        "id": "pydantic-ai",
+        "title": "Pydantic AI (pydantic-ai-slim[mcp])",
+        "packages": ["pydantic-ai-slim", "fastmcp-slim"],
+        "how": "`MCPToolset` (a FastMCP client): `list_tools()`, `direct_call_tool()`",
+    },
+    {
+        "id": "mcp-use",
+        "title": "mcp-use",
+        "packages": ["mcp-use"],
+        "how": "`MCPClient.create_session()`: `list_tools()`, `call_tool()`",
+    },
+]
+TRANSPORTS = [("stdio", "stdio"), ("http", "HTTP")]
+MODES = [("list", "list"), ("search", "search")]
+CELLS = [(t, m) for t, _ in TRANSPORTS for m, _ in MODES]
+SDK = "mcp"  # the official SDK that the stacks sit on
+
+MARKS = {"passed": "✓", "failed": "✗", "skipped": "–", None: "·"}
+README_START = "<!-- interop-matrix:start -->"
+README_END = "<!-- interop-matrix:end -->"
+
+
+def cell_key(stack: str, transport: str, mode: str) -> str:
+    return f"{stack}|{transport}|{mode}"
+
+
+def all_cells() -> list[str]:
+    return [cell_key(s["id"], t, m) for s in STACKS for t, m in CELLS]
+
+
+def pins(path: Path = REQUIREMENTS) -> dict[str, str]:
+    """`name==version` lines of requirements.txt, by normalized name."""
+    found: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"^\s*([A-Za-z0-9._-]+)(?:\[[^\]]*\])?\s*==\s*([^\s;#]+)", line)
+        if m:
+            found[normalize(m.group(1))] = m.group(2)
+    return found
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_versions() -> dict[str, str | None]:
+    """The versions installed where this runs (the tests' venv), of every package the matrix names."""
+    from importlib import metadata
+
+    names = {SDK, *(p for s in STACKS for p in s["packages"])}
+    versions: dict[str, str | None] = {}
+    for name in sorted(names):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def table(results: dict) -> str:
+    versions = results.get("versions", {})
+    pinned = results.get("pins", {})
+    cells = results.get("cells", {})
+
+    def said(package: str) -> str:
+        version = versions.get(package) or "?"
+        pin = pinned.get(normalize(package))
+        return f"{package} {version}" + (f" (pinned {pin}!)" if pin and pin != version else "")
+
+    head = ["client stack", "version"] + [f"{tt} · {mt}" for _, tt in TRANSPORTS for _, mt in MODES]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + [":---:"] * len(CELLS)) + "|"]
+    for stack in STACKS:
+        first, *rest = stack["packages"]
+        version = said(first)
+        if rest:
+            version += " (" + ", ".join(said(p) for p in rest) + ")"
+        row = [stack["title"], version]
+        row += [MARKS.get(cells.get(cell_key(stack["id"], t, m)), "?") for t, m in CELLS]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def render(results: dict) -> str:
+    versions = results.get("versions", {})
+    failed = [k for k, v in results.get("cells", {}).items() if v != "passed"]
+    parts = [
+        "# Interop matrix: MCP client stacks through moniker",
+        "",
+        "<!-- Generated by tests/interop/matrix.py from tests/interop/results.json: do not edit. -->",
+        "Generated from the last full run of the interop tests; to regenerate it, run "
+        "`scripts/test` (or, with `.venv-interop` installed from `tests/interop/requirements.txt`, "
+        "`.venv-interop/bin/pytest tests/interop -q`): a run that runs every cell rewrites "
+        "`results.json` and this file. `python3 tests/interop/matrix.py` renders this file again "
+        "from `results.json` alone.",
+        "",
+        f"moniker {results.get('moniker', '?')}, Python {results.get('python', '?')}, "
+        f"official MCP Python SDK underneath: {SDK} {versions.get(SDK) or '?'}. "
+        "Versions are the pins of `tests/interop/requirements.txt`, as installed.",
+        "",
+        table(results),
+        "",
+        "✓ the cell passed, ✗ it failed, – skipped, · not run.",
+        "",
+        "Each cell is one test (`tests/interop/test_clients.py`): the client stack, used as its "
+        "users use it but with no model, connects to moniker (stdio: the client spawns "
+        "`moniker serve -c CONFIG`; HTTP: `moniker serve --http 127.0.0.1:PORT -c CONFIG`, "
+        "Streamable HTTP at `/mcp`) with moniker-fixture's `fixtures/contextgraph.json` (35 tools) "
+        "behind it and an alias `discover_goals` of `discover_sub_goals`.",
+        "",
+        "- **list**: the listed names are exactly the 35 tools; `discover_sub_goals` is called "
+        "through the client's own tool object, then by its alias; the fixture's answer comes back "
+        "as the result's text.",
+        "- **search** (`discovery: { mode: search, pin: [utl_status] }`): the listed names are "
+        "exactly `utl_status`, `search_tools`, `call_tool`; `search_tools` with the query "
+        "\"propose sub-goals under the north star\" finds `discover_sub_goals` first (with its "
+        "alias); `call_tool` calls it by the found name, then by its alias.",
+        "",
+        "How each stack is driven:",
+        "",
+    ]
+    parts += [f"- {s['title']}: {s['how']}." for s in STACKS]
+    if failed:
+        parts += ["", "Cells that did not pass: " + ", ".join(f"`{k}`" for k in sorted(failed)) + "."]
+    return "\n".join(parts) + "\n"
+
+
+def write_matrix(results: dict, matrix: Path = MATRIX) -> None:
+    matrix.write_text(render(results))
+
+
+def update_readme(readme: Path, results: dict) -> bool:
+    """Replaces the table between the README's markers; False when it has none."""
+    text = readme.read_text()
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        return False
+    block = (
+        f"{README_START}\n<!-- Generated by tests/interop/matrix.py --readme README.md -->\n"
+        f"{table(results)}\n"
+    )
+    new = text[:start] + block + text[end:]
+    if new != text:
+        readme.write_text(new)
+    return True
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=MATRIX)
+    parser.add_argument("--readme", type=Path, help="also replace the table between its markers")
+    args = parser.parse_args(argv)
+    if not args.results.is_file():
+        print(f"{args.results} is missing: run the interop tests first", file=sys.stderr)
+        return 1
+    results = json.loads(args.results.read_text())
+    write_matrix(results, args.out)
+    print(f"wrote {args.out}")
+    if args.readme:
+        if not update_readme(args.readme, results):
+            print(f"{args.readme} has no {README_START} ... {README_END} block", file=sys.stderr)
+            return 1
+        print(f"updated {args.readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
