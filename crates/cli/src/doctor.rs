@@ -298,6 +298,12 @@ fn failure_fix(
             "the server's certificate is not trusted: give its CA in `servers.{id}.tls.ca_file`, or check the URL's host name"
         );
     }
+    if lower.contains("over moniker's budget") {
+        return "the server lists more than moniker takes from one server (the Budgets table of \
+                the README: pages, items, bytes): its tools are left out; a server that lists \
+                without end has a paging bug"
+            .to_owned();
+    }
     if lower.contains("401") || lower.contains("unauthorized") {
         return format!(
             "its credentials were refused: check `servers.{id}.headers`, or `moniker login {id}`"

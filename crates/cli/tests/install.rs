@@ -525,11 +525,18 @@ fn doctor_tells_what_it_saw() {
         json!({"tools": [{"name": "lookup", "inputSchema": {"type": "object"}}]}).to_string(),
     )
     .expect("inventory");
+    // A server that lists more than moniker takes from one (20,000 items).
+    let huge = home.join("huge.json");
+    let tools: Vec<Value> = (0..20_001)
+        .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}}))
+        .collect();
+    std::fs::write(&huge, json!({ "tools": tools }).to_string()).expect("inventory");
     let file = home.join(".config/Claude/claude_desktop_config.json");
     write(
         &file,
         &serde_json::to_string_pretty(&json!({
             "mcpServers": {
+                "huge": {"command": fixture, "args": [huge.display().to_string()]},
                 "good": {"command": fixture, "args": [inventory.display().to_string()]},
                 "tls": {"command": "sh", "args": ["-c", "echo 'error: invalid peer certificate: UnknownIssuer' >&2; exit 2"]},
                 "slow": {"command": "sleep", "args": ["30"]}
@@ -571,8 +578,13 @@ fn doctor_tells_what_it_saw() {
     );
     assert!(
         stdout.contains(
-            "every name once of the 1 server up: the names of the 2 down are not checked"
+            "every name once of the 1 server up: the names of the 3 down are not checked"
         ),
+        "{stdout}"
+    );
+    // A listing past the budget ("Hold the boundary, round two", finding 2) is said as such.
+    assert!(
+        stdout.contains("lists more than moniker takes from one server"),
         "{stdout}"
     );
 }
