@@ -27,6 +27,23 @@ pub(crate) fn renames(diagnostics: &[Diagnostic]) -> Vec<&Rename> {
     out
 }
 
+/// The lines of `renames` (`server/origin: { name: new }`) by section, tools first; a
+/// section with none is left out.
+pub(crate) fn sections(renames: &[&Rename]) -> Vec<(&'static str, Vec<String>)> {
+    ["tools", "prompts"]
+        .into_iter()
+        .map(|section| {
+            let lines: Vec<String> = renames
+                .iter()
+                .filter(|r| r.section == section)
+                .map(|r| r.yaml())
+                .collect();
+            (section, lines)
+        })
+        .filter(|(_, lines)| !lines.is_empty())
+        .collect()
+}
+
 /// `text` (a moniker config) with `renames` written in: each under its section (`tools:`,
 /// `prompts:`) when the file has it at the top level in block style, else in a new section at
 /// the end. `Err` when a section is written in flow style (`tools: { ... }`), which a line
@@ -36,15 +53,7 @@ pub(crate) fn apply(text: &str, renames: &[&Rename]) -> Result<String, String> {
     if !out.is_empty() && !out.ends_with('\n') {
         out.push('\n');
     }
-    for section in ["tools", "prompts"] {
-        let lines: Vec<String> = renames
-            .iter()
-            .filter(|r| r.section == section)
-            .map(|r| r.yaml())
-            .collect();
-        if lines.is_empty() {
-            continue;
-        }
+    for (section, lines) in sections(renames) {
         out = match find_section(&out, section) {
             Some(Section::Block { after, indent }) => {
                 let block: String = lines

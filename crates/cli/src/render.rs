@@ -215,18 +215,7 @@ impl Renderer {
         }
         // Each item once, tools first; the first name suggested for it wins (what `--fix`
         // writes).
-        let renames = crate::fix::renames(diagnostics);
-        let mut sections: Vec<(&str, Vec<String>)> = Vec::new();
-        for section in ["tools", "prompts"] {
-            let lines: Vec<String> = renames
-                .iter()
-                .filter(|r| r.section == section)
-                .map(|r| r.yaml())
-                .collect();
-            if !lines.is_empty() {
-                sections.push((section, lines));
-            }
-        }
+        let sections = crate::fix::sections(&crate::fix::renames(diagnostics));
         let existing: Vec<String> = sections
             .iter()
             .filter(|(section, _)| source.span(section).is_some())
