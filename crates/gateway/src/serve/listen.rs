@@ -222,16 +222,17 @@ impl Places {
             if own >= self.share {
                 return None;
             }
-            // The address that holds the most gives its oldest place (it holds more than its
-            // share: the places are full and this one holds less than its own).
+            // The address that holds the most gives its oldest place, when it holds more than
+            // its share (one at its share keeps what it holds: then this one waits too).
+            let share = self.share;
             let victim = table
                 .by_address
                 .iter_mut()
                 .max_by_key(|(_, held)| held.len())
+                .filter(|(_, held)| held.len() > share)
                 .and_then(|(_, held)| held.pop_front());
-            if let Some((_, close)) = victim {
-                let _ = close.send(());
-            }
+            let (_, close) = victim?;
+            let _ = close.send(());
         }
         table.served += 1;
         table.next += 1;
@@ -279,5 +280,20 @@ mod tests {
         let second = places.try_take(client).expect("still below its share");
         assert!(places.try_take(client).is_none(), "at its share, it waits");
         drop((first, second));
+    }
+
+    /// No one at their share gives a place: with four addresses holding a quarter each, a
+    /// fifth waits.
+    #[tokio::test]
+    async fn an_address_at_its_share_keeps_what_it_holds() {
+        let places = Places::new(8);
+        let mut held = Vec::new();
+        for ip in 1..=4u8 {
+            for _ in 0..2 {
+                held.push(places.try_take([127, 0, 0, ip].into()).expect("room"));
+            }
+        }
+        assert!(places.try_take([127, 0, 0, 5].into()).is_none());
+        assert!(held.iter_mut().all(|p| p.evicted.try_recv().is_err()));
     }
 }
