@@ -4,7 +4,7 @@
 //!
 //! | peer | what | at most | where it is held |
 //! |---|---|---|---|
-//! | client address | open HTTP connections | a quarter of `http.max_connections` (1,024): [`connections_per_address`] | `serve::listen` |
+//! | client address | open HTTP connections | any while there is room; when all `http.max_connections` (1,024) are taken, [`connections_per_address`] (a quarter): one below it takes the oldest place of an address over it, one at it waits (with at most that many waiting) | `serve::listen` |
 //! | client address | time to send a request header | 10 s (`serve::listen::HEADER_TIMEOUT`) | `serve::listen` |
 //! | principal (a token; a person: issuer and `sub`, whatever their OAuth client) | HTTP sessions | `http.max_sessions_per_token` (1,000); sessions being opened count | `serve::http` |
 //! | every principal together | HTTP sessions | 10,000 | `serve::http` |
