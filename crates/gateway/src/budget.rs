@@ -27,7 +27,12 @@
 //! A refusal names the limit it met; a listing over its budget is refused and the server keeps
 //! its last one, said at `warn`.
 
+use std::collections::HashMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+
+use crate::sync::lock;
 
 /// Pages one listing may have.
 pub const LISTING_PAGES: usize = 1_000;
@@ -55,4 +60,24 @@ pub const POST_STREAM_BYTES: usize = 4 << 20;
 /// Connections one client address may hold of `max_connections`: a quarter (at least one).
 pub fn connections_per_address(max_connections: usize) -> usize {
     (max_connections / 4).max(1)
+}
+
+/// One counter per key (a principal), shared by everything of that key that holds it (its
+/// sessions, its streams): made when none does, gone with the last holder. What a budget
+/// of a principal's is counted in.
+#[derive(Default)]
+pub(crate) struct Counters(Mutex<HashMap<String, Weak<AtomicUsize>>>);
+
+impl Counters {
+    /// The counter of `key`.
+    pub(crate) fn of(&self, key: &str) -> Arc<AtomicUsize> {
+        let mut table = lock(&self.0);
+        if let Some(held) = table.get(key).and_then(Weak::upgrade) {
+            return held;
+        }
+        table.retain(|_, held| held.strong_count() > 0);
+        let held = Arc::default();
+        table.insert(key.to_owned(), Arc::downgrade(&held));
+        held
+    }
 }

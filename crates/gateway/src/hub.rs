@@ -551,21 +551,14 @@ pub struct Hub {
     streams: Mutex<HashMap<String, usize>>,
     progress: Mutex<HashMap<String, ProgressRoute>>,
     /// Requests in progress by owner ([`Hub::calls_of`]).
-    calls: Mutex<HashMap<String, Weak<AtomicUsize>>>,
+    calls: crate::budget::Counters,
 }
 
 impl Hub {
     /// The counter of `owner`'s requests in progress (an HTTP token's, a person's), shared by
     /// all its sessions.
     pub(crate) fn calls_of(&self, owner: &str) -> Arc<AtomicUsize> {
-        let mut calls = lock(&self.calls);
-        if let Some(held) = calls.get(owner).and_then(Weak::upgrade) {
-            return held;
-        }
-        calls.retain(|_, held| held.strong_count() > 0);
-        let held = Arc::default();
-        calls.insert(owner.to_owned(), Arc::downgrade(&held));
-        held
+        self.calls.of(owner)
     }
 
     pub(crate) fn add(&self, peer: &Arc<Peer>) {

@@ -139,9 +139,9 @@ struct Shared {
     /// only with `sessions` locked.
     opening: Mutex<HashMap<String, usize>>,
     /// The bytes the replay buffers of each principal's sessions hold together.
-    replay: Mutex<HashMap<String, std::sync::Weak<std::sync::atomic::AtomicUsize>>>,
+    replay: crate::budget::Counters,
     /// The bytes each principal's POST streams hold unread, together.
-    post_held: Mutex<HashMap<String, std::sync::Weak<std::sync::atomic::AtomicUsize>>>,
+    post_held: crate::budget::Counters,
     /// The access-token checker of `http.auth` (made again when a reload changes it).
     verifier: Mutex<Option<Arc<Verifier>>>,
     /// Turns true at shutdown: GET streams end.
@@ -193,8 +193,8 @@ pub async fn serve(
         bound,
         sessions: Mutex::new(HashMap::new()),
         opening: Mutex::new(HashMap::new()),
-        replay: Mutex::new(HashMap::new()),
-        post_held: Mutex::new(HashMap::new()),
+        replay: Default::default(),
+        post_held: Default::default(),
         verifier: Mutex::new(None),
         stop: stop_rx.clone(),
     });
@@ -268,12 +268,12 @@ impl Shared {
     /// (a reload changed them; its keys are fetched anew).
     /// The counter of what `principal`'s sessions' replay buffers hold, shared by them.
     fn replay_of(&self, principal: &str) -> Arc<std::sync::atomic::AtomicUsize> {
-        counter_of(&self.replay, principal)
+        self.replay.of(principal)
     }
 
     /// The counter of what `principal`'s POST streams hold unread, shared by them.
     fn post_held_of(&self, principal: &str) -> Arc<std::sync::atomic::AtomicUsize> {
-        counter_of(&self.post_held, principal)
+        self.post_held.of(principal)
     }
 
     fn verifier(&self, settings: &moniker_config::ResourceAuth) -> Arc<Verifier> {
@@ -1156,22 +1156,6 @@ async fn stateless(
             ))
         }
     }
-}
-
-/// The counter of `key` in `table`, shared by everything of that key that holds it (made when
-/// none does).
-fn counter_of(
-    table: &Mutex<HashMap<String, std::sync::Weak<std::sync::atomic::AtomicUsize>>>,
-    key: &str,
-) -> Arc<std::sync::atomic::AtomicUsize> {
-    let mut table = lock(table);
-    if let Some(held) = table.get(key).and_then(std::sync::Weak::upgrade) {
-        return held;
-    }
-    table.retain(|_, held| held.strong_count() > 0);
-    let held = Arc::default();
-    table.insert(key.to_owned(), Arc::downgrade(&held));
-    held
 }
 
 /// A stateless request whose client may go away before its answer: when this is dropped, the
