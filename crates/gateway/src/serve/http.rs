@@ -1098,14 +1098,16 @@ async fn stateless(
         );
     }
     let (tx, _rx) = mpsc::unbounded_channel::<Message>();
-    let session = Session::of_principal(shared.gateway.clone(), tx, toolset, principal(auth));
+    // Who the client is, made once (a token's digest) for everything that counts by it.
+    let who = principal(auth);
+    let session = Session::of_principal(shared.gateway.clone(), tx, toolset, who.clone());
     session.identify(&client_name(auth));
-    session.count_calls_under(&principal(auth));
+    session.count_calls_under(&who);
     if request.method() == Some("subscriptions/listen") {
         // A long-lived stream: the acknowledgement, the list changes, at last the result. It
         // lasts as long as the client reads it.
         let (tx, rx) = mpsc::unbounded_channel();
-        let held = shared.post_held_of(&principal(auth));
+        let held = shared.post_held_of(&who);
         session.handle(
             Ok(incoming),
             Some(
@@ -1128,7 +1130,7 @@ async fn stateless(
         id: request.id().unwrap_or("null").to_owned(),
     };
     let (tx, rx) = mpsc::unbounded_channel();
-    let held = shared.post_held_of(&principal(auth));
+    let held = shared.post_held_of(&who);
     session.handle(
         Ok(incoming),
         Some(
@@ -1215,15 +1217,16 @@ async fn initialize(
     if let Err(reject) = version_ok(headers) {
         return reject.response();
     }
-    let _reserved = match room_for_session(shared, &auth) {
+    let who = principal(&auth);
+    let _reserved = match room_for_session(shared, &who) {
         Ok(reserved) => reserved,
         Err(reject) => return reject.response(),
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
     let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
     session.identify(&client_name(&auth));
-    session.count_calls_under(&principal(&auth));
-    let outbox = Outbox::new(shared.replay_of(&principal(&auth)));
+    session.count_calls_under(&who);
+    let outbox = Outbox::new(shared.replay_of(&who));
     let to_outbox = outbox.clone();
     // What the session sends on its own waits in the outbox for the GET stream.
     tokio::spawn(async move {
@@ -1272,8 +1275,8 @@ async fn initialize(
         id,
         Arc::new(HttpSession {
             session,
-            principal: principal(&auth),
-            post_held: shared.post_held_of(&principal(&auth)),
+            post_held: shared.post_held_of(&who),
+            principal: who,
             auth,
             toolset,
             protocol,
@@ -1284,20 +1287,20 @@ async fn initialize(
     response
 }
 
-/// Whether a new session of `auth`'s may open: each principal (a token; a person, whatever
+/// Whether a new session of principal `who` may open: each principal (a token; a person, whatever
 /// OAuth client they use) has at most its share of sessions (`http.max_sessions_per_token`);
 /// at its share, its own least recently used idle session ends to make room (never another
 /// principal's: one client's load never evicts another's state), and with none idle the new
 /// one is refused (503), as it is when every session together reach [`MAX_SESSIONS`]. The
 /// place is reserved until the returned guard is dropped (when the session is in the table,
 /// or its `initialize` failed): sessions being opened count against both caps.
-fn room_for_session<'s>(shared: &'s Shared, auth: &Auth) -> Result<Opening<'s>, Reject> {
+fn room_for_session<'s>(shared: &'s Shared, who: &str) -> Result<Opening<'s>, Reject> {
     let per_token = shared
         .gateway
         .http()
         .max_sessions_per_token
         .map_or(DEFAULT_SESSIONS_PER_TOKEN, |n| n as usize);
-    let key = principal(auth);
+    let key = who.to_owned();
     let mut sessions = lock(&shared.sessions);
     let mut opening = lock(&shared.opening);
     let pending = opening.get(&key).copied().unwrap_or(0);
