@@ -132,6 +132,26 @@ pub struct ServeArgs {
     /// The toolset store file (default: under the user data dir).
     #[arg(long, value_name = "PATH")]
     pub store: Option<PathBuf>,
+    /// Run a gateway of this process's own for this client, rather than attach to the
+    /// person's shared gateway for the config (also `MONIKER_STANDALONE=1`).
+    #[arg(long)]
+    pub standalone: bool,
+    /// Be the shared gateway of the config: serve the clients that attach on its socket
+    /// (started by `serve` itself when none runs).
+    #[arg(long, hide = true, conflicts_with_all = ["http", "metrics", "standalone", "toolset"])]
+    pub shared: bool,
+}
+
+impl ServeArgs {
+    /// Whether this `serve` attaches to the shared gateway: over stdio, without a metrics
+    /// endpoint of its own, unless told to stand alone.
+    pub fn attaches(&self) -> bool {
+        self.http.is_none()
+            && self.metrics.is_none()
+            && !self.standalone
+            && !self.shared
+            && std::env::var_os("MONIKER_STANDALONE").is_none_or(|v| v.is_empty() || v == "0")
+    }
 }
 
 #[derive(Debug, Clone, Args)]

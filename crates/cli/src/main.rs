@@ -20,6 +20,7 @@ mod output;
 mod reload;
 mod render;
 mod settings;
+mod shared;
 mod usage;
 
 use std::error::Error;
@@ -119,7 +120,8 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
     // One client on stdio is served best by one thread: every message crosses several tasks,
     // and waking another thread for each hop costs more than the work (measured: p50 and p99
     // of a call through moniker both drop). HTTP serves many clients: all threads.
-    let one_client = !matches!(&cli.command, Command::Serve(args) if args.http.is_some());
+    let one_client =
+        !matches!(&cli.command, Command::Serve(args) if args.http.is_some() || args.shared);
     let runtime = if one_client {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

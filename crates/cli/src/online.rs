@@ -122,7 +122,13 @@ async fn start_with(
             return Ok(Err(Exit::InvalidConfig.into()));
         }
     };
-    match Gateway::start(config.rules.clone(), servers, settings).await {
+    let serving = settings.search_ahead;
+    let started = if serving {
+        Gateway::open(config.rules.clone(), servers, settings).await
+    } else {
+        Gateway::start(config.rules.clone(), servers, settings).await
+    };
+    match started {
         Ok(gateway) => {
             // Servers that need a person never hold the others up: the command is said.
             crate::login::report_needed_logins(config);
@@ -170,6 +176,7 @@ fn settings(config: &Config, toolsets: Toolsets) -> Result<Settings, String> {
             .then(moniker_gateway::view::IndexFiles::default_dir)
             .flatten(),
         search_ahead: toolsets.serving,
+        known: moniker_gateway::known::Known::default_dir().map(moniker_gateway::known::Known::new),
     })
 }
 
@@ -184,6 +191,9 @@ pub(crate) async fn launch(config: &Config) -> Result<Arc<Gateway>, Failure> {
 
 /// `moniker serve`: one client on stdin and stdout, until stdin closes or a signal comes.
 pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure> {
+    if args.attaches() {
+        return crate::shared::attach(&config, &args).await;
+    }
     let toolsets = Toolsets {
         serving: true,
         ..Toolsets::new(
@@ -201,6 +211,7 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure>
     let watcher = crate::reload::watch(gateway.clone(), &config, args.http);
     let outcome = match args.http {
         Some(addr) => serve_http(&gateway, &config, addr).await,
+        None if args.shared => crate::shared::serve(&gateway, &config, &args, stop_signal()).await,
         None => serve_stdio(&gateway, args.metrics).await,
     };
     if let Some(watcher) = watcher {
@@ -211,7 +222,7 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure>
 }
 
 /// Completes on Ctrl-C or SIGTERM.
-async fn stop_signal() {
+pub(crate) async fn stop_signal() {
     let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
     else {
         let _ = tokio::signal::ctrl_c().await;

@@ -420,7 +420,7 @@ fn a_lone_cr_from_a_stdio_client_never_reaches_a_server() {
     let config = config(&dir, "");
     let mut peer = Peer::spawn(
         Command::new(env!("CARGO_BIN_EXE_moniker"))
-            .args(["serve", "--toolset", "review", "-c"])
+            .args(["serve", "--standalone", "--toolset", "review", "-c"])
             .arg(&config)
             .env("XDG_DATA_HOME", &dir),
     );

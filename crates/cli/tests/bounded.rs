@@ -136,7 +136,7 @@ fn an_equipped_toolset_stays_right_across_many_rebuilds() {
     .expect("config");
     let mut peer = Peer::spawn(
         Command::new(Path::new(env!("CARGO_BIN_EXE_moniker")))
-            .args(["serve", "--toolset", "review", "-c"])
+            .args(["serve", "--standalone", "--toolset", "review", "-c"])
             .arg(&config)
             .env("RUST_LOG", "moniker_gateway=debug"),
     );
@@ -187,7 +187,7 @@ fn a_storm_of_list_changes_costs_a_few_relists() {
     .expect("config");
     let mut peer = Peer::spawn(
         Command::new(Path::new(env!("CARGO_BIN_EXE_moniker")))
-            .args(["serve", "-c"])
+            .args(["serve", "--standalone", "-c"])
             .arg(&config)
             .env("RUST_LOG", "moniker_gateway=debug"),
     );

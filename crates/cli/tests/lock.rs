@@ -119,14 +119,14 @@ fn a_renamed_tool_is_caught_and_kept_by_its_override() {
     assert_eq!(code, 0, "{stdout}{stderr}");
 }
 
-/// `serve` checks the surface against the lock at start: the rename is in its log, with the
-/// override, and in its metrics.
+/// `serve` checks the surface against the lock as servers join: the rename is in its log,
+/// with the override, and in its metrics.
 fn serve_reports_the_rename(config: &Path) {
     let mut command = moniker(&["serve", "--http", "127.0.0.1:0", "--log", "warn", "-c"]);
     command.arg(config);
-    // The lock is checked before the listener starts: its warnings come first.
+    // It listens at once; the server's joining brings the warning, its fix last.
     let (lines, mut child) = crate::first_contact::lines_until(&mut command, |l| {
-        l.starts_with("moniker is listening on ")
+        l.contains("discover_sub_goals: { aliases: [discover_goals] }")
     });
     let address = lines
         .iter()
@@ -134,10 +134,21 @@ fn serve_reports_the_rename(config: &Path) {
         .map(|a| a.trim().to_owned());
     let log = lines.join("\n");
     let address = address.unwrap_or_else(|| panic!("no address in:\n{log}"));
-    let metrics = ureq::get(&format!("{address}/metrics"))
-        .call()
-        .map(|mut r| r.body_mut().read_to_string().unwrap_or_default())
-        .unwrap_or_default();
+    let scrape = || {
+        ureq::get(&format!("{address}/metrics"))
+            .call()
+            .map(|mut r| r.body_mut().read_to_string().unwrap_or_default())
+            .unwrap_or_default()
+    };
+    // The count is set once the warning is written.
+    let mut metrics = scrape();
+    for _ in 0..100 {
+        if metrics.contains("moniker_lock_breaking_changes 1") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        metrics = scrape();
+    }
     let _ = child.kill();
     let _ = child.wait();
     let log = lines.join("\n");

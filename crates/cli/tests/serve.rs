@@ -257,6 +257,7 @@ fn a_server_that_crashes_mid_call_fails_fast_restarts_and_its_tools_return() {
         ],
         "tools:\n  other/echo: { name: other_echo }\ngateway: { restart: { initial_delay: 100ms, max_delay: 1s } }\n",
     );
+    peer.result("tools/list", json!({}));
     assert_eq!(
         ran(&call(&mut peer, "store_memory", json!({}))),
         "store_memory"
@@ -396,6 +397,8 @@ fn list_changed_from_a_server_reaches_the_client() {
         )],
         "",
     );
+    // A change is news to a client that has the list.
+    peer.result("tools/list", json!({}));
     call(&mut peer, "store_memory", json!({}));
     peer.wait_for("list_changed", |m| {
         m["method"] == "notifications/tools/list_changed"

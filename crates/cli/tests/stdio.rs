@@ -42,6 +42,7 @@ fn sh(dir: &Path, script: &str) -> (ExitStatus, String) {
         .arg(script)
         .current_dir(dir)
         .env("MONIKER", env!("CARGO_BIN_EXE_moniker"))
+        .env("MONIKER_STANDALONE", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)

@@ -29,7 +29,7 @@ fn config(rest: &str) -> PathBuf {
 fn serve(config: &Path, args: &[&str]) -> Peer {
     let mut peer = Peer::spawn(
         Command::new(moniker())
-            .args(["serve", "-c"])
+            .args(["serve", "--standalone", "-c"])
             .arg(config)
             .args(args)
             .env("RUST_LOG", "moniker=debug,moniker_gateway=debug")

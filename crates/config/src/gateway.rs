@@ -6,8 +6,15 @@ use std::time::Duration;
 pub struct GatewaySettings {
     /// How long a call to a server may take (`gateway.call_timeout`).
     pub call_timeout: Duration,
-    /// Spawn or connect, `initialize` and the first listing (`gateway.start_timeout`).
+    /// How long a server may take to start: spawn or connect, `initialize` and the first
+    /// listing (`gateway.start_timeout`). Clients do not wait for it: see `list_wait`.
     pub start_timeout: Duration,
+    /// How long a client's first listing waits for servers still starting
+    /// (`gateway.list_wait`); those that join later are announced with `list_changed`.
+    pub list_wait: Duration,
+    /// How long the shared gateway of a config runs on once its last stdio client has gone
+    /// (`gateway.idle_stop`): a client that opens a session per call finds it warm.
+    pub idle_stop: Duration,
     /// The first restart delay, doubled after each failed attempt
     /// (`gateway.restart.initial_delay`).
     pub restart_initial_delay: Duration,
@@ -28,7 +35,12 @@ impl Default for GatewaySettings {
     fn default() -> Self {
         Self {
             call_timeout: Duration::from_secs(60),
-            start_timeout: Duration::from_secs(30),
+            // A first `npx -y` or `uvx` run downloads its package: twenty of them started
+            // together on two cores take about a minute.
+            start_timeout: Duration::from_secs(120),
+            // Below the 5 s a client library waits for an answer by default (openai-agents).
+            list_wait: Duration::from_secs(3),
+            idle_stop: Duration::from_secs(60),
             restart_initial_delay: Duration::from_millis(500),
             restart_max_delay: Duration::from_secs(30),
             restart_max_attempts: None,

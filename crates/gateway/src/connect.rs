@@ -658,7 +658,7 @@ async fn discover(conn: &Arc<Connection>, timeout: Duration) -> Result<Listing, 
 }
 
 /// What the server said of itself: its version and capabilities.
-fn info_of(protocol_version: String, capabilities: Option<&RawValue>) -> InitInfo {
+pub(crate) fn info_of(protocol_version: String, capabilities: Option<&RawValue>) -> InitInfo {
     let caps: Caps = capabilities
         .and_then(|c| serde_json::from_str(c.get()).ok())
         .unwrap_or_default();

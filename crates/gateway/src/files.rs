@@ -19,8 +19,9 @@ pub fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<(
     written
 }
 
+/// Makes `dir` (and its parents) when missing, and makes it `0700`.
 #[cfg(unix)]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -30,7 +31,7 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 #[cfg(not(unix))]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)
 }
 
@@ -49,4 +50,28 @@ pub fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
     let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let path = dir.join(format!(".tmp-{name}"));
     options.open(&path).map(|f| (path, f))
+}
+
+/// The bytes of `path` when it is a regular file (not a link, a pipe or a device: opened
+/// without following links and without waiting) of at most `max` bytes; a file read is
+/// marked as used now (its modification time), so a prune by age keeps it.
+pub fn read_private(path: &Path, max: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut options = std::fs::File::options();
+    options.read(true).write(true);
+    #[cfg(unix)]
+    {
+        use nix::fcntl::OFlag;
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits());
+    }
+    let file = options.open(path).ok()?;
+    let metadata = file.metadata().ok()?;
+    if !metadata.is_file() || metadata.len() > max {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    (&file).take(metadata.len()).read_to_end(&mut bytes).ok()?;
+    let _ = file.set_modified(std::time::SystemTime::now());
+    Some(bytes)
 }

@@ -49,6 +49,10 @@ pub struct Settings {
     /// Build the search index ahead of the first search, when the surface changes (`serve`);
     /// otherwise the first search builds it.
     pub search_ahead: bool,
+    /// Where servers' last listings are kept between runs (`None`: nowhere; the command's is
+    /// [`crate::known::Known::default_dir`]): written by every command that starts servers,
+    /// read by [`Gateway::open`].
+    pub known: Option<crate::known::Known>,
 }
 
 impl Settings {
@@ -163,6 +167,34 @@ struct State {
     diagnostics: Vec<Diagnostic>,
     /// Servers whose listing was refused after start, and why.
     refused: BTreeMap<ServerId, Vec<Diagnostic>>,
+    /// The refused listings themselves: each joins once it fits (the server it collided with
+    /// changed its list, or a reload renamed it).
+    held: BTreeMap<ServerId, Listing>,
+}
+
+/// Lets each held listing in, in the order of the servers' ids, when it makes the surface
+/// valid together with those in already.
+fn admit_held(state: &mut State, rules: &Rules) {
+    let held: Vec<ServerId> = state.held.keys().cloned().collect();
+    for id in held {
+        let Some(listing) = state.held.remove(&id) else {
+            continue;
+        };
+        let previous = state.listings.insert(id.clone(), listing);
+        let listings: Vec<&Listing> = state.listings.values().collect();
+        if build(rules, &listings).surface.is_some() {
+            tracing::info!(server = %id, "the server's held listing fits now: it joins");
+            state.refused.remove(&id);
+            continue;
+        }
+        let listing = match previous {
+            Some(previous) => state.listings.insert(id.clone(), previous),
+            None => state.listings.remove(&id),
+        };
+        if let Some(listing) = listing {
+            state.held.insert(id, listing);
+        }
+    }
 }
 
 pub struct Gateway {
@@ -200,6 +232,13 @@ pub struct Gateway {
     /// `start` is over: from now on the surface's problems are only in the log. Before, they
     /// are the caller's to show (`start` returns them), so they are logged at debug level.
     started: AtomicBool,
+    /// Servers whose first attempt to start is not over yet.
+    joining: watch::Sender<usize>,
+    /// A client's listing waits no more for servers to join: they all have, or `list_wait`
+    /// from the start is over.
+    joined: AtomicBool,
+    /// When the servers started.
+    opened: tokio::time::Instant,
     stopping: AtomicBool,
     stop: Notify,
 }
@@ -245,6 +284,9 @@ impl Gateway {
             audit,
             telemetry,
             started: AtomicBool::new(false),
+            joining: watch::channel(0).0,
+            joined: AtomicBool::new(true),
+            opened: tokio::time::Instant::now(),
             stopping: AtomicBool::new(false),
             stop: Notify::new(),
         })
@@ -333,6 +375,8 @@ impl Gateway {
         self.rebuild(&old_sets, |state| {
             for id in &report.removed {
                 state.listings.remove(id);
+                state.held.remove(id);
+                state.refused.remove(id);
                 state.up.remove(id);
             }
             for id in &report.restarted {
@@ -428,6 +472,31 @@ impl Gateway {
         self.started.store(true, Ordering::Release);
     }
 
+    /// `count` servers are starting: a client's first listing waits for them (see
+    /// [`Gateway::joined`]); each says [`Gateway::one_joined`] when its first attempt is over.
+    pub(crate) fn expect_joining(&self, count: usize) {
+        self.joined.store(count == 0, Ordering::Release);
+        self.joining.send_replace(count);
+    }
+
+    /// A server's first attempt to start is over, whatever its outcome.
+    pub(crate) fn one_joined(&self) {
+        self.joining.send_modify(|n| *n = n.saturating_sub(1));
+    }
+
+    /// Completes once every server started has joined (or failed its first attempt), or
+    /// `gateway.list_wait` after the start: what a client lists before that would miss
+    /// servers a moment from joining. At once ever after.
+    pub(crate) async fn joined(&self) {
+        if self.joined.load(Ordering::Acquire) {
+            return;
+        }
+        let deadline = self.opened + self.settings.config.list_wait;
+        let mut joining = self.joining.subscribe();
+        let _ = tokio::time::timeout_at(deadline, joining.wait_for(|n| *n == 0)).await;
+        self.joined.store(true, Ordering::Release);
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }
@@ -512,11 +581,13 @@ impl Gateway {
     }
 
     /// Rebuilds the view with `listing` as the server's new one. When that makes the surface
-    /// invalid, the server's last valid listing stays (or it is left out) and the problem is
-    /// logged. Sessions hear of changes to what they see.
+    /// invalid (a name another server has), the server's last valid listing stays (or it is
+    /// left out), the refused one is held, and the problem is logged with its fix; a held
+    /// listing joins as soon as it fits. Sessions hear of changes to what they see.
     pub(crate) fn update(&self, server: &ServerId, listing: Option<Listing>, up: bool) {
         let started = self.started.load(Ordering::Acquire);
         let rules = self.rules();
+        let fresh = listing.is_some();
         let (old, new) = {
             let mut state = self.state();
             if up {
@@ -524,38 +595,49 @@ impl Gateway {
             } else {
                 state.up.remove(server);
             }
-            let previous = match listing {
-                Some(listing) => state.listings.insert(server.clone(), listing),
-                None => None,
+            let Some(listing) = listing else {
+                let (old, new) = self.publish(&mut state, &rules, Vec::new());
+                drop(state);
+                self.announce(&old, &new, None);
+                return;
             };
+            state.held.remove(server);
+            let previous = state.listings.insert(server.clone(), listing);
             // Borrowed, not cloned: a rebuild costs no copy of any server's listing.
             let listings: Vec<&Listing> = state.listings.values().collect();
             let built = build(&rules, &listings);
             if built.surface.is_some() {
                 state.refused.remove(server);
-                self.publish_built(&mut state, built)
+                if state.held.is_empty() {
+                    self.publish_built(&mut state, built)
+                } else {
+                    admit_held(&mut state, &rules);
+                    self.publish(&mut state, &rules, Vec::new())
+                }
             } else if !started {
-                // While servers start, every listing is kept whatever it makes of the surface:
-                // `start` judges the surface of them all once they are all in, so that every
-                // problem is reported, and none depends on the order servers answered in.
+                // While a one-shot command's servers start, every listing is kept whatever it
+                // makes of the surface: the command judges the surface of them all once they
+                // are all in, so that every problem is reported.
                 state.diagnostics = built.diagnostics;
                 return;
             } else {
                 // A running gateway keeps serving: the server keeps its last valid listing (or
-                // none), and the problem is said, with its fix, until a listing of the server's
-                // is valid again.
+                // none), and the problem is said, with its fix, until it fits.
                 for d in built.errors() {
                     tracing::warn!(server = %server, "{d}");
                 }
-                match previous {
+                let refused = match previous {
                     Some(previous) => {
                         tracing::warn!(server = %server, "the server's new listing is refused: it keeps its last valid one");
-                        state.listings.insert(server.clone(), previous);
+                        state.listings.insert(server.clone(), previous)
                     }
                     None => {
-                        tracing::warn!(server = %server, "the server's listing is refused: its tools and prompts are left out");
-                        state.listings.remove(server);
+                        tracing::warn!(server = %server, "the server's listing is refused: its tools and prompts are left out until the names fit");
+                        state.listings.remove(server)
                     }
+                };
+                if let Some(refused) = refused {
+                    state.held.insert(server.clone(), refused);
                 }
                 state
                     .refused
@@ -564,6 +646,49 @@ impl Gateway {
             }
         };
         self.announce(&old, &new, None);
+        if fresh && up {
+            self.keep_known(server);
+        }
+    }
+
+    /// Keeps a live server's listing on disk, for the next start to decide names with.
+    fn keep_known(&self, server: &ServerId) {
+        let Some(known) = &self.settings.known else {
+            return;
+        };
+        let Some(listing) = self.state().listings.get(server).cloned() else {
+            return;
+        };
+        let slots = self.slots();
+        let Some(slot) = slots.get(server) else {
+            return;
+        };
+        let info = lock(&slot.info).clone().unwrap_or_default();
+        known.save(&slot.entry.spec, &listing, &info);
+    }
+
+    /// The listings kept on disk of the servers about to start, as what is known of them
+    /// until they list: each in the order of their ids, when it fits with those before it.
+    pub(crate) fn load_known(&self) {
+        let Some(known) = &self.settings.known else {
+            return;
+        };
+        let rules = self.rules();
+        let mut state = self.state();
+        for slot in self.slots().values() {
+            let Some((listing, info)) = known.load(&slot.entry.id, &slot.entry.spec) else {
+                continue;
+            };
+            let id = slot.entry.id.clone();
+            state.listings.insert(id.clone(), listing);
+            let listings: Vec<&Listing> = state.listings.values().collect();
+            if build(&rules, &listings).surface.is_none() {
+                tracing::debug!(server = %id, "the server's kept listing does not fit the config: it decides no name");
+                state.listings.remove(&id);
+                continue;
+            }
+            *lock(&slot.info) = Some(info);
+        }
     }
 
     /// Builds the surface of every server's listing once they are all in (the end of
@@ -590,6 +715,7 @@ impl Gateway {
         let (old, new) = {
             let mut state = self.state();
             change(&mut state);
+            admit_held(&mut state, &rules);
             self.publish(&mut state, &rules, Vec::new())
         };
         self.announce(&old, &new, Some(old_sets));
@@ -698,10 +824,10 @@ impl Gateway {
                         }
                     });
             if tools {
-                peer.notify("notifications/tools/list_changed");
+                peer.list_changed(Kind::Tool);
             }
             if prompts {
-                peer.notify("notifications/prompts/list_changed");
+                peer.list_changed(Kind::Prompt);
             }
         }
     }

@@ -105,6 +105,17 @@ pub struct Peer {
     /// `logging/setLevel` (or a 2026-07-28 request's `logLevel`), else `warning`; [`LOG_OFF`]
     /// for none.
     log_level: std::sync::atomic::AtomicU8,
+    /// Which kinds the client has listed or called ([`listed_bit`] of each): a change to a
+    /// list it never had is not announced (its first listing is the news).
+    listed: std::sync::atomic::AtomicU8,
+}
+
+/// The bit of [`Peer::listed`] that says `kind` was listed.
+fn listed_bit(kind: moniker_surface::Kind) -> u8 {
+    match kind {
+        moniker_surface::Kind::Tool => 1,
+        moniker_surface::Kind::Prompt => 2,
+    }
 }
 
 impl Drop for Peer {
@@ -166,6 +177,7 @@ impl Peer {
             listening: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             log_level: std::sync::atomic::AtomicU8::new(LOG_DEFAULT),
+            listed: std::sync::atomic::AtomicU8::new(0),
             calls: OnceLock::new(),
             held_calls: AtomicUsize::new(0),
         }
@@ -276,6 +288,25 @@ impl Peer {
             return;
         }
         self.send_if_ready(Message::notification(method, None));
+    }
+
+    /// The client lists or calls `kind` (said before the list is read, so that a change after
+    /// it is announced).
+    pub(crate) fn lists(&self, kind: moniker_surface::Kind) {
+        self.listed.fetch_or(listed_bit(kind), Ordering::AcqRel);
+    }
+
+    /// Tells the client its list of `kind` changed, when it has one (it listed or called it,
+    /// or listens).
+    pub fn list_changed(&self, kind: moniker_surface::Kind) {
+        let listed = self.listed.load(Ordering::Acquire) & listed_bit(kind) != 0;
+        if !listed && lock(&self.listen).is_none() {
+            return;
+        }
+        self.notify(match kind {
+            moniker_surface::Kind::Tool => "notifications/tools/list_changed",
+            moniker_surface::Kind::Prompt => "notifications/prompts/list_changed",
+        });
     }
 
     pub fn is_ready(&self) -> bool {

@@ -6,4 +6,5 @@ pub mod http;
 pub mod listen;
 pub mod metrics;
 mod respond;
+pub mod shared;
 pub mod stdio;

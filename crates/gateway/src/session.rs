@@ -99,6 +99,15 @@ impl Session {
         Self::create(gateway, out, toolset, false)
     }
 
+    /// A session that starts with `toolset` equipped (it may equip another).
+    pub fn starting_with(
+        gateway: Arc<Gateway>,
+        out: mpsc::UnboundedSender<Message>,
+        toolset: Option<String>,
+    ) -> Arc<Self> {
+        Self::create(gateway, out, toolset, false)
+    }
+
     /// A session that sees and can call only `toolset`, for good.
     pub fn bound(
         gateway: Arc<Gateway>,
@@ -302,6 +311,17 @@ impl Session {
     /// Runs a request to its answer; `None` when the client cancelled it. A 2026-07-28
     /// request (its `_meta` envelope) is answered the 2026-07-28 way.
     async fn answer(self: &Arc<Self>, request: &Message, answers: &Answers) -> Reply {
+        if let Some(method) = request.method().filter(|m| reaches_servers(m)) {
+            // Servers a moment from joining are waited for (a short, bounded while, once).
+            self.gateway.joined().await;
+            // A client that lists or calls tools (prompts) has names in hand: changes to them
+            // are news to it from now on (what joined before is in its answer).
+            match method {
+                "tools/list" | "tools/call" => self.peer.lists(Kind::Tool),
+                "prompts/list" | "prompts/get" => self.peer.lists(Kind::Prompt),
+                _ => {}
+            }
+        }
         let reply = match modern::envelope(request) {
             // `server/discover` is the 2026-07-28 era's alone, envelope and all.
             modern::Envelope::None if request.method() == Some("server/discover") => {
@@ -529,4 +549,12 @@ impl Session {
         }
         caps.join(",")
     }
+}
+
+/// Whether what `method` answers depends on the servers that have joined (a listing, a call,
+/// a resource, a completion).
+fn reaches_servers(method: &str) -> bool {
+    ["tools/", "prompts/", "resources/", "completion/"]
+        .iter()
+        .any(|prefix| method.starts_with(prefix))
 }

@@ -16,8 +16,9 @@ use crate::gateway::{Gateway, Reloaded, ServerEntry, Settings, Slot, StartError}
 use crate::sync::lock;
 
 impl Gateway {
-    /// Starts every server in parallel, each under its supervisor, and builds the first
-    /// surface. Servers that fail to start are reported and left out (and retried in the
+    /// Starts every server in parallel, each under its supervisor, waits for each one's first
+    /// attempt and builds the surface of them all (for a one-shot command: `check`, `list`,
+    /// `call`). Servers that fail to start are reported and left out (and retried in the
     /// background); an invalid surface is an error.
     pub async fn start(
         rules: Rules,
@@ -30,23 +31,61 @@ impl Gateway {
             gateway.shutdown().await;
             return Err(StartError::Invalid(diagnostics));
         }
-        if let Some(name) = &gateway.settings.default_toolset {
-            let view = gateway.view();
-            if let Err(diagnostics) =
-                moniker_surface::toolsets::select(&view.surface, name, &gateway.catalog.sets())
-            {
-                gateway.shutdown().await;
-                return Err(StartError::Invalid(diagnostics));
-            }
-        }
+        gateway.check_default_toolset().await?;
         gateway.set_started();
         Ok(gateway)
     }
 
-    /// Starts the servers and builds the surface of their first listings, valid or not:
-    /// [`Gateway::diagnostics`] says what is wrong with it, [`Gateway::server_status`] how
-    /// each server fared. For a report (`moniker doctor`); [`Gateway::start`] serves.
-    pub async fn launch(
+    /// A gateway that serves at once (`serve`): its names are decided from what is known of
+    /// the servers (their listings kept from the last run, [`Settings::known`]); the servers
+    /// start in the background and join as they list, each announced to the sessions with
+    /// `list_changed`. A server whose names collide with those of a server known or joined
+    /// before it is held out, its fix in the log and `/healthz`, until its names fit. A
+    /// client's first listing waits for servers still starting at most
+    /// `gateway.list_wait`.
+    pub async fn open(
+        rules: Rules,
+        servers: Vec<ServerEntry>,
+        settings: Settings,
+    ) -> Result<Arc<Self>, StartError> {
+        let gateway = Self::prepare(rules, servers, settings)?;
+        gateway.load_known();
+        gateway.build_all();
+        gateway.check_default_toolset().await?;
+        gateway.set_started();
+        let slots = gateway.slots();
+        gateway.expect_joining(slots.len());
+        for slot in slots.values() {
+            let (tx, rx) = oneshot::channel();
+            tokio::spawn(supervise(gateway.clone(), slot.clone(), tx));
+            let joined = Arc::downgrade(&gateway);
+            tokio::spawn(async move {
+                let _ = rx.await;
+                if let Some(gateway) = joined.upgrade() {
+                    gateway.one_joined();
+                }
+            });
+        }
+        Ok(gateway)
+    }
+
+    /// The toolset every session starts with exists (and its includes resolve).
+    async fn check_default_toolset(self: &Arc<Self>) -> Result<(), StartError> {
+        let Some(name) = &self.settings.default_toolset else {
+            return Ok(());
+        };
+        let view = self.view();
+        if let Err(diagnostics) =
+            moniker_surface::toolsets::select(&view.surface, name, &self.catalog.sets())
+        {
+            self.shutdown().await;
+            return Err(StartError::Invalid(diagnostics));
+        }
+        Ok(())
+    }
+
+    /// The gateway, its audit log and its traces, with no server started.
+    fn prepare(
         rules: Rules,
         servers: Vec<ServerEntry>,
         settings: Settings,
@@ -63,7 +102,18 @@ impl Gateway {
             .map(crate::telemetry::Telemetry::start)
             .transpose()
             .map_err(StartError::Setup)?;
-        let gateway = Gateway::new(rules, servers, settings, audit, telemetry);
+        Ok(Gateway::new(rules, servers, settings, audit, telemetry))
+    }
+
+    /// Starts the servers and builds the surface of their first listings, valid or not:
+    /// [`Gateway::diagnostics`] says what is wrong with it, [`Gateway::server_status`] how
+    /// each server fared. For a report (`moniker doctor`); [`Gateway::start`] serves.
+    pub async fn launch(
+        rules: Rules,
+        servers: Vec<ServerEntry>,
+        settings: Settings,
+    ) -> Result<Arc<Self>, StartError> {
+        let gateway = Self::prepare(rules, servers, settings)?;
         let mut first = Vec::new();
         for slot in gateway.slots().values() {
             let (tx, rx) = oneshot::channel();

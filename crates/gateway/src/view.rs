@@ -191,24 +191,7 @@ impl Cache for IndexFiles {
     /// without following links and without waiting) of at most [`MAX_FILE`] bytes; a file
     /// read is marked as used now, so the prune keeps it.
     fn load(&self, key: &str) -> Option<Vec<u8>> {
-        use std::io::Read;
-        let mut options = std::fs::File::options();
-        options.read(true).write(true);
-        #[cfg(unix)]
-        {
-            use nix::fcntl::OFlag;
-            use std::os::unix::fs::OpenOptionsExt;
-            options.custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits());
-        }
-        let file = options.open(self.path(key)).ok()?;
-        let metadata = file.metadata().ok()?;
-        if !metadata.is_file() || metadata.len() > MAX_FILE {
-            return None;
-        }
-        let mut bytes = Vec::with_capacity(metadata.len() as usize);
-        (&file).take(metadata.len()).read_to_end(&mut bytes).ok()?;
-        let _ = file.set_modified(std::time::SystemTime::now());
-        Some(bytes)
+        crate::files::read_private(&self.path(key), MAX_FILE)
     }
 
     fn save(&self, key: &str, bytes: &[u8]) {

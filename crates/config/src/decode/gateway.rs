@@ -13,6 +13,8 @@ use crate::tree::{ScalarKind, shorten};
 const GATEWAY_KEYS: &[&str] = &[
     "call_timeout",
     "start_timeout",
+    "list_wait",
+    "idle_stop",
     "restart",
     "page_size",
     "pass_env",
@@ -37,6 +39,18 @@ impl Cx<'_> {
             .and_then(|s| self.duration(&field("start_timeout"), s, false))
         {
             out.start_timeout = d;
+        }
+        if let Some(d) = fields
+            .get("list_wait")
+            .and_then(|s| self.duration(&field("list_wait"), s, true))
+        {
+            out.list_wait = d;
+        }
+        if let Some(d) = fields
+            .get("idle_stop")
+            .and_then(|s| self.duration(&field("idle_stop"), s, true))
+        {
+            out.idle_stop = d;
         }
         if let Some(size) = fields.get("page_size") {
             out.page_size = self.count(&field("page_size"), size).filter(|n| *n > 0);

@@ -211,6 +211,8 @@ gateway: { call_timeout: 60, start_timeout: 30s, restart: { initial_delay: 500ms
         GatewaySettings {
             call_timeout: Duration::from_secs(60),
             start_timeout: Duration::from_secs(30),
+            list_wait: Duration::from_secs(3),
+            idle_stop: Duration::from_secs(60),
             restart_initial_delay: Duration::from_millis(500),
             restart_max_delay: Duration::from_secs(30),
             restart_max_attempts: Some(10),
@@ -311,7 +313,9 @@ fn unknown_keys_say_where_and_what_was_meant() {
     let e = error("gateway: { zzz: 1 }\n");
     assert_eq!(
         e.help.as_deref(),
-        Some("expected one of `call_timeout`, `start_timeout`, `restart`, `page_size`, `pass_env`")
+        Some(
+            "expected one of `call_timeout`, `start_timeout`, `list_wait`, `idle_stop`, `restart`, `page_size`, `pass_env`"
+        )
     );
 }
 

@@ -18,11 +18,21 @@ use crate::session::Session;
 /// Serves one client on this process's stdin and stdout until stdin closes, then until every
 /// request read before that is answered.
 pub async fn serve(gateway: Arc<Gateway>) -> std::io::Result<()> {
-    // A pipe (as MCP clients start servers) is read and written through the reactor: tokio's
-    // own stdin and stdout go through a blocking thread, a hop that costs tens of
-    // microseconds per message. Anything else (a file, a terminal, /dev/null) keeps blocking
-    // I/O on that thread. Each side is chosen on its own: a pipe made non-blocking must never
-    // be read or written by blocking I/O.
+    let (input, output) = streams()?;
+    serve_on(gateway, input, output).await
+}
+
+/// This process's stdin and stdout as async streams.
+///
+/// A pipe (as MCP clients start servers) is read and written through the reactor: tokio's own
+/// stdin and stdout go through a blocking thread, a hop that costs tens of microseconds per
+/// message. Anything else (a file, a terminal, /dev/null) keeps blocking I/O on that thread.
+/// Each side is chosen on its own: a pipe made non-blocking must never be read or written by
+/// blocking I/O.
+pub fn streams() -> std::io::Result<(
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+)> {
     let input: Box<dyn AsyncRead + Unpin + Send> = match pipe_fd(&std::io::stdin()) {
         Some(fd) => Box::new(pipe::Receiver::from_owned_fd(fd)?),
         None => Box::new(tokio::io::stdin()),
@@ -31,7 +41,7 @@ pub async fn serve(gateway: Arc<Gateway>) -> std::io::Result<()> {
         Some(fd) => Box::new(pipe::Sender::from_owned_fd(fd)?),
         None => Box::new(tokio::io::stdout()),
     };
-    serve_on(gateway, input, output).await
+    Ok((input, output))
 }
 
 /// A copy of the descriptor when it is a pipe.
@@ -42,8 +52,23 @@ fn pipe_fd(stream: &impl AsFd) -> Option<std::os::fd::OwnedFd> {
     fifo.then(|| file.into())
 }
 
-/// Serves one client on any byte streams.
+/// Serves one client on any byte streams, with the gateway's default toolset.
 pub async fn serve_on<R, W>(gateway: Arc<Gateway>, input: R, output: W) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let toolset = gateway.settings.default_toolset.clone();
+    serve_session(gateway, toolset, input, output).await
+}
+
+/// Serves one client on any byte streams, its session starting with `toolset` equipped.
+pub async fn serve_session<R, W>(
+    gateway: Arc<Gateway>,
+    toolset: Option<String>,
+    input: R,
+    output: W,
+) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -53,7 +78,7 @@ where
     let drain = gateway.settings.config.call_timeout + Duration::from_secs(2);
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
     let writer = tokio::spawn(write_lines(output, rx));
-    let session = Session::new(gateway, tx);
+    let session = Session::starting_with(gateway, tx, toolset);
     session.identify("stdio");
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut buf = Vec::with_capacity(8 * 1024);

@@ -63,8 +63,8 @@ impl Session {
     fn set_toolset(&self, toolset: Option<String>) {
         *lock(&self.toolset) = toolset;
         *lock(&self.equipped) = None;
-        self.peer.notify("notifications/tools/list_changed");
-        self.peer.notify("notifications/prompts/list_changed");
+        self.peer.list_changed(Kind::Tool);
+        self.peer.list_changed(Kind::Prompt);
     }
 
     /// `tools/list` and `prompts/list`: the session's view (its toolset's, when one is

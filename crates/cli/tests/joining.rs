@@ -1,0 +1,166 @@
+//! `serve` answers at once and servers join as they come: a slow server holds up neither
+//! `initialize` nor the others' tools; names are decided from what moniker knew before, so a
+//! late server never loses a name to one that answered first.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use moniker_fixture::{Peer, fixture_server, scratch};
+use serde_json::{Value, json};
+
+fn moniker() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_moniker"))
+}
+
+/// `moniker serve` on `config` in `dir`, its cache there too (the kept listings included).
+fn serve_in(dir: &Path, config: &str) -> Peer {
+    let path = dir.join("moniker.yaml");
+    std::fs::write(&path, config).expect("write config");
+    Peer::spawn(
+        Command::new(moniker())
+            .args(["serve", "--standalone", "-c"])
+            .arg(&path)
+            .env("RUST_LOG", "moniker=info,moniker_gateway=info")
+            .env("XDG_CACHE_HOME", dir),
+    )
+}
+
+fn names(listed: &Value) -> Vec<String> {
+    let mut names: Vec<String> = listed["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("name").to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The next `notifications/tools/list_changed`, waiting up to `wait`.
+fn list_changed_within(peer: &mut Peer, wait: Duration) {
+    let is_note = |v: &Value| v["method"] == "notifications/tools/list_changed";
+    if let Some(i) = peer.backlog.iter().position(is_note) {
+        peer.backlog.remove(i);
+        return;
+    }
+    let deadline = Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Some(Some(line)) = peer.line_within(left) else {
+            panic!(
+                "no list_changed within {wait:?}; stderr:\n{}",
+                peer.stderr()
+            );
+        };
+        let value: Value = serde_json::from_str(&line).expect("JSON");
+        if is_note(&value) {
+            return;
+        }
+        peer.backlog.push_back(value);
+    }
+}
+
+#[test]
+fn a_server_slow_to_start_holds_up_nothing_and_joins_with_list_changed() {
+    let dir = scratch();
+    let record = dir.join("slow-read.jsonl");
+    std::fs::write(&record, "").expect("record file");
+    let slow_record = record.display().to_string();
+    let config = format!(
+        "servers:\n{}{}gateway:\n  list_wait: 2s\n",
+        fixture_server("fast", &["--name", "fast"]),
+        fixture_server(
+            "slow",
+            &[
+                "--tools-count",
+                "2",
+                "--start-delay-ms",
+                "20000",
+                "--record",
+                &slow_record
+            ]
+        ),
+    );
+    let began = Instant::now();
+    let mut peer = serve_in(&dir, &config);
+    peer.initialize();
+    let initialized = began.elapsed();
+    let listed = peer.result("tools/list", json!({}));
+    let first_listed = began.elapsed();
+    // The slow server has read nothing yet: not even its `initialize`. Both answers came
+    // before it could have taken part.
+    assert_eq!(
+        std::fs::read_to_string(&record).expect("record"),
+        "",
+        "answered only after the slow server started"
+    );
+    assert_eq!(names(&listed), ["echo"], "{listed}");
+    eprintln!("initialize after {initialized:?}, first tools/list after {first_listed:?}");
+
+    // It joins: announced, then listed (the notes of the fast server's joining came before
+    // the first listing's answer).
+    peer.backlog
+        .retain(|v| v["method"] != "notifications/tools/list_changed");
+    list_changed_within(&mut peer, Duration::from_secs(60));
+    let listed = peer.result("tools/list", json!({}));
+    assert_eq!(
+        names(&listed),
+        ["echo", "tool_00000", "tool_00001"],
+        "{listed}"
+    );
+    let answer = peer.call_tool("tool_00001", json!({}));
+    assert!(answer.get("error").is_none(), "{answer}");
+}
+
+#[test]
+fn a_name_stays_with_the_server_that_had_it_whichever_answers_first() {
+    let dir = scratch();
+    let record = dir.join("early-read.jsonl");
+    let early_record = record.display().to_string();
+    let early = fixture_server(
+        "early",
+        &["--start-delay-ms", "3000", "--record", &early_record],
+    );
+    // The first run knows one server, which lists `echo`: its listing is kept.
+    let first = format!("servers:\n{early}gateway:\n  list_wait: 20s\n");
+    let mut peer = serve_in(&dir, &first);
+    peer.initialize();
+    assert_eq!(names(&peer.result("tools/list", json!({}))), ["echo"]);
+    peer.close_stdin();
+    peer.wait_exit(Duration::from_secs(20))
+        .expect("serve exits");
+
+    // Then a second server with `echo` too, which starts at once while the first takes
+    // seconds: it answers first, yet the name stays the first's and the newcomer is held out,
+    // the fix said.
+    std::fs::write(&record, "").expect("record file");
+    let second = format!(
+        "servers:\n{early}{}gateway:\n  list_wait: 0s\n",
+        fixture_server("newcomer", &["--name", "newcomer"]),
+    );
+    let mut peer = serve_in(&dir, &second);
+    peer.initialize();
+    // Nothing is listed yet: the newcomer is held out, `early` not up.
+    assert_eq!(
+        names(&peer.result("tools/list", json!({}))),
+        Vec::<String>::new()
+    );
+    let log = peer.stderr_with(|l| l.contains("the server's listing is refused"));
+    assert!(log.contains("server=newcomer"), "{log}");
+    assert!(
+        log.contains("`echo`") && log.contains("naming::duplicate"),
+        "why is said: {log}"
+    );
+    list_changed_within(&mut peer, Duration::from_secs(30));
+    let listed = peer.result("tools/list", json!({}));
+    assert_eq!(names(&listed), ["echo"], "{listed}");
+    let answer = peer.call_tool("echo", json!({"text": "hi"}));
+    assert!(answer.get("error").is_none(), "{answer}");
+    let reached = std::fs::read_to_string(&record).expect("record");
+    assert!(
+        reached.contains("\"tools/call\""),
+        "the call went to `early`: {reached}\n{}",
+        peer.stderr()
+    );
+}

@@ -1,0 +1,184 @@
+//! One gateway per person and config: stdio clients of one config, started one after another,
+//! share one gateway and one process per server, each with its own session and toolset; the
+//! gateway stops once the last has gone.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use moniker_fixture::{Peer, fixture_file, fixture_server, scratch};
+use serde_json::{Value, json};
+
+/// A client's `moniker serve`, attached to the shared gateway in `runtime`.
+fn client(config: &Path, runtime: &Path, toolset: &str) -> Peer {
+    let mut peer = Peer::spawn(
+        Command::new(env!("CARGO_BIN_EXE_moniker"))
+            .args(["serve", "--toolset", toolset, "-c"])
+            .arg(config)
+            .env_remove("MONIKER_STANDALONE")
+            .env("XDG_RUNTIME_DIR", runtime)
+            .env("XDG_CACHE_HOME", runtime),
+    );
+    peer.initialize();
+    peer
+}
+
+fn names(listed: &Value) -> Vec<String> {
+    let mut names: Vec<String> = listed["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("tools: {listed}"))
+        .iter()
+        .map(|t| t["name"].as_str().expect("name").to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The sockets in the runtime directory's `moniker` folder.
+fn sockets(runtime: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(runtime.join("moniker"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "sock"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+#[test]
+fn ten_stdio_clients_share_one_gateway_each_with_its_own_toolset() {
+    let dir = scratch();
+    let runtime = dir.join("run");
+    std::fs::create_dir_all(&runtime).expect("runtime dir");
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).expect("0700");
+    let pids = dir.join("server-pids");
+    let config = dir.join("moniker.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n{}toolsets:\n  one:\n    tools: [store_memory]\n  two:\n    tools: [search_graph, utl_status]\ngateway:\n  idle_stop: 1s\n",
+            fixture_server(
+                "cg",
+                &[
+                    &fixture_file("contextgraph.json").display().to_string(),
+                    "--pid-file",
+                    &pids.display().to_string()
+                ]
+            )
+        ),
+    )
+    .expect("config");
+
+    let mut clients = Vec::new();
+    for n in 0..10 {
+        let (toolset, want) = if n % 2 == 0 {
+            ("one", vec!["store_memory"])
+        } else {
+            ("two", vec!["search_graph", "utl_status"])
+        };
+        let mut peer = client(&config, &runtime, toolset);
+        let listed = peer.result("tools/list", json!({}));
+        assert_eq!(names(&listed), want, "client {n}: {listed}");
+        let outside = if toolset == "one" {
+            "utl_status"
+        } else {
+            "store_memory"
+        };
+        let refused = peer.call_tool(outside, json!({}));
+        assert!(refused.get("error").is_some(), "client {n}: {refused}");
+        let called = peer.call_tool(want[0], json!({}));
+        assert!(called["result"].is_object(), "client {n}: {called}");
+        clients.push(peer);
+    }
+    // One gateway, one process of the server, for the ten.
+    assert_eq!(sockets(&runtime).len(), 1, "{:?}", sockets(&runtime));
+    let started: Vec<u32> = std::fs::read_to_string(&pids)
+        .expect("pids")
+        .lines()
+        .map(|l| l.parse().expect("pid"))
+        .collect();
+    assert_eq!(started.len(), 1, "server processes started: {started:?}");
+
+    // Each client leaves: its moniker exits at once; the gateway stays while one is left.
+    let mut last = clients.pop().expect("a client");
+    for mut peer in clients {
+        peer.close_stdin();
+        let status = peer.wait_exit(Duration::from_secs(20)).expect("exits");
+        assert!(status.success(), "{status:?}");
+    }
+    assert_eq!(sockets(&runtime).len(), 1);
+    assert!(alive(started[0]));
+    let listed = last.result("tools/list", json!({}));
+    assert_eq!(names(&listed), ["search_graph", "utl_status"]);
+
+    // After the last, and the idle time, it stops, and its server with it.
+    last.close_stdin();
+    last.wait_exit(Duration::from_secs(20)).expect("exits");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sockets(&runtime).is_empty() || alive(started[0]) {
+        assert!(
+            Instant::now() < deadline,
+            "the shared gateway did not stop: {:?}",
+            sockets(&runtime)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_unknown_toolset_is_this_clients_error_and_a_bad_config_starts_nothing() {
+    let dir = scratch();
+    let runtime = dir.join("run");
+    std::fs::create_dir_all(&runtime).expect("runtime dir");
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).expect("0700");
+    let config = dir.join("moniker.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n{}gateway:\n  idle_stop: 0s\n",
+            fixture_server("fx", &[])
+        ),
+    )
+    .expect("config");
+    let output = Command::new(env!("CARGO_BIN_EXE_moniker"))
+        .args(["serve", "--toolset", "nope", "-c"])
+        .arg(&config)
+        .env_remove("MONIKER_STANDALONE")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("XDG_CACHE_HOME", &runtime)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("moniker serve");
+    assert_eq!(output.status.code(), Some(78), "{output:?}");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("toolset `nope` does not exist"), "{said}");
+
+    // A directory of another user's is not used for the socket (only root can make one here).
+    if std::os::unix::fs::chown(runtime.join("moniker"), Some(4242), None).is_err() {
+        return;
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_moniker"))
+        .args(["serve", "-c"])
+        .arg(&config)
+        .env_remove("MONIKER_STANDALONE")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("moniker serve");
+    assert!(!output.status.success(), "{output:?}");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("not a directory of this user's alone"),
+        "{said}"
+    );
+}

@@ -1,0 +1,335 @@
+//! One gateway per person and config, shared by every stdio client: the running gateway
+//! listens on a Unix socket in the user's runtime directory, named by the config's path, and
+//! each `moniker serve` a client starts attaches to it ([`attach`]), starting it when there is
+//! none. Each attached client is a session of its own, with its own toolset; the gateway
+//! stops once the last has gone and `idle` has passed.
+//!
+//! Nothing crosses between users: the directory is the user's alone (`0700`, theirs, checked
+//! before use), the socket `0600`, and a peer of another user id is turned away.
+
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Notify;
+
+use crate::gateway::Gateway;
+
+/// The most a client's first line (its hello) may be.
+const HELLO_MAX: usize = 4096;
+/// How long a gateway started for a client waits for one to attach.
+const FIRST_WAIT: Duration = Duration::from_secs(10);
+/// How long a client has to say hello.
+const HELLO_WAIT: Duration = Duration::from_secs(5);
+
+/// Where the shared gateway of one config lives: its socket, the lock its starting is taken
+/// under, and its log.
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub socket: PathBuf,
+    pub lock: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Place {
+    /// The place of the gateway of the config at `config` (its canonical path) run with
+    /// `flavour` (what else makes it another gateway: moniker's version, the command's
+    /// flags), in the user's runtime directory (`$XDG_RUNTIME_DIR/moniker`, else
+    /// `<temp>/moniker-<uid>`), made `0700` when missing. A directory someone else owns, or
+    /// that others may enter, is refused.
+    pub fn of(config: &Path, flavour: &str) -> std::io::Result<Self> {
+        let uid = nix::unistd::getuid().as_raw();
+        let dir = match dirs::runtime_dir() {
+            Some(runtime) => runtime.join("moniker"),
+            None => std::env::temp_dir().join(format!("moniker-{uid}")),
+        };
+        crate::files::create_private_dir(&dir)?;
+        let metadata = std::fs::symlink_metadata(&dir)?;
+        if !metadata.is_dir() || metadata.uid() != uid || metadata.permissions().mode() & 0o077 != 0
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} is not a directory of this user's alone (0700): the shared gateway's socket is not put there",
+                    dir.display()
+                ),
+            ));
+        }
+        let mut hash = Sha256::new();
+        hash.update(config.as_os_str().as_encoded_bytes());
+        hash.update(b"\0");
+        hash.update(flavour);
+        let key: String = hash
+            .finalize()
+            .iter()
+            .take(12)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok(Self {
+            socket: dir.join(format!("{key}.sock")),
+            lock: dir.join(format!("{key}.lock")),
+            log: dir.join(format!("{key}.log")),
+        })
+    }
+}
+
+/// What an attaching client says first: the toolset its session starts with.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Hello {
+    pub toolset: Option<String>,
+}
+
+/// The gateway's answer to a hello: `ok`, or why the client cannot attach.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Welcome {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Binds the socket of `place` (a stale one, of a gateway that is gone, is replaced), `0600`.
+pub fn bind(place: &Place) -> std::io::Result<UnixListener> {
+    if std::os::unix::net::UnixStream::connect(&place.socket).is_ok() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            format!("a gateway listens on {} already", place.socket.display()),
+        ));
+    }
+    let _ = std::fs::remove_file(&place.socket);
+    let listener = UnixListener::bind(&place.socket)?;
+    std::fs::set_permissions(&place.socket, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Serves every client that attaches on `listener`, each a session of its own, until `stop`
+/// completes or no client has been attached for `idle`; then removes the socket.
+pub async fn serve(
+    gateway: Arc<Gateway>,
+    listener: UnixListener,
+    socket: PathBuf,
+    idle: Duration,
+    stop: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    let attached = Arc::new(Attached::default());
+    let uid = nix::unistd::getuid().as_raw();
+    tokio::pin!(stop);
+    // The client that started the gateway has a while to attach, whatever `idle` is.
+    let mut wait = idle.max(FIRST_WAIT);
+    let outcome = loop {
+        let alone = attached.count.load(Ordering::Acquire) == 0;
+        let idle_over = async {
+            if alone {
+                tokio::time::sleep(wait).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => break Err(e),
+                };
+                // Only this user's own processes attach.
+                match stream.peer_cred() {
+                    Ok(cred) if cred.uid() == uid => {}
+                    _ => continue,
+                }
+                wait = idle;
+                let place = Attachment::new(&attached);
+                tokio::spawn(client(gateway.clone(), stream, place));
+            }
+            () = attached.changed.notified() => {}
+            () = idle_over => {
+                tracing::info!("the last client has gone: the shared gateway stops");
+                break Ok(());
+            }
+            () = &mut stop => break Ok(()),
+        }
+    };
+    let _ = std::fs::remove_file(&socket);
+    outcome
+}
+
+/// How many clients are attached, and a tick when it changes.
+#[derive(Default)]
+struct Attached {
+    count: AtomicUsize,
+    changed: Notify,
+}
+
+/// One attached client: counted while it lasts.
+struct Attachment(Arc<Attached>);
+
+impl Attachment {
+    fn new(attached: &Arc<Attached>) -> Self {
+        attached.count.fetch_add(1, Ordering::AcqRel);
+        attached.changed.notify_one();
+        Self(attached.clone())
+    }
+}
+
+impl Drop for Attachment {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::AcqRel);
+        self.0.changed.notify_one();
+    }
+}
+
+/// One client: its hello, the welcome, then its session until it goes.
+async fn client(gateway: Arc<Gateway>, stream: UnixStream, _attachment: Attachment) {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let hello = match tokio::time::timeout(HELLO_WAIT, read_hello(&mut reader)).await {
+        Ok(Some(hello)) => hello,
+        _ => return,
+    };
+    let welcome = match &hello.toolset {
+        Some(name) if !gateway.toolset_names().contains(name) => Welcome {
+            ok: false,
+            error: Some(format!("toolset `{name}` does not exist")),
+        },
+        _ => Welcome {
+            ok: true,
+            error: None,
+        },
+    };
+    let mut line = serde_json::to_vec(&welcome).unwrap_or_default();
+    line.push(b'\n');
+    if write.write_all(&line).await.is_err() || !welcome.ok {
+        return;
+    }
+    let toolset = hello
+        .toolset
+        .or_else(|| gateway.settings.default_toolset.clone());
+    if let Err(e) = super::stdio::serve_session(gateway, toolset, reader, write).await {
+        tracing::debug!(error = %e, "an attached client's session ended");
+    }
+}
+
+/// The first line, parsed; `None` when it is too long, not UTF-8 JSON, or missing.
+async fn read_hello(reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>) -> Option<Hello> {
+    let mut line = Vec::new();
+    let mut limited = tokio::io::AsyncReadExt::take(&mut *reader, HELLO_MAX as u64);
+    limited.read_until(b'\n', &mut line).await.ok()?;
+    if !line.ends_with(b"\n") {
+        return None;
+    }
+    serde_json::from_slice(&line).ok()
+}
+
+/// Why a client could not attach.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// The gateway turned the client away (its toolset does not exist).
+    #[error("{0}")]
+    Refused(String),
+    /// The gateway could not be reached or started.
+    #[error("{0}")]
+    Unreachable(String),
+}
+
+/// Attaches this process's stdin and stdout to the shared gateway at `place` as one client
+/// saying `hello`, until stdin closes and every answer has come (or the gateway goes). When
+/// no gateway listens there, `start` starts one (under the place's lock, so that clients
+/// starting together start one), and it has `wait` to listen.
+pub async fn attach(
+    place: &Place,
+    hello: &Hello,
+    start: impl FnOnce() -> std::io::Result<std::process::Child>,
+    wait: Duration,
+) -> Result<(), AttachError> {
+    let stream = match UnixStream::connect(&place.socket).await {
+        Ok(stream) => stream,
+        Err(_) => start_and_connect(place, start, wait).await?,
+    };
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let mut line = serde_json::to_vec(hello).unwrap_or_default();
+    line.push(b'\n');
+    let unreachable = |e: std::io::Error| AttachError::Unreachable(e.to_string());
+    write.write_all(&line).await.map_err(unreachable)?;
+    let mut answer = Vec::new();
+    let mut limited = tokio::io::AsyncReadExt::take(&mut reader, HELLO_MAX as u64);
+    limited
+        .read_until(b'\n', &mut answer)
+        .await
+        .map_err(unreachable)?;
+    let welcome: Welcome = serde_json::from_slice(&answer).map_err(|_| {
+        AttachError::Unreachable("the shared gateway did not welcome this client".to_owned())
+    })?;
+    if !welcome.ok {
+        return Err(AttachError::Refused(welcome.error.unwrap_or_default()));
+    }
+    let (mut input, mut output) = super::stdio::streams().map_err(unreachable)?;
+    // The client's messages go up until it closes stdin; the gateway then answers what is in
+    // flight and closes: the way down ends the attachment.
+    let up = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut input, &mut write).await;
+        let _ = write.shutdown().await;
+    });
+    let down = tokio::io::copy_buf(&mut reader, &mut output).await;
+    let _ = output.flush().await;
+    let stdin_closed = up.is_finished();
+    up.abort();
+    match down {
+        Ok(_) if stdin_closed => Ok(()),
+        Ok(_) => Err(AttachError::Unreachable(
+            "the shared gateway stopped while this client was attached".to_owned(),
+        )),
+        Err(e) => Err(unreachable(e)),
+    }
+}
+
+/// Starts the gateway (unless another client did, meanwhile) and connects to it.
+async fn start_and_connect(
+    place: &Place,
+    start: impl FnOnce() -> std::io::Result<std::process::Child>,
+    wait: Duration,
+) -> Result<UnixStream, AttachError> {
+    let unreachable = |e: std::io::Error| AttachError::Unreachable(e.to_string());
+    let lock_path = place.lock.clone();
+    // Clients starting together take turns: the first starts the gateway, the others find it.
+    let _lock = tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, errno)| std::io::Error::from(errno))
+    })
+    .await
+    .map_err(|e| AttachError::Unreachable(e.to_string()))?
+    .map_err(unreachable)?;
+    if let Ok(stream) = UnixStream::connect(&place.socket).await {
+        return Ok(stream);
+    }
+    let mut child = start().map_err(unreachable)?;
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        if let Ok(stream) = UnixStream::connect(&place.socket).await {
+            return Ok(stream);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(AttachError::Unreachable(format!(
+                "the shared gateway exited ({status}) before it listened; its log: {}",
+                place.log.display()
+            )));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(AttachError::Unreachable(format!(
+                "the shared gateway did not listen within {} s; its log: {}",
+                wait.as_secs(),
+                place.log.display()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
