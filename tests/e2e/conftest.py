@@ -361,7 +361,13 @@ def moniker(mcp_session: SessionOpener, moniker_bin: Path, memory_file: Path) ->
     `moniker serve -c config_path` (keywords as for open_session)."""
 
     def opener(config: Path, **kwargs: Any):
-        env = {"RUST_BACKTRACE": "1", "MEMORY_FILE_PATH": str(memory_file), **kwargs.pop("env", {})}
+        # A gateway of the session's own (not the shared one): its log is the session's stderr.
+        env = {
+            "RUST_BACKTRACE": "1",
+            "MEMORY_FILE_PATH": str(memory_file),
+            "MONIKER_STANDALONE": "1",
+            **kwargs.pop("env", {}),
+        }
         for passed in ("RUST_LOG", "MONIKER_LOG"):
             if passed in os.environ:
                 env.setdefault(passed, os.environ[passed])

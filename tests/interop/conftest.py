@@ -132,8 +132,9 @@ def inventory_names() -> list[str]:
 def world(tmp_path: Path) -> Path:
     """The test's directory, with moniker's user dirs (cache: the search index) inside it, so
     every cell starts cold, as a first run does."""
-    for sub in ("cache", "config", "data", "state"):
+    for sub in ("cache", "config", "data", "state", "run"):
         (tmp_path / "xdg" / sub).mkdir(parents=True)
+    (tmp_path / "xdg" / "run").chmod(0o700)
     return tmp_path
 
 
@@ -148,6 +149,9 @@ def moniker_env(world: Path) -> dict[str, str]:
         "XDG_CONFIG_HOME": str(world / "xdg" / "config"),
         "XDG_DATA_HOME": str(world / "xdg" / "data"),
         "XDG_STATE_HOME": str(world / "xdg" / "state"),
+        # Over stdio, the client's moniker attaches to the shared gateway of the config, as a
+        # user's does: its socket is in the test's own runtime directory.
+        "XDG_RUNTIME_DIR": str(world / "xdg" / "run"),
         "RUST_BACKTRACE": "1",
     }
 
@@ -165,6 +169,8 @@ def write_config(world: Path, fixture_bin: Path, mode: str) -> Path:
         "tools:",
         f"  {TOOL}:",
         f"    aliases: [{ALIAS}]",
+        # The shared gateway stops soon after the test's last session.
+        "gateway: { idle_stop: 1s }",
     ]
     if mode == "search":
         lines.append(f"discovery: {{ mode: search, pin: [{PINNED}] }}")
