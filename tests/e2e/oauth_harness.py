@@ -418,6 +418,9 @@ class Moniker:
             "HOME": str(self.home),
             "XDG_DATA_HOME": str(self.data),
             "FOLLOW_LOG": str(self.follow_log),
+            # Each `serve` is a gateway of its own: the one after `logout` must not be the
+            # shared gateway that still holds the token from before.
+            "MONIKER_STANDALONE": "1",
         }
         if browser is not None:
             env["BROWSER"] = browser

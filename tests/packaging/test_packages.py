@@ -513,7 +513,8 @@ def wait_gone(pids: list[int], timeout: float = 10) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads child processes from /proc (Linux)")
 def test_npm_shim_speaks_mcp_over_stdio_and_forwards_signals(npm_prefix: Path) -> None:
     shim = npm_prefix / "bin" / "moniker"
-    client = StdioClient([shim, "serve", "-c", DEMO_CONFIG], cwd=REPO_ROOT)
+    # A gateway of the binary's own (not the shared one): its servers are its children.
+    client = StdioClient([shim, "serve", "--standalone", "-c", DEMO_CONFIG], cwd=REPO_ROOT)
     try:
         tools = mcp_tools_list(client)
         names = {t["name"] for t in tools}
@@ -541,7 +542,7 @@ def test_npm_shim_speaks_mcp_over_stdio_and_forwards_signals(npm_prefix: Path) -
         client.close()
 
     # A binary killed by a signal: the shim dies of the same signal.
-    client = StdioClient([shim, "serve", "-c", DEMO_CONFIG], cwd=REPO_ROOT)
+    client = StdioClient([shim, "serve", "--standalone", "-c", DEMO_CONFIG], cwd=REPO_ROOT)
     try:
         mcp_tools_list(client)
         (binary_pid,) = client.child_pids()

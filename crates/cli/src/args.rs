@@ -70,6 +70,9 @@ pub enum Command {
     /// Say what is wrong and what to do: the config used and why, each server's state, the
     /// names that collide, and the clients that run moniker.
     Doctor,
+    /// Print the JSON Schema of `moniker.yaml`: for editors (the YAML language server checks
+    /// a config against it as you type) and other tools.
+    Schema,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -1,10 +1,12 @@
 //! `moniker check`: every diagnostic to stderr, one summary line to stdout, and the exit code.
 
 use moniker_config::{Config, ConfigReport, Transport};
-use moniker_surface::Diagnostic;
+use moniker_surface::{Diagnostic, Kind};
 
+use crate::exit::{Exit, Failure};
 use crate::render::Renderer;
-use crate::{Exit, Failure, output};
+use crate::start::{Toolsets, report_failed_servers, start_with};
+use crate::{lockfile, output};
 
 /// `moniker check --offline`: the config file is already parsed; these are the checks that
 /// need only its rules.
@@ -173,6 +175,157 @@ fn plural(n: usize, noun: &str) -> String {
         format!("1 {noun}")
     } else {
         format!("{n} {noun}s")
+    }
+}
+
+/// `moniker check`: the config, the servers and the surface they make together; with a
+/// `moniker.lock` beside the config, what the surface breaks of it (warnings, or with
+/// `locked` exit 1).
+pub async fn online(config: Config, locked: bool, fix: bool) -> Result<Exit, Failure> {
+    if !fix {
+        return check_once(config, locked).await.map(|(exit, _)| exit);
+    }
+    let path = std::path::PathBuf::from(&config.source.file_name);
+    let text = config.source.text.to_string();
+    let (exit, diagnostics) = check_once(config, locked).await?;
+    let renames = crate::fix::renames(&diagnostics);
+    if renames.is_empty() {
+        return Ok(exit);
+    }
+    let fixed = crate::fix::apply(&text, &renames)?;
+    let backup = crate::fix::backup_path(&path);
+    std::fs::write(&backup, &text)
+        .map_err(|e| format!("cannot write the backup `{}`: {e}", backup.display()))?;
+    std::fs::write(&path, &fixed).map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+    output::line(&format!(
+        "--fix: {} rename{} written to `{}` (the file before: `{}`); checking again",
+        renames.len(),
+        if renames.len() == 1 { "" } else { "s" },
+        path.display(),
+        backup.display()
+    ))?;
+    let again = crate::load_config(Some(&path)).map_err(|_| {
+        format!(
+            "`{}` no longer parses after --fix: the file before is `{}`",
+            path.display(),
+            backup.display()
+        )
+    })?;
+    check_once(again, locked).await.map(|(exit, _)| exit)
+}
+
+/// One `check`: its exit, and the diagnostics of a surface that could not be built (for
+/// `--fix`).
+async fn check_once(
+    mut config: Config,
+    locked: bool,
+) -> Result<(Exit, Vec<moniker_surface::Diagnostic>), Failure> {
+    let lock_path = lockfile::path(&config);
+    let lock = lockfile::read(&lock_path)?;
+    if locked && lock.is_none() {
+        return Err(format!(
+            "`--locked` needs `{}`: write it with `moniker lock`",
+            lock_path.display()
+        )
+        .into());
+    }
+    if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
+        output::report(&Renderer::for_stderr().config_report(&report));
+        output::line(&invalid_summary(&report))?;
+        return Ok((Exit::InvalidConfig, Vec::new()));
+    }
+    let quiet = Toolsets {
+        quiet: true,
+        ..Toolsets::default()
+    };
+    let gateway = match start_with(&mut config, quiet).await? {
+        Ok(gateway) => gateway,
+        Err(not) => {
+            // The reason (the surface's errors, or a search model that cannot be read) is
+            // on stderr already.
+            output::line(&format!(
+                "`{}` is invalid: see above",
+                config.source.file_name
+            ))?;
+            return Ok((not.exit, not.diagnostics));
+        }
+    };
+    let mut diagnostics = gateway.diagnostics();
+    let view = gateway.view();
+    let sets = &config.rules.toolsets.sets;
+    for (name, rule) in sets {
+        diagnostics.extend(moniker_surface::toolsets::validate(
+            &view.surface,
+            name,
+            rule,
+            sets,
+        ));
+    }
+    let breaking = lock
+        .as_ref()
+        .map(|lock| moniker_surface::lock::compare(lock, &view.surface))
+        .unwrap_or_default();
+    diagnostics.extend(breaking.iter().map(lockfile::diagnostic));
+    let exit = report(&config, &diagnostics)?;
+    if let Some(fix) = moniker_surface::lock::merged_fix(&breaking) {
+        output::report(&format!(
+            "help: to keep every old name working, add to `{}`:\n{}",
+            config.source.file_name,
+            output::indent(&fix, 6)
+        ));
+    }
+    let failed = report_failed_servers(&gateway, "error");
+    output::line(&format!(
+        "{} tools{} and {} prompts from {} of {} servers",
+        view.surface.listed(Kind::Tool).count(),
+        match view.surface.tools().len() - view.surface.listed(Kind::Tool).count() {
+            0 => String::new(),
+            n => format!(" (and {n} more callable by their old names)"),
+        },
+        view.surface.prompts().len(),
+        view.up.len(),
+        config.servers.values().filter(|s| !s.disabled).count()
+    ))?;
+    if lock.is_some() {
+        output::line(&match breaking.len() {
+            0 => format!("no breaking change against `{}`", lock_path.display()),
+            1 => format!("1 breaking change against `{}`", lock_path.display()),
+            n => format!("{n} breaking changes against `{}`", lock_path.display()),
+        })?;
+    }
+    gateway.shutdown().await;
+    let broken = locked && !breaking.is_empty();
+    let exit = if (failed > 0 || broken) && exit == Exit::Ok {
+        Exit::Failure
+    } else {
+        exit
+    };
+    Ok((exit, diagnostics))
+}
+
+/// Whether `config` serves: its servers started, their listings made into one surface. `Ok`
+/// with the servers that did not start (what could not be checked); `Err` with the surface's
+/// diagnostics when it is invalid (empty when the config itself is: reported already).
+pub(crate) async fn serves(
+    mut config: Config,
+) -> Result<Result<Vec<String>, Vec<moniker_surface::Diagnostic>>, Failure> {
+    let quiet = Toolsets {
+        quiet: true,
+        silent: true,
+        ..Toolsets::default()
+    };
+    match start_with(&mut config, quiet).await? {
+        Ok(gateway) => {
+            let down: Vec<String> = gateway
+                .server_status()
+                .into_iter()
+                .filter(|(_, status)| !status.up)
+                .map(|(id, _)| id.to_string())
+                .collect();
+            gateway.shutdown().await;
+            Ok(Ok(down))
+        }
+        Err(not) => Ok(Err(not.diagnostics)),
     }
 }
 

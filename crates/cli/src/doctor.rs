@@ -8,8 +8,9 @@ use moniker_config::{Config, LoadError, Transport};
 use moniker_surface::Kind;
 
 use crate::clients::{Client, runs_moniker};
+use crate::exit::{Exit, Failure};
+use crate::output;
 use crate::render::Renderer;
-use crate::{Exit, Failure, output};
 
 /// What doctor found: lines to print and how many of them are problems.
 #[derive(Default)]
@@ -114,7 +115,7 @@ fn config(explicit: Option<&Path>, found: &mut Findings) -> Option<Config> {
         }
     };
     found.ok(format!("`{}` ({why})", shown.display()));
-    if let Ok(today) = crate::today() {
+    if let Ok(today) = crate::settings::today() {
         config.rules.today = Some(today);
     }
     if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
@@ -180,7 +181,7 @@ async fn servers(config: &Config, found: &mut Findings) -> Result<(), Failure> {
             }
         }
     }
-    let gateway = crate::online::launch(config).await?;
+    let gateway = crate::start::launch(config).await?;
     let waiting: Vec<_> = crate::login::waiting(config)
         .into_iter()
         .map(|(id, _)| id)
@@ -300,7 +301,7 @@ fn failure_fix(
     }
     if lower.contains("over moniker's budget") {
         return "the server lists more than moniker takes from one server (the Budgets table of \
-                the README: pages, items, bytes): its tools are left out; a server that lists \
+                the guide, docs/src/security.md: pages, items, bytes): its tools are left out; a server that lists \
                 without end has a paging bug"
             .to_owned();
     }

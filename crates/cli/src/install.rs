@@ -15,7 +15,8 @@ use serde_json::{Map, Value};
 
 use crate::args::InstallArgs;
 use crate::clients::{ENTRY, Launch, runs_moniker};
-use crate::{Exit, Failure, output};
+use crate::exit::{Exit, Failure};
+use crate::output;
 
 /// The first line of a config `install --import` writes.
 const WRITTEN: &str = "# moniker's config, written by `moniker install";
@@ -278,8 +279,10 @@ fn moniker_config(client: &str, from: &Path, servers: &[(String, Value)]) -> Str
     let mut text = format!(
         "{WRITTEN} {client} --import` from {}.\n\
          # `moniker uninstall {client}` puts these servers back in that file.\n\
+         # yaml-language-server: $schema={}\n\
          servers:\n",
-        from.display()
+        from.display(),
+        moniker_config::SCHEMA_URL
     );
     for (name, entry) in servers {
         let key = serde_json::to_string(name).expect("a string serializes");
@@ -310,7 +313,7 @@ fn prove_import(text: String, target: &Path) -> Result<Imported, Failure> {
         moniker_config::parse(&name, text)
             .map_err(|report| format!("the imported servers make an invalid config: {report}"))
     };
-    let diagnostics = match runtime.block_on(crate::online::serves(parse(&text)?))? {
+    let diagnostics = match runtime.block_on(crate::check::serves(parse(&text)?))? {
         Ok(down) => {
             return Ok(Imported {
                 text,
@@ -337,7 +340,7 @@ fn prove_import(text: String, target: &Path) -> Result<Imported, Failure> {
         return Err(refuse(&diagnostics));
     }
     let fixed = crate::fix::apply(&text, &renames)?;
-    match runtime.block_on(crate::online::serves(parse(&fixed)?))? {
+    match runtime.block_on(crate::check::serves(parse(&fixed)?))? {
         Ok(down) => Ok(Imported {
             text: fixed,
             renames: renames.iter().map(|r| r.yaml()).collect(),

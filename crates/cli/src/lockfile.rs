@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use moniker_config::Config;
 use moniker_surface::{Breaking, Diagnostic, Lock};
 
-use crate::Failure;
+use crate::exit::Failure;
 
 /// The lock file's name, beside the config file.
 pub const FILE_NAME: &str = "moniker.lock";

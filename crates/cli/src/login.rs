@@ -6,8 +6,9 @@ use moniker_gateway::connect;
 use moniker_surface::ServerId;
 
 use crate::args::ServerArg;
+use crate::exit::{Exit, Failure};
+use crate::output;
 use crate::render::Renderer;
-use crate::{Exit, Failure, output};
 
 /// The configured server named `name`, with `${VAR}`s expanded.
 fn server(

@@ -7,23 +7,28 @@
 
 mod args;
 mod audit;
+mod call;
 mod check;
 mod clients;
 mod doctor;
 mod elicit;
+mod exit;
 mod fix;
 mod install;
+mod list;
+mod lock;
 mod lockfile;
 mod login;
-mod online;
 mod output;
 mod reload;
 mod render;
+mod serve;
 mod settings;
 mod shared;
+mod start;
+mod stats;
 mod usage;
 
-use std::error::Error;
 use std::ffi::OsString;
 use std::io::{IsTerminal as _, Write};
 use std::process::ExitCode;
@@ -34,28 +39,8 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 
 use crate::args::{Cli, Command};
+use crate::exit::{Exit, Failure, is_broken_pipe};
 use crate::render::Renderer;
-
-/// How a command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Ok = 0,
-    /// The servers, the network or the file system failed us.
-    Failure = 1,
-    /// A server needs a person to log in: `moniker login SERVER` (`EX_NOPERM`).
-    NeedsLogin = 77,
-    /// The config is invalid (`EX_CONFIG` from sysexits.h).
-    InvalidConfig = 78,
-}
-
-impl From<Exit> for ExitCode {
-    fn from(exit: Exit) -> Self {
-        ExitCode::from(exit as u8)
-    }
-}
-
-/// A runtime failure: printed as `error: ...` with its causes, and exit code 1.
-pub type Failure = Box<dyn Error + Send + Sync>;
 
 /// The hidden first argument of the process guard: `moniker __guard -- CMD ARGS...` runs a
 /// server as a child that dies with moniker (see `moniker_gateway::guard`).
@@ -94,6 +79,10 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Install(args) => return install::install(args, cli.config.as_deref()),
         Command::Uninstall(args) => return install::uninstall(args),
         Command::Doctor => return doctor::doctor(cli.config.as_deref()),
+        Command::Schema => {
+            output::line(moniker_config::SCHEMA.trim_end())?;
+            return Ok(Exit::Ok);
+        }
         _ => {}
     }
     let is_check = matches!(cli.command, Command::Check(_));
@@ -133,18 +122,18 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => online::serve(config, args).await,
-            Command::Check(args) => online::check_online(config, args.locked, args.fix).await,
-            Command::Lock(args) => online::lock(config, args).await,
-            Command::List(args) => online::list(config, args).await,
-            Command::Call(args) => online::call(config, args).await,
+            Command::Serve(args) => serve::serve(config, args).await,
+            Command::Check(args) => check::online(config, args.locked, args.fix).await,
+            Command::Lock(args) => lock::lock(config, args).await,
+            Command::List(args) => list::list(config, args).await,
+            Command::Call(args) => call::call(config, args).await,
             Command::Stats(args) => match args.from {
                 Some(url) => usage::usage(&config, &url, args.token.as_deref()),
-                None => online::stats(config, args.json).await,
+                None => stats::stats(config, args.json).await,
             },
             Command::Login(args) => login::login(config, args).await,
             Command::Logout(args) => login::logout(config, args),
-            Command::Install(_) | Command::Uninstall(_) | Command::Doctor => {
+            Command::Install(_) | Command::Uninstall(_) | Command::Doctor | Command::Schema => {
                 unreachable!("run before the config is loaded")
             }
         }
@@ -168,24 +157,10 @@ fn load_config(explicit: Option<&std::path::Path>) -> Result<Config, ConfigFailu
         LoadError::Invalid(report) => ConfigFailure::Invalid(report),
         e @ LoadError::Io { .. } => ConfigFailure::Other(e.into()),
     })?;
-    config.rules.today = Some(today().map_err(|e| ConfigFailure::Other(e.into()))?);
+    config.rules.today =
+        Some(crate::settings::today().map_err(|e| ConfigFailure::Other(e.into()))?);
     log_ignored_keys(&config);
     Ok(config)
-}
-
-/// The day deprecation schedules apply on: `$MONIKER_TODAY` (`YYYY-MM-DD`, to see what a
-/// later day will break), else the system clock's (UTC).
-pub(crate) fn today() -> Result<moniker_surface::Date, String> {
-    if let Ok(text) = std::env::var("MONIKER_TODAY") {
-        return text.parse().map_err(|e| format!("$MONIKER_TODAY: {e}"));
-    }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default();
-    Ok(moniker_surface::Date::from_unix(
-        i64::try_from(now).unwrap_or_default(),
-    ))
 }
 
 /// A client's config file (Claude Desktop, Cursor, VS Code) is read for its servers; what
@@ -253,38 +228,9 @@ impl<W: Write> Write for LogLines<W> {
     }
 }
 
-/// Whether stdout was closed under us (`moniker list | head -1`): not a failure.
-fn is_broken_pipe(error: &(dyn Error + 'static)) -> bool {
-    let mut cause = Some(error);
-    while let Some(e) = cause {
-        if e.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-        {
-            return true;
-        }
-        cause = e.source();
-    }
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Debug)]
-    struct Wrapped(std::io::Error);
-
-    impl std::fmt::Display for Wrapped {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("cannot print the listing")
-        }
-    }
-
-    impl Error for Wrapped {
-        fn source(&self) -> Option<&(dyn Error + 'static)> {
-            Some(&self.0)
-        }
-    }
 
     #[test]
     fn a_log_event_stays_one_event() {
@@ -295,18 +241,5 @@ mod tests {
         let mut out = LogLines(Vec::new());
         out.write_all(b"plain\n").unwrap();
         assert_eq!(out.0, b"plain\n");
-    }
-
-    #[test]
-    fn a_closed_stdout_is_not_a_failure() {
-        let pipe = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
-        let failure: Failure = pipe().into();
-        assert!(is_broken_pipe(failure.as_ref()));
-        let failure: Failure = Box::new(Wrapped(pipe()));
-        assert!(is_broken_pipe(failure.as_ref()));
-        let failure: Failure = std::io::Error::other("disk on fire").into();
-        assert!(!is_broken_pipe(failure.as_ref()));
-        let failure: Failure = "no config file".into();
-        assert!(!is_broken_pipe(failure.as_ref()));
     }
 }

@@ -4,8 +4,6 @@
 
 use std::io::{self, Write};
 
-/// Writes `text` and a newline to stdout. A closed pipe (`moniker list | head -1`) comes back
-/// as an `io::Error` of kind `BrokenPipe`, which `main` turns into exit code 0.
 /// `text`'s lines, each after `width` spaces (trailing blank lines dropped).
 pub fn indent(text: &str, width: usize) -> String {
     let pad = " ".repeat(width);
@@ -16,6 +14,8 @@ pub fn indent(text: &str, width: usize) -> String {
         .join("\n")
 }
 
+/// Writes `text` and a newline to stdout. A closed pipe (`moniker list | head -1`) comes back
+/// as an `io::Error` of kind `BrokenPipe`, which `main` turns into exit code 0.
 pub fn line(text: &str) -> io::Result<()> {
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())?;

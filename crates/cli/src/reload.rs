@@ -130,7 +130,7 @@ fn apply(
         refuse(gateway, &plain.config_report(&report), &places(&report));
         return None;
     }
-    config.rules.today = crate::today().ok();
+    config.rules.today = crate::settings::today().ok();
     if config.servers == current.servers
         && config.rules == current.rules
         && config.http == current.http

@@ -76,3 +76,18 @@ pub(crate) fn search_model(
         .map(|model| Some(std::sync::Arc::new(model)))
         .map_err(|e| format!("discovery.model `{path}`: {e}"))
 }
+
+/// The day deprecation schedules apply on: `$MONIKER_TODAY` (`YYYY-MM-DD`, to see what a
+/// later day will break), else the system clock's (UTC).
+pub(crate) fn today() -> Result<moniker_surface::Date, String> {
+    if let Ok(text) = std::env::var("MONIKER_TODAY") {
+        return text.parse().map_err(|e| format!("$MONIKER_TODAY: {e}"));
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    Ok(moniker_surface::Date::from_unix(
+        i64::try_from(now).unwrap_or_default(),
+    ))
+}

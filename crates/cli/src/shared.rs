@@ -11,7 +11,8 @@ use moniker_gateway::Gateway;
 use moniker_gateway::serve::shared::{self, AttachError, Hello, Place};
 
 use crate::args::ServeArgs;
-use crate::{Exit, Failure, output};
+use crate::exit::{Exit, Failure};
+use crate::output;
 
 /// How long a started gateway has to listen (it answers at once: servers start behind it).
 const LISTEN_WAIT: Duration = Duration::from_secs(30);

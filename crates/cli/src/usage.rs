@@ -9,7 +9,8 @@ use std::time::Duration;
 use moniker_config::Config;
 use moniker_surface::Deprecation;
 
-use crate::{Exit, Failure, output};
+use crate::exit::{Exit, Failure};
+use crate::output;
 
 const METRIC: &str = "moniker_alias_calls_total{";
 
@@ -60,7 +61,7 @@ pub fn usage(config: &Config, from: &str, token: Option<&str>) -> Result<Exit, F
         };
         table.push(vec![name.clone(), tool.clone(), n.to_string(), schedule]);
     }
-    output::line(&crate::online::format_table(&table))?;
+    output::line(&crate::list::format_table(&table))?;
     Ok(Exit::Ok)
 }
 

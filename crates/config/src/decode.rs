@@ -31,7 +31,7 @@ use crate::tree::{Node, ScalarKind, Value, shorten};
 
 /// The top-level keys: the two names of the servers' section first (a client's config file
 /// has only those; see `client`), then the sections only a moniker config has.
-const TOP_KEYS: &[&str] = &[
+pub(crate) const TOP_KEYS: &[&str] = &[
     "servers",
     "mcpServers",
     "naming",

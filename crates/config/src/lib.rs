@@ -44,6 +44,16 @@ pub struct ToolsetSettings {
 }
 pub use source::{Source, Span};
 
+/// The JSON Schema of `moniker.yaml` (`moniker schema` prints it; the guide's config reference
+/// is made from it by `docs/reference.py`). The decoder is the judge: a test holds the
+/// schema's keys to the decoder's, and `tests/e2e/test_schema.py` every example to both.
+pub const SCHEMA: &str = include_str!("../moniker.schema.json");
+
+/// Where an editor finds [`SCHEMA`] (the `yaml-language-server` line of a config
+/// `install --import` writes).
+pub const SCHEMA_URL: &str =
+    "https://raw.githubusercontent.com/moniker-mcp/moniker/main/crates/config/moniker.schema.json";
+
 /// A parsed config.
 #[derive(Debug, Clone)]
 pub struct Config {

@@ -1,5 +1,5 @@
-//! What one peer may make moniker hold: the defaults, in one table (the README's "Budgets"
-//! table is this one). Every kind of peer has its share, so that one peer's load never takes
+//! What one peer may make moniker hold: the defaults, in one table (the guide's "Budgets"
+//! table, `docs/src/security.md`, is this one). Every kind of peer has its share, so that one peer's load never takes
 //! another's place:
 //!
 //! | peer | what | at most | where it is held |

@@ -901,7 +901,7 @@ impl Gateway {
     /// refused listings, until a listing of the server's is taken.
     pub(crate) fn over_budget(&self, server: &ServerId, why: &str) {
         let diagnostic = Diagnostic::error("budget::listing", why.to_owned())
-            .help("the server keeps its last listing (or none): see the budgets in the README");
+            .help("the server keeps its last listing (or none): see the budgets in the guide (docs/src/security.md)");
         self.state()
             .refused
             .insert(server.clone(), vec![diagnostic]);

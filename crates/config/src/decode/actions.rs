@@ -11,7 +11,7 @@ use super::{Cx, Slot, join};
 use crate::report::codes;
 use crate::tree::{Value, shorten};
 
-const ACTION_KEYS: &[&str] = &["description", "tools", "legacy", "aliases", "tags"];
+pub(crate) const ACTION_KEYS: &[&str] = &["description", "tools", "legacy", "aliases", "tags"];
 const LEGACY_MODES: &[&str] = &["hidden", "listed", "off"];
 /// What an action (a key of `actions.<tool>.tools`) must look like.
 pub(crate) const ACTION_RULE: &str =

@@ -21,7 +21,7 @@ use crate::tree::{Node, Value, shorten};
 /// The top-level sections only a moniker config has.
 const MONIKER_SECTIONS: &[&str] = TOP_KEYS.split_at(2).1;
 /// Server keys VS Code's `servers` entries never have.
-const MONIKER_SERVER_KEYS: &[&str] = &["tags", "prefix", "disabled"];
+pub(crate) const MONIKER_SERVER_KEYS: &[&str] = &["tags", "prefix", "disabled"];
 /// How close (Jaro-Winkler) a client's key may come to one of moniker's before it is taken
 /// for a misspelling: stricter than the did-you-mean's 0.8, so that a client's own keys
 /// (`projects` in Claude Code's file, 0.85 from `prompts`) are not refused.

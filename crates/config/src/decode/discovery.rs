@@ -9,7 +9,7 @@ use super::{Cx, Slot, join};
 use crate::report::codes;
 use crate::tree::{ScalarKind, Value, shorten};
 
-const DISCOVERY_KEYS: &[&str] = &["mode", "pin", "pin_tags", "model"];
+pub(crate) const DISCOVERY_KEYS: &[&str] = &["mode", "pin", "pin_tags", "model"];
 const MODE_HELP: &str = "write `list` (every tool), `search` (the pinned tools, `search_tools` and `call_tool`) or `hints` (every tool, with `_meta` hints for clients that defer loading)";
 
 impl Cx<'_> {

@@ -10,7 +10,7 @@ use crate::gateway::{
 use crate::report::codes;
 use crate::tree::{ScalarKind, shorten};
 
-const GATEWAY_KEYS: &[&str] = &[
+pub(crate) const GATEWAY_KEYS: &[&str] = &[
     "call_timeout",
     "start_timeout",
     "list_wait",
@@ -19,9 +19,9 @@ const GATEWAY_KEYS: &[&str] = &[
     "page_size",
     "pass_env",
 ];
-const RESTART_KEYS: &[&str] = &["initial_delay", "max_delay", "max_attempts"];
-const AUDIT_KEYS: &[&str] = &["to", "max_bytes", "keep"];
-const TELEMETRY_KEYS: &[&str] = &["endpoint", "service_name"];
+pub(crate) const RESTART_KEYS: &[&str] = &["initial_delay", "max_delay", "max_attempts"];
+pub(crate) const AUDIT_KEYS: &[&str] = &["to", "max_bytes", "keep"];
+pub(crate) const TELEMETRY_KEYS: &[&str] = &["endpoint", "service_name"];
 
 impl Cx<'_> {
     pub(super) fn gateway<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> GatewaySettings {

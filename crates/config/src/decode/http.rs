@@ -9,7 +9,7 @@ use crate::http::{
 use crate::report::codes;
 use crate::tree::{Value, shorten};
 
-const HTTP_KEYS: &[&str] = &[
+pub(crate) const HTTP_KEYS: &[&str] = &[
     "tokens",
     "allowed_origins",
     "allowed_hosts",
@@ -19,7 +19,7 @@ const HTTP_KEYS: &[&str] = &[
     "max_connections",
     "auth",
 ];
-const AUTH_KEYS: &[&str] = &[
+pub(crate) const AUTH_KEYS: &[&str] = &[
     "resource",
     "issuer",
     "scopes",
@@ -30,7 +30,7 @@ const AUTH_KEYS: &[&str] = &[
     "toolsets",
     "default_toolset",
 ];
-const TOKEN_KEYS: &[&str] = &["token", "toolset", "name"];
+pub(crate) const TOKEN_KEYS: &[&str] = &["token", "toolset", "name"];
 
 impl Cx<'_> {
     /// `http:`: tokens (a string, or `{token, toolset}`), allow-lists, the body limit, the idle

@@ -11,9 +11,9 @@ use crate::gateway::Limits;
 use crate::report::codes;
 use crate::tree::{ScalarKind, Value, shorten};
 
-const NAMING_KEYS: &[&str] = &["strip_prefixes", "split", "separator", "profile"];
-const PROFILE_KEYS: &[&str] = &["base", "prefix_budget"];
-const OVERRIDE_KEYS: &[&str] = &[
+pub(crate) const NAMING_KEYS: &[&str] = &["strip_prefixes", "split", "separator", "profile"];
+pub(crate) const PROFILE_KEYS: &[&str] = &["base", "prefix_budget"];
+pub(crate) const OVERRIDE_KEYS: &[&str] = &[
     "name",
     "tags",
     "aliases",
@@ -22,8 +22,8 @@ const OVERRIDE_KEYS: &[&str] = &[
     "call_timeout",
     "max_in_flight",
 ];
-const ALIAS_KEYS: &[&str] = &["name", "hidden", "deprecated"];
-const DEPRECATED_KEYS: &[&str] = &["since", "remove_after", "use"];
+pub(crate) const ALIAS_KEYS: &[&str] = &["name", "hidden", "deprecated"];
+pub(crate) const DEPRECATED_KEYS: &[&str] = &["since", "remove_after", "use"];
 
 impl Cx<'_> {
     pub(super) fn naming<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Naming {

@@ -8,8 +8,8 @@ use crate::report::codes;
 use crate::server::{Auth, Grant, Tls};
 use crate::tree::shorten;
 
-const TLS_KEYS: &[&str] = &["ca_file", "client_cert", "client_key"];
-const AUTH_KEYS: &[&str] = &[
+pub(crate) const TLS_KEYS: &[&str] = &["ca_file", "client_cert", "client_key"];
+pub(crate) const AUTH_KEYS: &[&str] = &[
     "client_id",
     "client_secret",
     "client_metadata_url",

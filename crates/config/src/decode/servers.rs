@@ -12,7 +12,7 @@ use crate::report::codes;
 use crate::server::{Auth, Forward, PassEnv, ServerConfig, Tls, Transport};
 use crate::tree::{ScalarKind, Value, shorten};
 
-const SERVER_KEYS: &[&str] = &[
+pub(crate) const SERVER_KEYS: &[&str] = &[
     "command",
     "args",
     "env",

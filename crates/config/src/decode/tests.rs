@@ -1934,3 +1934,67 @@ fn a_search_model_is_set_at_the_top_only() {
         "{report:?}"
     );
 }
+
+/// The JSON Schema (`moniker schema`) and the decoder know the same keys, place by place: a
+/// key added to one and not the other fails here.
+#[test]
+fn the_schema_and_the_decoder_know_the_same_keys() {
+    let schema: serde_json::Value =
+        serde_json::from_str(crate::SCHEMA).expect("the schema is JSON");
+    let places: &[(&str, &[&str])] = &[
+        ("", TOP_KEYS),
+        ("/$defs/server", super::servers::SERVER_KEYS),
+        ("/$defs/server/properties/tls", super::remote::TLS_KEYS),
+        ("/$defs/server/properties/auth", super::remote::AUTH_KEYS),
+        ("/properties/naming", super::naming::NAMING_KEYS),
+        (
+            "/properties/naming/properties/profile/oneOf/1",
+            super::naming::PROFILE_KEYS,
+        ),
+        ("/$defs/override", super::naming::OVERRIDE_KEYS),
+        ("/$defs/alias/oneOf/1", super::naming::ALIAS_KEYS),
+        ("/$defs/deprecated", super::naming::DEPRECATED_KEYS),
+        ("/$defs/action", super::actions::ACTION_KEYS),
+        ("/$defs/toolset", super::toolsets::TOOLSET_KEYS),
+        ("/properties/gateway", super::gateway::GATEWAY_KEYS),
+        (
+            "/properties/gateway/properties/restart",
+            super::gateway::RESTART_KEYS,
+        ),
+        ("/properties/audit/oneOf/1", super::gateway::AUDIT_KEYS),
+        (
+            "/properties/telemetry/oneOf/1",
+            super::gateway::TELEMETRY_KEYS,
+        ),
+        ("/properties/http", super::http::HTTP_KEYS),
+        ("/properties/http/properties/auth", super::http::AUTH_KEYS),
+        (
+            "/properties/http/properties/tokens/items/oneOf/1",
+            super::http::TOKEN_KEYS,
+        ),
+        (
+            "/properties/discovery/oneOf/1",
+            super::discovery::DISCOVERY_KEYS,
+        ),
+    ];
+    for (place, keys) in places {
+        let object = schema
+            .pointer(place)
+            .unwrap_or_else(|| panic!("the schema has no `{place}`"));
+        assert_eq!(
+            object["additionalProperties"],
+            serde_json::Value::Bool(false),
+            "`{place}` must refuse unknown keys, as the decoder does"
+        );
+        let mut in_schema: Vec<&str> = object["properties"]
+            .as_object()
+            .unwrap_or_else(|| panic!("`{place}` has no properties"))
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut decoded: Vec<&str> = keys.to_vec();
+        in_schema.sort_unstable();
+        decoded.sort_unstable();
+        assert_eq!(in_schema, decoded, "the keys at `{place}`");
+    }
+}

@@ -15,7 +15,7 @@ use crate::report::{ConfigError, codes};
 use crate::source::Span;
 use crate::tree::{ScalarKind, Value, shorten};
 
-const TOOLSET_KEYS: &[&str] = &[
+pub(crate) const TOOLSET_KEYS: &[&str] = &[
     "description",
     "tools",
     "prompts",
