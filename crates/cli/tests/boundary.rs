@@ -4,6 +4,11 @@
 //! The servers are the fixture with `--record`: every line moniker writes to them is kept, so a
 //! test reads what really reached a server instead of trusting what moniker answered.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test is one scenario, read from top to bottom"
+)]
+
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,11 @@
 //! A call from end to end: the limits of its server and its tool (`call_timeout`,
 //! `max_in_flight`) against the fixture's delay, and its one line in the audit log.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test is one scenario, read from top to bottom"
+)]
+
 use std::path::Path;
 use std::process::Stdio;
 

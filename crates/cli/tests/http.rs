@@ -1,6 +1,11 @@
 //! `moniker serve --http` end to end: tokens, Origin checks, tokens bound to toolsets, separate
 //! session views, and `/metrics` telling an alias call from a name call.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test is one scenario, read from top to bottom"
+)]
+
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

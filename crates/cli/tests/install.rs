@@ -2,6 +2,11 @@
 //! client, in a temporary home: the round trip back to the original bytes, a second run that
 //! changes nothing, refusals, and an imported config that a client's entry really serves.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test is one scenario, read from top to bottom"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

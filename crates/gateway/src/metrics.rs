@@ -187,6 +187,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of everything.
+    #[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
     pub fn render(&self) -> String {
         let calls = self.calls();
         let inner = self.lock();

@@ -2,6 +2,11 @@
 //! end: a small MCP server written here, on a real socket on 127.0.0.1, and a real `Gateway`
 //! driven through client sessions. Every wait is bounded.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test is one scenario, read from top to bottom"
+)]
+
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::future::{Future, IntoFuture};

@@ -7,6 +7,11 @@
 //! and checks every acknowledged toolset is there. The same store is used for every round, so
 //! each child also opens a store that was just crashed into.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test is one scenario, read from top to bottom"
+)]
+
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

@@ -237,6 +237,7 @@ fn cancelled_request(sent: &Message) -> Option<&str> {
 }
 
 /// The writer: takes the gateway's lines in order and sends them.
+#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: Duration) {
     let mut mode = Mode::Streamable { ready: false };
     let mut first = true;
@@ -364,6 +365,7 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: D
 }
 
 /// POSTs one line (Streamable HTTP) and hands what comes back to the connection.
+#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
     let mut pending = Pending::of(line);
     let had_session = link.has_session();

@@ -169,6 +169,7 @@ struct HttpSession {
 /// Serves MCP over Streamable HTTP on `listener` until `shutdown` completes; then requests
 /// still running get a few seconds to finish, GET streams end, and every session is dropped.
 /// The servers are the caller's to shut down.
+#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 pub async fn serve(
     gateway: Arc<Gateway>,
     listener: TcpListener,
@@ -970,6 +971,7 @@ fn too_large(max: usize) -> Response {
 }
 
 /// POST: one JSON-RPC message or a batch.
+#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 async fn post(
     shared: &Arc<Shared>,
     headers: &HeaderMap,

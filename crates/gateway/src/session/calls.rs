@@ -11,22 +11,26 @@ use moniker_surface::{Exposed, Kind, Via, discovery, listing, management};
 use serde_json::value::RawValue;
 use tracing::Instrument as _;
 
+use super::relay::Outbound;
 use super::{Answers, Reply, Session, Toolset, id_of};
 use crate::call::Call;
 use crate::errors::{self, Refusal};
-use crate::message::{self, Field, Message};
+use crate::message::{self, Field, Message, Params};
 use crate::metrics::Outcome;
 use crate::route::{self, Decision};
 use crate::sync::lock;
 use crate::toolsets::{Effect, Equipped};
 use crate::view::View;
 
-/// A call to route: the name the client called, and the arguments to send instead of the
-/// request's own (`call_tool` carries them inside its own).
+/// A call to route: the name the client called, the arguments to send instead of the
+/// request's own (`call_tool` carries them inside its own), and what the session sees it in
+/// (the view, and its toolset when one is equipped).
 #[derive(Clone, Copy)]
 pub(super) struct Named<'a> {
     pub name: &'a str,
     pub arguments: Option<&'a str>,
+    pub view: &'a Arc<View>,
+    pub equipped: Option<&'a Toolset>,
 }
 
 impl Session {
@@ -175,128 +179,168 @@ impl Session {
         let call = Named {
             name,
             arguments: None,
+            view: &view,
+            equipped: equipped.as_deref(),
         };
-        self.route(request, call, &view, equipped.as_deref(), answers, record)
-            .await
+        self.route(request, call, answers, record).await
     }
 
-    /// Resolves `call.name` (aliases, legacy names, actions, the equipped toolset), rewrites
-    /// it to the origin name and forwards `request` so rewritten, under the limits of its
-    /// server and its tool or prompt.
+    /// Routes a call: the pure decision ([`route::decide`]), then the call travels through
+    /// named steps, each taking it as it is: resolved (or refused), admitted under the limits,
+    /// rewritten for its server, sent (with the era's input rounds), ended.
     pub(super) async fn route(
         self: &Arc<Self>,
         request: &Message,
         call: Named<'_>,
-        view: &Arc<View>,
-        equipped: Option<&Toolset>,
         answers: &Answers,
         record: &mut Call,
     ) -> Reply {
+        let forward = match self.resolve(request, call, record) {
+            Ok(forward) => forward,
+            Err(refused) => return refused,
+        };
+        let server = &forward.origin.server;
+        let admitted = match self.admit(&forward, record) {
+            Ok(admitted) => admitted,
+            Err(refusal) => return Some(refusal.answer(id_of(request))),
+        };
+        tracing::debug!(requested = %call.name, name = %forward.exposed.name, via = forward.via.as_str(), server = %server, origin = %forward.origin.name, "{} call", record.kind.unwrap_or(Kind::Tool).noun());
+        let token = self.progress_route(request, answers, server);
+        let params = self.rewrite(request, &forward, token.as_deref(), record);
+        let out = Outbound {
+            request,
+            server,
+            method: record.method(),
+            params: params.as_ref(),
+            caller: answers.caller(),
+        };
+        let span = tracing::debug_span!("call", tool = %forward.exposed.name, requested = %call.name, via = forward.via.as_str(), server = %server, origin = %forward.origin.name);
+        let (reply, outcome) = self.exchange(out, admitted).instrument(span).await;
+        record.ended(outcome, reply.as_ref());
+        if let Some(token) = token {
+            self.gateway.hub.forget_progress(&token);
+        }
+        reply
+    }
+
+    /// The decision on `call`: where it goes, or the answer that refuses it (an unknown name;
+    /// an action tool's call without its action), noted on the record.
+    fn resolve<'v>(
+        &self,
+        request: &Message,
+        call: Named<'v>,
+        record: &mut Call,
+    ) -> Result<route::Forward<'v>, Reply> {
         let id = id_of(request);
         let kind = record.kind.unwrap_or(Kind::Tool);
-        let name = call.name;
-        let selection = equipped.map(|e| &e.equipped.selection);
+        let selection = call.equipped.map(|e| &e.equipped.selection);
         let decision = route::decide(
-            &view.surface,
+            &call.view.surface,
             selection,
             kind,
-            name,
+            call.name,
             call.arguments,
             request.arguments(),
         );
-        let forward = match decision {
-            Decision::Forward(forward) => forward,
+        match decision {
+            Decision::Forward(forward) => {
+                self.resolved(record, call.name, forward.exposed, forward.via, kind);
+                if let Some((action, member)) = &forward.action {
+                    tracing::debug!(action_tool = %forward.exposed.name, %action, %member, "action dispatched");
+                }
+                record.server = Some(forward.origin.server.clone());
+                record.origin = Some(forward.origin.name.clone());
+                Ok(forward)
+            }
             Decision::Unknown => {
                 let refusal = Refusal::UnknownName {
                     kind,
-                    name: name.to_owned(),
+                    name: call.name.to_owned(),
                 };
-                tracing::debug!(name = %name, "{} not found", kind.noun());
+                tracing::debug!(name = %call.name, "{} not found", kind.noun());
                 record.refused(&refusal);
-                return Some(refusal.answer(id));
+                Err(Some(refusal.answer(id)))
             }
             Decision::Refused {
                 exposed,
                 via,
                 message,
             } => {
-                self.resolved(record, name, exposed, via, kind);
+                self.resolved(record, call.name, exposed, via, kind);
                 tracing::debug!(action_tool = %exposed.name, %message, "action refused");
                 record.outcome = Outcome::ToolError;
-                return Some(Message::result(id, &errors::tool_error(&message)));
+                Err(Some(Message::result(id, &errors::tool_error(&message))))
             }
-        };
-        let (exposed, origin, arguments) = (forward.exposed, forward.origin, forward.arguments);
-        self.resolved(record, name, exposed, forward.via, kind);
-        if let Some((action, member)) = forward.action {
-            tracing::debug!(action_tool = %exposed.name, %action, %member, "action dispatched");
         }
-        record.server = Some(origin.server.clone());
-        record.origin = Some(origin.name.clone());
+    }
+
+    /// Lets the call through under the limits of its server and its tool or prompt, or says
+    /// which refused it (noted on the record).
+    fn admit(
+        &self,
+        forward: &route::Forward<'_>,
+        record: &mut Call,
+    ) -> Result<crate::limits::Admitted, Refusal> {
+        let kind = record.kind.unwrap_or(Kind::Tool);
+        let origin = forward.origin;
         let default = self.gateway.settings.config.call_timeout;
         let admitted =
-            match self
-                .gateway
+            self.gateway
                 .limits
-                .admit(&origin.server, Some((kind, &origin.name)), default)
-            {
-                Ok(admitted) => admitted,
-                Err(refusal) => {
-                    tracing::debug!(server = %origin.server, "{refusal}");
-                    record.refused(&refusal);
-                    return Some(refusal.answer(id));
-                }
-            };
-        tracing::debug!(requested = %name, name = %exposed.name, via = forward.via.as_str(), server = %origin.server, origin = %origin.name, "{} call", kind.noun());
-        let token = self.progress_route(request, answers, &origin.server);
+                .admit(&origin.server, Some((kind, &origin.name)), default);
+        match admitted {
+            Ok(admitted) => Ok(admitted),
+            Err(refusal) => {
+                tracing::debug!(server = %origin.server, "{refusal}");
+                record.refused(&refusal);
+                Err(refusal)
+            }
+        }
+    }
+
+    /// The params the server gets: its own name for the tool, the arguments (an action's
+    /// own), moniker's progress token, the era's envelope, and the trace context.
+    fn rewrite(
+        &self,
+        request: &Message,
+        forward: &route::Forward<'_>,
+        token: Option<&str>,
+        record: &mut Call,
+    ) -> Option<Params> {
+        let origin = forward.origin;
         let rewritten = request.call_params(
             &message::string(&origin.name),
-            arguments.as_deref(),
-            token.as_deref(),
+            forward.arguments.as_deref(),
+            token,
         );
-        let method = record.method();
-        let span = tracing::debug_span!("call", tool = %exposed.name, requested = %name, via = forward.via.as_str(), server = %origin.server, origin = %origin.name);
         let trace = record.sending(
             self.gateway.telemetry.as_ref(),
             &origin.server,
             &origin.name,
         );
-        let mut rewritten = self.for_server(&origin.server, rewritten);
-        if let (Some(trace), Some(params)) = (trace, &rewritten) {
-            rewritten = Some(crate::telemetry::with_context(params, &trace));
+        let rewritten = self.for_server(&origin.server, rewritten);
+        match (trace, rewritten) {
+            (Some(trace), Some(params)) => Some(crate::telemetry::with_context(&params, &trace)),
+            (_, rewritten) => rewritten,
         }
-        let (reply, outcome) = self
-            .forward_admitted(
-                request,
-                &origin.server,
-                method,
-                rewritten.as_ref(),
-                admitted,
-                answers.caller(),
-            )
-            .instrument(span)
-            .await;
-        let reply = self
-            .input_for_server(
-                request,
-                &origin.server,
-                method,
-                rewritten.as_ref(),
-                reply,
-                answers.caller(),
-            )
-            .await;
-        // A call run as a task answers with the task: its id names the server.
-        let as_task = request.field(Field::Task).is_some();
+    }
+
+    /// Sends the call, asks the client what a 2026-07-28 server asks of it, and answers a call
+    /// run as a task with the task (its id names the server).
+    async fn exchange(
+        self: &Arc<Self>,
+        out: Outbound<'_>,
+        admitted: crate::limits::Admitted,
+    ) -> (Reply, Outcome) {
+        let (reply, outcome) = self.forward_admitted(out, admitted).await;
+        let reply = self.input_for_server(out, reply).await;
         let reply = match reply {
-            Some(reply) if as_task => Some(self.started_task(reply, &origin.server)),
+            Some(reply) if out.request.field(Field::Task).is_some() => {
+                Some(self.started_task(reply, out.server))
+            }
             reply => reply,
         };
-        record.ended(outcome, reply.as_ref());
-        if let Some(token) = token {
-            self.gateway.hub.forget_progress(&token);
-        }
-        reply
+        (reply, outcome)
     }
 
     /// Notes what a name resolved to: on the call's record, in the log, and for an alias or

@@ -17,7 +17,6 @@ use tokio::sync::mpsc;
 use moniker_surface::ServerId;
 
 use super::{Answers, Reply, Session, id_of};
-use crate::auth::resource::Caller;
 use crate::message::{self, Edit, Field, Message, Params};
 use crate::modern::Answerable;
 use crate::modern::input::{input_required, input_required_of};
@@ -208,13 +207,10 @@ impl Session {
     /// Any other reply, or one for a 2026-07-28 client (which gets it as it is), passes.
     pub(super) async fn input_for_server(
         self: &Arc<Self>,
-        request: &Message,
-        server: &ServerId,
-        method: &str,
-        params: Option<&Params>,
+        out: super::relay::Outbound<'_>,
         mut reply: Reply,
-        caller: Option<&Caller>,
     ) -> Reply {
+        let (request, server, params) = (out.request, out.server, out.params);
         if self.client_capabilities.get().is_none() || !self.to_modern(server) {
             return reply;
         }
@@ -246,10 +242,11 @@ impl Session {
                 set.push(Edit::Set(Field::RequestState, state));
             }
             let retried = params.map(|p| p.edit(&set));
-            reply = self
-                .forward_call(request, server, method, retried.as_ref(), caller)
-                .await
-                .0;
+            let again = super::relay::Outbound {
+                params: retried.as_ref(),
+                ..out
+            };
+            reply = self.forward_call(again).await.0;
         }
         if reply.as_ref().and_then(input_required_of).is_some() {
             let text = format!("the server still asks for input after {MAX_ROUNDS} rounds");

@@ -15,6 +15,18 @@ use crate::message::{Field, Message, Params};
 use crate::metrics::Outcome;
 use crate::sync::lock;
 
+/// A client's request on its way to one server: the request as the client sent it (its id
+/// answers it), the server, the method and the params that go (rewritten for the server), and
+/// who sent it (over HTTP: for the headers the server's `forward` makes).
+#[derive(Clone, Copy)]
+pub(super) struct Outbound<'a> {
+    pub(super) request: &'a Message,
+    pub(super) server: &'a ServerId,
+    pub(super) method: &'a str,
+    pub(super) params: Option<&'a Params>,
+    pub(super) caller: Option<&'a Caller>,
+}
+
 impl Session {
     /// The client's progress token, swapped for one unique across sessions (raw JSON), whose
     /// progress goes where the request's answer goes (when that stream carries progress) or
@@ -39,39 +51,19 @@ impl Session {
         )
     }
 
-    /// Sends a request to a server and relays its answer with the client's id. `caller` is
-    /// who sent it (over HTTP), for the headers the server's `forward` makes.
-    pub(super) async fn forward(
-        self: &Arc<Self>,
-        request: &Message,
-        server: &ServerId,
-        method: &str,
-        params: Option<&Params>,
-        caller: Option<&Caller>,
-    ) -> Reply {
-        self.forward_call(request, server, method, params, caller)
-            .await
-            .0
+    /// Sends a request to a server and relays its answer with the client's id.
+    pub(super) async fn forward(self: &Arc<Self>, out: Outbound<'_>) -> Reply {
+        self.forward_call(out).await.0
     }
 
     /// [`Self::forward`], with how the call ended (for metrics), under the server's limits.
-    pub(super) async fn forward_call(
-        self: &Arc<Self>,
-        request: &Message,
-        server: &ServerId,
-        method: &str,
-        params: Option<&Params>,
-        caller: Option<&Caller>,
-    ) -> (Reply, Outcome) {
+    pub(super) async fn forward_call(self: &Arc<Self>, out: Outbound<'_>) -> (Reply, Outcome) {
         let default = self.gateway.settings.config.call_timeout;
-        match self.gateway.limits.admit(server, None, default) {
-            Ok(admitted) => {
-                self.forward_admitted(request, server, method, params, admitted, caller)
-                    .await
-            }
+        match self.gateway.limits.admit(out.server, None, default) {
+            Ok(admitted) => self.forward_admitted(out, admitted).await,
             Err(refusal) => {
                 let outcome = refusal.outcome();
-                (Some(refusal.answer(id_of(request))), outcome)
+                (Some(refusal.answer(id_of(out.request))), outcome)
             }
         }
     }
@@ -80,13 +72,16 @@ impl Session {
     /// they say, and holds its places under their caps until it ends.
     pub(super) async fn forward_admitted(
         self: &Arc<Self>,
-        request: &Message,
-        server: &ServerId,
-        method: &str,
-        params: Option<&Params>,
+        out: Outbound<'_>,
         admitted: Admitted,
-        caller: Option<&Caller>,
     ) -> (Reply, Outcome) {
+        let Outbound {
+            request,
+            server,
+            method,
+            params,
+            caller,
+        } = out;
         let id = id_of(request);
         let refused = |refusal: Refusal| {
             let outcome = refusal.outcome();

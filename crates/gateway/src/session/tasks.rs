@@ -67,7 +67,13 @@ impl Session {
             return Some(Refusal::invalid_params("params must be an object").answer(id));
         };
         let (reply, _) = self
-            .forward_call(request, &server, method, Some(&rewritten), caller)
+            .forward_call(super::relay::Outbound {
+                request,
+                server: &server,
+                method,
+                params: Some(&rewritten),
+                caller,
+            })
             .await;
         match method {
             // The tool's own result: the server's ids in its `_meta` are the server's business.

@@ -1,3 +1,7 @@
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test is one scenario, read from top to bottom"
+)]
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
