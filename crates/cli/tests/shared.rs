@@ -182,3 +182,53 @@ fn an_unknown_toolset_is_this_clients_error_and_a_bad_config_starts_nothing() {
         "{said}"
     );
 }
+
+#[test]
+fn a_config_change_reaches_the_shared_gateway_as_a_live_reload() {
+    let dir = scratch();
+    let runtime = dir.join("run");
+    std::fs::create_dir_all(&runtime).expect("runtime dir");
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).expect("0700");
+    let config = dir.join("moniker.yaml");
+    let one = format!(
+        "servers:\n{}gateway:\n  idle_stop: 1s\n",
+        fixture_server("first", &[])
+    );
+    std::fs::write(&config, &one).expect("config");
+    let mut peer = Peer::spawn(
+        Command::new(env!("CARGO_BIN_EXE_moniker"))
+            .args(["serve", "-c"])
+            .arg(&config)
+            .env_remove("MONIKER_STANDALONE")
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("XDG_CACHE_HOME", &runtime),
+    );
+    peer.initialize();
+    assert_eq!(names(&peer.result("tools/list", json!({}))), ["echo"]);
+
+    // A second server in the file: the running gateway starts it, and the attached client
+    // hears of its tools.
+    let two = format!(
+        "servers:\n{}{}gateway:\n  idle_stop: 1s\n",
+        fixture_server("first", &[]),
+        fixture_server("second", &["--tools-count", "1"])
+    );
+    std::fs::write(&config, two).expect("config");
+    peer.wait_for("list_changed", |m| {
+        m["method"] == "notifications/tools/list_changed"
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = names(&peer.result("tools/list", json!({})));
+        if listed == ["echo", "tool_00000"] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reload did not reach it: {listed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    peer.close_stdin();
+    peer.wait_exit(Duration::from_secs(20)).expect("exits");
+}
