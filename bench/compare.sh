@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Side-by-side cost of moniker, in one run: the same load (moniker-load: raw JSON-RPC) against
 #   direct     the echo server alone (moniker-fixture --echo), no gateway
-#   moniker    moniker serve over stdio in front of it
+#   moniker    moniker serve --standalone over stdio in front of it (a gateway of its own)
+#   moniker-shared  moniker serve over stdio as a client starts it: attached to the config's
+#              shared gateway over a Unix socket (one hop more; the gateway is warm)
 #   moniker-http  moniker serve --http, over Streamable HTTP
 #   moniker-otel  moniker serve over stdio with OpenTelemetry traces on (`telemetry:`), exporting
 #              to a local OTLP/HTTP sink that takes every export (one server only)
@@ -99,16 +101,21 @@ setup() {
     echo "$dir"
 }
 
+mkdir -p "$WORK/run" && chmod 700 "$WORK/run"
 for tools in 10 1000 10000; do
     measure direct "$tools" 1 tool_00001 -- "$FIXTURE" --echo --tools-count "$tools"
     for servers in 1 5; do
         dir=$(setup "$tools" "$servers")
         tool=tool_00001
         [[ $servers -gt 1 ]] && tool=s1_tool_00001
-        measure moniker "$tools" "$servers" "$tool" -- "$MONIKER" serve -c "$dir/moniker.yaml"
+        measure moniker "$tools" "$servers" "$tool" -- "$MONIKER" serve --standalone -c "$dir/moniker.yaml"
+        # The default over stdio: the client's moniker attaches to the config's shared gateway
+        # (started by the first run, warm for the rest; it stops 2 s after the last).
+        { cat "$dir/moniker.yaml"; echo "gateway: { idle_stop: 2s }"; } >"$dir/shared.yaml"
+        measure moniker-shared "$tools" "$servers" "$tool" -- env XDG_RUNTIME_DIR="$WORK/run" "$MONIKER" serve -c "$dir/shared.yaml"
         if [[ $servers -eq 1 ]]; then
             { cat "$dir/moniker.yaml"; echo "telemetry: http://127.0.0.1:$SINK_PORT"; } >"$dir/otel.yaml"
-            measure moniker-otel "$tools" "$servers" "$tool" -- "$MONIKER" serve -c "$dir/otel.yaml"
+            measure moniker-otel "$tools" "$servers" "$tool" -- "$MONIKER" serve --standalone -c "$dir/otel.yaml"
         fi
         if "$MONIKER" serve --help | grep -q -- '--http'; then
             port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -31,6 +31,8 @@ out.append(
     "`tools/call` round trips after a warm-up; throughput keeps 16 calls in flight. *Added* is\n"
     "the system's p50 (p99) minus direct's in the same run; *ratio* is system / direct. *Gateway\n"
     "RSS* is the peak resident memory of the gateway process alone; *tree RSS* adds its servers.\n"
+    "*moniker* is `serve --standalone`; *moniker-shared* is `serve` as a client starts it, attached\n"
+    "to the config's shared gateway over a Unix socket: its RSS is the attaching process's alone.\n"
     % (
         cpu(),
         subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip() or "?",

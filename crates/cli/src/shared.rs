@@ -49,6 +49,7 @@ pub async fn attach(config: &Config, args: &ServeArgs) -> Result<Exit, Failure> 
     let place = Place::of(&path, &flavour(args)).map_err(|e| e.to_string())?;
     let hello = Hello {
         toolset: args.toolset.clone(),
+        ..Hello::default()
     };
     let start = || start_gateway(&path, args, &place);
     match shared::attach(&place, &hello, start, LISTEN_WAIT).await {

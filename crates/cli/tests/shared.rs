@@ -232,3 +232,59 @@ fn a_config_change_reaches_the_shared_gateway_as_a_live_reload() {
     peer.close_stdin();
     peer.wait_exit(Duration::from_secs(20)).expect("exits");
 }
+
+/// A client whose stdin is a file (not a pipe) cannot hand it over: its moniker copies the
+/// bytes to the shared gateway and back, and every answer still comes before it exits.
+#[test]
+fn a_client_on_files_is_served_through_its_moniker() {
+    let dir = scratch();
+    let runtime = dir.join("run");
+    std::fs::create_dir_all(&runtime).expect("runtime dir");
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).expect("0700");
+    let config = dir.join("moniker.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n{}gateway:\n  idle_stop: 1s\n",
+            fixture_server("fx", &[])
+        ),
+    )
+    .expect("config");
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}),
+    ];
+    let input = dir.join("requests.jsonl");
+    let lines: String = requests.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&input, lines).expect("requests");
+    let output = Command::new(env!("CARGO_BIN_EXE_moniker"))
+        .args(["serve", "-c"])
+        .arg(&config)
+        .env_remove("MONIKER_STANDALONE")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("XDG_CACHE_HOME", &runtime)
+        .stdin(std::fs::File::open(&input).expect("stdin file"))
+        .output()
+        .expect("moniker serve");
+    assert!(output.status.success(), "{output:?}");
+    let answers: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .filter(|v: &Value| v.get("id").is_some())
+        .collect();
+    let ids: Vec<i64> = answers
+        .iter()
+        .map(|a| a["id"].as_i64().expect("id"))
+        .collect();
+    assert_eq!(ids.len(), 3, "{answers:?}");
+    let call = answers
+        .iter()
+        .find(|a| a["id"] == 3)
+        .expect("the call's answer");
+    assert_eq!(
+        call["result"]["content"][0]["text"], r#"{"text":"hi"}"#,
+        "{call}"
+    );
+}

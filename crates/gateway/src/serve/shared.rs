@@ -79,10 +79,15 @@ impl Place {
     }
 }
 
-/// What an attaching client says first: the toolset its session starts with.
+/// What an attaching client says first: the toolset its session starts with, and whether it
+/// hands its stdin and stdout over (they are pipes): the gateway then reads and writes the
+/// client's own pipes, and nothing passes through the attaching process. Otherwise (a file, a
+/// terminal) the attaching process copies the bytes both ways.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Hello {
     pub toolset: Option<String>,
+    #[serde(default)]
+    pub handover: bool,
 }
 
 /// The gateway's answer to a hello: `ok`, or why the client cannot attach.
@@ -208,8 +213,101 @@ async fn client(gateway: Arc<Gateway>, stream: UnixStream, _attachment: Attachme
     let toolset = hello
         .toolset
         .or_else(|| gateway.settings.default_toolset.clone());
-    if let Err(e) = super::stdio::serve_session(gateway, toolset, reader, write).await {
+    let served = if hello.handover {
+        handed_over(gateway, toolset, reader).await
+    } else {
+        super::stdio::serve_session(gateway, toolset, reader, write).await
+    };
+    if let Err(e) = served {
         tracing::debug!(error = %e, "an attached client's session ended");
+    }
+}
+
+/// Serves the client on the pipes its `moniker serve` handed over, until the client closes
+/// them (or the attaching process goes, which ends the session too); then the socket closes,
+/// and the attaching process exits.
+async fn handed_over(
+    gateway: Arc<Gateway>,
+    toolset: Option<String>,
+    mut socket: BufReader<tokio::net::unix::OwnedReadHalf>,
+) -> std::io::Result<()> {
+    let (input, output) = tokio::time::timeout(HELLO_WAIT, take_over(socket.get_ref().as_ref()))
+        .await
+        .map_err(|_| std::io::Error::other("no descriptors came"))??;
+    let input = tokio::net::unix::pipe::Receiver::from_owned_fd(input)?;
+    let output = tokio::net::unix::pipe::Sender::from_owned_fd(output)?;
+    let mut probe = [0u8; 1];
+    tokio::select! {
+        served = super::stdio::serve_session(gateway, toolset, input, output) => served,
+        _ = tokio::io::AsyncReadExt::read(&mut socket, &mut probe) => Ok(()),
+    }
+}
+
+/// Sends stdin and stdout (`fds`) over `stream` as one byte with their rights.
+async fn hand_over(
+    stream: &UnixStream,
+    fds: [std::os::fd::BorrowedFd<'_>; 2],
+) -> std::io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    loop {
+        stream.writable().await?;
+        let sent = stream.try_io(tokio::io::Interest::WRITABLE, || {
+            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+            let mut control = SendAncillaryBuffer::new(&mut space);
+            control.push(SendAncillaryMessage::ScmRights(&fds));
+            rustix::net::sendmsg(
+                stream,
+                &[std::io::IoSlice::new(b"F")],
+                &mut control,
+                SendFlags::NOSIGNAL,
+            )
+            .map_err(std::io::Error::from)
+        });
+        match sent {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Receives the two descriptors [`hand_over`] sent: the client's stdin and stdout.
+async fn take_over(
+    stream: &UnixStream,
+) -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    loop {
+        stream.readable().await?;
+        let got = stream.try_io(tokio::io::Interest::READABLE, || {
+            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+            let mut control = RecvAncillaryBuffer::new(&mut space);
+            let mut byte = [0u8; 1];
+            rustix::net::recvmsg(
+                stream,
+                &mut [std::io::IoSliceMut::new(&mut byte)],
+                &mut control,
+                RecvFlags::CMSG_CLOEXEC,
+            )
+            .map_err(std::io::Error::from)?;
+            let mut fds = Vec::new();
+            for message in control.drain() {
+                if let RecvAncillaryMessage::ScmRights(received) = message {
+                    fds.extend(received);
+                }
+            }
+            Ok(fds)
+        });
+        match got {
+            Ok(fds) => {
+                let mut fds = fds.into_iter();
+                return match (fds.next(), fds.next(), fds.next()) {
+                    (Some(input), Some(output), None) => Ok((input, output)),
+                    _ => Err(std::io::Error::other("not the two descriptors of a client")),
+                };
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -249,9 +347,14 @@ pub async fn attach(
         Ok(stream) => stream,
         Err(_) => start_and_connect(place, start, wait).await?,
     };
+    let pipes = super::stdio::pipes();
+    let hello = Hello {
+        toolset: hello.toolset.clone(),
+        handover: pipes.is_some(),
+    };
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
-    let mut line = serde_json::to_vec(hello).unwrap_or_default();
+    let mut line = serde_json::to_vec(&hello).unwrap_or_default();
     line.push(b'\n');
     let unreachable = |e: std::io::Error| AttachError::Unreachable(e.to_string());
     write.write_all(&line).await.map_err(unreachable)?;
@@ -266,6 +369,19 @@ pub async fn attach(
     })?;
     if !welcome.ok {
         return Err(AttachError::Refused(welcome.error.unwrap_or_default()));
+    }
+    if let Some((input, output)) = pipes {
+        use std::os::fd::AsFd as _;
+        hand_over(write.as_ref(), [input.as_fd(), output.as_fd()])
+            .await
+            .map_err(unreachable)?;
+        drop((input, output));
+        // The gateway serves the client's pipes itself; its closing the socket is the end.
+        let mut rest = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut reader, &mut rest)
+            .await
+            .map_err(unreachable)?;
+        return Ok(());
     }
     let (mut input, mut output) = super::stdio::streams().map_err(unreachable)?;
     // The client's messages go up until it closes stdin; the gateway then answers what is in

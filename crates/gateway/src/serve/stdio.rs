@@ -44,6 +44,12 @@ pub fn streams() -> std::io::Result<(
     Ok((input, output))
 }
 
+/// Copies of this process's stdin and stdout when both are pipes (as MCP clients start
+/// servers): what a client's `moniker serve` hands to the shared gateway.
+pub(crate) fn pipes() -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    Some((pipe_fd(&std::io::stdin())?, pipe_fd(&std::io::stdout())?))
+}
+
 /// A copy of the descriptor when it is a pipe.
 fn pipe_fd(stream: &impl AsFd) -> Option<std::os::fd::OwnedFd> {
     let fd = stream.as_fd().try_clone_to_owned().ok()?;
