@@ -14,6 +14,9 @@ use crate::args::ServeArgs;
 use crate::exit::{Exit, Failure};
 use crate::output;
 
+/// How much of the shared gateway's log is kept across its starts.
+const LOG_KEPT: u64 = 8 << 20;
+
 /// How long a started gateway has to listen (it answers at once: servers start behind it).
 const LISTEN_WAIT: Duration = Duration::from_secs(30);
 
@@ -71,9 +74,13 @@ fn start_gateway(
 ) -> std::io::Result<std::process::Child> {
     use std::os::unix::fs::OpenOptionsExt as _;
     use std::os::unix::process::CommandExt as _;
+    // The log of each start is kept after the last ones, up to LOG_KEPT; then it starts anew.
+    let long = std::fs::metadata(&place.log).is_ok_and(|m| m.len() > LOG_KEPT);
     let log = std::fs::OpenOptions::new()
         .create(true)
-        .append(true)
+        .append(!long)
+        .write(true)
+        .truncate(long)
         .mode(0o600)
         .open(&place.log)?;
     let mut command = std::process::Command::new(std::env::current_exe()?);

@@ -75,3 +75,23 @@ pub fn read_private(path: &Path, max: u64) -> Option<Vec<u8>> {
     let _ = file.set_modified(std::time::SystemTime::now());
     Some(bytes)
 }
+
+/// Removes all but the `kept` last used files of `dir` named `*.{extension}` (a read by
+/// [`read_private`] marks a file as used); files only: what else is there is not moniker's.
+pub fn prune(dir: &Path, extension: &str, kept: usize) -> std::io::Result<()> {
+    let mut files: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(dir)?.filter_map(Result::ok) {
+        let path = entry.path();
+        let Ok(metadata) = entry.metadata() else {
+            continue;
+        };
+        if metadata.is_file() && path.extension().is_some_and(|e| e == extension) {
+            files.push((metadata.modified()?, path));
+        }
+    }
+    files.sort_by_key(|f| std::cmp::Reverse(f.0));
+    for (_, path) in files.into_iter().skip(kept) {
+        std::fs::remove_file(path)?;
+    }
+    Ok(())
+}

@@ -19,6 +19,10 @@ use crate::connect::{InitInfo, ServerSpec};
 /// The largest file read back: a listing moniker accepts at all, and its envelope.
 pub const MAX_FILE: u64 = crate::budget::LISTING_BYTES as u64 + (1 << 20);
 
+/// How many servers' listings are kept (the last used): a launch line no config has any more
+/// goes in time.
+pub const KEPT: usize = 256;
+
 /// The directory of known listings.
 #[derive(Debug, Clone)]
 pub struct Known {
@@ -107,7 +111,8 @@ impl Known {
         let path = self.path(id, spec);
         let saved = serde_json::to_vec(&record)
             .map_err(std::io::Error::other)
-            .and_then(|bytes| crate::files::write_private(&self.dir, &path, &bytes));
+            .and_then(|bytes| crate::files::write_private(&self.dir, &path, &bytes))
+            .and_then(|()| crate::files::prune(&self.dir, "json", KEPT));
         if let Err(e) = saved {
             tracing::debug!(server = %id, path = %path.display(), error = %e, "the server's listing is not kept");
         }

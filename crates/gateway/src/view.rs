@@ -165,24 +165,9 @@ impl IndexFiles {
         self.dir.join(format!("{key}.index"))
     }
 
-    /// Removes all but the [`KEPT`] last used indexes (a read marks its file; files only: what
-    /// else is there is not moniker's).
+    /// Removes all but the [`KEPT`] last used indexes.
     fn prune(&self) -> std::io::Result<()> {
-        let mut files: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
-        for entry in std::fs::read_dir(&self.dir)?.filter_map(Result::ok) {
-            let path = entry.path();
-            let Ok(metadata) = entry.metadata() else {
-                continue;
-            };
-            if metadata.is_file() && path.extension().is_some_and(|e| e == "index") {
-                files.push((metadata.modified()?, path));
-            }
-        }
-        files.sort_by_key(|f| std::cmp::Reverse(f.0));
-        for (_, path) in files.into_iter().skip(KEPT) {
-            std::fs::remove_file(path)?;
-        }
-        Ok(())
+        crate::files::prune(&self.dir, "index", KEPT)
     }
 }
 
