@@ -10,16 +10,34 @@ use std::time::{Duration, Instant};
 use moniker_fixture::{Peer, fixture_file, fixture_server, scratch};
 use serde_json::{Value, json};
 
-/// A client's `moniker serve`, attached to the shared gateway in `runtime`.
+/// A test's directory, with a runtime directory of its own (`run`, `0700`): (the directory,
+/// the runtime directory).
+fn world() -> (PathBuf, PathBuf) {
+    let dir = scratch();
+    let runtime = dir.join("run");
+    std::fs::create_dir_all(&runtime).expect("runtime dir");
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).expect("0700");
+    (dir, runtime)
+}
+
+/// `moniker serve ARGS -c CONFIG` as a client starts it: attached to the shared gateway of
+/// the config, in `runtime`.
+fn serve(config: &Path, runtime: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_moniker"));
+    command
+        .arg("serve")
+        .args(args)
+        .arg("-c")
+        .arg(config)
+        .env_remove("MONIKER_STANDALONE")
+        .env("XDG_RUNTIME_DIR", runtime)
+        .env("XDG_CACHE_HOME", runtime);
+    command
+}
+
+/// A client's `moniker serve`, attached to the shared gateway in `runtime`, initialized.
 fn client(config: &Path, runtime: &Path, toolset: &str) -> Peer {
-    let mut peer = Peer::spawn(
-        Command::new(env!("CARGO_BIN_EXE_moniker"))
-            .args(["serve", "--toolset", toolset, "-c"])
-            .arg(config)
-            .env_remove("MONIKER_STANDALONE")
-            .env("XDG_RUNTIME_DIR", runtime)
-            .env("XDG_CACHE_HOME", runtime),
-    );
+    let mut peer = Peer::spawn(&mut serve(config, runtime, &["--toolset", toolset]));
     peer.initialize();
     peer
 }
@@ -57,10 +75,7 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn ten_stdio_clients_share_one_gateway_each_with_its_own_toolset() {
-    let dir = scratch();
-    let runtime = dir.join("run");
-    std::fs::create_dir_all(&runtime).expect("runtime dir");
-    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).expect("0700");
+    let (dir, runtime) = world();
     let pids = dir.join("server-pids");
     let config = dir.join("moniker.yaml");
     std::fs::write(
@@ -137,10 +152,7 @@ fn ten_stdio_clients_share_one_gateway_each_with_its_own_toolset() {
 
 #[test]
 fn an_unknown_toolset_is_this_clients_error_and_a_bad_config_starts_nothing() {
-    let dir = scratch();
-    let runtime = dir.join("run");
-    std::fs::create_dir_all(&runtime).expect("runtime dir");
-    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).expect("0700");
+    let (dir, runtime) = world();
     let config = dir.join("moniker.yaml");
     std::fs::write(
         &config,
@@ -150,12 +162,7 @@ fn an_unknown_toolset_is_this_clients_error_and_a_bad_config_starts_nothing() {
         ),
     )
     .expect("config");
-    let output = Command::new(env!("CARGO_BIN_EXE_moniker"))
-        .args(["serve", "--toolset", "nope", "-c"])
-        .arg(&config)
-        .env_remove("MONIKER_STANDALONE")
-        .env("XDG_RUNTIME_DIR", &runtime)
-        .env("XDG_CACHE_HOME", &runtime)
+    let output = serve(&config, &runtime, &["--toolset", "nope"])
         .stdin(std::process::Stdio::null())
         .output()
         .expect("moniker serve");
@@ -167,11 +174,7 @@ fn an_unknown_toolset_is_this_clients_error_and_a_bad_config_starts_nothing() {
     if std::os::unix::fs::chown(runtime.join("moniker"), Some(4242), None).is_err() {
         return;
     }
-    let output = Command::new(env!("CARGO_BIN_EXE_moniker"))
-        .args(["serve", "-c"])
-        .arg(&config)
-        .env_remove("MONIKER_STANDALONE")
-        .env("XDG_RUNTIME_DIR", &runtime)
+    let output = serve(&config, &runtime, &[])
         .stdin(std::process::Stdio::null())
         .output()
         .expect("moniker serve");
@@ -185,24 +188,14 @@ fn an_unknown_toolset_is_this_clients_error_and_a_bad_config_starts_nothing() {
 
 #[test]
 fn a_config_change_reaches_the_shared_gateway_as_a_live_reload() {
-    let dir = scratch();
-    let runtime = dir.join("run");
-    std::fs::create_dir_all(&runtime).expect("runtime dir");
-    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).expect("0700");
+    let (dir, runtime) = world();
     let config = dir.join("moniker.yaml");
     let one = format!(
         "servers:\n{}gateway:\n  idle_stop: 1s\n",
         fixture_server("first", &[])
     );
     std::fs::write(&config, &one).expect("config");
-    let mut peer = Peer::spawn(
-        Command::new(env!("CARGO_BIN_EXE_moniker"))
-            .args(["serve", "-c"])
-            .arg(&config)
-            .env_remove("MONIKER_STANDALONE")
-            .env("XDG_RUNTIME_DIR", &runtime)
-            .env("XDG_CACHE_HOME", &runtime),
-    );
+    let mut peer = Peer::spawn(&mut serve(&config, &runtime, &[]));
     peer.initialize();
     assert_eq!(names(&peer.result("tools/list", json!({}))), ["echo"]);
 
@@ -237,10 +230,7 @@ fn a_config_change_reaches_the_shared_gateway_as_a_live_reload() {
 /// bytes to the shared gateway and back, and every answer still comes before it exits.
 #[test]
 fn a_client_on_files_is_served_through_its_moniker() {
-    let dir = scratch();
-    let runtime = dir.join("run");
-    std::fs::create_dir_all(&runtime).expect("runtime dir");
-    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).expect("0700");
+    let (dir, runtime) = world();
     let config = dir.join("moniker.yaml");
     std::fs::write(
         &config,
@@ -259,12 +249,7 @@ fn a_client_on_files_is_served_through_its_moniker() {
     let input = dir.join("requests.jsonl");
     let lines: String = requests.iter().map(|r| format!("{r}\n")).collect();
     std::fs::write(&input, lines).expect("requests");
-    let output = Command::new(env!("CARGO_BIN_EXE_moniker"))
-        .args(["serve", "-c"])
-        .arg(&config)
-        .env_remove("MONIKER_STANDALONE")
-        .env("XDG_RUNTIME_DIR", &runtime)
-        .env("XDG_CACHE_HOME", &runtime)
+    let output = serve(&config, &runtime, &[])
         .stdin(std::fs::File::open(&input).expect("stdin file"))
         .output()
         .expect("moniker serve");

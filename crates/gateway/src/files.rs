@@ -47,7 +47,7 @@ pub fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
     }
     let mut bytes = [0u8; 6];
     getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let name = hex(&bytes);
     let path = dir.join(format!(".tmp-{name}"));
     options.open(&path).map(|f| (path, f))
 }
@@ -94,4 +94,9 @@ pub fn prune(dir: &Path, extension: &str, kept: usize) -> std::io::Result<()> {
         std::fs::remove_file(path)?;
     }
     Ok(())
+}
+
+/// `bytes` in lowercase hex: the names of files moniker keeps, and ids.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

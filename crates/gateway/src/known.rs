@@ -72,12 +72,7 @@ impl Known {
                 hash.update(url);
             }
         }
-        let digest: String = hash
-            .finalize()
-            .iter()
-            .take(16)
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let digest = crate::files::hex(&hash.finalize()[..16]);
         self.dir.join(format!("{digest}.json"))
     }
 

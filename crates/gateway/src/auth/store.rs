@@ -90,7 +90,7 @@ impl Store {
     /// The file of `server` at `url`.
     pub fn path(&self, server: &str, url: &str) -> PathBuf {
         let hash = Sha256::digest(url.as_bytes());
-        let short: String = hash[..4].iter().map(|b| format!("{b:02x}")).collect();
+        let short = crate::files::hex(&hash[..4]);
         self.dir.join(format!("{server}-{short}.json"))
     }
 

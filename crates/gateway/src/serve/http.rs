@@ -393,8 +393,7 @@ fn principal(auth: &Auth) -> String {
         Auth::User(identity) => format!("user {} {}", identity.issuer, identity.subject),
         Auth::Token { token, .. } => {
             let digest = Sha256::digest(token.token.as_bytes());
-            let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-            format!("token {hex}")
+            format!("token {}", crate::files::hex(&digest[..8]))
         }
     }
 }
@@ -449,7 +448,7 @@ fn caller(shared: &Shared, auth: &Auth, headers: &HeaderMap) -> Option<Caller> {
 fn new_session_id() -> Option<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Some(crate::files::hex(&bytes))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -65,12 +65,7 @@ impl Place {
         hash.update(config.as_os_str().as_encoded_bytes());
         hash.update(b"\0");
         hash.update(flavour);
-        let key: String = hash
-            .finalize()
-            .iter()
-            .take(12)
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let key = crate::files::hex(&hash.finalize()[..12]);
         Ok(Self {
             socket: dir.join(format!("{key}.sock")),
             lock: dir.join(format!("{key}.lock")),
