@@ -216,7 +216,6 @@ pub async fn online(config: Config, locked: bool, fix: bool) -> Result<Exit, Fai
 
 /// One `check`: its exit, and the diagnostics of a surface that could not be built (for
 /// `--fix`).
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 async fn check_once(
     mut config: Config,
     locked: bool,
@@ -276,17 +275,7 @@ async fn check_once(
         ));
     }
     let failed = report_failed_servers(&gateway, "error");
-    output::line(&format!(
-        "{} tools{} and {} prompts from {} of {} servers",
-        view.surface.listed(Kind::Tool).count(),
-        match view.surface.tools().len() - view.surface.listed(Kind::Tool).count() {
-            0 => String::new(),
-            n => format!(" (and {n} more callable by their old names)"),
-        },
-        view.surface.prompts().len(),
-        view.up.len(),
-        config.servers.values().filter(|s| !s.disabled).count()
-    ))?;
+    output::line(&summary(&config, &view))?;
     if lock.is_some() {
         output::line(&match breaking.len() {
             0 => format!("no breaking change against `{}`", lock_path.display()),
@@ -302,6 +291,21 @@ async fn check_once(
         exit
     };
     Ok((exit, diagnostics))
+}
+
+/// The line that says what the surface holds: tools (and old names), prompts, servers up.
+fn summary(config: &Config, view: &moniker_gateway::view::View) -> String {
+    let listed = view.surface.listed(Kind::Tool).count();
+    format!(
+        "{listed} tools{} and {} prompts from {} of {} servers",
+        match view.surface.tools().len() - listed {
+            0 => String::new(),
+            n => format!(" (and {n} more callable by their old names)"),
+        },
+        view.surface.prompts().len(),
+        view.up.len(),
+        config.servers.values().filter(|s| !s.disabled).count()
+    )
 }
 
 /// Whether `config` serves: its servers started, their listings made into one surface. `Ok`

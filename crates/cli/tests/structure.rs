@@ -193,7 +193,9 @@ fn a_circle_is_found() {
 /// carry `#[expect(clippy::..., reason = "not split yet: ...")]`: clippy fails on a new long
 /// function without one, and on one that was split and still carries it. This keeps their
 /// number from growing: it may only go down (lower [`NOT_SPLIT_YET`] when it does).
-const NOT_SPLIT_YET: usize = 31;
+const NOT_SPLIT_YET: usize = 26;
+/// The reason those `expect`s give.
+const NOT_SPLIT_REASON: &str = "not split yet: see CONTRIBUTING.md";
 
 #[test]
 fn long_functions_only_get_fewer() {
@@ -208,10 +210,8 @@ fn long_functions_only_get_fewer() {
             let text = std::fs::read_to_string(f).unwrap_or_default();
             text.lines()
                 .enumerate()
-                .filter(|(_, l)| {
-                    l.trim_start().starts_with("#[expect(")
-                        && l.contains("reason = \"not split yet")
-                })
+                // The reason, written whole (rustfmt may put it on a line of its own).
+                .filter(|(_, l)| l.contains(&format!("reason = \"{NOT_SPLIT_REASON}\"")))
                 .map(|(n, _)| format!("{}:{}", f.display(), n + 1))
                 .collect::<Vec<_>>()
         })

@@ -90,9 +90,39 @@ pub fn inherited(
     .collect()
 }
 
+/// Reads the server's stdout line by line, each line dispatched (a response to its waiter, a
+/// request or a note to the gateway), until it closes; then the connection is closed and
+/// `closed` fires.
+async fn read_lines(
+    conn: Arc<Connection>,
+    stdout: tokio::process::ChildStdout,
+    sink: Arc<dyn Sink>,
+    max_message: usize,
+    closed: oneshot::Sender<()>,
+) {
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    let mut buf = Vec::with_capacity(8 * 1024);
+    loop {
+        match read_frame(&mut reader, &mut buf, max_message).await {
+            Ok(Frame::Line) => match std::str::from_utf8(&buf) {
+                Ok(line) if line.trim().is_empty() => {}
+                Ok(line) => dispatch_line(&conn, sink.as_ref(), line.to_owned()),
+                Err(_) => {
+                    tracing::warn!(server = %conn.server, "server wrote a line that is not UTF-8; ignored")
+                }
+            },
+            Ok(Frame::TooLong(n)) => {
+                tracing::warn!(server = %conn.server, bytes = n, limit = max_message, "server wrote a message over the size limit; dropped")
+            }
+            Ok(Frame::Eof) | Err(_) => break,
+        }
+    }
+    conn.close();
+    let _ = closed.send(());
+}
+
 /// Starts the server (through the guard, when given) and the tasks that carry its messages.
 /// `spec` is a [`ServerSpec::Stdio`].
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 pub fn spawn(
     server: ServerId,
     spec: &ServerSpec,
@@ -147,28 +177,13 @@ pub fn spawn(
     tokio::spawn(write_lines(stdin, rx));
 
     let (closed_tx, closed) = oneshot::channel();
-    let reader_conn = conn.clone();
-    tokio::spawn(async move {
-        let mut reader = BufReader::with_capacity(64 * 1024, stdout);
-        let mut buf = Vec::with_capacity(8 * 1024);
-        loop {
-            match read_frame(&mut reader, &mut buf, max_message).await {
-                Ok(Frame::Line) => match std::str::from_utf8(&buf) {
-                    Ok(line) if line.trim().is_empty() => {}
-                    Ok(line) => dispatch_line(&reader_conn, sink.as_ref(), line.to_owned()),
-                    Err(_) => {
-                        tracing::warn!(server = %reader_conn.server, "server wrote a line that is not UTF-8; ignored")
-                    }
-                },
-                Ok(Frame::TooLong(n)) => {
-                    tracing::warn!(server = %reader_conn.server, bytes = n, limit = max_message, "server wrote a message over the size limit; dropped")
-                }
-                Ok(Frame::Eof) | Err(_) => break,
-            }
-        }
-        reader_conn.close();
-        let _ = closed_tx.send(());
-    });
+    tokio::spawn(read_lines(
+        conn.clone(),
+        stdout,
+        sink,
+        max_message,
+        closed_tx,
+    ));
 
     let stderr = tokio::spawn(async move {
         let mut lines = BufReader::new(stderr).lines();

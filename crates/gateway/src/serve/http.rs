@@ -166,10 +166,46 @@ struct HttpSession {
     activity: Arc<Activity>,
 }
 
+/// The endpoints: `/mcp` (and `/mcp/{toolset}`), the protected resource's metadata,
+/// `/healthz` and `/metrics`.
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route(MCP_PATH, any(mcp))
+        .route("/mcp/{toolset}", any(mcp_in_toolset))
+        .route(RESOURCE_METADATA_PATH, route_get(resource_metadata))
+        .route(
+            "/.well-known/oauth-protected-resource/{*path}",
+            route_get(resource_metadata),
+        )
+        .route(
+            HEALTH_PATH,
+            route_get(|State(shared): State<Arc<Shared>>| async move { health(&shared.gateway) }),
+        )
+        .route(
+            METRICS_PATH,
+            route_get(
+                |State(shared): State<Arc<Shared>>, headers: HeaderMap| async move {
+                    let settings = shared.gateway.http();
+                    // With only identity-provider users, the metrics (every tool's use) are
+                    // no one's: they need a token of `http.tokens`.
+                    if settings.tokens.is_empty() && settings.auth.is_some() {
+                        return unauthorized(checks::Refused::Missing);
+                    }
+                    super::metrics::respond(
+                        &shared.gateway,
+                        &headers,
+                        &shared.hosts(&settings),
+                        &settings.tokens,
+                    )
+                },
+            ),
+        )
+        .with_state(shared)
+}
+
 /// Serves MCP over Streamable HTTP on `listener` until `shutdown` completes; then requests
 /// still running get a few seconds to finish, GET streams end, and every session is dropped.
 /// The servers are the caller's to shut down.
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 pub async fn serve(
     gateway: Arc<Gateway>,
     listener: TcpListener,
@@ -201,38 +237,7 @@ pub async fn serve(
     });
     let sweeper = tokio::spawn(sweep(Arc::downgrade(&shared), idle));
     let revoker = tokio::spawn(revoke_on_reload(Arc::downgrade(&shared)));
-    let app = Router::new()
-        .route(MCP_PATH, any(mcp))
-        .route("/mcp/{toolset}", any(mcp_in_toolset))
-        .route(RESOURCE_METADATA_PATH, route_get(resource_metadata))
-        .route(
-            "/.well-known/oauth-protected-resource/{*path}",
-            route_get(resource_metadata),
-        )
-        .route(
-            HEALTH_PATH,
-            route_get(|State(shared): State<Arc<Shared>>| async move { health(&shared.gateway) }),
-        )
-        .route(
-            METRICS_PATH,
-            route_get(
-                |State(shared): State<Arc<Shared>>, headers: HeaderMap| async move {
-                    let settings = shared.gateway.http();
-                    // With only identity-provider users, the metrics (every tool's use) are
-                    // no one's: they need a token of `http.tokens`.
-                    if settings.tokens.is_empty() && settings.auth.is_some() {
-                        return unauthorized(checks::Refused::Missing);
-                    }
-                    super::metrics::respond(
-                        &shared.gateway,
-                        &headers,
-                        &shared.hosts(&settings),
-                        &settings.tokens,
-                    )
-                },
-            ),
-        )
-        .with_state(shared.clone());
+    let app = router(shared.clone());
     tracing::info!(
         address = %local,
         tokens,

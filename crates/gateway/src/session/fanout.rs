@@ -336,8 +336,23 @@ impl Session {
         }
     }
 
+    /// The origin of prompt `name` as this session sees it (through its toolset, when one is
+    /// equipped).
+    fn prompt_origin(&self, name: &str) -> Option<moniker_surface::Origin> {
+        let view = self.gateway.view();
+        let resolved = match self.equipped(&view) {
+            Some(e) => moniker_surface::toolsets::resolve(
+                &view.surface,
+                &e.equipped.selection,
+                Kind::Prompt,
+                name,
+            ),
+            None => view.surface.resolve_prompt(name),
+        }?;
+        resolved.exposed.origin().cloned()
+    }
+
     /// `completion/complete`: by the prompt's name (resolved like a call) or the resource's URI.
-    #[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
     pub(super) async fn complete(
         self: &Arc<Self>,
         request: &Message,
@@ -359,28 +374,12 @@ impl Session {
                 let Some(name) = message::str_field(&ref_fields, "name") else {
                     return invalid("missing `ref.name`");
                 };
-                let view = self.gateway.view();
-                let resolved = match self.equipped(&view) {
-                    Some(e) => moniker_surface::toolsets::resolve(
-                        &view.surface,
-                        &e.equipped.selection,
-                        Kind::Prompt,
-                        &name,
-                    ),
-                    None => view.surface.resolve_prompt(&name),
-                };
-                let unknown = || {
+                let Some(origin) = self.prompt_origin(&name) else {
                     let refusal = Refusal::UnknownName {
                         kind: Kind::Prompt,
-                        name: name.clone().into_owned(),
+                        name: name.into_owned(),
                     };
-                    Some(refusal.answer(id))
-                };
-                let Some(resolved) = resolved else {
-                    return unknown();
-                };
-                let Some(origin) = resolved.exposed.origin() else {
-                    return unknown();
+                    return Some(refusal.answer(id));
                 };
                 let origin_name = message::string(&origin.name);
                 let reference =

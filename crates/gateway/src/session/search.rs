@@ -55,7 +55,6 @@ impl Session {
     }
 
     /// `search_tools`: the best tools for the query among those the session sees.
-    #[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
     pub(super) fn search(
         &self,
         request: &Message,
@@ -68,33 +67,10 @@ impl Session {
             record.outcome = Outcome::ToolError;
             Message::result(id, &errors::tool_error(why))
         };
-        let arguments = request.arguments().unwrap_or("{}");
-        let args: SearchArguments = match crate::message::counted(|| {
-            serde_json::from_str(arguments)
-        }) {
-            Ok(args) => args,
-            Err(e) => {
-                return refused(&format!(
-                    "search_tools takes {{\"query\": string, \"tags\"?: [string], \"limit\"?: integer}}: {e}"
-                ));
-            }
+        let (args, tags) = match search_arguments(request.arguments().unwrap_or("{}")) {
+            Ok(parsed) => parsed,
+            Err(why) => return refused(&why),
         };
-        if args.query.len() > MAX_QUERY {
-            return refused(&format!(
-                "the query is {} bytes: say it in {MAX_QUERY} at most",
-                args.query.len()
-            ));
-        }
-        if args.tags.len() > MAX_TAGS {
-            return refused(&format!("{} tags: {MAX_TAGS} at most", args.tags.len()));
-        }
-        let mut tags = Vec::with_capacity(args.tags.len());
-        for text in &args.tags {
-            match text.parse::<Tag>() {
-                Ok(tag) => tags.push(tag),
-                Err(e) => return refused(&format!("`{text}` is not a tag: {e}")),
-            }
-        }
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
         let surface = &view.surface;
         let index = view.index();
@@ -192,4 +168,32 @@ impl Session {
         };
         self.route(request, call, answers, record).await
     }
+}
+
+/// `search_tools`'s arguments and its tags, or why they are refused (each within its bound).
+fn search_arguments(arguments: &str) -> Result<(SearchArguments, Vec<Tag>), String> {
+    let args: SearchArguments =
+        crate::message::counted(|| serde_json::from_str(arguments)).map_err(|e| {
+            format!(
+                "search_tools takes {{\"query\": string, \"tags\"?: [string], \"limit\"?: integer}}: {e}"
+            )
+        })?;
+    if args.query.len() > MAX_QUERY {
+        return Err(format!(
+            "the query is {} bytes: say it in {MAX_QUERY} at most",
+            args.query.len()
+        ));
+    }
+    if args.tags.len() > MAX_TAGS {
+        return Err(format!("{} tags: {MAX_TAGS} at most", args.tags.len()));
+    }
+    let tags = args
+        .tags
+        .iter()
+        .map(|text| {
+            text.parse::<Tag>()
+                .map_err(|e| format!("`{text}` is not a tag: {e}"))
+        })
+        .collect::<Result<Vec<Tag>, String>>()?;
+    Ok((args, tags))
 }
