@@ -552,9 +552,10 @@ impl Session {
 }
 
 /// Whether what `method` answers depends on the servers that have joined (a listing, a call,
-/// a resource, a completion).
+/// a resource, a completion, a task, the resources a listen follows).
 fn reaches_servers(method: &str) -> bool {
-    ["tools/", "prompts/", "resources/", "completion/"]
-        .iter()
-        .any(|prefix| method.starts_with(prefix))
+    method == "subscriptions/listen"
+        || ["tools/", "prompts/", "resources/", "completion/", "tasks/"]
+            .iter()
+            .any(|prefix| method.starts_with(prefix))
 }
