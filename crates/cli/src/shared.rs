@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use moniker_config::Config;
 use moniker_gateway::Gateway;
-use moniker_gateway::serve::shared::{self, AttachError, Hello, Place};
+use moniker_gateway::serve::shared::{self, AttachError, Place};
 
 use crate::args::ServeArgs;
 use crate::exit::{Exit, Failure};
@@ -50,12 +50,8 @@ pub async fn attach(config: &Config, args: &ServeArgs) -> Result<Exit, Failure> 
     }
     let path = config_path(config);
     let place = Place::of(&path, &flavour(args)).map_err(|e| e.to_string())?;
-    let hello = Hello {
-        toolset: args.toolset.clone(),
-        ..Hello::default()
-    };
     let start = || start_gateway(&path, args, &place);
-    match shared::attach(&place, &hello, start, LISTEN_WAIT).await {
+    match shared::attach(&place, args.toolset.clone(), start, LISTEN_WAIT).await {
         Ok(()) => Ok(Exit::Ok),
         Err(AttachError::Refused(why)) => {
             output::report(&format!("error: {why}"));

@@ -172,6 +172,14 @@ struct State {
     held: BTreeMap<ServerId, Listing>,
 }
 
+/// Whether two listings of a server say the same, byte for byte.
+fn same_listing(a: &Listing, b: &Listing) -> bool {
+    let same = |x: &[Box<serde_json::value::RawValue>], y: &[Box<serde_json::value::RawValue>]| {
+        x.len() == y.len() && x.iter().zip(y).all(|(x, y)| x.get() == y.get())
+    };
+    same(&a.tools, &b.tools) && same(&a.prompts, &b.prompts)
+}
+
 /// Lets each held listing in, in the order of the servers' ids, when it makes the surface
 /// valid together with those in already.
 fn admit_held(state: &mut State, rules: &Rules) {
@@ -232,8 +240,8 @@ pub struct Gateway {
     /// `start` is over: from now on the surface's problems are only in the log. Before, they
     /// are the caller's to show (`start` returns them), so they are logged at debug level.
     started: AtomicBool,
-    /// Servers whose first attempt to start is not over yet.
-    joining: watch::Sender<usize>,
+    /// Some server's first attempt to start is not over yet.
+    joining: watch::Sender<bool>,
     /// A client's listing waits no more for servers to join: they all have, or `list_wait`
     /// from the start is over.
     joined: AtomicBool,
@@ -284,7 +292,7 @@ impl Gateway {
             audit,
             telemetry,
             started: AtomicBool::new(false),
-            joining: watch::channel(0).0,
+            joining: watch::channel(false).0,
             joined: AtomicBool::new(true),
             opened: tokio::time::Instant::now(),
             stopping: AtomicBool::new(false),
@@ -472,16 +480,11 @@ impl Gateway {
         self.started.store(true, Ordering::Release);
     }
 
-    /// `count` servers are starting: a client's first listing waits for them (see
-    /// [`Gateway::joined`]); each says [`Gateway::one_joined`] when its first attempt is over.
-    pub(crate) fn expect_joining(&self, count: usize) {
-        self.joined.store(count == 0, Ordering::Release);
-        self.joining.send_replace(count);
-    }
-
-    /// A server's first attempt to start is over, whatever its outcome.
-    pub(crate) fn one_joined(&self) {
-        self.joining.send_modify(|n| *n = n.saturating_sub(1));
+    /// Servers are starting (a client's first listing waits for them: see
+    /// [`Gateway::joined`]), or they all have had their first attempt.
+    pub(crate) fn set_joining(&self, joining: bool) {
+        self.joined.store(!joining, Ordering::Release);
+        self.joining.send_replace(joining);
     }
 
     /// Completes once every server started has joined (or failed its first attempt), or
@@ -493,7 +496,7 @@ impl Gateway {
         }
         let deadline = self.opened + self.settings.config.list_wait;
         let mut joining = self.joining.subscribe();
-        let _ = tokio::time::timeout_at(deadline, joining.wait_for(|n| *n == 0)).await;
+        let _ = tokio::time::timeout_at(deadline, joining.wait_for(|joining| !joining)).await;
         self.joined.store(true, Ordering::Release);
     }
 
@@ -587,7 +590,9 @@ impl Gateway {
     pub(crate) fn update(&self, server: &ServerId, listing: Option<Listing>, up: bool) {
         let started = self.started.load(Ordering::Acquire);
         let rules = self.rules();
-        let fresh = listing.is_some();
+        // A listing taken that differs from the one before (the one kept on disk, at start) is
+        // kept on disk in its place.
+        let mut keep = None;
         let (old, new) = {
             let mut state = self.state();
             if up {
@@ -608,6 +613,10 @@ impl Gateway {
             let built = build(&rules, &listings);
             if built.surface.is_some() {
                 state.refused.remove(server);
+                let taken = &state.listings[server];
+                if previous.is_none_or(|p| !same_listing(&p, taken)) {
+                    keep = Some(taken.clone());
+                }
                 if state.held.is_empty() {
                     self.publish_built(&mut state, built)
                 } else {
@@ -646,25 +655,26 @@ impl Gateway {
             }
         };
         self.announce(&old, &new, None);
-        if fresh && up {
-            self.keep_known(server);
+        if let Some(listing) = keep.filter(|_| up) {
+            self.keep_known(listing);
         }
     }
 
-    /// Keeps a live server's listing on disk, for the next start to decide names with.
-    fn keep_known(&self, server: &ServerId) {
-        let Some(known) = &self.settings.known else {
+    /// Keeps a live server's listing on disk, for the next start to decide names with: off the
+    /// runtime's threads (a write, a sync and a rename), which serve calls.
+    fn keep_known(&self, listing: Listing) {
+        let Some(known) = self.settings.known.clone() else {
             return;
         };
-        let Some(listing) = self.state().listings.get(server).cloned() else {
-            return;
-        };
-        let slots = self.slots();
-        let Some(slot) = slots.get(server) else {
+        let Some(slot) = self.slots().get(&listing.server).cloned() else {
             return;
         };
         let info = lock(&slot.info).clone().unwrap_or_default();
-        known.save(&slot.entry.spec, &listing, &info);
+        let save = move || known.save(&slot.entry.spec, &listing, &info);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(save)),
+            Err(_) => save(),
+        }
     }
 
     /// The listings kept on disk of the servers about to start, as what is known of them

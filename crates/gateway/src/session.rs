@@ -96,7 +96,7 @@ impl Session {
     /// default toolset, if any.
     pub fn new(gateway: Arc<Gateway>, out: mpsc::UnboundedSender<Message>) -> Arc<Self> {
         let toolset = gateway.settings.default_toolset.clone();
-        Self::create(gateway, out, toolset, false)
+        Self::starting_with(gateway, out, toolset)
     }
 
     /// A session that starts with `toolset` equipped (it may equip another).

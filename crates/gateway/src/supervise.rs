@@ -54,18 +54,22 @@ impl Gateway {
         gateway.check_default_toolset().await?;
         gateway.set_started();
         let slots = gateway.slots();
-        gateway.expect_joining(slots.len());
+        gateway.set_joining(!slots.is_empty());
+        let mut first = Vec::new();
         for slot in slots.values() {
             let (tx, rx) = oneshot::channel();
+            first.push(rx);
             tokio::spawn(supervise(gateway.clone(), slot.clone(), tx));
-            let joined = Arc::downgrade(&gateway);
-            tokio::spawn(async move {
-                let _ = rx.await;
-                if let Some(gateway) = joined.upgrade() {
-                    gateway.one_joined();
-                }
-            });
         }
+        let joined = Arc::downgrade(&gateway);
+        tokio::spawn(async move {
+            for rx in first {
+                let _ = rx.await;
+            }
+            if let Some(gateway) = joined.upgrade() {
+                gateway.set_joining(false);
+            }
+        });
         Ok(gateway)
     }
 

@@ -79,18 +79,18 @@ impl Place {
 /// client's own pipes, and nothing passes through the attaching process. Otherwise (a file, a
 /// terminal) the attaching process copies the bytes both ways.
 #[derive(Debug, Default, Serialize, Deserialize)]
-pub struct Hello {
-    pub toolset: Option<String>,
+struct Hello {
+    toolset: Option<String>,
     #[serde(default)]
-    pub handover: bool,
+    handover: bool,
 }
 
 /// The gateway's answer to a hello: `ok`, or why the client cannot attach.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Welcome {
-    pub ok: bool,
+struct Welcome {
+    ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    error: Option<String>,
 }
 
 /// Binds the socket of `place` (a stale one, of a gateway that is gone, is replaced), `0600`.
@@ -329,12 +329,12 @@ pub enum AttachError {
 }
 
 /// Attaches this process's stdin and stdout to the shared gateway at `place` as one client
-/// saying `hello`, until stdin closes and every answer has come (or the gateway goes). When
-/// no gateway listens there, `start` starts one (under the place's lock, so that clients
-/// starting together start one), and it has `wait` to listen.
+/// whose session starts with `toolset`, until stdin closes and every answer has come (or the
+/// gateway goes). When no gateway listens there, `start` starts one (under the place's lock,
+/// so that clients starting together start one), and it has `wait` to listen.
 pub async fn attach(
     place: &Place,
-    hello: &Hello,
+    toolset: Option<String>,
     start: impl FnOnce() -> std::io::Result<std::process::Child>,
     wait: Duration,
 ) -> Result<(), AttachError> {
@@ -344,7 +344,7 @@ pub async fn attach(
     };
     let pipes = super::stdio::pipes();
     let hello = Hello {
-        toolset: hello.toolset.clone(),
+        toolset,
         handover: pipes.is_some(),
     };
     let (read, mut write) = stream.into_split();

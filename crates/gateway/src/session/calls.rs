@@ -284,18 +284,13 @@ impl Session {
         let kind = record.kind.unwrap_or(Kind::Tool);
         let origin = forward.origin;
         let default = self.gateway.settings.config.call_timeout;
-        let admitted =
-            self.gateway
-                .limits
-                .admit(&origin.server, Some((kind, &origin.name)), default);
-        match admitted {
-            Ok(admitted) => Ok(admitted),
-            Err(refusal) => {
+        self.gateway
+            .limits
+            .admit(&origin.server, Some((kind, &origin.name)), default)
+            .inspect_err(|refusal| {
                 tracing::debug!(server = %origin.server, "{refusal}");
-                record.refused(&refusal);
-                Err(refusal)
-            }
-        }
+                record.refused(refusal);
+            })
     }
 
     /// The params the server gets: its own name for the tool, the arguments (an action's
