@@ -1,0 +1,125 @@
+//! The checks every request to `/mcp` passes before its method, each a layer of its own (see
+//! `router` for their order). Who the caller is comes after them, in `identity`.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::header::{self, HeaderValue};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use super::Shared;
+use crate::serve::checks;
+use crate::serve::respond::{failure, set, with_status};
+
+/// A refusal is often made before the body is read (a missing token, a bad Host), and hyper
+/// then closes the connection: said (`Connection: close`), so that the client does not send
+/// its next request (the same one with a token) on a connection about to close.
+pub(super) async fn close_on_refusal(request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let has_body = match headers.get(header::CONTENT_LENGTH) {
+        Some(length) => length.as_bytes() != b"0",
+        None => headers.contains_key(header::TRANSFER_ENCODING),
+    };
+    let mut response = next.run(request).await;
+    if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
+        set(&mut response, header::CONNECTION, "close");
+    }
+    response
+}
+
+/// `Host` must be a loopback name or address (any port), in `http.allowed_hosts`, or the
+/// address the listener is bound to: 400 without one, 403 for another (DNS rebinding).
+pub(super) async fn host(
+    State(shared): State<Arc<Shared>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let host = match request.headers().get(header::HOST) {
+        Some(value) => value.to_str().ok(),
+        None => request.uri().authority().map(|a| a.as_str()),
+    };
+    let hosts = shared.hosts(&shared.gateway.http());
+    match host.and_then(|h| checks::host_allowed(h, &hosts)) {
+        None => failure(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: missing or invalid Host header",
+        ),
+        Some(false) => {
+            tracing::warn!(
+                host = host.unwrap_or_default(),
+                "HTTP request refused: Host is not allowed (possible DNS rebinding)"
+            );
+            failure(
+                StatusCode::FORBIDDEN,
+                "Forbidden: Host header is not allowed",
+            )
+        }
+        Some(true) => next.run(request).await,
+    }
+}
+
+/// An `Origin`, when present, must be a loopback origin or in `http.allowed_origins` (403
+/// else: DNS rebinding); its answer then carries the CORS headers that let a browser read
+/// it. `OPTIONS` (a CORS preflight) is answered here.
+pub(super) async fn origin(
+    State(shared): State<Arc<Shared>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let origin = match request.headers().get(header::ORIGIN) {
+        None => None,
+        Some(value) => {
+            let settings = shared.gateway.http();
+            match value.to_str() {
+                Ok(origin) if checks::origin_allowed(origin, &settings.allowed_origins) => {
+                    Some(value.clone())
+                }
+                _ => {
+                    tracing::warn!(
+                        origin = ?value,
+                        "HTTP request refused: Origin is not allowed (possible DNS rebinding)"
+                    );
+                    return failure(
+                        StatusCode::FORBIDDEN,
+                        "Forbidden: Origin header is not allowed",
+                    );
+                }
+            }
+        }
+    };
+    let mut response = if request.method() == Method::OPTIONS {
+        preflight()
+    } else {
+        next.run(request).await
+    };
+    if let Some(origin) = origin {
+        let h = response.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.insert(header::VARY, HeaderValue::from_static("Origin"));
+        h.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("mcp-session-id, www-authenticate"),
+        );
+    }
+    response
+}
+
+/// The answer to a CORS preflight.
+fn preflight() -> Response {
+    let mut response = with_status(StatusCode::NO_CONTENT, Body::empty());
+    set(
+        &mut response,
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        "GET, POST, DELETE, OPTIONS",
+    );
+    set(
+        &mut response,
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id",
+    );
+    set(&mut response, header::ACCESS_CONTROL_MAX_AGE, "600");
+    response
+}

@@ -1,0 +1,186 @@
+//! SSE: the stream of one POST (its progress, keep-alives, its answer) and the session's GET
+//! stream of unsolicited messages.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::http::StatusCode;
+use axum::http::header::{self, HeaderMap, HeaderName};
+use axum::response::Response;
+use futures_util::Stream;
+use tokio::sync::mpsc;
+
+use super::outbox::{self, Busy, KEEP_ALIVE_COMMENT};
+use super::sessions::{session_of, without_session};
+use super::{KEEP_ALIVE, Shared, header_str, short};
+use crate::headers::{LAST_EVENT_ID, SESSION_ID};
+use crate::message::Message;
+use crate::serve::checks::{Accept, Auth};
+use crate::serve::respond::{failure, set, with_status};
+
+/// An SSE response from a stream of text chunks.
+pub(super) fn sse<S>(stream: S) -> Response
+where
+    S: Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static,
+{
+    let mut response = with_status(StatusCode::OK, Body::from_stream(stream));
+    set(&mut response, header::CONTENT_TYPE, "text/event-stream");
+    set(&mut response, header::CACHE_CONTROL, "no-cache");
+    set(
+        &mut response,
+        HeaderName::from_static("x-accel-buffering"),
+        "no",
+    );
+    response
+}
+
+/// One SSE event, and the end of the stream.
+pub(super) fn sse_once(message: &Message) -> Response {
+    let mut text = String::new();
+    outbox::event(&mut text, None, message.text());
+    sse(futures_util::stream::once(
+        async move { Ok(Bytes::from(text)) },
+    ))
+}
+
+/// The SSE stream of a POST: the request's progress and keep-alives, then the answer, then
+/// the end. The answer is the last message on the channel: the channel closes after it.
+pub(super) struct PostStream {
+    rx: mpsc::UnboundedReceiver<Message>,
+    /// What the session sent and this stream has not taken (it subtracts what it takes).
+    held: Arc<std::sync::atomic::AtomicUsize>,
+    /// A message read (with [`PostStream::recv`]) before the stream began, sent first.
+    pub(super) first: Option<Message>,
+    tick: tokio::time::Interval,
+    done: bool,
+    _busy: Busy,
+}
+
+impl PostStream {
+    /// The stream as an SSE response, `guard` dropped with it (when the client goes away, or
+    /// the answer is sent).
+    pub(super) fn into_sse<G: Send + 'static>(self, guard: G) -> Response {
+        sse(futures_util::stream::unfold(
+            (self, guard),
+            |(mut stream, guard)| async move {
+                let chunk = stream.next().await?;
+                Some((Ok(Bytes::from(chunk)), (stream, guard)))
+            },
+        ))
+    }
+
+    pub(super) fn new(
+        rx: mpsc::UnboundedReceiver<Message>,
+        held: Arc<std::sync::atomic::AtomicUsize>,
+        first: Option<Message>,
+        busy: Busy,
+    ) -> Self {
+        Self {
+            rx,
+            held,
+            first,
+            tick: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
+            done: false,
+            _busy: busy,
+        }
+    }
+
+    async fn next(&mut self) -> Option<String> {
+        if self.done {
+            return None;
+        }
+        if let Some(first) = self.first.take() {
+            let mut text = String::new();
+            // Taken with `recv` already: no longer held.
+            outbox::event(&mut text, None, first.text());
+            while let Ok(message) = self.rx.try_recv() {
+                self.took(&message);
+                outbox::event(&mut text, None, message.text());
+            }
+            return Some(text);
+        }
+        tokio::select! {
+            message = self.rx.recv() => {
+                let mut text = String::new();
+                match message {
+                    Some(message) => {
+                        self.took(&message);
+                        outbox::event(&mut text, None, message.text());
+                        // What else is queued goes in the same chunk.
+                        while let Ok(message) = self.rx.try_recv() {
+                            self.took(&message);
+                            outbox::event(&mut text, None, message.text());
+                        }
+                    }
+                    None => self.done = true,
+                }
+                (!text.is_empty()).then_some(text)
+            }
+            _ = self.tick.tick() => Some(KEEP_ALIVE_COMMENT.to_owned()),
+        }
+    }
+
+    /// A message taken from the session: no longer held.
+    fn took(&self, message: &Message) {
+        crate::answers::give_back(&self.held, message.text().len());
+    }
+
+    /// The next message from the session, as it is (no longer held).
+    pub(super) async fn recv(&mut self) -> Option<Message> {
+        let message = self.rx.recv().await?;
+        self.took(&message);
+        Some(message)
+    }
+}
+
+impl Drop for PostStream {
+    /// What the session sent and nobody will take is held no more.
+    fn drop(&mut self) {
+        self.rx.close();
+        while let Ok(message) = self.rx.try_recv() {
+            self.took(&message);
+        }
+    }
+}
+
+/// GET: the session's stream of unsolicited messages.
+pub(super) fn get(
+    shared: &Arc<Shared>,
+    headers: &HeaderMap,
+    auth: Auth,
+    toolset: Option<&str>,
+) -> Response {
+    if !headers.contains_key(SESSION_ID) {
+        // 2026-07-28 has no GET stream (`subscriptions/listen` replaces it); a 2025 client
+        // has a session to name.
+        return without_session();
+    }
+    if !Accept::parse(header_str(headers, header::ACCEPT)).sse {
+        return failure(
+            StatusCode::NOT_ACCEPTABLE,
+            "Not Acceptable: the client must accept text/event-stream",
+        );
+    }
+    let (id, http) = match session_of(shared, headers, auth, toolset) {
+        Ok(found) => found,
+        Err(reject) => return reject.response(),
+    };
+    let last_event_id = header_str(headers, LAST_EVENT_ID);
+    if http.outbox.is_streaming() {
+        tracing::debug!(
+            session = short(&id),
+            "a new GET stream replaces the session's open one"
+        );
+    }
+    tracing::debug!(
+        session = short(&id),
+        last_event_id,
+        "HTTP session stream opened"
+    );
+    // Priming events came with 2025-11-25; older clients may choke on their empty data.
+    let prime = http.protocol.as_str() >= "2025-11-25";
+    let busy = http.activity.busy();
+    sse(http
+        .outbox
+        .stream(last_event_id, prime, KEEP_ALIVE, shared.stop.clone(), busy))
+}
