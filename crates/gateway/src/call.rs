@@ -18,30 +18,41 @@ use crate::message::Message;
 use crate::metrics::Outcome;
 use crate::telemetry::{Span, Telemetry, TraceContext};
 
-pub(crate) struct Call {
-    /// Who asked: a token's name or place (`token #2`), `stdio`, `cli`, or `anyone`.
+/// Who asks a call: by its name, under which toolset, in which protocol version.
+pub(crate) struct Asker {
+    /// A token's name or place (`token #2`), `stdio`, `cli`, or `anyone`.
     pub who: Arc<str>,
     pub toolset: Option<String>,
-    /// A tool or a prompt; `None`: a resource.
-    pub kind: Option<Kind>,
-    /// The name (or URI) as the client used it.
-    pub name: String,
-    /// moniker's tool it came through (`call_tool` in search mode), when not called directly.
-    pub through: Option<&'static str>,
     /// The protocol version the client speaks.
     pub era: Arc<str>,
-    pub started: Instant,
+}
+
+pub(crate) struct Call {
+    /// Who asked: a token's name or place (`token #2`), `stdio`, `cli`, or `anyone`.
+    who: Arc<str>,
+    toolset: Option<String>,
+    /// A tool or a prompt; `None`: a resource.
+    kind: Option<Kind>,
+    /// The name (or URI) as the client used it.
+    name: String,
+    /// moniker's tool it came through (`call_tool` in search mode), when not called directly.
+    through: Option<&'static str>,
+    /// The protocol version the client speaks.
+    era: Arc<str>,
+    started: Instant,
     /// What the name resolved to: the exposed tool or prompt, and how the client named it.
-    pub exposed: Option<String>,
-    pub via: Option<Via>,
+    exposed: Option<String>,
+    via: Option<Via>,
+    /// The name it was called by is a deprecated one (an alias or legacy name).
+    deprecated: bool,
     /// Where it was sent: the server and the name it knows the tool, prompt or resource by,
     /// and when.
-    pub server: Option<ServerId>,
-    pub origin: Option<String>,
-    pub sent: Option<Instant>,
-    pub outcome: Outcome,
+    server: Option<ServerId>,
+    origin: Option<String>,
+    sent: Option<Instant>,
+    outcome: Outcome,
     /// The JSON-RPC error code the client was answered with, if it was an error.
-    pub code: Option<i64>,
+    code: Option<i64>,
     /// Its span, and the span of its request to the server, when traces are on.
     span: Option<Span>,
     sent_span: Option<Span>,
@@ -52,14 +63,15 @@ pub(crate) struct Call {
 }
 
 impl Call {
+    /// A call of `name` (a tool or prompt, or a resource's URI) from `asker`, counted and
+    /// written to the `gateway`'s metrics and audit log when it ends.
     pub(crate) fn new(
         gateway: Option<Arc<Gateway>>,
-        who: Arc<str>,
-        toolset: Option<String>,
+        asker: Asker,
         kind: Option<Kind>,
-        name: String,
-        era: Arc<str>,
+        name: &str,
     ) -> Self {
+        let Asker { who, toolset, era } = asker;
         Self {
             span: None,
             sent_span: None,
@@ -68,12 +80,13 @@ impl Call {
             who,
             toolset,
             kind,
-            name: clipped(&name),
+            name: clipped(name),
             through: None,
             era,
             started: Instant::now(),
             exposed: None,
             via: None,
+            deprecated: false,
             server: None,
             origin: None,
             sent: None,
@@ -165,6 +178,51 @@ impl Call {
         self.name = clipped(name);
     }
 
+    /// A tool or a prompt; `None`: a resource.
+    pub(crate) fn kind(&self) -> Option<Kind> {
+        self.kind
+    }
+
+    /// Its name resolved to moniker's or a server's `exposed` tool or prompt (none: moniker's
+    /// own tool), named by the client `via` its name, an alias or a legacy name (a `deprecated`
+    /// one or not).
+    pub(crate) fn resolved(&mut self, exposed: Option<&str>, via: Via, deprecated: bool) {
+        self.exposed = exposed.map(str::to_owned);
+        self.via = Some(via);
+        self.deprecated = deprecated;
+    }
+
+    /// It routes to `server`, which knows it as `origin` (said in its audit line and spans even
+    /// when the limits then refuse it).
+    pub(crate) fn routed(&mut self, server: &ServerId, origin: &str) {
+        self.server = Some(server.clone());
+        self.origin = Some(origin.to_owned());
+    }
+
+    /// No server had it, after all were asked (a resource's URI): it routed nowhere.
+    pub(crate) fn routed_nowhere(&mut self) {
+        self.server = None;
+        self.origin = None;
+    }
+
+    /// moniker answered it with a tool error (an action refused, bad arguments to its own tools).
+    pub(crate) fn tool_error(&mut self) {
+        self.outcome = Outcome::ToolError;
+    }
+
+    /// The log span of its exchange with its server (debug level), after a line that says
+    /// where it goes: what the client called, what that resolved to, how, and where.
+    pub(crate) fn log_span(&self) -> tracing::Span {
+        let noun = self.kind.unwrap_or(Kind::Tool).noun();
+        let tool = self.exposed.as_deref().unwrap_or_default();
+        let via = self.via.map_or("", Via::as_str);
+        let server = self.server.as_ref().map_or("", ServerId::as_str);
+        let origin = self.origin.as_deref().unwrap_or_default();
+        let requested = &self.name;
+        tracing::debug!(%requested, name = %tool, via, %server, %origin, "{noun} call");
+        tracing::debug_span!("call", %tool, %requested, via, %server, %origin)
+    }
+
     pub(crate) fn method(&self) -> &'static str {
         match self.kind {
             Some(Kind::Tool) => "tools/call",
@@ -206,6 +264,11 @@ impl Call {
             };
             let server = self.server.as_ref().zip(took);
             gateway.metrics.call(label, self.via, self.outcome, server);
+        }
+        if let (Some(Via::Alias | Via::Legacy), Some(exposed)) = (self.via, &self.exposed) {
+            gateway
+                .metrics
+                .alias_call(&self.name, exposed, self.deprecated);
         }
         if let Some(audit) = &gateway.audit {
             audit.write(&self.audit_line(self.started.elapsed()));
@@ -341,10 +404,18 @@ fn timestamp(at: SystemTime) -> String {
 mod tests {
     use super::*;
 
+    fn asker(who: &str, toolset: Option<&str>, era: &str) -> Asker {
+        Asker {
+            who: who.into(),
+            toolset: toolset.map(str::to_owned),
+            era: era.into(),
+        }
+    }
+
     #[test]
     fn what_a_client_names_is_kept_short() {
         let long = "é".repeat(1000);
-        let call = Call::new(None, "c".into(), None, Some(Kind::Tool), long, "x".into());
+        let call = Call::new(None, asker("c", None, "x"), Some(Kind::Tool), &long);
         assert!(
             call.name.len() <= MAX_KEPT + "…".len(),
             "{}",
@@ -358,14 +429,7 @@ mod tests {
     #[test]
     fn traces_off_cost_no_allocation() {
         let server: ServerId = "s".parse().unwrap();
-        let mut call = Call::new(
-            None,
-            "c".into(),
-            None,
-            Some(Kind::Tool),
-            "t".to_owned(),
-            "2025-11-25".into(),
-        );
+        let mut call = Call::new(None, asker("c", None, "2025-11-25"), Some(Kind::Tool), "t");
         let mut context = None;
         let info = allocation_counter::measure(|| {
             context = call.send_span(None, &server, "origin");
@@ -388,11 +452,9 @@ mod tests {
     fn an_audit_line_is_one_line_whatever_the_name() {
         let mut call = Call::new(
             None,
-            "ci".into(),
-            Some("review".to_owned()),
+            asker("ci", Some("review"), "2025-11-25"),
             Some(Kind::Tool),
-            "a\nb\r\"c".to_owned(),
-            "2025-11-25".into(),
+            "a\nb\r\"c",
         );
         call.refused(&Refusal::UnknownName {
             kind: Kind::Tool,

@@ -38,16 +38,26 @@ pub(crate) struct Forward<'v> {
     pub action: Option<(&'v str, &'v str)>,
 }
 
-/// Decides the call of `name` (a `kind`), with `given` arguments when they are not the
-/// request's own (`call_tool`'s), else the request's `own`.
+/// The arguments a call carries: the request's own, or those given for it (`call_tool`'s),
+/// which stand in for the request's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arguments<'a> {
+    Own(Option<&'a str>),
+    Given(&'a str),
+}
+
+/// Decides the call of `name` (a `kind`) with its `arguments`.
 pub(crate) fn decide<'v>(
     surface: &'v Surface,
     selection: Option<&'v Selection>,
     kind: Kind,
     name: &str,
-    given: Option<&str>,
-    own: Option<&str>,
+    arguments: Arguments<'_>,
 ) -> Decision<'v> {
+    let (given, own) = match arguments {
+        Arguments::Own(own) => (None, own),
+        Arguments::Given(given) => (Some(given), None),
+    };
     let resolved = match selection {
         Some(selection) => moniker_surface::toolsets::resolve(surface, selection, kind, name),
         None => surface.resolve(kind, name),
@@ -151,7 +161,9 @@ mod tests {
     #[test]
     fn a_call_is_decided_from_its_name_and_arguments_alone() {
         let surface = surface();
-        let Decision::Forward(f) = decide(&surface, None, Kind::Tool, "pr_info", None, None) else {
+        let Decision::Forward(f) =
+            decide(&surface, None, Kind::Tool, "pr_info", Arguments::Own(None))
+        else {
             panic!("an alias resolves");
         };
         assert_eq!(
@@ -161,8 +173,13 @@ mod tests {
         assert_eq!((f.via, f.arguments, f.action), (Via::Alias, None, None));
 
         let own = r#"{"action":"list","arguments":{"q":1}}"#;
-        let Decision::Forward(f) = decide(&surface, None, Kind::Tool, "project", None, Some(own))
-        else {
+        let Decision::Forward(f) = decide(
+            &surface,
+            None,
+            Kind::Tool,
+            "project",
+            Arguments::Own(Some(own)),
+        ) else {
             panic!("an action dispatches");
         };
         assert_eq!(f.origin.name, "list_projects");
@@ -176,8 +193,7 @@ mod tests {
             None,
             Kind::Tool,
             "project",
-            Some(given),
-            Some(own),
+            Arguments::Given(given),
         ) else {
             panic!("an action dispatches");
         };
@@ -188,19 +204,24 @@ mod tests {
             None,
             Kind::Tool,
             "project",
-            None,
-            Some(r#"{"action":"drop"}"#),
+            Arguments::Own(Some(r#"{"action":"drop"}"#)),
         );
         assert!(
             matches!(refused, Decision::Refused { ref message, .. } if message.contains("drop")),
             "{refused:?}"
         );
         assert!(matches!(
-            decide(&surface, None, Kind::Tool, "nope", None, None),
+            decide(&surface, None, Kind::Tool, "nope", Arguments::Own(None)),
             Decision::Unknown
         ));
         assert!(matches!(
-            decide(&surface, None, Kind::Prompt, "pr_info", None, None),
+            decide(
+                &surface,
+                None,
+                Kind::Prompt,
+                "pr_info",
+                Arguments::Own(None)
+            ),
             Decision::Unknown
         ));
     }

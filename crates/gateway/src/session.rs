@@ -190,7 +190,7 @@ impl Session {
     fn record(
         &self,
         kind: Option<Kind>,
-        name: String,
+        name: &str,
         request: &Message,
         answers: &Answers,
     ) -> crate::call::Call {
@@ -199,14 +199,12 @@ impl Session {
             None => self.peer.principal.as_str().into(),
         };
         let era = self.protocol_version().unwrap_or(modern::MODERN_VERSION);
-        let call = crate::call::Call::new(
-            Some(self.gateway.clone()),
+        let asker = crate::call::Asker {
             who,
-            lock(&self.toolset).clone(),
-            kind,
-            name,
-            era.into(),
-        );
+            toolset: lock(&self.toolset).clone(),
+            era: era.into(),
+        };
+        let call = crate::call::Call::new(Some(self.gateway.clone()), asker, kind, name);
         match &self.gateway.telemetry {
             None => call,
             Some(telemetry) => {

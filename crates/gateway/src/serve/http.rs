@@ -157,6 +157,13 @@ struct Shared {
     stop: watch::Receiver<bool>,
 }
 
+/// Who a request comes from, as the layers proved it, and the toolset its URL or its token
+/// binds it to.
+struct Client {
+    auth: Auth,
+    toolset: Option<String>,
+}
+
 /// A client session over HTTP.
 struct HttpSession {
     session: Arc<Session>,
@@ -234,7 +241,7 @@ async fn mcp(
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     match parts.method {
-        Method::POST => post::post(&shared, headers, body, auth, toolset).await,
+        Method::POST => post::post(&shared, headers, body, Client { auth, toolset }).await,
         Method::GET => stream::get(&shared, headers, auth, toolset.as_deref()),
         Method::DELETE => sessions::delete(&shared, headers, auth, toolset.as_deref()),
         _ => {

@@ -22,15 +22,20 @@ use crate::sync::lock;
 use crate::toolsets::{Effect, Equipped};
 use crate::view::View;
 
+/// What a session sees a call in: the view, and its toolset when one is equipped.
+#[derive(Clone, Copy)]
+pub(super) struct Seen<'a> {
+    pub view: &'a Arc<View>,
+    pub equipped: Option<&'a Toolset>,
+}
+
 /// A call to route: the name the client called, the arguments to send instead of the
-/// request's own (`call_tool` carries them inside its own), and what the session sees it in
-/// (the view, and its toolset when one is equipped).
+/// request's own (`call_tool` carries them inside its own), and what the session sees it in.
 #[derive(Clone, Copy)]
 pub(super) struct Named<'a> {
     pub name: &'a str,
     pub arguments: Option<&'a str>,
-    pub view: &'a Arc<View>,
-    pub equipped: Option<&'a Toolset>,
+    pub seen: Seen<'a>,
 }
 
 impl Session {
@@ -141,37 +146,38 @@ impl Session {
         let Some(name) = request.name() else {
             return invalid("missing `name`");
         };
-        let mut record = self.record(Some(kind), name.as_ref().to_owned(), request, answers);
-        let reply = self
-            .dispatch(request, kind, &name, answers, &mut record)
-            .await;
+        let mut record = self.record(Some(kind), &name, request, answers);
+        let reply = self.dispatch(request, &name, answers, &mut record).await;
         record.finish();
         reply
     }
 
+    /// moniker's own tools (management, search mode) answered here, any other name routed.
     async fn dispatch(
         self: &Arc<Self>,
         request: &Message,
-        kind: Kind,
         name: &str,
         answers: &Answers,
         record: &mut Call,
     ) -> Reply {
+        let kind = record.kind().unwrap_or(Kind::Tool);
         let view = self.gateway.view();
         if kind == Kind::Tool && self.manages() && MANAGEMENT_TOOLS.contains(&name) {
             return Some(self.manage(request, name, &view));
         }
         let equipped = self.equipped(&view);
-        if kind == Kind::Tool && self.searches(&view, equipped.as_deref()) {
+        let seen = Seen {
+            view: &view,
+            equipped: equipped.as_deref(),
+        };
+        if kind == Kind::Tool && self.searches(&view, seen.equipped) {
             match name {
                 discovery::SEARCH_TOOLS => {
-                    record.via = Some(Via::Name);
-                    return Some(self.search(request, &view, equipped.as_deref(), record));
+                    record.resolved(None, Via::Name, false);
+                    return Some(self.search(request, seen, record));
                 }
                 discovery::CALL_TOOL => {
-                    return self
-                        .call_found(request, &view, equipped.as_deref(), answers, record)
-                        .await;
+                    return self.call_found(request, seen, answers, record).await;
                 }
                 _ => {}
             }
@@ -179,8 +185,7 @@ impl Session {
         let call = Named {
             name,
             arguments: None,
-            view: &view,
-            equipped: equipped.as_deref(),
+            seen,
         };
         self.route(request, call, answers, record).await
     }
@@ -204,7 +209,6 @@ impl Session {
             Ok(admitted) => admitted,
             Err(refusal) => return Some(refusal.answer(id_of(request))),
         };
-        tracing::debug!(requested = %call.name, name = %forward.exposed.name, via = forward.via.as_str(), server = %server, origin = %forward.origin.name, "{} call", record.kind.unwrap_or(Kind::Tool).noun());
         let token = self.progress_route(request, answers, server);
         let params = self.rewrite(request, &forward, token.as_deref(), record);
         let out = Outbound {
@@ -214,7 +218,7 @@ impl Session {
             params: params.as_ref(),
             caller: answers.caller(),
         };
-        let span = tracing::debug_span!("call", tool = %forward.exposed.name, requested = %call.name, via = forward.via.as_str(), server = %server, origin = %forward.origin.name);
+        let span = record.log_span();
         let (reply, outcome) = self.exchange(out, admitted).instrument(span).await;
         record.ended(outcome, reply.as_ref());
         if let Some(token) = token {
@@ -232,24 +236,25 @@ impl Session {
         record: &mut Call,
     ) -> Result<route::Forward<'v>, Reply> {
         let id = id_of(request);
-        let kind = record.kind.unwrap_or(Kind::Tool);
-        let selection = call.equipped.map(|e| &e.equipped.selection);
+        let kind = record.kind().unwrap_or(Kind::Tool);
+        let selection = call.seen.equipped.map(|e| &e.equipped.selection);
         let decision = route::decide(
-            &call.view.surface,
+            &call.seen.view.surface,
             selection,
             kind,
             call.name,
-            call.arguments,
-            request.arguments(),
+            call.arguments.map_or(
+                route::Arguments::Own(request.arguments()),
+                route::Arguments::Given,
+            ),
         );
         match decision {
             Decision::Forward(forward) => {
-                self.resolved(record, call.name, forward.exposed, forward.via, kind);
+                self.resolved(record, call.name, forward.exposed, forward.via);
                 if let Some((action, member)) = &forward.action {
                     tracing::debug!(action_tool = %forward.exposed.name, %action, %member, "action dispatched");
                 }
-                record.server = Some(forward.origin.server.clone());
-                record.origin = Some(forward.origin.name.clone());
+                record.routed(&forward.origin.server, &forward.origin.name);
                 Ok(forward)
             }
             Decision::Unknown => {
@@ -266,9 +271,9 @@ impl Session {
                 via,
                 message,
             } => {
-                self.resolved(record, call.name, exposed, via, kind);
+                self.resolved(record, call.name, exposed, via);
                 tracing::debug!(action_tool = %exposed.name, %message, "action refused");
-                record.outcome = Outcome::ToolError;
+                record.tool_error();
                 Err(Some(Message::result(id, &errors::tool_error(&message))))
             }
         }
@@ -281,7 +286,7 @@ impl Session {
         forward: &route::Forward<'_>,
         record: &mut Call,
     ) -> Result<crate::limits::Admitted, Refusal> {
-        let kind = record.kind.unwrap_or(Kind::Tool);
+        let kind = record.kind().unwrap_or(Kind::Tool);
         let origin = forward.origin;
         let default = self.gateway.settings.config.call_timeout;
         self.gateway
@@ -340,19 +345,13 @@ impl Session {
 
     /// Notes what a name resolved to: on the call's record, in the log, and for an alias or
     /// a legacy name in the metrics (and a deprecation warning to the client).
-    fn resolved(&self, record: &mut Call, name: &str, exposed: &Exposed, via: Via, kind: Kind) {
-        record.exposed = Some(exposed.name.clone());
-        record.via = Some(via);
-        log_resolution(name, exposed, via, kind);
-        if matches!(via, Via::Alias | Via::Legacy) {
-            let deprecated = exposed.deprecated.get(name);
-            if let Some(d) = deprecated {
-                self.warn_deprecated(name, &exposed.name, d);
-            }
-            self.gateway
-                .metrics
-                .alias_call(name, &exposed.name, deprecated.is_some());
+    fn resolved(&self, record: &mut Call, name: &str, exposed: &Exposed, via: Via) {
+        log_resolution(name, exposed, via, record.kind().unwrap_or(Kind::Tool));
+        let deprecated = exposed.deprecated.get(name);
+        if let (Via::Alias | Via::Legacy, Some(d)) = (via, deprecated) {
+            self.warn_deprecated(name, &exposed.name, d);
         }
+        record.resolved(Some(&exposed.name), via, deprecated.is_some());
     }
 
     /// A call of one of moniker's management tools.

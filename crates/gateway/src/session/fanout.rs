@@ -125,9 +125,13 @@ impl Session {
                 .subscription(request, &servers, &uri, answers.caller())
                 .await;
         }
-        let mut record = self.record(None, uri.clone(), request, answers);
+        let mut record = self.record(None, &uri, request, answers);
+        let reach = Reach {
+            uri,
+            servers: &servers,
+        };
         let reply = self
-            .read(request, &servers, uri, &mut record, answers.caller())
+            .read(request, reach, &mut record, answers.caller())
             .await;
         record.finish();
         reply
@@ -138,11 +142,11 @@ impl Session {
     async fn read(
         self: &Arc<Self>,
         request: &Message,
-        servers: &[ServerId],
-        uri: String,
+        reach: Reach<'_>,
         record: &mut Call,
         caller: Option<&Caller>,
     ) -> Reply {
+        let Reach { uri, servers } = reach;
         let id = id_of(request);
         let mut last = None;
         for server in servers {
@@ -169,7 +173,7 @@ impl Session {
             }
         }
         if last.is_none() {
-            record.server = None;
+            record.routed_nowhere();
             let refusal = Refusal::ResourceNotFound(uri);
             record.refused(&refusal);
             return Some(refusal.answer(id));
@@ -452,4 +456,10 @@ fn item_uri(item: &RawValue) -> Option<String> {
 
 fn is_error(answer: &Message) -> bool {
     answer.error_text().is_some()
+}
+
+/// A resource's URI and the servers that may serve it, asked in turn.
+struct Reach<'a> {
+    uri: String,
+    servers: &'a [ServerId],
 }

@@ -12,12 +12,11 @@ use moniker_surface::search::Query;
 use moniker_surface::{Kind, Tag, listing, toolsets};
 use serde_json::value::RawValue;
 
-use super::calls::Named;
+use super::calls::{Named, Seen};
 use super::{Answers, Reply, Session, Toolset, id_of};
 use crate::call::Call;
 use crate::errors;
 use crate::message::{self, Message};
-use crate::metrics::Outcome;
 use crate::view::View;
 
 /// The longest query, in bytes: ranking costs grow with its words, and a task says itself in
@@ -55,16 +54,11 @@ impl Session {
     }
 
     /// `search_tools`: the best tools for the query among those the session sees.
-    pub(super) fn search(
-        &self,
-        request: &Message,
-        view: &View,
-        equipped: Option<&Toolset>,
-        record: &mut Call,
-    ) -> Message {
+    pub(super) fn search(&self, request: &Message, seen: Seen<'_>, record: &mut Call) -> Message {
+        let Seen { view, equipped } = seen;
         let id = id_of(request);
         let mut refused = |why: &str| {
-            record.outcome = Outcome::ToolError;
+            record.tool_error();
             Message::result(id, &errors::tool_error(why))
         };
         let (args, tags) = match search_arguments(request.arguments().unwrap_or("{}")) {
@@ -129,15 +123,14 @@ impl Session {
     pub(super) async fn call_found(
         self: &Arc<Self>,
         request: &Message,
-        view: &Arc<View>,
-        equipped: Option<&Toolset>,
+        seen: Seen<'_>,
         answers: &Answers,
         record: &mut Call,
     ) -> Reply {
         let id = id_of(request);
         let arguments = request.arguments().unwrap_or("{}");
         let mut refused = |why: &str| {
-            record.outcome = Outcome::ToolError;
+            record.tool_error();
             Some(Message::result(id, &errors::tool_error(why)))
         };
         let args: CallArguments<'_> =
@@ -163,8 +156,7 @@ impl Session {
         let call = Named {
             name: &args.name,
             arguments: Some(inner),
-            view,
-            equipped,
+            seen,
         };
         self.route(request, call, answers, record).await
     }

@@ -11,15 +11,14 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
 use super::identity::caller;
-use super::outbox::Busy;
 use super::sessions::{initialize, session_of};
 use super::stateless::stateless;
 use super::stream::PostStream;
-use super::{BODY_TIMEOUT, DEFAULT_MAX_BODY, HttpSession, Shared, accepted, header_str};
+use super::{BODY_TIMEOUT, Client, DEFAULT_MAX_BODY, HttpSession, Shared, accepted, header_str};
 use crate::auth::resource::Caller;
 use crate::headers::SESSION_ID;
 use crate::message::{self, Incoming, Message};
-use crate::serve::checks::{self, Accept, Auth};
+use crate::serve::checks::{self, Accept};
 use crate::serve::respond::{failure, json};
 use crate::session::{Answers, Session};
 use crate::telemetry::TraceContext;
@@ -129,8 +128,7 @@ pub(super) async fn post(
     shared: &Arc<Shared>,
     headers: &HeaderMap,
     body: Body,
-    auth: Auth,
-    toolset: Option<String>,
+    client: Client,
 ) -> Response {
     let incoming = match read_messages(shared, headers, body).await {
         Ok(incoming) => incoming,
@@ -151,10 +149,10 @@ pub(super) async fn post(
     if !headers.contains_key(SESSION_ID) {
         return match mode {
             Some(mode) if shape.stateless => {
-                stateless(shared, headers, incoming, &auth, toolset, mode).await
+                stateless(shared, headers, incoming, client, mode).await
             }
             Some(mode) if shape.initialize => {
-                initialize(shared, headers, incoming, auth, toolset, mode).await
+                initialize(shared, headers, incoming, client, mode).await
             }
             _ if shape.batched_initialize => failure(
                 StatusCode::BAD_REQUEST,
@@ -166,22 +164,23 @@ pub(super) async fn post(
             ),
         };
     }
+    let Client { auth, toolset } = client;
     // Its caller as this request says it (a refreshed token, the headers it sends now).
     let this_caller = mode.and_then(|_| caller(shared, &auth, headers));
     let (_, http) = match session_of(shared, headers, auth, toolset.as_deref()) {
         Ok(found) => found,
         Err(reject) => return reject.response(),
     };
-    let busy = http.activity.busy();
     match mode {
         None => {
+            let _busy = http.activity.busy();
             // Notifications and responses are handled before `handle` returns.
             http.session.handle(Ok(incoming), None);
             accepted()
         }
         Some(mode) => {
             let trace = trace_of(&http.session, headers);
-            answer(&http, incoming, mode, busy, trace, this_caller).await
+            answer(&http, incoming, mode, trace, this_caller).await
         }
     }
 }
@@ -273,10 +272,10 @@ pub(super) async fn answer(
     http: &HttpSession,
     incoming: Incoming,
     mode: Mode,
-    busy: Busy,
     trace: Option<TraceContext>,
     caller: Option<Caller>,
 ) -> Response {
+    let busy = http.activity.busy();
     let (tx, rx) = mpsc::unbounded_channel();
     let held = Arc::clone(&http.post_held);
     http.session.handle(

@@ -15,7 +15,7 @@ use super::outbox::{Activity, Outbox};
 use super::post::{Mode, answer_of};
 use super::stream::sse_once;
 use super::{
-    DEFAULT_SESSIONS_PER_TOKEN, HttpSession, HttpSettings, MAX_SESSIONS, Reject, Shared,
+    Client, DEFAULT_SESSIONS_PER_TOKEN, HttpSession, HttpSettings, MAX_SESSIONS, Reject, Shared,
     header_str, short,
 };
 use crate::gateway::Gateway;
@@ -214,13 +214,13 @@ pub(super) async fn initialize(
     shared: &Arc<Shared>,
     headers: &HeaderMap,
     incoming: Incoming,
-    auth: Auth,
-    toolset: Option<String>,
+    client: Client,
     mode: Mode,
 ) -> Response {
     if let Err(reject) = version_ok(headers) {
         return reject.response();
     }
+    let Client { auth, toolset } = client;
     let who = principal(&auth);
     let _reserved = match room_for_session(shared, &who) {
         Ok(reserved) => reserved,

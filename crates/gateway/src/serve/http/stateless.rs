@@ -12,10 +12,10 @@ use super::identity::{caller, client_name, principal};
 use super::outbox::Activity;
 use super::post::{Mode, trace_of};
 use super::stream::{PostStream, sse_once};
-use super::{Shared, accepted};
+use super::{Client, Shared, accepted};
 use crate::message::{self, Incoming, Message};
 use crate::modern;
-use crate::serve::checks::{self, Auth};
+use crate::serve::checks::{self};
 use crate::serve::respond::{failure, json};
 use crate::session::{Answers, Session};
 
@@ -26,8 +26,7 @@ pub(super) async fn stateless(
     shared: &Arc<Shared>,
     headers: &HeaderMap,
     incoming: Incoming,
-    auth: &Auth,
-    toolset: Option<String>,
+    client: Client,
     mode: Mode,
 ) -> Response {
     let Incoming::One(request) = &incoming else {
@@ -42,6 +41,7 @@ pub(super) async fn stateless(
     }
     let (tx, _rx) = mpsc::unbounded_channel::<Message>();
     // Who the client is, made once (a token's digest) for everything that counts by it.
+    let Client { ref auth, toolset } = client;
     let who = principal(auth);
     let session = Session::of_principal(shared.gateway.clone(), tx, toolset, who.clone());
     session.identify(&client_name(auth));
