@@ -218,198 +218,204 @@ pub enum Effect {
     Unequip,
 }
 
-/// Runs one management tool: the `tools/call` result, and what the session must do.
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
-pub fn call(
-    catalog: &Catalog,
-    surface: &Surface,
-    up: &std::collections::BTreeSet<moniker_surface::ServerId>,
-    active: Option<&Equipped>,
-    tool: &str,
-    arguments: &Value,
-) -> (String, Effect) {
-    let arg = |key: &str| {
-        arguments
-            .get(key)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    match tool {
-        "list-available-tools" => {
-            let items = |kind: Kind| -> Vec<Value> {
-                surface
-                    .listed(kind)
-                    .map(|e| {
-                        let description: String = serde_json::from_str::<Value>(e.definition.get())
-                            .ok()
-                            .and_then(|d| d.get("description").and_then(Value::as_str).map(|s| s.lines().next().unwrap_or("").to_owned()))
-                            .unwrap_or_default();
-                        json!({"name": e.name, "aliases": e.aliases, "server_name": e.server_name, "tags": e.tags.iter().map(|t| t.as_str()).collect::<Vec<_>>(), "description": description})
-                    })
-                    .collect()
-            };
-            (
-                result(
-                    &json!({"tools": items(Kind::Tool), "prompts": items(Kind::Prompt)}),
-                    false,
-                ),
-                Effect::None,
-            )
+/// What the management tools work on: the toolsets, the surface and the servers up now, and
+/// the session's equipped toolset.
+pub struct Management<'a> {
+    pub catalog: &'a Catalog,
+    pub surface: &'a Surface,
+    pub up: &'a std::collections::BTreeSet<moniker_surface::ServerId>,
+    pub active: Option<&'a Equipped>,
+}
+
+/// A management tool's `tools/call` result, and what the session must do.
+type Answer = (String, Effect);
+
+/// A management tool's refusal (a tool error): the session does nothing.
+fn refusal(why: impl Into<String>) -> Answer {
+    (refused(why), Effect::None)
+}
+
+/// A management tool's result: the session does nothing more.
+fn answer(value: &Value) -> Answer {
+    (result(value, false), Effect::None)
+}
+
+impl Management<'_> {
+    /// Runs one management tool: the `tools/call` result, and what the session must do.
+    pub fn call(&self, tool: &str, arguments: &Value) -> Answer {
+        let name = || {
+            arguments
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| refusal("missing `name`"))
+        };
+        let named = |run: &dyn Fn(&str) -> Answer| name().map_or_else(|refused| refused, run);
+        match tool {
+            "list-available-tools" => self.available(),
+            "list-saved-toolsets" => self.saved(),
+            "get-active-toolset" => {
+                answer(&json!({"active": self.active.map(|a| a.describe(self.surface))}))
+            }
+            "unequip-toolset" => (result(&json!({"active": null}), false), Effect::Unequip),
+            "equip-toolset" => named(&|name| self.equip(name)),
+            "delete-toolset" => named(&|name| self.delete(name)),
+            "build-toolset" => named(&|name| self.build(name, arguments)),
+            _ => refusal(format!("unknown management tool `{tool}`")),
         }
-        "list-saved-toolsets" => {
-            let sets = catalog.sets();
-            let list: Vec<Value> = sets
-                .iter()
-                .map(|(name, rule)| {
-                    let mut described = Equipped::new(name, surface, up, &sets).describe(surface);
-                    described["source"] = json!(if catalog.is_static(name) {
-                        "config"
-                    } else {
-                        "store"
-                    });
-                    if let Some(d) = &rule.description {
-                        described["description"] = json!(d);
-                    }
-                    described
+    }
+
+    /// `list-available-tools`: every tool and prompt of the surface, with the first line of
+    /// its description.
+    fn available(&self) -> Answer {
+        let items = |kind: Kind| -> Vec<Value> {
+            self.surface
+                .listed(kind)
+                .map(|e| {
+                    let description: String = serde_json::from_str::<Value>(e.definition.get())
+                        .ok()
+                        .and_then(|d| {
+                            d.get("description")
+                                .and_then(Value::as_str)
+                                .map(|s| s.lines().next().unwrap_or("").to_owned())
+                        })
+                        .unwrap_or_default();
+                    let tags: Vec<&str> = e.tags.iter().map(|t| t.as_str()).collect();
+                    json!({"name": e.name, "aliases": e.aliases, "server_name": e.server_name, "tags": tags, "description": description})
                 })
-                .collect();
-            (result(&json!({"toolsets": list}), false), Effect::None)
-        }
-        "get-active-toolset" => match active {
-            Some(equipped) => (
-                result(&json!({"active": equipped.describe(surface)}), false),
-                Effect::None,
-            ),
-            None => (result(&json!({"active": null}), false), Effect::None),
-        },
-        "unequip-toolset" => (result(&json!({"active": null}), false), Effect::Unequip),
-        "equip-toolset" => {
-            let Some(name) = arg("name") else {
-                return (refused("missing `name`"), Effect::None);
-            };
-            let sets = catalog.sets();
-            if let Err(diagnostics) = toolsets::select(surface, &name, &sets) {
-                return (
-                    refused(format!(
-                        "cannot equip toolset `{name}`:\n{}",
-                        problems(&diagnostics)
-                    )),
-                    Effect::None,
-                );
-            }
-            let equipped = Equipped::new(&name, surface, up, &sets);
-            (
-                result(&json!({"equipped": equipped.describe(surface)}), false),
-                Effect::Equip(name),
-            )
-        }
-        "delete-toolset" => {
-            let Some(name) = arg("name") else {
-                return (refused("missing `name`"), Effect::None);
-            };
-            if catalog.is_static(&name) {
-                return (
-                    refused(format!(
-                        "toolset `{name}` is defined in the config: remove it there"
-                    )),
-                    Effect::None,
-                );
-            }
-            let Some(store) = &catalog.store else {
-                return (refused("no toolset store is open"), Effect::None);
-            };
-            match lock(store).remove(&name) {
-                Ok(true) => {
-                    let effect = if active.is_some_and(|a| a.name == name) {
-                        Effect::Unequip
-                    } else {
-                        Effect::None
-                    };
-                    (result(&json!({"deleted": name}), false), effect)
+                .collect()
+        };
+        answer(&json!({"tools": items(Kind::Tool), "prompts": items(Kind::Prompt)}))
+    }
+
+    /// `list-saved-toolsets`: every toolset, the config's and the store's.
+    fn saved(&self) -> Answer {
+        let sets = self.catalog.sets();
+        let list: Vec<Value> = sets
+            .iter()
+            .map(|(name, rule)| {
+                let mut described =
+                    Equipped::new(name, self.surface, self.up, &sets).describe(self.surface);
+                described["source"] = json!(if self.catalog.is_static(name) {
+                    "config"
+                } else {
+                    "store"
+                });
+                if let Some(d) = &rule.description {
+                    described["description"] = json!(d);
                 }
-                Ok(false) => (
-                    refused(format!("there is no saved toolset `{name}`")),
-                    Effect::None,
-                ),
-                Err(e) => (
-                    refused(format!("cannot delete toolset `{name}`: {e}")),
-                    Effect::None,
-                ),
-            }
+                described
+            })
+            .collect();
+        answer(&json!({"toolsets": list}))
+    }
+
+    /// `equip-toolset`: the session equips `name`, when it selects what it says.
+    fn equip(&self, name: &str) -> Answer {
+        let sets = self.catalog.sets();
+        if let Err(diagnostics) = toolsets::select(self.surface, name, &sets) {
+            return refusal(format!(
+                "cannot equip toolset `{name}`:\n{}",
+                problems(&diagnostics)
+            ));
         }
-        "build-toolset" => build(catalog, surface, up, arguments),
-        _ => (
-            refused(format!("unknown management tool `{tool}`")),
-            Effect::None,
-        ),
+        let equipped = Equipped::new(name, self.surface, self.up, &sets);
+        (
+            result(&json!({"equipped": equipped.describe(self.surface)}), false),
+            Effect::Equip(name.to_owned()),
+        )
+    }
+
+    /// `delete-toolset`: a saved toolset (never the config's) is deleted, and unequipped when
+    /// it was the session's.
+    fn delete(&self, name: &str) -> Answer {
+        if self.catalog.is_static(name) {
+            return refusal(format!(
+                "toolset `{name}` is defined in the config: remove it there"
+            ));
+        }
+        let Some(store) = &self.catalog.store else {
+            return refusal("no toolset store is open");
+        };
+        match lock(store).remove(name) {
+            Ok(true) => {
+                let effect = if self.active.is_some_and(|a| a.name == name) {
+                    Effect::Unequip
+                } else {
+                    Effect::None
+                };
+                (result(&json!({"deleted": name}), false), effect)
+            }
+            Ok(false) => refusal(format!("there is no saved toolset `{name}`")),
+            Err(e) => refusal(format!("cannot delete toolset `{name}`: {e}")),
+        }
+    }
+
+    /// `build-toolset`: a toolset saved in the store (never over one of the config's) once it
+    /// validates against the surface, and equipped when asked.
+    fn build(&self, name: &str, arguments: &Value) -> Answer {
+        if self.catalog.is_static(name) {
+            return refusal(format!(
+                "toolset `{name}` is defined in the config: choose another name"
+            ));
+        }
+        let stored = match stored_of(arguments) {
+            Ok(stored) => stored,
+            Err(why) => return refusal(why),
+        };
+        let rule = rule_of(&stored);
+        let diagnostics = toolsets::validate(self.surface, name, &rule, &self.catalog.sets());
+        let errors: Vec<Diagnostic> = diagnostics
+            .into_iter()
+            .filter(Diagnostic::is_error)
+            .collect();
+        if !errors.is_empty() {
+            return refusal(format!(
+                "toolset `{name}` was not saved:\n{}",
+                problems(&errors)
+            ));
+        }
+        let Some(store) = &self.catalog.store else {
+            return refusal("no toolset store is open: start moniker with --manage");
+        };
+        if let Err(e) = lock(store).put(name, stored) {
+            return refusal(format!("toolset `{name}` was not saved: {e}"));
+        }
+        let equipped = Equipped::new(name, self.surface, self.up, &self.catalog.sets());
+        let equip = arguments
+            .get("equip")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let effect = if equip {
+            Effect::Equip(name.to_owned())
+        } else {
+            Effect::None
+        };
+        // A stateless (2026-07-28) client has no session to equip: it uses the toolset by
+        // connecting to its URL, on any replica.
+        let saved = json!({
+            "saved": equipped.describe(self.surface),
+            "equipped": equip,
+            "url_path": format!("/mcp/{name}"),
+        });
+        (result(&saved, false), effect)
     }
 }
 
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
-fn build(
-    catalog: &Catalog,
-    surface: &Surface,
-    up: &std::collections::BTreeSet<moniker_surface::ServerId>,
-    arguments: &Value,
-) -> (String, Effect) {
-    let Some(name) = arguments.get("name").and_then(Value::as_str) else {
-        return (refused("missing `name`"), Effect::None);
-    };
-    if catalog.is_static(name) {
-        return (
-            refused(format!(
-                "toolset `{name}` is defined in the config: choose another name"
-            )),
-            Effect::None,
-        );
-    }
+/// The toolset `build-toolset`'s arguments describe, or why they do not.
+fn stored_of(arguments: &Value) -> Result<StoredToolset, String> {
     let Some(items) = arguments.get("tools").and_then(Value::as_array) else {
-        return (
-            refused("`tools` must be a list of tool names or {\"name\", \"alias\"} objects"),
-            Effect::None,
+        return Err(
+            "`tools` must be a list of tool names or {\"name\", \"alias\"} objects".to_owned(),
         );
     };
-    let mut tools = Vec::new();
-    for item in items {
-        match item {
-            Value::String(name) => tools.push(StoredTool {
-                name: name.clone(),
-                alias: None,
-            }),
-            Value::Object(fields) => match fields.get("name").and_then(Value::as_str) {
-                Some(tool) => {
-                    let alias = match fields.get("alias") {
-                        None | Some(Value::Null) => None,
-                        Some(Value::String(a)) => Some(a.clone()),
-                        Some(other) => {
-                            return (
-                                refused(format!(
-                                    "the alias of `{tool}` must be a string, not {other}"
-                                )),
-                                Effect::None,
-                            );
-                        }
-                    };
-                    tools.push(StoredTool {
-                        name: tool.to_owned(),
-                        alias,
-                    });
-                }
-                None => {
-                    return (
-                        refused(format!("a tool item needs a `name`: {item}")),
-                        Effect::None,
-                    );
-                }
-            },
-            other => {
-                return (
-                    refused(format!(
-                        "a tool item must be a name or an object, not {other}"
-                    )),
-                    Effect::None,
-                );
-            }
+    let tools = items
+        .iter()
+        .map(stored_tool)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut seen_tools = std::collections::BTreeSet::new();
+    for tool in &tools {
+        if !seen_tools.insert(tool.name.as_str()) {
+            return Err(format!("tool `{}` is listed twice", tool.name));
         }
     }
     let prompts: Vec<String> = arguments
@@ -422,73 +428,43 @@ fn build(
                 .collect()
         })
         .unwrap_or_default();
-    let mut seen_tools = std::collections::BTreeSet::new();
-    for tool in &tools {
-        if !seen_tools.insert(tool.name.as_str()) {
-            return (
-                refused(format!("tool `{}` is listed twice", tool.name)),
-                Effect::None,
-            );
-        }
-    }
-    let stored = StoredToolset {
+    Ok(StoredToolset {
         description: arguments
             .get("description")
             .and_then(Value::as_str)
             .map(str::to_owned),
         tools,
         prompts,
-    };
-    let rule = rule_of(&stored);
-    let sets = catalog.sets();
-    let diagnostics = toolsets::validate(surface, name, &rule, &sets);
-    let errors: Vec<Diagnostic> = diagnostics
-        .into_iter()
-        .filter(Diagnostic::is_error)
-        .collect();
-    if !errors.is_empty() {
-        return (
-            refused(format!(
-                "toolset `{name}` was not saved:\n{}",
-                problems(&errors)
-            )),
-            Effect::None,
-        );
+    })
+}
+
+/// One item of `build-toolset`'s `tools`: a name, or `{"name", "alias"}`.
+fn stored_tool(item: &Value) -> Result<StoredTool, String> {
+    match item {
+        Value::String(name) => Ok(StoredTool {
+            name: name.clone(),
+            alias: None,
+        }),
+        Value::Object(fields) => {
+            let Some(tool) = fields.get("name").and_then(Value::as_str) else {
+                return Err(format!("a tool item needs a `name`: {item}"));
+            };
+            let alias = match fields.get("alias") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(a)) => Some(a.clone()),
+                Some(other) => {
+                    return Err(format!(
+                        "the alias of `{tool}` must be a string, not {other}"
+                    ));
+                }
+            };
+            Ok(StoredTool {
+                name: tool.to_owned(),
+                alias,
+            })
+        }
+        other => Err(format!(
+            "a tool item must be a name or an object, not {other}"
+        )),
     }
-    let Some(store) = &catalog.store else {
-        return (
-            refused("no toolset store is open: start moniker with --manage"),
-            Effect::None,
-        );
-    };
-    if let Err(e) = lock(store).put(name, stored) {
-        return (
-            refused(format!("toolset `{name}` was not saved: {e}")),
-            Effect::None,
-        );
-    }
-    let sets = catalog.sets();
-    let equipped = Equipped::new(name, surface, up, &sets);
-    let equip = arguments
-        .get("equip")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let effect = if equip {
-        Effect::Equip(name.to_owned())
-    } else {
-        Effect::None
-    };
-    (
-        result(
-            // A stateless (2026-07-28) client has no session to equip: it uses the toolset by
-            // connecting to its URL, on any replica.
-            &json!({
-                "saved": equipped.describe(surface),
-                "equipped": equip,
-                "url_path": format!("/mcp/{name}"),
-            }),
-            false,
-        ),
-        effect,
-    )
 }

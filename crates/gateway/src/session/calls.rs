@@ -361,14 +361,13 @@ impl Session {
             .and_then(message::read)
             .unwrap_or(serde_json::Value::Null);
         let active = self.equipped(view);
-        let (result, effect) = crate::toolsets::call(
-            &self.gateway.catalog,
-            &view.surface,
-            &view.up,
-            active.as_deref().map(|t| &t.equipped),
-            tool,
-            &arguments,
-        );
+        let management = crate::toolsets::Management {
+            catalog: &self.gateway.catalog,
+            surface: &view.surface,
+            up: &view.up,
+            active: active.as_deref().map(|t| &t.equipped),
+        };
+        let (result, effect) = management.call(tool, &arguments);
         tracing::info!(tool, "management tool call");
         match effect {
             Effect::None => {}
