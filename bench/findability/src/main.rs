@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use moniker_surface::discovery::{Discovery, Mode};
-use moniker_surface::search::{Cache, Index, Model, Part, Query, Ranker};
+use moniker_surface::search::{Cache, Encoder, Index, Meaning, Model, Part, Query, Ranker};
 use moniker_surface::{Kind, Listing, Override, Rules, Surface, build, listing};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -260,13 +260,40 @@ struct Setup {
     all: Vec<Inventory>,
     config: Rules,
     sizes: Vec<usize>,
+    /// What the index is built with: `--model DIR` (a model's folder, run whole), else the
+    /// shipped table.
+    meaning: Meaning,
 }
 
 impl Setup {
     /// From the command line: `--tasks FILE` (else `tasks.json`), `--livemcpbench TOOLS.json`
     /// (its 70 servers instead of the benchmark's, with no rules but the proposed renames, in
-    /// one surface of all their tools and the usual smaller ones).
+    /// one surface of all their tools and the usual smaller ones), `--inventories DIR` (more
+    /// servers, before the benchmark's: the held-out set's, in surfaces of 30, 100 and 300
+    /// tools and one of every tool), `--model DIR` (a sentence-embedding model's folder).
     fn from_args(root: &Path, args: &[String]) -> Self {
+        let mut setup = Self::of_tasks(root, args);
+        if let Some(dir) = args
+            .iter()
+            .position(|a| a == "--model")
+            .and_then(|i| args.get(i + 1))
+        {
+            let dir = Path::new(dir);
+            let read = |name: &str| {
+                std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+            };
+            let encoder = Encoder::new(
+                read("model.safetensors"),
+                &read("config.json"),
+                &read("tokenizer.json"),
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            setup.meaning = Meaning::Encoder(std::sync::Arc::new(encoder));
+        }
+        setup
+    }
+
+    fn of_tasks(root: &Path, args: &[String]) -> Self {
         let after = |flag: &str| {
             args.iter()
                 .position(|a| a == flag)
@@ -289,6 +316,7 @@ impl Setup {
                     all,
                     config: Rules::default(),
                     sizes: vec![30, 100, 300, total],
+                    meaning: Meaning::shipped(),
                 }
             }
             None => {
@@ -298,11 +326,27 @@ impl Setup {
                 let config = moniker_config::parse("moniker.yaml", &config_text)
                     .unwrap_or_else(|e| panic!("{e:?}"))
                     .rules;
+                let mut all = inventories(root);
+                let mut sizes = SIZES.to_vec();
+                if let Some(dir) = after("--inventories") {
+                    let mut more: Vec<Inventory> = std::fs::read_dir(&dir)
+                        .map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect::<Vec<_>>())
+                        .unwrap_or_default()
+                        .iter()
+                        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                        .map(|p| inventory(p))
+                        .collect();
+                    more.sort_by(|a, b| a.server.cmp(&b.server));
+                    more.append(&mut all);
+                    all = more;
+                    sizes.push(all.iter().map(|i| i.tools.len()).sum());
+                }
                 Self {
                     tasks,
-                    all: inventories(root),
+                    all,
                     config,
-                    sizes: SIZES.to_vec(),
+                    sizes,
+                    meaning: Meaning::shipped(),
                 }
             }
         }
@@ -332,6 +376,7 @@ fn run(setup: &Setup) -> Vec<Row> {
         all,
         config,
         sizes,
+        meaning,
     } = setup;
     let targets: BTreeSet<(String, String)> = tasks
         .iter()
@@ -348,10 +393,10 @@ fn run(setup: &Setup) -> Vec<Row> {
         // Built, then built again from what the first build saved (as after a restart).
         let cache = Memory::default();
         let started = std::time::Instant::now();
-        let index = Index::build(&surface, Model::shipped(), Some(&cache));
+        let index = Index::build(&surface, meaning.clone(), Some(&cache));
         let build_us = started.elapsed().as_micros();
         let started = std::time::Instant::now();
-        let _ = Index::build(&surface, Model::shipped(), Some(&cache));
+        let _ = Index::build(&surface, meaning.clone(), Some(&cache));
         let cached_us = started.elapsed().as_micros();
         let mut query_us = Vec::new();
         // The baseline: the raw listing's names and descriptions, the same ranker.

@@ -63,18 +63,45 @@ pub(crate) fn telemetry(config: &Config) -> Option<Export> {
     })
 }
 
-/// The static embedding table `discovery.model` names, read and checked; `Ok(None)`: the
-/// shipped one.
-pub(crate) fn search_model(
-    config: &Config,
-) -> Result<Option<std::sync::Arc<moniker_surface::search::Model>>, String> {
-    let Some(path) = &config.search_model else {
-        return Ok(None);
+/// What `discovery.model` names for search's semantic half: a model's folder
+/// (`model.safetensors`, `config.json`, `tokenizer.json`: run whole) or a static embedding
+/// table's file, read and checked. `None`: the shipped table, also when the one named cannot
+/// be read (said as a warning: search still works, with less).
+pub(crate) fn search_model(config: &Config) -> Option<moniker_surface::search::Meaning> {
+    let path = expand_home(config.search_model.as_deref()?);
+    let path = path.as_path();
+    let started = std::time::Instant::now();
+    match read_meaning(path) {
+        Ok(meaning) => {
+            tracing::debug!(path = %path.display(), elapsed = ?started.elapsed(), "search model loaded");
+            Some(meaning)
+        }
+        Err(why) => {
+            tracing::warn!(
+                "discovery.model `{}`: {why}; search uses the table moniker ships",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+fn read_meaning(path: &std::path::Path) -> Result<moniker_surface::search::Meaning, String> {
+    use moniker_surface::search::{Encoder, Meaning, Model};
+    use std::sync::Arc;
+    let read = |name: &str| {
+        let file = path.join(name);
+        std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))
     };
-    let bytes = std::fs::read(path).map_err(|e| format!("discovery.model `{path}`: {e}"))?;
-    moniker_surface::search::Model::parse(std::borrow::Cow::Owned(bytes))
-        .map(|model| Some(std::sync::Arc::new(model)))
-        .map_err(|e| format!("discovery.model `{path}`: {e}"))
+    if path.is_dir() {
+        let weights = read("model.safetensors")?;
+        let encoder = Encoder::new(weights, &read("config.json")?, &read("tokenizer.json")?)
+            .map_err(|e| e.to_string())?;
+        return Ok(Meaning::Encoder(Arc::new(encoder)));
+    }
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let model = Model::parse(std::borrow::Cow::Owned(bytes)).map_err(|e| e.to_string())?;
+    Ok(Meaning::Table(Arc::new(model)))
 }
 
 /// The day deprecation schedules apply on: `$MONIKER_TODAY` (`YYYY-MM-DD`, to see what a
@@ -90,4 +117,18 @@ pub(crate) fn today() -> Result<moniker_surface::Date, String> {
     Ok(moniker_surface::Date::from_unix(
         i64::try_from(now).unwrap_or_default(),
     ))
+}
+
+/// `~/x` is under the home directory.
+pub(crate) fn expand_home(path: &str) -> std::path::PathBuf {
+    match (path.strip_prefix("~/"), dirs_home()) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ => std::path::PathBuf::from(path),
+    }
+}
+
+fn dirs_home() -> Option<std::path::PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(std::path::PathBuf::from)
 }

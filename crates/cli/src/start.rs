@@ -43,7 +43,13 @@ impl Toolsets {
         let store = (manage || toolset.is_some())
             .then(|| {
                 store
-                    .or_else(|| config.toolsets.store.as_deref().map(expand_home))
+                    .or_else(|| {
+                        config
+                            .toolsets
+                            .store
+                            .as_deref()
+                            .map(crate::settings::expand_home)
+                    })
                     .or_else(Store::default_path)
             })
             .flatten();
@@ -56,20 +62,6 @@ impl Toolsets {
             silent: false,
         }
     }
-}
-
-/// `~/x` is under the home directory.
-pub(crate) fn expand_home(path: &str) -> PathBuf {
-    match (path.strip_prefix("~/"), dirs_home()) {
-        (Some(rest), Some(home)) => home.join(rest),
-        _ => PathBuf::from(path),
-    }
-}
-
-fn dirs_home() -> Option<PathBuf> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
 }
 
 /// Expands `${VAR}`s and starts every server. `Err(exit)` when the config or the surface is
@@ -153,8 +145,7 @@ pub(crate) async fn start_with(
     }
 }
 
-/// The gateway's settings for `config` (its `${VAR}`s expanded); `Err` when the search model
-/// it names cannot be read.
+/// The gateway's settings for `config` (its `${VAR}`s expanded).
 pub(crate) fn settings(config: &Config, toolsets: Toolsets) -> Result<Settings, String> {
     Ok(Settings {
         config: config.gateway.clone(),
@@ -165,12 +156,12 @@ pub(crate) fn settings(config: &Config, toolsets: Toolsets) -> Result<Settings, 
         limits: config.limits.clone(),
         audit: config.audit.clone().map(|mut audit| {
             if let moniker_config::AuditTo::File(path) = &mut audit.to {
-                *path = expand_home(path).display().to_string();
+                *path = crate::settings::expand_home(path).display().to_string();
             }
             audit
         }),
         telemetry: crate::settings::telemetry(config),
-        search_model: crate::settings::search_model(config)?,
+        search_model: crate::settings::search_model(config),
         search_cache: toolsets
             .serving
             .then(moniker_gateway::view::IndexFiles::default_dir)

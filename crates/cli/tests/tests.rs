@@ -10,6 +10,7 @@ mod http;
 mod install;
 mod joining;
 mod lock;
+mod search_model;
 mod serve;
 mod shared;
 mod stdio;

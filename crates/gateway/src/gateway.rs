@@ -40,9 +40,10 @@ pub struct Settings {
     pub audit: Option<moniker_config::AuditSettings>,
     /// Where traces go, when they are on (started by `start`).
     pub telemetry: Option<crate::telemetry::Export>,
-    /// The static embedding table of `search_tools` (`discovery.model`); `None`: the shipped
-    /// one. Read when the command starts; a reload keeps it.
-    pub search_model: Option<Arc<moniker_surface::search::Model>>,
+    /// What gives `search_tools` its semantic half (`discovery.model`: a model run whole, or a
+    /// static embedding table); `None`: the shipped table. Read when the command starts; a
+    /// reload keeps it.
+    pub search_model: Option<moniker_surface::search::Meaning>,
     /// Where built search indexes are kept between runs (`None`: nowhere; the command's is
     /// [`crate::view::IndexFiles::default_dir`]).
     pub search_cache: Option<PathBuf>,

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use moniker_surface::search::{Cache, Index, Model};
+use moniker_surface::search::{Cache, Index, Meaning};
 use moniker_surface::{Exposed, Kind, ServerId, Surface, listing};
 use serde_json::value::RawValue;
 
@@ -15,8 +15,8 @@ use serde_json::value::RawValue;
 pub(crate) struct ViewSettings {
     /// moniker's toolset management tools are listed.
     pub manage: bool,
-    /// The table search indexes are built with (`None`: the shipped one).
-    pub search_model: Option<Arc<Model>>,
+    /// What search indexes are built with (`None`: the shipped table).
+    pub search_model: Option<Meaning>,
     /// Where built indexes are kept between runs.
     pub search_cache: Option<PathBuf>,
 }
@@ -32,8 +32,8 @@ pub struct View {
     pub tools_result: String,
     pub prompts_result: String,
     index: std::sync::OnceLock<Index>,
-    /// The table the index is built with (`None`: the shipped one).
-    model: Option<Arc<Model>>,
+    /// What the index is built with (`None`: the shipped table).
+    model: Option<Meaning>,
     /// Where built indexes are kept between runs (`None`: nowhere).
     cache: Option<PathBuf>,
     /// Another view has taken this one's place: its index is not built ahead.
@@ -73,7 +73,7 @@ impl View {
     /// it: [`View::prepare`]), read from the cache when a run before built the same one.
     pub fn index(&self) -> &Index {
         self.index.get_or_init(|| {
-            let model = self.model.clone().unwrap_or_else(Model::shipped);
+            let model = self.model.clone().unwrap_or_else(Meaning::shipped);
             let cache = self.cache.clone().map(IndexFiles::new);
             let started = std::time::Instant::now();
             let index = Index::build(
@@ -82,6 +82,9 @@ impl View {
                 cache.as_ref().map(|c| c as &dyn Cache),
             );
             tracing::debug!(elapsed = ?started.elapsed(), "search index ready");
+            if let Some(why) = index.fell_back() {
+                tracing::warn!("search uses the table moniker ships: {why}");
+            }
             index
         })
     }

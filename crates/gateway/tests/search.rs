@@ -343,7 +343,7 @@ async fn a_configured_model_is_the_one_search_uses() {
     ])))
     .expect("a table");
     let configured = gateway_with(Settings {
-        search_model: Some(Arc::new(model)),
+        search_model: Some(moniker_surface::search::Meaning::Table(Arc::new(model))),
         ..Settings::default()
     })
     .await;

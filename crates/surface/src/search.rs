@@ -8,7 +8,6 @@
 //! (equal scores keep the surface's order, which is by name).
 
 use std::collections::{BTreeSet, HashSet};
-use std::sync::Arc;
 
 use bm25::{Embedder, EmbedderBuilder, Scorer, Tokenizer};
 use serde_json::Value;
@@ -18,11 +17,15 @@ use crate::surface::{Exposed, Surface};
 use crate::vocab::Kind;
 
 mod cache;
+mod encoder;
+mod meaning;
 mod semantic;
 pub use crate::words::Words;
 pub(crate) use crate::words::humps;
 pub use cache::Cache;
-pub use semantic::{Model, ModelError, Vectors};
+pub use encoder::Encoder;
+pub use meaning::{Meaning, Vectors};
+pub use semantic::{Model, ModelError};
 
 /// The tokenizer of the BM25 crate over text that is [`Words`] already, joined by spaces: a
 /// text is cut into words (and stemmed) once.
@@ -101,6 +104,9 @@ pub struct Index {
     vectors: Vectors,
     /// Document `i` is the surface's tool `tools[i]`.
     tools: Vec<usize>,
+    /// Why the model it was asked to use failed, when it is built with the shipped table
+    /// instead.
+    fell_back: Option<ModelError>,
 }
 
 /// Which ranking a search uses: both fused (what moniker does), or one alone (to measure).
@@ -111,10 +117,6 @@ pub enum Part {
     Semantic,
 }
 
-/// What the lexical half's score weighs in the fusion, the semantic half's the rest. Chosen on
-/// `tasks.json` alone (0.3 to 0.7 by tenths; 0.4 found the most at ranks 1 and 5 together),
-/// then measured on the held-out task sets (`BENCHMARKS.md`).
-const LEXICAL_SHARE: f32 = 0.4;
 /// Reciprocal rank fusion's constant, for a toolset the query names: a document's score is the
 /// sum over the rankings of `1 / (FUSION_K + its rank)`. 60 is the value of the method's paper
 /// (Cormack et al., 2009).
@@ -135,75 +137,73 @@ pub struct Query<'q> {
 impl Index {
     /// The index of `surface` with the table moniker ships.
     pub fn new(surface: &Surface) -> Self {
-        Self::with_model(surface, Model::shipped())
+        Self::build(surface, Meaning::shipped(), None)
     }
 
-    pub fn with_model(surface: &Surface, model: Arc<Model>) -> Self {
-        Self::build(surface, model, None)
+    /// The index of `surface` with `meaning`; what takes the time of a build (the documents'
+    /// words and vectors) is read from `cache` when it holds this surface's with this
+    /// meaning, and saved there when it does not. A model that fails to run gives way to the
+    /// shipped table ([`Index::fell_back`] says why).
+    pub fn build(surface: &Surface, meaning: Meaning, cache: Option<&dyn Cache>) -> Self {
+        match Self::build_with(surface, meaning, cache) {
+            Ok(index) => index,
+            Err(why) => {
+                let mut index = Self::build_with(surface, Meaning::shipped(), cache)
+                    .expect("the shipped table embeds any text");
+                index.fell_back = Some(why);
+                index
+            }
+        }
     }
 
-    /// The index of `surface` with `model`; what takes the time of a build (the documents'
-    /// words and vectors) is read from `cache` when it holds this surface's with this model,
-    /// and saved there when it does not.
-    pub fn build(surface: &Surface, model: Arc<Model>, cache: Option<&dyn Cache>) -> Self {
-        let all = surface.tools();
-        let mut tools = Vec::new();
-        let mut words: Vec<String> = Vec::new();
-        let mut meanings: Vec<String> = Vec::new();
-        for (i, tool) in all.iter().enumerate() {
-            if tool.listed {
-                tools.push(i);
-                let fields = Fields::of(tool);
-                let (mut w, mut m) = (String::new(), String::new());
-                fields.write(true, &mut w);
-                fields.write(false, &mut m);
-                words.push(w);
-                meanings.push(m);
-            }
-        }
-        // A member that is not listed is found through its action tool: its names, aliases
-        // and description are the action tool's words too.
-        for member in all.iter().filter(|t| !t.listed) {
-            let Some((action_tool, _)) = &member.member_of else {
-                continue;
-            };
-            let at = tools
-                .iter()
-                .position(|&i| all[i].name == *action_tool && all[i].member_of.is_none());
-            if let Some(at) = at {
-                let fields = Fields::of(member);
-                fields.write(true, &mut words[at]);
-                fields.write(false, &mut meanings[at]);
-            }
-        }
-        // The cache, with the key of these documents and this table.
+    /// Why the model asked for failed, when the index was built with the shipped table.
+    pub fn fell_back(&self) -> Option<&ModelError> {
+        self.fell_back.as_ref()
+    }
+
+    /// What gives its documents and queries their vectors.
+    pub fn meaning(&self) -> &Meaning {
+        self.vectors.meaning()
+    }
+
+    fn build_with(
+        surface: &Surface,
+        meaning: Meaning,
+        cache: Option<&dyn Cache>,
+    ) -> Result<Self, ModelError> {
+        let (tools, words, meanings) = documents(surface, meaning.reads_words());
+        // The cache, with the key of these documents and this meaning.
         let cache = cache.map(|c| {
             let documents = words.iter().zip(&meanings);
-            let key = cache::key(&model, documents.map(|(w, m)| (w.as_str(), m.as_str())));
+            let key = cache::key(&meaning, documents.map(|(w, m)| (w.as_str(), m.as_str())));
             (c, key)
         });
         let saved = cache.as_ref().and_then(|(c, key)| {
-            let built = cache::Built::decode(&c.load(key)?, key, tools.len(), model.dims())?;
-            let vectors = Vectors::of_flat(model.clone(), built.flat, tools.len())?;
+            let built = cache::Built::decode(&c.load(key)?, key, tools.len(), meaning.dims())?;
+            let vectors = Vectors::of_flat(meaning.clone(), built.flat, tools.len())?;
             Some((built.stems, vectors))
         });
         let stemmer = Words::default();
-        let (stems, vectors) = saved.unwrap_or_else(|| {
-            let stems: Vec<String> = words.iter().map(|w| stemmer.of(w).join(" ")).collect();
-            let vectors = Vectors::new(model.clone(), &meanings);
-            if let Some((c, key)) = &cache {
-                c.save(
-                    key,
-                    &cache::encode(key, model.dims(), &stems, vectors.flat()),
-                );
+        let (stems, vectors) = match saved {
+            Some(saved) => saved,
+            None => {
+                let stems: Vec<String> = words.iter().map(|w| stemmer.of(w).join(" ")).collect();
+                let vectors = Vectors::new(meaning.clone(), &meanings)?;
+                if let Some((c, key)) = &cache {
+                    c.save(
+                        key,
+                        &cache::encode(key, meaning.dims(), &stems, vectors.flat()),
+                    );
+                }
+                (stems, vectors)
             }
-            (stems, vectors)
-        });
-        Self {
+        };
+        Ok(Self {
             ranker: Ranker::of_stems(stemmer, &stems),
             vectors,
             tools,
-        }
+            fell_back: None,
+        })
     }
 
     /// The `names` (toolsets') of which `text` says a word: "tools for triage" names
@@ -232,9 +232,10 @@ impl Index {
                 // Functions for Hybrid Retrieval", 2023). Unlike fusing ranks, it keeps how
                 // far ahead a half's first tool is.
                 let mut score = vec![0.0f32; self.tools.len()];
+                let share = self.meaning().lexical_share();
                 for (ranking, share) in [
-                    (self.ranker.rank(text), LEXICAL_SHARE),
-                    (self.vectors.rank(text), 1.0 - LEXICAL_SHARE),
+                    (self.ranker.rank(text), share),
+                    (self.vectors.rank(text), 1.0 - share),
                 ] {
                     let Some(&(_, best)) = ranking.first().filter(|(_, best)| *best > 0.0) else {
                         continue;
@@ -323,6 +324,43 @@ impl Index {
     }
 }
 
+/// The listed tools of `surface` as documents: their positions in the surface, the text of
+/// each for the lexical ranking and for the semantic one (a description read to its
+/// `reads_words`th word).
+fn documents(surface: &Surface, reads_words: usize) -> (Vec<usize>, Vec<String>, Vec<String>) {
+    let all = surface.tools();
+    let mut tools = Vec::new();
+    let mut words: Vec<String> = Vec::new();
+    let mut meanings: Vec<String> = Vec::new();
+    for (i, tool) in all.iter().enumerate() {
+        if tool.listed {
+            tools.push(i);
+            let fields = Fields::of(tool);
+            let (mut w, mut m) = (String::new(), String::new());
+            fields.write(None, &mut w);
+            fields.write(Some(reads_words), &mut m);
+            words.push(w);
+            meanings.push(m);
+        }
+    }
+    // A member that is not listed is found through its action tool: its names, aliases
+    // and description are the action tool's words too.
+    for member in all.iter().filter(|t| !t.listed) {
+        let Some((action_tool, _)) = &member.member_of else {
+            continue;
+        };
+        let at = tools
+            .iter()
+            .position(|&i| all[i].name == *action_tool && all[i].member_of.is_none());
+        if let Some(at) = at {
+            let fields = Fields::of(member);
+            fields.write(None, &mut words[at]);
+            fields.write(Some(reads_words), &mut meanings[at]);
+        }
+    }
+    (tools, words, meanings)
+}
+
 /// What a search shows for a tool: the tool, or for a member that is not listed, its action
 /// tool.
 fn shown<'s>(surface: &'s Surface, tool: &'s Exposed) -> &'s Exposed {
@@ -371,11 +409,13 @@ impl<'t> Fields<'t> {
             .chain(&self.tool.hidden_aliases)
     }
 
-    /// The text a tool is found by, added to `out`: for the lexical ranking (`weighed`) each
-    /// field said as often as it weighs (BM25 counts words, so a word of the name weighs more
-    /// than one of the description), for the semantic one once (its vector is the mean of all
-    /// its words': measured, this finds more than fields embedded apart and weighed).
-    fn write(&self, weighed: bool, out: &mut String) {
+    /// The text a tool is found by, added to `out`: for the lexical ranking (`semantic` is
+    /// `None`) each field said as often as it weighs (BM25 counts words, so a word of the name
+    /// weighs more than one of the description), for the semantic one once (its vector is the
+    /// mean of all its words': measured, this finds more than fields embedded apart and
+    /// weighed), its description to the `semantic`th word.
+    fn write(&self, semantic: Option<usize>, out: &mut String) {
+        let weighed = semantic.is_none();
         let mut say = |text: &str, times: usize| {
             for _ in 0..if weighed { times } else { 1 } {
                 out.push_str(text);
@@ -389,14 +429,14 @@ impl<'t> Fields<'t> {
             say(tag.as_str(), TAG_WEIGHT);
         }
         say(&self.tool.server_name, 1);
-        // The semantic ranking reads a description's opening only: the table was fitted to
-        // texts no longer than that, and a longer one's usage notes and examples pull its
-        // mean vector away from what the tool does (the lexical one weighs words by rarity,
-        // and reads it whole).
+        // The table reads a description's opening only: it was fitted to texts no longer than
+        // that, and a longer one's usage notes and examples pull its mean vector away from
+        // what the tool does (a model, and the lexical half, which weighs words by rarity,
+        // read it whole).
         say(
-            match weighed {
-                true => &self.description,
-                false => first_words(&self.description, semantic::FITTED_WORDS),
+            match semantic {
+                None => &self.description,
+                Some(n) => first_words(&self.description, n),
             },
             1,
         );

@@ -1,6 +1,7 @@
 //! `discovery`, at the top or in a toolset: how clients discover tools. `discovery: search`,
 //! or `discovery: { mode: search, pin: [read_file], pin_tags: core }`; at the top, also
-//! `model: PATH` (a static embedding table for search, in place of the shipped one).
+//! `model: PATH` (search's semantic half: a sentence-embedding model's folder, or a static
+//! embedding table, in place of the shipped one).
 
 use moniker_surface::discovery::{Discovery, Mode};
 use moniker_surface::vocab::Seg;

@@ -10,7 +10,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::Model;
+use super::meaning::Meaning;
 
 const MAGIC: &[u8] = b"moniker-search-index 1\n";
 
@@ -26,7 +26,7 @@ pub trait Cache: Send + Sync {
 /// `model`, made by this version of moniker (whose code cuts the words and sums the vectors):
 /// a SHA-256, in hex.
 pub(super) fn key<'d>(
-    model: &Model,
+    model: &Meaning,
     documents: impl Iterator<Item = (&'d str, &'d str)>,
 ) -> String {
     let mut hash = Sha256::new();
@@ -144,7 +144,7 @@ mod tests {
 
     #[test]
     fn the_key_names_the_table_and_every_text() {
-        let model = Model::shipped();
+        let model = Meaning::Table(super::super::Model::shipped());
         let k = |docs: &[(&str, &str)]| key(&model, docs.iter().copied());
         let one = k(&[("a b", "a b"), ("c", "c")]);
         assert_eq!(one.len(), 64);

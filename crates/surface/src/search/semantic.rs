@@ -35,6 +35,8 @@ pub enum ModelError {
     Short(&'static str),
     #[error("the table's {0} is not what its header says")]
     Mismatch(&'static str),
+    #[error("the model cannot be used: {0}")]
+    Encoder(String),
 }
 
 /// A static embedding table and its vocabulary.
@@ -44,7 +46,7 @@ pub struct Model {
     /// The table's file; its `values` range holds `count x dims` i8 values.
     bytes: Cow<'static, [u8]>,
     values: std::ops::Range<usize>,
-    vocab: HashMap<Box<str>, u32>,
+    pieces: WordPiece,
     /// The SHA-256 of the file, made when a cached index first asks for it.
     fingerprint: OnceLock<[u8; 32]>,
 }
@@ -53,7 +55,7 @@ impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Model")
             .field("dims", &self.dims)
-            .field("tokens", &self.vocab.len())
+            .field("tokens", &self.pieces.vocab.len())
             .finish()
     }
 }
@@ -104,7 +106,7 @@ impl Model {
             scales,
             bytes,
             values: values_at..tokens_at,
-            vocab,
+            pieces: WordPiece { vocab },
             fingerprint: OnceLock::new(),
         })
     }
@@ -124,7 +126,7 @@ impl Model {
         let mut sum = vec![0.0f32; self.dims];
         let mut any = false;
         let values = &self.bytes[self.values.clone()];
-        self.each_token(text, |id| {
+        self.pieces.each_token(text, |id| {
             any = true;
             let row = id as usize * self.dims;
             let scale = self.scales[id as usize];
@@ -135,12 +137,31 @@ impl Model {
         let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
         (any && norm > 0.0).then(|| sum.into_iter().map(|x| x / norm).collect())
     }
+}
+
+/// A WordPiece vocabulary (BERT's, uncased) and how a text is cut into its pieces.
+pub(super) struct WordPiece {
+    vocab: HashMap<Box<str>, u32>,
+}
+
+impl WordPiece {
+    /// The vocabulary of a `tokenizer.json`.
+    pub(super) fn of_tokenizer(tokenizer: &[u8]) -> Result<Self, ModelError> {
+        Ok(Self {
+            vocab: vocab_of(tokenizer)?,
+        })
+    }
+
+    /// The id of `token`, when the vocabulary has it.
+    pub(super) fn id(&self, token: &str) -> Option<u32> {
+        self.vocab.get(token).copied()
+    }
 
     /// The vocabulary ids of `text`'s words: split into words (letters and digits; between
     /// the humps of camelCase; each CJK character alone), lowercased without accents, each
     /// cut into the longest pieces the vocabulary has (WordPiece; a word with a piece it
     /// lacks is left out).
-    fn each_token(&self, text: &str, mut emit: impl FnMut(u32)) {
+    pub(super) fn each_token(&self, text: &str, mut emit: impl FnMut(u32)) {
         let mut piece = String::new();
         let mut ids = Vec::new();
         for run in text.split(|c: char| !c.is_alphanumeric()) {
@@ -192,6 +213,22 @@ impl Model {
     }
 }
 
+/// The vocabulary of a `tokenizer.json` (Hugging Face's tokenizers): its WordPiece model's
+/// `vocab`, token to id.
+fn vocab_of(tokenizer: &[u8]) -> Result<HashMap<Box<str>, u32>, ModelError> {
+    #[derive(serde::Deserialize)]
+    struct Tokenizer {
+        model: Pieces,
+    }
+    #[derive(serde::Deserialize)]
+    struct Pieces {
+        vocab: HashMap<Box<str>, u32>,
+    }
+    let tokenizer: Tokenizer = serde_json::from_slice(tokenizer)
+        .map_err(|e| ModelError::Encoder(format!("tokenizer.json: {e}")))?;
+    Ok(tokenizer.model.vocab)
+}
+
 /// `word` with each CJK ideograph a word of its own (BERT's vocabularies hold them one by one).
 fn cjk_apart(word: &str) -> Vec<&str> {
     if word.is_ascii() {
@@ -220,60 +257,6 @@ fn is_cjk(c: char) -> bool {
         | 0x2B740..=0x2B81F | 0x2B820..=0x2CEAF | 0xF900..=0xFAFF | 0x2F800..=0x2FA1F)
 }
 
-/// Documents as unit vectors of a model, ranked by cosine similarity to a query.
-pub struct Vectors {
-    model: Arc<Model>,
-    /// Document `i` is `flat[i * dims..(i + 1) * dims]`; zeros when it had no known word.
-    flat: Vec<f32>,
-}
-
-impl Vectors {
-    pub fn new<S: AsRef<str>>(model: Arc<Model>, documents: &[S]) -> Self {
-        let dims = model.dims();
-        let mut flat = Vec::with_capacity(documents.len() * dims);
-        for document in documents {
-            match model.embed(document.as_ref()) {
-                Some(v) => flat.extend(v),
-                None => flat.extend(std::iter::repeat_n(0.0, dims)),
-            }
-        }
-        Self { model, flat }
-    }
-
-    /// Vectors made before (by [`Vectors::new`] with the same model): `None` unless there
-    /// are `documents` of the model's dimensions.
-    pub fn of_flat(model: Arc<Model>, flat: Vec<f32>, documents: usize) -> Option<Self> {
-        (flat.len() == documents.checked_mul(model.dims())?).then_some(Self { model, flat })
-    }
-
-    /// The vectors, document after document.
-    pub fn flat(&self) -> &[f32] {
-        &self.flat
-    }
-
-    /// The documents similar enough to `query`, most similar first: (position, cosine).
-    /// Equal scores are in position order. Similar enough: at least [`MIN_SIMILARITY`], and
-    /// at least [`NEAR_THE_BEST`] of the best one's (texts unrelated in meaning come out
-    /// low, and a query always has a nearest document, wanted or not).
-    pub fn rank(&self, query: &str) -> Vec<(usize, f32)> {
-        let Some(q) = self.model.embed(query) else {
-            return Vec::new();
-        };
-        let mut ranked: Vec<(usize, f32)> = self
-            .flat
-            .chunks_exact(self.model.dims())
-            .map(|d| d.iter().zip(&q).map(|(a, b)| a * b).sum())
-            .enumerate()
-            .collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let floor = ranked.first().map_or(f32::INFINITY, |best| {
-            (best.1 * NEAR_THE_BEST).max(MIN_SIMILARITY)
-        });
-        ranked.retain(|(_, cosine)| *cosine >= floor);
-        ranked
-    }
-}
-
 /// The least cosine similarity of a document worth ranking. The shipped table's right tools
 /// are above it for 97% of the findability benchmark's requests (its similarities run lower
 /// than an unfitted table's, whose floor was 0.2). A request unrelated to every tool mostly
@@ -287,6 +270,22 @@ pub const MIN_SIMILARITY: f32 = 0.15;
 pub const FITTED_WORDS: usize = 40;
 /// The least share of the best document's similarity that another one's must have.
 pub const NEAR_THE_BEST: f32 = 0.5;
+/// What the lexical half's score weighs in the fusion with the table, the semantic half's the
+/// rest. Chosen on `tasks.json` alone (0.3 to 0.7 by tenths; 0.4 found the most at ranks 1
+/// and 5 together), then measured on the held-out task sets (`BENCHMARKS.md`).
+pub const LEXICAL_SHARE: f32 = 0.4;
+/// With a model run whole, the lexical half is a signal, not a veto: its share is small, so
+/// a partial match on a tool's name ("chart" in a request for a chart of something else) no
+/// longer pushes out what the model finds. Chosen on `tasks.json` alone (shares 0.05 to 0.4,
+/// floors 0.05 to 0.15, near 0.3 to 0.7; recall@1 / @5 over its three surfaces 71.4 / 90.1
+/// at 0.1, 65.6 / 89.6 at the table's 0.4), then measured on the held-out sets
+/// (`crates/surface/model/README.md`).
+pub const MODEL_LEXICAL_SHARE: f32 = 0.1;
+/// The least cosine similarity of a document worth ranking with a model.
+pub const MODEL_MIN_SIMILARITY: f32 = 0.1;
+/// The least share of the best document's similarity that another one's must have, with a
+/// model.
+pub const MODEL_NEAR_THE_BEST: f32 = 0.5;
 
 #[cfg(test)]
 mod tests {
@@ -316,7 +315,7 @@ mod tests {
         let model = Model::shipped();
         let ids = |text: &str| {
             let mut out = Vec::new();
-            model.each_token(text, |id| out.push(id));
+            model.pieces.each_token(text, |id| out.push(id));
             out
         };
         // Identifiers split where a person would read them, case and accents gone.

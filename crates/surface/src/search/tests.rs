@@ -465,3 +465,162 @@ fn the_fusion_keeps_what_either_half_finds() {
         }
     }
 }
+
+/// The model `crates/surface/model/fetch.sh` puts in `$MONIKER_TEST_MODEL` (the test command
+/// does), loaded once. Without it a model test is skipped, but never under `CI`.
+fn test_model() -> Option<Meaning> {
+    static MODEL: std::sync::OnceLock<Option<Meaning>> = std::sync::OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let Some(dir) = std::env::var_os("MONIKER_TEST_MODEL") else {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI runs the model's tests: set MONIKER_TEST_MODEL (scripts/test does)"
+                );
+                eprintln!("MONIKER_TEST_MODEL is not set: the model's tests are skipped");
+                return None;
+            };
+            let dir = std::path::Path::new(&dir);
+            let read = |name: &str| std::fs::read(dir.join(name)).expect(name);
+            let encoder = Encoder::new(
+                read("model.safetensors"),
+                &read("config.json"),
+                &read("tokenizer.json"),
+            )
+            .expect("the model loads");
+            Some(Meaning::Encoder(std::sync::Arc::new(encoder)))
+        })
+        .clone()
+}
+
+#[test]
+fn with_the_model_a_request_sharing_no_word_with_its_tool_finds_it() {
+    let Some(model) = test_model() else { return };
+    let s = surface();
+    let index = Index::build(&s, model, None);
+    assert!(index.fell_back().is_none());
+    for (request, tool) in [
+        ("report a bug", "create_issue"),
+        ("show me what is in this folder", "list_directory"),
+        ("save some text to disk", "write_file"),
+    ] {
+        let query = Query {
+            text: request,
+            tags: &[],
+            limit: 3,
+            toolsets: &[],
+        };
+        let by_words = names(&index.search_by(Part::Lexical, &s, query, None, |_| true));
+        assert!(
+            !by_words.iter().any(|n| n == tool),
+            "{request}: the words alone find it: {by_words:?}"
+        );
+        for part in [Part::Fused, Part::Semantic] {
+            let found = names(&index.search_by(part, &s, query, None, |_| true));
+            assert!(
+                found.iter().any(|n| n == tool),
+                "{request} ({part:?}): {found:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_models_index_read_from_the_cache_is_the_one_built_fresh() {
+    #[derive(Default)]
+    struct Counted(std::sync::Mutex<(std::collections::HashMap<String, Vec<u8>>, usize)>);
+    impl Cache for Counted {
+        fn load(&self, key: &str) -> Option<Vec<u8>> {
+            let mut held = self.0.lock().unwrap();
+            held.1 += 1;
+            held.0.get(key).cloned()
+        }
+        fn save(&self, key: &str, bytes: &[u8]) {
+            self.0
+                .lock()
+                .unwrap()
+                .0
+                .insert(key.to_owned(), bytes.to_vec());
+        }
+    }
+    let Some(model) = test_model() else { return };
+    let s = surface();
+    let cache = Counted::default();
+    let fresh = Index::build(&s, model.clone(), Some(&cache));
+    assert_eq!(cache.0.lock().unwrap().0.len(), 1, "the build is saved");
+    let cached = Index::build(&s, model.clone(), Some(&cache));
+    assert_eq!(
+        cache.0.lock().unwrap().1,
+        2,
+        "the second build reads the cache"
+    );
+    assert_eq!(fresh.vectors.flat(), cached.vectors.flat());
+    assert!(matches!(cached.meaning(), Meaning::Encoder(_)));
+    for text in ["report a bug", "read a file", "graph"] {
+        let query = Query {
+            text,
+            tags: &[],
+            limit: 9,
+            toolsets: &[],
+        };
+        assert_eq!(
+            names(&fresh.search(&s, query, None, |_| true)),
+            names(&cached.search(&s, query, None, |_| true)),
+        );
+    }
+    // The table's index of the same surface is another one: not read for the model's.
+    let table = Index::build(&s, Meaning::shipped(), Some(&cache));
+    assert_eq!(cache.0.lock().unwrap().0.len(), 2);
+    assert_ne!(table.vectors.flat().len(), fresh.vectors.flat().len());
+}
+
+#[test]
+fn a_model_whose_files_are_not_one_is_refused() {
+    let tokenizer = br#"{"model": {"vocab": {"[CLS]": 0, "[SEP]": 1, "a": 2}}}"#;
+    let config = br#"{"vocab_size": 3, "hidden_size": 4, "num_hidden_layers": 1, "num_attention_heads": 1, "intermediate_size": 4, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "max_position_embeddings": 8, "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12, "pad_token_id": 0}"#;
+    let refused = |weights: &[u8], config: &[u8], tokenizer: &[u8]| {
+        Encoder::new(weights.to_vec(), config, tokenizer).expect_err("refused")
+    };
+    assert!(
+        refused(b"not safetensors", config, tokenizer)
+            .to_string()
+            .contains("model.safetensors")
+    );
+    assert!(
+        refused(b"", b"{}", tokenizer)
+            .to_string()
+            .contains("config.json")
+    );
+    assert!(
+        refused(b"", config, b"[]")
+            .to_string()
+            .contains("tokenizer.json")
+    );
+}
+
+#[test]
+fn with_the_model_the_bound_holds_in_every_ranking() {
+    let Some(model) = test_model() else { return };
+    let s = surface();
+    let index = Index::build(&s, model, None);
+    let in_fs = |e: &Exposed| e.origin().is_some_and(|o| o.server.as_str() == "fs");
+    for part in [Part::Fused, Part::Lexical, Part::Semantic] {
+        for text in [
+            "create a new issue",
+            "write",
+            "knowledge graph",
+            "report a bug",
+        ] {
+            let query = Query {
+                text,
+                tags: &[],
+                limit: 9,
+                toolsets: &[],
+            };
+            let exact = s.resolve(Kind::Tool, text).map(|r| r.exposed);
+            for found in index.search_by(part, &s, query, exact, in_fs) {
+                assert!(in_fs(found), "{text} ({part:?}): {} is outside", found.name);
+            }
+        }
+    }
+}
