@@ -187,16 +187,16 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of everything.
-    #[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
     pub fn render(&self) -> String {
         let calls = self.calls();
         let inner = self.lock();
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP moniker_calls_total Tool and prompt calls, by exposed name, by how the client named it (name, alias, legacy, action) and by outcome."
+        family(
+            &mut out,
+            "moniker_calls_total",
+            "counter",
+            "Tool and prompt calls, by exposed name, by how the client named it (name, alias, legacy, action) and by outcome.",
         );
-        let _ = writeln!(out, "# TYPE moniker_calls_total counter");
         for ((tool, via, outcome), n) in &calls {
             let _ = writeln!(
                 out,
@@ -204,66 +204,20 @@ impl Metrics {
                 escape(tool)
             );
         }
-        let _ = writeln!(
-            out,
-            "# HELP moniker_call_duration_seconds Time from forwarding a call to its server's answer."
+        family(
+            &mut out,
+            "moniker_call_duration_seconds",
+            "histogram",
+            "Time from forwarding a call to its server's answer.",
         );
-        let _ = writeln!(out, "# TYPE moniker_call_duration_seconds histogram");
-        let latency: BTreeMap<&String, &Histogram> = inner.latency.iter().collect();
-        for (server, h) in latency {
-            let server = escape(server);
-            for (bound, n) in BUCKETS.iter().zip(h.counts) {
-                let _ = writeln!(
-                    out,
-                    "moniker_call_duration_seconds_bucket{{server=\"{server}\",le=\"{bound}\"}} {n}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "moniker_call_duration_seconds_bucket{{server=\"{server}\",le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(
-                out,
-                "moniker_call_duration_seconds_sum{{server=\"{server}\"}} {}",
-                h.sum
-            );
-            let _ = writeln!(
-                out,
-                "moniker_call_duration_seconds_count{{server=\"{server}\"}} {}",
-                h.count
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP moniker_server_up Whether the server is connected."
+        latency(&mut out, &inner.latency);
+        servers(&mut out, &inner.up, &inner.restarts);
+        family(
+            &mut out,
+            "moniker_alias_calls_total",
+            "counter",
+            "Calls by an alias or an action member's legacy name, by the name called, its tool, and whether the name is deprecated.",
         );
-        let _ = writeln!(out, "# TYPE moniker_server_up gauge");
-        for (server, up) in &inner.up {
-            let _ = writeln!(
-                out,
-                "moniker_server_up{{server=\"{}\"}} {}",
-                escape(server),
-                u8::from(*up)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP moniker_server_restarts_total Times a server was started again after it exited or failed to start."
-        );
-        let _ = writeln!(out, "# TYPE moniker_server_restarts_total counter");
-        for (server, n) in &inner.restarts {
-            let _ = writeln!(
-                out,
-                "moniker_server_restarts_total{{server=\"{}\"}} {n}",
-                escape(server)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP moniker_alias_calls_total Calls by an alias or an action member's legacy name, by the name called, its tool, and whether the name is deprecated."
-        );
-        let _ = writeln!(out, "# TYPE moniker_alias_calls_total counter");
         for ((alias, tool), (n, deprecated)) in &inner.aliases {
             let _ = writeln!(
                 out,
@@ -273,18 +227,20 @@ impl Metrics {
             );
         }
         if let Some(count) = *crate::sync::lock(&self.lock_breaking) {
-            let _ = writeln!(
-                out,
-                "# HELP moniker_lock_breaking_changes Breaking changes of the surface against moniker.lock (gone names, new required parameters, changed types)."
+            family(
+                &mut out,
+                "moniker_lock_breaking_changes",
+                "gauge",
+                "Breaking changes of the surface against moniker.lock (gone names, new required parameters, changed types).",
             );
-            let _ = writeln!(out, "# TYPE moniker_lock_breaking_changes gauge");
             let _ = writeln!(out, "moniker_lock_breaking_changes {count}");
         }
-        let _ = writeln!(
-            out,
-            "# HELP moniker_message_reads_total Serde passes over messages' text: one where each message enters, and any later read of a part of one."
+        family(
+            &mut out,
+            "moniker_message_reads_total",
+            "counter",
+            "Serde passes over messages' text: one where each message enters, and any later read of a part of one.",
         );
-        let _ = writeln!(out, "# TYPE moniker_message_reads_total counter");
         let _ = writeln!(
             out,
             "moniker_message_reads_total {}",
@@ -292,6 +248,72 @@ impl Metrics {
         );
         out
     }
+}
+
+/// Whether each server is up, and how often it was started again.
+fn servers(out: &mut String, up: &BTreeMap<String, bool>, restarts: &BTreeMap<String, u64>) {
+    family(
+        out,
+        "moniker_server_up",
+        "gauge",
+        "Whether the server is connected.",
+    );
+    for (server, up) in up {
+        let _ = writeln!(
+            out,
+            "moniker_server_up{{server=\"{}\"}} {}",
+            escape(server),
+            u8::from(*up)
+        );
+    }
+    family(
+        out,
+        "moniker_server_restarts_total",
+        "counter",
+        "Times a server was started again after it exited or failed to start.",
+    );
+    for (server, n) in restarts {
+        let _ = writeln!(
+            out,
+            "moniker_server_restarts_total{{server=\"{}\"}} {n}",
+            escape(server)
+        );
+    }
+}
+
+/// The call duration histograms, server by server in name order.
+fn latency(out: &mut String, latency: &HashMap<String, Histogram>) {
+    let latency: BTreeMap<&String, &Histogram> = latency.iter().collect();
+    for (server, h) in latency {
+        let server = escape(server);
+        for (bound, n) in BUCKETS.iter().zip(h.counts) {
+            let _ = writeln!(
+                out,
+                "moniker_call_duration_seconds_bucket{{server=\"{server}\",le=\"{bound}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "moniker_call_duration_seconds_bucket{{server=\"{server}\",le=\"+Inf\"}} {}",
+            h.count
+        );
+        let _ = writeln!(
+            out,
+            "moniker_call_duration_seconds_sum{{server=\"{server}\"}} {}",
+            h.sum
+        );
+        let _ = writeln!(
+            out,
+            "moniker_call_duration_seconds_count{{server=\"{server}\"}} {}",
+            h.count
+        );
+    }
+}
+
+/// A metric family's `# HELP` and `# TYPE` lines.
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
 /// A label value: backslash, double quote and newline escaped.

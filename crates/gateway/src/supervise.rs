@@ -220,7 +220,6 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>, first: one
 }
 
 /// One start of the server, to its end.
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 async fn run(
     gateway: &Arc<Gateway>,
     id: &ServerId,
@@ -257,29 +256,7 @@ async fn run(
             Run::Served
         }
         Ok(listing) => {
-            lock(&slot.status).last_error = None;
-            *lock(&slot.info) = Some(process.conn.info());
-            slot.conn.store(Some(process.conn.clone()));
-            lock(&slot.status).up = true;
-            gateway.metrics.server_up(id, true);
-            tracing::info!(server = %id, tools = listing.tools.len(), prompts = listing.prompts.len(), "server connected");
-            gateway.update(id, Some(listing), true);
-            if process.conn.is_modern() {
-                // What a stream missed while moniker listened again is listed again.
-                let (weak_gateway, weak_conn) =
-                    (Arc::downgrade(gateway), Arc::downgrade(&process.conn));
-                tokio::spawn(process.conn.clone().listen(move || {
-                    if let (Some(gateway), Some(conn)) =
-                        (weak_gateway.upgrade(), weak_conn.upgrade())
-                    {
-                        tokio::spawn(async move { gateway.relist(&conn).await });
-                    }
-                }));
-            }
-            {
-                let (gateway, conn) = (gateway.clone(), process.conn.clone());
-                tokio::spawn(async move { gateway.resubscribe(&conn).await });
-            }
+            connected(gateway, id, slot, &process.conn, listing);
             if let Some(first) = first.take() {
                 let _ = first.send(());
             }
@@ -291,16 +268,7 @@ async fn run(
                     drain(&process.conn, settings.config.call_timeout).await;
                 }
             }
-            process.conn.close();
-            slot.conn.store(None);
-            lock(&slot.status).up = false;
-            if gateway.is_current(slot) {
-                gateway.metrics.server_up(id, false);
-            }
-            if !gateway.is_stopping() && gateway.is_current(slot) {
-                tracing::warn!(server = %id, "server disconnected");
-                gateway.update(id, None, false);
-            }
+            disconnected(gateway, id, slot, &process.conn);
             Run::Served
         }
         Err(HandshakeError::SpeaksModern) => {
@@ -330,6 +298,50 @@ async fn run(
         let _ = child.wait().await;
     }
     run
+}
+
+/// The server answered its handshake with `listing`: it serves, its listing joins the
+/// surface, a 2026-07-28 one is listened to (what a stream missed while moniker listened again
+/// is listed again), and its subscriptions are made again.
+fn connected(
+    gateway: &Arc<Gateway>,
+    id: &ServerId,
+    slot: &Arc<Slot>,
+    conn: &Arc<connect::Connection>,
+    listing: moniker_surface::Listing,
+) {
+    lock(&slot.status).last_error = None;
+    *lock(&slot.info) = Some(conn.info());
+    slot.conn.store(Some(conn.clone()));
+    lock(&slot.status).up = true;
+    gateway.metrics.server_up(id, true);
+    tracing::info!(server = %id, tools = listing.tools.len(), prompts = listing.prompts.len(), "server connected");
+    gateway.update(id, Some(listing), true);
+    if conn.is_modern() {
+        let (weak_gateway, weak_conn) = (Arc::downgrade(gateway), Arc::downgrade(conn));
+        tokio::spawn(conn.clone().listen(move || {
+            if let (Some(gateway), Some(conn)) = (weak_gateway.upgrade(), weak_conn.upgrade()) {
+                tokio::spawn(async move { gateway.relist(&conn).await });
+            }
+        }));
+    }
+    let (gateway, conn) = (gateway.clone(), conn.clone());
+    tokio::spawn(async move { gateway.resubscribe(&conn).await });
+}
+
+/// The server's connection ended: it is down, and (unless moniker is stopping, or the slot
+/// was retired) its listing leaves the surface.
+fn disconnected(gateway: &Gateway, id: &ServerId, slot: &Arc<Slot>, conn: &connect::Connection) {
+    conn.close();
+    slot.conn.store(None);
+    lock(&slot.status).up = false;
+    if gateway.is_current(slot) {
+        gateway.metrics.server_up(id, false);
+    }
+    if !gateway.is_stopping() && gateway.is_current(slot) {
+        tracing::warn!(server = %id, "server disconnected");
+        gateway.update(id, None, false);
+    }
 }
 
 /// Waits until no call is waiting on `conn` (at most `limit`).

@@ -70,7 +70,6 @@ impl Browser {
 
 /// Runs the authorization code grant: who moniker is (registering it if need be, for the
 /// loopback redirect URI), the browser, the redirect, the code exchanged for tokens.
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 pub(crate) async fn authorize(
     http: &reqwest::Client,
     settings: &Auth,
@@ -79,22 +78,7 @@ pub(crate) async fn authorize(
     browser: &Browser,
 ) -> Result<(Client, Tokens), String> {
     let metadata = &discovered.metadata;
-    let offers_s256 = metadata
-        .code_challenge_methods_supported
-        .as_ref()
-        .is_some_and(|m| m.iter().any(|m| m == "S256"));
-    if !offers_s256 {
-        return Err(format!(
-            "the authorization server `{}` does not offer PKCE with S256 (`code_challenge_methods_supported`): moniker refuses to log in without it",
-            metadata.issuer
-        ));
-    }
-    let Some(endpoint) = &metadata.authorization_endpoint else {
-        return Err(format!(
-            "the authorization server `{}` has no authorization endpoint",
-            metadata.issuer
-        ));
-    };
+    let endpoint = authorization_endpoint(metadata)?;
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1 for the redirect: {e}"))?;
@@ -133,6 +117,49 @@ pub(crate) async fn authorize(
                 browser.timeout.as_secs()
             )
         })??;
+    let code = code_of(answer, metadata)?;
+    let form = vec![
+        ("grant_type", "authorization_code".to_owned()),
+        ("code", code),
+        ("redirect_uri", redirect_uri),
+        ("code_verifier", verifier),
+        ("resource", discovered.resource.clone()),
+    ];
+    let tokens = oauth::token(
+        http,
+        metadata,
+        &client,
+        settings.private_key.as_deref(),
+        form,
+        None,
+    )
+    .await?;
+    Ok((client, tokens))
+}
+
+/// The authorization endpoint of a server that offers PKCE with S256 (moniker logs in with
+/// nothing less).
+fn authorization_endpoint(metadata: &oauth::Metadata) -> Result<&str, String> {
+    let offers_s256 = metadata
+        .code_challenge_methods_supported
+        .as_ref()
+        .is_some_and(|m| m.iter().any(|m| m == "S256"));
+    if !offers_s256 {
+        return Err(format!(
+            "the authorization server `{}` does not offer PKCE with S256 (`code_challenge_methods_supported`): moniker refuses to log in without it",
+            metadata.issuer
+        ));
+    }
+    metadata.authorization_endpoint.as_deref().ok_or_else(|| {
+        format!(
+            "the authorization server `{}` has no authorization endpoint",
+            metadata.issuer
+        )
+    })
+}
+
+/// The authorization code the redirect brought, from the issuer it should come from.
+fn code_of(answer: Answer, metadata: &oauth::Metadata) -> Result<String, String> {
     if let Some(error) = answer.error {
         return Err(format!("the authorization server refused: {error}"));
     }
@@ -153,26 +180,9 @@ pub(crate) async fn authorize(
         }
         _ => {}
     }
-    let Some(code) = answer.code else {
-        return Err("the redirect brought no authorization code".to_owned());
-    };
-    let form = vec![
-        ("grant_type", "authorization_code".to_owned()),
-        ("code", code),
-        ("redirect_uri", redirect_uri),
-        ("code_verifier", verifier),
-        ("resource", discovered.resource.clone()),
-    ];
-    let tokens = oauth::token(
-        http,
-        metadata,
-        &client,
-        settings.private_key.as_deref(),
-        form,
-        None,
-    )
-    .await?;
-    Ok((client, tokens))
+    answer
+        .code
+        .ok_or_else(|| "the redirect brought no authorization code".to_owned())
 }
 
 struct Answer {

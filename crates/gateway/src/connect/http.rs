@@ -237,7 +237,6 @@ fn cancelled_request(sent: &Message) -> Option<&str> {
 }
 
 /// The writer: takes the gateway's lines in order and sends them.
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: Duration) {
     let mut mode = Mode::Streamable { ready: false };
     let mut first = true;
@@ -260,36 +259,7 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: D
                 let endpoint = endpoint.clone();
                 legacy_send(&link, &endpoint, &line, setup).await;
             }
-            Mode::Streamable { ready: true } => {
-                // A cancelled request's answer is not waited for any more: its stream ends.
-                if let Some(id) = cancelled_request(&line) {
-                    if let Some(cancel) = lock(&link.calls).remove(id) {
-                        cancel.notify_one();
-                    }
-                }
-                let ids = Pending::of(&line).ids;
-                let cancel = Arc::new(Notify::new());
-                {
-                    let mut calls = lock(&link.calls);
-                    for id in &ids {
-                        calls.insert(id.clone(), cancel.clone());
-                    }
-                }
-                let link = link.clone();
-                tokio::spawn(async move {
-                    tokio::select! {
-                        _ = post(&link, &line, false) => {}
-                        () = cancel.notified() => {}
-                        () = link.stopped() => {}
-                    }
-                    let mut calls = lock(&link.calls);
-                    for id in &ids {
-                        if calls.get(id).is_some_and(|c| Arc::ptr_eq(c, &cancel)) {
-                            calls.remove(id);
-                        }
-                    }
-                });
-            }
+            Mode::Streamable { ready: true } => post_apart(&link, line),
             Mode::Streamable { ready } => {
                 // `initialize` and `notifications/initialized` go one after the other.
                 let posted = tokio::select! {
@@ -313,18 +283,17 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: D
                                 legacy_send(&link, &endpoint, &line, setup).await;
                                 mode = Mode::Legacy { endpoint };
                             }
-                            Ok(Err(why)) => {
+                            failed => {
+                                let why = match failed {
+                                    Ok(Err(why)) => why,
+                                    _ => format!(
+                                        "no `endpoint` event within {} ms",
+                                        setup.as_millis()
+                                    ),
+                                };
                                 let why = format!(
                                     "`{}` speaks neither Streamable HTTP (POST: {refusal}) nor HTTP+SSE ({why})",
                                     link.shown
-                                );
-                                link.fail(&mut Pending::of(&line), &why);
-                            }
-                            Err(_) => {
-                                let why = format!(
-                                    "`{}` speaks neither Streamable HTTP (POST: {refusal}) nor HTTP+SSE (no `endpoint` event within {} ms)",
-                                    link.shown,
-                                    setup.as_millis()
                                 );
                                 link.fail(&mut Pending::of(&line), &why);
                             }
@@ -334,13 +303,7 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: D
                         let initialized = line.method() == Some("notifications/initialized");
                         if initialized && !is_first {
                             *ready = true;
-                            let listener = link.clone();
-                            tokio::spawn(async move {
-                                tokio::select! {
-                                    () = listen(&listener) => {}
-                                    () = listener.stopped() => {}
-                                }
-                            });
+                            listen_apart(&link);
                         }
                     }
                 }
@@ -351,25 +314,73 @@ async fn run(link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Message>, setup: D
     // the server still holds is ended.
     let lost = link.stop.send_replace(true);
     if !lost && matches!(mode, Mode::Streamable { .. }) && link.has_session() {
-        let delete = link.send(Method::DELETE, &link.url, &[], None);
-        match tokio::time::timeout(DELETE_TIMEOUT, delete).await {
-            Ok(Ok(response)) => {
-                tracing::debug!(server = %link.server, status = %response.status(), "session ended")
-            }
-            Ok(Err(e)) => {
-                tracing::debug!(server = %link.server, error = %e.cause(), "cannot end the session")
-            }
-            Err(_) => tracing::debug!(server = %link.server, "cannot end the session in time"),
-        }
+        end_session(&link).await;
     }
 }
 
-/// POSTs one line (Streamable HTTP) and hands what comes back to the connection.
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
-async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
-    let mut pending = Pending::of(line);
-    let had_session = link.has_session();
-    // Taken first: whatever becomes of the request, its caller's headers are not kept.
+/// The server's own messages (its GET stream), listened to in a task of its own until the
+/// connection stops.
+fn listen_apart(link: &Arc<Link>) {
+    let listener = link.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = listen(&listener) => {}
+            () = listener.stopped() => {}
+        }
+    });
+}
+
+/// One line POSTed in a task of its own (the session is set up: lines need not wait for each
+/// other), until its answers are in, it is cancelled, or the connection stops. A cancelled
+/// request's answer is not waited for any more: its stream ends.
+fn post_apart(link: &Arc<Link>, line: Message) {
+    if let Some(id) = cancelled_request(&line) {
+        if let Some(cancel) = lock(&link.calls).remove(id) {
+            cancel.notify_one();
+        }
+    }
+    let ids = Pending::of(&line).ids;
+    let cancel = Arc::new(Notify::new());
+    {
+        let mut calls = lock(&link.calls);
+        for id in &ids {
+            calls.insert(id.clone(), cancel.clone());
+        }
+    }
+    let link = link.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = post(&link, &line, false) => {}
+            () = cancel.notified() => {}
+            () = link.stopped() => {}
+        }
+        let mut calls = lock(&link.calls);
+        for id in &ids {
+            if calls.get(id).is_some_and(|c| Arc::ptr_eq(c, &cancel)) {
+                calls.remove(id);
+            }
+        }
+    });
+}
+
+/// DELETEs the session the server holds (within [`DELETE_TIMEOUT`]; a failure is only logged).
+async fn end_session(link: &Link) {
+    let delete = link.send(Method::DELETE, &link.url, &[], None);
+    match tokio::time::timeout(DELETE_TIMEOUT, delete).await {
+        Ok(Ok(response)) => {
+            tracing::debug!(server = %link.server, status = %response.status(), "session ended")
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(server = %link.server, error = %e.cause(), "cannot end the session")
+        }
+        Err(_) => tracing::debug!(server = %link.server, "cannot end the session in time"),
+    }
+}
+
+/// The headers of a line's POST: its types, a 2026-07-28 server's routing headers (`Err`:
+/// the line cannot be routed), the trace context, and the caller's headers the server's
+/// `forward` takes (taken first: whatever becomes of the request, they are not kept).
+fn post_headers(link: &Link, line: &Message) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
     let forwarded = link
         .conn
         .upgrade()
@@ -380,38 +391,46 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
         (ACCEPT, HeaderValue::from_static(BOTH)),
     ];
     if let Some(conn) = link.conn.upgrade().filter(|c| c.is_modern()) {
-        match routing_headers(&conn, line) {
-            Ok(routing) => headers.extend(routing),
-            Err(why) => {
-                link.fail_with(&mut pending, message::INVALID_PARAMS, &why);
-                return Posted::Done;
-            }
-        }
+        headers.extend(routing_headers(&conn, line)?);
     }
     headers.extend(trace_headers(line));
     headers.extend(forwarded);
+    Ok(headers)
+}
+
+/// A POST that got no answer: the requests it carried fail. While connecting, the handshake
+/// reports it; later, the connection is gone when the server is.
+async fn send_failed(link: &Arc<Link>, pending: &mut Pending, error: SendError, first: bool) {
+    match error {
+        SendError::Unauthorized(why) => link.fail_unauthorized(pending, &why),
+        SendError::Http(e) if first => {
+            link.fail(pending, &format!("cannot reach the server: {}", cause(&e)));
+        }
+        SendError::Http(e) if e.is_connect() => {
+            link.close(&format!("cannot reach the server: {}", cause(&e)));
+        }
+        SendError::Http(e) => broke(link, pending, &e).await,
+    }
+}
+
+/// POSTs one line (Streamable HTTP) and hands what comes back to the connection.
+async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
+    let mut pending = Pending::of(line);
+    let had_session = link.has_session();
+    let headers = match post_headers(link, line) {
+        Ok(headers) => headers,
+        Err(why) => {
+            link.fail_with(&mut pending, message::INVALID_PARAMS, &why);
+            return Posted::Done;
+        }
+    };
     let sent = link
         .send(Method::POST, &link.url, &headers, Some(line.text()))
         .await;
     let response = match sent {
         Ok(response) => response,
-        Err(SendError::Unauthorized(why)) => {
-            link.fail_unauthorized(&mut pending, &why);
-            return Posted::Done;
-        }
-        Err(SendError::Http(e)) => {
-            // While connecting, the handshake reports it; later, the connection is gone
-            // when the server is.
-            if first {
-                link.fail(
-                    &mut pending,
-                    &format!("cannot reach the server: {}", cause(&e)),
-                );
-            } else if e.is_connect() {
-                link.close(&format!("cannot reach the server: {}", cause(&e)));
-            } else {
-                broke(link, &mut pending, &e).await;
-            }
+        Err(error) => {
+            send_failed(link, &mut pending, error, first).await;
             return Posted::Done;
         }
     };
@@ -462,31 +481,34 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
         );
         return Posted::Done;
     }
+    take_answer(link, response, &mut pending).await;
+    Posted::Done
+}
+
+/// What a successful POST's response holds, to the connection: an SSE stream (resumed when
+/// it breaks after an event id) or one JSON body; the requests it did not answer fail.
+async fn take_answer(link: &Arc<Link>, response: reqwest::Response, pending: &mut Pending) {
     let kind = content_type(&response);
     if kind.starts_with(EVENT_STREAM) {
         let mut parser = Parser::new(link.max_message);
-        let read = read_stream(link, response, &mut parser, Some(&mut pending)).await;
+        let read = read_stream(link, response, &mut parser, Some(pending)).await;
         if !pending.is_done() {
             match read {
-                Err(e) if parser.last_id().is_none() => broke(link, &mut pending, &e).await,
-                _ => resume(link, &mut parser, &mut pending).await,
+                Err(e) if parser.last_id().is_none() => broke(link, pending, &e).await,
+                _ => resume(link, &mut parser, pending).await,
             }
         }
     } else if kind.starts_with(JSON) {
         match read_body(response, link.max_message).await {
-            Ok(body) => link.deliver(&body, Some(&mut pending)),
-            Err(BodyError::Broke(e)) => broke(link, &mut pending, &e).await,
-            Err(BodyError::Invalid(why)) => link.fail(&mut pending, &why),
+            Ok(body) => link.deliver(&body, Some(pending)),
+            Err(BodyError::Broke(e)) => broke(link, pending, &e).await,
+            Err(BodyError::Invalid(why)) => link.fail(pending, &why),
         }
-        link.fail(
-            &mut pending,
-            "the server's answer did not hold the response",
-        );
+        link.fail(pending, "the server's answer did not hold the response");
     } else {
         let why = format!("the server answered with content type `{kind}`");
-        link.fail(&mut pending, &why);
+        link.fail(pending, &why);
     }
-    Posted::Done
 }
 
 /// The W3C trace context of a request, from its `_meta` (moniker's span when traces are on,
