@@ -33,14 +33,15 @@
 //!   most `http.max_connections` (default 1,024) open at once.
 //!
 //! Where messages go: the progress of a request answered as an SSE stream goes on that stream,
-//! before the response (the request's answers and its progress share one channel, in the
-//! order they happened; see [`Answers`]). Everything else a session sends on its own —
-//! list changes, logging, progress of requests answered as JSON, and the servers' requests to
-//! the client (sampling, elicitation, roots) — goes to the GET stream; what comes while none is
-//! open waits in the replay buffer, so a client that must answer sampling keeps a GET stream
-//! open (the official SDKs do). Events on POST streams carry no ids: POST streams are not
-//! resumable. A POST whose client goes away before its answer is not cancelled (disconnection
-//! is not cancellation, says the spec): the request finishes and its answer is dropped.
+//! before the response (the request's answers and its progress share one channel, in the order
+//! they happened; see [`Answers`](crate::session::Answers)). Everything else a session sends on
+//! its own — list changes, logging, progress of requests answered as JSON, and the servers'
+//! requests to the client (sampling, elicitation, roots) — goes to the GET stream; what comes
+//! while none is open waits in the replay buffer, so a client that must answer sampling keeps a
+//! GET stream open (the official SDKs do). Events on POST streams carry no ids: POST streams
+//! are not resumable. A POST whose client goes away before its answer is not cancelled
+//! (disconnection is not cancellation, says the spec): the request finishes and its answer is
+//! dropped.
 //!
 //! Secrets never reach the logs: tokens are named by their position (`token #1`), and
 //! a token's `Debug` hides the secret.
@@ -169,7 +170,8 @@ struct HttpSession {
     session: Arc<Session>,
     /// The token that created it; every later request must carry the same.
     auth: Auth,
-    /// Whose it is ([`principal`] of `auth`): what the caps on sessions count by.
+    /// Whose it is ([`principal`](identity::principal) of `auth`): what the caps on sessions
+    /// count by.
     principal: String,
     /// What its principal's POST streams hold unread, together ([`Shared::post_held_of`]).
     post_held: Arc<std::sync::atomic::AtomicUsize>,
