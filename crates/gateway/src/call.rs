@@ -134,8 +134,7 @@ impl Call {
         server: &ServerId,
         origin: &str,
     ) -> Option<TraceContext> {
-        self.server = Some(server.clone());
-        self.origin = Some(origin.to_owned());
+        self.routed(server, origin);
         self.sent = Some(Instant::now());
         self.send_span(telemetry, server, origin)
     }
@@ -195,8 +194,12 @@ impl Call {
     /// It routes to `server`, which knows it as `origin` (said in its audit line and spans even
     /// when the limits then refuse it).
     pub(crate) fn routed(&mut self, server: &ServerId, origin: &str) {
-        self.server = Some(server.clone());
-        self.origin = Some(origin.to_owned());
+        if self.server.as_ref() != Some(server) {
+            self.server = Some(server.clone());
+        }
+        if self.origin.as_deref() != Some(origin) {
+            self.origin = Some(origin.to_owned());
+        }
     }
 
     /// No server had it, after all were asked (a resource's URI): it routed nowhere.

@@ -89,6 +89,14 @@ impl View {
         })
     }
 
+    /// A search of this view is answered in microseconds: its index is built, with the table
+    /// (a model's ranking takes milliseconds of CPU; a first build, seconds).
+    pub(crate) fn searches_at_once(&self) -> bool {
+        self.index
+            .get()
+            .is_some_and(|index| matches!(index.meaning(), Meaning::Table(_)))
+    }
+
     /// Another view has taken this one's place.
     pub(crate) fn supersede(&self) {
         self.superseded

@@ -244,8 +244,8 @@ async fn mcp(
     let headers = &parts.headers;
     match parts.method {
         Method::POST => post::post(&shared, headers, body, Client { auth, toolset }).await,
-        Method::GET => stream::get(&shared, headers, auth, toolset.as_deref()),
-        Method::DELETE => sessions::delete(&shared, headers, auth, toolset.as_deref()),
+        Method::GET => stream::get(&shared, headers, &Client { auth, toolset }),
+        Method::DELETE => sessions::delete(&shared, headers, &Client { auth, toolset }),
         _ => {
             let mut response = failure(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
             set(&mut response, header::ALLOW, "GET, POST, DELETE, OPTIONS");
@@ -321,8 +321,6 @@ pub async fn serve(
 }
 
 impl Shared {
-    /// The checker of `settings`: the one in use when they are the same, else a new one
-    /// (a reload changed them; its keys are fetched anew).
     /// The counter of what `principal`'s sessions' replay buffers hold, shared by them.
     fn replay_of(&self, principal: &str) -> Arc<std::sync::atomic::AtomicUsize> {
         self.replay.of(principal)
@@ -333,6 +331,8 @@ impl Shared {
         self.post_held.of(principal)
     }
 
+    /// The checker of `settings`: the one in use when they are the same, else a new one
+    /// (a reload changed them; its keys are fetched anew).
     fn verifier(&self, settings: &moniker_config::ResourceAuth) -> Arc<Verifier> {
         let mut held = lock(&self.verifier);
         if let Some(verifier) = held.as_ref().filter(|v| v.settings == *settings) {

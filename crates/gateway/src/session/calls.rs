@@ -174,7 +174,7 @@ impl Session {
             match name {
                 discovery::SEARCH_TOOLS => {
                     record.resolved(None, Via::Name, false);
-                    return Some(self.search(request, seen, record));
+                    return Some(self.search(request, &view, equipped.clone(), record).await);
                 }
                 discovery::CALL_TOOL => {
                     return self.call_found(request, seen, answers, record).await;
@@ -343,8 +343,9 @@ impl Session {
         (reply, outcome)
     }
 
-    /// Notes what a name resolved to: on the call's record, in the log, and for an alias or
-    /// a legacy name in the metrics (and a deprecation warning to the client).
+    /// Notes what a name resolved to: on the call's record (which counts an alias or a legacy
+    /// name in the metrics when it ends), in the log, and for a deprecated name in a warning
+    /// to the client.
     fn resolved(&self, record: &mut Call, name: &str, exposed: &Exposed, via: Via) {
         log_resolution(name, exposed, via, record.kind().unwrap_or(Kind::Tool));
         let deprecated = exposed.deprecated.get(name);

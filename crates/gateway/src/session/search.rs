@@ -53,14 +53,46 @@ impl Session {
         discovery.mode == Mode::Search
     }
 
-    /// `search_tools`: the best tools for the query among those the session sees.
-    pub(super) fn search(&self, request: &Message, seen: Seen<'_>, record: &mut Call) -> Message {
-        let Seen { view, equipped } = seen;
-        let id = id_of(request);
-        let mut refused = |why: &str| {
-            record.tool_error();
-            Message::result(id, &errors::tool_error(why))
+    /// `search_tools`, on the thread that asks when the view's index is built and ranks in
+    /// microseconds (the table's), else on a blocking thread: a model's ranking takes
+    /// milliseconds of CPU and a first index seconds, which must not hold the runtime's
+    /// threads (every other session's calls run there). A refusal is noted on `record`.
+    pub(super) async fn search(
+        self: &Arc<Self>,
+        request: &Message,
+        view: &Arc<View>,
+        equipped: Option<Arc<Toolset>>,
+        record: &mut Call,
+    ) -> Message {
+        let searched = if view.searches_at_once() {
+            self.ranked(request, view, equipped.as_deref())
+        } else {
+            let (session, message, view) = (self.clone(), request.clone(), view.clone());
+            tokio::task::spawn_blocking(move || {
+                session.ranked(&message, &view, equipped.as_deref())
+            })
+            .await
+            .unwrap_or_else(|_| {
+                let why = errors::tool_error("the search failed: try again");
+                Err(Message::result(id_of(request), &why))
+            })
         };
+        searched.unwrap_or_else(|refused| {
+            record.tool_error();
+            refused
+        })
+    }
+
+    /// The best tools for the query among those the session sees (`Err`: the tool error that
+    /// refuses the query).
+    fn ranked(
+        &self,
+        request: &Message,
+        view: &View,
+        equipped: Option<&Toolset>,
+    ) -> Result<Message, Message> {
+        let id = id_of(request);
+        let refused = |why: &str| Err(Message::result(id, &errors::tool_error(why)));
         let (args, tags) = match search_arguments(request.arguments().unwrap_or("{}")) {
             Ok(parsed) => parsed,
             Err(why) => return refused(&why),
@@ -116,7 +148,7 @@ impl Session {
             r#"{{"content":[{{"type":"text","text":{}}}],"structuredContent":{tools}}}"#,
             message::string(&tools)
         );
-        Message::result(id, &result)
+        Ok(Message::result(id, &result))
     }
 
     /// `call_tool`: the named tool, called with the given arguments as if called directly.

@@ -164,10 +164,9 @@ pub(super) async fn post(
             ),
         };
     }
-    let Client { auth, toolset } = client;
     // Its caller as this request says it (a refreshed token, the headers it sends now).
-    let this_caller = mode.and_then(|_| caller(shared, &auth, headers));
-    let (_, http) = match session_of(shared, headers, auth, toolset.as_deref()) {
+    let this_caller = mode.and_then(|_| caller(shared, &client.auth, headers));
+    let (_, http) = match session_of(shared, headers, &client) {
         Ok(found) => found,
         Err(reject) => return reject.response(),
     };

@@ -63,9 +63,9 @@ pub(super) fn version_ok(headers: &HeaderMap) -> Result<(), Reject> {
 pub(super) fn session_of(
     shared: &Shared,
     headers: &HeaderMap,
-    auth: Auth,
-    toolset: Option<&str>,
+    client: &Client,
 ) -> Result<(String, Arc<HttpSession>), Reject> {
+    let Client { auth, toolset } = client;
     let Some(id) = header_str(headers, SESSION_ID).filter(|id| !id.is_empty()) else {
         return Err(Reject::new(
             StatusCode::BAD_REQUEST,
@@ -78,7 +78,7 @@ pub(super) fn session_of(
             "Not Found: no such session (it may have ended): initialize a new one",
         ));
     };
-    if session.auth != auth {
+    if session.auth != *auth {
         tracing::warn!(
             session = short(id),
             "HTTP request refused: the session belongs to another token"
@@ -88,8 +88,8 @@ pub(super) fn session_of(
             "Forbidden: the session was created with another token",
         ));
     }
-    if session.toolset.as_deref() != toolset {
-        if let Auth::Token { token, .. } = &auth {
+    if session.toolset != *toolset {
+        if let Auth::Token { token, .. } = auth {
             if let Auth::Token { token: was, .. } = &session.auth {
                 if token.toolset != was.toolset {
                     // Its token was bound to another toolset by a reload, and the sweep of
@@ -381,16 +381,11 @@ pub(super) fn new_session_id() -> Option<String> {
 }
 
 /// DELETE: ends the session.
-pub(super) fn delete(
-    shared: &Arc<Shared>,
-    headers: &HeaderMap,
-    auth: Auth,
-    toolset: Option<&str>,
-) -> Response {
+pub(super) fn delete(shared: &Arc<Shared>, headers: &HeaderMap, client: &Client) -> Response {
     if !headers.contains_key(SESSION_ID) {
         return without_session();
     }
-    let (id, _) = match session_of(shared, headers, auth, toolset) {
+    let (id, _) = match session_of(shared, headers, client) {
         Ok(found) => found,
         Err(reject) => return reject.response(),
     };

@@ -12,10 +12,10 @@ use tokio::sync::mpsc;
 
 use super::outbox::{self, Busy, KEEP_ALIVE_COMMENT};
 use super::sessions::{session_of, without_session};
-use super::{KEEP_ALIVE, Shared, header_str, short};
+use super::{Client, KEEP_ALIVE, Shared, header_str, short};
 use crate::headers::{LAST_EVENT_ID, SESSION_ID};
 use crate::message::Message;
-use crate::serve::checks::{Accept, Auth};
+use crate::serve::checks::Accept;
 use crate::serve::respond::{failure, set, with_status};
 
 /// An SSE response from a stream of text chunks.
@@ -144,12 +144,7 @@ impl Drop for PostStream {
 }
 
 /// GET: the session's stream of unsolicited messages.
-pub(super) fn get(
-    shared: &Arc<Shared>,
-    headers: &HeaderMap,
-    auth: Auth,
-    toolset: Option<&str>,
-) -> Response {
+pub(super) fn get(shared: &Arc<Shared>, headers: &HeaderMap, client: &Client) -> Response {
     if !headers.contains_key(SESSION_ID) {
         // 2026-07-28 has no GET stream (`subscriptions/listen` replaces it); a 2025 client
         // has a session to name.
@@ -161,7 +156,7 @@ pub(super) fn get(
             "Not Acceptable: the client must accept text/event-stream",
         );
     }
-    let (id, http) = match session_of(shared, headers, auth, toolset) {
+    let (id, http) = match session_of(shared, headers, client) {
         Ok(found) => found,
         Err(reject) => return reject.response(),
     };
