@@ -67,6 +67,9 @@ impl Session {
         let searched = if view.searches_at_once() {
             self.ranked(request, view, equipped.as_deref())
         } else {
+            // As many at once as there are cores: more would only queue for them, each on a
+            // thread of its own (a client that searches in a loop holds no more threads).
+            let _turn = searching().acquire().await;
             let (session, message, view) = (self.clone(), request.clone(), view.clone());
             tokio::task::spawn_blocking(move || {
                 session.ranked(&message, &view, equipped.as_deref())
@@ -192,6 +195,15 @@ impl Session {
         };
         self.route(request, call, answers, record).await
     }
+}
+
+/// The turns of searches off the runtime's threads: one per core.
+fn searching() -> &'static tokio::sync::Semaphore {
+    static TURNS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    TURNS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        tokio::sync::Semaphore::new(cores)
+    })
 }
 
 /// `search_tools`'s arguments and its tags, or why they are refused (each within its bound).
