@@ -12,6 +12,7 @@ mod discovery;
 mod gateway;
 mod http;
 mod naming;
+mod params;
 mod remote;
 mod servers;
 mod toolsets;

@@ -206,6 +206,7 @@ impl Config {
             });
             (resource, issuer, introspection)
         });
+        let fixed = fixed_values(&self.rules.tools, &self.source, &lookup, &mut errors);
         if !errors.is_empty() {
             return Err(ConfigReport::new(
                 &self.source.file_name,
@@ -217,6 +218,16 @@ impl Config {
             server.transport = transport;
         }
         self.toolsets.store = store;
+        for (key, param, value) in fixed {
+            let rule = self
+                .rules
+                .tools
+                .get_mut(&key)
+                .and_then(|r| r.params.get_mut(&param));
+            if let Some(rule) = rule {
+                rule.fixed = Some(moniker_surface::params::Fixed(value));
+            }
+        }
         for (token, value) in self.http.tokens.iter_mut().zip(tokens) {
             token.token = value;
         }
@@ -229,6 +240,59 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Every `fixed` parameter value of the tool overrides, its strings expanded: (override key,
+/// parameter, value).
+fn fixed_values(
+    tools: &std::collections::BTreeMap<String, moniker_surface::Override>,
+    source: &Source,
+    lookup: &impl Fn(&str) -> Option<String>,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<(String, String, serde_json::Value)> {
+    fn walk(
+        value: &serde_json::Value,
+        p: &str,
+        source: &Source,
+        lookup: &impl Fn(&str) -> Option<String>,
+        errors: &mut Vec<ConfigError>,
+    ) -> serde_json::Value {
+        use serde_json::Value as J;
+        match value {
+            J::String(text) => J::String(expand_field(text, p, source, lookup, errors)),
+            J::Array(items) => J::Array(
+                items
+                    .iter()
+                    .map(|v| walk(v, p, source, lookup, errors))
+                    .collect(),
+            ),
+            J::Object(fields) => J::Object(
+                fields
+                    .iter()
+                    .map(|(k, v)| (k.clone(), walk(v, p, source, lookup, errors)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    let mut out = Vec::new();
+    for (key, rule) in tools {
+        for (param, r) in &rule.params {
+            let Some(moniker_surface::params::Fixed(value)) = &r.fixed else {
+                continue;
+            };
+            let p = path(&[
+                Seg::Key("tools"),
+                Seg::Key(key),
+                Seg::Key("params"),
+                Seg::Key(param),
+                Seg::Key("fixed"),
+            ]);
+            let value = walk(value, &p, source, lookup, errors);
+            out.push((key.clone(), param.clone(), value));
+        }
+    }
+    out
 }
 
 fn expand_field(

@@ -2,6 +2,7 @@
 //! its arguments) against the surface and the equipped toolset. No locks, no I/O, no clock:
 //! the session carries the decision out (limits, progress, the forward, the record).
 
+use moniker_surface::params::Params;
 use moniker_surface::toolsets::Selection;
 use moniker_surface::{Exposed, Kind, Origin, Route, Surface, Via, actions};
 use serde_json::value::RawValue;
@@ -71,35 +72,57 @@ pub(crate) fn decide<'v>(
         Some(selection) => selection.route_of(exposed),
         None => &exposed.route,
     };
+    let refused = |message| Decision::Refused {
+        exposed,
+        via,
+        message,
+    };
     match route {
-        Route::Origin(origin) => Decision::Forward(Forward {
-            exposed,
-            via,
-            origin,
-            arguments: given.map(str::to_owned),
-            action: None,
-        }),
+        Route::Origin(origin) => match through(exposed.params.as_deref(), given, own) {
+            Ok(arguments) => Decision::Forward(Forward {
+                exposed,
+                via,
+                origin,
+                arguments,
+                action: None,
+            }),
+            Err(message) => refused(message),
+        },
         Route::Action(route) => {
             let arguments = given.or(own).and_then(message::read::<&RawValue>);
-            match actions::dispatch(&route.specs, arguments) {
-                Ok((i, arguments)) => {
-                    let member = &route.members[i];
-                    Decision::Forward(Forward {
-                        exposed,
-                        via,
-                        origin: &member.origin,
-                        arguments: Some(arguments),
-                        action: Some((member.action.as_str(), member.name.as_str())),
-                    })
-                }
-                Err(message) => Decision::Refused {
+            let (i, arguments) = match actions::dispatch(&route.specs, arguments) {
+                Ok(chosen) => chosen,
+                Err(message) => return refused(message),
+            };
+            let member = &route.members[i];
+            match through(member.params.as_deref(), Some(&arguments), None) {
+                Ok(shaped) => Decision::Forward(Forward {
                     exposed,
                     via,
-                    message,
-                },
+                    origin: &member.origin,
+                    arguments: Some(shaped.unwrap_or(arguments)),
+                    action: Some((member.action.as_str(), member.name.as_str())),
+                }),
+                Err(message) => refused(message),
             }
         }
     }
+}
+
+/// The arguments to send, through the tool's parameter rules when it has some: `given`
+/// (which replaces the request's own) or the request's `own`, rewritten; `None`: the
+/// request's own go as they are.
+fn through(
+    params: Option<&Params>,
+    given: Option<&str>,
+    own: Option<&str>,
+) -> Result<Option<String>, String> {
+    let Some(params) = params else {
+        return Ok(given.map(str::to_owned));
+    };
+    Ok(params
+        .arguments(given.or(own))?
+        .or_else(|| given.map(str::to_owned)))
 }
 
 #[cfg(test)]
@@ -224,5 +247,134 @@ mod tests {
             ),
             Decision::Unknown
         ));
+    }
+
+    /// `gh`'s `search` (`repository` renamed `repo`, `tenant` fixed) and `ctx`'s
+    /// `create_project` (its `path` renamed `dir`) folded into the action tool `project`.
+    fn shaped_surface() -> Surface {
+        use moniker_surface::params::{Fixed, ParamRule};
+        let mut rules = Rules::default();
+        let rule = |pairs: Vec<(&str, ParamRule)>| Override {
+            params: pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            ..Default::default()
+        };
+        rules.tools.insert(
+            "search".into(),
+            rule(vec![
+                (
+                    "repository",
+                    ParamRule {
+                        rename: Some("repo".into()),
+                        ..Default::default()
+                    },
+                ),
+                (
+                    "tenant",
+                    ParamRule {
+                        fixed: Some(Fixed(json!("t-1"))),
+                        ..Default::default()
+                    },
+                ),
+            ]),
+        );
+        rules.tools.insert(
+            "create_project".into(),
+            rule(vec![(
+                "path",
+                ParamRule {
+                    rename: Some("dir".into()),
+                    ..Default::default()
+                },
+            )]),
+        );
+        let mut members = indexmap::IndexMap::new();
+        members.insert(
+            "create".to_owned(),
+            "create_project".parse::<Name>().unwrap(),
+        );
+        rules.actions.insert(
+            "project".into(),
+            ActionRule {
+                tools: members,
+                ..Default::default()
+            },
+        );
+        let schema = |props: &[&str]| {
+            let props: serde_json::Map<String, serde_json::Value> = props
+                .iter()
+                .map(|p| ((*p).to_owned(), json!({"type": "string"})))
+                .collect();
+            json!({"type": "object", "properties": props, "required": [props.keys().next()]})
+        };
+        let listing = |server: &str, tool: &str, props: &[&str]| Listing {
+            server: server.parse().unwrap(),
+            tools: vec![
+                RawValue::from_string(
+                    json!({"name": tool, "inputSchema": schema(props)}).to_string(),
+                )
+                .unwrap(),
+            ],
+            prompts: vec![],
+        };
+        build(
+            &rules,
+            &[
+                listing("gh", "search", &["repository", "tenant", "q"]),
+                listing("ctx", "create_project", &["name", "path"]),
+            ],
+        )
+        .surface
+        .expect("a surface")
+    }
+
+    #[test]
+    fn a_call_goes_back_through_its_tools_parameter_rules() {
+        let surface = shaped_surface();
+        let sent = |name: &str, args: &str| match decide(
+            &surface,
+            None,
+            Kind::Tool,
+            name,
+            Arguments::Own(Some(args)),
+        ) {
+            Decision::Forward(f) => {
+                serde_json::from_str::<serde_json::Value>(&f.arguments.expect("rewritten")).unwrap()
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            sent("search", r#"{"repo":"a/b","q":"x"}"#),
+            json!({"repository": "a/b", "q": "x", "tenant": "t-1"})
+        );
+        let refused = decide(
+            &surface,
+            None,
+            Kind::Tool,
+            "search",
+            Arguments::Own(Some(r#"{"repo":"a/b","tenant":"mine"}"#)),
+        );
+        assert!(
+            matches!(&refused, Decision::Refused { message, .. } if message.contains("`tenant` is set by the gateway") && !message.contains("t-1")),
+            "{refused:?}"
+        );
+        // An action tool's member keeps its rules: the action's arguments go through them.
+        assert_eq!(
+            sent("project", r#"{"action":"create","name":"n","dir":"/p"}"#),
+            json!({"name": "n", "path": "/p"})
+        );
+        // call_tool's arguments go through them too.
+        let Decision::Forward(f) = decide(
+            &surface,
+            None,
+            Kind::Tool,
+            "search",
+            Arguments::Given(r#"{"repo":"c/d"}"#),
+        ) else {
+            panic!("forwarded");
+        };
+        assert_eq!(
+            f.arguments.as_deref(),
+            Some(r#"{"repository":"c/d","tenant":"t-1"}"#)
+        );
     }
 }

@@ -46,6 +46,8 @@ pub(crate) struct Rewrite<'a> {
     pub name: Option<&'a str>,
     /// Put where the description is, or right after `name` when there is none.
     pub description: Option<&'a str>,
+    /// Replaces `inputSchema` where it is, or goes last when there is none.
+    pub input_schema: Option<&'a str>,
     /// The listed aliases; none: no `aliases` field.
     pub aliases: Option<&'a [String]>,
     pub tags: Option<&'a [Tag]>,
@@ -115,6 +117,10 @@ pub(crate) fn rewrite(
                     field(&mut out, "description", &string(d));
                 }
             }
+            "inputSchema" => match change.input_schema {
+                Some(schema) => field(&mut out, key, schema),
+                None => field(&mut out, key, value.get()),
+            },
             "description" => match change.description {
                 Some(d) => field(&mut out, key, &string(d)),
                 None => field(&mut out, key, value.get()),
@@ -132,6 +138,9 @@ pub(crate) fn rewrite(
             k if RETIRED.contains(&k) => {}
             _ => field(&mut out, key, value.get()),
         }
+    }
+    if let (false, Some(schema)) = (fields.contains_key("inputSchema"), change.input_schema) {
+        field(&mut out, "inputSchema", schema);
     }
     if let Some(aliases) = aliases {
         field(&mut out, ALIASES, &aliases);

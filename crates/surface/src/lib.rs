@@ -11,6 +11,7 @@ pub mod deprecation;
 pub mod diagnostic;
 pub mod discovery;
 pub mod names;
+pub mod params;
 pub mod rules;
 
 pub use diagnostic::{Diagnostic, Fix, Rename, Severity};

@@ -382,8 +382,63 @@ fn build_kind(
     let claims = claim_names(rules, kind, &named, &plans, &member_of, out);
     report_duplicates(kind, &claims, &named, &plans, out);
     report_unused_overrides(rules, kind, &used, &claims, &named, &listed, out);
+    if kind == Kind::Tool {
+        report_params(&named, out);
+    }
     let shared = shared_server(&named).map(str::to_owned);
     (assemble(rules, &named, &plans, shared.is_some()), shared)
+}
+
+/// What the parameter rules of each tool's override say that its schema does not bear out.
+fn report_params(named: &[Named<'_>], out: &mut Vec<Diagnostic>) {
+    use crate::params::Problem;
+    for n in named {
+        let (Some(rule), Some(key)) = (n.rule, n.key) else {
+            continue;
+        };
+        if rule.params.is_empty() {
+            continue;
+        }
+        let schema = n.candidate.fields.get("inputSchema").map(|s| &**s);
+        for problem in crate::params::shape(&rule.params, schema).problems {
+            let at = |param: &str| {
+                path(&[
+                    Seg::Key("tools"),
+                    Seg::Key(key),
+                    Seg::Key("params"),
+                    Seg::Key(param),
+                ])
+            };
+            let tool = &n.name;
+            out.push(match problem {
+                Problem::Unknown { param, close } => {
+                    let d = Diagnostic::warning(
+                        "params::unknown",
+                        format!("tool `{tool}` has no parameter `{param}`: its rule does nothing"),
+                    )
+                    .at(at(&param));
+                    match close {
+                        Some(close) => d.help(format!("did you mean `{close}`?")),
+                        None => d,
+                    }
+                }
+                Problem::Collision { name } => Diagnostic::error(
+                    "params::collision",
+                    format!("two parameters of tool `{tool}` would both be called `{name}`"),
+                )
+                .at(path(&[Seg::Key("tools"), Seg::Key(key), Seg::Key("params")]))
+                .help("give one of them another `rename` or alias"),
+                Problem::RequiredHidden { param } => Diagnostic::warning(
+                    "params::required_hidden",
+                    format!(
+                        "parameter `{param}` of tool `{tool}` is required but hidden with no value: its calls will fail"
+                    ),
+                )
+                .at(at(&param))
+                .help("give it a `default` or a `fixed` value"),
+            });
+        }
+    }
 }
 
 /// The server name every item of a kind has, when they have one: the listing says it once
@@ -808,6 +863,7 @@ fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>], shared_server: bo
                 tags: e.tags.clone(),
                 server_name: e.server_name.clone(),
                 definition: e.definition.clone(),
+                params: e.params.clone(),
             })
         })
         .collect();
@@ -905,6 +961,7 @@ fn action_exposed(parts: ActionParts, members: Vec<ActionMember>, shared_server:
         member_of: None,
         deprecated: parts.deprecated,
         definition,
+        params: None,
     }
 }
 
@@ -1170,13 +1227,25 @@ fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>, shared_server:
         (note, more) => note.map(str::to_owned).or(more),
     };
     let description = describe(n, &aliases, deprecated.as_deref());
-    let definition = render(
+    let shaped = n
+        .rule
+        .map(|rule| {
+            crate::params::shape(
+                &rule.params,
+                n.candidate.fields.get("inputSchema").map(|s| &**s),
+            )
+        })
+        .unwrap_or_default();
+    let definition = definition::rewrite(
         &n.candidate.fields,
-        &n.name,
-        description.as_deref(),
-        &aliases,
-        &tags,
-        server_said(shared_server, &n.server_name),
+        &Rewrite {
+            name: Some(&n.name),
+            description: description.as_deref(),
+            input_schema: shaped.schema.as_deref(),
+            aliases: Some(&aliases),
+            tags: Some(&tags),
+            server: server_said(shared_server, &n.server_name),
+        },
     );
     Exposed {
         name: n.name.clone(),
@@ -1192,6 +1261,7 @@ fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>, shared_server:
         member_of: None,
         deprecated: schedules,
         definition,
+        params: (!shaped.params.is_empty()).then(|| std::sync::Arc::new(shaped.params)),
     }
 }
 
@@ -1255,6 +1325,7 @@ fn render(
         &Rewrite {
             name: Some(name),
             description,
+            input_schema: None,
             aliases: Some(aliases),
             tags: Some(tags),
             server,

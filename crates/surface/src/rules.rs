@@ -93,6 +93,8 @@ pub struct Override {
     pub description: Option<String>,
     /// Takes the tool out of the surface: neither listed nor callable.
     pub hidden: bool,
+    /// Rules for the tool's parameters, by the server's name of each.
+    pub params: BTreeMap<String, crate::params::ParamRule>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,11 +1,13 @@
 //! The built surface: what clients see, and the index that resolves names to routes.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
 use crate::actions::ActionSpec;
 use crate::names::{ServerId, Tag};
+use crate::params::Params;
 use crate::vocab::Kind;
 
 /// Where an origin tool or prompt lives.
@@ -47,6 +49,8 @@ pub struct ActionMember {
     pub server_name: String,
     /// The member's exposed definition, as the action tool was merged from it.
     pub definition: Box<RawValue>,
+    /// The member's parameter rules: its arguments go back through them.
+    pub params: Option<Arc<Params>>,
 }
 
 impl PartialEq for ActionMember {
@@ -57,12 +61,14 @@ impl PartialEq for ActionMember {
             &self.origin,
             &self.tags,
             &self.server_name,
+            &self.params,
         ) == (
             &other.action,
             &other.name,
             &other.origin,
             &other.tags,
             &other.server_name,
+            &other.params,
         ) && self.definition.get() == other.definition.get()
     }
 }
@@ -89,6 +95,8 @@ pub struct Exposed {
     /// The listing entry: the origin definition with `name` (and `description`) rewritten and
     /// `aliases`, `tags`, `server_name` added.
     pub definition: Box<RawValue>,
+    /// Its parameter rules (`None`: its arguments go as the client gave them).
+    pub params: Option<Arc<Params>>,
 }
 
 impl Exposed {

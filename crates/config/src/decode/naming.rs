@@ -21,6 +21,7 @@ pub(crate) const OVERRIDE_KEYS: &[&str] = &[
     "hidden",
     "call_timeout",
     "max_in_flight",
+    "params",
 ];
 pub(crate) const ALIAS_KEYS: &[&str] = &["name", "hidden", "deprecated"];
 pub(crate) const DEPRECATED_KEYS: &[&str] = &["since", "remove_after", "use"];
@@ -221,6 +222,19 @@ impl Cx<'_> {
         }
         if let Some(s) = fields.get("hidden") {
             rule.hidden = self.boolean(&field("hidden"), s).unwrap_or(false);
+        }
+        if let Some(s) = fields.get("params") {
+            if matches!(op.first(), Some(Seg::Key("prompts"))) {
+                self.error(
+                    codes::INVALID_VALUE,
+                    "`params` is for tools: a prompt's arguments are not a schema",
+                    &field("params"),
+                    s.point(),
+                    None,
+                );
+            } else {
+                rule.params = self.params(&field("params"), s);
+            }
         }
         let limits = self.limits(op, &fields);
         (rule, limits)

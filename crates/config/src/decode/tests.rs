@@ -2002,3 +2002,57 @@ fn the_schema_and_the_decoder_know_the_same_keys() {
         assert_eq!(in_schema, decoded, "the keys at `{place}`");
     }
 }
+
+#[test]
+fn parameter_rules_of_a_tool() {
+    let mut config = ok(concat!(
+        "tools:\n",
+        "  search_repositories:\n",
+        "    params:\n",
+        "      repository: { rename: repo, aliases: [repository_name], description: owner/name }\n",
+        "      max_results: { default: 10 }\n",
+        "      tenant: { fixed: \"${TENANT}\" }\n",
+        "      scope: { fixed: { org: \"${ORG:-acme}\", ids: [1, 2.5, true, null] } }\n",
+        "      debug: { hidden: true }\n",
+    ));
+    config
+        .expand_env(|name| (name == "TENANT").then(|| "t-41".to_owned()))
+        .expect("set");
+    let params = &config.rules.tools["search_repositories"].params;
+    let repo = &params["repository"];
+    assert_eq!(repo.rename.as_deref(), Some("repo"));
+    assert_eq!(repo.aliases, ["repository_name"]);
+    assert_eq!(repo.description.as_deref(), Some("owner/name"));
+    assert_eq!(params["max_results"].default, Some(serde_json::json!(10)));
+    let fixed = |name: &str| params[name].fixed.as_ref().map(|f| f.0.clone());
+    assert_eq!(fixed("tenant"), Some(serde_json::json!("t-41")));
+    assert_eq!(
+        fixed("scope"),
+        Some(serde_json::json!({"org": "acme", "ids": [1, 2.5, true, null]}))
+    );
+    assert!(params["debug"].hidden);
+    assert!(
+        !format!("{:?}", config.rules).contains("t-41"),
+        "Debug hides fixed values"
+    );
+
+    let report = ok("tools:\n  t:\n    params:\n      p: { fixed: \"${NOPE}\" }\n")
+        .expand_env(|_| None)
+        .expect_err("unset");
+    assert_eq!(report.errors[0].path, "tools.t.params.p.fixed");
+}
+
+#[test]
+fn a_fixed_parameter_stands_alone_and_prompts_have_no_parameter_rules() {
+    let e = error("tools:\n  t:\n    params:\n      p: { fixed: 1, rename: q }\n");
+    assert_eq!(e.path, "tools.t.params.p");
+    assert!(
+        e.message.contains("`rename` means nothing beside `fixed`"),
+        "{}",
+        e.message
+    );
+    let e = error("prompts:\n  t:\n    params:\n      p: { hidden: true }\n");
+    assert_eq!(e.path, "prompts.t.params");
+    let e = error("tools:\n  t:\n    params:\n      p: { renam: q }\n");
+    assert!(e.message.contains("renam"), "{}", e.message);
+}

@@ -17,6 +17,7 @@ fn full(text: &str, aliases: &[&str], tag_list: &[&str]) -> String {
         &Rewrite {
             name: Some("new"),
             description: None,
+            input_schema: None,
             aliases: Some(&aliases),
             tags: Some(&tags),
             server: Server::Named("srv"),

@@ -1,0 +1,97 @@
+//! `params` of a tool override: a rule per parameter, by the server's name of it.
+
+use std::collections::BTreeMap;
+
+use moniker_surface::params::{Fixed, ParamRule};
+use moniker_surface::vocab::Seg;
+
+use super::{Cx, Slot, join};
+use crate::report::codes;
+use crate::tree::{Node, ScalarKind, Value};
+
+pub(crate) const PARAM_KEYS: &[&str] = &[
+    "rename",
+    "aliases",
+    "default",
+    "fixed",
+    "hidden",
+    "description",
+];
+
+impl Cx<'_> {
+    pub(super) fn params<'n>(
+        &mut self,
+        p: &[Seg<'n>],
+        slot: Slot<'n>,
+    ) -> BTreeMap<String, ParamRule> {
+        let fields = self.fields(slot, p, None, "a map of parameter names to rules");
+        let mut out = BTreeMap::new();
+        for (name, s) in fields.entries {
+            let rule = self.param(&join(p, Seg::Key(name)), s);
+            out.insert(name.to_owned(), rule);
+        }
+        out
+    }
+
+    fn param<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> ParamRule {
+        let fields = self.fields(slot, p, Some(PARAM_KEYS), "a map of parameter settings");
+        let field = |name: &'static str| join(p, Seg::Key(name));
+        let mut rule = ParamRule::default();
+        if let Some(s) = fields.get("rename") {
+            rule.rename = self.string(&field("rename"), s);
+        }
+        if let Some(s) = fields.get("aliases") {
+            rule.aliases = self.strings(&field("aliases"), s, false);
+        }
+        if let Some(s) = fields.get("default") {
+            rule.default = Some(json(s.node));
+        }
+        if let Some(s) = fields.get("hidden") {
+            rule.hidden = self.boolean(&field("hidden"), s).unwrap_or(false);
+        }
+        if let Some(s) = fields.get("description") {
+            rule.description = self.string(&field("description"), s);
+        }
+        if let Some(s) = fields.get("fixed") {
+            rule.fixed = Some(Fixed(json(s.node)));
+            let meaningless: Vec<&str> = ["rename", "aliases", "default", "description"]
+                .into_iter()
+                .filter(|k| fields.has(k))
+                .collect();
+            if !meaningless.is_empty() {
+                self.error(
+                    codes::INVALID_VALUE,
+                    format!(
+                        "a fixed parameter is neither listed nor accepted from a client: `{}` means nothing beside `fixed`",
+                        meaningless.join("`, `")
+                    ),
+                    p,
+                    slot.point(),
+                    Some("keep `fixed` alone, or drop it and use `default`".to_owned()),
+                );
+            }
+        }
+        rule
+    }
+}
+
+/// A YAML value as JSON: what a `default` or a `fixed` value is sent as.
+fn json(node: &Node) -> serde_json::Value {
+    use serde_json::Value as J;
+    match &node.value {
+        Value::Scalar(s) => match s.kind {
+            ScalarKind::Null => J::Null,
+            ScalarKind::Bool(b) => J::Bool(b),
+            ScalarKind::Int(i) => J::from(i),
+            ScalarKind::Float(f) => serde_json::Number::from_f64(f).map_or(J::Null, J::Number),
+            ScalarKind::Str => J::String(s.text.clone()),
+        },
+        Value::Seq(items) => J::Array(items.iter().map(json).collect()),
+        Value::Map(entries) => J::Object(
+            entries
+                .iter()
+                .filter_map(|e| Some((e.key.clone()?, json(&e.value))))
+                .collect(),
+        ),
+    }
+}
