@@ -8,6 +8,7 @@ entry does; with several, each entry says its own."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -34,7 +35,7 @@ INVENTORY = {
 }
 
 
-def run_ts_client(moniker_bin: Path, config: Path) -> dict[str, Any]:
+def run_ts_client(moniker_bin: Path, config: Path, calls: list[Any] | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
     node = shutil.which("node")
     if not node:
         pytest.fail("`node` is not on PATH (Node 20+ is needed for the TypeScript SDK)", pytrace=False)
@@ -45,6 +46,7 @@ def run_ts_client(moniker_bin: Path, config: Path) -> dict[str, Any]:
         done = subprocess.run(
             [node, str(E2E_DIR / "ts_client.mjs"), str(moniker_bin), str(config)],
             stdin=subprocess.DEVNULL,
+            env={**os.environ, "TS_ENV": json.dumps(env or {}), "TS_CALLS": json.dumps(calls or [])},
             capture_output=True,
             text=True,
             timeout=TS_TIMEOUT,

@@ -6,11 +6,15 @@
 //
 //   node tests/e2e/ts_client.mjs <moniker binary> <config> [<timeout ms>]
 //
+// With TS_CALLS set to a JSON list of [tool, arguments] pairs, it then calls each and adds
+// "calls": one {"result": ...} or {"error": message} per call, in order. TS_ENV (a JSON object)
+// adds variables to the few the SDK gives moniker.
+//
 // moniker's stderr goes to this script's stderr. Exits 1 (with the reason on stderr) when
 // anything fails or takes longer than the timeout (default 20 s).
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
 
 const [moniker, config, timeoutArg] = process.argv.slice(2);
 if (!moniker || !config) {
@@ -26,6 +30,8 @@ const timer = setTimeout(() => {
 const transport = new StdioClientTransport({
   command: moniker,
   args: ["serve", "-c", config],
+  // The SDK gives a server a few variables only; TS_ENV (a JSON object) adds to them.
+  env: { ...getDefaultEnvironment(), ...JSON.parse(process.env.TS_ENV ?? "{}") },
   stderr: "inherit",
 });
 const client = new Client({ name: "moniker-e2e-ts", version: "0.0.0" });
@@ -34,7 +40,15 @@ try {
   await client.connect(transport);
   const { tools, _meta: toolsMeta } = await client.listTools();
   const { prompts, _meta: promptsMeta } = await client.listPrompts();
-  process.stdout.write(JSON.stringify({ tools, prompts, toolsMeta, promptsMeta }) + "\n");
+  const calls = [];
+  for (const [name, args] of JSON.parse(process.env.TS_CALLS ?? "[]")) {
+    try {
+      calls.push({ result: await client.callTool({ name, arguments: args }) });
+    } catch (error) {
+      calls.push({ error: String(error?.message ?? error) });
+    }
+  }
+  process.stdout.write(JSON.stringify({ tools, prompts, toolsMeta, promptsMeta, calls }) + "\n");
   await client.close();
   clearTimeout(timer);
 } catch (error) {
