@@ -142,6 +142,7 @@ fn surface(config: &Rules, servers: &[Inventory]) -> Surface {
                 .unwrap_or_else(|_| panic!("server id {}", inv.server)),
             tools: inv.tools.clone(),
             prompts: Vec::new(),
+            version: None,
         })
         .collect();
     let mut rules = config.clone();

@@ -22,6 +22,7 @@ fn listing(server: &str, file: &str) -> Listing {
         server: server.parse::<ServerId>().expect("id"),
         tools: items("tools"),
         prompts: items("prompts"),
+        version: None,
     }
 }
 

@@ -128,7 +128,12 @@ pub struct InitInfo {
     pub resources_subscribe: bool,
     /// It runs tools as tasks (`tasks`: `tasks/get`, `tasks/result`, ...).
     pub has_tasks: bool,
+    /// `serverInfo.version`, when it is a string (at most [`MAX_VERSION`] bytes of it).
+    pub server_version: Option<String>,
 }
+
+/// What is kept of a server's version: it is the server's text, recorded in the lock.
+pub const MAX_VERSION: usize = 128;
 
 /// One live connection to a server: writes go through a queue to the transport's writer, and
 /// responses find their waiter by id.
@@ -537,6 +542,18 @@ struct InitResult<'a> {
     protocol_version: String,
     #[serde(borrow, default)]
     capabilities: Option<&'a RawValue>,
+    #[serde(rename = "serverInfo", default)]
+    server_info: Option<serde_json::Value>,
+}
+
+/// `serverInfo.version` when it is a string, cut to [`MAX_VERSION`] bytes.
+fn version_of(server_info: Option<&serde_json::Value>) -> Option<String> {
+    let text = server_info?.get("version")?.as_str()?;
+    let mut end = text.len().min(MAX_VERSION);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(text[..end].to_owned())
 }
 
 #[derive(Deserialize, Default)]
@@ -589,7 +606,8 @@ pub async fn handshake(
             method: "initialize",
             error: e.to_string(),
         })?;
-    let info = info_of(init.protocol_version, init.capabilities);
+    let mut info = info_of(init.protocol_version, init.capabilities);
+    info.server_version = version_of(init.server_info.as_ref());
     let _ = conn.init.set(info.clone());
     conn.send(Message::notification("notifications/initialized", None))?;
     list(conn, &info, timeout).await
@@ -672,6 +690,7 @@ pub(crate) fn info_of(protocol_version: String, capabilities: Option<&RawValue>)
         has_completions: caps.completions.is_some(),
         resources_subscribe: caps.resources.is_some_and(|r| r.subscribe),
         has_tasks: caps.tasks.is_some(),
+        server_version: None,
     }
 }
 
@@ -822,6 +841,7 @@ pub async fn list(
     timeout: Duration,
 ) -> Result<Listing, HandshakeError> {
     let mut listing = Listing::new(conn.server.clone());
+    listing.version = info.server_version.clone();
     *lock(&conn.list_ttl) = None;
     if info.has_tools {
         listing.tools = list_all(conn, "tools/list", "tools", timeout).await?;

@@ -37,6 +37,8 @@ struct Record {
     capabilities: Option<Box<RawValue>>,
     tools: Vec<Box<RawValue>>,
     prompts: Vec<Box<RawValue>>,
+    #[serde(default)]
+    version: Option<String>,
 }
 
 impl Known {
@@ -83,11 +85,14 @@ impl Known {
         if record.server != id.as_str() {
             return None;
         }
-        let info = crate::connect::info_of(record.protocol_version, record.capabilities.as_deref());
+        let mut info =
+            crate::connect::info_of(record.protocol_version, record.capabilities.as_deref());
+        info.server_version = record.version.clone();
         let listing = Listing {
             server: id.clone(),
             tools: record.tools,
             prompts: record.prompts,
+            version: record.version,
         };
         Some((listing, info))
     }
@@ -102,6 +107,7 @@ impl Known {
             capabilities: info.capabilities.clone(),
             tools: listing.tools.clone(),
             prompts: listing.prompts.clone(),
+            version: listing.version.clone(),
         };
         let path = self.path(id, spec);
         let saved = serde_json::to_vec(&record)

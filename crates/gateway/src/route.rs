@@ -170,6 +170,7 @@ mod tests {
                 })
                 .collect(),
             prompts: vec![],
+            version: None,
         };
         let built = build(
             &rules,
@@ -315,6 +316,7 @@ mod tests {
                 .unwrap(),
             ],
             prompts: vec![],
+            version: None,
         };
         build(
             &rules,

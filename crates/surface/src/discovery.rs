@@ -186,6 +186,7 @@ mod tests {
                 tool("write_file", ""),
             ],
             prompts: vec![],
+            version: None,
         };
         build(&rules, &[listing]).surface.unwrap()
     }

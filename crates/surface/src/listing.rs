@@ -16,6 +16,9 @@ pub struct Listing {
     pub server: ServerId,
     pub tools: Vec<Box<RawValue>>,
     pub prompts: Vec<Box<RawValue>>,
+    /// The version the server said it is (`serverInfo.version`), when it said one: the lock
+    /// records it beside what its tools were.
+    pub version: Option<String>,
 }
 
 impl Listing {
@@ -24,6 +27,7 @@ impl Listing {
             server,
             tools: Vec::new(),
             prompts: Vec::new(),
+            version: None,
         }
     }
 }

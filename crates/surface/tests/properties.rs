@@ -133,6 +133,7 @@ fn listings_of(case: &Case) -> Vec<Listing> {
                 .take(2)
                 .map(|t| raw(&json!({"name": t})))
                 .collect(),
+            version: None,
         })
         .collect()
 }
@@ -216,7 +217,7 @@ proptest! {
         let listing = Listing {
             server: "s".parse().unwrap(),
             tools: items.iter().map(raw).collect(),
-            prompts: items.iter().rev().map(raw).collect(),
+            prompts: items.iter().rev().map(raw).collect(), version: None,
         };
         let built = build(&Rules::default(), &[listing]);
         prop_assert_eq!(built.surface.is_some(), built.errors().next().is_none());

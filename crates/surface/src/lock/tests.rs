@@ -38,6 +38,7 @@ fn surface(
                     })
                     .collect(),
                 prompts: Vec::new(),
+                version: None,
             }
         })
         .collect();

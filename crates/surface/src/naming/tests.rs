@@ -22,6 +22,7 @@ fn listing(server: &str, tools: &[Value]) -> Listing {
         server: sid(server),
         tools: tools.iter().cloned().map(raw).collect(),
         prompts: Vec::new(),
+        version: None,
     }
 }
 
@@ -41,6 +42,7 @@ fn fixture(file: &str, server: &str) -> Listing {
         server: sid(server),
         tools: items("tools"),
         prompts: items("prompts"),
+        version: None,
     }
 }
 
@@ -664,6 +666,7 @@ fn listing_fields_survive_and_owned_fields_are_replaced() {
         server: sid("s"),
         tools: vec![RawValue::from_string(origin.into()).unwrap()],
         prompts: vec![],
+        version: None,
     };
     let surface = ok(build(&rules, &[l]));
     assert_eq!(
@@ -681,6 +684,7 @@ fn one_server_is_said_once_several_by_each_entry() {
         server: sid(server),
         tools: tools.into_iter().map(raw).collect(),
         prompts: vec![],
+        version: None,
     };
     let forged = json!({"name": "a", "_meta": {"io.moniker/server": "other"}});
     let one = ok(build(
@@ -723,6 +727,7 @@ fn a_description_override_replaces_and_a_missing_one_is_added() {
         server: sid("s"),
         tools: vec![raw(tool("a")), raw(json!({"name": "b"}))],
         prompts: vec![],
+        version: None,
     };
     let surface = ok(build(&rules, &[l]));
     assert_eq!(def(&surface, "a")["description"], "New.");
@@ -745,6 +750,7 @@ fn bad_listing_items_are_left_out_with_a_warning() {
             raw(tool("fine")),
         ],
         prompts: vec![raw(json!([]))],
+        version: None,
     };
     let built = build(&rules, &[l]);
     assert_eq!(

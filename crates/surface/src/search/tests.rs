@@ -100,6 +100,7 @@ fn surface() -> Surface {
                 ),
             ],
             prompts: vec![],
+            version: None,
         },
         Listing {
             server: sid("gh"),
@@ -121,6 +122,7 @@ fn surface() -> Surface {
                 ),
             ],
             prompts: vec![],
+            version: None,
         },
         Listing {
             server: sid("mem"),
@@ -142,6 +144,7 @@ fn surface() -> Surface {
                 ),
             ],
             prompts: vec![],
+            version: None,
         },
     ];
     let built = build(&rules, &listings);
@@ -326,7 +329,7 @@ proptest! {
             let next = &words[(i + 1) % words.len()];
             tools.push(tool(&format!("{w}_{next}"), &format!("Does {w} with {next}."), &[]));
         }
-        let listing = Listing { server: sid("gen"), tools, prompts: vec![] };
+        let listing = Listing { server: sid("gen"), tools, prompts: vec![], version: None, };
         let built = build(&Rules::default(), &[listing]);
         let s = built.surface.unwrap();
         let index = Index::new(&s);

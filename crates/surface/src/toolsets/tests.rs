@@ -41,6 +41,7 @@ fn origin(server: &str, tools: &[&str], prompts: &[&str]) -> Listing {
             .iter()
             .map(|p| raw(&json!({"name": p, "description": format!("{p} prompt.")})))
             .collect(),
+        version: None,
     }
 }
 
