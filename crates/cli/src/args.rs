@@ -173,9 +173,15 @@ pub struct CheckArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct LockArgs {
-    /// Print what would change in `moniker.lock`, without writing it.
+    /// Print what would change in `moniker.lock`, without writing it: the names, and for each
+    /// tool whose server changed it, a word diff of its description, the annotations that
+    /// flipped, a diff of its schemas and the parameters likely renamed.
     #[arg(long)]
     pub diff: bool,
+    /// Accept what these tools are now (by exposed name; repeatable): their entries in
+    /// `moniker.lock` are written anew, every other entry is kept as it is.
+    #[arg(long, value_name = "TOOL", conflicts_with = "diff")]
+    pub accept: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -248,7 +254,7 @@ mod tests {
         assert!(Cli::try_parse_from(["moniker", "check", "--offline", "--locked"]).is_err());
         assert!(matches!(
             Cli::try_parse_from(["moniker", "lock", "--diff"]).map(|c| c.command),
-            Ok(Command::Lock(LockArgs { diff: true }))
+            Ok(Command::Lock(LockArgs { diff: true, .. }))
         ));
         assert!(Cli::try_parse_from(["moniker", "--log", "debug", "stats"]).is_ok());
         assert!(Cli::try_parse_from(["moniker", "--log", "a=b=c", "stats"]).is_err());

@@ -269,7 +269,46 @@ async fn servers(config: &Config, found: &mut Findings) -> Result<(), Failure> {
             &Renderer::plain().diagnostics(&config.source, &diagnostics),
         ));
     }
+    integrity(config, &gateway, found)?;
     gateway.shutdown().await;
+    Ok(())
+}
+
+/// Whether every tool is as `moniker.lock` sealed it.
+fn integrity(
+    config: &Config,
+    gateway: &moniker_gateway::Gateway,
+    found: &mut Findings,
+) -> Result<(), Failure> {
+    found.section("integrity");
+    let path = crate::lockfile::path(config);
+    let Some(lock) = crate::lockfile::read(&path)? else {
+        found.note(format!(
+            "no `{}`: what the tools say is not sealed (`moniker lock` writes it)",
+            path.display()
+        ));
+        return Ok(());
+    };
+    let listings = gateway.listings();
+    let listed: Vec<&moniker_surface::Listing> = listings.iter().collect();
+    let drift = moniker_surface::lock::drift(&lock, &gateway.view().surface, &listed);
+    if drift.is_empty() {
+        found.ok(format!("every tool is as `{}` sealed it", path.display()));
+    }
+    let what = match config.integrity {
+        moniker_surface::lock::Integrity::Warn => "served (integrity: warn)",
+        moniker_surface::lock::Integrity::Block => "withheld (integrity: block)",
+    };
+    for d in drift {
+        found.problem(
+            if d.is_new() { "NEW" } else { "CHANGED" },
+            format!("{d}; {what}"),
+            format!(
+                "`moniker lock --diff` shows how; `moniker lock --accept {}` accepts it",
+                d.tool
+            ),
+        );
+    }
     Ok(())
 }
 

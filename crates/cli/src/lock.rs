@@ -1,16 +1,18 @@
-//! `moniker lock`: writes `moniker.lock` beside the config, or shows what would change.
+//! `moniker lock`: writes `moniker.lock` beside the config, shows what would change, or
+//! accepts what some tools are now.
 
 use moniker_config::Config;
-use moniker_surface::Kind;
+use moniker_surface::{Kind, Listing, Lock};
 
 use crate::args::LockArgs;
 use crate::exit::{Exit, Failure};
 use crate::start::{report_failed_servers, start};
-use crate::{lockfile, output};
+use crate::{lockdiff, lockfile, output};
 
 /// `moniker lock`: starts the servers and writes `moniker.lock` beside the config (with
-/// `--diff`, prints what would change instead). Refuses when a server did not start: its names
-/// would be missing from the lock, and reported as gone by every later check.
+/// `--diff`, prints what would change instead; with `--accept`, writes only those tools
+/// anew). Refuses when a server did not start: its names would be missing from the lock, and
+/// reported as gone by every later check.
 pub async fn lock(mut config: Config, args: LockArgs) -> Result<Exit, Failure> {
     let path = lockfile::path(&config);
     let old = lockfile::read(&path)?;
@@ -19,7 +21,9 @@ pub async fn lock(mut config: Config, args: LockArgs) -> Result<Exit, Failure> {
         Err(not) => return Ok(not.exit),
     };
     let failed = report_failed_servers(&gateway, "error");
-    let lock = moniker_surface::Lock::of(&gateway.view().surface);
+    let listings = gateway.listings();
+    let listed: Vec<&Listing> = listings.iter().collect();
+    let mut lock = Lock::of(&gateway.view().surface, &listed);
     gateway.shutdown().await;
     if failed > 0 {
         output::report(&format!(
@@ -28,20 +32,40 @@ pub async fn lock(mut config: Config, args: LockArgs) -> Result<Exit, Failure> {
         ));
         return Ok(Exit::Failure);
     }
-    let (lines, [added, removed, changed]) =
-        lockfile::diff(&old.clone().unwrap_or_default(), &lock);
+    let old_or_empty = old.clone().unwrap_or_default();
+    if !args.accept.is_empty() {
+        let Some(old) = &old else {
+            output::report(&format!(
+                "error: there is no `{}` to accept into: `moniker lock` writes one",
+                path.display()
+            ));
+            return Ok(Exit::Failure);
+        };
+        lock = match accepted(old, &lock, &args.accept) {
+            Ok(lock) => lock,
+            Err(message) => {
+                output::report(&format!("error: {message}"));
+                return Ok(Exit::Failure);
+            }
+        };
+    }
+    let (lines, [added, removed, changed]) = lockfile::diff(&old_or_empty, &lock);
     if args.diff {
-        for line in &lines {
+        let drifted = lockdiff::integrity(&old_or_empty, &lock);
+        for line in lines.iter().chain(&drifted) {
             output::line(line)?;
         }
-        output::line(&if lines.is_empty() && old.is_some() {
-            format!("`{}` is up to date", path.display())
-        } else {
-            format!(
-                "{added} added, {removed} removed, {changed} changed in `{}` (not written)",
-                path.display()
-            )
-        })?;
+        output::line(
+            &if lines.is_empty() && drifted.is_empty() && old.is_some() {
+                format!("`{}` is up to date", path.display())
+            } else {
+                let drifted = drifted.iter().filter(|l| !l.starts_with(' ')).count();
+                format!(
+                    "{added} added, {removed} removed, {changed} changed, {drifted} changed by their server in `{}` (not written)",
+                    path.display()
+                )
+            },
+        )?;
         return Ok(Exit::Ok);
     }
     lockfile::write(&path, &lock.render())?;
@@ -53,4 +77,25 @@ pub async fn lock(mut config: Config, args: LockArgs) -> Result<Exit, Failure> {
         lock.entries.len() - tools,
     ))?;
     Ok(Exit::Ok)
+}
+
+/// `old` with the entries of the tools named `accept` as they are in `new` (an entry of the
+/// same server and origin is replaced too: the tool may have been renamed); every other entry
+/// as `old` has it.
+fn accepted(old: &Lock, new: &Lock, accept: &[String]) -> Result<Lock, String> {
+    let mut out = old.clone();
+    for name in accept {
+        let entry = new
+            .entries
+            .iter()
+            .find(|e| e.kind == Kind::Tool && e.names().any(|n| n == name))
+            .ok_or_else(|| format!("no tool `{name}` is exposed now"))?;
+        out.entries.retain(|e| {
+            e.kind != Kind::Tool
+                || (e.name != entry.name && (e.server != entry.server || e.origin != entry.origin))
+        });
+        out.entries.push(entry.clone());
+    }
+    out.sort();
+    Ok(out)
 }

@@ -44,7 +44,7 @@ pub fn diff(old: &Lock, new: &Lock) -> (Vec<String>, [usize; 3]) {
     let lines = |lock: &Lock| -> BTreeMap<(String, String), String> {
         let text = lock.render();
         text.lines()
-            .filter(|l| !l.starts_with('#'))
+            .filter(|l| !l.starts_with('#') && !l.starts_with(' '))
             .filter_map(|l| {
                 let mut words = l.split(' ');
                 let key = (words.next()?.to_owned(), words.next()?.to_owned());

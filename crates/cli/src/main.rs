@@ -17,6 +17,7 @@ mod fix;
 mod install;
 mod list;
 mod lock;
+mod lockdiff;
 mod lockfile;
 mod login;
 mod output;

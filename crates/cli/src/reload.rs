@@ -6,6 +6,7 @@
 //! naming, actions, toolsets, HTTP tokens and allow-lists apply at once. Settings that only
 //! a restart applies are named in the log.
 
+use moniker_surface::lock::Integrity;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -227,12 +228,22 @@ fn places(report: &moniker_config::ConfigReport) -> String {
 /// (at start, on every change of a server's list, after a reload).
 pub fn watch_lock(gateway: &Gateway, config: &Config) {
     let path = crate::lockfile::path(config);
+    let integrity = config.integrity;
     match crate::lockfile::read(&path) {
+        Ok(None) if integrity == Integrity::Block => {
+            tracing::warn!(path = %path.display(), "`integrity: block` and no lock: every tool is withheld until `moniker lock` seals them");
+            gateway.set_lock(Some(moniker_surface::Lock::default()), integrity);
+        }
         Ok(lock) => {
             if lock.is_some() {
                 tracing::info!(path = %path.display(), "checking the surface against the lock");
             }
-            gateway.set_lock(lock);
+            gateway.set_lock(lock, integrity);
+        }
+        // Under `block`, a lock that cannot be read seals nothing: every tool is withheld.
+        Err(e) if integrity == Integrity::Block => {
+            tracing::error!("{e}: every tool is withheld (`integrity: block`)");
+            gateway.set_lock(Some(moniker_surface::Lock::default()), integrity);
         }
         Err(e) => tracing::warn!("{e}: the surface is not checked against it"),
     }

@@ -46,6 +46,7 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "discovery",
     "audit",
     "telemetry",
+    "integrity",
 ];
 
 /// What the decoder made of the tree; complete only when no error was found.
@@ -61,6 +62,7 @@ pub(crate) struct Decoded {
     pub rules: Rules,
     /// `discovery.model` (top level only): another static embedding table for search.
     pub search_model: Option<String>,
+    pub integrity: moniker_surface::lock::Integrity,
     pub spans: HashMap<String, Spans>,
     pub servers_key: String,
     /// The top-level keys of a client's config file that are the client's, not moniker's.
@@ -413,7 +415,27 @@ impl Cx<'_> {
                 "gateway" => out.gateway = self.gateway(&p, *slot),
                 "http" => out.http = self.http(&p, *slot),
                 "discovery" => out.rules.discovery = self.discovery(&p, *slot),
+                "integrity" => out.integrity = self.integrity(&p, *slot),
                 _ => {}
+            }
+        }
+    }
+
+    /// `warn` or `block`.
+    fn integrity(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> moniker_surface::lock::Integrity {
+        use moniker_surface::lock::Integrity;
+        match self.string(p, slot).as_deref() {
+            Some("block") => Integrity::Block,
+            Some("warn") | None => Integrity::Warn,
+            Some(other) => {
+                self.error(
+                    codes::INVALID_VALUE,
+                    format!("`{}` is not an integrity mode", shorten(other)),
+                    p,
+                    slot.point(),
+                    Some("use `warn` or `block`".to_owned()),
+                );
+                Integrity::Warn
             }
         }
     }

@@ -77,6 +77,8 @@ pub struct Config {
     /// `discovery.model`: the path (as written; relative to the working directory) of a static
     /// embedding table for `search_tools` in place of the one moniker ships.
     pub search_model: Option<String>,
+    /// `integrity`: what a tool that changed since `moniker.lock` (or is not in it) gets.
+    pub integrity: moniker_surface::lock::Integrity,
     /// The text, and the span of every path, to show later diagnostics in.
     pub source: Source,
     /// When the file is a client's config (Claude Desktop, Cursor, VS Code) rather than
@@ -111,6 +113,7 @@ pub fn parse(file_name: &str, text: &str) -> Result<Config, ConfigReport> {
         toolsets: decoded.toolsets,
         rules: decoded.rules,
         search_model: decoded.search_model,
+        integrity: decoded.integrity,
         source: Source::with_spans(file_name, text, decoded.spans, &decoded.servers_key),
         ignored_keys: decoded.ignored_keys,
     })

@@ -11,6 +11,7 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use moniker_config::GatewaySettings;
 use moniker_surface::discovery::Mode;
+use moniker_surface::lock::{Drift, Integrity};
 use moniker_surface::{Diagnostic, Kind, Listing, Rules, ServerId, Surface, build};
 use tokio::sync::{Notify, watch};
 
@@ -148,7 +149,11 @@ impl Slot {
 /// A lock, and the breaking changes against it already in the log.
 struct LockWatch {
     lock: moniker_surface::Lock,
+    /// What a tool that drifted from the lock gets.
+    integrity: Integrity,
     reported: BTreeSet<String>,
+    /// The tools that drift from the lock now.
+    drift: Vec<Drift>,
 }
 
 /// What a reload changed in the servers.
@@ -403,13 +408,47 @@ impl Gateway {
 
     /// Checks every new surface against `lock` from now on (`None`: no lock): each breaking
     /// change is logged once, with the override that keeps a renamed name, and counted in the
-    /// metrics. The surface now is checked at once.
-    pub fn set_lock(&self, locked: Option<moniker_surface::Lock>) {
+    /// metrics; each tool that drifted from its seal is withheld or said, as `integrity` says.
+    /// The surface now is rebuilt against it at once.
+    pub fn set_lock(&self, locked: Option<moniker_surface::Lock>, integrity: Integrity) {
         *lock(&self.lock) = locked.map(|locked| LockWatch {
             lock: locked,
+            integrity,
             reported: BTreeSet::new(),
+            drift: Vec::new(),
         });
-        self.check_lock(&self.view());
+        let sets = self.catalog.sets();
+        self.rebuild(&sets, |_| {});
+    }
+
+    /// The tools that drift from the lock now, and whether they are withheld.
+    pub fn drift(&self) -> (Vec<Drift>, Integrity) {
+        lock(&self.lock)
+            .as_ref()
+            .map(|w| (w.drift.clone(), w.integrity))
+            .unwrap_or_default()
+    }
+
+    /// Seals `surface` against the lock, if there is one: the tools that drift from it are
+    /// withheld under `integrity: block`.
+    fn seal(&self, surface: &mut Surface, state: &State) {
+        let mut guard = lock(&self.lock);
+        let Some(watch) = guard.as_mut() else {
+            return;
+        };
+        let listings: Vec<&Listing> = state.listings.values().collect();
+        watch.drift = moniker_surface::lock::drift(&watch.lock, surface, &listings);
+        if watch.integrity == Integrity::Block {
+            let why: std::collections::HashMap<moniker_surface::Origin, Arc<str>> = watch
+                .drift
+                .iter()
+                .filter_map(|d| {
+                    let origin = surface.resolve_tool(&d.tool)?.exposed.origin()?.clone();
+                    Some((origin, Arc::from(d.refusal())))
+                })
+                .collect();
+            surface.withhold(&why);
+        }
     }
 
     fn check_lock(&self, view: &View) {
@@ -441,6 +480,19 @@ impl Gateway {
                         );
                     }
                     _ => tracing::warn!(code = b.code(), "{text} (against moniker.lock)"),
+                }
+            }
+            now.insert(text);
+        }
+        for d in &watch.drift {
+            let text = d.to_string();
+            if !watch.reported.contains(&text) {
+                match watch.integrity {
+                    Integrity::Warn => tracing::warn!(
+                        code = d.code(),
+                        "{text}; served (integrity: warn): `moniker lock --diff` shows what changed"
+                    ),
+                    Integrity::Block => tracing::warn!(code = d.code(), "{}", d.refusal()),
                 }
             }
             now.insert(text);
@@ -766,7 +818,8 @@ impl Gateway {
             }
         }
         state.diagnostics = built.diagnostics;
-        let surface = built.surface.unwrap_or_default();
+        let mut surface = built.surface.unwrap_or_default();
+        self.seal(&mut surface, state);
         tracing::debug!(
             tools = surface.listed(Kind::Tool).count(),
             "surface rebuilt"

@@ -77,6 +77,9 @@ pub(crate) fn decide<'v>(
         via,
         message,
     };
+    if let Some(why) = &exposed.withheld {
+        return refused(why.to_string());
+    }
     match route {
         Route::Origin(origin) => match through(exposed.params.as_deref(), given, own) {
             Ok(arguments) => Decision::Forward(Forward {
@@ -95,6 +98,9 @@ pub(crate) fn decide<'v>(
                 Err(message) => return refused(message),
             };
             let member = &route.members[i];
+            if let Some(why) = &member.withheld {
+                return refused(why.to_string());
+            }
             match through(member.params.as_deref(), Some(&arguments), None) {
                 Ok(shaped) => Decision::Forward(Forward {
                     exposed,

@@ -26,6 +26,7 @@ fn surface() -> Surface {
             server,
             tools,
             prompts: Vec::new(),
+            version: None,
         });
     }
     for i in 0..1000 {

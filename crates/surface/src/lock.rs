@@ -11,9 +11,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
+use crate::listing::Listing;
 use crate::surface::{Exposed, Route, Surface};
 use crate::vocab::Kind;
+
+mod seal;
+pub use seal::{Drift, FIELDS, Integrity, Seal, drift};
+
+/// Where each server's tools are: (server, origin name) to the definition and the version.
+type Definitions<'l> =
+    std::collections::HashMap<(&'l str, String), (&'l RawValue, Option<&'l str>)>;
 
 /// The first line of a rendered lock.
 const HEADER: &str = "# moniker.lock: the exposed names clients rely on; written by `moniker lock`, checked by `moniker check`";
@@ -39,6 +48,8 @@ pub struct Entry {
     pub params: Vec<Param>,
     pub aliases: Vec<String>,
     pub hidden: Vec<String>,
+    /// What its server said of it (a tool with an origin, locked with its listing).
+    pub seal: Option<Seal>,
 }
 
 /// A top-level parameter: its name, its JSON Schema type and whether it is required.
@@ -58,7 +69,7 @@ impl Entry {
             .chain(self.hidden.iter().map(String::as_str))
     }
 
-    fn from_exposed(kind: Kind, item: &Exposed) -> Self {
+    fn from_exposed(kind: Kind, item: &Exposed, definitions: Option<&Definitions<'_>>) -> Self {
         let (server, origin) = match &item.route {
             Route::Origin(origin) => (origin.server.as_str().to_owned(), origin.name.clone()),
             Route::Action(_) => (item.server_name.clone(), "-".to_owned()),
@@ -85,6 +96,12 @@ impl Entry {
             params,
             aliases: item.aliases.clone(),
             hidden: item.hidden_aliases.clone(),
+            seal: match (&item.route, definitions, kind) {
+                (Route::Origin(o), Some(definitions), Kind::Tool) => definitions
+                    .get(&(o.server.as_str(), o.name.clone()))
+                    .map(|(definition, version)| Seal::of(definition, *version)),
+                _ => None,
+            },
         }
     }
 
@@ -101,19 +118,31 @@ impl Entry {
 }
 
 impl Lock {
-    /// The lock of a built surface: every tool and prompt, listed or only callable.
-    pub fn of(surface: &Surface) -> Self {
-        let mut entries: Vec<Entry> = [Kind::Tool, Kind::Prompt]
+    /// The lock of a built surface: every tool and prompt, listed or only callable, each tool
+    /// sealed with what its server said of it in `listings`.
+    pub fn of(surface: &Surface, listings: &[&Listing]) -> Self {
+        Self::made(surface, Some(&seal::definitions(listings)))
+    }
+
+    fn made(surface: &Surface, definitions: Option<&Definitions<'_>>) -> Self {
+        let entries: Vec<Entry> = [Kind::Tool, Kind::Prompt]
             .into_iter()
             .flat_map(|kind| {
                 surface
                     .items(kind)
                     .iter()
-                    .map(move |item| Entry::from_exposed(kind, item))
+                    .map(move |item| Entry::from_exposed(kind, item, definitions))
             })
             .collect();
-        entries.sort_by(|a, b| (kind_str(a.kind), &a.name).cmp(&(kind_str(b.kind), &b.name)));
-        Self { entries }
+        let mut lock = Self { entries };
+        lock.sort();
+        lock
+    }
+
+    /// Its entries sorted by kind and name, as it is written.
+    pub fn sort(&mut self) {
+        self.entries
+            .sort_by(|a, b| (kind_str(a.kind), &a.name).cmp(&(kind_str(b.kind), &b.name)));
     }
 
     /// The text of `moniker.lock`: a header, then one line per exposed name, sorted.
@@ -123,23 +152,38 @@ impl Lock {
         for entry in &self.entries {
             out.push_str(&render_entry(entry));
             out.push('\n');
+            if let Some(seal) = &entry.seal {
+                seal.render(&mut out);
+            }
         }
         out
     }
 
-    /// Reads the text of `moniker.lock`; blank lines and `#` comments are skipped.
+    /// Reads the text of `moniker.lock`; blank lines and `#` comments are skipped. An indented
+    /// line is a field of the seal of the entry above it.
     pub fn parse(text: &str) -> Result<Self, ParseError> {
-        let mut entries = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
+        let mut entries: Vec<Entry> = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let entry = parse_entry(line).map_err(|message| ParseError {
+            let error = |message| ParseError {
                 line: i + 1,
                 message,
-            })?;
-            entries.push(entry);
+            };
+            if raw.starts_with(' ') {
+                let entry = entries
+                    .last_mut()
+                    .ok_or_else(|| error("an indented line before any entry".to_owned()))?;
+                entry
+                    .seal
+                    .get_or_insert_with(Seal::default)
+                    .read(line)
+                    .map_err(error)?;
+                continue;
+            }
+            entries.push(parse_entry(line).map_err(error)?);
         }
         entries.sort_by(|a, b| (kind_str(a.kind), &a.name).cmp(&(kind_str(b.kind), &b.name)));
         Ok(Self { entries })
@@ -245,6 +289,7 @@ fn parse_entry(line: &str) -> Result<Entry, String> {
         params,
         aliases: list("aliases")?,
         hidden: list("hidden")?,
+        seal: None,
         name,
     })
 }
@@ -533,7 +578,7 @@ impl fmt::Display for Breaking {
 /// What in `surface` breaks a client relying on `lock`: names that are gone, parameters now
 /// required, parameters whose type changed. Empty for a surface compared with its own lock.
 pub fn compare(lock: &Lock, surface: &Surface) -> Vec<Breaking> {
-    let now = Lock::of(surface);
+    let now = Lock::made(surface, None);
     let locked_names: BTreeSet<(&'static str, &str)> = lock
         .entries
         .iter()
@@ -550,7 +595,7 @@ pub fn compare(lock: &Lock, surface: &Surface) -> Vec<Breaking> {
         let current = entry
             .names()
             .find_map(|n| surface.resolve(entry.kind, n))
-            .map(|r| Entry::from_exposed(entry.kind, r.exposed));
+            .map(|r| Entry::from_exposed(entry.kind, r.exposed, None));
         if !gone.is_empty() {
             let target = match &current {
                 Some(current) => Some((current, false)),

@@ -864,6 +864,7 @@ fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>], shared_server: bo
                 server_name: e.server_name.clone(),
                 definition: e.definition.clone(),
                 params: e.params.clone(),
+                withheld: None,
             })
         })
         .collect();
@@ -962,6 +963,7 @@ fn action_exposed(parts: ActionParts, members: Vec<ActionMember>, shared_server:
         deprecated: parts.deprecated,
         definition,
         params: None,
+        withheld: None,
     }
 }
 
@@ -1262,6 +1264,7 @@ fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>, shared_server:
         deprecated: schedules,
         definition,
         params: (!shaped.params.is_empty()).then(|| std::sync::Arc::new(shaped.params)),
+        withheld: None,
     }
 }
 

@@ -296,7 +296,7 @@ impl Index {
     ) -> Vec<&'s Exposed> {
         let tagged =
             |e: &Exposed| query.tags.is_empty() || e.tags.iter().any(|t| query.tags.contains(t));
-        let accept = |e: &Exposed| keep(e) && tagged(e);
+        let accept = |e: &Exposed| keep(e) && tagged(e) && e.withheld.is_none();
         let all = surface.tools();
         let ranked: Vec<&'s Exposed> = if query.text.trim().is_empty() {
             self.tools.iter().map(|&i| &all[i]).collect()

@@ -51,6 +51,8 @@ pub struct ActionMember {
     pub definition: Box<RawValue>,
     /// The member's parameter rules: its arguments go back through them.
     pub params: Option<Arc<Params>>,
+    /// Why its calls are refused: it drifted from the lock under `integrity: block`.
+    pub withheld: Option<Arc<str>>,
 }
 
 impl PartialEq for ActionMember {
@@ -97,6 +99,9 @@ pub struct Exposed {
     pub definition: Box<RawValue>,
     /// Its parameter rules (`None`: its arguments go as the client gave them).
     pub params: Option<Arc<Params>>,
+    /// Why it is not listed and its calls are refused: it drifted from the lock under
+    /// `integrity: block` ([`Surface::withhold`]).
+    pub withheld: Option<Arc<str>>,
 }
 
 impl Exposed {
@@ -264,6 +269,30 @@ impl Surface {
             exposed: &items[entry.index as usize],
             via: entry.via,
         })
+    }
+
+    /// Withholds the tools of the servers' tools in `why` (by server and origin name): no
+    /// longer listed (nor found by a search), their calls, and those of action members routed
+    /// to them, refused with the reason given.
+    pub fn withhold(&mut self, why: &HashMap<Origin, Arc<str>>) {
+        if why.is_empty() {
+            return;
+        }
+        for tool in &mut self.tools {
+            match &mut tool.route {
+                Route::Origin(origin) => {
+                    if let Some(reason) = why.get(origin) {
+                        tool.listed = false;
+                        tool.withheld = Some(reason.clone());
+                    }
+                }
+                Route::Action(route) => {
+                    for member in &mut route.members {
+                        member.withheld = why.get(&member.origin).cloned();
+                    }
+                }
+            }
+        }
     }
 
     pub fn resolve_tool(&self, name: &str) -> Option<Resolved<'_>> {

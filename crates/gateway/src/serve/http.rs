@@ -368,6 +368,14 @@ fn health(gateway: &Gateway) -> String {
             codes.join(", ")
         ));
     }
+    let (drift, integrity) = gateway.drift();
+    for d in &drift {
+        let what = match integrity {
+            moniker_surface::lock::Integrity::Warn => "served (integrity: warn)",
+            moniker_surface::lock::Integrity::Block => "withheld (integrity: block)",
+        };
+        out.push_str(&format!("\n{d}; {what}"));
+    }
     if out.len() > 2 {
         out.push('\n');
     }
