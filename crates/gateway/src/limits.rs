@@ -1,6 +1,7 @@
 //! Limits on the calls to a server, a tool or a prompt: `call_timeout` and `max_in_flight`
 //! of `servers.<id>` and of `tools.<key>` / `prompts.<key>` overrides (keyed as written:
-//! `<origin name>` or `<server id>/<origin name>`, the latter first). What is not set is the
+//! `<origin name>` or `<server id>/<origin name>`, the latter first, then the most specific
+//! glob, as for the overrides themselves). What is not set is the
 //! gateway's: its call timeout, no cap on calls at once. The most specific timeout wins; every
 //! cap that applies must have room. A call over a cap is refused at once, naming the cap.
 
@@ -95,7 +96,12 @@ impl Limits {
             if !items.is_empty() {
                 let gate = items
                     .get(&format!("{server}/{name}"))
-                    .or_else(|| items.get(name));
+                    .or_else(|| items.get(name))
+                    .or_else(|| {
+                        let keys = items.keys().map(String::as_str);
+                        let key = moniker_surface::rules::glob_key(keys, server.as_str(), name)?;
+                        items.get(key)
+                    });
                 gates.extend(gate);
             }
         }
@@ -215,5 +221,36 @@ mod tests {
             limits.admit(&slow, None, default).is_ok(),
             "a place was freed"
         );
+    }
+
+    #[test]
+    fn a_glob_key_limits_every_tool_it_matches_after_the_exact_keys() {
+        let mut table = limits();
+        let glob = |ms| Limit {
+            call_timeout: Some(Duration::from_millis(ms)),
+            max_in_flight: None,
+        };
+        table.tools.insert("write_*".to_owned(), glob(100));
+        table.tools.insert("slow/write_f*".to_owned(), glob(200));
+        table.tools.insert("ech?".to_owned(), glob(400));
+        let limits = Limits::new(&table);
+        let (slow, other): (ServerId, ServerId) = ("slow".parse().unwrap(), "o".parse().unwrap());
+        let default = Duration::from_secs(60);
+        let at = |server: &ServerId, tool: &str| {
+            let admitted = limits
+                .admit(server, Some((Kind::Tool, tool)), default)
+                .unwrap();
+            (admitted.timeout.as_millis(), admitted.timeout_at)
+        };
+        assert_eq!(
+            at(&other, "write_file"),
+            (100, Some("tools.write_*.call_timeout".into()))
+        );
+        assert_eq!(
+            at(&slow, "write_file"),
+            (200, Some("tools.slow/write_f*.call_timeout".into()))
+        );
+        assert_eq!(at(&other, "echo").0, 300, "the exact key wins");
+        assert_eq!(at(&other, "read_file"), (60_000, None));
     }
 }

@@ -147,6 +147,20 @@ fn write_overrides<'a>(
     let profile = rules.naming.profile;
     let section = kind.section();
     for (key, rule) in rules.overrides(kind) {
+        if crate::rules::is_glob(key) && (rule.name.is_some() || !rule.aliases.is_empty()) {
+            out.push(
+                Diagnostic::error(
+                    "naming::glob_names",
+                    format!(
+                        "override `{key}` is a glob: the {}s it matches cannot share a name or an alias",
+                        kind.noun()
+                    ),
+                )
+                .at(path(&[Seg::Key(section), Seg::Key(key)]))
+                .help("give names and aliases under exact keys; a glob sets tags, descriptions, `hidden`, parameters and limits"),
+            );
+            continue;
+        }
         if let Some(name) = &rule.name {
             let at = path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")]);
             if let Err(why) = profile.check(name.as_str()) {
@@ -495,14 +509,28 @@ fn name_candidates<'a>(
     candidates: Vec<Candidate<'a>>,
 ) -> (Vec<Named<'a>>, Used<'a>) {
     let overrides = rules.overrides(kind);
+    let globs: Vec<&str> = overrides
+        .keys()
+        .map(String::as_str)
+        .filter(|k| crate::rules::is_glob(k))
+        .collect();
     let mut used = Used::new();
     let mut named = Vec::with_capacity(candidates.len());
     for candidate in candidates {
         let qualified = format!("{}/{}", candidate.server, candidate.name);
-        // A key qualified with the server wins over the bare origin name.
+        // A key qualified with the server wins over the bare origin name, and both over a glob.
+        let glob = || {
+            crate::rules::glob_key(
+                globs.iter().copied(),
+                candidate.server.as_str(),
+                &candidate.name,
+            )
+            .and_then(|k| overrides.get_key_value(k))
+        };
         let (key, rule) = match overrides
             .get_key_value(&qualified)
             .or_else(|| overrides.get_key_value(&candidate.name))
+            .or_else(glob)
         {
             Some((k, r)) => (Some(k.as_str()), Some(r)),
             None => (None, None),
@@ -539,7 +567,7 @@ fn prefixed(rules: &Rules, server: &ServerId, base: &str) -> String {
 /// would change them all.
 fn report_ambiguous(kind: Kind, used: &Used<'_>, out: &mut Vec<Diagnostic>) {
     for (key, servers) in used {
-        if servers.len() > 1 && !key.contains('/') {
+        if servers.len() > 1 && !key.contains('/') && !crate::rules::is_glob(key) {
             let list: Vec<String> = servers.iter().map(|s| format!("`{s}/{key}`")).collect();
             out.push(
                 Diagnostic::error(
@@ -736,6 +764,20 @@ fn report_unused_overrides(
             continue;
         }
         let at = path(&[Seg::Key(kind.section()), Seg::Key(key)]);
+        let glob_matches = |n: &Named<'_>| {
+            let one = [key.as_str()];
+            crate::rules::glob_key(one, n.candidate.server.as_str(), &n.candidate.name).is_some()
+        };
+        if crate::rules::is_glob(key) && named.iter().any(glob_matches) {
+            out.push(
+                Diagnostic::warning(
+                    "naming::shadowed_override",
+                    format!("override `{key}` applies to no {noun}: a more specific key wins for every {noun} it matches"),
+                )
+                .at(at),
+            );
+            continue;
+        }
         if let Some(c) = claims.get(key.as_str()).filter(|c| c[0].item < named.len()) {
             out.push(keyed_by_exposed_name(kind, key, &c[0], named).at(at));
             continue;

@@ -115,6 +115,39 @@ impl Rules {
     }
 }
 
+/// Whether an override key or a toolset reference is a glob: `*` stands for any run of
+/// characters, `?` for one.
+pub fn is_glob(text: &str) -> bool {
+    text.contains(['*', '?'])
+}
+
+/// Whether `text` matches the glob `pattern` (see [`is_glob`]).
+pub fn glob_matches(pattern: &str, text: &str) -> bool {
+    wildmatch::WildMatch::new(pattern).matches(text)
+}
+
+/// The glob among `keys` that applies to the origin item `name` of `server`, when no exact
+/// key does: a qualified glob (`github/*_pr`) is matched against `server/name`, a bare one
+/// (`write_*`) against `name`; of several, the most specific (the longest; the first in key
+/// order of equal length).
+pub fn glob_key<'k>(
+    keys: impl IntoIterator<Item = &'k str>,
+    server: &str,
+    name: &str,
+) -> Option<&'k str> {
+    let mut best: Option<&str> = None;
+    for key in keys.into_iter().filter(|k| is_glob(k)) {
+        let matches = match key.split_once('/') {
+            Some((s, pattern)) => s == server && glob_matches(pattern, name),
+            None => glob_matches(key, name),
+        };
+        if matches && best.is_none_or(|b| key.len() > b.len()) {
+            best = Some(key);
+        }
+    }
+    best
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {

@@ -503,11 +503,23 @@ fn gather<'a>(surface: &Surface, members: &[(&'a str, &'a ToolsetRule)]) -> Gath
     for &(owner, rule) in members {
         for (kind, references) in [(Kind::Tool, &rule.tools), (Kind::Prompt, &rule.prompts)] {
             for (i, reference) in references.iter().enumerate() {
-                match surface.resolve(kind, reference) {
-                    Some(r) => {
-                        selected_mut(&mut selection, kind).insert(r.exposed.name.clone());
-                    }
-                    None => {
+                // A glob selects every listed item whose exposed name it matches.
+                let matched: Vec<String> = if crate::rules::is_glob(reference) {
+                    surface
+                        .listed(kind)
+                        .filter(|e| crate::rules::glob_matches(reference, &e.name))
+                        .map(|e| e.name.clone())
+                        .collect()
+                } else {
+                    surface
+                        .resolve(kind, reference)
+                        .map(|r| r.exposed.name.clone())
+                        .into_iter()
+                        .collect()
+                };
+                match matched.is_empty() {
+                    false => selected_mut(&mut selection, kind).extend(matched),
+                    true => {
                         let at = path(&[
                             Seg::Key("toolsets"),
                             Seg::Key(owner),

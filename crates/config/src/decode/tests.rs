@@ -1492,7 +1492,7 @@ fn toolset_references_are_names() {
     );
     assert_eq!(
         errors[1].message,
-        "expected a list of prompt names, found a string `think`"
+        "expected a list of prompt names or globs, found a string `think`"
     );
 }
 
@@ -2055,4 +2055,22 @@ fn a_fixed_parameter_stands_alone_and_prompts_have_no_parameter_rules() {
     assert_eq!(e.path, "prompts.t.params");
     let e = error("tools:\n  t:\n    params:\n      p: { renam: q }\n");
     assert!(e.message.contains("renam"), "{}", e.message);
+}
+
+#[test]
+fn globs_in_override_keys_and_toolsets() {
+    let config = ok(concat!(
+        "servers:\n  github: { command: gh }\n",
+        "tools:\n  \"write_*\": { hidden: true }\n  \"github/*_pr\": { tags: [review] }\n",
+        "toolsets:\n  review: { tools: [\"*_pr\", get_file] }\n",
+    ));
+    assert!(config.rules.tools["write_*"].hidden);
+    assert_eq!(config.rules.tools["github/*_pr"].tags.len(), 1);
+    assert_eq!(
+        config.rules.toolsets.sets["review"].tools,
+        ["*_pr", "get_file"]
+    );
+    let e = error("toolsets:\n  r: { tools: [\"bad name*\"] }\n");
+    assert_eq!(e.path, "toolsets.r.tools[0]");
+    assert!(e.message.contains("glob `bad name*`"), "{}", e.message);
 }

@@ -124,10 +124,10 @@ impl Cx<'_> {
             rule.description = self.string(&field("description"), s);
         }
         if let Some(s) = fields.get("tools") {
-            rule.tools = self.references(&field("tools"), s, "tool");
+            rule.tools = self.globs(&field("tools"), s, "tool");
         }
         if let Some(s) = fields.get("prompts") {
-            rule.prompts = self.references(&field("prompts"), s, "prompt");
+            rule.prompts = self.globs(&field("prompts"), s, "prompt");
         }
         if let Some(s) = fields.get("tags") {
             rule.tags = self.tag_expr(&field("tags"), s);
@@ -175,6 +175,40 @@ impl Cx<'_> {
         for (i, item) in items.into_iter().enumerate() {
             if let Some(name) = self.name(&join(p, Seg::Index(i)), item, what) {
                 out.push(name.as_str().to_owned());
+            }
+        }
+        out
+    }
+
+    /// A list of names or globs (`github_*`: `*` any run of characters, `?` one), each a name
+    /// once its wildcards are letters.
+    fn globs<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>, what: &str) -> Vec<String> {
+        let expected = format!("a list of {what} names or globs");
+        let items = self.items(slot, p, &expected);
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.into_iter().enumerate() {
+            let ip = join(p, Seg::Index(i));
+            let Some(text) = self.string(&ip, item) else {
+                continue;
+            };
+            if !moniker_surface::rules::is_glob(&text) {
+                if let Some(name) = self.name(&ip, item, what) {
+                    out.push(name.as_str().to_owned());
+                }
+                continue;
+            }
+            match text
+                .replace(['*', '?'], "a")
+                .parse::<moniker_surface::Name>()
+            {
+                Ok(_) => out.push(text),
+                Err(e) => self.error(
+                    codes::INVALID_NAME,
+                    format!("{what} glob `{}` {}", shorten(&text), e.rule),
+                    &ip,
+                    item.point(),
+                    Some("`*` stands for any run of characters, `?` for one".to_owned()),
+                ),
             }
         }
         out

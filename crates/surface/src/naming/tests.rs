@@ -1268,3 +1268,90 @@ fn a_shared_name_is_fixed_with_each_servers_own_words() {
         assert!(help.contains(line), "{line} not in {help}");
     }
 }
+
+#[test]
+fn a_glob_override_key_applies_to_every_tool_it_matches() {
+    let mut rules = rules_with(&["gh", "fs"]);
+    let hide = Override {
+        hidden: true,
+        ..Default::default()
+    };
+    set(&mut rules, "write_*", hide.clone());
+    set(
+        &mut rules,
+        "gh/*_pr",
+        Override {
+            tags: vec!["review".parse().unwrap()],
+            ..Default::default()
+        },
+    );
+    // The exact key wins over a glob; the longer glob over the shorter.
+    set(
+        &mut rules,
+        "gh/merge_pr",
+        Override {
+            tags: vec!["merge".parse().unwrap()],
+            ..Default::default()
+        },
+    );
+    set(&mut rules, "gh/*", Override::default());
+    set(&mut rules, "nothing_*", hide);
+    let built = build(
+        &rules,
+        &[
+            listing(
+                "gh",
+                &[tool("get_pr"), tool("merge_pr"), tool("write_file_gh")],
+            ),
+            listing("fs", &[tool("write_file"), tool("read_file")]),
+        ],
+    );
+    let surface = built.surface.expect("a surface");
+    let listed: Vec<(&str, Vec<&str>)> = surface
+        .listed(Kind::Tool)
+        .map(|e| (e.name.as_str(), e.tags.iter().map(Tag::as_str).collect()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("get_pr", vec!["review"]),
+            ("merge_pr", vec!["merge"]),
+            ("read_file", vec![])
+        ]
+    );
+    assert!(
+        surface.resolve_tool("write_file").is_none(),
+        "hidden by the glob"
+    );
+    let unmatched: Vec<&str> = built
+        .diagnostics
+        .iter()
+        .filter(|d| d.code.ends_with("ed_override"))
+        .map(|d| d.message.as_str())
+        .collect();
+    assert_eq!(
+        unmatched,
+        [
+            "override `gh/*` applies to no tool: a more specific key wins for every tool it matches",
+            "override `nothing_*` matches no tool of the connected servers"
+        ]
+    );
+
+    let mut named = rules_with(&["gh"]);
+    set(
+        &mut named,
+        "get_*",
+        Override {
+            name: Some("one".parse().unwrap()),
+            ..Default::default()
+        },
+    );
+    let refused = build(&named, &[listing("gh", &[tool("get_pr")])]);
+    assert!(refused.surface.is_none());
+    assert!(
+        refused
+            .diagnostics
+            .iter()
+            .any(|d| d.code == "naming::glob_names")
+    );
+}

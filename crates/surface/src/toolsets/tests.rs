@@ -1040,3 +1040,21 @@ fn a_tag_selects_the_members_of_an_action_tool_not_the_tool() {
     let selection = select(&surface, "z", &sets(&[("z", none)])).unwrap();
     assert!(selection.tools.is_empty());
 }
+
+#[test]
+fn a_glob_selects_every_listed_tool_whose_name_it_matches() {
+    let surface = surface();
+    let rule = ToolsetRule {
+        tools: strings(&["*_prs", "get_pr_?nfo", "nothing_*"]),
+        ..Default::default()
+    };
+    let selection = select(&surface, "r", &sets(&[("r", rule.clone())])).unwrap();
+    assert_eq!(names(&selection.tools), ["get_pr_info", "list_prs"]);
+    assert_eq!(
+        selection.stale,
+        ["nothing_*"],
+        "a glob that matches nothing is stale"
+    );
+    let strict = validate(&surface, "r", &rule, &sets(&[]));
+    assert_eq!(codes_of(&strict), [codes::UNKNOWN_TOOL]);
+}
