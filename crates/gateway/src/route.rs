@@ -81,7 +81,16 @@ pub(crate) fn decide<'v>(
         return refused(why.to_string());
     }
     match route {
-        Route::Origin(origin) => match through(exposed.params.as_deref(), given, own) {
+        Route::Origin(origin) => match through(
+            [
+                selection
+                    .and_then(|s| s.reshaped.get(&exposed.name))
+                    .map(|r| &*r.params),
+                exposed.params.as_deref(),
+            ],
+            given,
+            own,
+        ) {
             Ok(arguments) => Decision::Forward(Forward {
                 exposed,
                 via,
@@ -101,7 +110,7 @@ pub(crate) fn decide<'v>(
             if let Some(why) = &member.withheld {
                 return refused(why.to_string());
             }
-            match through(member.params.as_deref(), Some(&arguments), None) {
+            match through([None, member.params.as_deref()], Some(&arguments), None) {
                 Ok(shaped) => Decision::Forward(Forward {
                     exposed,
                     via,
@@ -115,20 +124,22 @@ pub(crate) fn decide<'v>(
     }
 }
 
-/// The arguments to send, through the tool's parameter rules when it has some: `given`
-/// (which replaces the request's own) or the request's `own`, rewritten; `None`: the
-/// request's own go as they are.
+/// The arguments to send, through the parameter rules there are (the toolset's, then the
+/// tool's): `given` (which replaces the request's own) or the request's `own`, rewritten;
+/// `None`: the request's own go as they are.
 fn through(
-    params: Option<&Params>,
+    layers: [Option<&Params>; 2],
     given: Option<&str>,
     own: Option<&str>,
 ) -> Result<Option<String>, String> {
-    let Some(params) = params else {
-        return Ok(given.map(str::to_owned));
-    };
-    Ok(params
-        .arguments(given.or(own))?
-        .or_else(|| given.map(str::to_owned)))
+    let mut now: Option<String> = given.map(str::to_owned);
+    for params in layers.into_iter().flatten() {
+        let arguments = now.as_deref().or(own);
+        if let Some(rewritten) = params.arguments(arguments)? {
+            now = Some(rewritten);
+        }
+    }
+    Ok(now)
 }
 
 #[cfg(test)]
@@ -384,5 +395,51 @@ mod tests {
             f.arguments.as_deref(),
             Some(r#"{"repository":"c/d","tenant":"t-1"}"#)
         );
+    }
+
+    #[test]
+    fn a_toolsets_rules_go_first_then_the_tools() {
+        use moniker_surface::params::{Fixed, ParamRule};
+        use moniker_surface::toolsets::{ToolsetRule, select};
+        let surface = shaped_surface();
+        let rule = ToolsetRule {
+            tools: vec!["search".into()],
+            params: [(
+                "search".to_owned(),
+                [(
+                    "q".to_owned(),
+                    ParamRule {
+                        fixed: Some(Fixed(json!("pinned"))),
+                        ..Default::default()
+                    },
+                )]
+                .into(),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let sets = [("t".to_owned(), rule)].into();
+        let selection = select(&surface, "t", &sets).expect("a selection");
+        let Decision::Forward(f) = decide(
+            &surface,
+            Some(&selection),
+            Kind::Tool,
+            "search",
+            Arguments::Own(Some(r#"{"repo":"a/b"}"#)),
+        ) else {
+            panic!("forwarded");
+        };
+        assert_eq!(
+            f.arguments.as_deref(),
+            Some(r#"{"repository":"a/b","q":"pinned","tenant":"t-1"}"#)
+        );
+        let refused = decide(
+            &surface,
+            Some(&selection),
+            Kind::Tool,
+            "search",
+            Arguments::Own(Some(r#"{"repo":"a/b","q":"mine"}"#)),
+        );
+        assert!(matches!(refused, Decision::Refused { .. }), "{refused:?}");
     }
 }

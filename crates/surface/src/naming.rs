@@ -405,7 +405,6 @@ fn build_kind(
 
 /// What the parameter rules of each tool's override say that its schema does not bear out.
 fn report_params(named: &[Named<'_>], out: &mut Vec<Diagnostic>) {
-    use crate::params::Problem;
     for n in named {
         let (Some(rule), Some(key)) = (n.rule, n.key) else {
             continue;
@@ -414,43 +413,13 @@ fn report_params(named: &[Named<'_>], out: &mut Vec<Diagnostic>) {
             continue;
         }
         let schema = n.candidate.fields.get("inputSchema").map(|s| &**s);
+        let at = |param: Option<&str>| {
+            let mut segs = vec![Seg::Key("tools"), Seg::Key(key), Seg::Key("params")];
+            segs.extend(param.map(Seg::Key));
+            path(&segs)
+        };
         for problem in crate::params::shape(&rule.params, schema).problems {
-            let at = |param: &str| {
-                path(&[
-                    Seg::Key("tools"),
-                    Seg::Key(key),
-                    Seg::Key("params"),
-                    Seg::Key(param),
-                ])
-            };
-            let tool = &n.name;
-            out.push(match problem {
-                Problem::Unknown { param, close } => {
-                    let d = Diagnostic::warning(
-                        "params::unknown",
-                        format!("tool `{tool}` has no parameter `{param}`: its rule does nothing"),
-                    )
-                    .at(at(&param));
-                    match close {
-                        Some(close) => d.help(format!("did you mean `{close}`?")),
-                        None => d,
-                    }
-                }
-                Problem::Collision { name } => Diagnostic::error(
-                    "params::collision",
-                    format!("two parameters of tool `{tool}` would both be called `{name}`"),
-                )
-                .at(path(&[Seg::Key("tools"), Seg::Key(key), Seg::Key("params")]))
-                .help("give one of them another `rename` or alias"),
-                Problem::RequiredHidden { param } => Diagnostic::warning(
-                    "params::required_hidden",
-                    format!(
-                        "parameter `{param}` of tool `{tool}` is required but hidden with no value: its calls will fail"
-                    ),
-                )
-                .at(at(&param))
-                .help("give it a `default` or a `fixed` value"),
-            });
+            out.push(problem.diagnostic(&n.name, at));
         }
     }
 }

@@ -15,6 +15,8 @@ use indexmap::IndexMap;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::diagnostic::Diagnostic;
+
 /// What an override says of one parameter, keyed by the server's name for it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ParamRule {
@@ -68,6 +70,40 @@ pub enum Problem {
     Collision { name: String },
     /// A required parameter that is hidden with no value to send in its place.
     RequiredHidden { param: String },
+}
+
+impl Problem {
+    /// The diagnostic of this problem of tool `tool`'s rules, `at` the config path of its
+    /// parameter's rule (`None`: of the rules as a whole).
+    pub fn diagnostic(&self, tool: &str, at: impl Fn(Option<&str>) -> String) -> Diagnostic {
+        match self {
+            Self::Unknown { param, close } => {
+                let d = Diagnostic::warning(
+                    "params::unknown",
+                    format!("tool `{tool}` has no parameter `{param}`: its rule does nothing"),
+                )
+                .at(at(Some(param)));
+                match close {
+                    Some(close) => d.help(format!("did you mean `{close}`?")),
+                    None => d,
+                }
+            }
+            Self::Collision { name } => Diagnostic::error(
+                "params::collision",
+                format!("two parameters of tool `{tool}` would both be called `{name}`"),
+            )
+            .at(at(None))
+            .help("give one of them another `rename` or alias"),
+            Self::RequiredHidden { param } => Diagnostic::warning(
+                "params::required_hidden",
+                format!(
+                    "parameter `{param}` of tool `{tool}` is required but hidden with no value: its calls will fail"
+                ),
+            )
+            .at(at(Some(param)))
+            .help("give it a `default` or a `fixed` value"),
+        }
+    }
 }
 
 /// The listed schema and the compiled rules of one tool.

@@ -223,4 +223,9 @@ pub struct ToolsetRule {
     /// How clients of the toolset discover its tools; none: as the gateway says.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub discovery: Option<Discovery>,
+    /// Parameter rules of this toolset's own, by tool (its name or an alias as written), on top
+    /// of the tool's: keyed by the parameter names the tool is listed with. The config's only:
+    /// a toolset a client builds has none, and none is stored.
+    #[serde(skip)]
+    pub params: BTreeMap<String, BTreeMap<String, crate::params::ParamRule>>,
 }

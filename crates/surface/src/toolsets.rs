@@ -141,6 +141,23 @@ pub struct Selection {
     /// Action tools of which the toolset selects some members only (by tag): each as the
     /// toolset offers it, made of those members alone. Its other actions are not there.
     pub narrowed: BTreeMap<String, Narrowed>,
+    /// Tools the toolset's own parameter rules reshape, by canonical name.
+    pub reshaped: BTreeMap<String, Reshaped>,
+}
+
+/// A tool as a toolset's parameter rules reshape it.
+#[derive(Debug, Clone)]
+pub struct Reshaped {
+    /// Its listing entry, its input schema transformed by the toolset's rules.
+    pub definition: Box<RawValue>,
+    /// The toolset's rules: a call's arguments go through them, then through the tool's own.
+    pub params: std::sync::Arc<crate::params::Params>,
+}
+
+impl PartialEq for Reshaped {
+    fn eq(&self, other: &Self) -> bool {
+        self.definition.get() == other.definition.get() && self.params == other.params
+    }
 }
 
 /// An action tool as a toolset that selects some of its members offers it.
@@ -214,6 +231,8 @@ pub fn select(
         let entry = match problem.kind {
             ProblemKind::Unknown(reference) => reference.to_owned(),
             ProblemKind::Alias => problem.diagnostic.message,
+            ProblemKind::Param if problem.diagnostic.is_error() => problem.diagnostic.message,
+            ProblemKind::Param => continue,
         };
         if seen.insert(entry.clone()) {
             selection.stale.push(entry);
@@ -344,8 +363,13 @@ pub fn entry<'a>(selection: &'a Selection, kind: Kind, item: &'a Exposed) -> Cow
             .collect(),
         Kind::Prompt => Vec::new(),
     };
-    let definition = match (kind, selection.narrowed.get(&item.name)) {
-        (Kind::Tool, Some(narrowed)) => &*narrowed.definition,
+    let definition = match (
+        kind,
+        selection.narrowed.get(&item.name),
+        selection.reshaped.get(&item.name),
+    ) {
+        (Kind::Tool, Some(narrowed), _) => &*narrowed.definition,
+        (Kind::Tool, None, Some(reshaped)) => &*reshaped.definition,
         _ => &*item.definition,
     };
     if aliases.is_empty() {
@@ -470,6 +494,9 @@ enum ProblemKind<'a> {
     Unknown(&'a str),
     /// An alias that cannot be used.
     Alias,
+    /// A parameter rule that cannot be used (its message is what is left out), or that does
+    /// nothing (a warning: nothing is left out).
+    Param,
 }
 
 struct Problem<'a> {
@@ -669,9 +696,88 @@ fn gather<'a>(surface: &Surface, members: &[(&'a str, &'a ToolsetRule)]) -> Gath
         });
     }
     narrow(surface, &mut selection, partial);
+    reshape(surface, members, &mut selection, &mut problems);
     Gathered {
         selection,
         problems,
+    }
+}
+
+/// The toolsets' own parameter rules, over the tools they reshape: the first toolset (the one
+/// asked for, then its includes) that gives a tool rules gives them all. A tool whose rules
+/// cannot be used (two parameters by one name) is served as the surface has it.
+fn reshape<'a>(
+    surface: &Surface,
+    members: &[(&'a str, &'a ToolsetRule)],
+    selection: &mut Selection,
+    problems: &mut Vec<Problem<'a>>,
+) {
+    for &(owner, rule) in members {
+        for (reference, rules) in &rule.params {
+            let at = |param: Option<&str>| {
+                let mut segs = toolset_path(owner, "params");
+                segs.push(Seg::Key(reference));
+                segs.extend(param.map(Seg::Key));
+                path(&segs)
+            };
+            let Some(resolved) = surface.resolve(Kind::Tool, reference) else {
+                problems.push(Problem {
+                    kind: ProblemKind::Unknown(reference),
+                    owners: vec![owner],
+                    diagnostic: unknown_reference(surface, owner, Kind::Tool, reference)
+                        .at(at(None)),
+                });
+                continue;
+            };
+            let tool = resolved.exposed;
+            if selection.reshaped.contains_key(&tool.name) {
+                continue;
+            }
+            let mut param_problem = |diagnostic: Diagnostic| {
+                problems.push(Problem {
+                    kind: ProblemKind::Param,
+                    owners: vec![owner],
+                    diagnostic,
+                });
+            };
+            if !matches!(tool.route, Route::Origin(_)) {
+                param_problem(
+                    Diagnostic::error(
+                        "toolsets::params",
+                        format!(
+                            "toolset `{owner}` gives parameter rules to action tool `{}`",
+                            tool.name
+                        ),
+                    )
+                    .at(at(None))
+                    .help("give them to its members' overrides under `tools`"),
+                );
+                continue;
+            }
+            let fields: indexmap::IndexMap<String, Box<RawValue>> =
+                serde_json::from_str(tool.definition.get()).unwrap_or_default();
+            let shaped = crate::params::shape(rules, fields.get("inputSchema").map(|s| &**s));
+            let mut usable = true;
+            for problem in &shaped.problems {
+                let diagnostic = problem.diagnostic(&tool.name, at);
+                usable &= !diagnostic.is_error();
+                param_problem(diagnostic);
+            }
+            if !usable {
+                continue;
+            }
+            let change = crate::definition::Rewrite {
+                input_schema: shaped.schema.as_deref(),
+                ..Default::default()
+            };
+            selection.reshaped.insert(
+                tool.name.clone(),
+                Reshaped {
+                    definition: crate::definition::rewrite(&fields, &change),
+                    params: std::sync::Arc::new(shaped.params),
+                },
+            );
+        }
     }
 }
 

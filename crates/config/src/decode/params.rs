@@ -19,7 +19,7 @@ pub(crate) const PARAM_KEYS: &[&str] = &[
 ];
 
 impl Cx<'_> {
-    pub(super) fn params<'n>(
+    pub(crate) fn params<'n>(
         &mut self,
         p: &[Seg<'n>],
         slot: Slot<'n>,

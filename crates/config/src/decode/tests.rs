@@ -1295,6 +1295,7 @@ fn the_brief_toolsets_example_parses() {
             aliases: [("get_pr_info".to_owned(), "pr".to_owned())].into(),
             resources: Vec::new(),
             discovery: None,
+            params: Default::default(),
         }
     );
     assert_eq!(
@@ -2073,4 +2074,17 @@ fn globs_in_override_keys_and_toolsets() {
     let e = error("toolsets:\n  r: { tools: [\"bad name*\"] }\n");
     assert_eq!(e.path, "toolsets.r.tools[0]");
     assert!(e.message.contains("glob `bad name*`"), "{}", e.message);
+}
+
+#[test]
+fn a_toolset_has_parameter_rules_of_its_own() {
+    let config = ok(concat!(
+        "toolsets:\n  team:\n    tools: [search]\n",
+        "    params:\n      search: { project: { fixed: acme }, limit: { default: 5 } }\n",
+    ));
+    let params = &config.rules.toolsets.sets["team"].params["search"];
+    assert_eq!(params["limit"].default, Some(serde_json::json!(5)));
+    assert!(params["project"].fixed.is_some());
+    let e = error("toolsets:\n  team:\n    params:\n      search: { limit: { defalt: 5 } }\n");
+    assert_eq!(e.path, "toolsets.team.params.search.limit.defalt");
 }

@@ -24,6 +24,7 @@ pub(crate) const TOOLSET_KEYS: &[&str] = &[
     "aliases",
     "resources",
     "discovery",
+    "params",
 ];
 const TAGS_HELP: &str = "write a list of tags (any of them), or an expression of tags with `and`, `or`, `not` and parentheses: `git and (github or gitlab) and not deprecated`";
 
@@ -158,6 +159,14 @@ impl Cx<'_> {
         }
         if let Some(s) = fields.get("aliases") {
             rule.aliases = self.toolset_aliases(&field("aliases"), s);
+        }
+        if let Some(s) = fields.get("params") {
+            let p = field("params");
+            let tools = self.fields(s, &p, None, "a map of tools to their parameter rules");
+            for (tool, slot) in tools.entries {
+                let rules = self.params(&join(&p, Seg::Key(tool)), slot);
+                rule.params.insert(tool.to_owned(), rules);
+            }
         }
         (rule, includes)
     }

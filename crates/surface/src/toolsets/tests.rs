@@ -493,6 +493,7 @@ fn a_valid_toolset_has_no_diagnostics() {
         aliases: aliases(&[("get_pr_info", "pr")]),
         resources: Vec::new(),
         discovery: None,
+        params: Default::default(),
     };
     let all = sets(&[("base", with_tools(&["web_search"]))]);
     assert_eq!(validate(&surface, "review", &rule, &all), []);
@@ -877,6 +878,7 @@ fn toolset_rules_serialize_with_tags_as_an_expression() {
         aliases: aliases(&[("get_pr_info", "pr")]),
         resources: Vec::new(),
         discovery: None,
+        params: Default::default(),
     };
     let text = serde_json::to_string(&rule).unwrap();
     assert_eq!(
@@ -1057,4 +1059,94 @@ fn a_glob_selects_every_listed_tool_whose_name_it_matches() {
     );
     let strict = validate(&surface, "r", &rule, &sets(&[]));
     assert_eq!(codes_of(&strict), [codes::UNKNOWN_TOOL]);
+}
+
+#[test]
+fn a_toolsets_parameter_rules_reshape_its_tools_on_top_of_their_own() {
+    use crate::params::{Fixed, ParamRule};
+    let mut rules = Rules::default();
+    rules.tools.insert(
+        "search".into(),
+        Override {
+            params: [(
+                "q".to_owned(),
+                ParamRule {
+                    rename: Some("query".into()),
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            ..Default::default()
+        },
+    );
+    let schema = json!({"type": "object", "properties": {"q": {"type": "string"}, "project": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["q", "project"]});
+    let listing = Listing {
+        server: sid("s"),
+        tools: vec![raw(&json!({"name": "search", "inputSchema": schema}))],
+        prompts: Vec::new(),
+        version: None,
+    };
+    let surface = build(&rules, &[listing]).surface.unwrap();
+    let rule = ToolsetRule {
+        tools: strings(&["search"]),
+        params: [(
+            "search".to_owned(),
+            [
+                (
+                    "project".to_owned(),
+                    ParamRule {
+                        fixed: Some(Fixed(json!("acme"))),
+                        ..Default::default()
+                    },
+                ),
+                (
+                    "limit".to_owned(),
+                    ParamRule {
+                        default: Some(json!(5)),
+                        ..Default::default()
+                    },
+                ),
+                ("nope".to_owned(), ParamRule::default()),
+            ]
+            .into(),
+        )]
+        .into(),
+        ..Default::default()
+    };
+    let sets = sets(&[("team", rule.clone())]);
+    let selection = select(&surface, "team", &sets).unwrap();
+    assert!(selection.stale.is_empty(), "{:?}", selection.stale);
+    let listed: Value = serde_json::from_str(&listing_of(&surface, &selection)).unwrap();
+    let input = &listed["tools"][0]["inputSchema"];
+    assert_eq!(
+        input["properties"],
+        json!({"query": {"type": "string"}, "limit": {"type": "integer", "default": 5}})
+    );
+    assert_eq!(input["required"], json!(["query"]));
+    let reshaped = &selection.reshaped["search"];
+    let sent = reshaped
+        .params
+        .arguments(Some(r#"{"query":"x"}"#))
+        .unwrap()
+        .unwrap();
+    assert_eq!(sent, r#"{"query":"x","limit":5,"project":"acme"}"#);
+    // Keyed by the names the tool is listed with: `nope` is said, not left out.
+    let said = validate(&surface, "team", &rule, &sets);
+    assert_eq!(codes_of(&said), ["params::unknown"]);
+    assert_eq!(
+        said[0].config_path.as_deref(),
+        Some("toolsets.team.params.search.nope")
+    );
+    // Without the toolset, the tool is as the surface has it.
+    let plain = surface
+        .resolve_tool("search")
+        .unwrap()
+        .exposed
+        .definition
+        .get();
+    assert!(plain.contains("\"project\""), "{plain}");
+}
+
+fn listing_of(surface: &Surface, selection: &Selection) -> String {
+    listing(surface, selection, Kind::Tool)
 }
