@@ -125,3 +125,39 @@ async def test_a_tool_that_appears_live_is_withheld_at_once(moniker, moniker_bin
     assert sorted(after) == sorted(before), (before, after)
     assert added is not None, "the added tool never became known"
     assert added.isError and "moniker lock --accept fixture_added_tool" in s.texts(added)[0], s.dump(added)
+
+
+def test_healthz_says_each_changed_tool(moniker_bin: Path, node_bin: Path, write_config, tmp_path: Path) -> None:
+    import socket
+    import time
+    import urllib.request
+
+    config = write_config({"servers": {"everything": everything(node_bin, OLD)}})
+    lock_cli(moniker_bin, config)
+    write_config({"servers": {"everything": everything(node_bin, NEW)}})
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = open(tmp_path / "http.stderr", "w")
+    proc = subprocess.Popen(
+        [str(moniker_bin), "serve", "--http", f"127.0.0.1:{port}", "-c", str(config)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env={**os.environ, "XDG_DATA_HOME": str(tmp_path)},
+    )
+    health = ""
+    try:
+        deadline = time.time() + 30
+        while "changed since moniker.lock" not in health and time.time() < deadline:
+            try:
+                health = urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read().decode()
+            except OSError:
+                pass
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+    assert "tool `echo` of server `everything` changed since moniker.lock: description, annotations, input; served (integrity: warn)" in health, health
+    assert "tool `get-sum` of server `everything` is not in moniker.lock; served (integrity: warn)" in health, health
