@@ -122,6 +122,9 @@ pub struct ServeArgs {
     /// Serve Streamable HTTP on this address (`127.0.0.1:8080`) instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
+    /// With `--http`: serve the console at `/console` (as `http.console: true` does).
+    #[arg(long, requires = "http")]
+    pub console: bool,
     /// Also serve Prometheus metrics at `http://ADDR/metrics` (with `--http`, they are at
     /// `/metrics` of the same address).
     #[arg(long, value_name = "ADDR")]

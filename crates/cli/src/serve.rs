@@ -32,6 +32,9 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure>
         Err(not) => return Ok(not.exit),
     };
     crate::reload::watch_lock(&gateway, &config);
+    if args.console {
+        gateway.force_console();
+    }
     let watcher = crate::reload::watch(gateway.clone(), &config, args.http);
     let outcome = match args.http {
         Some(addr) => serve_http(&gateway, &config, addr).await,

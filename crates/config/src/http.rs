@@ -22,6 +22,8 @@ pub struct HttpConfig {
     pub max_connections: Option<u32>,
     /// `http.auth`: access tokens from an identity provider (beside `tokens`).
     pub auth: Option<ResourceAuth>,
+    /// `http.console`: the read-only console at `/console`, for a token bound to no toolset.
+    pub console: bool,
 }
 
 /// `http.auth`: moniker's endpoint as an OAuth 2.1 resource server. A client is sent to

@@ -65,6 +65,30 @@ impl Audit {
     }
 }
 
+/// The last [`RECENT`] audit lines in memory (the console's Activity page): kept only once the
+/// console has asked for them, whether or not an audit log is written.
+#[derive(Default)]
+pub struct Recent {
+    lines: Mutex<std::collections::VecDeque<String>>,
+}
+
+/// How many audit lines [`Recent`] keeps.
+pub const RECENT: usize = 500;
+
+impl Recent {
+    pub(crate) fn push(&self, line: String) {
+        let mut lines = lock(&self.lines);
+        if lines.len() == RECENT {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    pub(crate) fn lines(&self) -> Vec<String> {
+        lock(&self.lines).iter().cloned().collect()
+    }
+}
+
 impl Rotating {
     fn write(&mut self, line: &str) {
         let len = line.len() as u64 + 1;

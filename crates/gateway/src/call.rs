@@ -273,8 +273,15 @@ impl Call {
                 .metrics
                 .alias_call(&self.name, exposed, self.deprecated);
         }
-        if let Some(audit) = &gateway.audit {
-            audit.write(&self.audit_line(self.started.elapsed()));
+        let recent = gateway.recent.get();
+        if gateway.audit.is_some() || recent.is_some() {
+            let line = self.audit_line(self.started.elapsed());
+            if let Some(audit) = &gateway.audit {
+                audit.write(&line);
+            }
+            if let Some(recent) = recent {
+                recent.push(line);
+            }
         }
     }
 

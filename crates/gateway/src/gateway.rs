@@ -241,6 +241,10 @@ pub struct Gateway {
     pub(crate) limits: crate::limits::Limits,
     /// Where finished calls are written, when the audit log is on.
     pub(crate) audit: Option<crate::audit::Audit>,
+    /// The last calls' audit lines, kept once the console is on (its Activity page).
+    pub(crate) recent: std::sync::OnceLock<crate::audit::Recent>,
+    /// `serve --console`: the console is on whatever the config says.
+    console_forced: AtomicBool,
     /// Where calls' spans go, when traces are on.
     pub(crate) telemetry: Option<crate::telemetry::Telemetry>,
     /// `start` is over: from now on the surface's problems are only in the log. Before, they
@@ -284,6 +288,8 @@ impl Gateway {
             http: ArcSwap::from_pointee(moniker_config::HttpConfig::default()),
             http_changed: watch::channel(()).0,
             lock: Mutex::new(None),
+            recent: std::sync::OnceLock::new(),
+            console_forced: AtomicBool::new(false),
             parked,
             tasks: Mutex::new(crate::tasks::Owners::default()),
             state: Mutex::new(State::default()),
@@ -421,11 +427,34 @@ impl Gateway {
         self.rebuild(&sets, |_| {});
     }
 
-    /// The tools that drift from the lock now, and whether they are withheld.
-    pub fn drift(&self) -> (Vec<Drift>, Integrity) {
+    /// The tools that drift from the lock now, and whether they are withheld (`None`: there
+    /// is no lock).
+    pub fn drift(&self) -> Option<(Vec<Drift>, Integrity)> {
         lock(&self.lock)
             .as_ref()
             .map(|w| (w.drift.clone(), w.integrity))
+    }
+
+    /// Turns the console on whatever the config says (`serve --console`).
+    pub fn force_console(&self) {
+        self.console_forced.store(true, Ordering::Release);
+    }
+
+    /// Whether the console is on: `http.console`, or `serve --console`.
+    pub fn console_on(&self) -> bool {
+        self.console_forced.load(Ordering::Acquire) || self.http().console
+    }
+
+    /// Keeps the last calls' audit lines from now on (the console's Activity page).
+    pub fn recent_calls_kept(&self) {
+        self.recent.get_or_init(Default::default);
+    }
+
+    /// The last calls' audit lines, newest last (none before [`Gateway::recent_calls_kept`]).
+    pub fn recent_calls(&self) -> Vec<String> {
+        self.recent
+            .get()
+            .map(crate::audit::Recent::lines)
             .unwrap_or_default()
     }
 

@@ -55,6 +55,41 @@ const BUCKETS: [f64; 14] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0,
 ];
 
+/// One server's calls, and how many took at most each bucket's bound (cumulative).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub count: u64,
+    pub within: [u64; BUCKETS.len()],
+}
+
+impl Latency {
+    /// The calls of `self` that `earlier` had not seen.
+    pub fn since(&self, earlier: &Self) -> Self {
+        let mut within = self.within;
+        for (w, e) in within.iter_mut().zip(earlier.within) {
+            *w = w.saturating_sub(e);
+        }
+        Self {
+            count: self.count.saturating_sub(earlier.count),
+            within,
+        }
+    }
+
+    /// The bucket bound (in seconds) under which a share `q` of the calls took (`None`: no
+    /// call, or beyond the last bound).
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let wanted = (self.count as f64 * q).ceil() as u64;
+        BUCKETS
+            .iter()
+            .zip(self.within)
+            .find(|(_, n)| *n >= wanted)
+            .map(|(bound, _)| *bound)
+    }
+}
+
 #[derive(Default, Clone)]
 struct Histogram {
     counts: [u64; BUCKETS.len()],
@@ -170,6 +205,22 @@ impl Metrics {
             .restarts
             .entry(server.as_str().to_owned())
             .or_default() += 1;
+    }
+
+    /// Each server's calls so far, and how many took at most each bucket's bound: what the
+    /// console's charts are made of (differences of two snapshots).
+    pub fn latencies(&self) -> BTreeMap<String, Latency> {
+        self.lock()
+            .latency
+            .iter()
+            .map(|(server, h)| {
+                let latency = Latency {
+                    count: h.count,
+                    within: h.counts,
+                };
+                (server.clone(), latency)
+            })
+            .collect()
     }
 
     /// Calls by (tool, via, outcome), those that happened.

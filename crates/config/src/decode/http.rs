@@ -18,6 +18,7 @@ pub(crate) const HTTP_KEYS: &[&str] = &[
     "max_sessions_per_token",
     "max_connections",
     "auth",
+    "console",
 ];
 pub(crate) const AUTH_KEYS: &[&str] = &[
     "resource",
@@ -40,57 +41,7 @@ impl Cx<'_> {
         let field = |name: &'static str| join(p, Seg::Key(name));
         let mut out = HttpConfig::default();
         if let Some(tokens) = fields.get("tokens") {
-            let tp = field("tokens");
-            for (i, item) in self
-                .items(tokens, &tp, "a list of tokens")
-                .into_iter()
-                .enumerate()
-            {
-                let ip = join(&tp, Seg::Index(i));
-                if matches!(item.node.value, Value::Map(_)) {
-                    let entry = self.fields(
-                        item,
-                        &ip,
-                        Some(TOKEN_KEYS),
-                        "a token: a string or {token, toolset}",
-                    );
-                    let token = match entry.get("token") {
-                        Some(t) => self.string(&join(&ip, Seg::Key("token")), t),
-                        None => {
-                            self.error(
-                                codes::MISSING_KEY,
-                                "a token needs `token`".to_owned(),
-                                &ip,
-                                item.node.span,
-                                Some(
-                                    "write `{ token: \"${MONIKER_TOKEN}\", toolset: review }`"
-                                        .to_owned(),
-                                ),
-                            );
-                            None
-                        }
-                    };
-                    let toolset = entry
-                        .get("toolset")
-                        .and_then(|t| self.string(&join(&ip, Seg::Key("toolset")), t));
-                    let name = entry
-                        .get("name")
-                        .and_then(|t| self.string(&join(&ip, Seg::Key("name")), t));
-                    if let Some(token) = token {
-                        out.tokens.push(TokenConfig {
-                            token,
-                            toolset,
-                            name,
-                        });
-                    }
-                } else if let Some(token) = self.string(&ip, item) {
-                    out.tokens.push(TokenConfig {
-                        token,
-                        toolset: None,
-                        name: None,
-                    });
-                }
-            }
+            out.tokens = self.tokens(&field("tokens"), tokens);
         }
         if let Some(list) = fields.get("allowed_origins") {
             out.allowed_origins = self.strings(&field("allowed_origins"), list, false);
@@ -112,6 +63,65 @@ impl Cx<'_> {
         }
         if let Some(auth) = fields.get("auth") {
             out.auth = self.resource_auth(&field("auth"), auth);
+        }
+        if let Some(console) = fields.get("console") {
+            out.console = self.boolean(&field("console"), console).unwrap_or(false);
+        }
+        out
+    }
+
+    /// `http.tokens`: each a string, or `{ token, toolset, name }`.
+    fn tokens<'n>(&mut self, tp: &[Seg<'n>], tokens: Slot<'n>) -> Vec<TokenConfig> {
+        let mut out = Vec::new();
+        for (i, item) in self
+            .items(tokens, tp, "a list of tokens")
+            .into_iter()
+            .enumerate()
+        {
+            let ip = join(tp, Seg::Index(i));
+            if matches!(item.node.value, Value::Map(_)) {
+                let entry = self.fields(
+                    item,
+                    &ip,
+                    Some(TOKEN_KEYS),
+                    "a token: a string or {token, toolset}",
+                );
+                let token = match entry.get("token") {
+                    Some(t) => self.string(&join(&ip, Seg::Key("token")), t),
+                    None => {
+                        self.error(
+                            codes::MISSING_KEY,
+                            "a token needs `token`".to_owned(),
+                            &ip,
+                            item.node.span,
+                            Some(
+                                "write `{ token: \"${MONIKER_TOKEN}\", toolset: review }`"
+                                    .to_owned(),
+                            ),
+                        );
+                        None
+                    }
+                };
+                let toolset = entry
+                    .get("toolset")
+                    .and_then(|t| self.string(&join(&ip, Seg::Key("toolset")), t));
+                let name = entry
+                    .get("name")
+                    .and_then(|t| self.string(&join(&ip, Seg::Key("name")), t));
+                if let Some(token) = token {
+                    out.push(TokenConfig {
+                        token,
+                        toolset,
+                        name,
+                    });
+                }
+            } else if let Some(token) = self.string(&ip, item) {
+                out.push(TokenConfig {
+                    token,
+                    toolset: None,
+                    name: None,
+                });
+            }
         }
         out
     }

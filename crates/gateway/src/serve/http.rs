@@ -46,6 +46,7 @@
 //! Secrets never reach the logs: tokens are named by their position (`token #1`), and
 //! a token's `Debug` hides the secret.
 
+mod console;
 mod identity;
 mod layers;
 mod outbox;
@@ -156,6 +157,8 @@ struct Shared {
     verifier: Mutex<Option<Arc<Verifier>>>,
     /// Turns true at shutdown: GET streams end.
     stop: watch::Receiver<bool>,
+    /// The console's sessions and samples.
+    console: console::Console,
 }
 
 /// Who a request comes from, as the layers proved it, and the toolset its URL or its token
@@ -197,6 +200,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route_layer(from_fn(layers::close_on_refusal));
     Router::new()
         .merge(mcp)
+        .merge(console::router(&shared))
         .route(
             RESOURCE_METADATA_PATH,
             route_get(identity::resource_metadata),
@@ -285,6 +289,7 @@ pub async fn serve(
         post_held: Default::default(),
         verifier: Mutex::new(None),
         stop: stop_rx.clone(),
+        console: console::Console::default(),
     });
     let sweeper = tokio::spawn(sessions::sweep(Arc::downgrade(&shared), idle));
     let revoker = tokio::spawn(sessions::revoke_on_reload(Arc::downgrade(&shared)));
@@ -368,7 +373,7 @@ fn health(gateway: &Gateway) -> String {
             codes.join(", ")
         ));
     }
-    let (drift, integrity) = gateway.drift();
+    let (drift, integrity) = gateway.drift().unwrap_or_default();
     for d in &drift {
         let what = match integrity {
             moniker_surface::lock::Integrity::Warn => "served (integrity: warn)",

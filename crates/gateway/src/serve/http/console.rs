@@ -1,0 +1,362 @@
+//! The console at `/console` (DESIGN "A console"): the namespace in a browser. Off unless
+//! `http.console` or `serve --console`; read-only but for the playground, whose calls go the
+//! normal way, as the console's principal, audited.
+//!
+//! Who may see it: a token of `http.tokens` bound to no toolset (or anyone, when there are no
+//! tokens: then `/mcp` is open too), presented as `Authorization: Bearer` or once on the login
+//! page, which gives a session cookie (`HttpOnly`, `SameSite=Strict`, random, kept in memory,
+//! ended when its token leaves the config). The same Host and Origin checks as `/mcp` run
+//! first. Every page is rendered here (askama templates, HTML escaped), without scripts, under a
+//! strict Content-Security-Policy; every form that changes anything carries the session's CSRF
+//! token. Nothing secret is rendered: no token, no `fixed` parameter value, no `env`.
+
+mod pages;
+mod playground;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Form, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use subtle::ConstantTimeEq as _;
+
+use super::Shared;
+use super::layers;
+use crate::metrics::Latency;
+use crate::serve::checks;
+use crate::sync::lock;
+
+/// Console sessions at most: the oldest goes when one more logs in.
+const MAX_SESSIONS: usize = 64;
+/// How long a console session lasts.
+const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
+/// The cookie of a console session.
+const COOKIE: &str = "moniker_console";
+/// How often the servers' calls are sampled for the charts, and how many samples are kept.
+const SAMPLE_EVERY: Duration = Duration::from_secs(10);
+const SAMPLES: usize = 61;
+
+const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+const CSS: &str = include_str!("../../../templates/console/console.css");
+
+/// The console's own state, beside the HTTP transport's.
+#[derive(Default)]
+pub(super) struct Console {
+    sessions: Mutex<HashMap<String, Seat>>,
+    /// The servers' calls every [`SAMPLE_EVERY`], oldest first.
+    samples: Mutex<VecDeque<std::collections::BTreeMap<String, Latency>>>,
+}
+
+/// A logged-in browser: the token it proved (checked again on every request, so that a token
+/// taken out of the config ends it), its CSRF token, when it ends.
+struct Seat {
+    token: String,
+    csrf: String,
+    ends: Instant,
+}
+
+/// Why a request does not see a page: no session yet (the login page), or a refusal.
+pub(super) enum Away {
+    Login,
+    Refused(StatusCode, String),
+}
+
+impl IntoResponse for Away {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Login => Redirect::to("/console/login").into_response(),
+            Self::Refused(status, why) => refused(status, &why),
+        }
+    }
+}
+
+/// Who is looking: the name the audit log gives them, and the CSRF token of their session
+/// (`None`: a bearer token, which a browser does not send by itself).
+pub(super) struct Admin {
+    pub name: String,
+    pub csrf: Option<String>,
+}
+
+/// The console's routes, behind the same `Host` and `Origin` checks as `/mcp`.
+pub(super) fn router(shared: &Arc<Shared>) -> Router<Arc<Shared>> {
+    if shared.gateway.console_on() {
+        shared.gateway.recent_calls_kept();
+    }
+    tokio::spawn(sample(Arc::downgrade(shared)));
+    Router::new()
+        .route(
+            "/console",
+            get(|| async { Redirect::to("/console/namespace") }),
+        )
+        .route("/console/console.css", get(css))
+        .route("/console/login", get(login_page).post(login))
+        .route("/console/logout", post(logout))
+        .route("/console/servers", get(pages::servers))
+        .route("/console/namespace", get(pages::namespace))
+        .route("/console/access", get(pages::access))
+        .route("/console/activity", get(pages::activity))
+        .route(
+            "/console/playground",
+            get(playground::page).post(playground::call),
+        )
+        .route_layer(from_fn_with_state(shared.clone(), on))
+        .route_layer(from_fn_with_state(shared.clone(), layers::origin))
+        .route_layer(from_fn_with_state(shared.clone(), layers::host))
+        .route_layer(from_fn(layers::close_on_refusal))
+}
+
+/// Not found while the console is off: nothing says it is there.
+async fn on(
+    State(shared): State<Arc<Shared>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !shared.gateway.console_on() {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    // From now on the last calls are kept for the Activity page.
+    shared.gateway.recent_calls_kept();
+    secured(next.run(request).await)
+}
+
+/// The console's headers on every answer.
+fn secured(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, CSP),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::CACHE_CONTROL, "no-store"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+async fn css() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS).into_response()
+}
+
+/// A page, or the refusal to render it (a template error is a bug, said as a 500).
+pub(super) fn html(page: &impl Template) -> Response {
+    match page.render() {
+        Ok(text) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], text).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "a console page failed to render");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+impl Shared {
+    /// Who is looking, or the answer to give instead: the login page for a browser without a
+    /// session, 403 for a token bound to a toolset.
+    pub(super) fn admit(&self, headers: &HeaderMap) -> Result<Admin, Away> {
+        let settings = self.gateway.http();
+        if settings.tokens.is_empty() && settings.auth.is_none() {
+            let csrf = self.seat_of(headers).map(|(_, csrf)| csrf);
+            return Ok(Admin {
+                name: "console".to_owned(),
+                csrf,
+            });
+        }
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .map(HeaderValue::as_bytes);
+        if let Some(secret) = authorization.and_then(checks::bearer) {
+            let secret = std::str::from_utf8(secret).unwrap_or_default();
+            return self.admit_token(secret, None);
+        }
+        match self.seat_of(headers) {
+            Some((token, csrf)) => self.admit_token(&token, Some(csrf)),
+            None => Err(Away::Login),
+        }
+    }
+
+    fn admit_token(&self, secret: &str, csrf: Option<String>) -> Result<Admin, Away> {
+        let settings = self.gateway.http();
+        let Some(token) = checks::find_token(secret, &settings.tokens) else {
+            return Err(Away::Refused(
+                StatusCode::UNAUTHORIZED,
+                "this token is not one of `http.tokens`".to_owned(),
+            ));
+        };
+        if let Some(toolset) = &token.toolset {
+            return Err(Away::Refused(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "this token is bound to toolset `{toolset}`: the console is for a token bound to none"
+                ),
+            ));
+        }
+        let name = match &token.name {
+            Some(name) => name.clone(),
+            None => {
+                let at = settings.tokens.iter().position(|t| std::ptr::eq(t, token));
+                format!("token #{}", at.unwrap_or_default() + 1)
+            }
+        };
+        Ok(Admin {
+            name: format!("console {name}"),
+            csrf,
+        })
+    }
+
+    /// The token and CSRF token of the request's console session, when it has a live one.
+    fn seat_of(&self, headers: &HeaderMap) -> Option<(String, String)> {
+        let id = cookie(headers, COOKIE)?;
+        let mut sessions = lock(&self.console.sessions);
+        let seat = sessions.get(id)?;
+        if seat.ends < Instant::now() {
+            sessions.remove(id);
+            return None;
+        }
+        Some((seat.token.clone(), seat.csrf.clone()))
+    }
+
+    /// A new console session for `token`: its cookie's value.
+    fn seat(&self, token: String) -> String {
+        let id = random();
+        let mut sessions = lock(&self.console.sessions);
+        if sessions.len() >= MAX_SESSIONS {
+            let oldest = sessions
+                .iter()
+                .min_by_key(|(_, s)| s.ends)
+                .map(|(id, _)| id.clone());
+            if let Some(oldest) = oldest {
+                sessions.remove(&oldest);
+            }
+        }
+        sessions.insert(
+            id.clone(),
+            Seat {
+                token,
+                csrf: random(),
+                ends: Instant::now() + SESSION_TTL,
+            },
+        );
+        id
+    }
+}
+
+impl Admin {
+    /// Whether a form's `csrf` field is this session's (a bearer token needs none).
+    pub(super) fn checks(&self, given: &str) -> bool {
+        match &self.csrf {
+            Some(csrf) => csrf.as_bytes().ct_eq(given.as_bytes()).into(),
+            None => true,
+        }
+    }
+}
+
+/// A console refusal, as a small page of its own.
+pub(super) fn refused(status: StatusCode, why: &str) -> Response {
+    let page = pages::Refused {
+        why: why.to_owned(),
+    };
+    (status, html(&page)).into_response()
+}
+
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// 32 random bytes as hex.
+fn random() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the system's random source");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[derive(Template)]
+#[template(path = "console/login.html")]
+struct LoginPage {
+    open: bool,
+    error: Option<String>,
+}
+
+async fn login_page(State(shared): State<Arc<Shared>>) -> Response {
+    let settings = shared.gateway.http();
+    html(&LoginPage {
+        open: settings.tokens.is_empty() && settings.auth.is_none(),
+        error: None,
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct LoginForm {
+    #[serde(default)]
+    token: String,
+}
+
+/// Checks the token given, and gives a session cookie for it.
+async fn login(State(shared): State<Arc<Shared>>, Form(form): Form<LoginForm>) -> Response {
+    let settings = shared.gateway.http();
+    let open = settings.tokens.is_empty() && settings.auth.is_none();
+    if !open {
+        if let Err(away) = shared.admit_token(&form.token, None) {
+            if matches!(away, Away::Refused(StatusCode::UNAUTHORIZED, _)) {
+                let page = LoginPage {
+                    open,
+                    error: Some("That is not a token of `http.tokens`.".to_owned()),
+                };
+                return (StatusCode::UNAUTHORIZED, html(&page)).into_response();
+            }
+            return away.into_response();
+        }
+    }
+    let id = shared.seat(form.token);
+    let cookie = format!("{COOKIE}={id}; Path=/console; HttpOnly; SameSite=Strict");
+    let mut response = Redirect::to("/console/namespace").into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+async fn logout(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Some(id) = cookie(&headers, COOKIE) {
+        lock(&shared.console.sessions).remove(id);
+    }
+    let mut response = Redirect::to("/console/login").into_response();
+    let expired = format!("{COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
+    if let Ok(value) = HeaderValue::from_str(&expired) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// Samples the servers' calls every [`SAMPLE_EVERY`] while the console is on, for the charts;
+/// ends with the transport.
+async fn sample(shared: std::sync::Weak<Shared>) {
+    let mut every = tokio::time::interval(SAMPLE_EVERY);
+    loop {
+        every.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        if !shared.gateway.console_on() {
+            continue;
+        }
+        let now = shared.gateway.metrics.latencies();
+        let mut samples = lock(&shared.console.samples);
+        if samples.len() == SAMPLES {
+            samples.pop_front();
+        }
+        samples.push_back(now);
+    }
+}

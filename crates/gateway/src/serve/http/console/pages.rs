@@ -1,0 +1,540 @@
+//! The console's read-only pages: servers, namespace, who sees what, activity. Each is
+//! bounded: tables are paged or capped, a listing shown whole is cut at [`MAX_SHOWN`] bytes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use askama::Template;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse as _, Response};
+use moniker_surface::{Exposed, Kind, Route};
+
+use super::{Admin, Shared, html};
+use crate::sync::lock;
+
+/// Rows of a table page.
+const PAGE: usize = 100;
+/// The most of a listing a page shows.
+pub(super) const MAX_SHOWN: usize = 256 * 1024;
+/// Activity rows shown at most.
+const ACTIVITY_ROWS: usize = 200;
+
+/// What every page shows at its top.
+pub(super) struct Nav {
+    pub page: &'static str,
+    pub who: String,
+    /// The form field that proves a POST is from this console (empty for a bearer token).
+    pub csrf: String,
+}
+
+impl Nav {
+    pub(super) fn of(page: &'static str, admin: &Admin) -> Self {
+        Self {
+            page,
+            who: admin.name.clone(),
+            csrf: admin.csrf.clone().unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/refused.html")]
+pub(super) struct Refused {
+    pub why: String,
+}
+
+pub(super) struct ServerRow {
+    pub id: String,
+    pub state: &'static str,
+    pub error: String,
+    pub restarts: u64,
+    pub tools: usize,
+    pub prompts: usize,
+    pub era: String,
+    pub calls: u64,
+    pub p50: String,
+    pub p99: String,
+    /// The SVG polyline of its calls per second over the samples (empty: too few).
+    pub points: String,
+    pub rate: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/servers.html")]
+struct ServersPage {
+    nav: Nav,
+    servers: Vec<ServerRow>,
+    minutes: u64,
+}
+
+pub(super) async fn servers(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let admin = match shared.admit(&headers) {
+        Ok(admin) => admin,
+        Err(away) => return away.into_response(),
+    };
+    let gateway = &shared.gateway;
+    let status = gateway.server_status();
+    let listings = gateway.listings();
+    let eras: BTreeMap<String, String> = gateway
+        .connections()
+        .into_iter()
+        .map(|(conn, info)| (conn.server.to_string(), info.protocol_version))
+        .collect();
+    let samples: Vec<_> = lock(&shared.console.samples).iter().cloned().collect();
+    let latest = gateway.metrics.latencies();
+    let servers = status
+        .iter()
+        .map(|(id, s)| {
+            let listing = listings.iter().find(|l| &l.server == id);
+            let now = latest.get(id.as_str()).copied().unwrap_or_default();
+            let window = samples
+                .first()
+                .and_then(|first| first.get(id.as_str()))
+                .map_or(now, |first| now.since(first));
+            let seconds = |q: f64| {
+                window
+                    .quantile(q)
+                    .map_or("–".to_owned(), |s| format!("≤ {}", duration(s)))
+            };
+            let (points, rate) = chart(id.as_str(), &samples);
+            ServerRow {
+                id: id.to_string(),
+                state: if s.up {
+                    "connected"
+                } else if s.last_error.is_some() {
+                    "failed"
+                } else {
+                    "starting"
+                },
+                error: s.last_error.clone().unwrap_or_default(),
+                restarts: s.restarts,
+                tools: listing.map_or(0, |l| l.tools.len()),
+                prompts: listing.map_or(0, |l| l.prompts.len()),
+                era: eras.get(id.as_str()).cloned().unwrap_or_default(),
+                calls: now.count,
+                p50: seconds(0.5),
+                p99: seconds(0.99),
+                points,
+                rate,
+            }
+        })
+        .collect();
+    html(&ServersPage {
+        nav: Nav::of("servers", &admin),
+        servers,
+        minutes: (super::SAMPLE_EVERY.as_secs() * super::SAMPLES as u64) / 60,
+    })
+}
+
+fn duration(seconds: f64) -> String {
+    if seconds < 1.0 {
+        format!("{} ms", seconds * 1000.0)
+    } else {
+        format!("{seconds} s")
+    }
+}
+
+/// The calls per second of `server` between samples, as SVG points on a 120×24 box, and the
+/// last rate.
+fn chart(server: &str, samples: &[BTreeMap<String, crate::metrics::Latency>]) -> (String, String) {
+    let counts: Vec<u64> = samples
+        .iter()
+        .map(|s| s.get(server).map_or(0, |l| l.count))
+        .collect();
+    let rates: Vec<f64> = counts
+        .windows(2)
+        .map(|w| w[1].saturating_sub(w[0]) as f64 / super::SAMPLE_EVERY.as_secs_f64())
+        .collect();
+    if rates.len() < 2 {
+        return (String::new(), "–".to_owned());
+    }
+    let top = rates.iter().copied().fold(0.0_f64, f64::max).max(0.1);
+    let step = 120.0 / (rates.len() - 1) as f64;
+    let points: Vec<String> = rates
+        .iter()
+        .enumerate()
+        .map(|(i, r)| format!("{:.1},{:.1}", i as f64 * step, 23.0 - r / top * 22.0))
+        .collect();
+    let last = rates.last().copied().unwrap_or_default();
+    (points.join(" "), format!("{last:.1}/s"))
+}
+
+pub(super) struct ToolRow {
+    pub kind: &'static str,
+    pub name: String,
+    pub aliases: String,
+    pub hidden: String,
+    pub origin: String,
+    pub tags: String,
+    pub toolsets: String,
+    pub lock: String,
+    pub deprecated: String,
+    pub listed: bool,
+}
+
+pub(super) struct Problem {
+    pub message: String,
+    pub fix: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/namespace.html")]
+struct NamespacePage {
+    nav: Nav,
+    q: String,
+    rows: Vec<ToolRow>,
+    total: usize,
+    page: usize,
+    pages: usize,
+    problems: Vec<Problem>,
+}
+
+#[derive(serde::Deserialize, Default)]
+pub(super) struct NamespaceQuery {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    page: usize,
+}
+
+pub(super) async fn namespace(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Query(query): Query<NamespaceQuery>,
+) -> Response {
+    let admin = match shared.admit(&headers) {
+        Ok(admin) => admin,
+        Err(away) => return away.into_response(),
+    };
+    let gateway = &shared.gateway;
+    let view = gateway.view();
+    let mut in_sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for name in gateway.toolset_names() {
+        for tool in gateway.toolset(&name, &view).tools {
+            in_sets.entry(tool).or_default().push(name.clone());
+        }
+    }
+    let drift = gateway.drift();
+    let lock_of = |item: &Exposed| -> String {
+        let Some((drift, _)) = &drift else {
+            return "no lock".to_owned();
+        };
+        match drift.iter().find(|d| d.tool == item.name) {
+            Some(d) if d.is_new() => "new: not in the lock".to_owned(),
+            Some(d) => format!("changed: {}", d.changed.join(", ")),
+            None => "as locked".to_owned(),
+        }
+    };
+    let needle = query.q.to_lowercase();
+    let all: Vec<ToolRow> = [Kind::Tool, Kind::Prompt]
+        .into_iter()
+        .flat_map(|kind| view.surface.items(kind).iter().map(move |e| (kind, e)))
+        .map(|(kind, item)| row(kind, item, &in_sets, &lock_of))
+        .filter(|r| needle.is_empty() || r.words().contains(&needle))
+        .collect();
+    let total = all.len();
+    let pages = total.div_ceil(PAGE).max(1);
+    let page = query.page.min(pages - 1);
+    let rows = all.into_iter().skip(page * PAGE).take(PAGE).collect();
+    html(&NamespacePage {
+        nav: Nav::of("namespace", &admin),
+        q: query.q,
+        rows,
+        total,
+        page,
+        pages,
+        problems: problems(gateway),
+    })
+}
+
+fn row(
+    kind: Kind,
+    item: &Exposed,
+    in_sets: &BTreeMap<String, Vec<String>>,
+    lock_of: &impl Fn(&Exposed) -> String,
+) -> ToolRow {
+    let origin = match &item.route {
+        Route::Origin(o) => format!("{}/{}", o.server, o.name),
+        Route::Action(a) => {
+            let actions: Vec<String> = a
+                .members
+                .iter()
+                .map(|m| format!("{} → {}", m.action, m.name))
+                .collect();
+            format!("action tool: {}", actions.join(", "))
+        }
+    };
+    let deprecated: Vec<String> = item
+        .deprecated
+        .iter()
+        .map(|(name, d)| format!("{name}: since {}, gone after {}", d.since, d.remove_after))
+        .collect();
+    ToolRow {
+        kind: match kind {
+            Kind::Tool => "tool",
+            Kind::Prompt => "prompt",
+        },
+        name: item.name.clone(),
+        aliases: item.aliases.join(", "),
+        hidden: item.hidden_aliases.join(", "),
+        origin,
+        tags: item
+            .tags
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        toolsets: in_sets
+            .get(&item.name)
+            .map(|s| s.join(", "))
+            .unwrap_or_default(),
+        lock: match kind {
+            Kind::Tool => lock_of(item),
+            Kind::Prompt => String::new(),
+        },
+        deprecated: deprecated.join("; "),
+        listed: item.listed,
+    }
+}
+
+impl ToolRow {
+    fn words(&self) -> String {
+        format!(
+            "{} {} {} {} {} {}",
+            self.name, self.aliases, self.hidden, self.origin, self.tags, self.toolsets
+        )
+        .to_lowercase()
+    }
+}
+
+/// The build's errors and the listings held out, each with the fix moniker proposes.
+fn problems(gateway: &crate::Gateway) -> Vec<Problem> {
+    let built = gateway.diagnostics().into_iter().filter(|d| d.is_error());
+    let held = gateway.refused_listings().into_values().flatten();
+    built
+        .chain(held)
+        .take(PAGE)
+        .map(|d| Problem {
+            message: std::iter::once(d.message.clone())
+                .chain(d.notes.iter().cloned())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            fix: d.help.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+pub(super) struct ToolsetRow {
+    pub name: String,
+    pub tools: String,
+    pub mode: String,
+}
+
+pub(super) struct RuleRow {
+    pub who: String,
+    pub toolset: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/access.html")]
+struct AccessPage {
+    nav: Nav,
+    toolsets: Vec<ToolsetRow>,
+    tokens: Vec<RuleRow>,
+    identities: Vec<RuleRow>,
+    identity_provider: String,
+    view_as: String,
+    view: Option<super::playground::Seen>,
+}
+
+#[derive(serde::Deserialize, Default)]
+pub(super) struct AccessQuery {
+    /// A toolset to see the listing of (empty: the whole surface).
+    #[serde(default, rename = "as")]
+    view_as: Option<String>,
+}
+
+pub(super) async fn access(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Query(query): Query<AccessQuery>,
+) -> Response {
+    let admin = match shared.admit(&headers) {
+        Ok(admin) => admin,
+        Err(away) => return away.into_response(),
+    };
+    let gateway = &shared.gateway;
+    let view = gateway.view();
+    let rules = gateway.rules();
+    let gateway_mode = view.surface.discovery().mode;
+    let toolsets = gateway
+        .toolset_names()
+        .into_iter()
+        .map(|name| {
+            let selection = gateway.toolset(&name, &view);
+            let mode = rules
+                .toolsets
+                .sets
+                .get(&name)
+                .and_then(|t| t.discovery.as_ref())
+                .map_or(gateway_mode, |d| d.mode);
+            ToolsetRow {
+                tools: selection.tools.into_iter().collect::<Vec<_>>().join(", "),
+                mode: format!("{mode:?}").to_lowercase(),
+                name,
+            }
+        })
+        .collect();
+    let (tokens, identities, identity_provider) = rules_of(&gateway.http());
+    let view_as = query.view_as.unwrap_or_default();
+    let known: BTreeSet<String> = gateway.toolset_names().into_iter().collect();
+    let seen = match query_toolset(&view_as, &known) {
+        Ok(toolset) => Some(super::playground::listing_as(&shared, toolset, &admin.name).await),
+        Err(()) => None,
+    };
+    html(&AccessPage {
+        nav: Nav::of("access", &admin),
+        toolsets,
+        tokens,
+        identities,
+        identity_provider,
+        view_as,
+        view: seen,
+    })
+}
+
+/// Each token and the toolset it leads to (never its secret); each identity rule; the
+/// identity provider.
+fn rules_of(settings: &moniker_config::HttpConfig) -> (Vec<RuleRow>, Vec<RuleRow>, String) {
+    let tokens = settings
+        .tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| RuleRow {
+            who: t
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("token #{}", i + 1)),
+            toolset: t.toolset.clone().unwrap_or_else(|| "(all)".to_owned()),
+        })
+        .collect();
+    let (identities, identity_provider) = match &settings.auth {
+        None => (Vec::new(), String::new()),
+        Some(auth) => {
+            let mut rows: Vec<RuleRow> = auth
+                .toolsets
+                .iter()
+                .map(|r| RuleRow {
+                    who: match &r.when {
+                        moniker_config::IdentityMatch::Claim { claim, value } => {
+                            format!("claim {claim} = {value}")
+                        }
+                        moniker_config::IdentityMatch::Scope(scope) => format!("scope {scope}"),
+                    },
+                    toolset: r.toolset.clone(),
+                })
+                .collect();
+            rows.push(RuleRow {
+                who: "anyone else".to_owned(),
+                toolset: auth
+                    .default_toolset
+                    .clone()
+                    .unwrap_or_else(|| "(all)".to_owned()),
+            });
+            (rows, format!("{} for {}", auth.issuer, auth.resource))
+        }
+    };
+    (tokens, identities, identity_provider)
+}
+
+/// The toolset a form chose: `Ok(None)` for the whole surface (`*`), `Err` for none chosen or
+/// one that does not exist.
+pub(super) fn query_toolset<'a>(
+    chosen: &'a str,
+    known: &BTreeSet<String>,
+) -> Result<Option<&'a str>, ()> {
+    match chosen {
+        "" => Err(()),
+        "*" => Ok(None),
+        name if known.contains(name) => Ok(Some(name)),
+        _ => Err(()),
+    }
+}
+
+pub(super) struct CallRow {
+    pub time: String,
+    pub principal: String,
+    pub name: String,
+    pub tool: String,
+    pub server: String,
+    pub outcome: String,
+    pub duration: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/activity.html")]
+struct ActivityPage {
+    nav: Nav,
+    rows: Vec<CallRow>,
+    principal: String,
+    tool: String,
+    outcome: String,
+    kept: usize,
+}
+
+#[derive(serde::Deserialize, Default)]
+pub(super) struct ActivityQuery {
+    #[serde(default)]
+    principal: String,
+    #[serde(default)]
+    tool: String,
+    #[serde(default)]
+    outcome: String,
+}
+
+pub(super) async fn activity(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Query(query): Query<ActivityQuery>,
+) -> Response {
+    let admin = match shared.admit(&headers) {
+        Ok(admin) => admin,
+        Err(away) => return away.into_response(),
+    };
+    let lines = shared.gateway.recent_calls();
+    let field = |v: &serde_json::Value, k: &str| -> String {
+        match v.get(k) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        }
+    };
+    let has = |text: &str, wanted: &str| wanted.is_empty() || text.contains(wanted);
+    let rows: Vec<CallRow> = lines
+        .iter()
+        .rev()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .map(|v| CallRow {
+            time: field(&v, "time"),
+            principal: field(&v, "principal"),
+            name: field(&v, "name"),
+            tool: field(&v, "tool"),
+            server: field(&v, "server"),
+            outcome: field(&v, "outcome"),
+            duration: field(&v, "duration_ms"),
+        })
+        .filter(|r| has(&r.principal, &query.principal))
+        .filter(|r| has(&r.name, &query.tool) || has(&r.tool, &query.tool))
+        .filter(|r| has(&r.outcome, &query.outcome))
+        .take(ACTIVITY_ROWS)
+        .collect();
+    html(&ActivityPage {
+        nav: Nav::of("activity", &admin),
+        rows,
+        principal: query.principal,
+        tool: query.tool,
+        outcome: query.outcome,
+        kept: crate::audit::RECENT,
+    })
+}
