@@ -44,6 +44,7 @@ const SAMPLES: usize = 61;
 
 const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 const CSS: &str = include_str!("../../../templates/console/console.css");
+const ICON: &str = include_str!("../../../templates/console/favicon.svg");
 
 /// The console's own state, beside the HTTP transport's.
 #[derive(Default)]
@@ -95,6 +96,10 @@ pub(super) fn router(shared: &Arc<Shared>) -> Router<Arc<Shared>> {
             get(|| async { Redirect::to("/console/namespace") }),
         )
         .route("/console/console.css", get(css))
+        .route(
+            "/console/favicon.svg",
+            get(|| async { ([(header::CONTENT_TYPE, "image/svg+xml")], ICON) }),
+        )
         .route("/console/login", get(login_page).post(login))
         .route("/console/logout", post(logout))
         .route("/console/servers", get(pages::servers))
@@ -131,7 +136,7 @@ fn secured(mut response: Response) -> Response {
     for (name, value) in [
         (header::CONTENT_SECURITY_POLICY, CSP),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::REFERRER_POLICY, "no-referrer"),
+        (header::REFERRER_POLICY, "same-origin"),
         (header::CACHE_CONTROL, "no-store"),
         (header::X_FRAME_OPTIONS, "DENY"),
     ] {

@@ -81,6 +81,7 @@ pub(super) async fn servers(State(shared): State<Arc<Shared>>, headers: HeaderMa
         .into_iter()
         .map(|(conn, info)| (conn.server.to_string(), info.protocol_version))
         .collect();
+    let held = gateway.refused_listings();
     let samples: Vec<_> = lock(&shared.console.samples).iter().cloned().collect();
     let latest = gateway.metrics.latencies();
     let servers = status
@@ -100,12 +101,11 @@ pub(super) async fn servers(State(shared): State<Arc<Shared>>, headers: HeaderMa
             let (points, rate) = chart(id.as_str(), &samples);
             ServerRow {
                 id: id.to_string(),
-                state: if s.up {
-                    "connected"
-                } else if s.last_error.is_some() {
-                    "failed"
-                } else {
-                    "starting"
+                state: match (held.contains_key(id), s.up, &s.last_error) {
+                    (true, _, _) => "held out",
+                    (false, true, _) => "connected",
+                    (false, false, Some(_)) => "failed",
+                    (false, false, None) => "starting",
                 },
                 error: s.last_error.clone().unwrap_or_default(),
                 restarts: s.restarts,

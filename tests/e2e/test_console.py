@@ -1,0 +1,217 @@
+"""The console in a real browser: Debian's chromium, driven by Playwright for Python, against a
+real `moniker serve --http --console` in front of moniker-fixture servers (one of them
+colliding, one whose tool description holds a `<script>`).
+
+Each page loads with no console error; the namespace shows an alias and a collision's fix;
+"view as" a bound toolset shows only its tools; a playground call reaches the server and
+appears in Activity; a bound token and no token are refused; the `<script>` is shown as text.
+With CONSOLE_SCREENSHOTS=<dir> the pages are saved there (docs/src/console holds the guide's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+ADMIN = "console-admin-token-7d1"
+BOUND = "console-bound-token-2c9"
+SCRIPT = "<script>alert('poisoned')</script>"
+PAGES = ["servers", "namespace", "access", "activity", "playground"]
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail("Debian's `chromium` is not installed (apt-get install chromium; scripts/test does)", pytrace=False)
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve(moniker_bin: Path, config: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    log = open(tmp_path / f"console-{port}.stderr", "w")
+    proc = subprocess.Popen(
+        [str(moniker_bin), "serve", "--http", f"127.0.0.1:{port}", "-c", str(config), *extra],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env={**os.environ, "XDG_DATA_HOME": str(tmp_path)},
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/healthz", timeout=1).read()
+            return proc, base
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise AssertionError(f"moniker --http did not come up: {(tmp_path / f'console-{port}.stderr').read_text()}")
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def console(moniker_bin: Path, fixture_bin: Path, write_config, tmp_path: Path) -> Iterator[str]:
+    evil = tmp_path / "evil.json"
+    evil.write_text(
+        json.dumps({"tools": [{"name": "evil_tool", "description": f"Looks fine. {SCRIPT}", "inputSchema": {"type": "object"}}]})
+    )
+    repo = Path(__file__).resolve().parents[2]
+    config = write_config(
+        {
+            "servers": {
+                "graph": {"command": str(fixture_bin), "args": [str(repo / "fixtures" / "contextgraph.json")]},
+                "one": {"command": str(fixture_bin), "args": []},
+                "two": {"command": str(fixture_bin), "args": []},
+                "evil": {"command": str(fixture_bin), "args": [str(evil)]},
+            },
+            "tools": {"discover_sub_goals": {"aliases": ["discover_goals"]}},
+            "toolsets": {"small": {"tools": ["discover_goals"]}},
+            "http": {"tokens": [{"token": ADMIN, "name": "admin"}, {"token": BOUND, "toolset": "small", "name": "bound"}]},
+        }
+    )
+    proc, base = serve(moniker_bin, config, tmp_path, "--console")
+    # Every server has answered (the collision is in the log once `two` is held out).
+    deadline = time.time() + 20
+    while "refused" not in urllib.request.urlopen(f"{base}/healthz", timeout=2).read().decode() and time.time() < deadline:
+        time.sleep(0.1)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+class Watched:
+    """A page whose console errors and dialogs are kept (a dialog would be a script that ran)."""
+
+    def __init__(self, browser: Any) -> None:
+        self.page = browser.new_page()
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+
+    def login(self, base: str, token: str) -> None:
+        self.page.goto(f"{base}/console/login")
+        self.page.fill("#token", token)
+        self.page.click("button[type=submit]")
+
+
+def test_no_token_and_a_bound_token_are_refused(console: str, browser: Any) -> None:
+    watched = Watched(browser)
+    response = watched.page.goto(f"{console}/console/namespace")
+    assert watched.page.url.endswith("/console/login"), watched.page.url
+    assert response is not None and response.status == 200
+    watched.login(console, BOUND)
+    assert "bound to toolset `small`" in watched.page.inner_text("main")
+    watched.login(console, "not-a-token")
+    assert "not a token of" in watched.page.inner_text("main")
+    # Without a session, the pages send the browser to the login page, whatever it asks.
+    with pytest.raises(urllib.error.HTTPError) as bound:
+        urllib.request.urlopen(urllib.request.Request(f"{console}/console/servers", headers={"Authorization": f"Bearer {BOUND}"}))
+    assert bound.value.code == 403
+
+
+def test_every_page_loads_and_shows_what_it_must(console: str, browser: Any, tmp_path: Path) -> None:
+    watched = Watched(browser)
+    watched.login(console, ADMIN)
+    shots = Path(os.environ.get("CONSOLE_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    for name in PAGES:
+        response = watched.page.goto(f"{console}/console/{name}")
+        assert response is not None and response.status == 200, name
+        csp = response.headers.get("content-security-policy", "")
+        assert "default-src 'none'" in csp and "script-src" not in csp, csp
+        watched.page.screenshot(path=str(shots / f"{name}.png"), full_page=False)
+    assert watched.errors == [], watched.errors
+
+    # Servers: the one whose names collide is held out.
+    watched.page.goto(f"{console}/console/servers")
+    two = watched.page.locator("tr", has=watched.page.locator("td", has_text="two")).first.inner_text()
+    assert "held out" in two, two
+
+    # Namespace: the alias beside its tool, the collision with the fix to paste.
+    watched.page.goto(f"{console}/console/namespace?q=goal")
+    row = watched.page.locator("tr", has=watched.page.locator("td.name", has_text="discover_sub_goals"))
+    assert "discover_goals" in row.inner_text()
+    watched.page.goto(f"{console}/console/namespace")
+    fixes = watched.page.locator("pre.fix").all_inner_texts()
+    assert any("one/echo: { name: one_echo }" in fix for fix in fixes), fixes
+
+    # View as the bound toolset: its tools alone, with its token count.
+    watched.page.goto(f"{console}/console/access?as=small")
+    listing = json.loads(watched.page.inner_text("#view-listing"))
+    names = {tool["name"] for tool in listing["tools"]}
+    assert names == {"discover_sub_goals"}, names
+    assert "tokens (o200k)" in watched.page.inner_text("#view-summary")
+
+    # A description holding a script is text: shown, never run.
+    watched.page.goto(f"{console}/console/access?as=*")
+    assert SCRIPT in watched.page.inner_text("#view-listing")
+    assert watched.dialogs == [] and watched.errors == [], (watched.dialogs, watched.errors)
+    watched.page.screenshot(path=str(shots / "view-as.png"), full_page=False)
+
+
+def test_a_playground_call_reaches_the_server_and_appears_in_activity(console: str, browser: Any, tmp_path: Path) -> None:
+    watched = Watched(browser)
+    watched.login(console, ADMIN)
+    watched.page.goto(f"{console}/console/playground?toolset=*&tool=discover_sub_goals")
+    watched.page.fill("#arg-max_goals", "3")
+    watched.page.click("#call")
+    sent = json.loads(watched.page.inner_text("#call-sent"))
+    assert sent["params"] == {"name": "discover_sub_goals", "arguments": {"max_goals": 3}}, sent
+    answer = json.loads(watched.page.inner_text("#call-answer"))
+    text = answer["result"]["content"][0]["text"]
+    assert json.loads(text) == {"tool": "discover_sub_goals", "arguments": {"max_goals": 3}}, answer
+    shots = Path(os.environ.get("CONSOLE_SCREENSHOTS") or tmp_path)
+    watched.page.screenshot(path=str(shots / "playground-call.png"), full_page=False)
+
+    watched.page.goto(f"{console}/console/activity?principal=console")
+    rows = watched.page.locator("tbody tr").all_inner_texts()
+    assert any("console admin" in r and "discover_sub_goals" in r and "ok" in r for r in rows), rows
+
+    # A form not from this console (no CSRF token) is refused, the session's cookie or not.
+    refused = watched.page.request.post(
+        f"{console}/console/playground",
+        form={"toolset": "*", "tool": "discover_sub_goals", "arg.max_goals": "1"},
+        headers={"Origin": console},
+    )
+    assert refused.status == 403, refused.status
+    assert watched.errors == [], watched.errors
+
+
+def test_the_console_is_not_there_when_off(moniker_bin: Path, fixture_bin: Path, write_config, tmp_path: Path) -> None:
+    config = write_config({"servers": {"one": {"command": str(fixture_bin), "args": []}}}, name="off.yaml")
+    proc, base = serve(moniker_bin, config, tmp_path)
+    try:
+        with pytest.raises(urllib.error.HTTPError) as off:
+            urllib.request.urlopen(f"{base}/console/login")
+        assert off.value.code == 404
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
