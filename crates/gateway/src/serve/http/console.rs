@@ -251,6 +251,19 @@ impl Shared {
     }
 }
 
+/// A page's viewer, proved before its handler runs; a request that is not goes away (to the
+/// login page, or refused).
+impl axum::extract::FromRequestParts<Arc<Shared>> for Admin {
+    type Rejection = Away;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        shared: &Arc<Shared>,
+    ) -> Result<Self, Away> {
+        shared.admit(&parts.headers)
+    }
+}
+
 impl Admin {
     /// Whether a form's `csrf` field is this session's (a bearer token needs none).
     pub(super) fn checks(&self, given: &str) -> bool {

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use askama::Template;
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
-use axum::response::{IntoResponse as _, Response};
+use axum::response::Response;
 use moniker_surface::{Exposed, Kind, Route};
 
 use super::{Admin, Shared, html};
@@ -68,11 +67,7 @@ struct ServersPage {
     minutes: u64,
 }
 
-pub(super) async fn servers(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    let admin = match shared.admit(&headers) {
-        Ok(admin) => admin,
-        Err(away) => return away.into_response(),
-    };
+pub(super) async fn servers(State(shared): State<Arc<Shared>>, admin: super::Admin) -> Response {
     let gateway = &shared.gateway;
     let status = gateway.server_status();
     let listings = gateway.listings();
@@ -200,13 +195,9 @@ pub(super) struct NamespaceQuery {
 
 pub(super) async fn namespace(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    admin: super::Admin,
     Query(query): Query<NamespaceQuery>,
 ) -> Response {
-    let admin = match shared.admit(&headers) {
-        Ok(admin) => admin,
-        Err(away) => return away.into_response(),
-    };
     let gateway = &shared.gateway;
     let view = gateway.view();
     let mut in_sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -357,13 +348,9 @@ pub(super) struct AccessQuery {
 
 pub(super) async fn access(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    admin: super::Admin,
     Query(query): Query<AccessQuery>,
 ) -> Response {
-    let admin = match shared.admit(&headers) {
-        Ok(admin) => admin,
-        Err(away) => return away.into_response(),
-    };
     let gateway = &shared.gateway;
     let view = gateway.view();
     let rules = gateway.rules();
@@ -495,13 +482,9 @@ pub(super) struct ActivityQuery {
 
 pub(super) async fn activity(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    admin: super::Admin,
     Query(query): Query<ActivityQuery>,
 ) -> Response {
-    let admin = match shared.admit(&headers) {
-        Ok(admin) => admin,
-        Err(away) => return away.into_response(),
-    };
     let lines = shared.gateway.recent_calls();
     let field = |v: &serde_json::Value, k: &str| -> String {
         match v.get(k) {

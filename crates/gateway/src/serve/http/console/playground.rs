@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use askama::Template;
 use axum::extract::{Form, Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse as _, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use serde_json::Value;
 
 use super::pages::{MAX_SHOWN, Nav, query_toolset};
@@ -162,13 +162,9 @@ pub(super) struct PlaygroundQuery {
 
 pub(super) async fn page(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    admin: super::Admin,
     Query(query): Query<PlaygroundQuery>,
 ) -> Response {
-    let admin = match shared.admit(&headers) {
-        Ok(admin) => admin,
-        Err(away) => return away.into_response(),
-    };
     let found = if query.q.trim().is_empty() {
         None
     } else {
@@ -301,13 +297,9 @@ fn fields_of(tool: &Value, given: &[(String, String)]) -> Vec<Field> {
 /// JSON and its schema does not say `string`, else as text), or the raw JSON given.
 pub(super) async fn call(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    admin: super::Admin,
     Form(form): Form<Vec<(String, String)>>,
 ) -> Response {
-    let admin = match shared.admit(&headers) {
-        Ok(admin) => admin,
-        Err(away) => return away.into_response(),
-    };
     let get = |key: &str| {
         form.iter()
             .find(|(k, _)| k == key)
