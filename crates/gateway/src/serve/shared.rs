@@ -28,6 +28,12 @@ const FIRST_WAIT: Duration = Duration::from_secs(10);
 /// How long a client has to say hello.
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 
+/// The bytes of a socket's path at most (`sockaddr_un`'s `sun_path` is 108 on Linux, 104 on
+/// macOS, with the closing NUL).
+const MAX_SOCKET_PATH: usize = 103;
+/// `/<24 hex digits>.sock`.
+const SOCKET_NAME: usize = 30;
+
 /// Where the shared gateway of one config lives: its socket, the lock its starting is taken
 /// under, and its log.
 #[derive(Debug, Clone)]
@@ -41,13 +47,21 @@ impl Place {
     /// The place of the gateway of the config at `config` (its canonical path) run with
     /// `flavour` (what else makes it another gateway: moniker's version, the command's
     /// flags), in the user's runtime directory (`$XDG_RUNTIME_DIR/moniker`, else
-    /// `<temp>/moniker-<uid>`), made `0700` when missing. A directory someone else owns, or
-    /// that others may enter, is refused.
+    /// `<temp>/moniker-<uid>`, else `/tmp/moniker-<uid>`: the first where a socket's path fits
+    /// in a `sockaddr_un`), made `0700` when missing. A directory someone else owns, or that
+    /// others may enter, is refused.
     pub fn of(config: &Path, flavour: &str) -> std::io::Result<Self> {
         let uid = nix::unistd::getuid().as_raw();
-        let dir = match dirs::runtime_dir() {
-            Some(runtime) => runtime.join("moniker"),
-            None => std::env::temp_dir().join(format!("moniker-{uid}")),
+        let own = format!("moniker-{uid}");
+        let candidates = [
+            dirs::runtime_dir().map(|runtime| runtime.join("moniker")),
+            Some(std::env::temp_dir().join(&own)),
+            Some(Path::new("/tmp").join(&own)),
+        ];
+        let Some(dir) = short_enough(candidates) else {
+            return Err(std::io::Error::other(
+                "no directory is short enough for the shared gateway's socket",
+            ));
         };
         crate::files::create_private_dir(&dir)?;
         let metadata = std::fs::symlink_metadata(&dir)?;
@@ -72,6 +86,12 @@ impl Place {
             log: dir.join(format!("{key}.log")),
         })
     }
+}
+
+/// The first of `candidates` in which a socket's path fits in a `sockaddr_un`.
+fn short_enough(candidates: impl IntoIterator<Item = Option<PathBuf>>) -> Option<PathBuf> {
+    let fits = |d: &PathBuf| d.as_os_str().len() + SOCKET_NAME <= MAX_SOCKET_PATH;
+    candidates.into_iter().flatten().find(fits)
 }
 
 /// What an attaching client says first: the toolset its session starts with, and whether it
@@ -442,5 +462,25 @@ async fn start_and_connect(
             )));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_directory_too_long_for_a_socket_gives_way_to_a_shorter_one() {
+        let long = PathBuf::from(format!("/tmp/{}/xdg/run/moniker", "p".repeat(80)));
+        let short = PathBuf::from("/tmp/moniker-0");
+        assert_eq!(
+            short_enough([Some(long.clone()), Some(short.clone())]),
+            Some(short)
+        );
+        assert_eq!(short_enough([Some(long)]), None);
+        let socket =
+            PathBuf::from("/run/user/1000/moniker").join(format!("{}.sock", "a".repeat(24)));
+        assert!(socket.as_os_str().len() <= MAX_SOCKET_PATH);
+        assert_eq!(SOCKET_NAME, format!("/{}.sock", "a".repeat(24)).len());
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::Response;
+use moniker_surface::discovery::Mode;
 use moniker_surface::{Exposed, Kind, Route};
 
 use super::{Admin, Shared, html};
@@ -336,6 +337,7 @@ struct AccessPage {
     identities: Vec<RuleRow>,
     identity_provider: String,
     view_as: String,
+    mode: String,
     view: Option<super::playground::Seen>,
 }
 
@@ -344,6 +346,10 @@ pub(super) struct AccessQuery {
     /// A toolset to see the listing of (empty: the whole surface).
     #[serde(default, rename = "as")]
     view_as: Option<String>,
+    /// `list`, `hints` or `search`: the listing were that the toolset's mode (empty: as its
+    /// client receives it now).
+    #[serde(default)]
+    mode: String,
 }
 
 pub(super) async fn access(
@@ -376,9 +382,12 @@ pub(super) async fn access(
     let (tokens, identities, identity_provider) = rules_of(&gateway.http());
     let view_as = query.view_as.unwrap_or_default();
     let known: BTreeSet<String> = gateway.toolset_names().into_iter().collect();
-    let seen = match query_toolset(&view_as, &known) {
-        Ok(toolset) => Some(super::playground::listing_as(&shared, toolset, &admin.name).await),
-        Err(()) => None,
+    let seen = match (query_toolset(&view_as, &known), Mode::parse(&query.mode)) {
+        (Ok(toolset), Some(mode)) => Some(super::playground::listing_in(&shared, toolset, mode)),
+        (Ok(toolset), None) => {
+            Some(super::playground::listing_as(&shared, toolset, &admin.name).await)
+        }
+        (Err(()), _) => None,
     };
     html(&AccessPage {
         nav: Nav::of("access", &admin),
@@ -387,6 +396,7 @@ pub(super) async fn access(
         identities,
         identity_provider,
         view_as,
+        mode: query.mode,
         view: seen,
     })
 }

@@ -15,6 +15,9 @@ use serde_json::Value;
 
 use super::pages::{MAX_SHOWN, Nav, query_toolset};
 use super::{Shared, html, refused};
+use moniker_surface::discovery::{Discovery, Mode};
+use moniker_surface::{Kind, listing, toolsets};
+
 use crate::message::{self, Message, Params};
 use crate::session::Session;
 
@@ -89,7 +92,44 @@ pub(super) async fn ask(
 pub(super) async fn listing_as(shared: &Shared, toolset: Option<&str>, who: &str) -> Seen {
     let exchange = ask(shared, toolset, who, "tools/list", None).await;
     let answer: Value = serde_json::from_str(&exchange.answer).unwrap_or_default();
-    let result = answer.get("result").cloned().unwrap_or(Value::Null);
+    seen(
+        toolset,
+        answer.get("result").cloned().unwrap_or(Value::Null),
+    )
+}
+
+/// The listing `toolset`'s client would receive were its discovery mode `mode`: made as a
+/// session makes it, from the surface and the toolset's selection (the management tools a
+/// session may add at the end aside).
+pub(super) fn listing_in(shared: &Shared, toolset: Option<&str>, mode: Mode) -> Seen {
+    let gateway = &shared.gateway;
+    let view = gateway.view();
+    let surface = &view.surface;
+    let rules = gateway.rules();
+    let own = toolset
+        .and_then(|t| rules.toolsets.sets.get(t))
+        .and_then(|t| t.discovery.clone())
+        .unwrap_or_else(|| surface.discovery().clone());
+    let discovery = Discovery { mode, ..own };
+    let selection = toolset.map(|t| gateway.toolset(t, &view));
+    let entries = match &selection {
+        Some(selection) => discovery.entries(
+            Kind::Tool,
+            toolsets::entries(surface, selection, Kind::Tool),
+        ),
+        None => discovery.entries(
+            Kind::Tool,
+            surface
+                .listed(Kind::Tool)
+                .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition))),
+        ),
+    };
+    let server = discovery.server(surface, Kind::Tool, entries.len());
+    let text = listing::render(Kind::Tool, entries, &[], server);
+    seen(toolset, serde_json::from_str(&text).unwrap_or_default())
+}
+
+fn seen(toolset: Option<&str>, result: Value) -> Seen {
     let tools = result
         .get("tools")
         .and_then(Value::as_array)
