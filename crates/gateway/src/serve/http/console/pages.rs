@@ -55,9 +55,12 @@ pub(super) struct ServerRow {
     pub calls: u64,
     pub p50: String,
     pub p99: String,
-    /// The SVG polyline of its calls per second over the samples (empty: too few).
+    /// The SVG polylines of its calls per second, p50 and p99 over the samples (empty: too
+    /// few samples).
     pub points: String,
     pub rate: String,
+    pub p50_points: String,
+    pub p99_points: String,
 }
 
 #[derive(Template)]
@@ -94,7 +97,8 @@ pub(super) async fn servers(State(shared): State<Arc<Shared>>, admin: super::Adm
                     .quantile(q)
                     .map_or("–".to_owned(), |s| format!("≤ {}", duration(s)))
             };
-            let (points, rate) = chart(id.as_str(), &samples);
+            let series = Series::of(id.as_str(), &samples);
+            let rates: Vec<Option<f64>> = series.rates.iter().copied().map(Some).collect();
             ServerRow {
                 id: id.to_string(),
                 state: match (held.contains_key(id), s.up, &s.last_error) {
@@ -111,8 +115,13 @@ pub(super) async fn servers(State(shared): State<Arc<Shared>>, admin: super::Adm
                 calls: now.count,
                 p50: seconds(0.5),
                 p99: seconds(0.99),
-                points,
-                rate,
+                points: points(&rates),
+                rate: series
+                    .rates
+                    .last()
+                    .map_or("–".to_owned(), |r| format!("{r:.1}/s")),
+                p50_points: points(&series.p50),
+                p99_points: points(&series.p99),
             }
         })
         .collect();
@@ -131,29 +140,54 @@ fn duration(seconds: f64) -> String {
     }
 }
 
-/// The calls per second of `server` between samples, as SVG points on a 120×24 box, and the
-/// last rate.
-fn chart(server: &str, samples: &[BTreeMap<String, crate::metrics::Latency>]) -> (String, String) {
-    let counts: Vec<u64> = samples
-        .iter()
-        .map(|s| s.get(server).map_or(0, |l| l.count))
-        .collect();
-    let rates: Vec<f64> = counts
-        .windows(2)
-        .map(|w| w[1].saturating_sub(w[0]) as f64 / super::SAMPLE_EVERY.as_secs_f64())
-        .collect();
-    if rates.len() < 2 {
-        return (String::new(), "–".to_owned());
+/// What the charts of `server` show, between each two samples: calls per second, and the p50
+/// and p99 latency of the calls in between (none: no call).
+struct Series {
+    rates: Vec<f64>,
+    p50: Vec<Option<f64>>,
+    p99: Vec<Option<f64>>,
+}
+
+impl Series {
+    fn of(server: &str, samples: &[BTreeMap<String, crate::metrics::Latency>]) -> Self {
+        let at: Vec<crate::metrics::Latency> = samples
+            .iter()
+            .map(|s| s.get(server).copied().unwrap_or_default())
+            .collect();
+        let windows: Vec<crate::metrics::Latency> =
+            at.windows(2).map(|w| w[1].since(&w[0])).collect();
+        Self {
+            rates: windows
+                .iter()
+                .map(|w| w.count as f64 / super::SAMPLE_EVERY.as_secs_f64())
+                .collect(),
+            p50: windows.iter().map(|w| w.quantile(0.5)).collect(),
+            p99: windows.iter().map(|w| w.quantile(0.99)).collect(),
+        }
     }
-    let top = rates.iter().copied().fold(0.0_f64, f64::max).max(0.1);
-    let step = 120.0 / (rates.len() - 1) as f64;
-    let points: Vec<String> = rates
+}
+
+/// `values` as SVG points on a 120×24 box, each against the largest (a gap where there is
+/// none); empty when there are fewer than two.
+fn points(values: &[Option<f64>]) -> String {
+    if values.len() < 2 {
+        return String::new();
+    }
+    let top = values.iter().flatten().copied().fold(0.0_f64, f64::max);
+    let top = if top > 0.0 { top } else { 1.0 };
+    let step = 120.0 / (values.len() - 1) as f64;
+    values
         .iter()
         .enumerate()
-        .map(|(i, r)| format!("{:.1},{:.1}", i as f64 * step, 23.0 - r / top * 22.0))
-        .collect();
-    let last = rates.last().copied().unwrap_or_default();
-    (points.join(" "), format!("{last:.1}/s"))
+        .filter_map(|(i, v)| {
+            Some(format!(
+                "{:.1},{:.1}",
+                i as f64 * step,
+                23.0 - (*v)? / top * 22.0
+            ))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 pub(super) struct ToolRow {
@@ -530,4 +564,44 @@ pub(super) async fn activity(
         outcome: query.outcome,
         kept: crate::audit::RECENT,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Latency;
+
+    fn sample(count: u64, within: u64) -> BTreeMap<String, Latency> {
+        // `within` calls fell in every bucket (the fastest), the rest beyond the 4th.
+        let mut latency = Latency {
+            count,
+            ..Latency::default()
+        };
+        for (i, w) in latency.within.iter_mut().enumerate() {
+            *w = if i < 4 { within } else { count };
+        }
+        [("s".to_owned(), latency)].into()
+    }
+
+    #[test]
+    fn the_charts_are_made_of_what_happened_between_samples() {
+        let samples = [sample(0, 0), sample(10, 10), sample(30, 10), sample(30, 10)];
+        let series = Series::of("s", &samples);
+        assert_eq!(series.rates, [1.0, 2.0, 0.0]);
+        // Between the first two, every call was fast; between the next two, none was.
+        assert_eq!(series.p50, [Some(0.0001), Some(0.0025), None]);
+        let drawn = points(&series.p50);
+        assert_eq!(
+            drawn.split(' ').count(),
+            2,
+            "no point where no call was: {drawn}"
+        );
+        assert_eq!(points(&[Some(1.0)]), "", "one window is no chart");
+        assert!(
+            Series::of("other", &samples)
+                .rates
+                .iter()
+                .all(|r| *r == 0.0)
+        );
+    }
 }
