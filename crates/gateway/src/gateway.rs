@@ -471,10 +471,7 @@ impl Gateway {
             let why: std::collections::HashMap<moniker_surface::Origin, Arc<str>> = watch
                 .drift
                 .iter()
-                .filter_map(|d| {
-                    let origin = surface.resolve_tool(&d.tool)?.exposed.origin()?.clone();
-                    Some((origin, Arc::from(d.refusal())))
-                })
+                .map(|d| (d.origin.clone(), Arc::from(d.refusal())))
                 .collect();
             surface.withhold(&why);
         }

@@ -27,6 +27,9 @@ struct Table {
     servers: HashMap<ServerId, Gate>,
     tools: HashMap<String, Gate>,
     prompts: HashMap<String, Gate>,
+    /// The keys of `tools` and of `prompts` that are globs: looked through only when no exact
+    /// key names the item, and only when there are some.
+    globs: [Vec<String>; 2],
 }
 
 /// One entry's limits, with the semaphore of its cap and the config key it is written at.
@@ -94,11 +97,12 @@ impl Limits {
             };
             // Nothing is looked up (nor a key made) when no tool or prompt has limits.
             if !items.is_empty() {
+                let globs = &table.globs[usize::from(kind == Kind::Prompt)];
                 let gate = items
                     .get(&format!("{server}/{name}"))
                     .or_else(|| items.get(name))
                     .or_else(|| {
-                        let keys = items.keys().map(String::as_str);
+                        let keys = globs.iter().map(String::as_str);
                         let key = moniker_surface::rules::glob_key(keys, server.as_str(), name)?;
                         items.get(key)
                     });
@@ -148,6 +152,12 @@ impl Table {
                 .collect(),
             tools: gates("tools", &limits.tools),
             prompts: gates("prompts", &limits.prompts),
+            globs: [&limits.tools, &limits.prompts].map(|map| {
+                map.keys()
+                    .filter(|k| moniker_surface::rules::is_glob(k))
+                    .cloned()
+                    .collect()
+            }),
         }
     }
 }

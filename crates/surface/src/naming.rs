@@ -293,6 +293,8 @@ struct Named<'a> {
     base: String,
     server_name: String,
     rule: Option<&'a Override>,
+    /// The rule's parameter rules against the item's input schema.
+    shaped: crate::params::Shaped,
 }
 
 /// An action tool to build: its members, by index into the named items.
@@ -406,19 +408,15 @@ fn build_kind(
 /// What the parameter rules of each tool's override say that its schema does not bear out.
 fn report_params(named: &[Named<'_>], out: &mut Vec<Diagnostic>) {
     for n in named {
-        let (Some(rule), Some(key)) = (n.rule, n.key) else {
+        let Some(key) = n.key else {
             continue;
         };
-        if rule.params.is_empty() {
-            continue;
-        }
-        let schema = n.candidate.fields.get("inputSchema").map(|s| &**s);
         let at = |param: Option<&str>| {
             let mut segs = vec![Seg::Key("tools"), Seg::Key(key), Seg::Key("params")];
             segs.extend(param.map(Seg::Key));
             path(&segs)
         };
-        for problem in crate::params::shape(&rule.params, schema).problems {
+        for problem in &n.shaped.problems {
             out.push(problem.diagnostic(&n.name, at));
         }
     }
@@ -512,6 +510,15 @@ fn name_candidates<'a>(
             Some(name) => (name.as_str().to_owned(), name.as_str().to_owned()),
             None => (prefixed(rules, candidate.server, &base), base),
         };
+        // Its parameter rules, against its schema: once, for the build's diagnostics and the
+        // listed definition.
+        let shaped = match rule {
+            Some(rule) if !rule.params.is_empty() => {
+                let schema = candidate.fields.get("inputSchema").map(|s| &**s);
+                crate::params::shape(&rule.params, schema)
+            }
+            _ => crate::params::Shaped::default(),
+        };
         named.push(Named {
             candidate,
             key,
@@ -519,6 +526,7 @@ fn name_candidates<'a>(
             base,
             server_name,
             rule,
+            shaped,
         });
     }
     (named, used)
@@ -1240,15 +1248,7 @@ fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>, shared_server:
         (note, more) => note.map(str::to_owned).or(more),
     };
     let description = describe(n, &aliases, deprecated.as_deref());
-    let shaped = n
-        .rule
-        .map(|rule| {
-            crate::params::shape(
-                &rule.params,
-                n.candidate.fields.get("inputSchema").map(|s| &**s),
-            )
-        })
-        .unwrap_or_default();
+    let shaped = &n.shaped;
     let definition = definition::rewrite(
         &n.candidate.fields,
         &Rewrite {
@@ -1274,7 +1274,7 @@ fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>, shared_server:
         member_of: None,
         deprecated: schedules,
         definition,
-        params: (!shaped.params.is_empty()).then(|| std::sync::Arc::new(shaped.params)),
+        params: (!shaped.params.is_empty()).then(|| std::sync::Arc::new(shaped.params.clone())),
         withheld: None,
     }
 }

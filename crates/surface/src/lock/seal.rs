@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 
 use super::{Lock, canonical};
 use crate::listing::Listing;
-use crate::surface::{Route, Surface};
+use crate::surface::{Origin, Route, Surface};
 use crate::vocab::Kind;
 
 /// What `integrity` says of a tool that drifted from the lock.
@@ -110,7 +110,8 @@ impl Seal {
 pub struct Drift {
     /// Its exposed name now.
     pub tool: String,
-    pub server: String,
+    /// Its server, and the name the server lists it by.
+    pub origin: Origin,
     /// What changed (by [`FIELDS`] names); empty: the lock has no seal of it (a new tool).
     pub changed: Vec<&'static str>,
 }
@@ -144,14 +145,14 @@ impl fmt::Display for Drift {
             write!(
                 f,
                 "tool `{}` of server `{}` is not in moniker.lock",
-                self.tool, self.server
+                self.tool, self.origin.server
             )
         } else {
             write!(
                 f,
                 "tool `{}` of server `{}` changed since moniker.lock: {}",
                 self.tool,
-                self.server,
+                self.origin.server,
                 self.changed.join(", ")
             )
         }
@@ -212,7 +213,7 @@ pub fn drift(lock: &Lock, surface: &Surface, listings: &[&Listing]) -> Vec<Drift
         };
         out.push(Drift {
             tool: tool.name.clone(),
-            server: origin.server.as_str().to_owned(),
+            origin: origin.clone(),
             changed,
         });
     }
