@@ -42,8 +42,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve(moniker_bin: Path, config: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
+def serve(
+    moniker_bin: Path, config: Path, tmp_path: Path, *extra: str, port: int | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = port or free_port()
     log = open(tmp_path / f"console-{port}.stderr", "w")
     proc = subprocess.Popen(
         [str(moniker_bin), "serve", "--http", f"127.0.0.1:{port}", "-c", str(config), *extra],
@@ -224,3 +226,92 @@ def test_the_console_is_not_there_when_off(moniker_bin: Path, fixture_bin: Path,
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_an_admin_of_the_identity_provider_signs_in_and_others_are_refused(
+    moniker_bin: Path, fixture_bin: Path, write_config, tmp_path: Path, browser: Any
+) -> None:
+    """`http.auth.admins` names the identity provider's admins: bob (groups [admins]) signs in
+    at oidc-provider in the browser (authorization code with PKCE, the console registering
+    itself) and sees the console; alice (groups [staff]) signs in too and is refused; an access
+    token as a bearer header is admitted or refused the same way; a callback replayed, or
+    finished by a browser that did not start it, is refused."""
+    from oauth_harness import HAVE_OIDC_PROVIDER, SKIP_REASON, start_oauth_servers
+
+    if not HAVE_OIDC_PROVIDER:
+        pytest.fail(SKIP_REASON, pytrace=False)
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    with start_oauth_servers(tmp_path, 120, resources=[resource]) as idp:
+        config = write_config(
+            {
+                "servers": {"one": {"command": str(fixture_bin), "args": []}},
+                "http": {
+                    "console": True,
+                    "auth": {
+                        "resource": resource,
+                        "issuer": idp.issuer,
+                        "scopes": ["mcp:tools"],
+                        "admins": [{"claim": "groups", "value": "admins"}],
+                    },
+                },
+            },
+            name="idp.yaml",
+        )
+        proc, base = serve(moniker_bin, config, tmp_path, port=port)
+        try:
+            idp.login_as("bob")
+            bob = Watched(browser)
+            bob.page.goto(f"{base}/console/login")
+            bob.page.click("#signin")
+            bob.page.wait_for_url(f"{base}/console/namespace")
+            assert "console bob" in bob.page.inner_text("header"), bob.page.inner_text("header")
+            assert "echo" in bob.page.inner_text("main")
+            assert bob.errors == [], bob.errors
+
+            idp.login_as("alice")
+            alice = Watched(browser)
+            alice.page.goto(f"{base}/console/login")
+            alice.page.click("#signin")
+            alice.page.wait_for_load_state()
+            assert "`alice` is signed in, but `http.auth.admins` does not name them" in alice.page.inner_text("main")
+            # No session came of it: the pages send her back to the login page.
+            alice.page.goto(f"{base}/console/servers")
+            assert alice.page.url == f"{base}/console/login", alice.page.url
+
+            # The identity provider's access tokens as bearer headers: the same rule.
+            for account, status in (("bob", 200), ("alice", 403)):
+                token = idp.interactive(resource, account=account)["access_token"]
+                request = urllib.request.Request(f"{base}/console/servers", headers={"Authorization": f"Bearer {token}"})
+                try:
+                    got = urllib.request.urlopen(request).status
+                except urllib.error.HTTPError as refused:
+                    got = refused.code
+                assert got == status, (account, got)
+
+            # A sign-in another browser started: its callback is refused here, and once used
+            # (or never started) a state is unknown.
+            idp.login_as("bob")
+            started = urllib.request.build_opener(NoRedirect()).open
+            try:
+                started(f"{base}/console/signin")
+            except urllib.error.HTTPError as redirect:
+                to_idp = redirect.headers["Location"]
+            else:
+                raise AssertionError("/console/signin did not redirect")
+            assert "code_challenge_method=S256" in to_idp and "resource=" in to_idp, to_idp
+            mallory = Watched(browser)
+            mallory.page.goto(to_idp)
+            mallory.page.wait_for_load_state()
+            assert "started by another browser" in mallory.page.inner_text("main"), mallory.page.inner_text("main")
+            replayed = mallory.page.goto(mallory.page.url)
+            assert replayed is not None and replayed.status == 400
+            assert "unknown, used or expired" in mallory.page.inner_text("main")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001
+        return None

@@ -121,13 +121,14 @@ fn auth_summary(
             " (not a toolset of the config: a run-time one, or a mistake)"
         }
     };
+    let describe = |when: &IdentityMatch| match when {
+        IdentityMatch::Claim { claim, value } => format!("claim `{claim}` has `{value}`"),
+        IdentityMatch::Scope(scope) => format!("scope `{scope}`"),
+    };
     for rule in &auth.toolsets {
-        let when = match &rule.when {
-            IdentityMatch::Claim { claim, value } => format!("claim `{claim}` has `{value}`"),
-            IdentityMatch::Scope(scope) => format!("scope `{scope}`"),
-        };
         lines.push(format!(
-            "  {when} -> toolset `{}`{}",
+            "  {} -> toolset `{}`{}",
+            describe(&rule.when),
             rule.toolset,
             known(&rule.toolset)
         ));
@@ -136,6 +137,9 @@ fn auth_summary(
         Some(name) => format!("  anyone else -> toolset `{name}`{}", known(name)),
         None => "  anyone else -> every tool".to_owned(),
     });
+    for when in &auth.admins {
+        lines.push(format!("  {} -> the console", describe(when)));
+    }
     lines.join("\n")
 }
 

@@ -204,7 +204,17 @@ impl Config {
                 let key = [Seg::Key("introspection"), Seg::Key("client_secret")];
                 (i.client_id.clone(), at(&key, &i.client_secret))
             });
-            (resource, issuer, introspection)
+            let console_secret = auth
+                .console_client
+                .as_ref()
+                .and_then(|c| c.client_secret.as_ref())
+                .map(|secret| {
+                    at(
+                        &[Seg::Key("console_client"), Seg::Key("client_secret")],
+                        secret,
+                    )
+                });
+            (resource, issuer, introspection, console_secret)
         });
         let fixed = fixed_values(&self.rules.tools, &self.source, &lookup, &mut errors);
         if !errors.is_empty() {
@@ -231,11 +241,16 @@ impl Config {
         for (token, value) in self.http.tokens.iter_mut().zip(tokens) {
             token.token = value;
         }
-        if let (Some(auth), Some((resource, issuer, introspection))) = (&mut self.http.auth, auth) {
+        if let (Some(auth), Some((resource, issuer, introspection, console_secret))) =
+            (&mut self.http.auth, auth)
+        {
             auth.resource = resource.trim_end_matches('/').to_owned();
             auth.issuer = issuer;
             if let (Some(i), Some((_, secret))) = (&mut auth.introspection, introspection) {
                 i.client_secret = secret;
+            }
+            if let Some(client) = &mut auth.console_client {
+                client.client_secret = console_secret;
             }
         }
         Ok(())

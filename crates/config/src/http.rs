@@ -52,6 +52,31 @@ pub struct ResourceAuth {
     pub toolsets: Vec<IdentityToolset>,
     /// The toolset of an identity no rule matches; `None`: the whole surface.
     pub default_toolset: Option<String>,
+    /// `admins`: the identities that may use the console (any rule matching).
+    pub admins: Vec<IdentityMatch>,
+    /// `console_client`: who the console is at the issuer when it signs an admin in; `None`:
+    /// it registers itself (Dynamic Client Registration).
+    pub console_client: Option<ConsoleClient>,
+}
+
+/// The OAuth client the console signs admins in as (authorization code with PKCE).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConsoleClient {
+    pub client_id: String,
+    /// Usually `${VAR}`; never logged. `None`: a public client.
+    pub client_secret: Option<String>,
+}
+
+impl std::fmt::Debug for ConsoleClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleClient")
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
 }
 
 impl ResourceAuth {

@@ -26,7 +26,8 @@ use moniker_surface::{Rules, ServerId};
 
 pub use gateway::{AuditSettings, AuditTo, CallLimits, GatewaySettings, Limits, TelemetrySettings};
 pub use http::{
-    HttpConfig, IdentityMatch, IdentityToolset, Introspection, ResourceAuth, TokenConfig,
+    ConsoleClient, HttpConfig, IdentityMatch, IdentityToolset, Introspection, ResourceAuth,
+    TokenConfig,
 };
 pub use load::{Found, LoadError, find, find_why, load};
 pub use redact::shown_url;

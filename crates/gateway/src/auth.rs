@@ -19,11 +19,11 @@
 //! (configured client, then a metadata document URL when the server takes them, then DCR).
 //! A stateless server has no session to re-authorize: every request carries the token.
 
-mod browser;
+pub(crate) mod browser;
 mod challenge;
-mod oauth;
+pub(crate) mod oauth;
 pub mod resource;
-mod store;
+pub(crate) mod store;
 
 use moniker_config::{Auth, Grant};
 use moniker_surface::ServerId;

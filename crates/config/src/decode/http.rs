@@ -4,7 +4,8 @@ use moniker_surface::vocab::Seg;
 
 use super::{Cx, Slot, join};
 use crate::http::{
-    HttpConfig, IdentityMatch, IdentityToolset, Introspection, ResourceAuth, TokenConfig,
+    ConsoleClient, HttpConfig, IdentityMatch, IdentityToolset, Introspection, ResourceAuth,
+    TokenConfig,
 };
 use crate::report::codes;
 use crate::tree::{Value, shorten};
@@ -30,6 +31,8 @@ pub(crate) const AUTH_KEYS: &[&str] = &[
     "introspection",
     "toolsets",
     "default_toolset",
+    "admins",
+    "console_client",
 ];
 pub(crate) const TOKEN_KEYS: &[&str] = &["token", "toolset", "name"];
 
@@ -208,52 +211,17 @@ impl Cx<'_> {
                 client_secret: client_secret?,
             })
         });
-        let mut toolsets = Vec::new();
-        if let Some(list) = fields.get("toolsets") {
-            let tp = field("toolsets");
-            for (i, item) in self
-                .items(
-                    list,
-                    &tp,
-                    "a list of `{claim, value, toolset}` or `{scope, toolset}`",
-                )
-                .into_iter()
-                .enumerate()
-            {
-                let ip = join(&tp, Seg::Index(i));
-                let entry = self.fields(
-                    item,
-                    &ip,
-                    Some(&["claim", "value", "scope", "toolset"]),
-                    "`{claim, value, toolset}` or `{scope, toolset}`",
-                );
-                let text = |cx: &mut Self, name: &'static str| {
-                    entry
-                        .get(name)
-                        .and_then(|v| cx.string(&join(&ip, Seg::Key(name)), v))
-                };
-                let toolset = text(self, "toolset");
-                let when = match (
-                    text(self, "claim"),
-                    text(self, "value"),
-                    text(self, "scope"),
-                ) {
-                    (Some(claim), Some(value), None) => Some(IdentityMatch::Claim { claim, value }),
-                    (None, None, Some(scope)) => Some(IdentityMatch::Scope(scope)),
-                    _ => None,
-                };
-                match (when, toolset) {
-                    (Some(when), Some(toolset)) => toolsets.push(IdentityToolset { when, toolset }),
-                    _ => self.error(
-                        codes::INVALID_VALUE,
-                        "a rule is `{claim, value, toolset}` or `{scope, toolset}`".to_owned(),
-                        &ip,
-                        item.point(),
-                        Some("write `{ claim: groups, value: admins, toolset: admin }`".to_owned()),
-                    ),
-                }
-            }
-        }
+        let toolsets = match fields.get("toolsets") {
+            Some(list) => self.identity_toolsets(&field("toolsets"), list),
+            None => Vec::new(),
+        };
+        let admins = match fields.get("admins") {
+            Some(list) => self.admins(&field("admins"), list),
+            None => Vec::new(),
+        };
+        let console_client = fields
+            .get("console_client")
+            .and_then(|slot| self.console_client(&field("console_client"), slot));
         let default_toolset = fields
             .get("default_toolset")
             .and_then(|d| self.string(&field("default_toolset"), d));
@@ -267,6 +235,120 @@ impl Cx<'_> {
             introspection,
             toolsets,
             default_toolset,
+            admins,
+            console_client,
         })
+    }
+
+    /// `http.auth.toolsets`: each `{claim, value, toolset}` or `{scope, toolset}`.
+    fn identity_toolsets<'n>(&mut self, tp: &[Seg<'n>], list: Slot<'n>) -> Vec<IdentityToolset> {
+        let mut toolsets = Vec::new();
+        let items = self.items(
+            list,
+            tp,
+            "a list of `{claim, value, toolset}` or `{scope, toolset}`",
+        );
+        for (i, item) in items.into_iter().enumerate() {
+            let ip = join(tp, Seg::Index(i));
+            let (when, toolset) = self.identity_rule(&ip, item, true);
+            match (when, toolset) {
+                (Some(when), Some(toolset)) => toolsets.push(IdentityToolset { when, toolset }),
+                _ => self.error(
+                    codes::INVALID_VALUE,
+                    "a rule is `{claim, value, toolset}` or `{scope, toolset}`".to_owned(),
+                    &ip,
+                    item.point(),
+                    Some("write `{ claim: groups, value: admins, toolset: admin }`".to_owned()),
+                ),
+            }
+        }
+        toolsets
+    }
+
+    /// `http.auth.admins`: each `{claim, value}` or `{scope}`.
+    fn admins<'n>(&mut self, ap: &[Seg<'n>], list: Slot<'n>) -> Vec<IdentityMatch> {
+        let mut admins = Vec::new();
+        let items = self.items(list, ap, "a list of `{claim, value}` or `{scope}`");
+        for (i, item) in items.into_iter().enumerate() {
+            let ip = join(ap, Seg::Index(i));
+            match self.identity_rule(&ip, item, false) {
+                (Some(when), _) => admins.push(when),
+                (None, _) => self.error(
+                    codes::INVALID_VALUE,
+                    "an admin is `{claim, value}` or `{scope}`".to_owned(),
+                    &ip,
+                    item.point(),
+                    Some("write `{ claim: groups, value: ops }`".to_owned()),
+                ),
+            }
+        }
+        admins
+    }
+
+    /// One identity rule: what it matches (`{claim, value}` or `{scope}`), and its `toolset`
+    /// when `with_toolset`.
+    fn identity_rule<'n>(
+        &mut self,
+        ip: &[Seg<'n>],
+        item: Slot<'n>,
+        with_toolset: bool,
+    ) -> (Option<IdentityMatch>, Option<String>) {
+        let (keys, shape): (&[&str], _) = if with_toolset {
+            (
+                &["claim", "value", "scope", "toolset"],
+                "`{claim, value, toolset}` or `{scope, toolset}`",
+            )
+        } else {
+            (
+                &["claim", "value", "scope"],
+                "`{claim, value}` or `{scope}`",
+            )
+        };
+        let entry = self.fields(item, ip, Some(keys), shape);
+        let text = |cx: &mut Self, name: &'static str| {
+            entry
+                .get(name)
+                .and_then(|v| cx.string(&join(ip, Seg::Key(name)), v))
+        };
+        let toolset = text(self, "toolset");
+        let when = match (
+            text(self, "claim"),
+            text(self, "value"),
+            text(self, "scope"),
+        ) {
+            (Some(claim), Some(value), None) => Some(IdentityMatch::Claim { claim, value }),
+            (None, None, Some(scope)) => Some(IdentityMatch::Scope(scope)),
+            _ => None,
+        };
+        (when, toolset)
+    }
+
+    /// `http.auth.console_client`: `{client_id, client_secret}` (the secret optional).
+    fn console_client<'n>(&mut self, cp: &[Seg<'n>], slot: Slot<'n>) -> Option<ConsoleClient> {
+        let entry = self.fields(
+            slot,
+            cp,
+            Some(&["client_id", "client_secret"]),
+            "{client_id, client_secret}",
+        );
+        let client_secret = entry
+            .get("client_secret")
+            .and_then(|v| self.string(&join(cp, Seg::Key("client_secret")), v));
+        match entry.get("client_id") {
+            Some(v) => Some(ConsoleClient {
+                client_id: self.string(&join(cp, Seg::Key("client_id")), v)?,
+                client_secret,
+            }),
+            None => {
+                self.error(
+                    codes::MISSING_KEY,
+                    "`console_client` needs `client_id`".to_owned(),
+                    cp,
+                    slot.point(),
+                    Some("write `{ client_id: moniker-console, client_secret: \"${CONSOLE_SECRET}\" }`, or leave `console_client` out to register at the issuer".to_owned()),
+                );
+                None
+            }
+        }
     }
 }

@@ -12,7 +12,7 @@ use super::actions::{ACTION_RULE, valid_action};
 use super::*;
 use crate::gateway::DURATION_HELP;
 use crate::server::Transport;
-use crate::{Config, codes, parse};
+use crate::{Config, IdentityMatch, codes, parse};
 
 fn ok(text: &str) -> Config {
     match parse("moniker.yaml", text) {
@@ -1784,6 +1784,58 @@ fn the_http_auth_section() {
     assert_eq!(e.path, "http.auth.toolsets[0]");
     let e = error("http:\n  auth: { resource: gw/mcp, issuer: https://idp }\n");
     assert_eq!(e.path, "http.auth.resource");
+}
+
+#[test]
+fn the_console_admins_and_client_of_http_auth() {
+    let config = ok(concat!(
+        "http:\n",
+        "  console: true\n",
+        "  auth:\n",
+        "    resource: https://gw.example.com/mcp\n",
+        "    issuer: https://idp.example.com\n",
+        "    admins:\n",
+        "      - { claim: groups, value: ops }\n",
+        "      - { scope: \"moniker:admin\" }\n",
+        "    console_client: { client_id: moniker-console, client_secret: \"${CONSOLE_SECRET}\" }\n",
+    ));
+    let auth = config.http.auth.clone().expect("http.auth");
+    assert_eq!(
+        auth.admins,
+        [
+            IdentityMatch::Claim {
+                claim: "groups".to_owned(),
+                value: "ops".to_owned()
+            },
+            IdentityMatch::Scope("moniker:admin".to_owned()),
+        ]
+    );
+    let mut expanded = config.clone();
+    expanded
+        .expand_env(|name| (name == "CONSOLE_SECRET").then(|| "c0ns0le".to_owned()))
+        .expect("expands");
+    let client = expanded
+        .http
+        .auth
+        .as_ref()
+        .and_then(|a| a.console_client.clone())
+        .expect("console_client");
+    assert_eq!(client.client_id, "moniker-console");
+    assert_eq!(client.client_secret.as_deref(), Some("c0ns0le"));
+    assert!(!format!("{expanded:?}").contains("c0ns0le"));
+
+    let base = "http:\n  auth: { resource: https://gw/mcp, issuer: https://idp, ";
+    let e = error(&format!("{base}admins: [{{ claim: groups }}] }}\n"));
+    assert_eq!(e.path, "http.auth.admins[0]");
+    let e = error(&format!("{base}admins: [{{ scope: a, toolset: b }}] }}\n"));
+    assert_eq!(
+        e.path, "http.auth.admins[0].toolset",
+        "an admin has no toolset"
+    );
+    let e = error(&format!(
+        "{base}console_client: {{ client_secret: x }} }}\n"
+    ));
+    assert_eq!(e.code, codes::MISSING_KEY);
 }
 
 #[test]

@@ -91,22 +91,17 @@ pub(crate) async fn authorize(
 
     let verifier = oauth::random_text(32);
     let state = oauth::random_text(24);
-    let mut url = Url::parse(endpoint)
-        .map_err(|e| format!("the authorization endpoint `{endpoint}` is not a URL: {e}"))?;
-    {
-        let mut query = url.query_pairs_mut();
-        query
-            .append_pair("response_type", "code")
-            .append_pair("client_id", &client.client_id)
-            .append_pair("redirect_uri", &redirect_uri)
-            .append_pair("code_challenge", &oauth::s256(&verifier))
-            .append_pair("code_challenge_method", "S256")
-            .append_pair("state", &state)
-            .append_pair("resource", &discovered.resource);
-        if let Some(scope) = scope {
-            query.append_pair("scope", scope);
-        }
-    }
+    let url = authorization_url(
+        endpoint,
+        &Request {
+            client_id: &client.client_id,
+            redirect_uri: &redirect_uri,
+            verifier: &verifier,
+            state: &state,
+            resource: &discovered.resource,
+            scope,
+        },
+    )?;
     (browser.announce)(url.as_str());
     browser.open(url.as_str());
     let answer = tokio::time::timeout(browser.timeout, redirect(&listener, &state))
@@ -137,9 +132,42 @@ pub(crate) async fn authorize(
     Ok((client, tokens))
 }
 
+/// What an authorization request asks for.
+pub(crate) struct Request<'a> {
+    pub client_id: &'a str,
+    pub redirect_uri: &'a str,
+    /// The PKCE code verifier: its S256 challenge is sent.
+    pub verifier: &'a str,
+    pub state: &'a str,
+    /// The resource indicator (RFC 8707) the token is for.
+    pub resource: &'a str,
+    pub scope: Option<&'a str>,
+}
+
+/// The URL a browser is sent to at the authorization `endpoint`.
+pub(crate) fn authorization_url(endpoint: &str, request: &Request<'_>) -> Result<Url, String> {
+    let mut url = Url::parse(endpoint)
+        .map_err(|e| format!("the authorization endpoint `{endpoint}` is not a URL: {e}"))?;
+    {
+        let mut query = url.query_pairs_mut();
+        query
+            .append_pair("response_type", "code")
+            .append_pair("client_id", request.client_id)
+            .append_pair("redirect_uri", request.redirect_uri)
+            .append_pair("code_challenge", &oauth::s256(request.verifier))
+            .append_pair("code_challenge_method", "S256")
+            .append_pair("state", request.state)
+            .append_pair("resource", request.resource);
+        if let Some(scope) = request.scope {
+            query.append_pair("scope", scope);
+        }
+    }
+    Ok(url)
+}
+
 /// The authorization endpoint of a server that offers PKCE with S256 (moniker logs in with
 /// nothing less).
-fn authorization_endpoint(metadata: &oauth::Metadata) -> Result<&str, String> {
+pub(crate) fn authorization_endpoint(metadata: &oauth::Metadata) -> Result<&str, String> {
     let offers_s256 = metadata
         .code_challenge_methods_supported
         .as_ref()
@@ -159,7 +187,7 @@ fn authorization_endpoint(metadata: &oauth::Metadata) -> Result<&str, String> {
 }
 
 /// The authorization code the redirect brought, from the issuer it should come from.
-fn code_of(answer: Answer, metadata: &oauth::Metadata) -> Result<String, String> {
+pub(crate) fn code_of(answer: Answer, metadata: &oauth::Metadata) -> Result<String, String> {
     if let Some(error) = answer.error {
         return Err(format!("the authorization server refused: {error}"));
     }
@@ -185,10 +213,41 @@ fn code_of(answer: Answer, metadata: &oauth::Metadata) -> Result<String, String>
         .ok_or_else(|| "the redirect brought no authorization code".to_owned())
 }
 
-struct Answer {
-    code: Option<String>,
-    error: Option<String>,
-    iss: Option<String>,
+/// What a redirect to the client brought (`code`, `error` with its description, `iss`).
+#[derive(Default)]
+pub(crate) struct Answer {
+    pub code: Option<String>,
+    pub error: Option<String>,
+    pub iss: Option<String>,
+}
+
+impl Answer {
+    /// The answer in a redirect's query, and its `state`.
+    pub(crate) fn of(url: &Url) -> (Self, Option<String>) {
+        let mut answer = Self::default();
+        let mut state = None;
+        for (key, value) in url.query_pairs() {
+            match &*key {
+                "code" => answer.code = Some(value.into_owned()),
+                "state" => state = Some(value.into_owned()),
+                "iss" => answer.iss = Some(value.into_owned()),
+                "error" => {
+                    answer.error = Some(match &answer.error {
+                        Some(d) => format!("{value}: {d}"),
+                        None => value.into_owned(),
+                    });
+                }
+                "error_description" => {
+                    answer.error = Some(match &answer.error {
+                        Some(e) => format!("{e}: {value}"),
+                        None => value.into_owned(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        (answer, state)
+    }
 }
 
 /// Waits for the redirect with our `state`; any other request gets a 404.
@@ -204,32 +263,7 @@ async fn redirect(listener: &TcpListener, state: &str) -> Result<Answer, String>
         let Ok(url) = Url::parse(&format!("http://127.0.0.1{target}")) else {
             continue;
         };
-        let mut answer = Answer {
-            code: None,
-            error: None,
-            iss: None,
-        };
-        let mut their_state = None;
-        for (key, value) in url.query_pairs() {
-            match &*key {
-                "code" => answer.code = Some(value.into_owned()),
-                "state" => their_state = Some(value.into_owned()),
-                "iss" => answer.iss = Some(value.into_owned()),
-                "error" => {
-                    answer.error = Some(match &answer.error {
-                        Some(d) => format!("{value}: {d}"),
-                        None => value.into_owned(),
-                    })
-                }
-                "error_description" => {
-                    answer.error = Some(match &answer.error {
-                        Some(e) => format!("{e}: {value}"),
-                        None => value.into_owned(),
-                    })
-                }
-                _ => {}
-            }
-        }
+        let (answer, their_state) = Answer::of(&url);
         if url.path() != "/callback" || their_state.as_deref() != Some(state) {
             let _ = stream
                 .write_all(

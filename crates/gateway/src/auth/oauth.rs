@@ -340,12 +340,17 @@ async fn register(
         Some(methods) if methods.iter().any(|m| m == "client_secret_post") => "client_secret_post",
         Some(_) => "none",
     };
+    // A loopback redirect is a native app's (RFC 8252: any port); any other, a web
+    // application's (the console's, at moniker's public address).
+    let loopback = redirect_uri
+        .and_then(|uri| Url::parse(uri).ok())
+        .is_none_or(|url| matches!(url.host_str(), Some("127.0.0.1" | "[::1]" | "localhost")));
     let mut body = serde_json::json!({
         "client_name": "moniker",
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": wanted,
-        "application_type": "native",
+        "application_type": if loopback { "native" } else { "web" },
     });
     if let Some(uri) = redirect_uri {
         body["redirect_uris"] = serde_json::json!([uri]);

@@ -200,7 +200,7 @@ impl Verifier {
         })
     }
 
-    fn http(&self) -> Result<&reqwest::Client, String> {
+    pub(crate) fn http(&self) -> Result<&reqwest::Client, String> {
         self.http.as_ref().map_err(Clone::clone)
     }
 
@@ -416,7 +416,7 @@ impl Verifier {
     }
 
     /// The issuer's metadata: fetched once, without the state locked.
-    async fn metadata_of_issuer(&self) -> Result<Metadata, String> {
+    pub(crate) async fn metadata_of_issuer(&self) -> Result<Metadata, String> {
         if let Some(metadata) = &lock(&self.state).metadata {
             return Ok(metadata.clone());
         }
@@ -718,18 +718,32 @@ pub fn toolset_of(settings: &ResourceAuth, claims: &Map<String, Value>) -> Optio
     settings
         .toolsets
         .iter()
-        .find(|rule| match &rule.when {
-            IdentityMatch::Scope(scope) => scopes.contains(scope),
-            IdentityMatch::Claim { claim: path, value } => match claim(claims, path) {
-                Some(Value::String(s)) => s == value,
-                Some(Value::Array(items)) => items.iter().any(|i| i.as_str() == Some(value)),
-                Some(Value::Bool(b)) => b.to_string() == *value,
-                Some(Value::Number(n)) => n.to_string() == *value,
-                _ => false,
-            },
-        })
+        .find(|rule| matches(&rule.when, claims, &scopes))
         .map(|rule| rule.toolset.clone())
         .or_else(|| settings.default_toolset.clone())
+}
+
+/// Whether the identity `claims` say is one `http.auth.admins` names (the console's).
+pub fn is_admin(settings: &ResourceAuth, claims: &Map<String, Value>) -> bool {
+    let scopes = scopes_of(claims);
+    settings
+        .admins
+        .iter()
+        .any(|when| matches(when, claims, &scopes))
+}
+
+/// Whether an identity (its `claims`, and the `scopes` they give) is one `when` names.
+fn matches(when: &IdentityMatch, claims: &Map<String, Value>, scopes: &[String]) -> bool {
+    match when {
+        IdentityMatch::Scope(scope) => scopes.contains(scope),
+        IdentityMatch::Claim { claim: path, value } => match claim(claims, path) {
+            Some(Value::String(s)) => s == value,
+            Some(Value::Array(items)) => items.iter().any(|i| i.as_str() == Some(value)),
+            Some(Value::Bool(b)) => b.to_string() == *value,
+            Some(Value::Number(n)) => n.to_string() == *value,
+            _ => false,
+        },
+    }
 }
 
 #[cfg(test)]
@@ -761,6 +775,14 @@ mod tests {
                 },
             ],
             default_toolset: Some("staff".to_owned()),
+            admins: vec![
+                IdentityMatch::Claim {
+                    claim: "groups".to_owned(),
+                    value: "ops".to_owned(),
+                },
+                IdentityMatch::Scope("moniker:admin".to_owned()),
+            ],
+            console_client: None,
         }
     }
 
@@ -859,6 +881,26 @@ mod tests {
             issuer_forms("https://t.auth0.com/"),
             ["https://t.auth0.com", "https://t.auth0.com/"]
         );
+    }
+
+    #[test]
+    fn an_admin_is_any_identity_one_rule_names() {
+        let s = settings();
+        assert!(is_admin(&s, &map(json!({"groups": ["staff", "ops"]}))));
+        assert!(is_admin(
+            &s,
+            &map(json!({"scope": "mcp:tools moniker:admin"}))
+        ));
+        assert!(!is_admin(
+            &s,
+            &map(json!({"groups": ["staff"], "scope": "mcp:tools"}))
+        ));
+        assert!(!is_admin(&s, &map(json!({"groups": "operators"}))));
+        let nobody = ResourceAuth {
+            admins: Vec::new(),
+            ..settings()
+        };
+        assert!(!is_admin(&nobody, &map(json!({"groups": ["ops"]}))));
     }
 
     #[test]

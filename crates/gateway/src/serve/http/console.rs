@@ -2,16 +2,20 @@
 //! `http.console` or `serve --console`; read-only but for the playground, whose calls go the
 //! normal way, as the console's principal, audited.
 //!
-//! Who may see it: a token of `http.tokens` bound to no toolset (or anyone, when there are no
-//! tokens: then `/mcp` is open too), presented as `Authorization: Bearer` or once on the login
-//! page, which gives a session cookie (`HttpOnly`, `SameSite=Strict`, random, kept in memory,
-//! ended when its token leaves the config). The same Host and Origin checks as `/mcp` run
+//! Who may see it: a token of `http.tokens` bound to no toolset, or an identity of the identity
+//! provider that `http.auth.admins` names (or anyone, when there are neither tokens nor
+//! `http.auth`: then `/mcp` is open too). A token or an access token is presented as
+//! `Authorization: Bearer`, or once in the browser: a token on the login page, an identity by
+//! signing in at the identity provider ([`signin`]). Either gives a session cookie (`HttpOnly`,
+//! `SameSite=Strict`, random, kept in memory, ended when its token leaves the config or its
+//! identity leaves `admins`). The same Host and Origin checks as `/mcp` run
 //! first. Every page is rendered here (askama templates, HTML escaped), without scripts, under a
 //! strict Content-Security-Policy; every form that changes anything carries the session's CSRF
 //! token. Nothing secret is rendered: no token, no `fixed` parameter value, no `env`.
 
 mod pages;
 mod playground;
+mod signin;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -28,6 +32,7 @@ use subtle::ConstantTimeEq as _;
 
 use super::Shared;
 use super::layers;
+use crate::auth::resource::{self, Identity};
 use crate::metrics::Latency;
 use crate::serve::checks;
 use crate::sync::lock;
@@ -50,16 +55,27 @@ const ICON: &str = include_str!("../../../templates/console/favicon.svg");
 #[derive(Default)]
 pub(super) struct Console {
     sessions: Mutex<HashMap<String, Seat>>,
+    /// Sign-ins at the identity provider under way.
+    signins: signin::Signins,
     /// The servers' calls every [`SAMPLE_EVERY`], oldest first.
     samples: Mutex<VecDeque<std::collections::BTreeMap<String, Latency>>>,
 }
 
-/// A logged-in browser: the token it proved (checked again on every request, so that a token
-/// taken out of the config ends it), its CSRF token, when it ends.
+/// A logged-in browser: who it proved to be (checked again on every request, so that a token
+/// taken out of the config, or an identity out of `admins`, ends it), its CSRF token, when it
+/// ends.
 struct Seat {
-    token: String,
+    who: Who,
     csrf: String,
     ends: Instant,
+}
+
+#[derive(Clone)]
+enum Who {
+    /// A token of `http.tokens` (or anything, when the console is open).
+    Token(String),
+    /// An identity signed in at the identity provider.
+    User(Arc<Identity>),
 }
 
 /// Why a request does not see a page: no session yet (the login page), or a refusal.
@@ -102,6 +118,8 @@ pub(super) fn router(shared: &Arc<Shared>) -> Router<Arc<Shared>> {
         )
         .route("/console/login", get(login_page).post(login))
         .route("/console/logout", post(logout))
+        .route("/console/signin", get(signin::start))
+        .route("/console/signin/callback", get(signin::callback))
         .route("/console/servers", get(pages::servers))
         .route("/console/namespace", get(pages::namespace))
         .route("/console/access", get(pages::access))
@@ -162,8 +180,8 @@ pub(super) fn html(page: &impl Template) -> Response {
 
 impl Shared {
     /// Who is looking, or the answer to give instead: the login page for a browser without a
-    /// session, 403 for a token bound to a toolset.
-    pub(super) fn admit(&self, headers: &HeaderMap) -> Result<Admin, Away> {
+    /// session, 403 for a token bound to a toolset or an identity `admins` does not name.
+    pub(super) async fn admit(&self, headers: &HeaderMap) -> Result<Admin, Away> {
         let settings = self.gateway.http();
         if settings.tokens.is_empty() && settings.auth.is_none() {
             let csrf = self.seat_of(headers).map(|(_, csrf)| csrf);
@@ -177,10 +195,25 @@ impl Shared {
             .map(HeaderValue::as_bytes);
         if let Some(secret) = authorization.and_then(checks::bearer) {
             let secret = std::str::from_utf8(secret).unwrap_or_default();
-            return self.admit_token(secret, None);
+            return match (checks::find_token(secret, &settings.tokens), &settings.auth) {
+                (None, Some(auth)) => {
+                    let verifier = self.verifier(auth);
+                    let resource = verifier.resource(None);
+                    match verifier.verify(secret, &resource).await {
+                        Ok(identity) => self.admit_identity(&identity, None),
+                        Err(_) => Err(Away::Refused(
+                            StatusCode::UNAUTHORIZED,
+                            "this is neither a token of `http.tokens` nor a valid access token"
+                                .to_owned(),
+                        )),
+                    }
+                }
+                _ => self.admit_token(secret, None),
+            };
         }
         match self.seat_of(headers) {
-            Some((token, csrf)) => self.admit_token(&token, Some(csrf)),
+            Some((Who::Token(token), csrf)) => self.admit_token(&token, Some(csrf)),
+            Some((Who::User(identity), csrf)) => self.admit_identity(&identity, Some(csrf)),
             None => Err(Away::Login),
         }
     }
@@ -214,8 +247,36 @@ impl Shared {
         })
     }
 
-    /// The token and CSRF token of the request's console session, when it has a live one.
-    fn seat_of(&self, headers: &HeaderMap) -> Option<(String, String)> {
+    /// An identity of the identity provider, if the config's `http.auth.admins` names it now.
+    fn admit_identity(&self, identity: &Identity, csrf: Option<String>) -> Result<Admin, Away> {
+        let settings = self.gateway.http();
+        let Some(auth) = settings
+            .auth
+            .as_ref()
+            .filter(|a| a.issuer == identity.issuer)
+        else {
+            return Err(Away::Refused(
+                StatusCode::UNAUTHORIZED,
+                "the identity provider changed: sign in again".to_owned(),
+            ));
+        };
+        if !resource::is_admin(auth, &identity.claims) {
+            return Err(Away::Refused(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "`{}` is signed in, but `http.auth.admins` does not name them: the console is for admins",
+                    identity.subject
+                ),
+            ));
+        }
+        Ok(Admin {
+            name: format!("console {}", identity.subject),
+            csrf,
+        })
+    }
+
+    /// Who the request's console session is, and its CSRF token, when it has a live one.
+    fn seat_of(&self, headers: &HeaderMap) -> Option<(Who, String)> {
         let id = cookie(headers, COOKIE)?;
         let mut sessions = lock(&self.console.sessions);
         let seat = sessions.get(id)?;
@@ -223,11 +284,11 @@ impl Shared {
             sessions.remove(id);
             return None;
         }
-        Some((seat.token.clone(), seat.csrf.clone()))
+        Some((seat.who.clone(), seat.csrf.clone()))
     }
 
-    /// A new console session for `token`: its cookie's value.
-    fn seat(&self, token: String) -> String {
+    /// A new console session for `who`, until `ends` at the latest: its cookie's value.
+    fn seat(&self, who: Who, ends: Option<Instant>) -> String {
         let id = random();
         let mut sessions = lock(&self.console.sessions);
         if sessions.len() >= MAX_SESSIONS {
@@ -239,12 +300,13 @@ impl Shared {
                 sessions.remove(&oldest);
             }
         }
+        let longest = Instant::now() + SESSION_TTL;
         sessions.insert(
             id.clone(),
             Seat {
-                token,
+                who,
                 csrf: random(),
-                ends: Instant::now() + SESSION_TTL,
+                ends: ends.map_or(longest, |e| e.min(longest)),
             },
         );
         id
@@ -260,7 +322,7 @@ impl axum::extract::FromRequestParts<Arc<Shared>> for Admin {
         parts: &mut axum::http::request::Parts,
         shared: &Arc<Shared>,
     ) -> Result<Self, Away> {
-        shared.admit(&parts.headers)
+        shared.admit(&parts.headers).await
     }
 }
 
@@ -304,15 +366,30 @@ fn random() -> String {
 #[template(path = "console/login.html")]
 struct LoginPage {
     open: bool,
+    /// The identity provider admins sign in at, when `http.auth.admins` names any.
+    issuer: Option<String>,
+    /// Whether a token of `http.tokens` may log in.
+    tokens: bool,
     error: Option<String>,
 }
 
+impl LoginPage {
+    fn of(settings: &super::HttpSettings, error: Option<String>) -> Self {
+        Self {
+            open: settings.tokens.is_empty() && settings.auth.is_none(),
+            issuer: settings
+                .auth
+                .as_ref()
+                .filter(|a| !a.admins.is_empty())
+                .map(|a| a.issuer.clone()),
+            tokens: !settings.tokens.is_empty(),
+            error,
+        }
+    }
+}
+
 async fn login_page(State(shared): State<Arc<Shared>>) -> Response {
-    let settings = shared.gateway.http();
-    html(&LoginPage {
-        open: settings.tokens.is_empty() && settings.auth.is_none(),
-        error: None,
-    })
+    html(&LoginPage::of(&shared.gateway.http(), None))
 }
 
 #[derive(serde::Deserialize)]
@@ -328,22 +405,28 @@ async fn login(State(shared): State<Arc<Shared>>, Form(form): Form<LoginForm>) -
     if !open {
         if let Err(away) = shared.admit_token(&form.token, None) {
             if matches!(away, Away::Refused(StatusCode::UNAUTHORIZED, _)) {
-                let page = LoginPage {
-                    open,
-                    error: Some("That is not a token of `http.tokens`.".to_owned()),
-                };
+                let error = "That is not a token of `http.tokens`.".to_owned();
+                let page = LoginPage::of(&settings, Some(error));
                 return (StatusCode::UNAUTHORIZED, html(&page)).into_response();
             }
             return away.into_response();
         }
     }
-    let id = shared.seat(form.token);
-    let cookie = format!("{COOKIE}={id}; Path=/console; HttpOnly; SameSite=Strict");
+    let id = shared.seat(Who::Token(form.token), None);
     let mut response = Redirect::to("/console/namespace").into_response();
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().insert(header::SET_COOKIE, value);
-    }
+    set_cookie(&mut response, &session_cookie(&id));
     response
+}
+
+/// The `Set-Cookie` value of a console session.
+fn session_cookie(id: &str) -> String {
+    format!("{COOKIE}={id}; Path=/console; HttpOnly; SameSite=Strict")
+}
+
+fn set_cookie(response: &mut Response, cookie: &str) {
+    if let Ok(value) = HeaderValue::from_str(cookie) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
 }
 
 async fn logout(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
