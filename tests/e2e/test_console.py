@@ -17,6 +17,7 @@ import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
@@ -201,6 +202,17 @@ def test_a_playground_call_reaches_the_server_and_appears_in_activity(console: s
     assert json.loads(text) == {"tool": "discover_sub_goals", "arguments": {"max_goals": 3}}, answer
     shots = Path(os.environ.get("CONSOLE_SCREENSHOTS") or tmp_path)
     watched.page.screenshot(path=str(shots / "playground-call.png"), full_page=False)
+
+    # search_tools as a toolset in list mode would have it: its tools alone, ranked.
+    for toolset, query, expected in (("small", "sub goals", {"discover_sub_goals"}), ("*", "echo", None)):
+        watched.page.goto(f"{console}/console/playground?toolset={toolset}&q={urllib.parse.quote(query)}")
+        found = json.loads(watched.page.inner_text("#search-answer"))
+        assert "error" not in found and not found["result"].get("isError"), found
+        names = {t["name"] for t in json.loads(found["result"]["content"][0]["text"])["tools"]}
+        if expected is not None:
+            assert names == expected, names
+        else:
+            assert "echo" in names and "discover_sub_goals" not in names, names
 
     watched.page.goto(f"{console}/console/activity?principal=console")
     rows = watched.page.locator("tbody tr").all_inner_texts()

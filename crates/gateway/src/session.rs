@@ -50,6 +50,8 @@ pub struct Session {
     client_capabilities: OnceLock<String>,
     /// What the audit log calls the client ([`Session::identify`]); else its principal.
     who: OnceLock<Arc<str>>,
+    /// `search_tools` is answered whatever the discovery mode ([`Session::answer_search`]).
+    answers_search: std::sync::atomic::AtomicBool,
 }
 
 type Reply = Option<Message>;
@@ -165,6 +167,7 @@ impl Session {
             protocol_version: OnceLock::new(),
             client_capabilities: OnceLock::new(),
             who: OnceLock::new(),
+            answers_search: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -177,6 +180,13 @@ impl Session {
     /// Traces are on: the calls of this session are traced.
     pub fn traces(&self) -> bool {
         self.gateway.telemetry.is_some()
+    }
+
+    /// `search_tools` and `call_tool` are answered whatever the discovery mode: the console's
+    /// session that shows what a toolset's search would find.
+    pub fn answer_search(&self) {
+        self.answers_search
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Names the client for the audit log (a token's name or digest, `stdio`): never a

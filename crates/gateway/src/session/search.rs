@@ -51,6 +51,9 @@ impl Session {
             None => view.surface.discovery(),
         };
         discovery.mode == Mode::Search
+            || self
+                .answers_search
+                .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// `search_tools`, on the thread that asks when the view's index is built and ranks in

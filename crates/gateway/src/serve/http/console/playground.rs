@@ -45,13 +45,45 @@ pub(super) async fn ask(
     method: &str,
     params: Option<&Params>,
 ) -> Exchange {
+    let (session, rx) = open(shared, toolset, who);
+    converse(shared, &session, rx, method, params).await
+}
+
+/// `search_tools` for `query`, as `toolset`'s client would have it were the toolset in search
+/// mode (it is answered whatever its mode: the ranking over what the toolset sees).
+async fn search_as(shared: &Shared, toolset: Option<&str>, who: &str, query: &str) -> Exchange {
+    let arguments = serde_json::json!({"query": query, "limit": 10}).to_string();
+    let params = Params::object(&[("name", r#""search_tools""#), ("arguments", &arguments)]);
+    let (session, rx) = open(shared, toolset, who);
+    session.answer_search();
+    converse(shared, &session, rx, "tools/call", Some(&params)).await
+}
+
+/// A session of the console's own, as `who`, and what it sends its client.
+fn open(
+    shared: &Shared,
+    toolset: Option<&str>,
+    who: &str,
+) -> (Arc<Session>, tokio::sync::mpsc::UnboundedReceiver<Message>) {
     let gateway = shared.gateway.clone();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let session = match toolset {
-        Some(toolset) => Session::bound(gateway.clone(), tx, toolset.to_owned()),
-        None => Session::new(gateway.clone(), tx),
+        Some(toolset) => Session::bound(gateway, tx, toolset.to_owned()),
+        None => Session::new(gateway, tx),
     };
     session.identify(who);
+    (session, rx)
+}
+
+/// Initializes `session`, sends it `method` and waits for the answer.
+async fn converse(
+    shared: &Shared,
+    session: &Arc<Session>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Message>,
+    method: &str,
+    params: Option<&Params>,
+) -> Exchange {
+    let gateway = &shared.gateway;
     let initialize = Params::object(&[
         ("protocolVersion", r#""2025-06-18""#),
         ("capabilities", "{}"),
@@ -208,19 +240,8 @@ pub(super) async fn page(
     let found = if query.q.trim().is_empty() {
         None
     } else {
-        let arguments = serde_json::json!({"query": query.q, "limit": 10}).to_string();
-        let params = Params::object(&[("name", r#""search_tools""#), ("arguments", &arguments)]);
-        let toolset = chosen(&shared, &query.toolset);
-        Some(
-            ask(
-                &shared,
-                toolset.flatten(),
-                &admin.name,
-                "tools/call",
-                Some(&params),
-            )
-            .await,
-        )
+        let toolset = chosen(&shared, &query.toolset).flatten();
+        Some(search_as(&shared, toolset, &admin.name, &query.q).await)
     };
     render(
         &shared,
