@@ -82,6 +82,7 @@ def console(moniker_bin: Path, fixture_bin: Path, write_config, tmp_path: Path) 
                 "one": {"command": str(fixture_bin), "args": []},
                 "two": {"command": str(fixture_bin), "args": []},
                 "evil": {"command": str(fixture_bin), "args": [str(evil)]},
+                "broken": {"command": str(tmp_path / "no-such-server")},
             },
             "tools": {"discover_sub_goals": {"aliases": ["discover_goals"]}},
             "toolsets": {"small": {"tools": ["discover_goals"]}},
@@ -158,6 +159,9 @@ def test_every_page_loads_and_shows_what_it_must(console: str, browser: Any, tmp
     rows = watched.page.locator("tbody tr").all_inner_texts()
     held = [r.split("\t")[0] for r in rows if "held out" in r]
     assert held in (["one"], ["two"]), rows
+    # A server that cannot start: restarting (or starting again), its error and when.
+    broken = next(r for r in rows if r.startswith("broken"))
+    assert ("restarting" in broken or "starting" in broken) and "no-such-server" in broken and " UTC, " in broken, broken
 
     # Namespace: the alias beside its tool, the collision with the fix to paste.
     watched.page.goto(f"{console}/console/namespace?q=goal")

@@ -93,6 +93,22 @@ pub struct ServerStatus {
     pub up: bool,
     pub restarts: u64,
     pub last_error: Option<String>,
+    /// When `last_error` happened.
+    pub failed_at: Option<std::time::SystemTime>,
+    /// Waiting to start again (the restart delay), or given up (`restart_max_attempts`).
+    pub next: Next,
+}
+
+/// What comes next for a server that is not up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Next {
+    /// Starting, or up.
+    #[default]
+    Start,
+    /// Waiting out the restart delay.
+    Restart,
+    /// No more restarts.
+    GivenUp,
 }
 
 /// One configured server: how to reach it, its live connection, what happened to it. A
@@ -110,6 +126,13 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
+    /// The server failed (to start, or while serving): why, and when.
+    pub(crate) fn failed(&self, reason: String) {
+        let mut status = lock(&self.status);
+        status.last_error = Some(reason);
+        status.failed_at = Some(std::time::SystemTime::now());
+    }
+
     fn new(entry: ServerEntry) -> Arc<Self> {
         Arc::new(Self {
             entry,

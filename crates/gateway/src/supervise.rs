@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use crate::connect::{self, CallError, HandshakeError, Sink, Started};
 use crate::deliver::WeakSink;
-use crate::gateway::{Gateway, Reloaded, ServerEntry, Settings, Slot, StartError};
+use crate::gateway::{Gateway, Next, Reloaded, ServerEntry, Settings, Slot, StartError};
 use crate::sync::lock;
 
 impl Gateway {
@@ -183,12 +183,12 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>, first: one
             Run::Modern => {
                 let reason = "the server refused the 2026-07-28 protocol it asked for".to_owned();
                 tracing::warn!(server = %id, error = %reason, "server failed to start");
-                lock(&slot.status).last_error = Some(reason);
+                slot.failed(reason);
             }
             Run::Served => attempt = 0,
             Run::Failed(reason) => {
                 tracing::warn!(server = %id, error = %reason, "server failed to start");
-                lock(&slot.status).last_error = Some(reason);
+                slot.failed(reason);
             }
         }
         if let Some(first) = first.take() {
@@ -200,19 +200,25 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>, first: one
         attempt += 1;
         if config.restart_max_attempts.is_some_and(|max| attempt > max) {
             tracing::error!(server = %id, attempts = attempt, "server gave up after too many restarts");
+            lock(&slot.status).next = Next::GivenUp;
             break;
         }
         let delay = config
             .restart_initial_delay
             .saturating_mul(1u32 << (attempt - 1).min(16))
             .min(config.restart_max_delay);
-        lock(&slot.status).restarts += 1;
+        {
+            let mut status = lock(&slot.status);
+            status.restarts += 1;
+            status.next = Next::Restart;
+        }
         gateway.metrics.server_restarted(&id);
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = gateway.stopped() => break,
             _ = slot.retired() => break,
         }
+        lock(&slot.status).next = Next::Start;
     }
     if slot.is_retired() {
         tracing::info!(server = %id, "server stopped: the config no longer has it as it was");

@@ -101,13 +101,12 @@ pub(super) async fn servers(State(shared): State<Arc<Shared>>, admin: super::Adm
             let rates: Vec<Option<f64>> = series.rates.iter().copied().map(Some).collect();
             ServerRow {
                 id: id.to_string(),
-                state: match (held.contains_key(id), s.up, &s.last_error) {
-                    (true, _, _) => "held out",
-                    (false, true, _) => "connected",
-                    (false, false, Some(_)) => "failed",
-                    (false, false, None) => "starting",
+                state: state_of(held.contains_key(id), s),
+                error: match (&s.last_error, s.failed_at) {
+                    (Some(error), Some(at)) => format!("{} (at {})", error, when(at)),
+                    (Some(error), None) => error.clone(),
+                    (None, _) => String::new(),
                 },
-                error: s.last_error.clone().unwrap_or_default(),
                 restarts: s.restarts,
                 tools: listing.map_or(0, |l| l.tools.len()),
                 prompts: listing.map_or(0, |l| l.prompts.len()),
@@ -130,6 +129,39 @@ pub(super) async fn servers(State(shared): State<Arc<Shared>>, admin: super::Adm
         servers,
         minutes: (super::SAMPLE_EVERY.as_secs() * super::SAMPLES as u64) / 60,
     })
+}
+
+/// What a server is doing: held out (its names collide), connected, restarting (waiting out
+/// the restart delay), failed (no more restarts), or starting (again, after a failure whose
+/// error is shown beside).
+fn state_of(held: bool, status: &crate::gateway::ServerStatus) -> &'static str {
+    use crate::gateway::Next;
+    match (held, status.up, status.next) {
+        (true, ..) => "held out",
+        (false, true, _) => "connected",
+        (false, false, Next::Restart) => "restarting",
+        (false, false, Next::GivenUp) => "failed",
+        (false, false, Next::Start) => "starting",
+    }
+}
+
+/// A moment as UTC `HH:MM:SS`, and how long ago.
+fn when(at: std::time::SystemTime) -> String {
+    let since_epoch = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let ago = std::time::SystemTime::now()
+        .duration_since(at)
+        .unwrap_or_default()
+        .as_secs();
+    let of_day = since_epoch % 86_400;
+    format!(
+        "{:02}:{:02}:{:02} UTC, {ago} s ago",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60
+    )
 }
 
 fn duration(seconds: f64) -> String {
@@ -603,5 +635,41 @@ mod tests {
                 .iter()
                 .all(|r| *r == 0.0)
         );
+    }
+}
+
+#[cfg(test)]
+mod states {
+    use super::*;
+    use crate::gateway::{Next, ServerStatus};
+
+    #[test]
+    fn a_server_s_state_says_what_comes_next() {
+        let status = |up, next, error: Option<&str>| ServerStatus {
+            up,
+            next,
+            last_error: error.map(str::to_owned),
+            ..ServerStatus::default()
+        };
+        let error = Some("exited");
+        assert_eq!(state_of(true, &status(true, Next::Start, None)), "held out");
+        assert_eq!(
+            state_of(false, &status(true, Next::Start, error)),
+            "connected"
+        );
+        assert_eq!(
+            state_of(false, &status(false, Next::Restart, error)),
+            "restarting"
+        );
+        assert_eq!(
+            state_of(false, &status(false, Next::GivenUp, error)),
+            "failed"
+        );
+        assert_eq!(
+            state_of(false, &status(false, Next::Start, None)),
+            "starting"
+        );
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400 + 3_723);
+        assert!(when(at).starts_with("01:02:03 UTC, "), "{}", when(at));
     }
 }
