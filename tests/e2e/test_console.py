@@ -283,6 +283,8 @@ def test_an_admin_of_the_identity_provider_signs_in_and_others_are_refused(
             bob.page.wait_for_url(f"{base}/console/namespace")
             assert "console bob" in bob.page.inner_text("header"), bob.page.inner_text("header")
             assert "echo" in bob.page.inner_text("main")
+            bob.page.goto(f"{base}/console/access")
+            assert "admins: claim groups = admins" in bob.page.inner_text("main")
             assert bob.errors == [], bob.errors
 
             idp.login_as("alice")

@@ -485,16 +485,17 @@ fn rules_of(settings: &moniker_config::HttpConfig) -> (Vec<RuleRow>, Vec<RuleRow
     let (identities, identity_provider) = match &settings.auth {
         None => (Vec::new(), String::new()),
         Some(auth) => {
+            let said = |when: &moniker_config::IdentityMatch| match when {
+                moniker_config::IdentityMatch::Claim { claim, value } => {
+                    format!("claim {claim} = {value}")
+                }
+                moniker_config::IdentityMatch::Scope(scope) => format!("scope {scope}"),
+            };
             let mut rows: Vec<RuleRow> = auth
                 .toolsets
                 .iter()
                 .map(|r| RuleRow {
-                    who: match &r.when {
-                        moniker_config::IdentityMatch::Claim { claim, value } => {
-                            format!("claim {claim} = {value}")
-                        }
-                        moniker_config::IdentityMatch::Scope(scope) => format!("scope {scope}"),
-                    },
+                    who: said(&r.when),
                     toolset: r.toolset.clone(),
                 })
                 .collect();
@@ -505,6 +506,10 @@ fn rules_of(settings: &moniker_config::HttpConfig) -> (Vec<RuleRow>, Vec<RuleRow
                     .clone()
                     .unwrap_or_else(|| "(all)".to_owned()),
             });
+            rows.extend(auth.admins.iter().map(|when| RuleRow {
+                who: format!("admins: {}", said(when)),
+                toolset: "the console, too".to_owned(),
+            }));
             (rows, format!("{} for {}", auth.issuer, auth.resource))
         }
     };
