@@ -174,8 +174,9 @@ pub(crate) fn secure(url: &Url, what: &str) -> Result<(), String> {
     }
 }
 
-/// Every endpoint of an authorization server's metadata, [`secure`].
-fn secure_endpoints(metadata: &Metadata) -> Result<(), String> {
+/// Every endpoint of an authorization server's metadata a client sends credentials to,
+/// [`secure`].
+pub(crate) fn secure_endpoints(metadata: &Metadata) -> Result<(), String> {
     for (what, endpoint) in [
         ("authorization endpoint", &metadata.authorization_endpoint),
         ("token endpoint", &metadata.token_endpoint),

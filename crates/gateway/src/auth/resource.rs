@@ -435,6 +435,9 @@ impl Verifier {
                 self.settings.issuer
             )
         })?;
+        // The console's sign-in sends a client secret, a code and its verifier there, and
+        // introspection a client secret: none of it in clear.
+        oauth::secure_endpoints(&metadata)?;
         lock(&self.state).metadata = Some(metadata.clone());
         Ok(metadata)
     }

@@ -4,9 +4,8 @@
 //!
 //! Who may see it: a token of `http.tokens` bound to no toolset, or an identity of the identity
 //! provider that `http.auth.admins` names (or anyone, when there are neither tokens nor
-//! `http.auth`: then `/mcp` is open too). A token or an access token is presented as
-//! `Authorization: Bearer`, or once in the browser: a token on the login page, an identity by
-//! signing in at the identity provider ([`signin`]). Either gives a session cookie (`HttpOnly`,
+//! `http.auth`: then `/mcp` is open too). A token is presented as `Authorization: Bearer`, or
+//! once on the login page; an identity signs in at the identity provider ([`signin`]). Either gives a session cookie (`HttpOnly`,
 //! `SameSite=Strict`, random, kept in memory, ended when its token leaves the config or its
 //! identity leaves `admins`). The same Host and Origin checks as `/mcp` run
 //! first. Every page is rendered here (askama templates, HTML escaped), without scripts, under a
@@ -41,8 +40,12 @@ use crate::sync::lock;
 const MAX_SESSIONS: usize = 64;
 /// How long a console session lasts.
 const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
-/// The cookie of a console session.
-const COOKIE: &str = "moniker_console";
+/// The cookie of a console session (plain, and `__Secure-`).
+const SESSION: Cookie = Cookie {
+    names: ["moniker_console", "__Secure-moniker_console"],
+    path: "/console",
+    same_site: "Strict",
+};
 /// How often the servers' calls are sampled for the charts, and how many samples are kept.
 const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 const SAMPLES: usize = 61;
@@ -181,7 +184,7 @@ pub(super) fn html(page: &impl Template) -> Response {
 impl Shared {
     /// Who is looking, or the answer to give instead: the login page for a browser without a
     /// session, 403 for a token bound to a toolset or an identity `admins` does not name.
-    pub(super) async fn admit(&self, headers: &HeaderMap) -> Result<Admin, Away> {
+    pub(super) fn admit(&self, headers: &HeaderMap) -> Result<Admin, Away> {
         let settings = self.gateway.http();
         if settings.tokens.is_empty() && settings.auth.is_none() {
             let csrf = self.seat_of(headers).map(|(_, csrf)| csrf);
@@ -193,23 +196,11 @@ impl Shared {
         let authorization = headers
             .get(header::AUTHORIZATION)
             .map(HeaderValue::as_bytes);
+        // A script presents a token of `http.tokens`; an identity signs in with a browser (an
+        // access token an MCP client holds, maybe bound to a toolset, opens no console).
         if let Some(secret) = authorization.and_then(checks::bearer) {
             let secret = std::str::from_utf8(secret).unwrap_or_default();
-            return match (checks::find_token(secret, &settings.tokens), &settings.auth) {
-                (None, Some(auth)) => {
-                    let verifier = self.verifier(auth);
-                    let resource = verifier.resource(None);
-                    match verifier.verify(secret, &resource).await {
-                        Ok(identity) => self.admit_identity(&identity, None),
-                        Err(_) => Err(Away::Refused(
-                            StatusCode::UNAUTHORIZED,
-                            "this is neither a token of `http.tokens` nor a valid access token"
-                                .to_owned(),
-                        )),
-                    }
-                }
-                _ => self.admit_token(secret, None),
-            };
+            return self.admit_token(secret, None);
         }
         match self.seat_of(headers) {
             Some((Who::Token(token), csrf)) => self.admit_token(&token, Some(csrf)),
@@ -277,7 +268,7 @@ impl Shared {
 
     /// Who the request's console session is, and its CSRF token, when it has a live one.
     fn seat_of(&self, headers: &HeaderMap) -> Option<(Who, String)> {
-        let id = cookie(headers, COOKIE)?;
+        let id = SESSION.of(headers, &self.gateway.http())?;
         let mut sessions = lock(&self.console.sessions);
         let seat = sessions.get(id)?;
         if seat.ends < Instant::now() {
@@ -322,7 +313,7 @@ impl axum::extract::FromRequestParts<Arc<Shared>> for Admin {
         parts: &mut axum::http::request::Parts,
         shared: &Arc<Shared>,
     ) -> Result<Self, Away> {
-        shared.admit(&parts.headers).await
+        shared.admit(&parts.headers)
     }
 }
 
@@ -414,30 +405,73 @@ async fn login(State(shared): State<Arc<Shared>>, Form(form): Form<LoginForm>) -
     }
     let id = shared.seat(Who::Token(form.token), None);
     let mut response = Redirect::to("/console/namespace").into_response();
-    set_cookie(&mut response, &session_cookie(&id));
+    SESSION.set(&mut response, &settings, &id, None);
     response
 }
 
-/// The `Set-Cookie` value of a console session.
-fn session_cookie(id: &str) -> String {
-    format!("{COOKIE}={id}; Path=/console; HttpOnly; SameSite=Strict")
+/// A cookie of the console: `HttpOnly`, and `Secure` with the `__Secure-` prefix when
+/// moniker's public address (`http.auth.resource`) is https.
+pub(super) struct Cookie {
+    /// Its name, plain and `__Secure-`.
+    names: [&'static str; 2],
+    path: &'static str,
+    same_site: &'static str,
 }
 
-fn set_cookie(response: &mut Response, cookie: &str) {
-    if let Ok(value) = HeaderValue::from_str(cookie) {
-        response.headers_mut().append(header::SET_COOKIE, value);
+impl Cookie {
+    fn secure(settings: &super::HttpSettings) -> bool {
+        settings
+            .auth
+            .as_ref()
+            .is_some_and(|a| a.resource.starts_with("https://"))
+    }
+
+    fn name(&self, settings: &super::HttpSettings) -> &'static str {
+        self.names[usize::from(Self::secure(settings))]
+    }
+
+    /// Its value in the request.
+    pub(super) fn of<'h>(
+        &self,
+        headers: &'h HeaderMap,
+        settings: &super::HttpSettings,
+    ) -> Option<&'h str> {
+        cookie(headers, self.name(settings))
+    }
+
+    /// Sets it to `value` on `response` (for `max_age` seconds; `Some(0)`: forgets it).
+    pub(super) fn set(
+        &self,
+        response: &mut Response,
+        settings: &super::HttpSettings,
+        value: &str,
+        max_age: Option<u64>,
+    ) {
+        let mut text = format!(
+            "{}={value}; Path={}; HttpOnly; SameSite={}",
+            self.name(settings),
+            self.path,
+            self.same_site
+        );
+        if Self::secure(settings) {
+            text.push_str("; Secure");
+        }
+        if let Some(seconds) = max_age {
+            text.push_str(&format!("; Max-Age={seconds}"));
+        }
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
     }
 }
 
 async fn logout(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Some(id) = cookie(&headers, COOKIE) {
+    let settings = shared.gateway.http();
+    if let Some(id) = SESSION.of(&headers, &settings) {
         lock(&shared.console.sessions).remove(id);
     }
     let mut response = Redirect::to("/console/login").into_response();
-    let expired = format!("{COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
-    if let Ok(value) = HeaderValue::from_str(&expired) {
-        response.headers_mut().insert(header::SET_COOKIE, value);
-    }
+    SESSION.set(&mut response, &settings, "", Some(0));
     response
 }
 

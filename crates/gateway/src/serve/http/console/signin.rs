@@ -4,80 +4,64 @@
 //! registered there once per process). The access token it gets is verified as `/mcp` verifies
 //! one, and `http.auth.admins` must name its identity.
 //!
-//! A sign-in is kept between its start and its callback, at most [`MAX_PENDING`] for
-//! [`PENDING_TTL`], bound to the browser that started it by a cookie of its own (so nobody can
-//! make a browser finish a sign-in they began: login CSRF). The access token is not kept: the
-//! session holds the identity it proved, until the token's `exp`.
+//! moniker keeps nothing of a sign-in under way, so that nobody can crowd out a person's
+//! sign-in by starting many: its `state`, PKCE verifier and client are in a cookie of the
+//! browser that started it (`HttpOnly`, on the callback's path alone, ten minutes), and the
+//! callback must bring the same `state` (so nobody can make a browser finish a sign-in they
+//! began: login CSRF). The code is used once at the identity provider. The access token is not
+//! kept: the session holds the identity it proved, until the token's `exp`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use askama::Template;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use reqwest::Url;
 use serde_json::Value;
+use sha2::Digest as _;
 use subtle::ConstantTimeEq as _;
 
-use super::{Away, Shared, Who, cookie, html, random, refused, session_cookie, set_cookie};
+use super::{Away, Cookie, SESSION, SESSION_TTL, Shared, Who, html, refused};
 use crate::auth::store::Client;
 use crate::auth::{browser, oauth};
-use crate::sync::lock;
 use moniker_config::ResourceAuth;
 
-/// Sign-ins under way at most: the oldest goes when one more starts.
-const MAX_PENDING: usize = 64;
 /// How long a person has to sign in.
-const PENDING_TTL: Duration = Duration::from_secs(600);
-/// The cookie that binds a sign-in to the browser that started it.
-const BINDING: &str = "moniker_console_signin";
+const SIGNIN_TTL: Duration = Duration::from_secs(600);
+/// How long a registration that failed is not tried again.
+const REGISTRATION_RETRY: Duration = Duration::from_secs(30);
+/// A session whose token does not say when it ends (an introspected one may not) lasts this
+/// long, as long as `/mcp` trusts an introspection.
+const UNDATED: Duration = Duration::from_secs(60);
 /// Where the identity provider sends the browser back, at moniker's public origin.
-pub(super) const CALLBACK: &str = "/console/signin/callback";
+const CALLBACK: &str = "/console/signin/callback";
+/// The cookie of a sign-in under way.
+const BINDING: Cookie = Cookie {
+    names: ["moniker_console_signin", "__Secure-moniker_console_signin"],
+    path: CALLBACK,
+    // Sent on the identity provider's redirect back, a top-level GET from another site.
+    same_site: "Lax",
+};
 
-/// The sign-ins under way, by `state`, and the client the console registered as.
+/// The client the console registered as at the issuer (or why it could not).
 #[derive(Default)]
 pub(in crate::serve::http) struct Signins {
-    pending: Mutex<HashMap<String, Pending>>,
-    /// The registered client, and the issuer and redirect URI it was registered for.
-    registered: tokio::sync::Mutex<Option<(String, Client)>>,
+    registered: tokio::sync::Mutex<Option<Registered>>,
 }
 
-struct Pending {
-    code_verifier: String,
-    binding: String,
-    client: Client,
-    redirect_uri: String,
-    ends: Instant,
+struct Registered {
+    /// The issuer and redirect URI it is for.
+    key: String,
+    outcome: Result<Client, String>,
+    at: Instant,
 }
 
 impl Signins {
-    fn keep(&self, state: String, pending: Pending) {
-        let mut held = lock(&self.pending);
-        let now = Instant::now();
-        held.retain(|_, p| p.ends > now);
-        if held.len() >= MAX_PENDING {
-            let oldest = held
-                .iter()
-                .min_by_key(|(_, p)| p.ends)
-                .map(|(s, _)| s.clone());
-            if let Some(oldest) = oldest {
-                held.remove(&oldest);
-            }
-        }
-        held.insert(state, pending);
-    }
-
-    /// The sign-in of `state`, once: a callback cannot be replayed.
-    fn take(&self, state: &str) -> Option<Pending> {
-        lock(&self.pending)
-            .remove(state)
-            .filter(|p| p.ends > Instant::now())
-    }
-
     /// Who the console is at the issuer: the configured client, else the one it registered
-    /// (Dynamic Client Registration, once for this issuer and redirect URI).
+    /// (Dynamic Client Registration, once for this issuer and redirect URI; a failure is not
+    /// tried again for [`REGISTRATION_RETRY`]).
     async fn client(
         &self,
         http: &reqwest::Client,
@@ -98,13 +82,50 @@ impl Signins {
         }
         let key = format!("{} {redirect_uri}", metadata.issuer);
         let mut registered = self.registered.lock().await;
-        if let Some((_, client)) = registered.as_ref().filter(|(k, _)| *k == key) {
-            return Ok(client.clone());
+        if let Some(known) = registered.as_ref().filter(|r| r.key == key) {
+            if known.outcome.is_ok() || known.at.elapsed() < REGISTRATION_RETRY {
+                return known.outcome.clone();
+            }
         }
-        let client = oauth::identify(http, &settings, metadata, Some(redirect_uri)).await?;
-        tracing::info!(issuer = %metadata.issuer, client_id = %client.client_id, "the console registered at the identity provider");
-        *registered = Some((key, client.clone()));
-        Ok(client)
+        let outcome = oauth::identify(http, &settings, metadata, Some(redirect_uri)).await;
+        if let Ok(client) = &outcome {
+            tracing::info!(issuer = %metadata.issuer, client_id = %client.client_id, "the console registered at the identity provider");
+        }
+        *registered = Some(Registered {
+            key,
+            outcome: outcome.clone(),
+            at: Instant::now(),
+        });
+        outcome
+    }
+}
+
+/// What the browser that started a sign-in keeps of it: `state.verifier.client`, the client
+/// as a digest of its id (an id may hold any character; a cookie may not).
+struct Binding {
+    state: String,
+    verifier: String,
+    client: String,
+}
+
+impl Binding {
+    fn text(&self) -> String {
+        format!("{}.{}.{}", self.state, self.verifier, self.client)
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        let mut parts = text.splitn(3, '.');
+        let (state, verifier, client) = (parts.next()?, parts.next()?, parts.next()?);
+        Some(Self {
+            state: state.to_owned(),
+            verifier: verifier.to_owned(),
+            client: client.to_owned(),
+        })
+    }
+
+    fn digest(client: &Client) -> String {
+        let digest = sha2::Sha256::digest(client.client_id.as_bytes());
+        crate::files::hex(&digest[..12])
     }
 }
 
@@ -125,21 +146,34 @@ fn admins_auth(shared: &Shared) -> Result<ResourceAuth, Away> {
         })
 }
 
-/// The redirect URI: the callback at the origin of `http.auth.resource`, moniker's public
-/// address.
-fn redirect_uri(resource: &str) -> Result<String, String> {
+/// moniker's public origin: that of `http.auth.resource`.
+fn origin(resource: &str) -> Result<String, String> {
     let url =
         Url::parse(resource).map_err(|e| format!("`http.auth.resource` is not a URL: {e}"))?;
-    Ok(format!("{}{CALLBACK}", url.origin().ascii_serialization()))
+    Ok(url.origin().ascii_serialization())
 }
 
-/// `GET /console/signin`: the browser goes to the identity provider.
-pub(super) async fn start(State(shared): State<Arc<Shared>>) -> Response {
+/// The scopes asked for: those every token needs, and those an admin rule names.
+fn scopes(auth: &ResourceAuth) -> Option<String> {
+    let mut scopes: Vec<&str> = auth.scopes.iter().map(String::as_str).collect();
+    for when in &auth.admins {
+        if let moniker_config::IdentityMatch::Scope(scope) = when {
+            if !scopes.contains(&scope.as_str()) {
+                scopes.push(scope);
+            }
+        }
+    }
+    (!scopes.is_empty()).then(|| scopes.join(" "))
+}
+
+/// `GET /console/signin`: the browser goes to the identity provider, from moniker's public
+/// origin (where the callback will find the sign-in's cookie).
+pub(super) async fn start(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let auth = match admins_auth(&shared) {
         Ok(auth) => auth,
         Err(away) => return away.into_response(),
     };
-    match begin(&shared, &auth).await {
+    match begin(&shared, &auth, &headers).await {
         Ok(response) => response,
         Err(why) => {
             tracing::warn!(issuer = %auth.issuer, error = %why, "the console cannot send a sign-in to the identity provider");
@@ -151,51 +185,63 @@ pub(super) async fn start(State(shared): State<Arc<Shared>>) -> Response {
     }
 }
 
-async fn begin(shared: &Shared, auth: &ResourceAuth) -> Result<Response, String> {
+async fn begin(
+    shared: &Shared,
+    auth: &ResourceAuth,
+    headers: &HeaderMap,
+) -> Result<Response, String> {
+    let origin = origin(&auth.resource)?;
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let public = Url::parse(&origin).ok().and_then(|u| authority(&u));
+    if host.is_some_and(|host| public.as_deref() != Some(host)) {
+        // Reached by another name (`localhost`, an inner address): the sign-in's cookie must
+        // be where the identity provider sends the browser back.
+        return Ok(Redirect::to(&format!("{origin}/console/signin")).into_response());
+    }
     let verifier = shared.verifier(auth);
     let metadata = verifier.metadata_of_issuer().await?;
     let endpoint = browser::authorization_endpoint(&metadata)?;
-    let redirect_uri = redirect_uri(&auth.resource)?;
+    let redirect_uri = format!("{origin}{CALLBACK}");
     let client = shared
         .console
         .signins
         .client(verifier.http()?, auth, &metadata, &redirect_uri)
         .await?;
-    let code_verifier = oauth::random_text(32);
-    let state = oauth::random_text(24);
-    let scope = (!auth.scopes.is_empty()).then(|| auth.scopes.join(" "));
+    let binding = Binding {
+        state: oauth::random_text(24),
+        verifier: oauth::random_text(32),
+        client: Binding::digest(&client),
+    };
+    let scope = scopes(auth);
     let url = browser::authorization_url(
         endpoint,
         &browser::Request {
             client_id: &client.client_id,
             redirect_uri: &redirect_uri,
-            verifier: &code_verifier,
-            state: &state,
+            verifier: &binding.verifier,
+            state: &binding.state,
             resource: &verifier.resource(None),
             scope: scope.as_deref(),
         },
     )?;
-    let binding = random();
-    shared.console.signins.keep(
-        state,
-        Pending {
-            code_verifier,
-            binding: binding.clone(),
-            client,
-            redirect_uri,
-            ends: Instant::now() + PENDING_TTL,
-        },
-    );
     let mut response = Redirect::to(url.as_str()).into_response();
-    // `Lax`: sent on the identity provider's redirect back, a top-level GET from another site.
-    set_cookie(
+    let settings = shared.gateway.http();
+    BINDING.set(
         &mut response,
-        &format!(
-            "{BINDING}={binding}; Path={CALLBACK}; HttpOnly; SameSite=Lax; Max-Age={}",
-            PENDING_TTL.as_secs()
-        ),
+        &settings,
+        &binding.text(),
+        Some(SIGNIN_TTL.as_secs()),
     );
     Ok(response)
+}
+
+/// `host[:port]` as a `Host` header says it (no port when it is the scheme's).
+fn authority(url: &Url) -> Option<String> {
+    let host = url.host_str()?;
+    Some(match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    })
 }
 
 #[derive(Template)]
@@ -212,34 +258,44 @@ pub(super) async fn callback(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    let forget = format!("{BINDING}=; Path={CALLBACK}; HttpOnly; SameSite=Lax; Max-Age=0");
+    let settings = shared.gateway.http();
     let mut response = match finish(&shared, &headers, &uri).await {
-        Ok((id, who)) => {
+        Ok((id, who, ends)) => {
             let mut response = html(&SignedIn { who });
-            set_cookie(&mut response, &session_cookie(&id));
+            SESSION.set(&mut response, &settings, &id, None);
+            tracing::debug!(seconds = ends.as_secs(), "a console session began");
             response
         }
         Err(away) => away.into_response(),
     };
-    set_cookie(&mut response, &forget);
+    BINDING.set(&mut response, &settings, "", Some(0));
     response
 }
 
-/// The session of the identity the answer proves: its cookie's value, and who it is.
-async fn finish(shared: &Shared, headers: &HeaderMap, uri: &Uri) -> Result<(String, String), Away> {
+/// The session of the identity the answer proves: its cookie's value, who it is, how long
+/// it lasts.
+async fn finish(
+    shared: &Shared,
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> Result<(String, String, Duration), Away> {
     let auth = admins_auth(shared)?;
-    let bad = |why: &str| Away::Refused(StatusCode::BAD_REQUEST, format!("{why}: sign in again"));
-    let url = Url::parse(&format!("http://console{uri}")).map_err(|_| bad("not a redirect"))?;
-    let (answer, state) = browser::Answer::of(&url);
-    let pending = state
-        .as_deref()
-        .and_then(|s| shared.console.signins.take(s))
-        .ok_or_else(|| bad("this sign-in is unknown, used or expired"))?;
-    let bound = cookie(headers, BINDING)
-        .is_some_and(|b| bool::from(b.as_bytes().ct_eq(pending.binding.as_bytes())));
-    if !bound {
-        return Err(bad("this sign-in was started by another browser"));
-    }
+    let again = |why: &str| Away::Refused(StatusCode::BAD_REQUEST, format!("{why}: sign in again"));
+    let url = Url::parse(&format!("http://console{uri}")).map_err(|_| again("not a redirect"))?;
+    let (mut answer, state) = browser::Answer::of(&url);
+    let settings = shared.gateway.http();
+    let binding = BINDING
+        .of(headers, &settings)
+        .and_then(Binding::parse)
+        .filter(|b| {
+            state
+                .as_ref()
+                .is_some_and(|s| bool::from(s.as_bytes().ct_eq(b.state.as_bytes())))
+        })
+        .ok_or_else(|| again("this sign-in was not started by this browser, or is over"))?;
+    // The identity provider's own words stay out of the page: its error code alone, when it
+    // is one.
+    answer.error = answer.error.map(|e| error_code(&e));
     let verifier = shared.verifier(&auth);
     let gateway_error = |why: String| {
         tracing::warn!(issuer = %auth.issuer, error = %why, "a console sign-in failed");
@@ -251,16 +307,29 @@ async fn finish(shared: &Shared, headers: &HeaderMap, uri: &Uri) -> Result<(Stri
     let metadata = verifier.metadata_of_issuer().await.map_err(gateway_error)?;
     let code = browser::code_of(answer, &metadata)
         .map_err(|why| Away::Refused(StatusCode::UNAUTHORIZED, format!("not signed in: {why}")))?;
+    let origin = origin(&auth.resource).map_err(gateway_error)?;
+    let redirect_uri = format!("{origin}{CALLBACK}");
+    let http = verifier.http().map_err(gateway_error)?;
+    let client = shared
+        .console
+        .signins
+        .client(http, &auth, &metadata, &redirect_uri)
+        .await
+        .map_err(gateway_error)?;
+    if Binding::digest(&client) != binding.client {
+        return Err(again(
+            "the console's client at the identity provider changed",
+        ));
+    }
     let resource = verifier.resource(None);
     let form = vec![
         ("grant_type", "authorization_code".to_owned()),
         ("code", code),
-        ("redirect_uri", pending.redirect_uri),
-        ("code_verifier", pending.code_verifier),
+        ("redirect_uri", redirect_uri),
+        ("code_verifier", binding.verifier),
         ("resource", resource.clone()),
     ];
-    let http = verifier.http().map_err(gateway_error)?;
-    let tokens = oauth::token(http, &metadata, &pending.client, None, form, None)
+    let tokens = oauth::token(http, &metadata, &client, None, form, None)
         .await
         .map_err(gateway_error)?;
     let identity = verifier
@@ -275,52 +344,110 @@ async fn finish(shared: &Shared, headers: &HeaderMap, uri: &Uri) -> Result<(Stri
         })?;
     shared.admit_identity(&identity, None)?;
     tracing::info!(subject = %identity.subject, "an admin signed in to the console");
-    let ends = expiry(&identity.claims);
+    let lasts = lifetime(&identity.claims);
     let who = identity.subject.clone();
-    Ok((shared.seat(Who::User(Arc::new(identity)), ends), who))
+    let id = shared.seat(Who::User(Arc::new(identity)), Some(Instant::now() + lasts));
+    Ok((id, who, lasts))
 }
 
-/// When the token's `exp` is, as an instant; `None` when it has none.
-fn expiry(claims: &serde_json::Map<String, Value>) -> Option<Instant> {
-    let exp = claims.get("exp").and_then(Value::as_u64)?;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs();
-    Some(Instant::now() + Duration::from_secs(exp.saturating_sub(now)))
+/// An OAuth error code (`access_denied`), or a word that says there was one.
+fn error_code(error: &str) -> String {
+    let code = error.split(':').next().unwrap_or_default().trim();
+    let is_code =
+        (1..=64).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    if is_code { code } else { "an error" }.to_owned()
+}
+
+/// How long a session of the token with these claims lasts: to its `exp`, at most
+/// [`SESSION_TTL`]; [`UNDATED`] without one.
+fn lifetime(claims: &serde_json::Map<String, Value>) -> Duration {
+    let Some(exp) = claims.get("exp").and_then(Value::as_u64) else {
+        return UNDATED;
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    Duration::from_secs(exp.saturating_sub(now).min(SESSION_TTL.as_secs()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
-    fn the_redirect_uri_is_at_the_resource_s_origin() {
+    fn the_callback_is_at_the_resource_s_origin() {
         assert_eq!(
-            redirect_uri("https://gw.example.com:8443/team/mcp").as_deref(),
-            Ok("https://gw.example.com:8443/console/signin/callback")
+            origin("https://gw.example.com:8443/team/mcp").as_deref(),
+            Ok("https://gw.example.com:8443")
         );
-        assert!(redirect_uri("not a url").is_err());
+        assert!(origin("not a url").is_err());
+        let url = Url::parse("https://gw.example.com/mcp").expect("a URL");
+        assert_eq!(authority(&url).as_deref(), Some("gw.example.com"));
     }
 
     #[test]
-    fn a_sign_in_is_taken_once_and_the_oldest_goes_first() {
-        let signins = Signins::default();
-        let pending = |n: u64| Pending {
-            code_verifier: String::new(),
-            binding: String::new(),
-            client: Client {
-                client_id: "c".to_owned(),
-                client_secret: None,
-                auth_method: "none".to_owned(),
-                registered: false,
-            },
-            redirect_uri: String::new(),
-            ends: Instant::now() + PENDING_TTL + Duration::from_secs(n),
+    fn a_binding_reads_back_whatever_the_client() {
+        let client = Client {
+            client_id: "https://app.example.com/client.json; a=b".to_owned(),
+            client_secret: None,
+            auth_method: "none".to_owned(),
+            registered: false,
         };
-        for n in 0..=MAX_PENDING as u64 {
-            signins.keep(format!("s{n}"), pending(n));
-        }
-        assert_eq!(lock(&signins.pending).len(), MAX_PENDING);
-        assert!(signins.take("s0").is_none(), "the oldest went");
-        assert!(signins.take("s1").is_some());
-        assert!(signins.take("s1").is_none(), "once only");
+        let binding = Binding {
+            state: oauth::random_text(24),
+            verifier: oauth::random_text(32),
+            client: Binding::digest(&client),
+        };
+        let text = binding.text();
+        assert!(
+            text.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)),
+            "{text}"
+        );
+        let back = Binding::parse(&text).expect("parses");
+        assert_eq!(
+            (back.state, back.verifier, back.client),
+            (binding.state, binding.verifier, binding.client)
+        );
+        assert!(Binding::parse("no-dots").is_none());
+    }
+
+    #[test]
+    fn an_identity_provider_says_its_error_code_alone() {
+        assert_eq!(error_code("access_denied: <b>nope</b>"), "access_denied");
+        assert_eq!(error_code("<script>"), "an error");
+        assert_eq!(error_code(&"x".repeat(65)), "an error");
+    }
+
+    #[test]
+    fn a_session_lasts_to_the_token_s_exp_within_bounds() {
+        let claims = |v: Value| v.as_object().cloned().expect("an object");
+        assert_eq!(lifetime(&claims(json!({}))), UNDATED);
+        assert_eq!(lifetime(&claims(json!({"exp": u64::MAX}))), SESSION_TTL);
+        assert_eq!(lifetime(&claims(json!({"exp": 1}))), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_scopes_asked_for_hold_the_admins_scopes() {
+        let mut auth = ResourceAuth {
+            resource: "https://gw/mcp".to_owned(),
+            issuer: "https://idp".to_owned(),
+            scopes: vec!["mcp:tools".to_owned()],
+            algorithms: Vec::new(),
+            leeway: Duration::ZERO,
+            keys_ttl: Duration::ZERO,
+            introspection: None,
+            toolsets: Vec::new(),
+            default_toolset: None,
+            admins: vec![moniker_config::IdentityMatch::Scope(
+                "moniker:admin".to_owned(),
+            )],
+            console_client: None,
+        };
+        assert_eq!(scopes(&auth).as_deref(), Some("mcp:tools moniker:admin"));
+        auth.scopes.clear();
+        auth.admins.clear();
+        assert_eq!(scopes(&auth), None);
     }
 }
