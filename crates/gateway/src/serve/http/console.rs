@@ -5,10 +5,10 @@
 //! Who may see it: a token of `http.tokens` bound to no toolset, or an identity of the identity
 //! provider that `http.auth.admins` names (or anyone, when there are neither tokens nor
 //! `http.auth`: then `/mcp` is open too). A token is presented as `Authorization: Bearer`, or
-//! once on the login page; an identity signs in at the identity provider ([`signin`]). Either gives a session cookie (`HttpOnly`,
-//! `SameSite=Strict`, random, kept in memory, ended when its token leaves the config or its
-//! identity leaves `admins`). The same Host and Origin checks as `/mcp` run
-//! first. Every page is rendered here (askama templates, HTML escaped), without scripts, under a
+//! once on the login page; an identity signs in at the identity provider ([`signin`]). Either
+//! gives a session cookie (`HttpOnly`, `SameSite=Strict`, random, kept in memory, ended when
+//! its token leaves the config or its identity leaves `admins`). The same Host and Origin
+//! checks as `/mcp` run first. Every page is rendered here (askama templates, HTML escaped), without scripts, under a
 //! strict Content-Security-Policy; every form that changes anything carries the session's CSRF
 //! token. Nothing secret is rendered: no token, no `fixed` parameter value, no `env`.
 
@@ -58,7 +58,7 @@ const ICON: &str = include_str!("../../../templates/console/favicon.svg");
 #[derive(Default)]
 pub(super) struct Console {
     sessions: Mutex<HashMap<String, Seat>>,
-    /// Sign-ins at the identity provider under way.
+    /// The client the console registered as at the identity provider.
     signins: signin::Signins,
     /// The servers' calls every [`SAMPLE_EVERY`], oldest first.
     samples: Mutex<VecDeque<std::collections::BTreeMap<String, Latency>>>,
