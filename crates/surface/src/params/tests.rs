@@ -206,7 +206,7 @@ fn arguments_that_are_not_an_object_go_as_they_are() {
 }
 
 /// Every tool input schema the repository holds: the seeds' fixtures and the captured
-/// inventories of real npm servers (the findability benchmark's).
+/// inventories of real npm and PyPI servers (the findability benchmark's).
 fn schemas() -> &'static [(String, Value)] {
     static ALL: std::sync::LazyLock<Vec<(String, Value)>> = std::sync::LazyLock::new(read_schemas);
     &ALL
@@ -219,6 +219,7 @@ fn read_schemas() -> Vec<(String, Value)> {
         "fixtures",
         "bench/findability/inventories",
         "bench/findability/inventories-heldout",
+        "bench/findability/inventories-pypi",
     ] {
         let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
             continue;
