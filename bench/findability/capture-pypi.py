@@ -22,13 +22,13 @@ Stdlib only (Python 3.11+); needs network access to PyPI for the installs.
 import glob
 import json
 import os
-import queue
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+import capture  # capture.py, beside this file: its stdio JSON-RPC session
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PREFIX = os.environ.get("PYPI_VENV_PREFIX", "/tmp/moniker-pypi-venvs")
@@ -223,80 +223,12 @@ def command_of(stem, pkg, opts):
     return [path], [script]
 
 
-class Session:
-    """A JSON-RPC session with one server over stdio (newline-delimited JSON)."""
-
-    def __init__(self, argv, env, cwd):
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, cwd=cwd, start_new_session=True)
-        self.lines = queue.Queue()
-        self.stderr = []
-        threading.Thread(target=self._pump_out, daemon=True).start()
-        threading.Thread(target=self._pump_err, daemon=True).start()
-        self.next_id = 1
-
-    def _pump_out(self):
-        for raw in self.proc.stdout:
-            self.lines.put(raw)
-        self.lines.put(None)
-
-    def _pump_err(self):
-        for raw in self.proc.stderr:
-            if len(self.stderr) < 200:
-                self.stderr.append(raw.decode("utf-8", "replace").rstrip())
-
-    def send(self, msg):
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def request(self, method, params, deadline):
-        rid = self.next_id
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no answer to %s" % method)
-            try:
-                raw = self.lines.get(timeout=left)
-            except queue.Empty:
-                raise TimeoutError("no answer to %s" % method)
-            if raw is None:
-                raise RuntimeError("server exited (%s) before answering %s" % (self.proc.poll(), method))
-            try:
-                msg = json.loads(raw)
-            except ValueError:
-                continue  # a log line on stdout
-            if not isinstance(msg, dict):
-                continue
-            if "method" in msg:  # a request or notification from the server
-                if "id" in msg:
-                    reply = {"jsonrpc": "2.0", "id": msg["id"]}
-                    if msg["method"] == "ping":
-                        reply["result"] = {}
-                    elif msg["method"] == "roots/list":
-                        reply["result"] = {"roots": []}
-                    else:
-                        reply["error"] = {"code": -32601, "message": "not supported"}
-                    self.send(reply)
-                continue
-            if msg.get("id") != rid:
-                continue
-            if "error" in msg:
-                raise RuntimeError("%s failed: %s" % (method, json.dumps(msg["error"])[:300]))
-            return msg.get("result", {})
+class Session(capture.Session):
+    """capture.py's JSON-RPC session over stdio; closing it always ends the server's whole
+    process group (some Python servers leave helpers behind even when they exit in time)."""
 
     def close(self):
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            pass
-        # Kill the whole process group: some servers leave helpers behind.
+        super().close()
         try:
             os.killpg(self.proc.pid, 9)
         except OSError:

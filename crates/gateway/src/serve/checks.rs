@@ -176,28 +176,22 @@ pub(super) fn authenticate(header: Option<&[u8]>, tokens: &[Token]) -> Result<Au
         return Ok(Auth::Open);
     }
     let given = header.and_then(bearer).ok_or(Refused::Missing)?;
-    let mut found = None;
-    for (i, token) in tokens.iter().enumerate() {
-        let equal: bool = token.token.as_bytes().ct_eq(given).into();
-        if equal && found.is_none() {
-            found = Some(i);
-        }
-    }
-    found
-        .map(|index| Auth::Token {
+    find_token(given, tokens)
+        .map(|(index, token)| Auth::Token {
             index,
-            token: tokens[index].clone(),
+            token: token.clone(),
         })
         .ok_or(Refused::Invalid)
 }
 
-/// The token of `tokens` whose secret is `secret` (constant time for each).
-pub(super) fn find_token<'a>(secret: &str, tokens: &'a [Token]) -> Option<&'a Token> {
+/// The token of `tokens` whose secret is `secret`, and its position: each compared in
+/// constant time, and all of them (so that timing does not tell which matched).
+pub(super) fn find_token<'a>(secret: &[u8], tokens: &'a [Token]) -> Option<(usize, &'a Token)> {
     let mut found = None;
-    for token in tokens {
-        let equal: bool = token.token.as_bytes().ct_eq(secret.as_bytes()).into();
+    for (i, token) in tokens.iter().enumerate() {
+        let equal: bool = token.token.as_bytes().ct_eq(secret).into();
         if equal && found.is_none() {
-            found = Some(token);
+            found = Some((i, token));
         }
     }
     found

@@ -211,7 +211,7 @@ impl Shared {
 
     fn admit_token(&self, secret: &str, csrf: Option<String>) -> Result<Admin, Away> {
         let settings = self.gateway.http();
-        let Some(token) = checks::find_token(secret, &settings.tokens) else {
+        let Some((index, token)) = checks::find_token(secret.as_bytes(), &settings.tokens) else {
             return Err(Away::Refused(
                 StatusCode::UNAUTHORIZED,
                 "this token is not one of `http.tokens`".to_owned(),
@@ -225,15 +225,8 @@ impl Shared {
                 ),
             ));
         }
-        let name = match &token.name {
-            Some(name) => name.clone(),
-            None => {
-                let at = settings.tokens.iter().position(|t| std::ptr::eq(t, token));
-                format!("token #{}", at.unwrap_or_default() + 1)
-            }
-        };
         Ok(Admin {
-            name: format!("console {name}"),
+            name: format!("console {}", super::identity::token_name(index, token)),
             csrf,
         })
     }

@@ -61,13 +61,18 @@ pub(super) fn principal(auth: &Auth) -> String {
 /// a short token could be guessed from it), else `anyone` (a tokenless loopback endpoint).
 pub(super) fn client_name(auth: &Auth) -> String {
     match auth {
-        Auth::Token { index, token } => token
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("token #{}", index + 1)),
+        Auth::Token { index, token } => token_name(*index, token),
         Auth::User(identity) => identity.subject.clone(),
         Auth::Open => "anyone".to_owned(),
     }
+}
+
+/// A token's `name`, else its place in the list (`token #2`).
+pub(super) fn token_name(index: usize, token: &super::Token) -> String {
+    token
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("token #{}", index + 1))
 }
 
 /// Who makes a request, for the headers servers' `forward` makes: the identity

@@ -146,7 +146,9 @@ pub(super) fn revoke(shared: &Shared, settings: &HttpSettings) {
                     Some(_) => return None,
                 },
                 Auth::Token { token, .. } => {
-                    match checks::find_token(&token.token, &settings.tokens) {
+                    match checks::find_token(token.token.as_bytes(), &settings.tokens)
+                        .map(|(_, now)| now)
+                    {
                         None => "its token was removed",
                         Some(now) if now.toolset != token.toolset => {
                             "its token is now bound to another toolset"
