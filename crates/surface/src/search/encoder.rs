@@ -1,5 +1,5 @@
 //! The semantic half at full strength: a sentence-embedding model (BERT-style: WordPiece,
-//! uncased, mean-pooled, such as all-MiniLM-L6-v2) run in process by candle. Where its files
+//! uncased, mean-pooled, such as all-MiniLM-L6-v2) run in process ([`bert`]). Where its files
 //! are present it embeds every tool when the index is built (off the request path, and cached
 //! with the index) and each query; the static table ([`super::Model`]) is the fallback.
 //!
@@ -8,23 +8,29 @@
 //! vocabulary). Texts are cut into words as the table cuts them ([`super::semantic`]'s
 //! WordPiece), framed by `[CLS]` and `[SEP]`, at most [`MAX_TOKENS`] word pieces.
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+mod bert;
+
+use std::sync::OnceLock;
+
 use sha2::Digest;
 
 use super::semantic::{ModelError, WordPiece};
+use bert::{Bert, Config};
 
 /// The most word pieces of a text the model reads, `[CLS]` and `[SEP]` counted: what
 /// all-MiniLM-L6-v2 was trained with (sentence-transformers' `max_seq_length`).
 pub const MAX_TOKENS: usize = 128;
-/// Texts embedded together: a batch is padded to its longest text, so texts are batched by
-/// length.
-const BATCH: usize = 32;
+/// The word pieces run through the model at once: texts are grouped up to this many (a
+/// group's largest matrix is this many rows by the model's inner width: 6 MB for
+/// all-MiniLM-L6-v2), and groups are shared among the machine's cores.
+const GROUP_TOKENS: usize = 256;
+/// What names the forward pass in a cached index's fingerprint: vectors of another pass may
+/// differ in their last digits.
+const PASS: &[u8] = b"moniker-bert-1";
 
 /// A sentence-embedding model, ready to run.
 pub struct Encoder {
-    bert: BertModel,
+    bert: Bert,
     pieces: WordPiece,
     dims: usize,
     cls: u32,
@@ -47,6 +53,14 @@ impl Encoder {
         let config: Config = serde_json::from_slice(config)
             .map_err(|e| ModelError::Encoder(format!("config.json: {e}")))?;
         let pieces = WordPiece::of_tokenizer(tokenizer)?;
+        if pieces
+            .largest_id()
+            .is_some_and(|id| id as usize >= config.vocab_size)
+        {
+            return Err(ModelError::Encoder(
+                "tokenizer.json has more word pieces than the model".to_owned(),
+            ));
+        }
         let special = |token: &str| {
             pieces
                 .id(token)
@@ -55,12 +69,11 @@ impl Encoder {
         let (cls, sep) = (special("[CLS]")?, special("[SEP]")?);
         let fingerprint = sha2::Sha256::new()
             .chain_update(&weights)
-            .chain_update(serde_json::to_vec(&config.hidden_size).unwrap_or_default())
+            .chain_update(config.hidden_size.to_le_bytes())
+            .chain_update(PASS)
             .finalize()
             .into();
-        let weights = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
-            .map_err(|e| ModelError::Encoder(format!("model.safetensors: {e}")))?;
-        let bert = BertModel::load(weights, &config)
+        let bert = Bert::load(&weights, &config, MAX_TOKENS)
             .map_err(|e| ModelError::Encoder(format!("model.safetensors: {e}")))?;
         Ok(Self {
             bert,
@@ -76,35 +89,61 @@ impl Encoder {
         self.dims
     }
 
-    /// The SHA-256 of the weights (and the model's width).
+    /// The SHA-256 of the weights, the model's width and the forward pass.
     pub fn fingerprint(&self) -> &[u8; 32] {
         &self.fingerprint
     }
 
     /// The unit vector of each text (`None` for one without a known word), in their order.
+    /// Groups of texts run on every core the process may use.
     pub fn embed_all<S: AsRef<str>>(
         &self,
         texts: &[S],
     ) -> Result<Vec<Option<Vec<f32>>>, ModelError> {
         let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.ids(t.as_ref())).collect();
-        let mut order: Vec<usize> = (0..ids.len()).filter(|&i| ids[i].len() > 2).collect();
-        order.sort_by_key(|&i| ids[i].len());
+        let known: Vec<usize> = (0..ids.len()).filter(|&i| ids[i].len() > 2).collect();
+        let groups = groups(&known, |i| ids[i].len());
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        // Groups share the cores; a single group has them all for its products.
+        let workers = cores().min(groups.len());
+        let threads = if workers > 1 { 1 } else { cores() };
+        let vectors = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..workers)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(group) = groups.get(at) else {
+                                break done;
+                            };
+                            let texts: Vec<&[u32]> = group.iter().map(|&i| &ids[i][..]).collect();
+                            done.extend(
+                                group.iter().copied().zip(self.bert.embed(&texts, threads)),
+                            );
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|worker| worker.join())
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(|_| ModelError::Encoder("running the model failed".to_owned()))?;
         let mut out = vec![None; texts.len()];
-        for batch in order.chunks(BATCH) {
-            let texts: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
-            let vectors = self
-                .run(&texts)
-                .map_err(|e| ModelError::Encoder(format!("running the model: {e}")))?;
-            for (&i, vector) in batch.iter().zip(vectors) {
-                out[i] = Some(vector);
-            }
+        for (i, vector) in vectors.into_iter().flatten() {
+            out[i] = Some(vector);
         }
         Ok(out)
     }
 
     /// The unit vector of `text`, or `None` when it has no known word.
     pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
-        self.embed_all(&[text]).ok()?.pop().flatten()
+        let ids = self.ids(text);
+        (ids.len() > 2)
+            .then(|| self.bert.embed(&[&ids], cores()).pop())
+            .flatten()
     }
 
     /// `text`'s word pieces between `[CLS]` and `[SEP]`, cut at [`MAX_TOKENS`].
@@ -118,28 +157,29 @@ impl Encoder {
         ids.push(self.sep);
         ids
     }
+}
 
-    /// One batch through the model: the mean of each text's token vectors (padding left
-    /// out), normalised.
-    fn run(&self, texts: &[&[u32]]) -> candle_core::Result<Vec<Vec<f32>>> {
-        let longest = texts.iter().map(|t| t.len()).max().unwrap_or(0);
-        let (mut ids, mut mask) = (Vec::new(), Vec::new());
-        for text in texts {
-            ids.extend(text.iter().copied());
-            ids.extend(std::iter::repeat_n(0, longest - text.len()));
-            mask.extend(std::iter::repeat_n(1u32, text.len()));
-            mask.extend(std::iter::repeat_n(0u32, longest - text.len()));
+/// `items` in order, cut into groups of at most [`GROUP_TOKENS`] word pieces (an item is
+/// never split; one longer than that is a group alone).
+fn groups(items: &[usize], tokens: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut size = 0;
+    for &item in items {
+        let n = tokens(item);
+        match out.last_mut() {
+            Some(group) if size + n <= GROUP_TOKENS => group.push(item),
+            _ => {
+                out.push(vec![item]);
+                size = 0;
+            }
         }
-        let shape = (texts.len(), longest);
-        let ids = Tensor::from_vec(ids, shape, &Device::Cpu)?;
-        let mask = Tensor::from_vec(mask, shape, &Device::Cpu)?;
-        let types = ids.zeros_like()?;
-        let hidden = self.bert.forward(&ids, &types, Some(&mask))?;
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-        let counts = mask.sum(1)?;
-        let mean = summed.broadcast_div(&counts)?;
-        let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
-        mean.broadcast_div(&norms)?.to_vec2::<f32>()
+        size += n;
     }
+    out
+}
+
+/// The cores this process may use (its affinity and cgroup's quota), asked once.
+fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }

@@ -152,6 +152,11 @@ impl WordPiece {
         })
     }
 
+    /// The largest id of the vocabulary.
+    pub(super) fn largest_id(&self) -> Option<u32> {
+        self.vocab.values().max().copied()
+    }
+
     /// The id of `token`, when the vocabulary has it.
     pub(super) fn id(&self, token: &str) -> Option<u32> {
         self.vocab.get(token).copied()

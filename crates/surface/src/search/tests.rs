@@ -599,6 +599,86 @@ fn a_model_whose_files_are_not_one_is_refused() {
             .to_string()
             .contains("tokenizer.json")
     );
+    let wider = br#"{"model": {"vocab": {"[CLS]": 0, "[SEP]": 1, "a": 2, "b": 3}}}"#;
+    assert!(
+        refused(b"", config, wider)
+            .to_string()
+            .contains("more word pieces than the model")
+    );
+    let relu = String::from_utf8_lossy(config).replace("\"gelu\"", "\"relu\"");
+    assert!(
+        refused(b"", relu.as_bytes(), tokenizer)
+            .to_string()
+            .contains("not BERT's gelu")
+    );
+}
+
+/// The encoder of [`test_model`].
+fn test_encoder() -> Option<std::sync::Arc<Encoder>> {
+    match test_model()? {
+        Meaning::Encoder(encoder) => Some(encoder),
+        Meaning::Table(_) => None,
+    }
+}
+
+#[test]
+fn the_models_pass_gives_the_vectors_of_the_pass_it_replaced() {
+    let Some(encoder) = test_encoder() else {
+        return;
+    };
+    // The first twelve values of each text's vector as candle-transformers' `BertModel`
+    // (0.11, 32-bit floats, the same word pieces) gave them, when moniker ran it.
+    let reference: [(&str, [f32; 12]); 2] = [
+        (
+            "find files modified last week",
+            [
+                0.00097, 0.03276, 0.02544, -0.00687, 0.07553, 0.03759, -0.00188, -0.00222,
+                -0.01709, 0.04547, -0.00281, 0.05453,
+            ],
+        ),
+        (
+            "a tool that lists the files in a folder and tells their sizes, owners and when they changed last",
+            [
+                -0.01350, 0.07125, -0.06031, 0.04956, 0.06233, -0.01602, 0.07765, 0.03101,
+                -0.05638, 0.00205, 0.05060, 0.03062,
+            ],
+        ),
+    ];
+    for (text, expected) in reference {
+        let vector = encoder.embed(text).expect("known words");
+        assert_eq!(vector.len(), 384);
+        for (got, want) in vector.iter().zip(expected) {
+            assert!((got - want).abs() < 1e-4, "{text}: {got} against {want}");
+        }
+    }
+}
+
+#[test]
+fn with_the_model_a_text_has_one_vector_alone_or_among_many() {
+    let Some(encoder) = test_encoder() else {
+        return;
+    };
+    // Enough word pieces for several groups, so several threads run them.
+    let texts: Vec<String> = (0..120)
+        .map(|i| match i % 3 {
+            0 => format!("read file number {i}"),
+            1 => "list the issues of a repository, with their labels, authors and states, "
+                .repeat(1 + i % 7),
+            _ => "zzzz qqqq".to_owned(),
+        })
+        .collect();
+    let together = encoder.embed_all(&texts).expect("runs");
+    for (text, vector) in texts.iter().zip(&together) {
+        let alone = encoder.embed(text);
+        match (vector, alone) {
+            (Some(vector), Some(alone)) => {
+                let gap = vector.iter().zip(&alone).map(|(a, b)| (a - b).abs());
+                assert!(gap.fold(0.0, f32::max) < 1e-5, "{text}");
+            }
+            (vector, alone) => assert_eq!(vector.is_some(), alone.is_some(), "{text}"),
+        }
+    }
+    assert!(together.iter().filter(|v| v.is_some()).count() >= 80);
 }
 
 #[test]

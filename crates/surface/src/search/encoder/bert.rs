@@ -1,0 +1,442 @@
+//! BERT's forward pass (an encoder of sentence-transformers' kind, such as all-MiniLM-L6-v2)
+//! on `ndarray`, its products by `matrixmultiply`'s kernels. Texts are not padded: their word
+//! pieces are the rows of one matrix, each dense layer multiplies them all at once, and
+//! attention looks only within a text's own rows, so no mask is needed.
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+use half::{bf16, f16};
+use std::borrow::Cow;
+use std::ops::Range;
+
+use ndarray::{Array1, Array2, ArrayBase, ArrayView2, ArrayViewMut2, Axis, Ix2, RawData, Slice};
+use safetensors::{Dtype, SafeTensors};
+
+/// What of `config.json` the pass needs.
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct Config {
+    pub(super) vocab_size: usize,
+    pub(super) hidden_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    intermediate_size: usize,
+    max_position_embeddings: usize,
+    #[serde(default = "one")]
+    type_vocab_size: usize,
+    #[serde(default = "bert_eps")]
+    layer_norm_eps: f32,
+    #[serde(default = "bert_act")]
+    hidden_act: String,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn bert_eps() -> f32 {
+    1e-12
+}
+
+fn bert_act() -> String {
+    "gelu".to_owned()
+}
+
+/// The model's weights, laid out for the pass: each dense layer's matrix as (in, out), the
+/// word vectors (three fifths of all-MiniLM-L6-v2, only ever looked up) at half precision.
+pub(super) struct Bert {
+    words: Array2<f16>,
+    positions: Array2<f32>,
+    segment: Array1<f32>,
+    norm: Norm,
+    layers: Vec<Layer>,
+    heads: usize,
+}
+
+struct Dense {
+    weight: Array2<f32>,
+    bias: Array1<f32>,
+}
+
+struct Norm {
+    weight: Array1<f32>,
+    bias: Array1<f32>,
+    eps: f32,
+}
+
+struct Layer {
+    /// Query, key and value side by side: (hidden, 3 hidden).
+    qkv: Dense,
+    attended: Dense,
+    attended_norm: Norm,
+    up: Dense,
+    down: Dense,
+    down_norm: Norm,
+}
+
+impl Bert {
+    /// The weights of `model.safetensors` (named as `transformers` saves a `BertModel`, with or
+    /// without `bert.` before them), as `config` describes them, for texts of at most
+    /// `max_tokens` word pieces.
+    pub(super) fn load(bytes: &[u8], config: &Config, max_tokens: usize) -> Result<Self, String> {
+        if config.hidden_act != "gelu" {
+            return Err(format!(
+                "activation {} is not BERT's gelu",
+                config.hidden_act
+            ));
+        }
+        if config.num_attention_heads == 0 || config.hidden_size % config.num_attention_heads != 0 {
+            return Err("the width is not a whole number of attention heads".to_owned());
+        }
+        if config.max_position_embeddings < max_tokens {
+            return Err(format!("it reads fewer than {max_tokens} word pieces"));
+        }
+        let file = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
+        let prefix = if file.names().iter().any(|n| n.starts_with("bert.")) {
+            "bert."
+        } else {
+            ""
+        };
+        let weights = Weights {
+            file,
+            prefix,
+            eps: config.layer_norm_eps,
+        };
+        let (h, inner) = (config.hidden_size, config.intermediate_size);
+        let positions = weights.matrix(
+            "embeddings.position_embeddings.weight",
+            (config.max_position_embeddings, h),
+        )?;
+        let segments = weights.matrix(
+            "embeddings.token_type_embeddings.weight",
+            (config.type_vocab_size.max(1), h),
+        )?;
+        let layers = (0..config.num_hidden_layers)
+            .map(|i| Layer::load(&weights, &format!("encoder.layer.{i}."), h, inner))
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            words: weights.words((config.vocab_size, h))?,
+            positions: block(positions.view(), 0..max_tokens, 0..h).to_owned(),
+            segment: segments.row(0).to_owned(),
+            norm: weights.norm("embeddings.LayerNorm", h)?,
+            layers,
+            heads: config.num_attention_heads,
+        })
+    }
+
+    /// Each text's mean token vector (its word pieces as ids, `[CLS]` and `[SEP]` included),
+    /// normalised.
+    /// `threads`: how many its products may use.
+    pub(super) fn embed(&self, texts: &[&[u32]], threads: usize) -> Vec<Vec<f32>> {
+        let par = match threads {
+            0 | 1 => Par::Seq,
+            n => Par::rayon(n),
+        };
+        let mut x = self.input(texts);
+        for layer in &self.layers {
+            x = layer.forward(x, texts, self.heads, par);
+        }
+        let mut start = 0;
+        texts
+            .iter()
+            .map(|text| {
+                let rows = block(x.view(), start..start + text.len(), 0..x.ncols());
+                start += text.len();
+                let mean = rows.mean_axis(Axis(0)).unwrap_or_default();
+                let norm = mean.dot(&mean).sqrt().max(f32::EPSILON);
+                mean.iter().map(|v| v / norm).collect()
+            })
+            .collect()
+    }
+
+    /// The input layer: each word piece's vector, its position's and the segment's, normalised.
+    fn input(&self, texts: &[&[u32]]) -> Array2<f32> {
+        let rows: usize = texts.iter().map(|t| t.len()).sum();
+        let mut x = Array2::zeros((rows, self.positions.ncols()));
+        let pieces = texts.iter().flat_map(|text| text.iter().enumerate());
+        for ((position, &id), mut row) in pieces.zip(x.rows_mut()) {
+            let word = self.words.row(id as usize);
+            let place = self.positions.row(position);
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = word[j].to_f32() + place[j] + self.segment[j];
+            }
+        }
+        self.norm.apply(x.view_mut());
+        x
+    }
+}
+
+impl Layer {
+    fn load(weights: &Weights, at: &str, h: usize, inner: usize) -> Result<Self, String> {
+        let one = |name: &str| [format!("{at}{name}")];
+        let qkv = ["query", "key", "value"].map(|part| format!("{at}attention.self.{part}"));
+        Ok(Self {
+            qkv: weights.dense(&qkv, h, h)?,
+            attended: weights.dense(&one("attention.output.dense"), h, h)?,
+            attended_norm: weights.norm(&format!("{at}attention.output.LayerNorm"), h)?,
+            up: weights.dense(&one("intermediate.dense"), h, inner)?,
+            down: weights.dense(&one("output.dense"), inner, h)?,
+            down_norm: weights.norm(&format!("{at}output.LayerNorm"), h)?,
+        })
+    }
+
+    /// One layer over every text's rows.
+    fn forward(&self, x: Array2<f32>, texts: &[&[u32]], heads: usize, par: Par) -> Array2<f32> {
+        let qkv = self.qkv.apply(x.view(), par);
+        let context = attend(&qkv, texts, heads);
+        let mut attended = self.attended.apply(context.view(), par);
+        attended += &x;
+        self.attended_norm.apply(attended.view_mut());
+        let mut up = self.up.apply(attended.view(), par);
+        if let Some(values) = up.as_slice_mut() {
+            gelu(values);
+        }
+        let mut down = self.down.apply(up.view(), par);
+        down += &attended;
+        self.down_norm.apply(down.view_mut());
+        down
+    }
+}
+
+/// BERT's GELU, `x Φ(x)`, in place. Its arithmetic has no branch and no call, so the
+/// compiler runs it over several values at once: it is a fifth of the pass otherwise.
+fn gelu(values: &mut [f32]) {
+    for v in values {
+        *v = 0.5 * *v * (1.0 + erf(*v * std::f32::consts::FRAC_1_SQRT_2));
+    }
+}
+
+/// The error function, to within 1.5e-7 (Abramowitz and Stegun, 7.1.26).
+fn erf(x: f32) -> f32 {
+    const P: f32 = 0.327_591_1;
+    const A: [f32; 5] = [
+        0.254_829_6,
+        -0.284_496_72,
+        1.421_413_8,
+        -1.453_152_1,
+        1.061_405_4,
+    ];
+    let t = 1.0 / (1.0 + P * x.abs());
+    let poly = t * (A[0] + t * (A[1] + t * (A[2] + t * (A[3] + t * A[4]))));
+    (1.0 - poly * exp(-x * x)).copysign(x)
+}
+
+/// `e^x` to about 2e-7 relative (and 0 below -87): `2^n 2^f`, `n` a whole number built
+/// into the float's exponent, `2^f` (|f| <= 1/2) by its Taylor series to the sixth power.
+fn exp(x: f32) -> f32 {
+    /// Adding and taking away 1.5 * 2^23 rounds a float to a whole number.
+    const ROUND: f32 = 12_582_912.0;
+    const C: [f32; 6] = [
+        std::f32::consts::LN_2,
+        0.240_226_5,
+        0.055_504_11,
+        0.009_618_129,
+        0.001_333_355_8,
+        0.000_154_035_3,
+    ];
+    let y = x.clamp(-87.0, 88.0) * std::f32::consts::LOG2_E;
+    let n = (y + ROUND) - ROUND;
+    let f = y - n;
+    let p = 1.0 + f * (C[0] + f * (C[1] + f * (C[2] + f * (C[3] + f * (C[4] + f * C[5])))));
+    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    let small = if x < -87.0 { 0.0 } else { 1.0 };
+    p * scale * small
+}
+
+/// Self-attention, each text within its own rows and each head within its columns of
+/// `qkv` (queries, keys, values side by side): the context vectors, (rows, hidden).
+fn attend(qkv: &Array2<f32>, texts: &[&[u32]], heads: usize) -> Array2<f32> {
+    let (rows, hidden) = (qkv.nrows(), qkv.ncols() / 3);
+    let width = hidden / heads;
+    let scale = 1.0 / (width as f32).sqrt();
+    let mut context = vec![0.0; rows * hidden];
+    let Some(qkv) = qkv.as_slice() else {
+        return Array2::zeros((rows, hidden));
+    };
+    let mut start = 0;
+    for text in texts {
+        let n = text.len();
+        let mut scores = vec![0.0; n * n];
+        for at in (0..heads).map(|head| head * width) {
+            // A head's block of queries, keys or values: `n` rows of `width` from column `col`.
+            let block = |col: usize| -> Vec<f32> {
+                (start..start + n)
+                    .flat_map(|row| &qkv[row * 3 * hidden + col..][..width])
+                    .copied()
+                    .collect()
+            };
+            let (q, k, v) = (block(at), block(hidden + at), block(2 * hidden + at));
+            let into = MatMut::from_row_major_slice_mut(&mut scores, n, n);
+            let keys = MatRef::from_row_major_slice(&k, n, width).transpose();
+            let queries = MatRef::from_row_major_slice(&q, n, width);
+            matmul(into, Accum::Replace, queries, keys, scale, Par::Seq);
+            for row in scores.chunks_exact_mut(n) {
+                let top = row.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+                row.iter_mut().for_each(|s| *s = (*s - top).exp());
+                let sum: f32 = row.iter().sum();
+                row.iter_mut().for_each(|s| *s /= sum);
+            }
+            let mut out = vec![0.0; n * width];
+            let into = MatMut::from_row_major_slice_mut(&mut out, n, width);
+            let weights = MatRef::from_row_major_slice(&scores, n, n);
+            let values = MatRef::from_row_major_slice(&v, n, width);
+            matmul(into, Accum::Replace, weights, values, 1.0, Par::Seq);
+            for (i, row) in out.chunks_exact(width).enumerate() {
+                context[(start + i) * hidden + at..][..width].copy_from_slice(row);
+            }
+        }
+        start += n;
+    }
+    Array2::from_shape_vec((rows, hidden), context).unwrap_or_default()
+}
+
+/// The rows and columns of a view of a matrix (what `s![rows, cols]` is, without its macro).
+fn block<S: RawData>(
+    mut matrix: ArrayBase<S, Ix2>,
+    rows: Range<usize>,
+    cols: Range<usize>,
+) -> ArrayBase<S, Ix2> {
+    matrix.slice_axis_inplace(Axis(0), Slice::from(rows));
+    matrix.slice_axis_inplace(Axis(1), Slice::from(cols));
+    matrix
+}
+
+impl Dense {
+    fn apply(&self, x: ArrayView2<f32>, par: Par) -> Array2<f32> {
+        let mut y = product(x, self.weight.view(), par);
+        y += &self.bias;
+        y
+    }
+}
+
+/// The fewest multiplications a product shares among threads: below it, waking a second
+/// thread costs more than it saves (measured on all-MiniLM-L6-v2's 384 by 384 matrices).
+const SHARED_PRODUCT: usize = 4 << 20;
+
+/// `a` times `b`, by faer.
+fn product(a: ArrayView2<f32>, b: ArrayView2<f32>, par: Par) -> Array2<f32> {
+    let (rows, inner, cols) = (a.nrows(), a.ncols(), b.ncols());
+    let par = if rows * inner * cols < SHARED_PRODUCT {
+        Par::Seq
+    } else {
+        par
+    };
+    let (lhs, rhs) = (in_order(a), in_order(b));
+    let mut out = vec![0.0; rows * cols];
+    matmul(
+        MatMut::from_row_major_slice_mut(&mut out, rows, cols),
+        Accum::Replace,
+        MatRef::from_row_major_slice(&lhs, rows, inner),
+        MatRef::from_row_major_slice(&rhs, inner, cols),
+        1.0,
+        par,
+    );
+    Array2::from_shape_vec((rows, cols), out).unwrap_or_default()
+}
+
+/// A matrix's values row by row: its own when they lie so, else a copy.
+fn in_order(matrix: ArrayView2<f32>) -> Cow<[f32]> {
+    match matrix.to_slice() {
+        Some(values) => Cow::Borrowed(values),
+        None => Cow::Owned(matrix.iter().copied().collect()),
+    }
+}
+
+impl Norm {
+    fn apply(&self, mut x: ArrayViewMut2<f32>) {
+        let n = x.ncols() as f32;
+        for mut row in x.rows_mut() {
+            let mean = row.sum() / n;
+            let var = row.fold(0.0, |a, &v| a + (v - mean) * (v - mean)) / n;
+            let inv = 1.0 / (var + self.eps).sqrt();
+            row.zip_mut_with(&self.weight, |v, &w| *v = (*v - mean) * inv * w);
+            row += &self.bias;
+        }
+    }
+}
+
+/// The tensors of the file, read as 32-bit floats.
+struct Weights<'a> {
+    file: SafeTensors<'a>,
+    prefix: &'static str,
+    eps: f32,
+}
+
+impl Weights<'_> {
+    /// The bytes of the tensor `name` and their type, when it has `shape` and is of floats.
+    fn raw(&self, name: &str, shape: &[usize]) -> Result<(&[u8], Dtype), String> {
+        let full = format!("{}{name}", self.prefix);
+        let tensor = self
+            .file
+            .tensor(&full)
+            .map_err(|_| format!("no tensor {full}"))?;
+        if tensor.shape() != shape {
+            return Err(format!("{full} is {:?}, not {shape:?}", tensor.shape()));
+        }
+        match tensor.dtype() {
+            dtype @ (Dtype::F32 | Dtype::F16 | Dtype::BF16) => Ok((tensor.data(), dtype)),
+            other => Err(format!("{full} is {other:?}, not floats")),
+        }
+    }
+
+    /// A matrix of `shape`, as the file holds it.
+    fn matrix(&self, name: &str, (rows, cols): (usize, usize)) -> Result<Array2<f32>, String> {
+        let (bytes, dtype) = self.raw(name, &[rows, cols])?;
+        Ok(Array2::from_shape_fn((rows, cols), |(r, c)| {
+            value(bytes, dtype, r * cols + c)
+        }))
+    }
+
+    fn vector(&self, name: &str, len: usize) -> Result<Array1<f32>, String> {
+        let (bytes, dtype) = self.raw(name, &[len])?;
+        Ok(Array1::from_shape_fn(len, |i| value(bytes, dtype, i)))
+    }
+
+    /// The word vectors, (vocabulary, hidden), at half precision.
+    fn words(&self, (rows, cols): (usize, usize)) -> Result<Array2<f16>, String> {
+        let (bytes, dtype) = self.raw("embeddings.word_embeddings.weight", &[rows, cols])?;
+        Ok(Array2::from_shape_fn((rows, cols), |(r, c)| {
+            f16::from_f32(value(bytes, dtype, r * cols + c))
+        }))
+    }
+
+    /// The dense layers `names`, each from `inputs` to `out`, side by side: one matrix of
+    /// (inputs, names × out), built turned (the file holds each as (out, inputs)).
+    fn dense(&self, names: &[String], inputs: usize, out: usize) -> Result<Dense, String> {
+        let parts = names
+            .iter()
+            .map(|name| self.raw(&format!("{name}.weight"), &[out, inputs]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let weight = Array2::from_shape_fn((inputs, out * parts.len()), |(i, j)| {
+            let (bytes, dtype) = parts[j / out];
+            value(bytes, dtype, (j % out) * inputs + i)
+        });
+        let biases = names
+            .iter()
+            .map(|name| self.vector(&format!("{name}.bias"), out))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Dense {
+            weight,
+            bias: biases.iter().flatten().copied().collect(),
+        })
+    }
+
+    fn norm(&self, name: &str, len: usize) -> Result<Norm, String> {
+        Ok(Norm {
+            weight: self.vector(&format!("{name}.weight"), len)?,
+            bias: self.vector(&format!("{name}.bias"), len)?,
+            eps: self.eps,
+        })
+    }
+}
+
+/// The `index`th float of `bytes` (little-endian, of `dtype`: 32, 16 or bfloat16 bits).
+fn value(bytes: &[u8], dtype: Dtype, index: usize) -> f32 {
+    match dtype {
+        Dtype::F16 => f16::from_le_bytes([bytes[2 * index], bytes[2 * index + 1]]).to_f32(),
+        Dtype::BF16 => bf16::from_le_bytes([bytes[2 * index], bytes[2 * index + 1]]).to_f32(),
+        _ => {
+            let at = 4 * index;
+            f32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+        }
+    }
+}
