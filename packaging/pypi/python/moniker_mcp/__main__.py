@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from moniker_mcp import find_moniker_bin
+from moniker_mcp import find_moniker_bin, model
 
 
 def main() -> None:
@@ -14,6 +14,7 @@ def main() -> None:
     except FileNotFoundError as error:
         sys.stderr.write(f"moniker-mcp: {error}\n")
         sys.exit(1)
+    model.export()
     args = [moniker, *sys.argv[1:]]
     if sys.platform == "win32":
         # No exec on Windows: run it and pass its exit code on (stdio is inherited).

