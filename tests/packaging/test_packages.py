@@ -9,6 +9,11 @@
   the files, run through `TMP/bin/moniker`, `npx`, and a first `tools/list` over stdio through
   the Node shim, whose signals and exit codes are the binary's.
 
+- Search's model, a package of its own on each: the wheel `moniker-mcp-model`
+  (packaging/pypi-model/build.py) installed as `moniker-mcp[model]`, the npm tarball
+  (packaging/npm/model.sh) installed beside moniker-mcp; each launcher names it in
+  $MONIKER_MODEL, and a search in search mode runs it.
+
 The servers of examples/demo.yaml are target/debug/moniker-fixture (run from the repository
 root): `cargo build --workspace` first (scripts/test does).
 """
@@ -326,13 +331,8 @@ def search_over_stdio(command: list[Any], config: Path, env: dict[str, str], que
     return [tool["name"] for tool in json.loads(text)["tools"]], stderr
 
 
-def test_the_model_extra_gives_search_its_model(wheel: Path, model_wheels: Path, tmp_path: Path, debug_binary: Path) -> None:
-    venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", venv])
-    bin_dir = venv / "bin"
-    pip = [bin_dir / "python", "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check"]
-    run([*pip, "--find-links", model_wheels, f"{wheel}[model]"], timeout=300)
-    installed = next((venv / "lib").glob("python3*/site-packages/moniker_mcp_model"))
+def searching_config(tmp_path: Path, debug_binary: Path) -> Path:
+    """A config in search mode over one fixture server (ctxsys's 30 tools)."""
     config = tmp_path / "moniker.yaml"
     fixture = debug_binary.parent / "moniker-fixture"
     config.write_text(
@@ -340,6 +340,17 @@ def test_the_model_extra_gives_search_its_model(wheel: Path, model_wheels: Path,
         f"  fs:\n    command: {fixture}\n    args: [{REPO_ROOT / 'fixtures' / 'ctxsys.json'}]\n"
         "discovery: search\n"
     )
+    return config
+
+
+def test_the_model_extra_gives_search_its_model(wheel: Path, model_wheels: Path, tmp_path: Path, debug_binary: Path) -> None:
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", venv])
+    bin_dir = venv / "bin"
+    pip = [bin_dir / "python", "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check"]
+    run([*pip, "--find-links", model_wheels, f"{wheel}[model]"], timeout=300)
+    installed = next((venv / "lib").glob("python3*/site-packages/moniker_mcp_model"))
+    config = searching_config(tmp_path, debug_binary)
     env = {"MONIKER_MODEL": "", "XDG_CACHE_HOME": str(tmp_path / "cache")}
     query = "remember this for later"
 
@@ -486,6 +497,35 @@ def test_npm_global_install_and_npx(
         ),
         expected_version,
     )
+
+
+def test_npm_model_package_gives_search_its_model(
+    npm_tarballs: dict[str, Path], tmp_path: Path, debug_binary: Path
+) -> None:
+    model = os.environ.get("MONIKER_TEST_MODEL")
+    if not model:
+        assert not os.environ.get("CI"), "CI builds the model's package: set MONIKER_TEST_MODEL (scripts/test does)"
+        pytest.skip("MONIKER_TEST_MODEL is not set")
+    done = run(["bash", REPO_ROOT / "packaging" / "npm" / "model.sh", model, tmp_path / "out"], timeout=300)
+    tarball = Path(done.stdout.strip())
+    assert tarball.name == "moniker-mcp-model-1.0.0.tgz" and tarball.is_file(), describe(done)
+    with tarfile.open(tarball) as packed:
+        assert sorted(packed.getnames()) == [
+            f"package/{name}" for name in ("README.md", "config.json", "model.safetensors", "package.json", "tokenizer.json")
+        ]
+    prefix = tmp_path / "prefix"
+    tarballs = [npm_tarballs["platform"], npm_tarballs["main"], tarball]
+    run([need("npm"), "install", "--global", "--offline", "--prefix", prefix, *tarballs], env=npm_env(prefix), timeout=300)
+    config = searching_config(tmp_path, debug_binary)
+    env = {"MONIKER_MODEL": "", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    query = "remember this for later"
+    found, stderr = search_over_stdio([prefix / "bin" / "moniker"], config, env, query)
+    installed = prefix / "lib" / "node_modules" / "moniker-mcp-model"
+    assert "search model loaded" in stderr and str(installed) in stderr, stderr[-3000:]
+    assert found, stderr[-3000:]
+    # What the user names wins.
+    _, stderr = search_over_stdio([prefix / "bin" / "moniker"], config, {**env, "MONIKER_MODEL": str(tmp_path / "none")}, query)
+    assert str(tmp_path / "none") in stderr and "search model loaded" not in stderr, stderr[-3000:]
 
 
 def test_npm_shim_passes_exit_codes_and_says_what_is_missing(npm_prefix: Path, npm_tarballs: dict[str, Path], tmp_path: Path) -> None:

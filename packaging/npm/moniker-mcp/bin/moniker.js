@@ -48,8 +48,24 @@ function binaryPath() {
   return path.join(path.dirname(manifest), "bin", exe);
 }
 
+// Search's model, when the package moniker-mcp-model is installed beside this one: its folder,
+// in $MONIKER_MODEL unless that names one already (moniker runs it when the config searches).
+function modelEnv() {
+  if (process.env.MONIKER_MODEL) return process.env;
+  try {
+    const manifest = require.resolve("moniker-mcp-model/package.json");
+    return { ...process.env, MONIKER_MODEL: path.dirname(manifest) };
+  } catch {
+    return process.env;
+  }
+}
+
 const binary = binaryPath();
-const child = spawn(binary, process.argv.slice(2), { stdio: "inherit", windowsHide: true });
+const child = spawn(binary, process.argv.slice(2), {
+  stdio: "inherit",
+  windowsHide: true,
+  env: modelEnv(),
+});
 
 const forwarded = ["SIGINT", "SIGTERM", "SIGHUP"];
 const forward = (signal) => {

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Makes moniker-mcp-model-<version>.tgz, search's model for npm users (as `moniker-mcp[model]`
+# is for PyPI's): all-MiniLM-L6-v2's three files (Apache-2.0, 83 MB: too big to ride in the
+# binary's package), each checked by SHA-256, in a package of their own. The `moniker` shim of
+# moniker-mcp finds it installed beside itself and names its folder in $MONIKER_MODEL:
+#
+#   npm install -g moniker-mcp moniker-mcp-model
+#   npx -y -p moniker-mcp -p moniker-mcp-model moniker serve
+#
+#   packaging/npm/model.sh MODEL_DIR OUTDIR
+#     MODEL_DIR  the model's folder, as crates/surface/model/fetch.sh puts it there
+#     OUTDIR     where the .tgz goes (made if missing)
+# Prints the tarball's path.
+set -euo pipefail
+
+die() {
+    printf 'packaging/npm/model.sh: %s\n' "$*" >&2
+    exit 1
+}
+(($# == 2)) || die "usage: packaging/npm/model.sh MODEL_DIR OUTDIR"
+model=$1
+outdir=$2
+command -v npm >/dev/null 2>&1 || die "npm is not on PATH"
+# The packaging of the model, not moniker's: it changes only when the files do.
+version=1.0.0
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+(cd "$model" && sha256sum -c --quiet) <<SUMS || die "$model is not all-MiniLM-L6-v2 as fetch.sh checks it"
+53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  model.safetensors
+953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41  config.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+SUMS
+cp "$model/model.safetensors" "$model/config.json" "$model/tokenizer.json" "$stage/"
+cat >"$stage/package.json" <<JSON
+{
+  "name": "moniker-mcp-model",
+  "version": "$version",
+  "description": "all-MiniLM-L6-v2's files for moniker's search (the moniker-mcp shim names them in \$MONIKER_MODEL)",
+  "homepage": "https://github.com/moniker-mcp/moniker",
+  "repository": { "type": "git", "url": "git+https://github.com/moniker-mcp/moniker.git" },
+  "license": "Apache-2.0",
+  "files": ["model.safetensors", "config.json", "tokenizer.json"]
+}
+JSON
+cat >"$stage/README.md" <<'MD'
+# moniker-mcp-model
+
+The sentence-embedding model all-MiniLM-L6-v2
+([sentence-transformers](https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2),
+Apache-2.0) for [moniker](https://github.com/moniker-mcp/moniker)'s search: its weights, config
+and vocabulary. Install it beside `moniker-mcp` (`npm install -g moniker-mcp moniker-mcp-model`);
+the `moniker` command then names this folder in `$MONIKER_MODEL`, and moniker runs the model in
+process when its config searches (`discovery: search`). Nothing is downloaded when it runs.
+MD
+mkdir -p "$outdir"
+outdir=$(cd "$outdir" && pwd)
+(cd "$stage" && npm pack --silent --pack-destination "$outdir" >/dev/null)
+echo "$outdir/moniker-mcp-model-$version.tgz"
