@@ -25,11 +25,8 @@ command -v npm >/dev/null 2>&1 || die "npm is not on PATH"
 version=1.0.0
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-(cd "$model" && sha256sum -c --quiet) <<SUMS || die "$model is not all-MiniLM-L6-v2 as fetch.sh checks it"
-53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  model.safetensors
-953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41  config.json
-be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
-SUMS
+sums=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/crates/surface/model/all-MiniLM-L6-v2.sha256
+(cd "$model" && sha256sum -c --quiet) <"$sums" || die "$model is not all-MiniLM-L6-v2 as fetch.sh checks it"
 cp "$model/model.safetensors" "$model/config.json" "$model/tokenizer.json" "$stage/"
 cat >"$stage/package.json" <<JSON
 {

@@ -20,11 +20,9 @@ from pathlib import Path
 
 NAME = "moniker_mcp_model"
 VERSION = "1.0.0"  # of this packaging of the model; the weights are all-MiniLM-L6-v2's
-FILES = {
-    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
-    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-}
+# The three files and their SHA-256 (the list fetch.sh checks them by): {name: digest}.
+SUMS = Path(__file__).resolve().parents[2] / "crates" / "surface" / "model" / "all-MiniLM-L6-v2.sha256"
+FILES = {name: digest for digest, name in (line.split() for line in SUMS.read_text().splitlines() if line)}
 INIT = '''"""all-MiniLM-L6-v2 (Apache-2.0, sentence-transformers) for moniker's search: its weights,
 config and vocabulary in this folder, as moniker reads a model's folder."""
 

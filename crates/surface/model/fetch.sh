@@ -12,12 +12,10 @@
 #   crates/surface/model/fetch.sh DIR
 set -euo pipefail
 DIR=${1:?usage: fetch.sh DIR}
+# The three files' SHA-256, one list for every script that handles them.
+SUMS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/all-MiniLM-L6-v2.sha256
 mkdir -p "$DIR"
-if (cd "$DIR" && sha256sum -c --quiet --status - 2>/dev/null) <<SUMS
-53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  model.safetensors
-953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41  config.json
-be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
-SUMS
+if (cd "$DIR" && sha256sum -c --quiet --status - 2>/dev/null) <"$SUMS"
 then
     exit 0
 fi
@@ -35,9 +33,5 @@ for name in ("model.safetensors", "config.json", "tokenizer.json"):
     with open(f"{work}/{name}", "wb") as out:
         out.write(inner.read(name))
 PY
-(cd "$WORK" && sha256sum -c --quiet) <<SUMS
-53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  model.safetensors
-953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41  config.json
-be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
-SUMS
+(cd "$WORK" && sha256sum -c --quiet) <"$SUMS"
 mv "$WORK/model.safetensors" "$WORK/config.json" "$WORK/tokenizer.json" "$DIR/"
