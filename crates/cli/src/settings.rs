@@ -68,7 +68,7 @@ pub(crate) fn telemetry(config: &Config) -> Option<Export> {
 /// table's file, read and checked. `None`: the shipped table, also when the one named cannot
 /// be read (said as a warning: search still works, with less).
 pub(crate) fn search_model(config: &Config) -> Option<moniker_surface::search::Meaning> {
-    let (path, named_by) = model_path(config, std::env::var_os(MODEL_VAR))?;
+    let (path, named_by) = model_named(config)?;
     let path = path.as_path();
     let started = std::time::Instant::now();
     match read_meaning(path) {
@@ -90,6 +90,11 @@ pub(crate) fn search_model(config: &Config) -> Option<moniker_surface::search::M
 /// launcher sets when its `model` extra is installed.
 const MODEL_VAR: &str = "MONIKER_MODEL";
 
+/// The model search runs for `config`, and what named it (see [`model_path`]).
+pub(crate) fn model_named(config: &Config) -> Option<(std::path::PathBuf, &'static str)> {
+    model_path(config, std::env::var_os(MODEL_VAR))
+}
+
 /// The model search runs, and what named it: `discovery.model`, else `$MONIKER_MODEL` (`var`)
 /// when something of the config searches (the gateway's discovery or a toolset's): a model
 /// costs some 65 MB of memory, which a gateway that never searches should not pay.
@@ -109,7 +114,11 @@ fn model_path(
                 .is_some_and(|d| d.mode == Mode::Search)
         });
     let var = var.filter(|v| searches && !v.is_empty())?;
-    Some((std::path::PathBuf::from(var), "$MONIKER_MODEL"))
+    let path = match var.to_str() {
+        Some(text) => expand_home(text),
+        None => std::path::PathBuf::from(var),
+    };
+    Some((path, "$MONIKER_MODEL"))
 }
 
 fn read_meaning(path: &std::path::Path) -> Result<moniker_surface::search::Meaning, String> {

@@ -20,13 +20,15 @@ use bert::{Bert, Config};
 /// The most word pieces of a text the model reads, `[CLS]` and `[SEP]` counted: what
 /// all-MiniLM-L6-v2 was trained with (sentence-transformers' `max_seq_length`).
 pub const MAX_TOKENS: usize = 128;
+/// The most bytes of a text cut into word pieces: 128 pieces are in far fewer.
+const MAX_TEXT: usize = 16 * 1024;
 /// The word pieces run through the model at once: texts are grouped up to this many (a
 /// group's largest matrix is this many rows by the model's inner width: 6 MB for
 /// all-MiniLM-L6-v2), and groups are shared among the machine's cores.
 const GROUP_TOKENS: usize = 256;
 /// What names the forward pass in a cached index's fingerprint: vectors of another pass may
 /// differ in their last digits.
-const PASS: &[u8] = b"moniker-bert-1";
+const PASS: &[u8] = b"moniker-bert-2";
 
 /// A sentence-embedding model, ready to run.
 pub struct Encoder {
@@ -50,6 +52,7 @@ impl Encoder {
     /// A model from its files' bytes: the weights (`model.safetensors`), BERT's
     /// `config.json`, and `tokenizer.json` (whose WordPiece vocabulary it reads).
     pub fn new(weights: Vec<u8>, config: &[u8], tokenizer: &[u8]) -> Result<Self, ModelError> {
+        let config_bytes = config;
         let config: Config = serde_json::from_slice(config)
             .map_err(|e| ModelError::Encoder(format!("config.json: {e}")))?;
         let pieces = WordPiece::of_tokenizer(tokenizer)?;
@@ -69,7 +72,8 @@ impl Encoder {
         let (cls, sep) = (special("[CLS]")?, special("[SEP]")?);
         let fingerprint = sha2::Sha256::new()
             .chain_update(&weights)
-            .chain_update(config.hidden_size.to_le_bytes())
+            .chain_update(config_bytes)
+            .chain_update(tokenizer)
             .chain_update(PASS)
             .finalize()
             .into();
@@ -89,7 +93,7 @@ impl Encoder {
         self.dims
     }
 
-    /// The SHA-256 of the weights, the model's width and the forward pass.
+    /// The SHA-256 of the model's three files and of the forward pass.
     pub fn fingerprint(&self) -> &[u8; 32] {
         &self.fingerprint
     }
@@ -125,10 +129,10 @@ impl Encoder {
                     })
                 })
                 .collect();
-            workers
-                .into_iter()
-                .map(|worker| worker.join())
-                .collect::<Result<Vec<_>, _>>()
+            // Every worker joined before any failure is looked at: a second one that failed
+            // unjoined would make the scope itself panic.
+            let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+            joined.into_iter().collect::<Result<Vec<_>, _>>()
         })
         .map_err(|_| ModelError::Encoder("running the model failed".to_owned()))?;
         let mut out = vec![None; texts.len()];
@@ -146,10 +150,15 @@ impl Encoder {
             .flatten()
     }
 
-    /// `text`'s word pieces between `[CLS]` and `[SEP]`, cut at [`MAX_TOKENS`].
+    /// `text`'s word pieces between `[CLS]` and `[SEP]`, cut at [`MAX_TOKENS`] (of its first
+    /// [`MAX_TEXT`] bytes: what a peer sends costs no more than that).
     fn ids(&self, text: &str) -> Vec<u32> {
+        let mut end = text.len().min(MAX_TEXT);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
         let mut ids = vec![self.cls];
-        self.pieces.each_token(text, |id| {
+        self.pieces.each_token(&text[..end], |id| {
             if ids.len() < MAX_TOKENS - 1 {
                 ids.push(id);
             }

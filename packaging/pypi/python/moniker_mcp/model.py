@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 
 PACKAGE = "moniker_mcp_model"
 FILES = ("model.safetensors", "config.json", "tokenizer.json")
@@ -19,8 +20,13 @@ def model_dir() -> str | None:
     """The folder of the extra's model, or None when the extra is not installed."""
     spec = importlib.util.find_spec(PACKAGE)
     for directory in (spec.submodule_search_locations or []) if spec else []:
-        if all(os.path.isfile(os.path.join(directory, name)) for name in FILES):
+        missing = [name for name in FILES if not os.path.isfile(os.path.join(directory, name))]
+        if not missing:
             return os.path.abspath(directory)
+        sys.stderr.write(
+            f"moniker-mcp: {PACKAGE} in {directory} lacks {', '.join(missing)}: "
+            'reinstall it (pip install --force-reinstall "moniker-mcp[model]")\n'
+        )
     return None
 
 

@@ -1,5 +1,5 @@
 //! BERT's forward pass (an encoder of sentence-transformers' kind, such as all-MiniLM-L6-v2)
-//! on `ndarray`, its products by `matrixmultiply`'s kernels. Texts are not padded: their word
+//! on `ndarray`, its products by faer. Texts are not padded: their word
 //! pieces are the rows of one matrix, each dense layer multiplies them all at once, and
 //! attention looks only within a text's own rows, so no mask is needed.
 
@@ -83,6 +83,10 @@ impl Bert {
                 "activation {} is not BERT's gelu",
                 config.hidden_act
             ));
+        }
+        // A width of 0 would make every other size free (a tensor of no bytes has any shape).
+        if config.hidden_size == 0 || config.intermediate_size == 0 || config.vocab_size == 0 {
+            return Err("a width or the vocabulary is 0".to_owned());
         }
         if config.num_attention_heads == 0 || config.hidden_size % config.num_attention_heads != 0 {
             return Err("the width is not a whole number of attention heads".to_owned());
@@ -187,8 +191,13 @@ impl Layer {
         attended += &x;
         self.attended_norm.apply(attended.view_mut());
         let mut up = self.up.apply(attended.view(), par);
-        if let Some(values) = up.as_slice_mut() {
-            gelu(values);
+        match up.as_slice_mut() {
+            Some(values) => gelu(values),
+            None => up.mapv_inplace(|v| {
+                let mut one = [v];
+                gelu(&mut one);
+                one[0]
+            }),
         }
         let mut down = self.down.apply(up.view(), par);
         down += &attended;
