@@ -16,18 +16,17 @@ Stdlib only (Python 3.11+); needs `node` (20+) and `npm` on PATH.
 """
 import json
 import os
-import queue
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from capture import PROTOCOL, Session, capture_each  # capture.py, beside this file: its stdio JSON-RPC session
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PREFIX = os.environ.get("HELDOUT_NPM_PREFIX", "/tmp/moniker-heldout-npm")
 OUT = os.path.join(HERE, "inventories-heldout")
-PROTOCOL = "2025-06-18"
 DEFAULT_TIMEOUT = 60.0
 NPM_TIMEOUT = 300
 
@@ -131,85 +130,6 @@ def entry_point(stem, pkg, wanted=None):
     return os.path.join(package_dir(stem, pkg), bins[wanted])
 
 
-class Session:
-    """A JSON-RPC session with one server over stdio (newline-delimited JSON)."""
-
-    def __init__(self, argv, env, cwd):
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, cwd=cwd, start_new_session=True)
-        self.lines = queue.Queue()
-        self.stderr = []
-        threading.Thread(target=self._pump_out, daemon=True).start()
-        threading.Thread(target=self._pump_err, daemon=True).start()
-        self.next_id = 1
-
-    def _pump_out(self):
-        for raw in self.proc.stdout:
-            self.lines.put(raw)
-        self.lines.put(None)
-
-    def _pump_err(self):
-        for raw in self.proc.stderr:
-            if len(self.stderr) < 200:
-                self.stderr.append(raw.decode("utf-8", "replace").rstrip())
-
-    def send(self, msg):
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def request(self, method, params, deadline):
-        rid = self.next_id
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no answer to %s" % method)
-            try:
-                raw = self.lines.get(timeout=left)
-            except queue.Empty:
-                raise TimeoutError("no answer to %s" % method)
-            if raw is None:
-                raise RuntimeError("server exited (%s) before answering %s" % (self.proc.poll(), method))
-            try:
-                msg = json.loads(raw)
-            except ValueError:
-                continue  # a log line on stdout
-            if not isinstance(msg, dict):
-                continue
-            if "method" in msg:  # a request or notification from the server
-                if "id" in msg:
-                    reply = {"jsonrpc": "2.0", "id": msg["id"]}
-                    if msg["method"] == "ping":
-                        reply["result"] = {}
-                    elif msg["method"] == "roots/list":
-                        reply["result"] = {"roots": []}
-                    else:
-                        reply["error"] = {"code": -32601, "message": "not supported"}
-                    self.send(reply)
-                continue
-            if msg.get("id") != rid:
-                continue
-            if "error" in msg:
-                raise RuntimeError("%s failed: %s" % (method, json.dumps(msg["error"])[:300]))
-            return msg.get("result", {})
-
-    def close(self):
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.proc.pid, 9)
-            except OSError:
-                pass
-            self.proc.wait()
-
-
 def capture(stem, pkg, version, opts):
     tmp = tempfile.mkdtemp(prefix="findability-heldout-%s-" % stem)
     try:
@@ -223,28 +143,7 @@ def capture(stem, pkg, version, opts):
         env.update({k: subst(v) for k, v in opts.get("env", {}).items()})
         env.setdefault("NO_COLOR", "1")
         deadline = time.monotonic() + opts.get("timeout", DEFAULT_TIMEOUT)
-        s = Session(argv, env, tmp)
-        try:
-            init = s.request("initialize", {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "moniker-findability-capture", "version": "0.1.0"},
-            }, deadline)
-            s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            tools, cursor, pages = [], None, 0
-            while True:
-                params = {"cursor": cursor} if cursor else {}
-                res = s.request("tools/list", params, deadline)
-                tools.extend(res.get("tools", []))
-                pages += 1
-                cursor = res.get("nextCursor")
-                if not cursor:
-                    break
-        except Exception as e:
-            tail = "\n    ".join(s.stderr[-8:])
-            raise RuntimeError("%s\n    %s" % (e, tail)) from None
-        finally:
-            s.close()
+        init, tools, pages = Session(argv, env, tmp).list_tools(deadline)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if not tools:
@@ -274,25 +173,8 @@ def capture(stem, pkg, version, opts):
 def main():
     only = set(sys.argv[1:])
     chosen = [s for s in SERVERS if not only or s[0] in only]
-    ok, failed = [], []
-    for stem, pkg, ver, opts in chosen:
-        log("==> %s (%s@%s)" % (stem, pkg, ver))
-        if not npm_install(stem, pkg, ver):
-            failed.append((stem, "npm install failed"))
-            log("    FAILED: npm install")
-            continue
-        try:
-            n = capture(stem, pkg, ver, opts)
-            ok.append((stem, n))
-            log("    %d tools" % n)
-        except Exception as e:
-            failed.append((stem, str(e)))
-            log("    FAILED: %s" % e)
-    print("captured: %s" % ", ".join("%s (%d)" % x for x in ok))
-    print("total tools: %d" % sum(n for _, n in ok))
-    if failed:
-        print("failed: %s" % ", ".join(stem for stem, _ in failed))
-    return 1 if failed else 0
+    install = lambda stem, pkg, ver, _: None if npm_install(stem, pkg, ver) else "npm install"
+    return capture_each(chosen, lambda pkg, ver: "%s@%s" % (pkg, ver), install, capture)
 
 
 if __name__ == "__main__":

@@ -28,12 +28,12 @@ import sys
 import tempfile
 import time
 
-import capture  # capture.py, beside this file: its stdio JSON-RPC session
+from capture import PROTOCOL, capture_each  # capture.py, beside this file
+from capture import Session as StdioSession  # its JSON-RPC session over stdio
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PREFIX = os.environ.get("PYPI_VENV_PREFIX", "/tmp/moniker-pypi-venvs")
 OUT = os.path.join(HERE, "inventories-pypi")
-PROTOCOL = "2025-06-18"
 DEFAULT_TIMEOUT = 90.0  # first starts compile bytecode and import boto3, pandas, ...
 PIP_TIMEOUT = 900
 VENV_TIMEOUT = 120
@@ -223,7 +223,7 @@ def command_of(stem, pkg, opts):
     return [path], [script]
 
 
-class Session(capture.Session):
+class Session(StdioSession):
     """capture.py's JSON-RPC session over stdio; closing it always ends the server's whole
     process group (some Python servers leave helpers behind even when they exit in time)."""
 
@@ -254,28 +254,7 @@ def capture(stem, pkg, version, opts):
         # Some servers build schema defaults from sets: a fixed hash seed keeps their order stable.
         env["PYTHONHASHSEED"] = "0"
         deadline = time.monotonic() + opts.get("timeout", DEFAULT_TIMEOUT)
-        s = Session(argv, env, tmp)
-        try:
-            init = s.request("initialize", {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "moniker-findability-capture", "version": "0.1.0"},
-            }, deadline)
-            s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            tools, cursor, pages = [], None, 0
-            while True:
-                params = {"cursor": cursor} if cursor else {}
-                res = s.request("tools/list", params, deadline)
-                tools.extend(res.get("tools", []))
-                pages += 1
-                cursor = res.get("nextCursor")
-                if not cursor:
-                    break
-        except Exception as e:
-            tail = "\n    ".join(s.stderr[-8:])
-            raise RuntimeError("%s\n    %s" % (e, tail)) from None
-        finally:
-            s.close()
+        init, tools, pages = Session(argv, env, tmp).list_tools(deadline)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if not tools:
@@ -311,30 +290,17 @@ def main():
         log("unknown stems: %s" % ", ".join(sorted(unknown)))
         return 2
     chosen = [s for s in SERVERS if not only or s[0] in only]
-    ok, failed = [], []
-    for stem, pkg, ver, opts in chosen:
-        log("==> %s (%s==%s)" % (stem, pkg, ver))
-        try:
-            installed = pip_install(stem, pkg, ver, opts)
-        except Exception as e:  # no interpreter for the venv, ...
-            log("    %s" % e)
-            installed = False
-        if not installed:
-            failed.append((stem, "pip install failed"))
-            log("    FAILED: pip install")
-            continue
-        try:
-            n = capture(stem, pkg, ver, opts)
-            ok.append((stem, n))
-            log("    %d tools" % n)
-        except Exception as e:
-            failed.append((stem, str(e)))
-            log("    FAILED: %s" % e)
-    print("captured: %s" % ", ".join("%s (%d)" % x for x in ok))
-    print("total tools: %d" % sum(n for _, n in ok))
-    if failed:
-        print("failed: %s" % ", ".join(stem for stem, _ in failed))
-    return 1 if failed else 0
+    return capture_each(chosen, lambda pkg, ver: "%s==%s" % (pkg, ver), install, capture)
+
+
+def install(stem, pkg, ver, opts):
+    """The server's venv (None), or why there is none."""
+    try:
+        installed = pip_install(stem, pkg, ver, opts)
+    except Exception as e:  # no interpreter for the venv, ...
+        log("    %s" % e)
+        installed = False
+    return None if installed else "pip install"
 
 
 if __name__ == "__main__":

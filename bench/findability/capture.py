@@ -221,6 +221,31 @@ class Session:
                 raise RuntimeError("%s failed: %s" % (method, json.dumps(msg["error"])[:300]))
             return msg.get("result", {})
 
+    def list_tools(self, deadline):
+        """initialize, then every page of tools/list, then close: (the initialize result, the
+        tools, how many pages). A failure says the server's last lines of stderr."""
+        try:
+            init = self.request("initialize", {
+                "protocolVersion": PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "moniker-findability-capture", "version": "0.1.0"},
+            }, deadline)
+            self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            tools, cursor, pages = [], None, 0
+            while True:
+                params = {"cursor": cursor} if cursor else {}
+                res = self.request("tools/list", params, deadline)
+                tools.extend(res.get("tools", []))
+                pages += 1
+                cursor = res.get("nextCursor")
+                if not cursor:
+                    return init, tools, pages
+        except Exception as e:
+            tail = "\n    ".join(self.stderr[-8:])
+            raise RuntimeError("%s\n    %s" % (e, tail)) from None
+        finally:
+            self.close()
+
     def close(self):
         try:
             self.proc.stdin.close()
@@ -246,28 +271,7 @@ def capture(stem, pkg, version, opts):
         env.update({k: subst(v) for k, v in opts.get("env", {}).items()})
         env.setdefault("NO_COLOR", "1")
         deadline = time.monotonic() + opts.get("timeout", DEFAULT_TIMEOUT)
-        s = Session(argv, env, tmp)
-        try:
-            init = s.request("initialize", {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "moniker-findability-capture", "version": "0.1.0"},
-            }, deadline)
-            s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            tools, cursor, pages = [], None, 0
-            while True:
-                params = {"cursor": cursor} if cursor else {}
-                res = s.request("tools/list", params, deadline)
-                tools.extend(res.get("tools", []))
-                pages += 1
-                cursor = res.get("nextCursor")
-                if not cursor:
-                    break
-        except Exception as e:
-            tail = "\n    ".join(s.stderr[-8:])
-            raise RuntimeError("%s\n    %s" % (e, tail)) from None
-        finally:
-            s.close()
+        init, tools, pages = Session(argv, env, tmp).list_tools(deadline)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if not tools:
@@ -293,15 +297,20 @@ def capture(stem, pkg, version, opts):
     return len(tools)
 
 
-def main():
-    only = set(sys.argv[1:])
-    chosen = [s for s in SERVERS if not only or s[0] in only]
-    npm_install(["%s@%s" % (pkg, ver) for _, pkg, ver, _ in chosen])
+def capture_each(chosen, label, install, capture_one):
+    """Installs (`install(stem, pkg, version, opts)`: None, or why it failed) and captures
+    (`capture_one`: the count of tools) each chosen server, `label(pkg, version)` naming it;
+    prints what was captured and what failed; returns the exit code."""
     ok, failed = [], []
     for stem, pkg, ver, opts in chosen:
-        log("==> %s (%s@%s)" % (stem, pkg, ver))
+        log("==> %s (%s)" % (stem, label(pkg, ver)))
+        why = install(stem, pkg, ver, opts)
+        if why:
+            failed.append((stem, why))
+            log("    FAILED: %s" % why)
+            continue
         try:
-            n = capture(stem, pkg, ver, opts)
+            n = capture_one(stem, pkg, ver, opts)
             ok.append((stem, n))
             log("    %d tools" % n)
         except Exception as e:
@@ -312,6 +321,14 @@ def main():
     if failed:
         print("failed: %s" % ", ".join(stem for stem, _ in failed))
     return 1 if failed else 0
+
+
+def main():
+    only = set(sys.argv[1:])
+    chosen = [s for s in SERVERS if not only or s[0] in only]
+    npm_install(["%s@%s" % (pkg, ver) for _, pkg, ver, _ in chosen])
+    return capture_each(chosen, lambda pkg, ver: "%s@%s" % (pkg, ver),
+                        lambda *_: None, capture)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 mod bert;
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sha2::Digest;
 
@@ -107,27 +108,13 @@ impl Encoder {
         let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.ids(t.as_ref())).collect();
         let known: Vec<usize> = (0..ids.len()).filter(|&i| ids[i].len() > 2).collect();
         let groups = groups(&known, |i| ids[i].len());
-        let next = std::sync::atomic::AtomicUsize::new(0);
+        let next = AtomicUsize::new(0);
         // Groups share the cores; a single group has them all for its products.
         let workers = cores().min(groups.len());
         let threads = if workers > 1 { 1 } else { cores() };
         let vectors = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..workers)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut done = Vec::new();
-                        loop {
-                            let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(group) = groups.get(at) else {
-                                break done;
-                            };
-                            let texts: Vec<&[u32]> = group.iter().map(|&i| &ids[i][..]).collect();
-                            done.extend(
-                                group.iter().copied().zip(self.bert.embed(&texts, threads)),
-                            );
-                        }
-                    })
-                })
+                .map(|_| scope.spawn(|| self.work(&groups, &ids, &next, threads)))
                 .collect();
             // Every worker joined before any failure is looked at: a second one that failed
             // unjoined would make the scope itself panic.
@@ -140,6 +127,23 @@ impl Encoder {
             out[i] = Some(vector);
         }
         Ok(out)
+    }
+
+    /// One worker of [`Encoder::embed_all`]: the groups it takes, one after another, from
+    /// `next`, run with `threads` for their products: (text, vector) for each of their texts.
+    fn work(
+        &self,
+        groups: &[Vec<usize>],
+        ids: &[Vec<u32>],
+        next: &AtomicUsize,
+        threads: usize,
+    ) -> Vec<(usize, Vec<f32>)> {
+        let mut done = Vec::new();
+        while let Some(group) = groups.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let texts: Vec<&[u32]> = group.iter().map(|&i| &ids[i][..]).collect();
+            done.extend(group.iter().copied().zip(self.bert.embed(&texts, threads)));
+        }
+        done
     }
 
     /// The unit vector of `text`, or `None` when it has no known word.

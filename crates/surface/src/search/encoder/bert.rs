@@ -128,8 +128,7 @@ impl Bert {
     }
 
     /// Each text's mean token vector (its word pieces as ids, `[CLS]` and `[SEP]` included),
-    /// normalised.
-    /// `threads`: how many its products may use.
+    /// normalised; its products use up to `threads` threads.
     pub(super) fn embed(&self, texts: &[&[u32]], threads: usize) -> Vec<Vec<f32>> {
         let par = match threads {
             0 | 1 => Par::Seq,
