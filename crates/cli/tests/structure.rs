@@ -1,14 +1,18 @@
 //! The shape of the code, kept ("A house that keeps its shape"): no circle of modules inside
-//! a crate. A module is a crate's top-level room (`crate::view`, `crate::gateway`, with the
-//! files below it); an arrow goes from one room to another when its code names the other
-//! (`use crate::view::View`, `crate::view::SETTLE`). Tests (`tests.rs`, `#[cfg(test)]` modules
-//! at the end of a file) are left out: they may look anywhere. A circle fails with the rooms on
-//! it and a line of each that makes an arrow.
+//! a crate, at any depth. The rooms are the modules that share a parent: the crate's top-level
+//! ones (`crate::view`, `crate::gateway`, each with the files below it), and the children of
+//! every module with files of its own (`serve/http/post.rs`, `serve/http/sessions.rs`, with the
+//! files below each). An arrow goes from one room to a sibling when its code names the sibling
+//! (`use crate::view::View`, `use super::post::{Mode, answer}`, `super::stream::sse(..)`); a
+//! module naming its parent's items, or its own children's, makes none. Tests (`tests.rs`,
+//! `#[cfg(test)]` modules at the end of a file) are left out: they may look anywhere. A circle
+//! fails with the rooms on it and a line of each that makes an arrow.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Where each room's code names another: (from, to) to the first place it does.
+/// Where each room's code names a sibling: (from, to), both written whole (`serve::http::post`),
+/// to the first place it does.
 type Arrows = BTreeMap<(String, String), String>;
 
 fn workspace() -> PathBuf {
@@ -35,13 +39,25 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level room of a file of `src`: `view` for `src/view.rs` and `src/view/x.rs`; `None`
-/// for the crate root (`lib.rs`, `main.rs`), which declares the rooms.
-fn room(src: &Path, file: &Path) -> Option<String> {
+/// The module a file of `src` is: `["serve", "http", "post"]` for `src/serve/http/post.rs` (or
+/// `.../post/mod.rs`); empty for the crate root (`lib.rs`, `main.rs`); `None` for `src/bin`,
+/// crates of their own.
+fn module(src: &Path, file: &Path) -> Option<Vec<String>> {
     let relative = file.strip_prefix(src).ok()?;
-    let first = relative.components().next()?.as_os_str().to_str()?;
-    let name = first.trim_end_matches(".rs");
-    (!matches!(name, "lib" | "main" | "bin")).then(|| name.to_owned())
+    let mut parts = relative
+        .components()
+        .map(|c| c.as_os_str().to_str().map(str::to_owned))
+        .collect::<Option<Vec<String>>>()?;
+    let last = parts.pop()?;
+    let stem = last.strip_suffix(".rs")?;
+    if parts.first().is_some_and(|p| p == "bin") {
+        return None;
+    }
+    let root = parts.is_empty() && matches!(stem, "lib" | "main");
+    if !(root || stem == "mod") {
+        parts.push(stem.to_owned());
+    }
+    Some(parts)
 }
 
 /// The code of a file without its test module (`#[cfg(test)]` and what follows it, where
@@ -57,53 +73,125 @@ fn code(text: &str) -> String {
         .join("\n")
 }
 
-/// The rooms the code names: `crate::X` and `use crate::{X, Y::..}`.
-fn named(code: &str, rooms: &BTreeSet<String>) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for line in code.lines() {
-        let mut rest = line;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            let mut names: Vec<&str> = Vec::new();
-            if let Some(group) = rest.strip_prefix('{') {
-                // `crate::{a, b::c}`: each first name.
-                let inside = group.split('}').next().unwrap_or_default();
-                names.extend(
-                    inside
-                        .split(',')
-                        .map(|n| n.trim().split("::").next().unwrap_or_default()),
-                );
-            } else {
-                let end = rest
-                    .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-                    .unwrap_or(rest.len());
-                names.push(&rest[..end]);
-            }
-            for name in names {
-                if rooms.contains(name) {
-                    out.push((name.to_owned(), line.trim().to_owned()));
+fn ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The paths a use-tree names, read from the start of `text` (what follows `crate::`,
+/// `super::`): `a::b` and `{a, b::{c, self}}`, each as its segments (`self` adds none). Returns
+/// them and how much of `text` they took.
+fn tree(text: &str) -> (Vec<Vec<String>>, usize) {
+    let mut at = 0;
+    let mut prefix: Vec<String> = Vec::new();
+    loop {
+        let rest = &text[at..];
+        if let Some(group) = rest.strip_prefix('{') {
+            at += 1;
+            let mut out = Vec::new();
+            let mut inside = group;
+            loop {
+                let skipped =
+                    inside.len() - inside.trim_start_matches([' ', '\n', '\t', ',']).len();
+                at += skipped;
+                inside = &inside[skipped..];
+                if inside.is_empty() || inside.starts_with('}') {
+                    at += usize::from(!inside.is_empty());
+                    return (out, at);
                 }
+                let (paths, took) = tree(inside);
+                let mut took = took.max(1);
+                // `a::B as C`: the new name is no path.
+                let after = &inside[took..];
+                if let Some(renamed) = after.trim_start().strip_prefix("as ") {
+                    let name = renamed.trim_start();
+                    let name_len = name.find(|c: char| !ident(c)).unwrap_or(name.len());
+                    took = inside.len() - name.len() + name_len;
+                }
+                at += took;
+                inside = &inside[took..];
+                out.extend(paths.into_iter().map(|p| [prefix.clone(), p].concat()));
             }
         }
+        let end = rest.find(|c: char| !ident(c)).unwrap_or(rest.len());
+        if end == 0 {
+            return (vec![prefix], at);
+        }
+        if &rest[..end] != "self" {
+            prefix.push(rest[..end].to_owned());
+        }
+        at += end;
+        match text[at..].strip_prefix("::") {
+            Some(_) => at += 2,
+            None => return (vec![prefix], at),
+        }
+    }
+}
+
+/// The modules' paths that the code of `module` names, whole (`crate::`, `super::`, `self::`
+/// resolved), each with the line it starts on.
+fn named(code: &str, module: &[String]) -> Vec<(Vec<String>, String)> {
+    let line_of = |at: usize| {
+        let start = code[..at].rfind('\n').map_or(0, |n| n + 1);
+        let end = code[at..].find('\n').map_or(code.len(), |n| at + n);
+        code[start..end].trim().to_owned()
+    };
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < code.len() {
+        let rest = &code[at..];
+        let word_start = !code[..at].chars().next_back().is_some_and(ident);
+        let base = if !word_start {
+            None
+        } else if rest.starts_with("crate::") {
+            Some((Vec::new(), "crate::".len()))
+        } else if rest.starts_with("self::") {
+            Some((module.to_vec(), "self::".len()))
+        } else {
+            // `super::`, once or more: up as many times.
+            let ups = rest.len() - rest.trim_start_matches("super::").len();
+            let depth = ups / "super::".len();
+            (depth > 0).then(|| (module[..module.len().saturating_sub(depth)].to_vec(), ups))
+        };
+        let Some((base, taken)) = base else {
+            at += rest.chars().next().map_or(1, char::len_utf8);
+            continue;
+        };
+        let (paths, took) = tree(&rest[taken..]);
+        out.extend(
+            paths
+                .into_iter()
+                .map(|p| ([base.clone(), p].concat(), line_of(at))),
+        );
+        at += taken + took;
     }
     out
 }
 
-/// The arrows between the rooms of the crate whose `src` this is.
+/// The arrows between sibling rooms of the crate whose `src` this is.
 fn arrows_of(src: &Path) -> Arrows {
     let mut files = Vec::new();
     sources(src, &mut files);
-    let rooms: BTreeSet<String> = files.iter().filter_map(|f| room(src, f)).collect();
+    let modules: BTreeSet<Vec<String>> = files.iter().filter_map(|f| module(src, f)).collect();
     let mut out = Arrows::new();
     for file in &files {
-        let Some(from) = room(src, file) else {
+        let Some(from) = module(src, file) else {
             continue;
         };
         let text = std::fs::read_to_string(file).expect("a source file");
-        for (to, line) in named(&code(&text), &rooms) {
-            if to != from {
+        for (path, line) in named(&code(&text), &from) {
+            // The module named: the longest start of the path that is one (the rest are items).
+            let Some(to) = (0..=path.len())
+                .rev()
+                .map(|n| &path[..n])
+                .find(|m| modules.contains(*m))
+            else {
+                continue;
+            };
+            // Where the two part: their rooms there are siblings, unless one holds the other.
+            let shared = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+            if shared < from.len() && shared < to.len() {
                 let at = file.strip_prefix(src).unwrap_or(file).display().to_string();
-                out.entry((from.clone(), to))
+                out.entry((from[..=shared].join("::"), to[..=shared].join("::")))
                     .or_insert_with(|| format!("{at}: {line}"));
             }
         }
@@ -186,6 +274,49 @@ fn a_circle_is_found() {
     .expect("c");
     assert_eq!(circles(&arrows_of(&dir)), [["a", "b", "c"]]);
     std::fs::write(dir.join("c.rs"), "// use crate::a::X;\n").expect("c");
+    assert!(circles(&arrows_of(&dir)).is_empty());
+}
+
+/// A circle of files under one module is found too, however its paths are written (`super::`,
+/// `self::`, `crate::` written whole, groups over lines, renames); naming the parent's items or
+/// a child's makes no arrow.
+#[test]
+fn a_circle_of_siblings_is_found() {
+    let dir = moniker_fixture::scratch().join("src");
+    std::fs::create_dir_all(dir.join("x/p")).expect("dirs");
+    std::fs::write(dir.join("lib.rs"), "mod x;\n").expect("lib");
+    std::fs::write(
+        dir.join("x.rs"),
+        "mod p;\nmod q;\nmod r;\npub struct Top;\n",
+    )
+    .expect("x");
+    std::fs::write(
+        dir.join("x/p.rs"),
+        "mod deep;\nuse super::{\n    Top,\n    q::{self, Q as Queue},\n};\n",
+    )
+    .expect("p");
+    std::fs::write(dir.join("x/p/deep.rs"), "use super::super::Top;\n").expect("deep");
+    std::fs::write(
+        dir.join("x/q.rs"),
+        "fn f() { crate::x::r::g() }\nuse self::inner::Z;\n",
+    )
+    .expect("q");
+    std::fs::write(dir.join("x/r.rs"), "use super::p::deep::D;\n").expect("r");
+    let arrows = arrows_of(&dir);
+    assert_eq!(
+        arrows.keys().cloned().collect::<Vec<_>>(),
+        [
+            ("x::p".to_owned(), "x::q".to_owned()),
+            ("x::q".to_owned(), "x::r".to_owned()),
+            ("x::r".to_owned(), "x::p".to_owned()),
+        ]
+    );
+    assert_eq!(
+        arrows[&("x::p".to_owned(), "x::q".to_owned())],
+        "x/p.rs: use super::{"
+    );
+    assert_eq!(circles(&arrows), [["x::p", "x::q", "x::r"]]);
+    std::fs::write(dir.join("x/r.rs"), "use super::Top;\n").expect("r");
     assert!(circles(&arrows_of(&dir)).is_empty());
 }
 

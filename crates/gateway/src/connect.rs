@@ -5,6 +5,7 @@ pub mod http;
 mod legacy;
 mod link;
 mod login;
+mod sse;
 pub mod stdio;
 
 use std::collections::HashMap;

@@ -48,8 +48,6 @@
 //!
 //! The spec's headers are sent with every request and never logged nor shown in errors.
 
-pub(super) mod sse;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -61,13 +59,13 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName
 use reqwest::{Method, StatusCode, Url};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
-use self::sse::Parser;
 use super::legacy::{legacy_send, open_legacy};
 #[cfg(test)]
 use super::link::split;
 use super::link::{
     Link, Pending, SendError, cause, content_type, is_event_stream, one_line, read_stream,
 };
+use super::sse::Parser;
 use super::{Connection, Sink, Started};
 use crate::auth::{Authorizer, Store};
 use crate::headers::{

@@ -9,8 +9,8 @@ use std::time::Duration;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 
-use super::http::sse::Parser;
 use super::link::{Link, Pending, cause, content_type, is_event_stream, on_event, read_stream};
+use super::sse::Parser;
 use crate::headers::{EVENT_STREAM, JSON};
 use crate::message::Message;
 

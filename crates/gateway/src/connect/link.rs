@@ -14,7 +14,7 @@ use reqwest::{Method, Url};
 use serde_json::value::RawValue;
 use tokio::sync::{Notify, oneshot, watch};
 
-use super::http::sse::{Event, Parser};
+use super::sse::{Event, Parser};
 use super::{Connection, Sink, dispatch};
 use crate::auth::{self, Authorizer};
 use crate::headers::{EVENT_STREAM, PROTOCOL_VERSION, SESSION_ID};

@@ -46,6 +46,7 @@
 //! Secrets never reach the logs: tokens are named by their position (`token #1`), and
 //! a token's `Debug` hides the secret.
 
+mod answer;
 mod console;
 mod identity;
 mod layers;
@@ -248,7 +249,7 @@ async fn mcp(
     let headers = &parts.headers;
     match parts.method {
         Method::POST => post::post(&shared, headers, body, Client { auth, toolset }).await,
-        Method::GET => stream::get(&shared, headers, &Client { auth, toolset }),
+        Method::GET => sessions::get(&shared, headers, &Client { auth, toolset }),
         Method::DELETE => sessions::delete(&shared, headers, &Client { auth, toolset }),
         _ => {
             let mut response = failure(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");

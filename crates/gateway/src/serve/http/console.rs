@@ -16,7 +16,7 @@ mod pages;
 mod playground;
 mod signin;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,38 @@ const SAMPLES: usize = 61;
 const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 const CSS: &str = include_str!("../../../templates/console/console.css");
 const ICON: &str = include_str!("../../../templates/console/favicon.svg");
+
+/// What every page shows at its top.
+pub(super) struct Nav {
+    pub page: &'static str,
+    pub who: String,
+    /// The form field that proves a POST is from this console (empty for a bearer token).
+    pub csrf: String,
+}
+
+impl Nav {
+    pub(super) fn of(page: &'static str, admin: &Admin) -> Self {
+        Self {
+            page,
+            who: admin.name.clone(),
+            csrf: admin.csrf.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// The toolset a form chose: `Ok(None)` for the whole surface (`*`), `Err` for none chosen or
+/// one that does not exist.
+pub(super) fn query_toolset<'a>(
+    chosen: &'a str,
+    known: &BTreeSet<String>,
+) -> Result<Option<&'a str>, ()> {
+    match chosen {
+        "" => Err(()),
+        "*" => Ok(None),
+        name if known.contains(name) => Ok(Some(name)),
+        _ => Err(()),
+    }
+}
 
 /// The console's own state, beside the HTTP transport's.
 #[derive(Default)]

@@ -8,20 +8,16 @@ use axum::http::StatusCode;
 use axum::http::header::{self, HeaderMap};
 use axum::response::Response;
 use futures_util::StreamExt;
-use tokio::sync::mpsc;
 
+use super::answer::{Mode, answer, trace_of};
 use super::identity::caller;
 use super::sessions::{initialize, session_of};
 use super::stateless::stateless;
-use super::stream::PostStream;
-use super::{BODY_TIMEOUT, Client, DEFAULT_MAX_BODY, HttpSession, Shared, accepted, header_str};
-use crate::auth::resource::Caller;
+use super::{BODY_TIMEOUT, Client, DEFAULT_MAX_BODY, Shared, accepted, header_str};
 use crate::headers::SESSION_ID;
 use crate::message::{self, Incoming, Message};
-use crate::serve::checks::{self, Accept};
+use crate::serve::checks;
 use crate::serve::respond::{failure, json};
-use crate::session::{Answers, Session};
-use crate::telemetry::TraceContext;
 
 /// What a POST body holds.
 pub(super) struct Shape {
@@ -70,30 +66,6 @@ impl Shape {
             }
         }
         shape
-    }
-}
-
-/// How a POST's response goes back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Mode {
-    Json,
-    Sse,
-}
-
-impl Mode {
-    /// How a body with requests is answered, by what the client accepts: a request that asks
-    /// for progress as a stream that carries it; else JSON when it may be; `None`: neither.
-    fn accepted(headers: &HeaderMap, progress: bool) -> Option<Self> {
-        let accept = Accept::parse(header_str(headers, header::ACCEPT));
-        if accept.sse && progress {
-            Some(Self::Sse)
-        } else if accept.json {
-            Some(Self::Json)
-        } else if accept.sse {
-            Some(Self::Sse)
-        } else {
-            None
-        }
     }
 }
 
@@ -231,68 +203,4 @@ async fn read_messages(
     };
     // The body is parsed here, once; the session takes the parsed messages.
     message::parse(text).map_err(|invalid| json(StatusCode::BAD_REQUEST, invalid.answer()))
-}
-
-/// The one answer to what was sent (its progress not wanted): `None` when there is none
-/// (a cancelled request).
-pub(super) async fn answer_of(
-    session: &Arc<Session>,
-    incoming: Incoming,
-    trace: Option<TraceContext>,
-) -> Option<Message> {
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    session.handle(
-        Ok(incoming),
-        Some(Answers::new(tx, false).with_trace(trace)),
-    );
-    rx.recv().await
-}
-
-/// The W3C trace context of an HTTP request (`traceparent`, `tracestate`), read only when
-/// traces are on.
-pub(super) fn trace_of(session: &Session, headers: &HeaderMap) -> Option<TraceContext> {
-    if !session.traces() {
-        return None;
-    }
-    Some(TraceContext {
-        traceparent: header_str(headers, "traceparent")?.to_owned(),
-        tracestate: header_str(headers, "tracestate").map(str::to_owned),
-    })
-}
-
-/// Runs a body with requests in the session and answers it: as JSON once the answer is there,
-/// or as an SSE stream: the request's progress (when it asked for it), keep-alive comments
-/// while the answer is awaited, then the answer.
-///
-/// The requests run in tasks of the session's: a client that goes away does not cancel them
-/// (the spec: disconnection is not cancellation; a client cancels with
-/// `notifications/cancelled`), they finish and their answers are dropped.
-pub(super) async fn answer(
-    http: &HttpSession,
-    incoming: Incoming,
-    mode: Mode,
-    trace: Option<TraceContext>,
-    caller: Option<Caller>,
-) -> Response {
-    let busy = http.activity.busy();
-    let (tx, rx) = mpsc::unbounded_channel();
-    let held = Arc::clone(&http.post_held);
-    http.session.handle(
-        Ok(incoming),
-        Some(
-            Answers::new(tx, mode == Mode::Sse)
-                .with_trace(trace)
-                .with_caller(caller)
-                .with_held(Arc::clone(&held)),
-        ),
-    );
-    let mut stream = PostStream::new(rx, held, None, busy);
-    match mode {
-        Mode::Json => match stream.recv().await {
-            Some(reply) => json(StatusCode::OK, reply),
-            // Cancelled by the client: nothing to answer.
-            None => accepted(),
-        },
-        Mode::Sse => stream.into_sse(()),
-    }
 }

@@ -10,18 +10,18 @@ use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::response::Response;
 use tokio::sync::mpsc;
 
+use super::answer::{Mode, answer_of};
 use super::identity::{client_name, principal};
 use super::outbox::{Activity, Outbox};
-use super::post::{Mode, answer_of};
-use super::stream::sse_once;
+use super::stream::{sse, sse_once};
 use super::{
-    Client, DEFAULT_SESSIONS_PER_TOKEN, HttpSession, HttpSettings, MAX_SESSIONS, Reject, Shared,
-    header_str, short,
+    Client, DEFAULT_SESSIONS_PER_TOKEN, HttpSession, HttpSettings, KEEP_ALIVE, MAX_SESSIONS,
+    Reject, Shared, header_str, short,
 };
 use crate::gateway::Gateway;
-use crate::headers::{PROTOCOL_VERSION, SESSION_ID};
+use crate::headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID};
 use crate::message::{Incoming, Message};
-use crate::serve::checks::{self, Auth};
+use crate::serve::checks::{self, Accept, Auth};
 use crate::serve::respond::{failure, json, with_status};
 use crate::session::Session;
 use crate::sync::lock;
@@ -393,6 +393,43 @@ pub(super) fn delete(shared: &Arc<Shared>, headers: &HeaderMap, client: &Client)
     };
     end(shared, &id, "by the client");
     with_status(StatusCode::NO_CONTENT, Body::empty())
+}
+
+/// GET: the session's stream of unsolicited messages.
+pub(super) fn get(shared: &Arc<Shared>, headers: &HeaderMap, client: &Client) -> Response {
+    if !headers.contains_key(SESSION_ID) {
+        // 2026-07-28 has no GET stream (`subscriptions/listen` replaces it); a 2025 client
+        // has a session to name.
+        return without_session();
+    }
+    if !Accept::parse(header_str(headers, header::ACCEPT)).sse {
+        return failure(
+            StatusCode::NOT_ACCEPTABLE,
+            "Not Acceptable: the client must accept text/event-stream",
+        );
+    }
+    let (id, http) = match session_of(shared, headers, client) {
+        Ok(found) => found,
+        Err(reject) => return reject.response(),
+    };
+    let last_event_id = header_str(headers, LAST_EVENT_ID);
+    if http.outbox.is_streaming() {
+        tracing::debug!(
+            session = short(&id),
+            "a new GET stream replaces the session's open one"
+        );
+    }
+    tracing::debug!(
+        session = short(&id),
+        last_event_id,
+        "HTTP session stream opened"
+    );
+    // Priming events came with 2025-11-25; older clients may choke on their empty data.
+    let prime = http.protocol.as_str() >= "2025-11-25";
+    let busy = http.activity.busy();
+    sse(http
+        .outbox
+        .stream(last_event_id, prime, KEEP_ALIVE, shared.stop.clone(), busy))
 }
 
 /// GET or DELETE without a session: there is nothing to stream or end (405, as 2026-07-28

@@ -8,9 +8,9 @@ use axum::http::header::HeaderMap;
 use axum::response::Response;
 use tokio::sync::mpsc;
 
+use super::answer::{Mode, trace_of};
 use super::identity::{caller, client_name, principal};
 use super::outbox::Activity;
-use super::post::{Mode, trace_of};
 use super::stream::{PostStream, sse_once};
 use super::{Client, Shared, accepted};
 use crate::message::{self, Incoming, Message};

@@ -1,22 +1,19 @@
-//! SSE: the stream of one POST (its progress, keep-alives, its answer) and the session's GET
-//! stream of unsolicited messages.
+//! SSE: the stream of one POST (its progress, keep-alives, its answer), and the response that
+//! carries a session's GET stream.
 
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
-use axum::http::header::{self, HeaderMap, HeaderName};
+use axum::http::header::{self, HeaderName};
 use axum::response::Response;
 use futures_util::Stream;
 use tokio::sync::mpsc;
 
+use super::KEEP_ALIVE;
 use super::outbox::{self, Busy, KEEP_ALIVE_COMMENT};
-use super::sessions::{session_of, without_session};
-use super::{Client, KEEP_ALIVE, Shared, header_str, short};
-use crate::headers::{LAST_EVENT_ID, SESSION_ID};
 use crate::message::Message;
-use crate::serve::checks::Accept;
-use crate::serve::respond::{failure, set, with_status};
+use crate::serve::respond::{set, with_status};
 
 /// An SSE response from a stream of text chunks.
 pub(super) fn sse<S>(stream: S) -> Response
@@ -141,41 +138,4 @@ impl Drop for PostStream {
             self.took(&message);
         }
     }
-}
-
-/// GET: the session's stream of unsolicited messages.
-pub(super) fn get(shared: &Arc<Shared>, headers: &HeaderMap, client: &Client) -> Response {
-    if !headers.contains_key(SESSION_ID) {
-        // 2026-07-28 has no GET stream (`subscriptions/listen` replaces it); a 2025 client
-        // has a session to name.
-        return without_session();
-    }
-    if !Accept::parse(header_str(headers, header::ACCEPT)).sse {
-        return failure(
-            StatusCode::NOT_ACCEPTABLE,
-            "Not Acceptable: the client must accept text/event-stream",
-        );
-    }
-    let (id, http) = match session_of(shared, headers, client) {
-        Ok(found) => found,
-        Err(reject) => return reject.response(),
-    };
-    let last_event_id = header_str(headers, LAST_EVENT_ID);
-    if http.outbox.is_streaming() {
-        tracing::debug!(
-            session = short(&id),
-            "a new GET stream replaces the session's open one"
-        );
-    }
-    tracing::debug!(
-        session = short(&id),
-        last_event_id,
-        "HTTP session stream opened"
-    );
-    // Priming events came with 2025-11-25; older clients may choke on their empty data.
-    let prime = http.protocol.as_str() >= "2025-11-25";
-    let busy = http.activity.busy();
-    sse(http
-        .outbox
-        .stream(last_event_id, prime, KEEP_ALIVE, shared.stop.clone(), busy))
 }

@@ -1,5 +1,5 @@
 //! The console's read-only pages: servers, namespace, who sees what, activity. Each is
-//! bounded: tables are paged or capped, a listing shown whole is cut at [`MAX_SHOWN`] bytes.
+//! bounded: tables are paged or capped, a listing shown whole is cut at [`MAX_SHOWN`](super::playground::MAX_SHOWN) bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -10,33 +10,13 @@ use axum::response::Response;
 use moniker_surface::discovery::Mode;
 use moniker_surface::{Exposed, Kind, Route};
 
-use super::{Admin, Shared, html};
+use super::{Nav, Shared, html, query_toolset};
 use crate::sync::lock;
 
 /// Rows of a table page.
 const PAGE: usize = 100;
-/// The most of a listing a page shows.
-pub(super) const MAX_SHOWN: usize = 256 * 1024;
 /// Activity rows shown at most.
 const ACTIVITY_ROWS: usize = 200;
-
-/// What every page shows at its top.
-pub(super) struct Nav {
-    pub page: &'static str,
-    pub who: String,
-    /// The form field that proves a POST is from this console (empty for a bearer token).
-    pub csrf: String,
-}
-
-impl Nav {
-    pub(super) fn of(page: &'static str, admin: &Admin) -> Self {
-        Self {
-            page,
-            who: admin.name.clone(),
-            csrf: admin.csrf.clone().unwrap_or_default(),
-        }
-    }
-}
 
 #[derive(Template)]
 #[template(path = "console/refused.html")]
@@ -514,20 +494,6 @@ fn rules_of(settings: &moniker_config::HttpConfig) -> (Vec<RuleRow>, Vec<RuleRow
         }
     };
     (tokens, identities, identity_provider)
-}
-
-/// The toolset a form chose: `Ok(None)` for the whole surface (`*`), `Err` for none chosen or
-/// one that does not exist.
-pub(super) fn query_toolset<'a>(
-    chosen: &'a str,
-    known: &BTreeSet<String>,
-) -> Result<Option<&'a str>, ()> {
-    match chosen {
-        "" => Err(()),
-        "*" => Ok(None),
-        name if known.contains(name) => Ok(Some(name)),
-        _ => Err(()),
-    }
 }
 
 pub(super) struct CallRow {

@@ -13,13 +13,15 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 
-use super::pages::{MAX_SHOWN, Nav, query_toolset};
-use super::{Shared, html, refused};
+use super::{Nav, Shared, html, query_toolset, refused};
 use moniker_surface::discovery::{Discovery, Mode};
 use moniker_surface::{Kind, listing, toolsets};
 
 use crate::message::{self, Message, Params};
 use crate::session::Session;
+
+/// The most of a listing a page shows.
+pub(super) const MAX_SHOWN: usize = 256 * 1024;
 
 /// What a toolset's client is listed: the listing as it receives it, its size in tokens.
 pub(super) struct Seen {
