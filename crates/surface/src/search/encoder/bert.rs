@@ -1,5 +1,6 @@
-//! BERT's forward pass (an encoder of sentence-transformers' kind, such as all-MiniLM-L6-v2)
-//! on `ndarray`, its products by faer. Texts are not padded: their word
+//! BERT's forward pass (an encoder of sentence-transformers' kind, such as all-MiniLM-L6-v2),
+//! and MPNet's (all-mpnet-base-v2: the same layers, with a learnt bias by relative position in
+//! attention and no segments), on `ndarray`, its products by faer. Texts are not padded: their word
 //! pieces are the rows of one matrix, each dense layer multiplies them all at once, and
 //! attention looks only within a text's own rows, so no mask is needed.
 
@@ -27,6 +28,56 @@ pub(super) struct Config {
     layer_norm_eps: f32,
     #[serde(default = "bert_act")]
     hidden_act: String,
+    /// `bert` (also when absent) or `mpnet`.
+    #[serde(default)]
+    model_type: Option<String>,
+    /// MPNet's buckets of relative positions.
+    #[serde(default)]
+    relative_attention_num_buckets: usize,
+}
+
+impl Config {
+    /// The word pieces that frame a text: BERT's `[CLS]` and `[SEP]`, MPNet's `<s>` and `</s>`.
+    pub(super) fn frame(&self) -> [&'static str; 2] {
+        match self.model_type.as_deref() {
+            Some("mpnet") => ["<s>", "</s>"],
+            _ => ["[CLS]", "[SEP]"],
+        }
+    }
+}
+
+/// The two families the pass runs: their tensors' names and what differs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Bert,
+    Mpnet,
+}
+
+impl Family {
+    fn of(config: &Config) -> Result<Self, String> {
+        match config.model_type.as_deref() {
+            None | Some("bert") => Ok(Self::Bert),
+            Some("mpnet") if config.relative_attention_num_buckets >= 2 => Ok(Self::Mpnet),
+            Some("mpnet") => Err("MPNet with no buckets of relative positions".to_owned()),
+            Some(other) => Err(format!("a model of type {other}, not BERT's or MPNet's")),
+        }
+    }
+
+    /// What the file's names may start with.
+    fn prefix(self) -> &'static str {
+        match self {
+            Self::Bert => "bert.",
+            Self::Mpnet => "mpnet.",
+        }
+    }
+
+    /// The position of a text's first word piece: MPNet's start after its padding's.
+    fn first_position(self) -> usize {
+        match self {
+            Self::Bert => 0,
+            Self::Mpnet => 2,
+        }
+    }
 }
 
 fn one() -> usize {
@@ -50,6 +101,9 @@ pub(super) struct Bert {
     norm: Norm,
     layers: Vec<Layer>,
     heads: usize,
+    /// MPNet's attention bias, (heads, offsets): at `max_tokens - 1 + j - i` for query `i`
+    /// and key `j`.
+    relative: Option<Array2<f32>>,
 }
 
 struct Dense {
@@ -78,6 +132,7 @@ impl Bert {
     /// without `bert.` before them), as `config` describes them, for texts of at most
     /// `max_tokens` word pieces.
     pub(super) fn load(bytes: &[u8], config: &Config, max_tokens: usize) -> Result<Self, String> {
+        let family = Family::of(config)?;
         if config.hidden_act != "gelu" {
             return Err(format!(
                 "activation {} is not BERT's gelu",
@@ -91,12 +146,12 @@ impl Bert {
         if config.num_attention_heads == 0 || config.hidden_size % config.num_attention_heads != 0 {
             return Err("the width is not a whole number of attention heads".to_owned());
         }
-        if config.max_position_embeddings < max_tokens {
+        if config.max_position_embeddings < max_tokens + family.first_position() {
             return Err(format!("it reads fewer than {max_tokens} word pieces"));
         }
         let file = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
-        let prefix = if file.names().iter().any(|n| n.starts_with("bert.")) {
-            "bert."
+        let prefix = if file.names().iter().any(|n| n.starts_with(family.prefix())) {
+            family.prefix()
         } else {
             ""
         };
@@ -110,20 +165,32 @@ impl Bert {
             "embeddings.position_embeddings.weight",
             (config.max_position_embeddings, h),
         )?;
-        let segments = weights.matrix(
-            "embeddings.token_type_embeddings.weight",
-            (config.type_vocab_size.max(1), h),
-        )?;
+        let segment = match family {
+            Family::Bert => weights
+                .matrix(
+                    "embeddings.token_type_embeddings.weight",
+                    (config.type_vocab_size.max(1), h),
+                )?
+                .row(0)
+                .to_owned(),
+            Family::Mpnet => Array1::zeros(h),
+        };
+        let relative = match family {
+            Family::Bert => None,
+            Family::Mpnet => Some(relative_bias(&weights, config, max_tokens)?),
+        };
         let layers = (0..config.num_hidden_layers)
-            .map(|i| Layer::load(&weights, &format!("encoder.layer.{i}."), h, inner))
+            .map(|i| Layer::load(&weights, family, &format!("encoder.layer.{i}."), h, inner))
             .collect::<Result<_, _>>()?;
+        let first = family.first_position();
         Ok(Self {
             words: weights.words((config.vocab_size, h))?,
-            positions: block(positions.view(), 0..max_tokens, 0..h).to_owned(),
-            segment: segments.row(0).to_owned(),
+            positions: block(positions.view(), first..first + max_tokens, 0..h).to_owned(),
+            segment,
             norm: weights.norm("embeddings.LayerNorm", h)?,
             layers,
             heads: config.num_attention_heads,
+            relative,
         })
     }
 
@@ -136,7 +203,7 @@ impl Bert {
         };
         let mut x = self.input(texts);
         for layer in &self.layers {
-            x = layer.forward(x, texts, self.heads, par);
+            x = layer.forward(x, texts, (self.heads, self.relative.as_ref()), par);
         }
         let mut start = 0;
         texts
@@ -168,22 +235,86 @@ impl Bert {
     }
 }
 
+/// MPNet's attention bias by relative position, per head: the learnt value of each offset's
+/// bucket (as `transformers`' `MPNetEncoder` buckets them), for texts of `max_tokens`.
+fn relative_bias(
+    weights: &Weights,
+    config: &Config,
+    max_tokens: usize,
+) -> Result<Array2<f32>, String> {
+    let (buckets, heads) = (
+        config.relative_attention_num_buckets,
+        config.num_attention_heads,
+    );
+    let table = weights.matrix("encoder.relative_attention_bias.weight", (buckets, heads))?;
+    let span = max_tokens.max(1);
+    Ok(Array2::from_shape_fn(
+        (heads, 2 * span - 1),
+        |(head, at)| {
+            // Key minus query.
+            let offset = at as i64 - (span as i64 - 1);
+            table[[bucket(offset, buckets), head]]
+        },
+    ))
+}
+
+/// The bucket of a key `offset` places after its query (T5's and MPNet's): half the buckets
+/// for keys before, half for keys after; in each, one per place up to a quarter of them, then
+/// by the logarithm of the distance up to 128 places, the last bucket beyond.
+fn bucket(offset: i64, buckets: usize) -> usize {
+    const FAR: f32 = 128.0;
+    let half = buckets / 2;
+    let exact = half / 2;
+    let side = if offset > 0 { half } else { 0 };
+    let distance = offset.unsigned_abs() as usize;
+    if distance < exact {
+        return side + distance;
+    }
+    let spread = (distance as f32 / exact as f32).ln() / (FAR / exact as f32).ln();
+    // Truncated, as the reference casts it.
+    let far = exact + (spread * (half - exact) as f32) as usize;
+    side + far.min(half - 1)
+}
+
 impl Layer {
-    fn load(weights: &Weights, at: &str, h: usize, inner: usize) -> Result<Self, String> {
+    fn load(
+        weights: &Weights,
+        family: Family,
+        at: &str,
+        h: usize,
+        inner: usize,
+    ) -> Result<Self, String> {
         let one = |name: &str| [format!("{at}{name}")];
-        let qkv = ["query", "key", "value"].map(|part| format!("{at}attention.self.{part}"));
+        let (qkv, attended, attended_norm) = match family {
+            Family::Bert => (
+                ["query", "key", "value"].map(|part| format!("{at}attention.self.{part}")),
+                "attention.output.dense",
+                "attention.output.LayerNorm",
+            ),
+            Family::Mpnet => (
+                ["q", "k", "v"].map(|part| format!("{at}attention.attn.{part}")),
+                "attention.attn.o",
+                "attention.LayerNorm",
+            ),
+        };
         Ok(Self {
             qkv: weights.dense(&qkv, h, h)?,
-            attended: weights.dense(&one("attention.output.dense"), h, h)?,
-            attended_norm: weights.norm(&format!("{at}attention.output.LayerNorm"), h)?,
+            attended: weights.dense(&one(attended), h, h)?,
+            attended_norm: weights.norm(&format!("{at}{attended_norm}"), h)?,
             up: weights.dense(&one("intermediate.dense"), h, inner)?,
             down: weights.dense(&one("output.dense"), inner, h)?,
             down_norm: weights.norm(&format!("{at}output.LayerNorm"), h)?,
         })
     }
 
-    /// One layer over every text's rows.
-    fn forward(&self, x: Array2<f32>, texts: &[&[u32]], heads: usize, par: Par) -> Array2<f32> {
+    /// One layer over every text's rows; `heads`, and MPNet's bias by relative position.
+    fn forward(
+        &self,
+        x: Array2<f32>,
+        texts: &[&[u32]],
+        heads: (usize, Option<&Array2<f32>>),
+        par: Par,
+    ) -> Array2<f32> {
         let qkv = self.qkv.apply(x.view(), par);
         let context = attend(&qkv, texts, heads);
         let mut attended = self.attended.apply(context.view(), par);
@@ -251,8 +382,13 @@ fn exp(x: f32) -> f32 {
 }
 
 /// Self-attention, each text within its own rows and each head within its columns of
-/// `qkv` (queries, keys, values side by side): the context vectors, (rows, hidden).
-fn attend(qkv: &Array2<f32>, texts: &[&[u32]], heads: usize) -> Array2<f32> {
+/// `qkv` (queries, keys, values side by side), with MPNet's bias by relative position when
+/// there is one: the context vectors, (rows, hidden).
+fn attend(
+    qkv: &Array2<f32>,
+    texts: &[&[u32]],
+    (heads, relative): (usize, Option<&Array2<f32>>),
+) -> Array2<f32> {
     let (rows, hidden) = (qkv.nrows(), qkv.ncols() / 3);
     let width = hidden / heads;
     let scale = 1.0 / (width as f32).sqrt();
@@ -264,19 +400,22 @@ fn attend(qkv: &Array2<f32>, texts: &[&[u32]], heads: usize) -> Array2<f32> {
     for text in texts {
         let n = text.len();
         let mut scores = vec![0.0; n * n];
-        for at in (0..heads).map(|head| head * width) {
+        for (head, at) in (0..heads).map(|head| (head, head * width)) {
             // A head's block of queries, keys or values: `n` rows of `width` from column `col`.
-            let block = |col: usize| -> Vec<f32> {
+            let columns = |col: usize| -> Vec<f32> {
                 (start..start + n)
                     .flat_map(|row| &qkv[row * 3 * hidden + col..][..width])
                     .copied()
                     .collect()
             };
-            let (q, k, v) = (block(at), block(hidden + at), block(2 * hidden + at));
+            let (q, k, v) = (columns(at), columns(hidden + at), columns(2 * hidden + at));
             let into = MatMut::from_row_major_slice_mut(&mut scores, n, n);
             let keys = MatRef::from_row_major_slice(&k, n, width).transpose();
             let queries = MatRef::from_row_major_slice(&q, n, width);
             matmul(into, Accum::Replace, queries, keys, scale, Par::Seq);
+            if let Some(bias) = relative {
+                add_relative(&mut scores, bias, head, n);
+            }
             for row in scores.chunks_exact_mut(n) {
                 let top = row.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
                 row.iter_mut().for_each(|s| *s = (*s - top).exp());
@@ -295,6 +434,16 @@ fn attend(qkv: &Array2<f32>, texts: &[&[u32]], heads: usize) -> Array2<f32> {
         start += n;
     }
     Array2::from_shape_vec((rows, hidden), context).unwrap_or_default()
+}
+
+/// MPNet's bias by relative position added to a head's `n` by `n` scores: row `i` (a query)
+/// takes the head's biases for keys from `-i` to `n - 1 - i` places after it.
+fn add_relative(scores: &mut [f32], bias: &Array2<f32>, head: usize, n: usize) {
+    let middle = bias.ncols().div_ceil(2) - 1;
+    for (i, row) in scores.chunks_exact_mut(n).enumerate() {
+        let offsets = block(bias.view(), head..head + 1, middle - i..middle - i + n);
+        row.iter_mut().zip(offsets).for_each(|(s, b)| *s += b);
+    }
 }
 
 /// The rows and columns of a view of a matrix (what `s![rows, cols]` is, without its macro).
@@ -445,6 +594,35 @@ fn value(bytes: &[u8], dtype: Dtype, index: usize) -> f32 {
         _ => {
             let at = 4 * index;
             f32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The buckets of `transformers`' `relative_position_bucket` (32 buckets, 128 places), worked
+    /// by hand: keys before their query in the first half, after it in the second.
+    #[test]
+    fn relative_positions_fall_in_mpnets_buckets() {
+        let cases = [
+            (0, 0),
+            (-1, 1),
+            (-7, 7),
+            (-8, 8),
+            (-15, 9),
+            (-16, 10),
+            (-32, 12),
+            (-64, 14),
+            (-127, 15),
+            (-500, 15),
+            (1, 17),
+            (7, 23),
+            (8, 24),
+            (16, 26),
+            (127, 31),
+        ];
+        for (offset, bucket) in cases {
+            assert_eq!(super::bucket(offset, 32), bucket, "offset {offset}");
         }
     }
 }
