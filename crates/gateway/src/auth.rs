@@ -44,12 +44,12 @@ const STEP_UP_LIMIT: u32 = 3;
 /// A random opaque value (base64url of 24 bytes): OAuth `state`, a parked call's
 /// `requestState`.
 pub(crate) fn random_state() -> String {
-    oauth::random_text(24)
+    crate::random::text(24)
 }
 
 /// 128 random bits as text: a token no peer can guess from another.
 pub(crate) fn random_token() -> String {
-    oauth::random_text(16)
+    crate::random::text(16)
 }
 
 /// Whether an answer is a challenge moniker may answer: 401, or 403 with

@@ -45,9 +45,7 @@ pub fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    let mut bytes = [0u8; 6];
-    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let name = hex(&bytes);
+    let name = crate::random::hex(6);
     let path = dir.join(format!(".tmp-{name}"));
     options.open(&path).map(|f| (path, f))
 }

@@ -26,6 +26,7 @@ pub mod message;
 pub mod metrics;
 pub mod modern;
 mod parked;
+pub mod random;
 mod route;
 pub mod serve;
 pub mod session;

@@ -89,8 +89,8 @@ pub(crate) async fn authorize(
     let redirect_uri = format!("http://127.0.0.1:{port}/callback");
     let client = oauth::identify(http, settings, metadata, Some(&redirect_uri)).await?;
 
-    let verifier = oauth::random_text(32);
-    let state = oauth::random_text(24);
+    let verifier = crate::random::text(32);
+    let state = crate::random::text(24);
     let url = authorization_url(
         endpoint,
         &Request {

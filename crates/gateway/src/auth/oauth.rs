@@ -559,23 +559,10 @@ fn assertion(key_path: &str, client_id: &str, issuer: &str) -> Result<String, St
         "aud": issuer,
         "iat": issued,
         "exp": issued + 300,
-        "jti": random_text(16),
+        "jti": crate::random::text(16),
     });
     jsonwebtoken::encode(&Header::new(algorithm), &claims, &key)
         .map_err(|e| format!("cannot sign the client assertion: {e}"))
-}
-
-/// `bytes` random bytes, base64url: state values, PKCE verifiers, JWT ids.
-pub(crate) fn random_text(bytes: usize) -> String {
-    let mut buffer = vec![0u8; bytes];
-    // getrandom fails only where the OS has no randomness: nothing could be done safely.
-    if getrandom::fill(&mut buffer).is_err() {
-        buffer.iter_mut().enumerate().for_each(|(i, b)| {
-            *b = (now() as usize).wrapping_mul(31).wrapping_add(i) as u8;
-        });
-        tracing::error!("the system has no randomness source");
-    }
-    URL_SAFE_NO_PAD.encode(buffer)
 }
 
 /// The S256 challenge of a PKCE verifier (RFC 7636 §4.2).
@@ -594,7 +581,6 @@ mod tests {
             s256("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
-        assert_eq!(random_text(32).len(), 43);
     }
 
     #[test]

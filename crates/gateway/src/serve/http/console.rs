@@ -305,7 +305,7 @@ impl Shared {
 
     /// A new console session for `who`, until `ends` at the latest: its cookie's value.
     fn seat(&self, who: Who, ends: Option<Instant>) -> String {
-        let id = random();
+        let id = crate::random::hex(32);
         let mut sessions = lock(&self.console.sessions);
         if sessions.len() >= MAX_SESSIONS {
             let oldest = sessions
@@ -321,7 +321,7 @@ impl Shared {
             id.clone(),
             Seat {
                 who,
-                csrf: random(),
+                csrf: crate::random::hex(32),
                 ends: ends.map_or(longest, |e| e.min(longest)),
             },
         );
@@ -369,13 +369,6 @@ fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v)
-}
-
-/// 32 random bytes as hex.
-fn random() -> String {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the system's random source");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[derive(Template)]

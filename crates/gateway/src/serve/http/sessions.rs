@@ -257,13 +257,7 @@ pub(super) async fn initialize(
     let Some(protocol) = protocol else {
         return response;
     };
-    let Some(id) = new_session_id() else {
-        tracing::error!("no randomness for a session id");
-        return failure(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Internal error: no session id",
-        );
-    };
+    let id = new_session_id();
     let Ok(value) = HeaderValue::from_str(&id) else {
         return failure(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -375,11 +369,9 @@ impl Drop for Opening<'_> {
     }
 }
 
-/// A new session id: 32 random bytes from the OS, in hex.
-pub(super) fn new_session_id() -> Option<String> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).ok()?;
-    Some(crate::files::hex(&bytes))
+/// A new session id: 32 random bytes, in hex.
+pub(super) fn new_session_id() -> String {
+    crate::random::hex(32)
 }
 
 /// DELETE: ends the session.

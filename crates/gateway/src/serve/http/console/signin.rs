@@ -208,8 +208,8 @@ async fn begin(
         .client(verifier.http()?, auth, &metadata, &redirect_uri)
         .await?;
     let binding = Binding {
-        state: oauth::random_text(24),
-        verifier: oauth::random_text(32),
+        state: crate::random::text(24),
+        verifier: crate::random::text(32),
         client: Binding::digest(&client),
     };
     let scope = scopes(auth);
@@ -395,8 +395,8 @@ mod tests {
             registered: false,
         };
         let binding = Binding {
-            state: oauth::random_text(24),
-            verifier: oauth::random_text(32),
+            state: crate::random::text(24),
+            verifier: crate::random::text(32),
             client: Binding::digest(&client),
         };
         let text = binding.text();
