@@ -263,6 +263,22 @@ fn refuse(gateway: &Gateway, why: &str, places: &str) {
 /// Says which changed settings wait for a restart; and that `${VAR}`s are the environment
 /// moniker started with.
 fn restart_only(before: &Config, after: &Config) {
+    let waiting = waiting_for_restart(before, after);
+    if !waiting.is_empty() {
+        tracing::warn!(
+            "changed, applied on the next restart only: {}",
+            waiting.join(", ")
+        );
+    }
+    if after.source.text.contains("${") {
+        tracing::info!(
+            "`${{VAR}}` values are read from moniker's environment as it was at start: a changed variable applies on restart"
+        );
+    }
+}
+
+/// The settings that changed from `before` to `after` and apply on a restart only.
+fn waiting_for_restart(before: &Config, after: &Config) -> Vec<&'static str> {
     let mut waiting = Vec::new();
     if before.gateway != after.gateway {
         waiting.push("`gateway` (timeouts, restarts, paging)");
@@ -281,20 +297,46 @@ fn restart_only(before: &Config, after: &Config) {
     if before.audit != after.audit {
         waiting.push("`audit`");
     }
+    if before.telemetry != after.telemetry {
+        waiting.push("`telemetry`");
+    }
     if crate::settings::model_named(before) != crate::settings::model_named(after) {
         waiting.push(
             "search's model (`discovery.model`, or `$MONIKER_MODEL` once the config searches)",
         );
     }
-    if !waiting.is_empty() {
-        tracing::warn!(
-            "changed, applied on the next restart only: {}",
-            waiting.join(", ")
-        );
+    waiting
+}
+
+#[cfg(test)]
+mod tests {
+    use super::waiting_for_restart;
+
+    fn config(text: &str) -> moniker_config::Config {
+        moniker_config::parse("moniker.yaml", text).expect("a valid config")
     }
-    if after.source.text.contains("${") {
-        tracing::info!(
-            "`${{VAR}}` values are read from moniker's environment as it was at start: a changed variable applies on restart"
-        );
+
+    /// Each setting that applies on a restart only is named when it changes, and only then;
+    /// what applies at once (a server, a toolset) names nothing.
+    #[test]
+    fn a_reload_names_what_waits_for_a_restart() {
+        let base = "servers:\n  a: { command: echo }\n";
+        let before = config(base);
+        assert!(waiting_for_restart(&before, &config(base)).is_empty());
+        let live = format!("{base}  b: {{ command: echo }}\ntoolsets:\n  t: {{ tools: [x] }}\n");
+        assert!(waiting_for_restart(&before, &config(&live)).is_empty());
+        for (added, named) in [
+            ("gateway: { call_timeout: 5s }\n", "`gateway`"),
+            ("toolsets: { manage: true }\n", "`toolsets.manage`"),
+            ("http: { session_idle: 5m }\n", "`http.session_idle`"),
+            ("http: { max_connections: 8 }\n", "`http.max_connections`"),
+            ("audit: stderr\n", "`audit`"),
+            ("telemetry: http://127.0.0.1:4318\n", "`telemetry`"),
+            ("discovery: { model: /nowhere }\n", "`discovery.model`"),
+        ] {
+            let waiting = waiting_for_restart(&before, &config(&format!("{base}{added}")));
+            assert_eq!(waiting.len(), 1, "{added}: {waiting:?}");
+            assert!(waiting[0].contains(named), "{added}: {waiting:?}");
+        }
     }
 }
