@@ -103,71 +103,151 @@ async fn run(
     }
 }
 
+/// Why a new config was refused: the whole report, for the log, and where it failed, for
+/// `/healthz`.
+struct Refusal {
+    why: String,
+    places: String,
+}
+
 /// Reads, checks and applies the config at `path`; the config now serving, when it changed.
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 fn apply(
     gateway: &Arc<Gateway>,
     path: &Path,
     current: &Config,
     http: Option<SocketAddr>,
 ) -> Option<Config> {
-    let plain = Renderer::plain();
-    let file = path.display().to_string();
-    let mut config = match moniker_config::load(path) {
-        Ok(config) => config,
-        Err(LoadError::Invalid(report)) => {
-            refuse(gateway, &plain.config_report(&report), &places(&report));
-            return None;
-        }
-        Err(e @ LoadError::Io { .. }) => {
-            refuse(
-                gateway,
-                &plain.failure(&e),
-                &format!("{file}: cannot be read"),
-            );
-            return None;
-        }
-    };
-    if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
-        refuse(gateway, &plain.config_report(&report), &places(&report));
-        return None;
-    }
-    config.rules.today = crate::settings::today().ok();
-    if config.servers == current.servers
-        && config.rules == current.rules
-        && config.http == current.http
-        && config.gateway == current.gateway
-        && config.toolsets == current.toolsets
-    {
+    let refused = |r: Refusal| refuse(gateway, &r.why, &r.places);
+    let config = read(path).map_err(refused).ok()?;
+    if says_the_same(&config, current) {
         tracing::debug!("the config file changed, but not what it says");
         gateway.set_config_error(None);
         return None;
     }
     let settings = http_settings(&config);
     if let Some(addr) = http {
-        // What start-up refuses, a reload refuses too: a listener beyond loopback with no
-        // token would serve every server to whoever reaches it.
-        if let Err(why) = check_bind(addr, &settings) {
-            refuse(gateway, &why, &format!("{file}: `http.tokens`: {why}"));
-            return None;
+        check_listener(gateway, &config, &settings, addr)
+            .map_err(refused)
+            .ok()?;
+    }
+    let reloaded = reload(gateway, &config).map_err(refused).ok()?;
+    if http.is_some() {
+        gateway.set_http(settings);
+    }
+    gateway.set_config_error(None);
+    gateway.set_limits(&config.limits);
+    watch_lock(gateway, &config);
+    restart_only(current, &config);
+    tracing::info!(
+        added = ?names(&reloaded.added),
+        removed = ?names(&reloaded.removed),
+        restarted = ?names(&reloaded.restarted),
+        "config reloaded"
+    );
+    Some(config)
+}
+
+/// The config at `path`, parsed, checked and its `${VAR}`s expanded.
+fn read(path: &Path) -> Result<Config, Refusal> {
+    let plain = Renderer::plain();
+    let mut config = match moniker_config::load(path) {
+        Ok(config) => config,
+        Err(LoadError::Invalid(report)) => {
+            return Err(Refusal {
+                why: plain.config_report(&report),
+                places: places(&report),
+            });
         }
-        let known = gateway.toolset_names();
-        let static_sets: Vec<&String> = config.rules.toolsets.sets.keys().collect();
-        if let Some(token) = settings.tokens.iter().find(|t| {
-            t.toolset
-                .as_ref()
-                .is_some_and(|name| !static_sets.contains(&name) && !known.contains(name))
-        }) {
-            let name = token.toolset.as_deref().unwrap_or_default();
+        Err(e @ LoadError::Io { .. }) => {
+            return Err(Refusal {
+                why: plain.failure(&e),
+                places: format!("{}: cannot be read", path.display()),
+            });
+        }
+    };
+    if let Err(report) = config.expand_env(|name| std::env::var(name).ok()) {
+        return Err(Refusal {
+            why: plain.config_report(&report),
+            places: places(&report),
+        });
+    }
+    config.rules.today = crate::settings::today().ok();
+    Ok(config)
+}
+
+/// Whether two configs say the same: only their text differs (comments, spacing, the order of
+/// keys). Every field is compared, named one by one, so that a field added to [`Config`] must
+/// be added here (a setting compared nowhere would be a change the reload never applied).
+fn says_the_same(a: &Config, b: &Config) -> bool {
+    let Config {
+        servers,
+        gateway,
+        limits,
+        audit,
+        telemetry,
+        http,
+        toolsets,
+        rules,
+        search_model,
+        integrity,
+        source: _,
+        ignored_keys: _,
+    } = a;
+    *servers == b.servers
+        && *gateway == b.gateway
+        && *limits == b.limits
+        && *audit == b.audit
+        && *telemetry == b.telemetry
+        && *http == b.http
+        && *toolsets == b.toolsets
+        && *rules == b.rules
+        && *search_model == b.search_model
+        && *integrity == b.integrity
+}
+
+/// What start-up refuses of an HTTP listener, a reload refuses too: a listener beyond loopback
+/// with no token, or a token bound to a toolset that does not exist.
+fn check_listener(
+    gateway: &Gateway,
+    config: &Config,
+    settings: &moniker_gateway::serve::http::HttpSettings,
+    addr: SocketAddr,
+) -> Result<(), Refusal> {
+    let file = config.source.file_name.clone();
+    if let Err(why) = check_bind(addr, settings) {
+        let places = format!("{file}: `http.tokens`: {why}");
+        return Err(Refusal { why, places });
+    }
+    let known = gateway.toolset_names();
+    let static_sets: Vec<&String> = config.rules.toolsets.sets.keys().collect();
+    let unknown = settings.tokens.iter().find_map(|t| {
+        t.toolset
+            .as_ref()
+            .filter(|name| !static_sets.contains(name) && !known.contains(*name))
+    });
+    match unknown {
+        Some(name) => {
             let why = format!(
                 "a token of `http.tokens` is bound to toolset `{name}`, which does not exist"
             );
-            refuse(gateway, &why, &format!("{file}: {why}"));
-            return None;
+            Err(Refusal {
+                places: format!("{file}: {why}"),
+                why,
+            })
         }
+        None => Ok(()),
     }
-    match gateway.reload(config.rules.clone(), entries(&config)) {
-        Err(diagnostics) => {
+}
+
+/// The gateway reloaded with `config`'s servers and rules, or why it refused them.
+fn reload(
+    gateway: &Arc<Gateway>,
+    config: &Config,
+) -> Result<moniker_gateway::gateway::Reloaded, Refusal> {
+    let file = &config.source.file_name;
+    gateway
+        .reload(config.rules.clone(), entries(config))
+        .map_err(|diagnostics| {
             let at: Vec<String> = diagnostics
                 .iter()
                 .map(|d| {
@@ -181,30 +261,11 @@ fn apply(
                     }
                 })
                 .collect();
-            refuse(
-                gateway,
-                &plain.diagnostics(&config.source, &diagnostics),
-                &at.join("\n"),
-            );
-            None
-        }
-        Ok(reloaded) => {
-            if http.is_some() {
-                gateway.set_http(settings);
+            Refusal {
+                why: Renderer::plain().diagnostics(&config.source, &diagnostics),
+                places: at.join("\n"),
             }
-            gateway.set_config_error(None);
-            gateway.set_limits(&config.limits);
-            watch_lock(gateway, &config);
-            restart_only(current, &config);
-            tracing::info!(
-                added = ?names(&reloaded.added),
-                removed = ?names(&reloaded.removed),
-                restarted = ?names(&reloaded.restarted),
-                "config reloaded"
-            );
-            Some(config)
-        }
-    }
+        })
 }
 
 /// Where each error of `report` is, and its code: what `/healthz` may say of a refused
@@ -310,7 +371,7 @@ fn waiting_for_restart(before: &Config, after: &Config) -> Vec<&'static str> {
 
 #[cfg(test)]
 mod tests {
-    use super::waiting_for_restart;
+    use super::{says_the_same, waiting_for_restart};
 
     fn config(text: &str) -> moniker_config::Config {
         moniker_config::parse("moniker.yaml", text).expect("a valid config")
@@ -337,6 +398,29 @@ mod tests {
             let waiting = waiting_for_restart(&before, &config(&format!("{base}{added}")));
             assert_eq!(waiting.len(), 1, "{added}: {waiting:?}");
             assert!(waiting[0].contains(named), "{added}: {waiting:?}");
+        }
+    }
+
+    /// A config whose text changed but not what it says changes nothing; a change to any one
+    /// setting is a change (a reload that changed only `integrity`, `audit`, `telemetry` or
+    /// the model was once taken for none: `integrity` never applied, the others were never
+    /// said to wait for a restart).
+    #[test]
+    fn only_a_change_of_what_the_config_says_is_a_change() {
+        let base = "servers:\n  a: { command: echo }\n";
+        let before = config(base);
+        let reworded = config(&format!("# a comment\n{base}\n"));
+        assert!(says_the_same(&before, &reworded));
+        for added in [
+            "integrity: block\n",
+            "audit: stderr\n",
+            "telemetry: http://127.0.0.1:4318\n",
+            "discovery: { model: /nowhere }\n",
+            "gateway: { call_timeout: 5s }\n",
+            "http: { max_body: 1000 }\n",
+        ] {
+            let changed = config(&format!("{base}{added}"));
+            assert!(!says_the_same(&before, &changed), "{added}");
         }
     }
 }
