@@ -143,7 +143,14 @@ impl Encoder {
         let mut done = Vec::new();
         while let Some(group) = groups.get(next.fetch_add(1, Ordering::Relaxed)) {
             let texts: Vec<&[u32]> = group.iter().map(|&i| &ids[i][..]).collect();
-            done.extend(group.iter().copied().zip(self.bert.embed(&texts, threads)));
+            let vectors = self.bert.embed(&texts, threads);
+            done.extend(
+                group
+                    .iter()
+                    .copied()
+                    .zip(vectors)
+                    .filter(|(_, v)| finite(v)),
+            );
         }
         done
     }
@@ -154,6 +161,7 @@ impl Encoder {
         (ids.len() > 2)
             .then(|| self.bert.embed(&[&ids], cores()).pop())
             .flatten()
+            .filter(|v| finite(v))
     }
 
     /// `text`'s word pieces between `[CLS]` and `[SEP]`, cut at [`MAX_TOKENS`] (of its first
@@ -172,6 +180,12 @@ impl Encoder {
         ids.push(self.sep);
         ids
     }
+}
+
+/// Whether a vector is one: weights that overflow (a model file's, not a peer's) give
+/// infinities and NaNs, which would rank nothing and everything alike; such a text has none.
+fn finite(vector: &[f32]) -> bool {
+    vector.iter().all(|v| v.is_finite())
 }
 
 /// `items` in order, cut into groups of at most [`GROUP_TOKENS`] word pieces (an item is

@@ -603,12 +603,18 @@ fn the_models_index_read_from_the_cache_is_the_one_built_fresh() {
 /// `model.safetensors`, its `config.json` and its `tokenizer.json`; `wrong` names a tensor
 /// given one column too many.
 fn tiny_bert(wrong: Option<&str>) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-    tiny_model(false, wrong, 0.0)
+    tiny_model(false, wrong, 0.0, 1.0)
 }
 
 /// [`tiny_bert`], or as an MPNet (`mpnet`: its names, `<s>` and `</s>`, no segments, its
-/// buckets of relative positions, each `relative` apart: 0 gives none).
-fn tiny_model(mpnet: bool, wrong: Option<&str>, relative: f32) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+/// buckets of relative positions, each `relative` apart: 0 gives none), its word vectors
+/// times `words`.
+fn tiny_model(
+    mpnet: bool,
+    wrong: Option<&str>,
+    relative: f32,
+    words: f32,
+) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     let (attention, attended, attended_norm) = if mpnet {
         (
             ["q", "k", "v"].map(|p| format!("attention.attn.{p}")),
@@ -655,15 +661,12 @@ fn tiny_model(mpnet: bool, wrong: Option<&str>, relative: f32) -> (Vec<u8>, Vec<
                 *shape.last_mut().expect("a shape") += 1;
             }
             let count: usize = shape.iter().product();
-            let values: Vec<u8> = if name.contains("relative") {
-                (0..count)
-                    .flat_map(|i| (i as f32 * relative).to_le_bytes())
-                    .collect()
-            } else {
-                (0..count)
-                    .flat_map(|i| ((i % 7) as f32 / 7.0 - 0.4).to_le_bytes())
-                    .collect()
+            let value = |i: usize| match name.as_str() {
+                n if n.contains("relative") => i as f32 * relative,
+                n if n.contains("word_embeddings") => ((i % 7) as f32 / 7.0 - 0.4) * words,
+                _ => (i % 7) as f32 / 7.0 - 0.4,
             };
+            let values: Vec<u8> = (0..count).flat_map(|i| value(i).to_le_bytes()).collect();
             (name, shape, values)
         })
         .collect();
@@ -693,7 +696,7 @@ fn tiny_model(mpnet: bool, wrong: Option<&str>, relative: f32) -> (Vec<u8>, Vec<
 #[test]
 fn a_small_mpnet_runs_and_its_relative_bias_counts() {
     let vector = |relative: f32| {
-        let (weights, config, tokenizer) = tiny_model(true, None, relative);
+        let (weights, config, tokenizer) = tiny_model(true, None, relative, 1.0);
         let encoder = Encoder::new(weights, &config, &tokenizer).expect("it loads");
         encoder.embed("a a a a").expect("a known word")
     };
@@ -709,8 +712,12 @@ fn a_small_mpnet_runs_and_its_relative_bias_counts() {
         plain.iter().zip(&biased).any(|(a, b)| (a - b).abs() > 1e-4),
         "{plain:?} {biased:?}"
     );
-    let (weights, config, _) =
-        tiny_model(true, Some("encoder.relative_attention_bias.weight"), 0.5);
+    let (weights, config, _) = tiny_model(
+        true,
+        Some("encoder.relative_attention_bias.weight"),
+        0.5,
+        1.0,
+    );
     let why = Encoder::new(
         weights,
         &config,
@@ -719,14 +726,14 @@ fn a_small_mpnet_runs_and_its_relative_bias_counts() {
     .expect_err("a wrong bias")
     .to_string();
     assert!(why.contains("relative_attention_bias"), "{why}");
-    let (weights, _, _) = tiny_model(false, None, 0.0);
-    let (_, config, tokenizer) = tiny_model(true, None, 0.0);
+    let (weights, _, _) = tiny_model(false, None, 0.0, 1.0);
+    let (_, config, tokenizer) = tiny_model(true, None, 0.0, 1.0);
     let why = Encoder::new(weights, &config, &tokenizer)
         .expect_err("BERT's names")
         .to_string();
     assert!(why.contains("no tensor"), "{why}");
-    let (_, config, _) = tiny_model(true, None, 0.0);
-    let (weights, _, tokenizer) = tiny_model(false, None, 0.0);
+    let (_, config, _) = tiny_model(true, None, 0.0, 1.0);
+    let (weights, _, tokenizer) = tiny_model(false, None, 0.0, 1.0);
     let why = Encoder::new(weights, &config, &tokenizer)
         .expect_err("no <s>")
         .to_string();
@@ -757,6 +764,19 @@ fn a_small_bert_runs_and_a_tensor_of_the_wrong_shape_is_refused() {
             .to_string();
         assert!(why.contains(wrong) && why.contains("not"), "{wrong}: {why}");
     }
+}
+
+/// Weights that overflow give a text no vector (not one of NaNs that would rank every tool
+/// alike), alone or among others.
+#[test]
+fn a_model_that_overflows_gives_no_vector() {
+    let (weights, config, tokenizer) = tiny_model(false, None, 0.0, f32::MAX);
+    let encoder = Encoder::new(weights, &config, &tokenizer).expect("it loads");
+    assert_eq!(encoder.embed("a a"), None);
+    assert_eq!(
+        encoder.embed_all(&["a", "a a"]).expect("it runs"),
+        [None, None]
+    );
 }
 
 #[test]
