@@ -5,7 +5,7 @@
 //! files below each). An arrow goes from one room to a sibling when its code names the sibling
 //! (`use crate::view::View`, `use super::post::{Mode, answer}`, `super::stream::sse(..)`); a
 //! module naming its parent's items, or its own children's, makes none. Tests (`tests.rs`,
-//! `#[cfg(test)]` modules at the end of a file) are left out: they may look anywhere. A circle
+//! `#[cfg(test)]` modules and imports, wherever they are) are left out: they may look anywhere. A circle
 //! fails with the rooms on it and a line of each that makes an arrow.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,17 +60,51 @@ fn module(src: &Path, file: &Path) -> Option<Vec<String>> {
     Some(parts)
 }
 
-/// The code of a file without its test module (`#[cfg(test)]` and what follows it, where
-/// tests sit at a file's end) and without comments.
+/// The code of a file without its tests and comments: a `#[cfg(test)]` module (to its closing
+/// brace) and a `#[cfg(test)]` import (to its `;`) are left out; any other `#[cfg(test)]` item is
+/// read (it may make an arrow that is not there, never hide one that is).
 fn code(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]") {
-        Some(at) => &text[..at],
-        None => text,
-    };
-    text.lines()
+    let text: String = text
+        .lines()
         .map(|l| l.split("//").next().unwrap_or_default())
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let item = rest[at + "#[cfg(test)]".len()..].trim_start();
+        let skipped = if item.starts_with("mod ") {
+            test_module_end(item)
+        } else if item.starts_with("use ") {
+            item.find(';').map_or(item.len(), |end| end + 1)
+        } else {
+            0
+        };
+        rest = &item[skipped..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the module `text` starts with ends: after its matching closing brace (or at `;`, for
+/// `mod x;`).
+fn test_module_end(text: &str) -> usize {
+    let mut depth = 0usize;
+    for (at, c) in text.char_indices() {
+        match c {
+            ';' if depth == 0 => return at + 1,
+            '{' => depth += 1,
+            '}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return at + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    text.len()
 }
 
 fn ident(c: char) -> bool {
@@ -298,7 +332,7 @@ fn a_circle_of_siblings_is_found() {
     std::fs::write(dir.join("x/p/deep.rs"), "use super::super::Top;\n").expect("deep");
     std::fs::write(
         dir.join("x/q.rs"),
-        "fn f() { crate::x::r::g() }\nuse self::inner::Z;\n",
+        "#[cfg(test)]\nuse super::p::T;\nfn f() { crate::x::r::g() }\nuse self::inner::Z;\n#[cfg(test)]\nmod tests { fn t() { super::super::p::u() } }\n",
     )
     .expect("q");
     std::fs::write(dir.join("x/r.rs"), "use super::p::deep::D;\n").expect("r");
