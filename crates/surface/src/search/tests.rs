@@ -813,6 +813,12 @@ fn a_model_whose_files_are_not_one_is_refused() {
             .to_string()
             .contains("a width or the vocabulary is 0")
     );
+    let roberta = String::from_utf8_lossy(config).replace("{", "{\"model_type\": \"roberta\", ");
+    assert!(
+        refused(b"", roberta.as_bytes(), tokenizer)
+            .to_string()
+            .contains("a model of type roberta, not BERT's or MPNet's")
+    );
     let relu = String::from_utf8_lossy(config).replace("\"gelu\"", "\"relu\"");
     assert!(
         refused(b"", relu.as_bytes(), tokenizer)

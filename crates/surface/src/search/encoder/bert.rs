@@ -31,18 +31,19 @@ pub(super) struct Config {
     /// `bert` (also when absent) or `mpnet`.
     #[serde(default)]
     model_type: Option<String>,
-    /// MPNet's buckets of relative positions.
-    #[serde(default)]
+    /// MPNet's buckets of relative positions (32 when not said, as `transformers` has it).
+    #[serde(default = "thirty_two")]
     relative_attention_num_buckets: usize,
 }
 
 impl Config {
-    /// The word pieces that frame a text: BERT's `[CLS]` and `[SEP]`, MPNet's `<s>` and `</s>`.
-    pub(super) fn frame(&self) -> [&'static str; 2] {
-        match self.model_type.as_deref() {
-            Some("mpnet") => ["<s>", "</s>"],
-            _ => ["[CLS]", "[SEP]"],
-        }
+    /// The word pieces that frame a text: BERT's `[CLS]` and `[SEP]`, MPNet's `<s>` and `</s>`;
+    /// `Err` for a model of another kind.
+    pub(super) fn frame(&self) -> Result<[&'static str; 2], String> {
+        Ok(match Family::of(self)? {
+            Family::Bert => ["[CLS]", "[SEP]"],
+            Family::Mpnet => ["<s>", "</s>"],
+        })
     }
 }
 
@@ -82,6 +83,10 @@ impl Family {
 
 fn one() -> usize {
     1
+}
+
+fn thirty_two() -> usize {
+    32
 }
 
 fn bert_eps() -> f32 {
