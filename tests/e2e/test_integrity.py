@@ -106,6 +106,24 @@ async def test_under_warn_changes_are_served_and_said(moniker, moniker_bin: Path
     assert "served (integrity: warn)" in out and "moniker lock --accept echo" in out, out
 
 
+async def test_integrity_changed_alone_in_the_file_applies_live(moniker, moniker_bin: Path, node_bin: Path, write_config) -> None:
+    # A reload that changes `integrity` and nothing else was once taken for no change at all.
+    config = write_config({"servers": {"everything": everything(node_bin, OLD)}})
+    lock_cli(moniker_bin, config)
+    write_config({"servers": {"everything": everything(node_bin, NEW)}})
+    async with moniker(config) as session:
+        served = {t.name for t in (await session.list_tools()).tools}
+        assert "echo" in served, served  # warn: served, and said
+        write_config({"servers": {"everything": everything(node_bin, NEW)}, "integrity": "block"})
+        listed = served
+        with anyio.fail_after(30):
+            while listed:
+                await anyio.sleep(0.1)
+                listed = {t.name for t in (await session.list_tools()).tools}
+        echo = await session.call_tool("echo", {"message": "hi"})
+    assert echo.isError and "moniker lock --accept echo" in s.texts(echo)[0], s.dump(echo)
+
+
 async def test_a_tool_that_appears_live_is_withheld_at_once(moniker, moniker_bin: Path, fixture_bin: Path, write_config) -> None:
     config = write_config({"servers": {"fix": {"command": str(fixture_bin), "args": ["--toggle-tool-each-call"]}}, "integrity": "block"})
     lock_cli(moniker_bin, config)
