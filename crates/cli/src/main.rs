@@ -75,6 +75,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<Exit, Failure> {
+    // Every command may make a value no one may guess (a session id, OAuth state, a temporary
+    // file's name): without the system's randomness, none starts (`random`: no fallback).
+    moniker_gateway::random::check()?;
     // These read the clients' files, and a config that may not exist yet or be invalid.
     match &cli.command {
         Command::Install(args) => return install::install(args, cli.config.as_deref()),

@@ -15,8 +15,6 @@ use crate::start::{Toolsets, start_with};
 
 /// `moniker serve`: one client on stdin and stdout, until stdin closes or a signal comes.
 pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure> {
-    // Session ids, cookies and OAuth values are random or nothing: no fallback (`random`).
-    moniker_gateway::random::check()?;
     if args.attaches() {
         return crate::shared::attach(&config, &args).await;
     }

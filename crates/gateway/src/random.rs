@@ -3,8 +3,8 @@
 //! temporary files' names), all from the operating system's source, one way.
 //!
 //! There is no fallback: a value made without randomness could be guessed. A system that gives
-//! none is refused when moniker starts ([`check`]), and should its source fail later, moniker
-//! stops rather than hand out such a value (Rust's own hash maps need the same source: a
+//! none is refused before any command runs ([`check`]), and should its source fail later,
+//! moniker stops rather than hand out such a value (Rust's own hash maps need the same source: a
 //! process without it cannot go on anyway).
 
 use base64::Engine;
