@@ -1,6 +1,7 @@
 //! `moniker list`: the exposed tools and prompts, as a table or JSON.
 
 use moniker_config::Config;
+use moniker_surface::toolsets::Selection;
 use moniker_surface::{Exposed, Kind, Route};
 use serde_json::Value;
 
@@ -10,7 +11,6 @@ use crate::output;
 use crate::start::{Toolsets, report_failed_servers, start_with};
 
 /// `moniker list`: the exposed tools and prompts.
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
     let toolsets = Toolsets::new(&config, false, None, args.toolset.clone());
     let gateway = match start_with(&mut config, toolsets).await? {
@@ -22,40 +22,14 @@ pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
         .toolset
         .as_ref()
         .map(|name| gateway.toolset(name, &view));
-    let mut rows = Vec::new();
-    for kind in [Kind::Tool, Kind::Prompt] {
-        for item in view.surface.items(kind) {
-            if let Some(selection) = &selection {
-                let chosen = match kind {
-                    Kind::Tool => &selection.tools,
-                    Kind::Prompt => &selection.prompts,
-                };
-                if !chosen.contains(&item.name) {
-                    continue;
-                }
-            }
-            if args
-                .tag
-                .as_ref()
-                .is_some_and(|tag| !item.tags.contains(tag))
-            {
-                continue;
-            }
-            rows.push((kind, item));
-        }
-    }
+    let rows = chosen(&view.surface, selection.as_ref(), args.tag.as_ref());
     let printed = if args.json {
         let items: Vec<Value> = rows
             .iter()
             .map(|(kind, item)| {
                 let mut row = describe(*kind, item);
                 if let Some(selection) = &selection {
-                    let aliases: Vec<&String> = selection
-                        .aliases
-                        .iter()
-                        .filter(|(_, t)| **t == item.name)
-                        .map(|(a, _)| a)
-                        .collect();
+                    let aliases: Vec<&String> = toolset_aliases(selection, item).collect();
                     row["toolset_aliases"] = serde_json::json!(aliases);
                 }
                 row
@@ -68,49 +42,10 @@ pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
                 .map(String::from)
                 .to_vec(),
         ];
-        for (kind, item) in &rows {
-            let mut aliases = item.aliases.join(", ");
-            if let Some(selection) = &selection {
-                for (alias, _) in selection.aliases.iter().filter(|(_, t)| **t == item.name) {
-                    if !aliases.is_empty() {
-                        aliases.push_str(", ");
-                    }
-                    aliases.push_str(&format!("{alias} [toolset]"));
-                }
-            }
-            for hidden in &item.hidden_aliases {
-                if !aliases.is_empty() {
-                    aliases.push_str(", ");
-                }
-                aliases.push_str(&format!("({hidden})"));
-            }
-            let (server, origin) = match &item.route {
-                Route::Origin(origin) if item.server_name == origin.server.as_str() => {
-                    (item.server_name.clone(), origin.name.clone())
-                }
-                Route::Origin(origin) => (
-                    format!("{} ({})", item.server_name, origin.server),
-                    origin.name.clone(),
-                ),
-                Route::Action(route) => {
-                    let actions: Vec<String> = route
-                        .members
-                        .iter()
-                        .map(|m| format!("{}={}", m.action, m.name))
-                        .collect();
-                    (item.server_name.clone(), actions.join(" "))
-                }
-            };
-            let tags: Vec<&str> = item.tags.iter().map(|t| t.as_str()).collect();
-            table.push(vec![
-                kind_label(*kind, item).to_owned(),
-                item.name.clone(),
-                aliases,
-                server,
-                origin,
-                tags.join(", "),
-            ]);
-        }
+        table.extend(
+            rows.iter()
+                .map(|(kind, item)| table_row(*kind, item, selection.as_ref())),
+        );
         output::line(&format_table(&table))
     };
     // A list without a server's tools is not the list asked for.
@@ -118,6 +53,82 @@ pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
     gateway.shutdown().await;
     printed?;
     Ok(if failed > 0 { Exit::Failure } else { Exit::Ok })
+}
+
+/// The tools and prompts of `surface` that the toolset (when one is named) has and that carry
+/// `tag` (when one is asked for), tools first.
+fn chosen<'s>(
+    surface: &'s moniker_surface::Surface,
+    selection: Option<&Selection>,
+    tag: Option<&moniker_surface::Tag>,
+) -> Vec<(Kind, &'s Exposed)> {
+    let mut rows = Vec::new();
+    for kind in [Kind::Tool, Kind::Prompt] {
+        for item in surface.items(kind) {
+            if let Some(selection) = selection {
+                let chosen = match kind {
+                    Kind::Tool => &selection.tools,
+                    Kind::Prompt => &selection.prompts,
+                };
+                if !chosen.contains(&item.name) {
+                    continue;
+                }
+            }
+            if tag.is_some_and(|tag| !item.tags.contains(tag)) {
+                continue;
+            }
+            rows.push((kind, item));
+        }
+    }
+    rows
+}
+
+/// The aliases the toolset gives `item`.
+fn toolset_aliases<'a>(
+    selection: &'a Selection,
+    item: &'a Exposed,
+) -> impl Iterator<Item = &'a String> {
+    selection
+        .aliases
+        .iter()
+        .filter(|(_, t)| **t == item.name)
+        .map(|(a, _)| a)
+}
+
+/// One row of the table: kind, name, aliases (the toolset's marked, hidden ones in
+/// parentheses), server, origin (an action tool's members), tags.
+fn table_row(kind: Kind, item: &Exposed, selection: Option<&Selection>) -> Vec<String> {
+    let mut aliases: Vec<String> = item.aliases.clone();
+    if let Some(selection) = selection {
+        aliases.extend(toolset_aliases(selection, item).map(|a| format!("{a} [toolset]")));
+    }
+    aliases.extend(item.hidden_aliases.iter().map(|h| format!("({h})")));
+    let (server, origin) = match &item.route {
+        Route::Origin(origin) if item.server_name == origin.server.as_str() => {
+            (item.server_name.clone(), origin.name.clone())
+        }
+        Route::Origin(origin) => (
+            format!("{} ({})", item.server_name, origin.server),
+            origin.name.clone(),
+        ),
+        Route::Action(route) => {
+            let actions: Vec<String> = route
+                .members
+                .iter()
+                .map(|m| format!("{}={}", m.action, m.name))
+                .collect();
+            (item.server_name.clone(), actions.join(" "))
+        }
+    };
+    let tags: Vec<&str> = item.tags.iter().map(|t| t.as_str()).collect();
+    vec![
+        kind_label(kind, item).to_owned(),
+        item.name.clone(),
+        aliases.join(", "),
+        server,
+        origin,
+        tags.join(", "),
+    ]
 }
 
 /// `tool`, `prompt`, `action` (an action tool), or `legacy` (a member of an action tool, callable
