@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use moniker_config::{Config, LoadError, Transport};
-use moniker_surface::Kind;
+use moniker_surface::{Kind, ServerId};
 
 use crate::clients::{Client, runs_moniker};
 use crate::exit::{Exit, Failure};
@@ -159,9 +159,19 @@ fn run_by_a_client() -> Option<(PathBuf, String)> {
 }
 
 /// Each server's state, then the surface's problems (names that collide).
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 async fn servers(config: &Config, found: &mut Findings) -> Result<(), Failure> {
     found.section("servers");
+    let missing = missing_commands(config, found);
+    let gateway = crate::start::launch(config).await?;
+    server_states(config, &gateway, &missing, found);
+    names(config, &gateway, found);
+    integrity(config, &gateway, found)?;
+    gateway.shutdown().await;
+    Ok(())
+}
+
+/// The servers whose command is not found (each a problem), and the disabled ones noted.
+fn missing_commands(config: &Config, found: &mut Findings) -> Vec<ServerId> {
     let mut missing = Vec::new();
     for (id, server) in &config.servers {
         if server.disabled {
@@ -182,7 +192,17 @@ async fn servers(config: &Config, found: &mut Findings) -> Result<(), Failure> {
             }
         }
     }
-    let gateway = crate::start::launch(config).await?;
+    missing
+}
+
+/// Each enabled server that has its command: waiting for a login, failed (with the fix), or
+/// answering with its tools and prompts.
+fn server_states(
+    config: &Config,
+    gateway: &moniker_gateway::Gateway,
+    missing: &[ServerId],
+    found: &mut Findings,
+) {
     let waiting: Vec<_> = crate::login::waiting(config)
         .into_iter()
         .map(|(id, _)| id)
@@ -229,7 +249,10 @@ async fn servers(config: &Config, found: &mut Findings) -> Result<(), Failure> {
             if prompts == 1 { "" } else { "s" }
         ));
     }
+}
 
+/// The surface's names: every one once, or the diagnostics that say what collides.
+fn names(config: &Config, gateway: &moniker_gateway::Gateway, found: &mut Findings) {
     found.section("names");
     let diagnostics = gateway.diagnostics();
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
@@ -269,9 +292,6 @@ async fn servers(config: &Config, found: &mut Findings) -> Result<(), Failure> {
             &Renderer::plain().diagnostics(&config.source, &diagnostics),
         ));
     }
-    integrity(config, &gateway, found)?;
-    gateway.shutdown().await;
-    Ok(())
 }
 
 /// Whether every tool is as `moniker.lock` sealed it.
