@@ -194,9 +194,23 @@ fn named(code: &str, module: &[String]) -> Vec<(Vec<String>, String)> {
         out.extend(
             paths
                 .into_iter()
-                .map(|p| ([base.clone(), p].concat(), line_of(at))),
+                .map(|p| (resolved([base.clone(), p].concat()), line_of(at))),
         );
         at += taken + took;
+    }
+    out
+}
+
+/// A path with the `super`s inside it resolved (`self::super::q`, `use super::{super::q}`): each
+/// takes away the segment before it.
+fn resolved(path: Vec<String>) -> Vec<String> {
+    let mut out = Vec::with_capacity(path.len());
+    for segment in path {
+        if segment == "super" {
+            out.pop();
+        } else {
+            out.push(segment);
+        }
     }
     out
 }
@@ -335,7 +349,11 @@ fn a_circle_of_siblings_is_found() {
         "#[cfg(test)]\nuse super::p::T;\nfn f() { crate::x::r::g() }\nuse self::inner::Z;\n#[cfg(test)]\nmod tests { fn t() { super::super::p::u() } }\n",
     )
     .expect("q");
-    std::fs::write(dir.join("x/r.rs"), "use super::p::deep::D;\n").expect("r");
+    std::fs::write(
+        dir.join("x/r.rs"),
+        "use self::super::{super::x::p::deep::D};\n",
+    )
+    .expect("r");
     let arrows = arrows_of(&dir);
     assert_eq!(
         arrows.keys().cloned().collect::<Vec<_>>(),
