@@ -111,9 +111,9 @@ fn ident(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
-/// The paths a use-tree names, read from the start of `text` (what follows `crate::`,
-/// `super::`): `a::b` and `{a, b::{c, self}}`, each as its segments (`self` adds none). Returns
-/// them and how much of `text` they took.
+/// The paths a use-tree names, read from the start of `text` (what follows `crate::`, or from
+/// `self::` or `super::` on): `a::b` and `{a, b::{c, self}}`, each as its segments (`self` adds
+/// none; `super` is kept, for [`resolved`]). Returns them and how much of `text` they took.
 fn tree(text: &str) -> (Vec<Vec<String>>, usize) {
     let mut at = 0;
     let mut prefix: Vec<String> = Vec::new();
@@ -133,7 +133,8 @@ fn tree(text: &str) -> (Vec<Vec<String>>, usize) {
                     return (out, at);
                 }
                 let (paths, took) = tree(inside);
-                let mut took = took.max(1);
+                // Past at least one character: what no path starts with is skipped.
+                let mut took = took.max(inside.chars().next().map_or(1, char::len_utf8));
                 // `a::B as C`: the new name is no path.
                 let after = &inside[took..];
                 if let Some(renamed) = after.trim_start().strip_prefix("as ") {
@@ -174,17 +175,16 @@ fn named(code: &str, module: &[String]) -> Vec<(Vec<String>, String)> {
     while at < code.len() {
         let rest = &code[at..];
         let word_start = !code[..at].chars().next_back().is_some_and(ident);
+        // `crate::` starts from the root; `self::` and `super::` from this module, the path
+        // keeping its `self`s and `super`s for [`resolved`].
         let base = if !word_start {
             None
         } else if rest.starts_with("crate::") {
             Some((Vec::new(), "crate::".len()))
-        } else if rest.starts_with("self::") {
-            Some((module.to_vec(), "self::".len()))
+        } else if rest.starts_with("self::") || rest.starts_with("super::") {
+            Some((module.to_vec(), 0))
         } else {
-            // `super::`, once or more: up as many times.
-            let ups = rest.len() - rest.trim_start_matches("super::").len();
-            let depth = ups / "super::".len();
-            (depth > 0).then(|| (module[..module.len().saturating_sub(depth)].to_vec(), ups))
+            None
         };
         let Some((base, taken)) = base else {
             at += rest.chars().next().map_or(1, char::len_utf8);
@@ -331,29 +331,25 @@ fn a_circle_is_found() {
 #[test]
 fn a_circle_of_siblings_is_found() {
     let dir = moniker_fixture::scratch().join("src");
-    std::fs::create_dir_all(dir.join("x/p")).expect("dirs");
-    std::fs::write(dir.join("lib.rs"), "mod x;\n").expect("lib");
-    std::fs::write(
-        dir.join("x.rs"),
-        "mod p;\nmod q;\nmod r;\npub struct Top;\n",
-    )
-    .expect("x");
-    std::fs::write(
-        dir.join("x/p.rs"),
-        "mod deep;\nuse super::{\n    Top,\n    q::{self, Q as Queue},\n};\n",
-    )
-    .expect("p");
-    std::fs::write(dir.join("x/p/deep.rs"), "use super::super::Top;\n").expect("deep");
-    std::fs::write(
-        dir.join("x/q.rs"),
-        "#[cfg(test)]\nuse super::p::T;\nfn f() { crate::x::r::g() }\nuse self::inner::Z;\n#[cfg(test)]\nmod tests { fn t() { super::super::p::u() } }\n",
-    )
-    .expect("q");
-    std::fs::write(
-        dir.join("x/r.rs"),
-        "use self::super::{super::x::p::deep::D};\n",
-    )
-    .expect("r");
+    let files = [
+        ("lib.rs", "mod x;\n"),
+        ("x.rs", "mod p;\nmod q;\nmod r;\npub struct Top;\n"),
+        (
+            "x/p.rs",
+            "mod deep;\nuse super::{\n    Top,\n    q::{self, Q as Queue},\n};\n",
+        ),
+        ("x/p/deep.rs", "use super::super::Top;\n"),
+        (
+            "x/q.rs",
+            "#[cfg(test)]\nuse super::p::T;\nfn f() { crate::x::r::g() }\nuse self::inner::Z;\n#[cfg(test)]\nmod tests { fn t() { super::super::p::u() } }\n",
+        ),
+        ("x/r.rs", "use self::super::{super::x::p::deep::D};\n"),
+    ];
+    for (path, text) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().expect("a folder")).expect("dirs");
+        std::fs::write(&path, text).expect("a file");
+    }
     let arrows = arrows_of(&dir);
     assert_eq!(
         arrows.keys().cloned().collect::<Vec<_>>(),

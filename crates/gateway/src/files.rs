@@ -45,7 +45,7 @@ pub fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    let name = crate::random::hex(6);
+    let name = hex(&crate::random::bytes::<6>());
     let path = dir.join(format!(".tmp-{name}"));
     options.open(&path).map(|f| (path, f))
 }

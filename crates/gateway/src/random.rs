@@ -35,17 +35,11 @@ pub(crate) fn text(bytes: usize) -> String {
     URL_SAFE_NO_PAD.encode(buffer)
 }
 
-/// `bytes` random bytes as lowercase hex.
-pub(crate) fn hex(bytes: usize) -> String {
-    let mut buffer = vec![0u8; bytes];
+/// `N` random bytes (shown as hex by [`crate::files::hex`]).
+pub(crate) fn bytes<const N: usize>() -> [u8; N] {
+    let mut buffer = [0u8; N];
     fill(&mut buffer);
     buffer
-        .iter()
-        .fold(String::with_capacity(2 * bytes), |mut out, b| {
-            out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
-            out.push(char::from_digit(u32::from(b & 15), 16).unwrap_or('0'));
-            out
-        })
 }
 
 #[cfg(test)]
@@ -58,12 +52,12 @@ mod tests {
         let (a, b) = (text(32), text(32));
         assert_eq!(a.len(), 43);
         assert_ne!(a, b);
-        let id = hex(32);
+        let id = crate::files::hex(&bytes::<32>());
         assert_eq!(id.len(), 64);
         assert!(
             id.bytes()
                 .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
         );
-        assert_ne!(id, hex(32));
+        assert_ne!(id, crate::files::hex(&bytes::<32>()));
     }
 }

@@ -712,31 +712,22 @@ fn a_small_mpnet_runs_and_its_relative_bias_counts() {
         plain.iter().zip(&biased).any(|(a, b)| (a - b).abs() > 1e-4),
         "{plain:?} {biased:?}"
     );
-    let (weights, config, _) = tiny_model(
-        true,
-        Some("encoder.relative_attention_bias.weight"),
-        0.5,
-        1.0,
-    );
-    let why = Encoder::new(
-        weights,
-        &config,
-        br#"{"model": {"vocab": {"<s>": 0, "</s>": 1, "a": 2}}}"#,
-    )
-    .expect_err("a wrong bias")
-    .to_string();
+    let refused = |(weights, config, tokenizer): (Vec<u8>, Vec<u8>, Vec<u8>)| {
+        Encoder::new(weights, &config, &tokenizer)
+            .expect_err("refused")
+            .to_string()
+    };
+    let bias = Some("encoder.relative_attention_bias.weight");
+    let why = refused(tiny_model(true, bias, 0.5, 1.0));
     assert!(why.contains("relative_attention_bias"), "{why}");
-    let (weights, _, _) = tiny_model(false, None, 0.0, 1.0);
-    let (_, config, tokenizer) = tiny_model(true, None, 0.0, 1.0);
-    let why = Encoder::new(weights, &config, &tokenizer)
-        .expect_err("BERT's names")
-        .to_string();
+    let (bert, mpnet) = (
+        tiny_model(false, None, 0.0, 1.0),
+        tiny_model(true, None, 0.0, 1.0),
+    );
+    // BERT's tensors under MPNet's config; then BERT's vocabulary, which has no `<s>`.
+    let why = refused((bert.0.clone(), mpnet.1.clone(), mpnet.2));
     assert!(why.contains("no tensor"), "{why}");
-    let (_, config, _) = tiny_model(true, None, 0.0, 1.0);
-    let (weights, _, tokenizer) = tiny_model(false, None, 0.0, 1.0);
-    let why = Encoder::new(weights, &config, &tokenizer)
-        .expect_err("no <s>")
-        .to_string();
+    let why = refused((bert.0, mpnet.1, bert.2));
     assert!(why.contains("<s>"), "{why}");
 }
 

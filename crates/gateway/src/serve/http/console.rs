@@ -305,7 +305,7 @@ impl Shared {
 
     /// A new console session for `who`, until `ends` at the latest: its cookie's value.
     fn seat(&self, who: Who, ends: Option<Instant>) -> String {
-        let id = crate::random::hex(32);
+        let id = crate::files::hex(&crate::random::bytes::<32>());
         let mut sessions = lock(&self.console.sessions);
         if sessions.len() >= MAX_SESSIONS {
             let oldest = sessions
@@ -321,7 +321,7 @@ impl Shared {
             id.clone(),
             Seat {
                 who,
-                csrf: crate::random::hex(32),
+                csrf: crate::files::hex(&crate::random::bytes::<32>()),
                 ends: ends.map_or(longest, |e| e.min(longest)),
             },
         );

@@ -371,7 +371,7 @@ impl Drop for Opening<'_> {
 
 /// A new session id: 32 random bytes, in hex.
 pub(super) fn new_session_id() -> String {
-    crate::random::hex(32)
+    crate::files::hex(&crate::random::bytes::<32>())
 }
 
 /// DELETE: ends the session.

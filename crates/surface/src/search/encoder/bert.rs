@@ -105,9 +105,13 @@ pub(super) struct Bert {
     segment: Array1<f32>,
     norm: Norm,
     layers: Vec<Layer>,
+    attention: Attention,
+}
+
+/// What every layer's attention shares: its heads, and MPNet's bias by relative position,
+/// (heads, offsets): at `max_tokens - 1 + j - i` for query `i` and key `j`.
+struct Attention {
     heads: usize,
-    /// MPNet's attention bias, (heads, offsets): at `max_tokens - 1 + j - i` for query `i`
-    /// and key `j`.
     relative: Option<Array2<f32>>,
 }
 
@@ -133,9 +137,9 @@ struct Layer {
 }
 
 impl Bert {
-    /// The weights of `model.safetensors` (named as `transformers` saves a `BertModel`, with or
-    /// without `bert.` before them), as `config` describes them, for texts of at most
-    /// `max_tokens` word pieces.
+    /// The weights of `model.safetensors` (named as `transformers` saves a `BertModel` or an
+    /// `MPNetModel`, with or without `bert.` or `mpnet.` before them), as `config` describes
+    /// them, for texts of at most `max_tokens` word pieces.
     pub(super) fn load(bytes: &[u8], config: &Config, max_tokens: usize) -> Result<Self, String> {
         let family = Family::of(config)?;
         if config.hidden_act != "gelu" {
@@ -194,8 +198,10 @@ impl Bert {
             segment,
             norm: weights.norm("embeddings.LayerNorm", h)?,
             layers,
-            heads: config.num_attention_heads,
-            relative,
+            attention: Attention {
+                heads: config.num_attention_heads,
+                relative,
+            },
         })
     }
 
@@ -208,7 +214,7 @@ impl Bert {
         };
         let mut x = self.input(texts);
         for layer in &self.layers {
-            x = layer.forward(x, texts, (self.heads, self.relative.as_ref()), par);
+            x = layer.forward(x, texts, &self.attention, par);
         }
         let mut start = 0;
         texts
@@ -312,16 +318,16 @@ impl Layer {
         })
     }
 
-    /// One layer over every text's rows; `heads`, and MPNet's bias by relative position.
+    /// One layer over every text's rows.
     fn forward(
         &self,
         x: Array2<f32>,
         texts: &[&[u32]],
-        heads: (usize, Option<&Array2<f32>>),
+        attention: &Attention,
         par: Par,
     ) -> Array2<f32> {
         let qkv = self.qkv.apply(x.view(), par);
-        let context = attend(&qkv, texts, heads);
+        let context = attend(&qkv, texts, attention);
         let mut attended = self.attended.apply(context.view(), par);
         attended += &x;
         self.attended_norm.apply(attended.view_mut());
@@ -389,11 +395,8 @@ fn exp(x: f32) -> f32 {
 /// Self-attention, each text within its own rows and each head within its columns of
 /// `qkv` (queries, keys, values side by side), with MPNet's bias by relative position when
 /// there is one: the context vectors, (rows, hidden).
-fn attend(
-    qkv: &Array2<f32>,
-    texts: &[&[u32]],
-    (heads, relative): (usize, Option<&Array2<f32>>),
-) -> Array2<f32> {
+fn attend(qkv: &Array2<f32>, texts: &[&[u32]], attention: &Attention) -> Array2<f32> {
+    let heads = attention.heads;
     let (rows, hidden) = (qkv.nrows(), qkv.ncols() / 3);
     let width = hidden / heads;
     let scale = 1.0 / (width as f32).sqrt();
@@ -418,7 +421,7 @@ fn attend(
             let keys = MatRef::from_row_major_slice(&k, n, width).transpose();
             let queries = MatRef::from_row_major_slice(&q, n, width);
             matmul(into, Accum::Replace, queries, keys, scale, Par::Seq);
-            if let Some(bias) = relative {
+            if let Some(bias) = &attention.relative {
                 add_relative(&mut scores, bias, head, n);
             }
             for row in scores.chunks_exact_mut(n) {
