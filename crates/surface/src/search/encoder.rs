@@ -30,7 +30,7 @@ const MAX_TEXT: usize = 16 * 1024;
 const GROUP_TOKENS: usize = 256;
 /// What names the forward pass in a cached index's fingerprint: vectors of another pass may
 /// differ in their last digits.
-const PASS: &[u8] = b"moniker-bert-2";
+const PASS: &[u8] = b"moniker-bert-3";
 
 /// A sentence-embedding model, ready to run.
 pub struct Encoder {

@@ -853,8 +853,10 @@ fn the_models_pass_gives_the_vectors_of_the_pass_it_replaced() {
         let vector = encoder.embed(text).expect("known words");
         assert_eq!(vector.len(), 384);
         for (got, want) in vector.iter().zip(expected) {
-            // Within 2e-5 of candle's, and the reference is rounded to 1e-5.
-            assert!((got - want).abs() < 3e-5, "{text}: {got} against {want}");
+            // Within 2e-5 of candle's when the weights were 32-bit floats; at eight bits a
+            // weight, within 2.6e-3 (a value is about 0.05; the 24 differences' root mean
+            // square is 1.1e-3).
+            assert!((got - want).abs() < 5e-3, "{text}: {got} against {want}");
         }
     }
 }

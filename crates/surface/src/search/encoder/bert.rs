@@ -4,11 +4,15 @@
 //! pieces are the rows of one matrix, each dense layer multiplies them all at once, and
 //! attention looks only within a text's own rows, so no mask is needed.
 
+mod eight_bit;
+
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use half::{bf16, f16};
 use std::borrow::Cow;
 use std::ops::Range;
+
+use eight_bit::EightBit;
 
 use ndarray::{Array1, Array2, ArrayBase, ArrayView2, ArrayViewMut2, Axis, Ix2, RawData, Slice};
 use safetensors::{Dtype, SafeTensors};
@@ -97,8 +101,8 @@ fn bert_act() -> String {
     "gelu".to_owned()
 }
 
-/// The model's weights, laid out for the pass: each dense layer's matrix as (in, out), the
-/// word vectors (three fifths of all-MiniLM-L6-v2, only ever looked up) at half precision.
+/// The model's weights, laid out for the pass: each dense layer's matrix as (in, out) at eight
+/// bits a weight ([`EightBit`]), the word vectors (only ever looked up) at half precision.
 pub(super) struct Bert {
     words: Array2<f16>,
     positions: Array2<f32>,
@@ -116,7 +120,7 @@ struct Attention {
 }
 
 struct Dense {
-    weight: Array2<f32>,
+    weight: EightBit,
     bias: Array1<f32>,
 }
 
@@ -206,15 +210,12 @@ impl Bert {
     }
 
     /// Each text's mean token vector (its word pieces as ids, `[CLS]` and `[SEP]` included),
-    /// normalised; its products use up to `threads` threads.
+    /// normalised; its products are shared among the process's cores when `threads` > 1.
     pub(super) fn embed(&self, texts: &[&[u32]], threads: usize) -> Vec<Vec<f32>> {
-        let par = match threads {
-            0 | 1 => Par::Seq,
-            n => Par::rayon(n),
-        };
+        let shared = threads > 1;
         let mut x = self.input(texts);
         for layer in &self.layers {
-            x = layer.forward(x, texts, &self.attention, par);
+            x = layer.forward(x, texts, &self.attention, shared);
         }
         let mut start = 0;
         texts
@@ -324,14 +325,14 @@ impl Layer {
         x: Array2<f32>,
         texts: &[&[u32]],
         attention: &Attention,
-        par: Par,
+        shared: bool,
     ) -> Array2<f32> {
-        let qkv = self.qkv.apply(x.view(), par);
+        let qkv = self.qkv.apply(x.view(), shared);
         let context = attend(&qkv, texts, attention);
-        let mut attended = self.attended.apply(context.view(), par);
+        let mut attended = self.attended.apply(context.view(), shared);
         attended += &x;
         self.attended_norm.apply(attended.view_mut());
-        let mut up = self.up.apply(attended.view(), par);
+        let mut up = self.up.apply(attended.view(), shared);
         match up.as_slice_mut() {
             Some(values) => gelu(values),
             None => up.mapv_inplace(|v| {
@@ -340,7 +341,7 @@ impl Layer {
                 one[0]
             }),
         }
-        let mut down = self.down.apply(up.view(), par);
+        let mut down = self.down.apply(up.view(), shared);
         down += &attended;
         self.down_norm.apply(down.view_mut());
         down
@@ -466,36 +467,13 @@ fn block<S: RawData>(
 }
 
 impl Dense {
-    fn apply(&self, x: ArrayView2<f32>, par: Par) -> Array2<f32> {
-        let mut y = product(x, self.weight.view(), par);
+    fn apply(&self, x: ArrayView2<f32>, shared: bool) -> Array2<f32> {
+        let rows = x.nrows();
+        let y = self.weight.times(&in_order(x), rows, shared);
+        let mut y = Array2::from_shape_vec((rows, self.bias.len()), y).unwrap_or_default();
         y += &self.bias;
         y
     }
-}
-
-/// The fewest multiplications a product shares among threads: below it, waking a second
-/// thread costs more than it saves (measured on all-MiniLM-L6-v2's 384 by 384 matrices).
-const SHARED_PRODUCT: usize = 4 << 20;
-
-/// `a` times `b`, by faer.
-fn product(a: ArrayView2<f32>, b: ArrayView2<f32>, par: Par) -> Array2<f32> {
-    let (rows, inner, cols) = (a.nrows(), a.ncols(), b.ncols());
-    let par = if rows * inner * cols < SHARED_PRODUCT {
-        Par::Seq
-    } else {
-        par
-    };
-    let (lhs, rhs) = (in_order(a), in_order(b));
-    let mut out = vec![0.0; rows * cols];
-    matmul(
-        MatMut::from_row_major_slice_mut(&mut out, rows, cols),
-        Accum::Replace,
-        MatRef::from_row_major_slice(&lhs, rows, inner),
-        MatRef::from_row_major_slice(&rhs, inner, cols),
-        1.0,
-        par,
-    );
-    Array2::from_shape_vec((rows, cols), out).unwrap_or_default()
 }
 
 /// A matrix's values row by row: its own when they lie so, else a copy.
@@ -571,9 +549,13 @@ impl Weights<'_> {
             .iter()
             .map(|name| self.raw(&format!("{name}.weight"), &[out, inputs]))
             .collect::<Result<Vec<_>, _>>()?;
-        let weight = Array2::from_shape_fn((inputs, out * parts.len()), |(i, j)| {
+        // The file's rows are the matrix's columns: output `j`'s weights lie side by side.
+        let weight = EightBit::new(inputs, out * parts.len(), |j, into| {
             let (bytes, dtype) = parts[j / out];
-            value(bytes, dtype, (j % out) * inputs + i)
+            let at = (j % out) * inputs;
+            for (i, w) in into.iter_mut().enumerate() {
+                *w = value(bytes, dtype, at + i);
+            }
         });
         let biases = names
             .iter()
