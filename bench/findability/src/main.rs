@@ -283,12 +283,10 @@ impl Setup {
             let read = |name: &str| {
                 std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
             };
-            let encoder = Encoder::new(
-                read("model.safetensors"),
-                &read("config.json"),
-                &read("tokenizer.json"),
-            )
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            let weights = std::fs::File::open(dir.join("model.safetensors"))
+                .unwrap_or_else(|e| panic!("model.safetensors: {e}"));
+            let encoder = Encoder::new(weights, &read("config.json"), &read("tokenizer.json"))
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
             setup.meaning = Meaning::Encoder(std::sync::Arc::new(encoder));
         }
         setup

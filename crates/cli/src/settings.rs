@@ -129,7 +129,8 @@ fn read_meaning(path: &std::path::Path) -> Result<moniker_surface::search::Meani
         std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))
     };
     if path.is_dir() {
-        let weights = read("model.safetensors")?;
+        let file = path.join("model.safetensors");
+        let weights = std::fs::File::open(&file).map_err(|e| format!("{}: {e}", file.display()))?;
         let encoder = Encoder::new(weights, &read("config.json")?, &read("tokenizer.json")?)
             .map_err(|e| e.to_string())?;
         return Ok(Meaning::Encoder(Arc::new(encoder)));

@@ -51,9 +51,14 @@ impl std::fmt::Debug for Encoder {
 }
 
 impl Encoder {
-    /// A model from its files' bytes: the weights (`model.safetensors`), BERT's
-    /// `config.json`, and `tokenizer.json` (whose WordPiece vocabulary it reads).
-    pub fn new(weights: Vec<u8>, config: &[u8], tokenizer: &[u8]) -> Result<Self, ModelError> {
+    /// A model from its files: the weights (`model.safetensors`, a file or its bytes, read a
+    /// tensor at a time), BERT's `config.json`, and `tokenizer.json` (whose WordPiece
+    /// vocabulary it reads).
+    pub fn new(
+        mut weights: impl std::io::Read + std::io::Seek,
+        config: &[u8],
+        tokenizer: &[u8],
+    ) -> Result<Self, ModelError> {
         let config_bytes = config;
         let config: Config = serde_json::from_slice(config)
             .map_err(|e| ModelError::Encoder(format!("config.json: {e}")))?;
@@ -75,14 +80,16 @@ impl Encoder {
             .frame()
             .map_err(|e| ModelError::Encoder(format!("config.json: {e}")))?;
         let (cls, sep) = (special(first)?, special(last)?);
-        let fingerprint = sha2::Sha256::new()
-            .chain_update(&weights)
+        let unread = |e: std::io::Error| ModelError::Encoder(format!("model.safetensors: {e}"));
+        let mut digest = sha2::Sha256::new();
+        std::io::copy(&mut weights, &mut digest).map_err(unread)?;
+        let fingerprint = digest
             .chain_update(config_bytes)
             .chain_update(tokenizer)
             .chain_update(PASS)
             .finalize()
             .into();
-        let bert = Bert::load(&weights, &config, MAX_TOKENS)
+        let bert = Bert::load(&mut weights, &config, MAX_TOKENS)
             .map_err(|e| ModelError::Encoder(format!("model.safetensors: {e}")))?;
         Ok(Self {
             bert,

@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use std::io::Cursor;
 
 use super::*;
 use crate::listing::Listing;
@@ -495,12 +496,9 @@ fn model_of(var: &str) -> Option<Meaning> {
     };
     let dir = std::path::Path::new(&dir);
     let read = |name: &str| std::fs::read(dir.join(name)).expect(name);
-    let encoder = Encoder::new(
-        read("model.safetensors"),
-        &read("config.json"),
-        &read("tokenizer.json"),
-    )
-    .expect("the model loads");
+    let weights = std::fs::File::open(dir.join("model.safetensors")).expect("model.safetensors");
+    let encoder = Encoder::new(weights, &read("config.json"), &read("tokenizer.json"))
+        .expect("the model loads");
     Some(Meaning::Encoder(std::sync::Arc::new(encoder)))
 }
 
@@ -697,7 +695,7 @@ fn tiny_model(
 fn a_small_mpnet_runs_and_its_relative_bias_counts() {
     let vector = |relative: f32| {
         let (weights, config, tokenizer) = tiny_model(true, None, relative, 1.0);
-        let encoder = Encoder::new(weights, &config, &tokenizer).expect("it loads");
+        let encoder = Encoder::new(Cursor::new(weights), &config, &tokenizer).expect("it loads");
         encoder.embed("a a a a").expect("a known word")
     };
     let (plain, biased) = (vector(0.0), vector(0.5));
@@ -713,7 +711,7 @@ fn a_small_mpnet_runs_and_its_relative_bias_counts() {
         "{plain:?} {biased:?}"
     );
     let refused = |(weights, config, tokenizer): (Vec<u8>, Vec<u8>, Vec<u8>)| {
-        Encoder::new(weights, &config, &tokenizer)
+        Encoder::new(Cursor::new(weights), &config, &tokenizer)
             .expect_err("refused")
             .to_string()
     };
@@ -734,7 +732,7 @@ fn a_small_mpnet_runs_and_its_relative_bias_counts() {
 #[test]
 fn a_small_bert_runs_and_a_tensor_of_the_wrong_shape_is_refused() {
     let (weights, config, tokenizer) = tiny_bert(None);
-    let encoder = Encoder::new(weights, &config, &tokenizer).expect("it loads");
+    let encoder = Encoder::new(Cursor::new(weights), &config, &tokenizer).expect("it loads");
     let vector = encoder.embed("a a").expect("a known word");
     assert_eq!(vector.len(), 4);
     let norm: f32 = vector.iter().map(|v| v * v).sum();
@@ -750,7 +748,7 @@ fn a_small_bert_runs_and_a_tensor_of_the_wrong_shape_is_refused() {
         "encoder.layer.0.output.LayerNorm.bias",
     ] {
         let (weights, config, tokenizer) = tiny_bert(Some(wrong));
-        let why = Encoder::new(weights, &config, &tokenizer)
+        let why = Encoder::new(Cursor::new(weights), &config, &tokenizer)
             .expect_err(wrong)
             .to_string();
         assert!(why.contains(wrong) && why.contains("not"), "{wrong}: {why}");
@@ -762,7 +760,7 @@ fn a_small_bert_runs_and_a_tensor_of_the_wrong_shape_is_refused() {
 #[test]
 fn a_model_that_overflows_gives_no_vector() {
     let (weights, config, tokenizer) = tiny_model(false, None, 0.0, f32::MAX);
-    let encoder = Encoder::new(weights, &config, &tokenizer).expect("it loads");
+    let encoder = Encoder::new(Cursor::new(weights), &config, &tokenizer).expect("it loads");
     assert_eq!(encoder.embed("a a"), None);
     assert_eq!(
         encoder.embed_all(&["a", "a a"]).expect("it runs"),
@@ -770,12 +768,30 @@ fn a_model_that_overflows_gives_no_vector() {
     );
 }
 
+/// The weights are read a tensor at a time, so the file's length is checked against its
+/// header: a file cut short, or with bytes after its last tensor, is not the model.
+#[test]
+fn a_weights_file_of_another_length_is_refused() {
+    let (weights, config, tokenizer) = tiny_model(false, None, 0.0, 1.0);
+    let load = |weights: &[u8]| Encoder::new(Cursor::new(weights), &config, &tokenizer);
+    load(&weights).expect("it loads whole");
+    for wrong in [
+        &weights[..weights.len() - 1],
+        &[&weights[..], b"!"].concat(),
+    ] {
+        let why = load(wrong).expect_err("refused").to_string();
+        assert!(why.contains("not the") && why.contains("header"), "{why}");
+    }
+    let why = load(&weights[..4]).expect_err("refused").to_string();
+    assert!(why.contains("model.safetensors"), "{why}");
+}
+
 #[test]
 fn a_model_whose_files_are_not_one_is_refused() {
     let tokenizer = br#"{"model": {"vocab": {"[CLS]": 0, "[SEP]": 1, "a": 2}}}"#;
     let config = br#"{"vocab_size": 3, "hidden_size": 4, "num_hidden_layers": 1, "num_attention_heads": 1, "intermediate_size": 4, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "max_position_embeddings": 8, "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12, "pad_token_id": 0}"#;
     let refused = |weights: &[u8], config: &[u8], tokenizer: &[u8]| {
-        Encoder::new(weights.to_vec(), config, tokenizer).expect_err("refused")
+        Encoder::new(Cursor::new(weights), config, tokenizer).expect_err("refused")
     };
     assert!(
         refused(b"not safetensors", config, tokenizer)

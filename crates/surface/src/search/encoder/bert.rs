@@ -5,17 +5,19 @@
 //! attention looks only within a text's own rows, so no mask is needed.
 
 mod eight_bit;
+mod weights;
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
-use half::{bf16, f16};
+use half::f16;
 use std::borrow::Cow;
 use std::ops::Range;
 
 use eight_bit::EightBit;
+pub(super) use weights::Source;
+use weights::Weights;
 
 use ndarray::{Array1, Array2, ArrayBase, ArrayView2, ArrayViewMut2, Axis, Ix2, RawData, Slice};
-use safetensors::{Dtype, SafeTensors};
 
 /// What of `config.json` the pass needs.
 #[derive(Debug, serde::Deserialize)]
@@ -144,7 +146,11 @@ impl Bert {
     /// The weights of `model.safetensors` (named as `transformers` saves a `BertModel` or an
     /// `MPNetModel`, with or without `bert.` or `mpnet.` before them), as `config` describes
     /// them, for texts of at most `max_tokens` word pieces.
-    pub(super) fn load(bytes: &[u8], config: &Config, max_tokens: usize) -> Result<Self, String> {
+    pub(super) fn load(
+        file: &mut dyn Source,
+        config: &Config,
+        max_tokens: usize,
+    ) -> Result<Self, String> {
         let family = Family::of(config)?;
         if config.hidden_act != "gelu" {
             return Err(format!(
@@ -162,17 +168,7 @@ impl Bert {
         if config.max_position_embeddings < max_tokens + family.first_position() {
             return Err(format!("it reads fewer than {max_tokens} word pieces"));
         }
-        let file = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
-        let prefix = if file.names().iter().any(|n| n.starts_with(family.prefix())) {
-            family.prefix()
-        } else {
-            ""
-        };
-        let weights = Weights {
-            file,
-            prefix,
-            eps: config.layer_norm_eps,
-        };
+        let weights = Weights::open(file, family.prefix(), config.layer_norm_eps)?;
         let (h, inner) = (config.hidden_size, config.intermediate_size);
         let positions = weights.matrix(
             "embeddings.position_embeddings.weight",
@@ -493,97 +489,6 @@ impl Norm {
             let inv = 1.0 / (var + self.eps).sqrt();
             row.zip_mut_with(&self.weight, |v, &w| *v = (*v - mean) * inv * w);
             row += &self.bias;
-        }
-    }
-}
-
-/// The tensors of the file, read as 32-bit floats.
-struct Weights<'a> {
-    file: SafeTensors<'a>,
-    prefix: &'static str,
-    eps: f32,
-}
-
-impl Weights<'_> {
-    /// The bytes of the tensor `name` and their type, when it has `shape` and is of floats.
-    fn raw(&self, name: &str, shape: &[usize]) -> Result<(&[u8], Dtype), String> {
-        let full = format!("{}{name}", self.prefix);
-        let tensor = self
-            .file
-            .tensor(&full)
-            .map_err(|_| format!("no tensor {full}"))?;
-        if tensor.shape() != shape {
-            return Err(format!("{full} is {:?}, not {shape:?}", tensor.shape()));
-        }
-        match tensor.dtype() {
-            dtype @ (Dtype::F32 | Dtype::F16 | Dtype::BF16) => Ok((tensor.data(), dtype)),
-            other => Err(format!("{full} is {other:?}, not floats")),
-        }
-    }
-
-    /// A matrix of `shape`, as the file holds it.
-    fn matrix(&self, name: &str, (rows, cols): (usize, usize)) -> Result<Array2<f32>, String> {
-        let (bytes, dtype) = self.raw(name, &[rows, cols])?;
-        Ok(Array2::from_shape_fn((rows, cols), |(r, c)| {
-            value(bytes, dtype, r * cols + c)
-        }))
-    }
-
-    fn vector(&self, name: &str, len: usize) -> Result<Array1<f32>, String> {
-        let (bytes, dtype) = self.raw(name, &[len])?;
-        Ok(Array1::from_shape_fn(len, |i| value(bytes, dtype, i)))
-    }
-
-    /// The word vectors, (vocabulary, hidden), at half precision.
-    fn words(&self, (rows, cols): (usize, usize)) -> Result<Array2<f16>, String> {
-        let (bytes, dtype) = self.raw("embeddings.word_embeddings.weight", &[rows, cols])?;
-        Ok(Array2::from_shape_fn((rows, cols), |(r, c)| {
-            f16::from_f32(value(bytes, dtype, r * cols + c))
-        }))
-    }
-
-    /// The dense layers `names`, each from `inputs` to `out`, side by side: one matrix of
-    /// (inputs, names × out), built turned (the file holds each as (out, inputs)).
-    fn dense(&self, names: &[String], inputs: usize, out: usize) -> Result<Dense, String> {
-        let parts = names
-            .iter()
-            .map(|name| self.raw(&format!("{name}.weight"), &[out, inputs]))
-            .collect::<Result<Vec<_>, _>>()?;
-        // The file's rows are the matrix's columns: output `j`'s weights lie side by side.
-        let weight = EightBit::new(inputs, out * parts.len(), |j, into| {
-            let (bytes, dtype) = parts[j / out];
-            let at = (j % out) * inputs;
-            for (i, w) in into.iter_mut().enumerate() {
-                *w = value(bytes, dtype, at + i);
-            }
-        });
-        let biases = names
-            .iter()
-            .map(|name| self.vector(&format!("{name}.bias"), out))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Dense {
-            weight,
-            bias: biases.iter().flatten().copied().collect(),
-        })
-    }
-
-    fn norm(&self, name: &str, len: usize) -> Result<Norm, String> {
-        Ok(Norm {
-            weight: self.vector(&format!("{name}.weight"), len)?,
-            bias: self.vector(&format!("{name}.bias"), len)?,
-            eps: self.eps,
-        })
-    }
-}
-
-/// The `index`th float of `bytes` (little-endian, of `dtype`: 32, 16 or bfloat16 bits).
-fn value(bytes: &[u8], dtype: Dtype, index: usize) -> f32 {
-    match dtype {
-        Dtype::F16 => f16::from_le_bytes([bytes[2 * index], bytes[2 * index + 1]]).to_f32(),
-        Dtype::BF16 => bf16::from_le_bytes([bytes[2 * index], bytes[2 * index + 1]]).to_f32(),
-        _ => {
-            let at = 4 * index;
-            f32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
         }
     }
 }
