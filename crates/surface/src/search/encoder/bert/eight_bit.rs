@@ -79,29 +79,35 @@ impl EightBit {
         y
     }
 
-    /// `x` times panel `p`, turned back into floats: (`rows`, the panel's width).
+    /// `x` times panel `p`, turned back into floats (in this thread's buffer, written over
+    /// and never cleared first): (`rows`, the panel's width).
     fn panel_times(&self, x: &[f32], rows: usize, p: usize) -> Vec<f32> {
+        thread_local! {
+            static FLOATS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
         let (start, width) = panel(p, self.out);
         let scales = &self.scales[start..start + width];
         let values = &self.values[start * self.inputs..][..self.inputs * width];
-        let mut floats = vec![0.0; values.len()];
-        for (row, values) in floats
-            .chunks_exact_mut(width)
-            .zip(values.chunks_exact(width))
-        {
-            for ((w, &q), &scale) in row.iter_mut().zip(values).zip(scales) {
-                *w = f32::from(q) * scale;
-            }
-        }
         let mut out = vec![0.0; rows * width];
-        matmul(
-            MatMut::from_row_major_slice_mut(&mut out, rows, width),
-            Accum::Replace,
-            MatRef::from_row_major_slice(x, rows, self.inputs),
-            MatRef::from_row_major_slice(&floats, self.inputs, width),
-            1.0,
-            Par::Seq,
-        );
+        FLOATS.with_borrow_mut(|floats| {
+            floats.resize(values.len(), 0.0);
+            for (row, values) in floats
+                .chunks_exact_mut(width)
+                .zip(values.chunks_exact(width))
+            {
+                for ((w, &q), &scale) in row.iter_mut().zip(values).zip(scales) {
+                    *w = f32::from(q) * scale;
+                }
+            }
+            matmul(
+                MatMut::from_row_major_slice_mut(&mut out, rows, width),
+                Accum::Replace,
+                MatRef::from_row_major_slice(x, rows, self.inputs),
+                MatRef::from_row_major_slice(&floats[..], self.inputs, width),
+                1.0,
+                Par::Seq,
+            );
+        });
         out
     }
 }
