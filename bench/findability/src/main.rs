@@ -629,8 +629,8 @@ fn main() {
     let text = section(&rows, setup.tasks.len());
     match args.iter().position(|a| a == "--write") {
         Some(i) => {
-            // The section replaces the one there (up to the next section, which stays: the
-            // held-out task sets', written by hand), or is appended.
+            // The section replaces the one there (up to the next section, which stays: every
+            // task set's, written by bench/search-sets.py), or is appended.
             let path = args
                 .get(i + 1)
                 .map_or_else(|| root.join("BENCHMARKS.md"), PathBuf::from);
