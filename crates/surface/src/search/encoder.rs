@@ -122,10 +122,10 @@ impl Encoder {
         let next = AtomicUsize::new(0);
         // Groups share the cores; a single group has them all for its products.
         let workers = cores().min(groups.len());
-        let threads = if workers > 1 { 1 } else { cores() };
+        let shared = workers == 1 && cores() > 1;
         let vectors = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..workers)
-                .map(|_| scope.spawn(|| self.work(&groups, &ids, &next, threads)))
+                .map(|_| scope.spawn(|| self.work(&groups, &ids, &next, shared)))
                 .collect();
             // Every worker joined before any failure is looked at: a second one that failed
             // unjoined would make the scope itself panic.
@@ -141,18 +141,19 @@ impl Encoder {
     }
 
     /// One worker of [`Encoder::embed_all`]: the groups it takes, one after another, from
-    /// `next`, run with `threads` for their products: (text, vector) for each of their texts.
+    /// `next`, their products shared among the cores when `shared`: (text, vector) for each of
+    /// their texts.
     fn work(
         &self,
         groups: &[Vec<usize>],
         ids: &[Vec<u32>],
         next: &AtomicUsize,
-        threads: usize,
+        shared: bool,
     ) -> Vec<(usize, Vec<f32>)> {
         let mut done = Vec::new();
         while let Some(group) = groups.get(next.fetch_add(1, Ordering::Relaxed)) {
             let texts: Vec<&[u32]> = group.iter().map(|&i| &ids[i][..]).collect();
-            let vectors = self.bert.embed(&texts, threads);
+            let vectors = self.bert.embed(&texts, shared);
             done.extend(
                 group
                     .iter()
@@ -168,7 +169,7 @@ impl Encoder {
     pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
         let ids = self.ids(text);
         (ids.len() > 2)
-            .then(|| self.bert.embed(&[&ids], cores()).pop())
+            .then(|| self.bert.embed(&[&ids], cores() > 1).pop())
             .flatten()
             .filter(|v| finite(v))
     }

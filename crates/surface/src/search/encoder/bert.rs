@@ -206,9 +206,8 @@ impl Bert {
     }
 
     /// Each text's mean token vector (its word pieces as ids, `[CLS]` and `[SEP]` included),
-    /// normalised; its products are shared among the process's cores when `threads` > 1.
-    pub(super) fn embed(&self, texts: &[&[u32]], threads: usize) -> Vec<Vec<f32>> {
-        let shared = threads > 1;
+    /// normalised; its products are shared among the process's cores when `shared`.
+    pub(super) fn embed(&self, texts: &[&[u32]], shared: bool) -> Vec<Vec<f32>> {
         let mut x = self.input(texts);
         for layer in &self.layers {
             x = layer.forward(x, texts, &self.attention, shared);
