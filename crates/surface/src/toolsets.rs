@@ -520,7 +520,6 @@ struct AliasEntry<'a> {
 }
 
 /// The union of the members' tools, prompts and aliases, with every problem found.
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 fn gather<'a>(surface: &Surface, members: &[(&'a str, &'a ToolsetRule)]) -> Gathered<'a> {
     let mut selection = Selection::default();
     let mut problems = Vec::new();
@@ -528,134 +527,178 @@ fn gather<'a>(surface: &Surface, members: &[(&'a str, &'a ToolsetRule)]) -> Gath
     // Action tools some of whose members a tag selects: the actions selected.
     let mut partial: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for &(owner, rule) in members {
-        for (kind, references) in [(Kind::Tool, &rule.tools), (Kind::Prompt, &rule.prompts)] {
-            for (i, reference) in references.iter().enumerate() {
-                // A glob selects every listed item whose exposed name it matches.
-                let matched: Vec<String> = if crate::rules::is_glob(reference) {
-                    surface
-                        .listed(kind)
-                        .filter(|e| crate::rules::glob_matches(reference, &e.name))
-                        .map(|e| e.name.clone())
-                        .collect()
-                } else {
-                    surface
-                        .resolve(kind, reference)
-                        .map(|r| r.exposed.name.clone())
-                        .into_iter()
-                        .collect()
-                };
-                match matched.is_empty() {
-                    false => selected_mut(&mut selection, kind).extend(matched),
-                    true => {
-                        let at = path(&[
-                            Seg::Key("toolsets"),
-                            Seg::Key(owner),
-                            Seg::Key(kind.section()),
-                            Seg::Index(i),
-                        ]);
-                        problems.push(Problem {
-                            kind: ProblemKind::Unknown(reference),
-                            owners: vec![owner],
-                            diagnostic: unknown_reference(surface, owner, kind, reference).at(at),
-                        });
-                    }
-                }
-            }
-        }
+        select_references(surface, owner, rule, &mut selection, &mut problems);
         if let Some(tags) = &rule.tags {
-            for kind in [Kind::Tool, Kind::Prompt] {
-                for item in surface.listed(kind) {
-                    match &item.route {
-                        // An action tool carries the union of its members' tags: it is the
-                        // members a tag selects, each by its own.
-                        Route::Action(route) => {
-                            let chosen = route.members.iter().filter(|m| {
-                                let mut own: Vec<Tag> = m.tags.clone();
-                                own.extend(route.rule_tags.iter().cloned());
-                                tags.matches(&own)
-                            });
-                            for member in chosen {
-                                partial
-                                    .entry(item.name.clone())
-                                    .or_default()
-                                    .insert(member.action.clone());
-                            }
-                        }
-                        Route::Origin(_) if tags.matches(&item.tags) => {
-                            selected_mut(&mut selection, kind).insert(item.name.clone());
-                        }
-                        Route::Origin(_) => {}
-                    }
-                }
-            }
+            select_tagged(surface, tags, &mut selection, &mut partial);
         }
         for (key, alias) in &rule.aliases {
-            let mut segs = toolset_path(owner, "aliases");
-            segs.push(Seg::Key(key));
-            let at = path(&segs);
-            let Some(resolved) = surface.resolve(Kind::Tool, key) else {
-                let d = unknown_reference(surface, owner, Kind::Tool, key).at(at);
-                problems.push(Problem {
-                    kind: ProblemKind::Unknown(key),
-                    owners: vec![owner],
-                    diagnostic: d,
-                });
-                continue;
+            let entry = alias_entry(surface, owner, (key, alias), &mut selection);
+            match entry {
+                Ok(Some(entry)) => entries.push(entry),
+                Ok(None) => {}
+                Err(problem) => problems.push(*problem),
+            }
+        }
+    }
+    settle_aliases(&entries, members, &mut selection, &mut problems);
+    narrow(surface, &mut selection, partial);
+    reshape(surface, members, &mut selection, &mut problems);
+    Gathered {
+        selection,
+        problems,
+    }
+}
+
+/// The tools and prompts a member names in its `tools` and `prompts` (a glob: every listed
+/// item whose exposed name it matches); a name that selects nothing is a problem.
+fn select_references<'a>(
+    surface: &Surface,
+    owner: &'a str,
+    rule: &'a ToolsetRule,
+    selection: &mut Selection,
+    problems: &mut Vec<Problem<'a>>,
+) {
+    for (kind, references) in [(Kind::Tool, &rule.tools), (Kind::Prompt, &rule.prompts)] {
+        for (i, reference) in references.iter().enumerate() {
+            let matched: Vec<String> = if crate::rules::is_glob(reference) {
+                surface
+                    .listed(kind)
+                    .filter(|e| crate::rules::glob_matches(reference, &e.name))
+                    .map(|e| e.name.clone())
+                    .collect()
+            } else {
+                surface
+                    .resolve(kind, reference)
+                    .map(|r| r.exposed.name.clone())
+                    .into_iter()
+                    .collect()
             };
-            let canonical = resolved.exposed.name.clone();
-            selection.tools.insert(canonical.clone());
-            let what = format!(
-                "alias `{}` for tool `{canonical}` in toolset `{owner}`",
-                short(alias)
-            );
-            if !valid_alias(alias) {
-                let mut d = Diagnostic::error(codes::ALIAS, format!("{what} {ALIAS_RULE}"))
-                    .at(at)
-                    .note("lowercase letters, digits, `_` and `-`, 2 to 64 characters, starting with a letter or digit");
-                if let Some(fix) = alias_fix(alias) {
-                    d = d.help(format!("did you mean `{fix}`?"));
-                }
-                problems.push(Problem {
-                    kind: ProblemKind::Alias,
-                    owners: vec![owner],
-                    diagnostic: d,
-                });
+            if !matched.is_empty() {
+                selected_mut(selection, kind).extend(matched);
                 continue;
             }
-            let shadowed = match surface.resolve(Kind::Tool, alias) {
-                // The tool's own name or alias: nothing to add.
-                Some(r) if r.exposed.name == canonical => continue,
-                Some(r) if r.exposed.name == *alias => Some(format!("tool `{alias}`")),
-                Some(r) => Some(format!("`{alias}`, an alias of tool `{}`", r.exposed.name)),
-                None if MANAGEMENT_TOOLS.contains(&alias.as_str()) => {
-                    Some(format!("moniker's tool `{alias}`"))
-                }
-                None => None,
-            };
-            if let Some(shadowed) = shadowed {
-                problems.push(Problem {
-                    kind: ProblemKind::Alias,
-                    owners: vec![owner],
-                    diagnostic: Diagnostic::error(
-                        codes::ALIAS_SHADOWS,
-                        format!("{what} shadows {shadowed}"),
-                    )
-                    .at(at)
-                    .help("choose an alias that no tool is named or aliased"),
-                });
-                continue;
-            }
-            entries.push(AliasEntry {
-                owner,
-                key,
-                alias,
-                canonical,
+            let at = path(&[
+                Seg::Key("toolsets"),
+                Seg::Key(owner),
+                Seg::Key(kind.section()),
+                Seg::Index(i),
+            ]);
+            problems.push(Problem {
+                kind: ProblemKind::Unknown(reference),
+                owners: vec![owner],
+                diagnostic: unknown_reference(surface, owner, kind, reference).at(at),
             });
         }
     }
-    // One alias, one tool: an alias given to two tools is left out altogether.
+}
+
+/// The tools and prompts a member's tag expression selects. An action tool carries the union
+/// of its members' tags: it is the members a tag selects, each by its own (into `partial`).
+fn select_tagged(
+    surface: &Surface,
+    tags: &TagExpr,
+    selection: &mut Selection,
+    partial: &mut BTreeMap<String, BTreeSet<String>>,
+) {
+    for kind in [Kind::Tool, Kind::Prompt] {
+        for item in surface.listed(kind) {
+            match &item.route {
+                Route::Action(route) => {
+                    let chosen = route.members.iter().filter(|m| {
+                        let mut own: Vec<Tag> = m.tags.clone();
+                        own.extend(route.rule_tags.iter().cloned());
+                        tags.matches(&own)
+                    });
+                    for member in chosen {
+                        partial
+                            .entry(item.name.clone())
+                            .or_default()
+                            .insert(member.action.clone());
+                    }
+                }
+                Route::Origin(_) if tags.matches(&item.tags) => {
+                    selected_mut(selection, kind).insert(item.name.clone());
+                }
+                Route::Origin(_) => {}
+            }
+        }
+    }
+}
+
+/// A member's alias `alias` for the tool `key`, which it selects when it is known:
+/// `Ok(None)` when the alias is already the tool's name or alias, a problem when the tool is
+/// unknown or the alias is not one or shadows another name.
+fn alias_entry<'a>(
+    surface: &Surface,
+    owner: &'a str,
+    (key, alias): (&'a str, &'a str),
+    selection: &mut Selection,
+) -> Result<Option<AliasEntry<'a>>, Box<Problem<'a>>> {
+    let mut segs = toolset_path(owner, "aliases");
+    segs.push(Seg::Key(key));
+    let at = path(&segs);
+    let Some(resolved) = surface.resolve(Kind::Tool, key) else {
+        return Err(Box::new(Problem {
+            kind: ProblemKind::Unknown(key),
+            owners: vec![owner],
+            diagnostic: unknown_reference(surface, owner, Kind::Tool, key).at(at),
+        }));
+    };
+    let canonical = resolved.exposed.name.clone();
+    selection.tools.insert(canonical.clone());
+    let what = format!(
+        "alias `{}` for tool `{canonical}` in toolset `{owner}`",
+        short(alias)
+    );
+    if !valid_alias(alias) {
+        let mut d = Diagnostic::error(codes::ALIAS, format!("{what} {ALIAS_RULE}"))
+            .at(at)
+            .note("lowercase letters, digits, `_` and `-`, 2 to 64 characters, starting with a letter or digit");
+        if let Some(fix) = alias_fix(alias) {
+            d = d.help(format!("did you mean `{fix}`?"));
+        }
+        return Err(Box::new(Problem {
+            kind: ProblemKind::Alias,
+            owners: vec![owner],
+            diagnostic: d,
+        }));
+    }
+    let shadowed = match surface.resolve(Kind::Tool, alias) {
+        Some(r) if r.exposed.name == canonical => return Ok(None),
+        Some(r) if r.exposed.name == *alias => Some(format!("tool `{alias}`")),
+        Some(r) => Some(format!("`{alias}`, an alias of tool `{}`", r.exposed.name)),
+        None if MANAGEMENT_TOOLS.contains(&alias) => Some(format!("moniker's tool `{alias}`")),
+        None => None,
+    };
+    match shadowed {
+        Some(shadowed) => Err(Box::new(Problem {
+            kind: ProblemKind::Alias,
+            owners: vec![owner],
+            diagnostic: Diagnostic::error(
+                codes::ALIAS_SHADOWS,
+                format!("{what} shadows {shadowed}"),
+            )
+            .at(at)
+            .help("choose an alias that no tool is named or aliased"),
+        })),
+        None => Ok(Some(AliasEntry {
+            owner,
+            key,
+            alias,
+            canonical,
+        })),
+    }
+}
+
+/// One alias, one tool: an alias given to two tools is left out altogether, a problem.
+fn settle_aliases<'a>(
+    entries: &[AliasEntry<'a>],
+    members: &[(&'a str, &'a ToolsetRule)],
+    selection: &mut Selection,
+    problems: &mut Vec<Problem<'a>>,
+) {
     let mut by_alias: BTreeMap<&str, Vec<&AliasEntry<'a>>> = BTreeMap::new();
-    for entry in &entries {
+    for entry in entries {
         by_alias.entry(entry.alias).or_default().push(entry);
     }
     for (alias, claims) in by_alias {
@@ -694,12 +737,6 @@ fn gather<'a>(surface: &Surface, members: &[(&'a str, &'a ToolsetRule)]) -> Gath
             owners,
             diagnostic: d,
         });
-    }
-    narrow(surface, &mut selection, partial);
-    reshape(surface, members, &mut selection, &mut problems);
-    Gathered {
-        selection,
-        problems,
     }
 }
 
