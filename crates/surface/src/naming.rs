@@ -304,6 +304,15 @@ struct Plan<'a> {
     members: Vec<(&'a str, usize)>,
 }
 
+/// One kind's items once their names are claimed (step 4): what the reports after it read.
+#[derive(Clone, Copy)]
+struct Claimed<'c> {
+    kind: Kind,
+    named: &'c [Named<'c>],
+    plans: &'c [Plan<'c>],
+    claims: &'c BTreeMap<&'c str, Vec<Claim>>,
+}
+
 /// Finds every action tool's members among the named items. A member that is missing is an
 /// error when every server is listed, else a warning (its server may be down).
 fn plan_actions<'a>(
@@ -396,8 +405,14 @@ fn build_kind(
         Kind::Prompt => (Vec::new(), BTreeMap::new()),
     };
     let claims = claim_names(rules, kind, &named, &plans, &member_of, out);
-    report_duplicates(kind, &claims, &named, &plans, out);
-    report_unused_overrides(rules, kind, &used, &claims, &named, &listed, out);
+    let claimed = Claimed {
+        kind,
+        named: &named,
+        plans: &plans,
+        claims: &claims,
+    };
+    report_duplicates(claimed, out);
+    report_unused_overrides(rules, claimed, &used, &listed, out);
     if kind == Kind::Tool {
         report_params(&named, out);
     }
@@ -692,13 +707,8 @@ fn derived_profile_error(rules: &Rules, kind: Kind, n: &Named<'_>) -> Option<Dia
 
 /// Duplicates (step 5). `check_rules` reports a name written at two places in the config; here,
 /// the rest: a side that comes from a listing, or one override that matched two items.
-fn report_duplicates(
-    kind: Kind,
-    claims: &BTreeMap<&str, Vec<Claim>>,
-    named: &[Named<'_>],
-    plans: &[Plan<'_>],
-    out: &mut Vec<Diagnostic>,
-) {
+fn report_duplicates(claimed: Claimed<'_>, out: &mut Vec<Diagnostic>) {
+    let claims = claimed.claims;
     let taken: BTreeSet<&str> = claims.keys().copied().collect();
     // New names suggested so far: no two fixes may suggest the same one.
     let mut suggested: BTreeSet<String> = BTreeSet::new();
@@ -708,33 +718,25 @@ fn report_duplicates(
         if list.len() < 2 || reported {
             continue;
         }
-        out.push(duplicate(
-            kind,
-            name,
-            list,
-            named,
-            plans,
-            &taken,
-            &mut suggested,
-        ));
+        out.push(duplicate(claimed, name, list, &taken, &mut suggested));
     }
 }
 
 /// Overrides that matched nothing: an error when the key is an exposed name or an alias
 /// rather than an origin name, else a warning when its server is listed.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "not split yet: see CONTRIBUTING.md"
-)]
 fn report_unused_overrides(
     rules: &Rules,
-    kind: Kind,
+    claimed: Claimed<'_>,
     used: &Used<'_>,
-    claims: &BTreeMap<&str, Vec<Claim>>,
-    named: &[Named<'_>],
     listed: &Listed<'_>,
     out: &mut Vec<Diagnostic>,
 ) {
+    let Claimed {
+        kind,
+        claims,
+        named,
+        ..
+    } = claimed;
     let noun = kind.noun();
     for key in rules.overrides(kind).keys() {
         if used.contains_key(key.as_str()) {
@@ -1061,19 +1063,16 @@ fn origin_note(kind: Kind, n: &Named<'_>) -> String {
     )
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "not split yet: see CONTRIBUTING.md"
-)]
 fn duplicate(
-    kind: Kind,
+    claimed: Claimed<'_>,
     name: &str,
     claims: &[Claim],
-    named: &[Named<'_>],
-    plans: &[Plan<'_>],
     taken: &BTreeSet<&str>,
     suggested: &mut BTreeSet<String>,
 ) -> Diagnostic {
+    let Claimed {
+        kind, named, plans, ..
+    } = claimed;
     let mut d = Diagnostic::error(
         "naming::duplicate",
         format!(
