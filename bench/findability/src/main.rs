@@ -368,177 +368,202 @@ impl Cache for Memory {
     }
 }
 
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 fn run(setup: &Setup) -> Vec<Row> {
-    let Setup {
-        tasks,
-        all,
-        config,
-        sizes,
-        meaning,
-    } = setup;
-    let targets: BTreeSet<(String, String)> = tasks
+    let targets: BTreeSet<(String, String)> = setup
+        .tasks
         .iter()
         .map(|t| (t.server.clone(), t.tool.clone()))
         .collect();
     let bpe = tiktoken_rs::o200k_base().expect("o200k");
     let tokens = |text: &str| bpe.encode_ordinary(text).len();
-    let mut rows = Vec::new();
     // The table is read once per process, before any build is timed.
     Model::shipped();
-    for &size in sizes {
-        let servers = pick(all, size, &targets);
-        let surface = surface(config, &servers);
-        // Built, then built again from what the first build saved (as after a restart).
-        let cache = Memory::default();
-        let started = std::time::Instant::now();
-        let index = Index::build(&surface, meaning.clone(), Some(&cache));
-        let build_us = started.elapsed().as_micros();
-        let started = std::time::Instant::now();
-        let _ = Index::build(&surface, meaning.clone(), Some(&cache));
-        let cached_us = started.elapsed().as_micros();
-        let mut query_us = Vec::new();
-        // The baseline: the raw listing's names and descriptions, the same ranker.
-        let raw: Vec<(&str, String)> = servers
+    setup
+        .sizes
+        .iter()
+        .map(|&size| {
+            let servers = pick(&setup.all, size, &targets);
+            let surface = surface(&setup.config, &servers);
+            let mut row = recall(setup, &servers, &surface, size);
+            count_tokens(&mut row, &servers, &surface, &tokens);
+            row
+        })
+        .collect()
+}
+
+/// The index over `surface` built (timed), then built again from what the first build saved
+/// (as after a restart): the index, and each build's time in microseconds.
+fn timed_builds(surface: &Surface, meaning: &Meaning) -> (Index, u128, u128) {
+    let cache = Memory::default();
+    let started = std::time::Instant::now();
+    let index = Index::build(surface, meaning.clone(), Some(&cache));
+    let build_us = started.elapsed().as_micros();
+    let started = std::time::Instant::now();
+    let _ = Index::build(surface, meaning.clone(), Some(&cache));
+    (index, build_us, started.elapsed().as_micros())
+}
+
+/// The baseline: the servers' own names and descriptions, the same ranker: each tool's
+/// (server, name), and the ranker over them.
+fn raw_baseline(servers: &[Inventory]) -> (Vec<(&str, String)>, Ranker) {
+    let raw: Vec<(&str, String)> = servers
+        .iter()
+        .flat_map(|inv| inv.tools.iter().map(move |t| (inv.server.as_str(), t)))
+        .map(|(server, t)| (server, origin_name(t)))
+        .collect();
+    let docs: Vec<String> = servers
+        .iter()
+        .flat_map(|inv| inv.tools.iter())
+        .map(|t| {
+            let v: Value = serde_json::from_str(t.get()).unwrap_or(Value::Null);
+            format!(
+                "{}\n{}",
+                v["name"].as_str().unwrap_or_default(),
+                v["description"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    (raw, Ranker::new(&docs))
+}
+
+/// Each task whose tool is in `surface`, searched for: the row's recalls and times.
+fn recall(setup: &Setup, servers: &[Inventory], surface: &Surface, size: usize) -> Row {
+    let (index, build_us, cached_us) = timed_builds(surface, &setup.meaning);
+    let (raw, ranker) = raw_baseline(servers);
+    let mut row = Row {
+        size: raw.len(),
+        servers: servers.len(),
+        moniker: Recall::default(),
+        lexical: Recall::default(),
+        semantic: Recall::default(),
+        raw: Recall::default(),
+        build_us,
+        cached_us,
+        query_p50_us: 0,
+        tokens_raw: 0,
+        tokens_list: 0,
+        model_raw: 0,
+        model_list: 0,
+        tokens_hints: 0,
+        tokens_search: 0,
+    };
+    let mut query_us = Vec::new();
+    for task in &setup.tasks {
+        if !raw
             .iter()
-            .flat_map(|inv| inv.tools.iter().map(move |t| (inv.server.as_str(), t)))
-            .map(|(server, t)| (server, origin_name(t)))
-            .collect();
-        let raw_docs: Vec<String> = servers
-            .iter()
-            .flat_map(|inv| inv.tools.iter())
-            .map(|t| {
-                let v: Value = serde_json::from_str(t.get()).unwrap_or(Value::Null);
-                format!(
-                    "{}\n{}",
-                    v["name"].as_str().unwrap_or_default(),
-                    v["description"].as_str().unwrap_or_default()
-                )
-            })
-            .collect();
-        let ranker = Ranker::new(&raw_docs);
-        let mut row = Row {
-            size: raw.len(),
-            servers: servers.len(),
-            moniker: Recall::default(),
-            lexical: Recall::default(),
-            semantic: Recall::default(),
-            raw: Recall::default(),
-            build_us,
-            cached_us,
-            query_p50_us: 0,
-            tokens_raw: 0,
-            tokens_list: 0,
-            model_raw: 0,
-            model_list: 0,
-            tokens_hints: 0,
-            tokens_search: 0,
-        };
-        for task in tasks {
-            let Some(_) = raw
-                .iter()
-                .position(|(s, n)| *s == task.server && *n == task.tool)
-            else {
-                continue;
-            };
-            let query = Query {
-                text: &task.request,
-                tags: &[],
-                limit: 5,
-                toolsets: &[],
-            };
-            let exact = surface
-                .resolve(Kind::Tool, task.request.trim())
-                .map(|r| r.exposed);
-            let started = std::time::Instant::now();
-            let found = index.search(&surface, query, exact, |_| true);
-            query_us.push(started.elapsed().as_micros());
-            let wanted = |e: &&moniker_surface::Exposed| {
-                e.origin()
-                    .is_some_and(|o| o.server.as_str() == task.server && o.name == task.tool)
-            };
-            let ours = found.iter().position(wanted);
-            for (part, recall) in [
-                (Part::Lexical, &mut row.lexical),
-                (Part::Semantic, &mut row.semantic),
-            ] {
-                let found = index.search_by(part, &surface, query, exact, |_| true);
-                recall.add(found.iter().position(wanted));
-            }
-            let rank = ranker
-                .rank(&task.request)
-                .iter()
-                .take(5)
-                .position(|(doc, _)| raw[*doc].0 == task.server && raw[*doc].1 == task.tool);
-            if ours != Some(0) && std::env::args().any(|a| a == "--misses") {
-                let got: Vec<&str> = found.iter().map(|e| e.name.as_str()).collect();
-                let place = ours.map_or("not in the first 5".to_owned(), |at| {
-                    format!("at {}", at + 1)
-                });
-                let raw_found = match rank {
-                    Some(at) => format!("; the raw search: at {}", at + 1),
-                    None => String::new(),
-                };
-                eprintln!(
-                    "not first at {size} ({place}{raw_found}): {:?} wants {}/{}; found {got:?}",
-                    task.request, task.server, task.tool
-                );
-            }
-            row.moniker.add(ours);
-            row.raw.add(rank);
+            .any(|(s, n)| *s == task.server && *n == task.tool)
+        {
+            continue;
         }
-        query_us.sort_unstable();
-        row.query_p50_us = query_us
-            .get(query_us.len() / 2)
-            .copied()
-            .unwrap_or_default();
-        let raw_listing = listing::render(
-            Kind::Tool,
-            servers
-                .iter()
-                .flat_map(|inv| inv.tools.iter().map(|t| &**t)),
-            &[],
-            None,
-        );
-        row.tokens_raw = tokens(&raw_listing);
-        // A client shows its model a tool's name, description and input schema, not the rest.
-        let model_view = |definitions: &mut dyn Iterator<Item = &RawValue>| {
-            definitions
-                .map(|d| {
-                    let v: Value = serde_json::from_str(d.get()).unwrap_or(Value::Null);
-                    let seen = serde_json::json!({
-                        "name": v["name"], "description": v["description"], "inputSchema": v["inputSchema"],
-                    });
-                    tokens(&seen.to_string())
-                })
-                .sum::<usize>()
+        let query = Query {
+            text: &task.request,
+            tags: &[],
+            limit: 5,
+            toolsets: &[],
         };
-        row.model_raw = model_view(
-            &mut servers
-                .iter()
-                .flat_map(|inv| inv.tools.iter().map(|t| &**t)),
-        );
-        row.model_list = model_view(&mut surface.listed(Kind::Tool).map(|e| &*e.definition));
-        let mode = |mode: Mode| {
-            let discovery = Discovery {
-                mode,
-                ..Discovery::default()
-            };
-            let entries = discovery.entries(
-                Kind::Tool,
-                surface
-                    .listed(Kind::Tool)
-                    .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition))),
-            );
-            let server = discovery.server(&surface, Kind::Tool, entries.len());
-            tokens(&listing::render(Kind::Tool, entries, &[], server))
+        let exact = surface
+            .resolve(Kind::Tool, task.request.trim())
+            .map(|r| r.exposed);
+        let started = std::time::Instant::now();
+        let found = index.search(surface, query, exact, |_| true);
+        query_us.push(started.elapsed().as_micros());
+        let wanted = |e: &&moniker_surface::Exposed| {
+            e.origin()
+                .is_some_and(|o| o.server.as_str() == task.server && o.name == task.tool)
         };
-        row.tokens_list = mode(Mode::List);
-        row.tokens_hints = mode(Mode::Hints);
-        row.tokens_search = mode(Mode::Search);
-        rows.push(row);
+        let ours = found.iter().position(wanted);
+        for (part, recall) in [
+            (Part::Lexical, &mut row.lexical),
+            (Part::Semantic, &mut row.semantic),
+        ] {
+            let found = index.search_by(part, surface, query, exact, |_| true);
+            recall.add(found.iter().position(wanted));
+        }
+        let rank = ranker
+            .rank(&task.request)
+            .iter()
+            .take(5)
+            .position(|(doc, _)| raw[*doc].0 == task.server && raw[*doc].1 == task.tool);
+        if ours != Some(0) && std::env::args().any(|a| a == "--misses") {
+            say_miss(task, size, (ours, rank), &found);
+        }
+        row.moniker.add(ours);
+        row.raw.add(rank);
     }
-    rows
+    query_us.sort_unstable();
+    row.query_p50_us = query_us
+        .get(query_us.len() / 2)
+        .copied()
+        .unwrap_or_default();
+    row
+}
+
+/// A request `search_tools` did not find first (`--misses`): where it was, ours and the raw
+/// search's, and what was found instead.
+fn say_miss(
+    task: &Task,
+    size: usize,
+    (ours, raw): (Option<usize>, Option<usize>),
+    found: &[&moniker_surface::Exposed],
+) {
+    let got: Vec<&str> = found.iter().map(|e| e.name.as_str()).collect();
+    let place = ours.map_or("not in the first 5".to_owned(), |at| {
+        format!("at {}", at + 1)
+    });
+    let raw_found = match raw {
+        Some(at) => format!("; the raw search: at {}", at + 1),
+        None => String::new(),
+    };
+    eprintln!(
+        "not first at {size} ({place}{raw_found}): {:?} wants {}/{}; found {got:?}",
+        task.request, task.server, task.tool
+    );
+}
+
+/// The tokens of the first `tools/list`: the servers' own listings, moniker's in each mode,
+/// and what a client shows its model of each tool (its name, description and input schema).
+fn count_tokens(
+    row: &mut Row,
+    servers: &[Inventory],
+    surface: &Surface,
+    tokens: &dyn Fn(&str) -> usize,
+) {
+    let raw_tools = || {
+        servers
+            .iter()
+            .flat_map(|inv| inv.tools.iter().map(|t| &**t))
+    };
+    row.tokens_raw = tokens(&listing::render(Kind::Tool, raw_tools(), &[], None));
+    let model_view = |definitions: &mut dyn Iterator<Item = &RawValue>| {
+        definitions
+            .map(|d| {
+                let v: Value = serde_json::from_str(d.get()).unwrap_or(Value::Null);
+                let seen = serde_json::json!({
+                    "name": v["name"], "description": v["description"], "inputSchema": v["inputSchema"],
+                });
+                tokens(&seen.to_string())
+            })
+            .sum::<usize>()
+    };
+    row.model_raw = model_view(&mut raw_tools());
+    row.model_list = model_view(&mut surface.listed(Kind::Tool).map(|e| &*e.definition));
+    let mode = |mode: Mode| {
+        let discovery = Discovery {
+            mode,
+            ..Discovery::default()
+        };
+        let entries = discovery.entries(
+            Kind::Tool,
+            surface
+                .listed(Kind::Tool)
+                .map(|e| (e, std::borrow::Cow::Borrowed(&*e.definition))),
+        );
+        let server = discovery.server(surface, Kind::Tool, entries.len());
+        tokens(&listing::render(Kind::Tool, entries, &[], server))
+    };
+    row.tokens_list = mode(Mode::List);
+    row.tokens_hints = mode(Mode::Hints);
+    row.tokens_search = mode(Mode::Search);
 }
 
 /// The section of BENCHMARKS.md: the tables, and the goals against what was measured.
