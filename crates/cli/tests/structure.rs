@@ -372,7 +372,7 @@ fn a_circle_of_siblings_is_found() {
 /// carry `#[expect(clippy::..., reason = "not split yet: ...")]`: clippy fails on a new long
 /// function without one, and on one that was split and still carries it. This keeps their
 /// number from growing: it may only go down (lower [`NOT_SPLIT_YET`] when it does).
-const NOT_SPLIT_YET: usize = 10;
+const NOT_SPLIT_YET: usize = 9;
 /// The reason those `expect`s give.
 const NOT_SPLIT_REASON: &str = "not split yet: see CONTRIBUTING.md";
 
