@@ -107,6 +107,19 @@ fn inventories(root: &Path) -> Vec<Inventory> {
     all
 }
 
+/// The inventories of a folder (each `*.json`), by server.
+fn inventories_in(dir: &Path) -> Vec<Inventory> {
+    let mut found: Vec<Inventory> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| inventory(p))
+        .collect();
+    found.sort_by(|a, b| a.server.cmp(&b.server));
+    found
+}
+
 /// A surface of `size` tools: whole servers in order, the last one cut (its tasks' tools
 /// first).
 fn pick(all: &[Inventory], size: usize, targets: &BTreeSet<(String, String)>) -> Vec<Inventory> {
@@ -327,17 +340,16 @@ impl Setup {
                     .rules;
                 let mut all = inventories(root);
                 let mut sizes = SIZES.to_vec();
+                // A set's own servers come first; distractors (servers no task names) after
+                // the benchmark's, so the smaller surfaces stay as they were.
                 if let Some(dir) = after("--inventories") {
-                    let mut more: Vec<Inventory> = std::fs::read_dir(&dir)
-                        .map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect::<Vec<_>>())
-                        .unwrap_or_default()
-                        .iter()
-                        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-                        .map(|p| inventory(p))
-                        .collect();
-                    more.sort_by(|a, b| a.server.cmp(&b.server));
+                    let mut more = inventories_in(&dir);
                     more.append(&mut all);
                     all = more;
+                    sizes.push(all.iter().map(|i| i.tools.len()).sum());
+                }
+                if let Some(dir) = after("--distractors") {
+                    all.append(&mut inventories_in(&dir));
                     sizes.push(all.iter().map(|i| i.tools.len()).sum());
                 }
                 Self {
