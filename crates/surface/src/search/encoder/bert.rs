@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use eight_bit::EightBit;
-pub(super) use weights::Source;
+use weights::Source;
 use weights::Weights;
 
 use ndarray::{Array1, Array2, ArrayBase, ArrayView2, ArrayViewMut2, Axis, Ix2, RawData, Slice};

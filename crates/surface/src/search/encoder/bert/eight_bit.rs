@@ -1,6 +1,6 @@
-//! A dense layer's matrix at eight bits a weight: a quarter of the memory of 32-bit floats,
-//! and a quarter of the bytes a short text's products read (a query's pass reads every weight
-//! once, so memory, not arithmetic, bounds it). Each column (the weights of one output) has
+//! A dense layer's matrix at eight bits a weight: a quarter of the memory of 32-bit floats.
+//! A query takes as long as with floats (its pass reads every weight once; turning a panel
+//! back costs about what the smaller reads save). Each column (the weights of one output) has
 //! its own scale, its largest magnitude over 127, so `w = q * scale` within half a step.
 //! The columns lie in panels of [`PANEL`], each panel row by row: a panel turned back into
 //! floats is one small block that stays in a core's cache while faer multiplies by it.
@@ -43,7 +43,7 @@ impl EightBit {
             let (start, width) = panel(j / PANEL, out);
             let at = start * inputs + j - start;
             for (k, w) in weights.iter().enumerate() {
-                // `as` saturates: a weight past the largest finite one still fits.
+                // |w| <= top, so `w / scale` is within 127 (a NaN weight becomes 0).
                 values[at + k * width] = if *scale > 0.0 {
                     (w / *scale).round() as i8
                 } else {

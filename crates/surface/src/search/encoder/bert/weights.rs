@@ -30,12 +30,12 @@ pub(super) struct Weights<'a> {
     /// Where the tensors' bytes start in the file.
     start: u64,
     prefix: &'static str,
-    pub(super) eps: f32,
+    eps: f32,
 }
 
 impl<'a> Weights<'a> {
-    /// The file's header, checked against the file's length; its tensors' names as `family`
-    /// saves them, with or without `prefix` before them.
+    /// The file's header, checked against the file's length; its tensors named with `prefix`
+    /// before them when any is, else as they are.
     pub(super) fn open(
         file: &'a mut dyn Source,
         prefix: &'static str,
