@@ -5,6 +5,9 @@ colliding, one whose tool description holds a `<script>`).
 Each page loads with no console error; the namespace shows an alias and a collision's fix;
 "view as" a bound toolset shows only its tools; a playground call reaches the server and
 appears in Activity; a bound token and no token are refused; the `<script>` is shown as text.
+Behind HAProxy (Debian's), which puts moniker under `/team`, the console works whole: its
+links, forms, redirects and cookies stay under the path, for a token and for a sign-in at the
+identity provider.
 With CONSOLE_SCREENSHOTS=<dir> the pages are saved there (docs/src/console holds the guide's).
 """
 
@@ -16,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import time
+from contextlib import contextmanager, nullcontext
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,6 +32,23 @@ ADMIN = "console-admin-token-7d1"
 BOUND = "console-bound-token-2c9"
 SCRIPT = "<script>alert('poisoned')</script>"
 PAGES = ["servers", "namespace", "access", "activity", "playground"]
+HAPROXY = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
+# moniker under a path: what is below `prefix` goes to moniker without it, nothing else does.
+UNDER_A_PATH = """global
+    maxconn 64
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+frontend web
+    bind 127.0.0.1:{port}
+    http-request deny deny_status 404 unless {{ path_beg {prefix}/ }}
+    http-request replace-path ^{prefix}(/.*)$ \\1
+    default_backend moniker
+backend moniker
+    server moniker 127.0.0.1:{upstream}
+"""
 
 
 def chromium() -> str:
@@ -97,6 +118,34 @@ def console(moniker_bin: Path, fixture_bin: Path, write_config, tmp_path: Path) 
     yield base
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@contextmanager
+def under_a_path(upstream: str, prefix: str, tmp_path: Path, port: int | None = None) -> Iterator[str]:
+    """HAProxy on `port`, giving `upstream` (moniker's base URL) under `prefix`: the base URL
+    through it."""
+    if not HAPROXY:
+        pytest.fail("Debian's `haproxy` is not installed (apt-get install haproxy; scripts/test does)", pytrace=False)
+    port = port or free_port()
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(UNDER_A_PATH.format(port=port, prefix=prefix, upstream=upstream.rsplit(":", 1)[1]))
+    log = open(tmp_path / "haproxy.log", "w")
+    proc = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    base = f"http://127.0.0.1:{port}{prefix}"
+    try:
+        deadline = time.time() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/healthz", timeout=1).read()
+                break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise AssertionError(f"haproxy did not come up: {(tmp_path / 'haproxy.log').read_text()}")
+                time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -232,6 +281,50 @@ def test_a_playground_call_reaches_the_server_and_appears_in_activity(console: s
     assert watched.errors == [], watched.errors
 
 
+def test_the_console_works_under_a_path_a_proxy_gives_it(console: str, browser: Any, tmp_path: Path) -> None:
+    """Every link, form, redirect and cookie of the console is relative to where it is: behind
+    HAProxy at `/team`, a browser logs in, walks every page, calls a tool and logs out without
+    a request leaving `/team` (there, moniker would not be found)."""
+    with under_a_path(console, "/team", tmp_path) as base:
+        watched = Watched(browser)
+        asked: list[str] = []
+        answered: dict[str, int] = {}
+        watched.page.on("request", lambda r: asked.append(urllib.parse.urlsplit(r.url).path))
+        watched.page.on("response", lambda r: answered.__setitem__(urllib.parse.urlsplit(r.url).path, r.status))
+
+        # `/team/console` → its namespace page → the login page, each redirect relative.
+        watched.page.goto(f"{base}/console")
+        assert watched.page.url == f"{base}/console/login", watched.page.url
+        watched.page.fill("#token", ADMIN)
+        watched.page.click("button[type=submit]")
+        assert watched.page.url == f"{base}/console/namespace", watched.page.url
+        cookies = watched.page.context.cookies()
+        assert [(c["name"], c["path"]) for c in cookies] == [("moniker_console", "/team/console")], cookies
+
+        for name in PAGES:
+            with watched.page.expect_navigation() as went:
+                watched.page.click(f"nav a[href='{name}']")
+            assert went.value is not None and went.value.status == 200, name
+            assert watched.page.url == f"{base}/console/{name}", watched.page.url
+
+        # The playground's form posts under the path, its CSRF token with it.
+        watched.page.goto(f"{base}/console/playground?toolset=*&tool=discover_sub_goals")
+        watched.page.fill("#arg-max_goals", "2")
+        watched.page.click("#call")
+        answer = json.loads(watched.page.inner_text("#call-answer"))
+        assert json.loads(answer["result"]["content"][0]["text"])["arguments"] == {"max_goals": 2}, answer
+
+        watched.page.click("form.who button[type=submit]")
+        assert watched.page.url == f"{base}/console/login", watched.page.url
+        watched.page.goto(f"{base}/console/servers")
+        assert watched.page.url == f"{base}/console/login", watched.page.url
+
+        assert asked and all(path.startswith("/team/console") for path in asked), asked
+        assert answered.get("/team/console/console.css") == 200, answered
+        assert all(status < 400 for status in answered.values()), answered
+        assert watched.errors == [], watched.errors
+
+
 def test_the_console_is_not_there_when_off(moniker_bin: Path, fixture_bin: Path, write_config, tmp_path: Path) -> None:
     config = write_config({"servers": {"one": {"command": str(fixture_bin), "args": []}}}, name="off.yaml")
     proc, base = serve(moniker_bin, config, tmp_path)
@@ -244,20 +337,24 @@ def test_the_console_is_not_there_when_off(moniker_bin: Path, fixture_bin: Path,
         proc.wait(timeout=10)
 
 
+@pytest.mark.parametrize("under", ["", "/team"], ids=["at-the-root", "under-a-path"])
 def test_an_admin_of_the_identity_provider_signs_in_and_others_are_refused(
-    moniker_bin: Path, fixture_bin: Path, write_config, tmp_path: Path, browser: Any
+    moniker_bin: Path, fixture_bin: Path, write_config, tmp_path: Path, browser: Any, under: str
 ) -> None:
     """`http.auth.admins` names the identity provider's admins: bob (groups [admins]) signs in
     at oidc-provider in the browser (authorization code with PKCE, the console registering
     itself) and sees the console; alice (groups [staff]) signs in too and is refused; an access
     token as a bearer header opens nothing; a callback replayed, or finished by a browser that
-    did not start it, is refused."""
+    did not start it, is refused. `under-a-path`: the same behind HAProxy at `/team`, where
+    `http.auth.resource` says moniker is (`…/team/mcp`), so the identity provider sends the
+    browser back to `…/team/console/signin/callback`."""
     from oauth_harness import HAVE_OIDC_PROVIDER, SKIP_REASON, start_oauth_servers
 
     if not HAVE_OIDC_PROVIDER:
         pytest.fail(SKIP_REASON, pytrace=False)
     port = free_port()
-    resource = f"http://127.0.0.1:{port}/mcp"
+    public = free_port() if under else port
+    resource = f"http://127.0.0.1:{public}{under}/mcp"
     with start_oauth_servers(tmp_path, 120, resources=[resource]) as idp:
         config = write_config(
             {
@@ -274,62 +371,71 @@ def test_an_admin_of_the_identity_provider_signs_in_and_others_are_refused(
             },
             name="idp.yaml",
         )
-        proc, base = serve(moniker_bin, config, tmp_path, port=port)
+        proc, direct = serve(moniker_bin, config, tmp_path, port=port)
         try:
-            idp.login_as("bob")
-            bob = Watched(browser)
-            callbacks: list[str] = []
-            bob.page.on("request", lambda r: callbacks.append(r.url) if "/console/signin/callback" in r.url else None)
-            bob.page.goto(f"{base}/console/login")
-            bob.page.click("#signin")
-            bob.page.wait_for_url(f"{base}/console/namespace")
-            assert "console bob" in bob.page.inner_text("header"), bob.page.inner_text("header")
-            assert "echo" in bob.page.inner_text("main")
-            bob.page.goto(f"{base}/console/access")
-            assert "admins: claim groups = admins" in bob.page.inner_text("main")
-            assert bob.errors == [], bob.errors
+            with under_a_path(direct, under, tmp_path, port=public) if under else nullcontext(direct) as base:
+                idp.login_as("bob")
+                bob = Watched(browser)
+                callbacks: list[str] = []
+                bob.page.on("request", lambda r: callbacks.append(r.url) if "/console/signin/callback" in r.url else None)
+                bob.page.goto(f"{base}/console/login")
+                bob.page.click("#signin")
+                bob.page.wait_for_url(f"{base}/console/namespace")
+                assert callbacks and callbacks[0].startswith(f"{base}/console/signin/callback?"), callbacks
+                ours = [c for c in bob.page.context.cookies() if c["name"].startswith("moniker_console")]
+                assert [(c["name"], c["path"]) for c in ours] == [("moniker_console", f"{under}/console")], ours
+                assert "console bob" in bob.page.inner_text("header"), bob.page.inner_text("header")
+                assert "echo" in bob.page.inner_text("main")
+                bob.page.goto(f"{base}/console/access")
+                assert "admins: claim groups = admins" in bob.page.inner_text("main")
+                assert bob.errors == [], bob.errors
 
-            idp.login_as("alice")
-            alice = Watched(browser)
-            alice.page.goto(f"{base}/console/login")
-            alice.page.click("#signin")
-            alice.page.wait_for_load_state()
-            assert "`alice` is signed in, but `http.auth.admins` does not name them" in alice.page.inner_text("main")
-            # No session came of it: the pages send her back to the login page.
-            alice.page.goto(f"{base}/console/servers")
-            assert alice.page.url == f"{base}/console/login", alice.page.url
+                idp.login_as("alice")
+                alice = Watched(browser)
+                # Her refusal is a level below the console: its stylesheet is found all the same.
+                styles: list[int] = []
+                alice.page.on("response", lambda r: styles.append(r.status) if r.url.endswith("/console.css") else None)
+                alice.page.goto(f"{base}/console/login")
+                alice.page.click("#signin")
+                alice.page.wait_for_load_state()
+                assert "`alice` is signed in, but `http.auth.admins` does not name them" in alice.page.inner_text("main")
+                # The login page's stylesheet, then her refusal's (`../console.css`).
+                assert styles == [200, 200], styles
+                # No session came of it: the pages send her back to the login page.
+                alice.page.goto(f"{base}/console/servers")
+                assert alice.page.url == f"{base}/console/login", alice.page.url
 
-            # An access token an MCP client holds opens no console, even an admin's: identities
-            # sign in with a browser.
-            token = idp.interactive(resource, account="bob")["access_token"]
-            request = urllib.request.Request(f"{base}/console/servers", headers={"Authorization": f"Bearer {token}"})
-            with pytest.raises(urllib.error.HTTPError) as bearer:
-                urllib.request.urlopen(request)
-            assert bearer.value.code == 401
+                # An access token an MCP client holds opens no console, even an admin's: identities
+                # sign in with a browser.
+                token = idp.interactive(resource, account="bob")["access_token"]
+                request = urllib.request.Request(f"{base}/console/servers", headers={"Authorization": f"Bearer {token}"})
+                with pytest.raises(urllib.error.HTTPError) as bearer:
+                    urllib.request.urlopen(request)
+                assert bearer.value.code == 401
 
-            # A sign-in another browser started: its callback is refused here (its state is not
-            # this browser's), and so is the same callback again.
-            idp.login_as("bob")
-            started = urllib.request.build_opener(NoRedirect()).open
-            try:
-                started(f"{base}/console/signin")
-            except urllib.error.HTTPError as redirect:
-                to_idp = redirect.headers["Location"]
-            else:
-                raise AssertionError("/console/signin did not redirect")
-            assert "code_challenge_method=S256" in to_idp and "resource=" in to_idp, to_idp
-            mallory = Watched(browser)
-            # Her browser is in the middle of a sign-in of its own (another state).
-            mallory.page.context.add_cookies(
-                [{"name": "moniker_console_signin", "value": "herstate.herverifier.herclient", "url": f"{base}/console/signin/callback"}]
-            )
-            mallory.page.goto(to_idp)
-            mallory.page.wait_for_load_state()
-            assert "not started by this browser" in mallory.page.inner_text("main"), mallory.page.inner_text("main")
-            # bob's own callback again, in his browser: the sign-in is over (its cookie gone).
-            replayed = bob.page.goto(callbacks[0])
-            assert replayed is not None and replayed.status == 400
-            assert "or is over: sign in again" in bob.page.inner_text("main")
+                # A sign-in another browser started: its callback is refused here (its state is not
+                # this browser's), and so is the same callback again.
+                idp.login_as("bob")
+                started = urllib.request.build_opener(NoRedirect()).open
+                try:
+                    started(f"{base}/console/signin")
+                except urllib.error.HTTPError as redirect:
+                    to_idp = redirect.headers["Location"]
+                else:
+                    raise AssertionError("/console/signin did not redirect")
+                assert "code_challenge_method=S256" in to_idp and "resource=" in to_idp, to_idp
+                mallory = Watched(browser)
+                # Her browser is in the middle of a sign-in of its own (another state).
+                mallory.page.context.add_cookies(
+                    [{"name": "moniker_console_signin", "value": "herstate.herverifier.herclient", "url": f"{base}/console/signin/callback"}]
+                )
+                mallory.page.goto(to_idp)
+                mallory.page.wait_for_load_state()
+                assert "not started by this browser" in mallory.page.inner_text("main"), mallory.page.inner_text("main")
+                # bob's own callback again, in his browser: the sign-in is over (its cookie gone).
+                replayed = bob.page.goto(callbacks[0])
+                assert replayed is not None and replayed.status == 400
+                assert "or is over: sign in again" in bob.page.inner_text("main")
         finally:
             proc.terminate()
             proc.wait(timeout=10)

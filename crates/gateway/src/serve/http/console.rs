@@ -27,6 +27,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use reqwest::Url;
 use subtle::ConstantTimeEq as _;
 
 use super::Shared;
@@ -40,10 +41,10 @@ use crate::sync::lock;
 const MAX_SESSIONS: usize = 64;
 /// How long a console session lasts.
 const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
-/// The cookie of a console session (plain, and `__Secure-`).
+/// The cookie of a console session (plain, and `__Secure-`), on the whole console.
 const SESSION: Cookie = Cookie {
     names: ["moniker_console", "__Secure-moniker_console"],
-    path: "/console",
+    under: "",
     same_site: "Strict",
 };
 /// How often the servers' calls are sampled for the charts, and how many samples are kept.
@@ -119,12 +120,21 @@ pub(super) enum Away {
     Refused(StatusCode, String),
 }
 
+impl Away {
+    /// The answer of a page `root` below the console's own place (`""`, or `"../"` for one a
+    /// level deeper): its links are relative, so the console works wherever a proxy puts it
+    /// (`/console`, or `/moniker/console` behind a path prefix).
+    pub(super) fn at(self, root: &'static str) -> Response {
+        match self {
+            Self::Login => Redirect::to(&format!("{root}login")).into_response(),
+            Self::Refused(status, why) => refused_at(status, &why, root),
+        }
+    }
+}
+
 impl IntoResponse for Away {
     fn into_response(self) -> Response {
-        match self {
-            Self::Login => Redirect::to("/console/login").into_response(),
-            Self::Refused(status, why) => refused(status, &why),
-        }
+        self.at("")
     }
 }
 
@@ -144,7 +154,8 @@ pub(super) fn router(shared: &Arc<Shared>) -> Router<Arc<Shared>> {
     Router::new()
         .route(
             "/console",
-            get(|| async { Redirect::to("/console/namespace") }),
+            // Relative, as every link of the console: from `/console`, `console/namespace`.
+            get(|| async { Redirect::to("console/namespace") }),
         )
         .route("/console/console.css", get(css))
         .route(
@@ -354,8 +365,14 @@ impl Admin {
 
 /// A console refusal, as a small page of its own.
 pub(super) fn refused(status: StatusCode, why: &str) -> Response {
+    refused_at(status, why, "")
+}
+
+/// [`refused`], on a page `root` below the console's place ([`Away::at`]).
+fn refused_at(status: StatusCode, why: &str, root: &'static str) -> Response {
     let page = pages::Refused {
         why: why.to_owned(),
+        root,
     };
     (status, html(&page)).into_response()
 }
@@ -422,7 +439,7 @@ async fn login(State(shared): State<Arc<Shared>>, Form(form): Form<LoginForm>) -
         }
     }
     let id = shared.seat(Who::Token(form.token), None);
-    let mut response = Redirect::to("/console/namespace").into_response();
+    let mut response = Redirect::to("namespace").into_response();
     SESSION.set(&mut response, &settings, &id, None);
     response
 }
@@ -432,7 +449,8 @@ async fn login(State(shared): State<Arc<Shared>>, Form(form): Form<LoginForm>) -
 pub(super) struct Cookie {
     /// Its name, plain and `__Secure-`.
     names: [&'static str; 2],
-    path: &'static str,
+    /// Its path below the console's public one ([`public_path`]).
+    under: &'static str,
     same_site: &'static str,
 }
 
@@ -466,11 +484,20 @@ impl Cookie {
         max_age: Option<u64>,
     ) {
         let mut text = format!(
-            "{}={value}; Path={}; HttpOnly; SameSite={}",
+            "{}={value}; HttpOnly; SameSite={}",
             self.name(settings),
-            self.path,
             self.same_site
         );
+        // Without a public address, the browser's default path: a cookie of the session is
+        // set from the login form's answer (`…/console/login`), whose path is the console's
+        // wherever a proxy puts it.
+        if let Some(path) = settings
+            .auth
+            .as_ref()
+            .and_then(|a| public_path(&a.resource))
+        {
+            text.push_str(&format!("; Path={path}{}", self.under));
+        }
         if Self::secure(settings) {
             text.push_str("; Secure");
         }
@@ -483,12 +510,34 @@ impl Cookie {
     }
 }
 
+/// The console's public URL: beside moniker's `/mcp` as clients reach it
+/// (`http.auth.resource`), in place of its last segment. Behind a proxy that puts moniker
+/// under a path, `https://gw.example.com/team/mcp` gives `https://gw.example.com/team/console`.
+pub(super) fn public_url(resource: &str) -> Result<Url, String> {
+    let mut url =
+        Url::parse(resource).map_err(|e| format!("`http.auth.resource` is not a URL: {e}"))?;
+    if url.cannot_be_a_base() {
+        return Err("`http.auth.resource` is not an http(s) URL".to_owned());
+    }
+    let path = url.path().trim_end_matches('/');
+    let beside = path[..path.rfind('/').unwrap_or(0)].to_owned();
+    url.set_path(&format!("{beside}/console"));
+    url.set_query(None);
+    url.set_fragment(None);
+    Ok(url)
+}
+
+/// The path of [`public_url`].
+fn public_path(resource: &str) -> Option<String> {
+    public_url(resource).ok().map(|url| url.path().to_owned())
+}
+
 async fn logout(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let settings = shared.gateway.http();
     if let Some(id) = SESSION.of(&headers, &settings) {
         lock(&shared.console.sessions).remove(id);
     }
-    let mut response = Redirect::to("/console/login").into_response();
+    let mut response = Redirect::to("login").into_response();
     SESSION.set(&mut response, &settings, "", Some(0));
     response
 }

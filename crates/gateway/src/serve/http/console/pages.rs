@@ -22,6 +22,8 @@ const ACTIVITY_ROWS: usize = 200;
 #[template(path = "console/refused.html")]
 pub(super) struct Refused {
     pub why: String,
+    /// Where the console is from the page ([`super::Away::at`]).
+    pub root: &'static str,
 }
 
 pub(super) struct ServerRow {

@@ -23,7 +23,7 @@ use serde_json::Value;
 use sha2::Digest as _;
 use subtle::ConstantTimeEq as _;
 
-use super::{Away, Cookie, SESSION, SESSION_TTL, Shared, Who, html, refused};
+use super::{Away, Cookie, SESSION, SESSION_TTL, Shared, Who, html, public_url, refused};
 use crate::auth::store::Client;
 use crate::auth::{browser, oauth};
 use moniker_config::ResourceAuth;
@@ -35,12 +35,13 @@ const REGISTRATION_RETRY: Duration = Duration::from_secs(30);
 /// A session whose token does not say when it ends (an introspected one may not) lasts this
 /// long, as long as `/mcp` trusts an introspection.
 const UNDATED: Duration = Duration::from_secs(60);
-/// Where the identity provider sends the browser back, at moniker's public origin.
-const CALLBACK: &str = "/console/signin/callback";
+/// Where the identity provider sends the browser back, below the console's public URL
+/// ([`public_url`]).
+const CALLBACK: &str = "/signin/callback";
 /// The cookie of a sign-in under way.
 const BINDING: Cookie = Cookie {
     names: ["moniker_console_signin", "__Secure-moniker_console_signin"],
-    path: CALLBACK,
+    under: CALLBACK,
     // Sent on the identity provider's redirect back, a top-level GET from another site.
     same_site: "Lax",
 };
@@ -146,13 +147,6 @@ fn admins_auth(shared: &Shared) -> Result<ResourceAuth, Away> {
         })
 }
 
-/// moniker's public origin: that of `http.auth.resource`.
-fn origin(resource: &str) -> Result<String, String> {
-    let url =
-        Url::parse(resource).map_err(|e| format!("`http.auth.resource` is not a URL: {e}"))?;
-    Ok(url.origin().ascii_serialization())
-}
-
 /// The scopes asked for: those every token needs, and those an admin rule names.
 fn scopes(auth: &ResourceAuth) -> Option<String> {
     let mut scopes: Vec<&str> = auth.scopes.iter().map(String::as_str).collect();
@@ -166,8 +160,8 @@ fn scopes(auth: &ResourceAuth) -> Option<String> {
     (!scopes.is_empty()).then(|| scopes.join(" "))
 }
 
-/// `GET /console/signin`: the browser goes to the identity provider, from moniker's public
-/// origin (where the callback will find the sign-in's cookie).
+/// `GET /console/signin`: the browser goes to the identity provider, from the console's public
+/// URL (where the callback will find the sign-in's cookie).
 pub(super) async fn start(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let auth = match admins_auth(&shared) {
         Ok(auth) => auth,
@@ -190,18 +184,17 @@ async fn begin(
     auth: &ResourceAuth,
     headers: &HeaderMap,
 ) -> Result<Response, String> {
-    let origin = origin(&auth.resource)?;
+    let console = public_url(&auth.resource)?;
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    let public = Url::parse(&origin).ok().and_then(|u| authority(&u));
-    if host.is_some_and(|host| public.as_deref() != Some(host)) {
+    if host.is_some_and(|host| authority(&console).as_deref() != Some(host)) {
         // Reached by another name (`localhost`, an inner address): the sign-in's cookie must
         // be where the identity provider sends the browser back.
-        return Ok(Redirect::to(&format!("{origin}/console/signin")).into_response());
+        return Ok(Redirect::to(&format!("{console}/signin")).into_response());
     }
     let verifier = shared.verifier(auth);
     let metadata = verifier.metadata_of_issuer().await?;
     let endpoint = browser::authorization_endpoint(&metadata)?;
-    let redirect_uri = format!("{origin}{CALLBACK}");
+    let redirect_uri = format!("{console}{CALLBACK}");
     let client = shared
         .console
         .signins
@@ -266,7 +259,8 @@ pub(super) async fn callback(
             tracing::debug!(seconds = ends.as_secs(), "a console session began");
             response
         }
-        Err(away) => away.into_response(),
+        // A level below the console's place.
+        Err(away) => away.at("../"),
     };
     BINDING.set(&mut response, &settings, "", Some(0));
     response
@@ -307,8 +301,10 @@ async fn finish(
     let metadata = verifier.metadata_of_issuer().await.map_err(gateway_error)?;
     let code = browser::code_of(answer, &metadata)
         .map_err(|why| Away::Refused(StatusCode::UNAUTHORIZED, format!("not signed in: {why}")))?;
-    let origin = origin(&auth.resource).map_err(gateway_error)?;
-    let redirect_uri = format!("{origin}{CALLBACK}");
+    let redirect_uri = format!(
+        "{}{CALLBACK}",
+        public_url(&auth.resource).map_err(gateway_error)?
+    );
     let http = verifier.http().map_err(gateway_error)?;
     let client = shared
         .console
@@ -376,12 +372,27 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn the_callback_is_at_the_resource_s_origin() {
+    fn the_console_is_beside_the_resource() {
+        let console = |resource: &str| public_url(resource).map(String::from);
         assert_eq!(
-            origin("https://gw.example.com:8443/team/mcp").as_deref(),
-            Ok("https://gw.example.com:8443")
+            console("https://gw.example.com:8443/team/mcp").as_deref(),
+            Ok("https://gw.example.com:8443/team/console")
         );
-        assert!(origin("not a url").is_err());
+        for at_the_root in [
+            "http://127.0.0.1:8080/mcp",
+            "http://h/mcp/",
+            "http://h",
+            "http://h/mcp?x=1#y",
+        ] {
+            let url = console(at_the_root).expect("a URL");
+            assert_eq!(
+                Url::parse(&url).expect("a URL").path(),
+                "/console",
+                "{at_the_root}"
+            );
+        }
+        assert!(console("not a url").is_err());
+        assert!(console("mailto:ops@example.com").is_err());
         let url = Url::parse("https://gw.example.com/mcp").expect("a URL");
         assert_eq!(authority(&url).as_deref(), Some("gw.example.com"));
     }
