@@ -350,7 +350,6 @@ fn prove_import(text: String, target: &Path) -> Result<Imported, Failure> {
     }
 }
 
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
 pub(crate) fn install(args: &InstallArgs, config: Option<&Path>) -> Result<Exit, Failure> {
     let client = args.client;
     let mut file = ClientFile::of(args)?;
@@ -359,92 +358,30 @@ pub(crate) fn install(args: &InstallArgs, config: Option<&Path>) -> Result<Exit,
         Some(command) => Launch::Path(command.clone()),
         None => Launch::detect(),
     };
-    let key = client.servers_key();
-    let mut moved: Vec<(String, Value)> = Vec::new();
-    let mut stays: Vec<(String, String)> = Vec::new();
-    let config_path = if args.import {
-        let target = match config {
-            Some(c) => absolute(c)?,
-            None => absolute(&file.named)?
-                .parent()
-                .map(|d| d.join("moniker.yaml"))
-                .ok_or("the client's file has no dir")?,
-        };
-        for (name, entry) in file.servers(key)?.iter() {
-            if name == ENTRY || runs_moniker(entry).is_some() {
-                continue;
-            }
-            match importable(client, name, entry) {
-                Ok(converted) => moved.push((name.clone(), converted)),
-                Err(why) => stays.push((name.clone(), why)),
-            }
-        }
-        if !moved.is_empty() && target.exists() {
-            return Err(format!(
-                "`{}` exists already: pass `-c FILE` to write the imported servers elsewhere, \
-                 or remove it",
-                target.display()
-            )
-            .into());
-        }
-        target
-    } else {
-        let Some(found) = moniker_config::find(config) else {
-            return Err(format!(
-                "no moniker config for {} to run: pass `-c FILE`, or `--import` to make one \
-                 from {}'s servers",
-                client.title(),
-                client.title()
-            )
-            .into());
-        };
-        if !found.is_file() {
-            return Err(format!("no moniker config at `{}`", found.display()).into());
-        }
-        absolute(&found)?
-    };
+    let target = Target::of(args, &mut file, config)?;
 
     // "Works the first time": the config an import writes serves. Its servers are started
     // and their names made one surface; names two servers share are renamed after their
     // servers (as `check` proposes) in the config written, or nothing is written.
-    let imported = match moved.is_empty() {
+    let imported = match target.moved.is_empty() {
         true => None,
         false => Some(prove_import(
-            moniker_config(client.id(), &file.path, &moved),
-            &config_path,
+            moniker_config(client.id(), &file.path, &target.moved),
+            &target.config,
         )?),
     };
 
-    let entry = client.entry(&launch, &config_path);
-    let servers = file.servers(key)?;
-    let mut added = false;
-    match servers.get(ENTRY) {
-        Some(there) if *there == entry => {}
-        Some(there) => {
-            let what = match runs_moniker(there) {
-                Some(other) => format!("runs moniker with `{}`", other.display()),
-                None => "runs something else".to_owned(),
-            };
-            return Err(format!(
-                "`{shown}` has a server `{ENTRY}` already, which {what}: run `moniker \
-                 uninstall {}` first, or remove it",
-                client.id()
-            )
-            .into());
-        }
-        None => {
-            servers.insert(ENTRY.to_owned(), entry.clone());
-            added = true;
-        }
-    }
-    for (name, _) in &moved {
+    let entry = client.entry(&launch, &target.config);
+    let servers = file.servers(client.servers_key())?;
+    let added = place(servers, &entry, &shown, client.id())?;
+    for (name, _) in &target.moved {
         servers.shift_remove(name);
     }
-    if !added && moved.is_empty() {
+    if !added && target.moved.is_empty() {
         output::line(&format!(
             "{} already runs moniker with `{}` (`{shown}`): nothing to change",
             client.title(),
-            config_path.display()
+            target.config.display()
         ))?;
         return Ok(Exit::Ok);
     }
@@ -461,58 +398,18 @@ pub(crate) fn install(args: &InstallArgs, config: Option<&Path>) -> Result<Exit,
     }
     write_file(&backup, file.original.as_deref().unwrap_or_default())?;
     if let Some(imported) = &imported {
-        write_file(&config_path, &imported.text)?;
+        write_file(&target.config, &imported.text)?;
     }
     write_file(&file.path, &file.render())?;
 
     let mut lines = vec![format!("{}: `{shown}`", client.title())];
     if added {
-        let (command, args) = (
-            entry["command"].as_str().unwrap_or_default(),
-            entry["args"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .unwrap_or_default(),
-        );
-        lines.push(format!("  added server `{ENTRY}`: {command} {args}"));
-    }
-    if !moved.is_empty() {
         lines.push(format!(
-            "  moved {} server{} into `{}` (readable by you only):",
-            moved.len(),
-            if moved.len() == 1 { "" } else { "s" },
-            config_path.display()
+            "  added server `{ENTRY}`: {}",
+            command_line(&entry)
         ));
-        for (name, converted) in &moved {
-            lines.push(format!("    {name}: {}", summary(converted)));
-        }
     }
-    if let Some(imported) = &imported {
-        if !imported.renames.is_empty() {
-            lines.push(format!(
-                "  {} name{} two servers shared, renamed after their servers in that config (`moniker list` shows them):",
-                imported.renames.len(),
-                if imported.renames.len() == 1 { "" } else { "s" }
-            ));
-            for rename in &imported.renames {
-                lines.push(format!("    {rename}"));
-            }
-        }
-        if !imported.down.is_empty() {
-            lines.push(format!(
-                "  not started now, so their names are not checked: {} (`moniker doctor` says why)",
-                imported.down.join(", ")
-            ));
-        }
-    }
-    for (name, why) in &stays {
-        lines.push(format!("  left `{name}` with {}: {why}", client.title()));
-    }
+    target.report(client.title(), imported.as_ref(), &mut lines);
     lines.push(format!("  backup: `{}`", backup.display()));
     lines.push(format!(
         "  undo: moniker uninstall {}{}",
@@ -527,7 +424,153 @@ pub(crate) fn install(args: &InstallArgs, config: Option<&Path>) -> Result<Exit,
     Ok(Exit::Ok)
 }
 
-#[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
+/// Puts moniker's `entry` among a client's `servers`: whether it was added (not there already).
+/// Another entry of moniker's name is not replaced.
+fn place(
+    servers: &mut Map<String, Value>,
+    entry: &Value,
+    shown: &str,
+    client: &str,
+) -> Result<bool, Failure> {
+    match servers.get(ENTRY) {
+        Some(there) if there == entry => Ok(false),
+        Some(there) => {
+            let what = match runs_moniker(there) {
+                Some(other) => format!("runs moniker with `{}`", other.display()),
+                None => "runs something else".to_owned(),
+            };
+            Err(format!(
+                "`{shown}` has a server `{ENTRY}` already, which {what}: run `moniker \
+                 uninstall {client}` first, or remove it"
+            )
+            .into())
+        }
+        None => {
+            servers.insert(ENTRY.to_owned(), entry.clone());
+            Ok(true)
+        }
+    }
+}
+
+/// The moniker config an install has its client run, and with `--import` the client's servers
+/// moved into it and those left with the client, each with why.
+struct Target {
+    config: PathBuf,
+    moved: Vec<(String, Value)>,
+    stays: Vec<(String, String)>,
+}
+
+impl Target {
+    fn of(
+        args: &InstallArgs,
+        file: &mut ClientFile,
+        config: Option<&Path>,
+    ) -> Result<Self, Failure> {
+        let client = args.client;
+        if !args.import {
+            let Some(found) = moniker_config::find(config) else {
+                return Err(format!(
+                    "no moniker config for {} to run: pass `-c FILE`, or `--import` to make \
+                     one from {}'s servers",
+                    client.title(),
+                    client.title()
+                )
+                .into());
+            };
+            if !found.is_file() {
+                return Err(format!("no moniker config at `{}`", found.display()).into());
+            }
+            return Ok(Self {
+                config: absolute(&found)?,
+                moved: Vec::new(),
+                stays: Vec::new(),
+            });
+        }
+        let config = match config {
+            Some(c) => absolute(c)?,
+            None => absolute(&file.named)?
+                .parent()
+                .map(|d| d.join("moniker.yaml"))
+                .ok_or("the client's file has no dir")?,
+        };
+        let (mut moved, mut stays) = (Vec::new(), Vec::new());
+        for (name, entry) in file.servers(client.servers_key())?.iter() {
+            if name == ENTRY || runs_moniker(entry).is_some() {
+                continue;
+            }
+            match importable(client, name, entry) {
+                Ok(converted) => moved.push((name.clone(), converted)),
+                Err(why) => stays.push((name.clone(), why)),
+            }
+        }
+        if !moved.is_empty() && config.exists() {
+            return Err(format!(
+                "`{}` exists already: pass `-c FILE` to write the imported servers elsewhere, \
+                 or remove it",
+                config.display()
+            )
+            .into());
+        }
+        Ok(Self {
+            config,
+            moved,
+            stays,
+        })
+    }
+
+    /// What was moved, renamed, not checked and left with the client (`title`), as lines of
+    /// the install's report.
+    fn report(&self, title: &str, imported: Option<&Imported>, lines: &mut Vec<String>) {
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        if !self.moved.is_empty() {
+            lines.push(format!(
+                "  moved {} server{} into `{}` (readable by you only):",
+                self.moved.len(),
+                plural(self.moved.len()),
+                self.config.display()
+            ));
+            for (name, converted) in &self.moved {
+                lines.push(format!("    {name}: {}", summary(converted)));
+            }
+        }
+        if let Some(imported) = imported {
+            if !imported.renames.is_empty() {
+                lines.push(format!(
+                    "  {} name{} two servers shared, renamed after their servers in that config (`moniker list` shows them):",
+                    imported.renames.len(),
+                    plural(imported.renames.len())
+                ));
+                for rename in &imported.renames {
+                    lines.push(format!("    {rename}"));
+                }
+            }
+            if !imported.down.is_empty() {
+                lines.push(format!(
+                    "  not started now, so their names are not checked: {} (`moniker doctor` says why)",
+                    imported.down.join(", ")
+                ));
+            }
+        }
+        for (name, why) in &self.stays {
+            lines.push(format!("  left `{name}` with {title}: {why}"));
+        }
+    }
+}
+
+/// A client entry's command and arguments, as one line.
+fn command_line(entry: &Value) -> String {
+    let args = entry["args"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    format!("{} {args}", entry["command"].as_str().unwrap_or_default())
+}
+
 pub(crate) fn uninstall(args: &InstallArgs) -> Result<Exit, Failure> {
     let client = args.client;
     let mut file = ClientFile::of(args)?;
@@ -576,32 +619,11 @@ pub(crate) fn uninstall(args: &InstallArgs) -> Result<Exit, Failure> {
     } else {
         Some(parse(&backup_path, &backup_text)?)
     };
-    // The servers in the backup's order: each as it is now, or as the backup had it when it
-    // is gone (moved into moniker's config); then the ones added since.
-    let before: Map<String, Value> = backup
+    let before = backup
         .as_ref()
         .and_then(|b| b.get(key))
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let mut now = std::mem::take(servers);
-    let mut rebuilt = Map::new();
-    let mut restored = Vec::new();
-    for (name, old) in &before {
-        match now.shift_remove(name) {
-            Some(current) => {
-                rebuilt.insert(name.clone(), current);
-            }
-            None => {
-                if name != ENTRY {
-                    restored.push(name.clone());
-                }
-                rebuilt.insert(name.clone(), old.clone());
-            }
-        }
-    }
-    rebuilt.extend(now);
-    *servers = rebuilt;
+        .and_then(Value::as_object);
+    let restored = put_back(servers, before);
     if !restored.is_empty() {
         lines.push(format!(
             "  put back {}: {}",
@@ -613,26 +635,7 @@ pub(crate) fn uninstall(args: &InstallArgs) -> Result<Exit, Failure> {
             restored.join(", ")
         ));
     }
-    match &backup {
-        Some(b) if *b == file.doc => {
-            write_file(&file.path, &backup_text)?;
-            lines.push("  the file is as it was before `moniker install`".to_owned());
-        }
-        None if file.doc.len() == 1 && servers_empty(&file.doc, key) => {
-            match std::fs::remove_file(&file.path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("cannot remove `{shown}`: {e}").into()),
-            }
-            lines.push("  removed the file, which moniker had made".to_owned());
-        }
-        _ => {
-            write_file(&file.path, &file.render())?;
-            lines.push(
-                "  the file changed since `moniker install`: those changes are kept".to_owned(),
-            );
-        }
-    }
+    lines.push(settle(&file, backup.as_ref(), &backup_text, key)?.to_owned());
     std::fs::remove_file(&backup_path)
         .map_err(|e| format!("cannot remove `{}`: {e}", backup_path.display()))?;
     if let Some(config) = config.filter(|c| written_by_install(c)) {
@@ -644,6 +647,60 @@ pub(crate) fn uninstall(args: &InstallArgs) -> Result<Exit, Failure> {
     }
     output::line(&lines.join("\n"))?;
     Ok(Exit::Ok)
+}
+
+/// The client's servers in the backup's order (`before`): each as it is now, or as the backup
+/// had it when it is gone (moved into moniker's config); then the ones added since. The names
+/// put back, moniker's own entry aside.
+fn put_back(servers: &mut Map<String, Value>, before: Option<&Map<String, Value>>) -> Vec<String> {
+    let mut now = std::mem::take(servers);
+    let mut restored = Vec::new();
+    for (name, old) in before.into_iter().flatten() {
+        match now.shift_remove(name) {
+            Some(current) => {
+                servers.insert(name.clone(), current);
+            }
+            None => {
+                if name != ENTRY {
+                    restored.push(name.clone());
+                }
+                servers.insert(name.clone(), old.clone());
+            }
+        }
+    }
+    servers.extend(now);
+    restored
+}
+
+/// Writes the client's file as the uninstall leaves it: the backup's very text when nothing
+/// else changed, no file when moniker had made it, else as it is now. What was done, as a line
+/// of the report.
+fn settle(
+    file: &ClientFile,
+    backup: Option<&Map<String, Value>>,
+    backup_text: &str,
+    key: &str,
+) -> Result<&'static str, Failure> {
+    match backup {
+        Some(b) if *b == file.doc => {
+            write_file(&file.path, backup_text)?;
+            Ok("  the file is as it was before `moniker install`")
+        }
+        None if file.doc.len() == 1 && servers_empty(&file.doc, key) => {
+            match std::fs::remove_file(&file.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(format!("cannot remove `{}`: {e}", file.path.display()).into());
+                }
+            }
+            Ok("  removed the file, which moniker had made")
+        }
+        _ => {
+            write_file(&file.path, &file.render())?;
+            Ok("  the file changed since `moniker install`: those changes are kept")
+        }
+    }
 }
 
 fn servers_empty(doc: &Map<String, Value>, key: &str) -> bool {

@@ -371,8 +371,9 @@ fn a_circle_of_siblings_is_found() {
 /// Functions that have not been split yet (over 80 lines or 6 parameters: `clippy.toml`) each
 /// carry `#[expect(clippy::..., reason = "not split yet: ...")]`: clippy fails on a new long
 /// function without one, and on one that was split and still carries it. This keeps their
-/// number from growing: it may only go down (lower [`NOT_SPLIT_YET`] when it does).
-const NOT_SPLIT_YET: usize = 9;
+/// number from growing: it may only go down. It is 0: every function of the crates and the
+/// benchmarks (tests aside) is within those bounds, and a new long one must be split.
+const NOT_SPLIT_YET: usize = 0;
 /// The reason those `expect`s give.
 const NOT_SPLIT_REASON: &str = "not split yet: see CONTRIBUTING.md";
 

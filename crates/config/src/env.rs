@@ -5,11 +5,11 @@ use std::borrow::Cow;
 
 use moniker_surface::vocab::{Seg, path};
 
-use crate::Config;
 use crate::report::{ConfigError, ConfigReport, codes};
 use crate::server::{Auth, Tls, Transport};
 use crate::source::Source;
 use crate::tree::shorten;
+use crate::{Config, PassEnv, ResourceAuth};
 
 /// What went wrong in one field. Never holds a variable's value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +83,6 @@ impl Config {
     /// `args`, `env` values, `cwd`, `url`, `headers` values, `tls` and `auth` values; and in `toolsets.store`. `lookup` is the environment
     /// (`|name| std::env::var(name).ok()`). Every unset variable is reported, at its field;
     /// no message holds a value. On error nothing is changed.
-    #[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
     pub fn expand_env(
         &mut self,
         lookup: impl Fn(&str) -> Option<String>,
@@ -97,85 +96,11 @@ impl Config {
                 let p = path(&[&base[..], segs].concat());
                 expand_field(text, &p, &self.source, &lookup, &mut errors)
             };
-            let transport = match &server.transport {
-                Transport::Stdio {
-                    command,
-                    args,
-                    env,
-                    pass_env,
-                    cwd,
-                } => Transport::Stdio {
-                    // The gateway's `pass_env` goes to every stdio server.
-                    pass_env: self.gateway.pass_env.with(pass_env),
-                    command: field(&[Seg::Key("command")], command),
-                    args: args
-                        .iter()
-                        .enumerate()
-                        .map(|(i, a)| field(&[Seg::Key("args"), Seg::Index(i)], a))
-                        .collect(),
-                    env: env
-                        .iter()
-                        .map(|(k, v)| (k.clone(), field(&[Seg::Key("env"), Seg::Key(k)], v)))
-                        .collect(),
-                    cwd: cwd.as_ref().map(|c| field(&[Seg::Key("cwd")], c)),
-                },
-                Transport::Http {
-                    url,
-                    headers,
-                    tls,
-                    auth,
-                    forward,
-                } => {
-                    let mut optional = |segs: &[Seg<'_>], text: &Option<String>| {
-                        text.as_ref().map(|t| field(segs, t))
-                    };
-                    let tls = Tls {
-                        ca_file: optional(&[Seg::Key("tls"), Seg::Key("ca_file")], &tls.ca_file),
-                        client_cert: optional(
-                            &[Seg::Key("tls"), Seg::Key("client_cert")],
-                            &tls.client_cert,
-                        ),
-                        client_key: optional(
-                            &[Seg::Key("tls"), Seg::Key("client_key")],
-                            &tls.client_key,
-                        ),
-                    };
-                    let auth = Auth {
-                        client_id: optional(
-                            &[Seg::Key("auth"), Seg::Key("client_id")],
-                            &auth.client_id,
-                        ),
-                        client_secret: optional(
-                            &[Seg::Key("auth"), Seg::Key("client_secret")],
-                            &auth.client_secret,
-                        ),
-                        client_metadata_url: optional(
-                            &[Seg::Key("auth"), Seg::Key("client_metadata_url")],
-                            &auth.client_metadata_url,
-                        ),
-                        grant: auth.grant,
-                        issuer: optional(&[Seg::Key("auth"), Seg::Key("issuer")], &auth.issuer),
-                        private_key: optional(
-                            &[Seg::Key("auth"), Seg::Key("private_key")],
-                            &auth.private_key,
-                        ),
-                        scope: optional(&[Seg::Key("auth"), Seg::Key("scope")], &auth.scope),
-                    };
-                    Transport::Http {
-                        url: field(&[Seg::Key("url")], url),
-                        headers: headers
-                            .iter()
-                            .map(|(k, v)| {
-                                (k.clone(), field(&[Seg::Key("headers"), Seg::Key(k)], v))
-                            })
-                            .collect(),
-                        tls,
-                        auth,
-                        forward: forward.clone(),
-                    }
-                }
-            };
-            expanded.push(transport);
+            expanded.push(expand_transport(
+                &server.transport,
+                &self.gateway.pass_env,
+                &mut field,
+            ));
         }
         let store = self.toolsets.store.as_ref().map(|store| {
             let p = path(&[Seg::Key("toolsets"), Seg::Key("store")]);
@@ -198,23 +123,7 @@ impl Config {
                 full.extend_from_slice(key);
                 expand_field(text, &path(&full), &self.source, &lookup, &mut errors)
             };
-            let resource = at(&[Seg::Key("resource")], &auth.resource);
-            let issuer = at(&[Seg::Key("issuer")], &auth.issuer);
-            let introspection = auth.introspection.as_ref().map(|i| {
-                let key = [Seg::Key("introspection"), Seg::Key("client_secret")];
-                (i.client_id.clone(), at(&key, &i.client_secret))
-            });
-            let console_secret = auth
-                .console_client
-                .as_ref()
-                .and_then(|c| c.client_secret.as_ref())
-                .map(|secret| {
-                    at(
-                        &[Seg::Key("console_client"), Seg::Key("client_secret")],
-                        secret,
-                    )
-                });
-            (resource, issuer, introspection, console_secret)
+            expand_auth(auth, &mut at)
         });
         let fixed = fixed_values(&self.rules.tools, &self.source, &lookup, &mut errors);
         if !errors.is_empty() {
@@ -241,16 +150,14 @@ impl Config {
         for (token, value) in self.http.tokens.iter_mut().zip(tokens) {
             token.token = value;
         }
-        if let (Some(auth), Some((resource, issuer, introspection, console_secret))) =
-            (&mut self.http.auth, auth)
-        {
-            auth.resource = resource.trim_end_matches('/').to_owned();
-            auth.issuer = issuer;
-            if let (Some(i), Some((_, secret))) = (&mut auth.introspection, introspection) {
+        if let (Some(auth), Some(expanded)) = (&mut self.http.auth, auth) {
+            auth.resource = expanded.resource.trim_end_matches('/').to_owned();
+            auth.issuer = expanded.issuer;
+            if let (Some(i), Some(secret)) = (&mut auth.introspection, expanded.introspection) {
                 i.client_secret = secret;
             }
             if let Some(client) = &mut auth.console_client {
-                client.client_secret = console_secret;
+                client.client_secret = expanded.console_secret;
             }
         }
         Ok(())
@@ -308,6 +215,120 @@ fn fixed_values(
         }
     }
     out
+}
+
+/// What of `http.auth` may name a variable, expanded.
+struct AuthValues {
+    resource: String,
+    issuer: String,
+    /// The introspection client's secret.
+    introspection: Option<String>,
+    /// The console client's secret.
+    console_secret: Option<String>,
+}
+
+/// `http.auth`'s fields that may name a variable, each expanded by `at` (at its path below
+/// `http.auth`).
+fn expand_auth(auth: &ResourceAuth, at: &mut dyn FnMut(&[Seg<'_>], &str) -> String) -> AuthValues {
+    AuthValues {
+        resource: at(&[Seg::Key("resource")], &auth.resource),
+        issuer: at(&[Seg::Key("issuer")], &auth.issuer),
+        introspection: auth.introspection.as_ref().map(|i| {
+            at(
+                &[Seg::Key("introspection"), Seg::Key("client_secret")],
+                &i.client_secret,
+            )
+        }),
+        console_secret: auth
+            .console_client
+            .as_ref()
+            .and_then(|c| c.client_secret.as_ref())
+            .map(|secret| {
+                at(
+                    &[Seg::Key("console_client"), Seg::Key("client_secret")],
+                    secret,
+                )
+            }),
+    }
+}
+
+/// A server's transport, each field that may hold a variable expanded by `field` (at its path
+/// below the server); a stdio server's `pass_env` with the gateway's (`passed`) too.
+fn expand_transport(
+    transport: &Transport,
+    passed: &PassEnv,
+    field: &mut dyn FnMut(&[Seg<'_>], &str) -> String,
+) -> Transport {
+    let (url, headers, tls, auth, forward) = match transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            pass_env,
+            cwd,
+        } => {
+            return Transport::Stdio {
+                // The gateway's `pass_env` goes to every stdio server.
+                pass_env: passed.with(pass_env),
+                command: field(&[Seg::Key("command")], command),
+                args: args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| field(&[Seg::Key("args"), Seg::Index(i)], a))
+                    .collect(),
+                env: env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), field(&[Seg::Key("env"), Seg::Key(k)], v)))
+                    .collect(),
+                cwd: cwd.as_ref().map(|c| field(&[Seg::Key("cwd")], c)),
+            };
+        }
+        Transport::Http {
+            url,
+            headers,
+            tls,
+            auth,
+            forward,
+        } => (url, headers, tls, auth, forward),
+    };
+    let mut optional =
+        |segs: &[Seg<'_>], text: &Option<String>| text.as_ref().map(|t| field(segs, t));
+    let tls = Tls {
+        ca_file: optional(&[Seg::Key("tls"), Seg::Key("ca_file")], &tls.ca_file),
+        client_cert: optional(
+            &[Seg::Key("tls"), Seg::Key("client_cert")],
+            &tls.client_cert,
+        ),
+        client_key: optional(&[Seg::Key("tls"), Seg::Key("client_key")], &tls.client_key),
+    };
+    let auth = Auth {
+        client_id: optional(&[Seg::Key("auth"), Seg::Key("client_id")], &auth.client_id),
+        client_secret: optional(
+            &[Seg::Key("auth"), Seg::Key("client_secret")],
+            &auth.client_secret,
+        ),
+        client_metadata_url: optional(
+            &[Seg::Key("auth"), Seg::Key("client_metadata_url")],
+            &auth.client_metadata_url,
+        ),
+        grant: auth.grant,
+        issuer: optional(&[Seg::Key("auth"), Seg::Key("issuer")], &auth.issuer),
+        private_key: optional(
+            &[Seg::Key("auth"), Seg::Key("private_key")],
+            &auth.private_key,
+        ),
+        scope: optional(&[Seg::Key("auth"), Seg::Key("scope")], &auth.scope),
+    };
+    Transport::Http {
+        url: field(&[Seg::Key("url")], url),
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.clone(), field(&[Seg::Key("headers"), Seg::Key(k)], v)))
+            .collect(),
+        tls,
+        auth,
+        forward: forward.clone(),
+    }
 }
 
 fn expand_field(

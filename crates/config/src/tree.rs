@@ -177,7 +177,6 @@ pub(crate) fn parse(text: &str) -> Result<Option<Node>, Box<ConfigError>> {
 
 impl Builder<'_> {
     /// Handles one event; `false` once the document is complete.
-    #[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
     fn event(&mut self, event: Event<'_>, span: Span) -> Result<bool, Box<ConfigError>> {
         match event {
             Event::Nothing | Event::StreamStart | Event::DocumentEnd => {}
@@ -212,20 +211,7 @@ impl Builder<'_> {
                 };
                 self.complete(node, anchor)?;
             }
-            Event::Alias(id) => {
-                let Some(node) = self.anchors.get(&id) else {
-                    return Err(syntax("alias to an unknown anchor", span));
-                };
-                if self.stack.len() + node.depth() > MAX_DEPTH {
-                    return Err(too_deep(span));
-                }
-                self.nodes += node.count();
-                if self.nodes > MAX_NODES {
-                    return Err(too_large(span));
-                }
-                let node = node.clone();
-                self.complete(node, 0)?;
-            }
+            Event::Alias(id) => self.alias(id, span)?,
             Event::SequenceStart(anchor, _) => {
                 let inline = self.opens_inline(span, '[');
                 self.open(Frame::Seq {
@@ -245,38 +231,57 @@ impl Builder<'_> {
                     key: None,
                 })?;
             }
-            Event::SequenceEnd | Event::MappingEnd => {
-                let Some(frame) = self.stack.pop() else {
-                    return Ok(true);
-                };
-                let (start, inline, anchor, value) = match frame {
-                    Frame::Seq {
-                        start,
-                        inline,
-                        anchor,
-                        items,
-                    } => (start, inline, anchor, Value::Seq(items)),
-                    Frame::Map {
-                        start,
-                        inline,
-                        anchor,
-                        entries,
-                        key: _,
-                    } => (start, inline, anchor, Value::Map(entries)),
-                };
-                let end = span.offset + span.len;
-                let node = Node {
-                    value,
-                    span: Span {
-                        len: end.saturating_sub(start.offset),
-                        ..start
-                    },
-                    inline,
-                };
-                self.complete(node, anchor)?;
-            }
+            Event::SequenceEnd | Event::MappingEnd => self.close(span)?,
         }
         Ok(true)
+    }
+
+    /// `*id`: the node its anchor named, again (counted again, as deep as it is).
+    fn alias(&mut self, id: usize, span: Span) -> Result<(), Box<ConfigError>> {
+        let Some(node) = self.anchors.get(&id) else {
+            return Err(syntax("alias to an unknown anchor", span));
+        };
+        if self.stack.len() + node.depth() > MAX_DEPTH {
+            return Err(too_deep(span));
+        }
+        self.nodes += node.count();
+        if self.nodes > MAX_NODES {
+            return Err(too_large(span));
+        }
+        let node = node.clone();
+        self.complete(node, 0)
+    }
+
+    /// The end of the open list or map (at `span`): it is complete.
+    fn close(&mut self, span: Span) -> Result<(), Box<ConfigError>> {
+        let Some(frame) = self.stack.pop() else {
+            return Ok(());
+        };
+        let (start, inline, anchor, value) = match frame {
+            Frame::Seq {
+                start,
+                inline,
+                anchor,
+                items,
+            } => (start, inline, anchor, Value::Seq(items)),
+            Frame::Map {
+                start,
+                inline,
+                anchor,
+                entries,
+                key: _,
+            } => (start, inline, anchor, Value::Map(entries)),
+        };
+        let end = span.offset + span.len;
+        let node = Node {
+            value,
+            span: Span {
+                len: end.saturating_sub(start.offset),
+                ..start
+            },
+            inline,
+        };
+        self.complete(node, anchor)
     }
 
     /// Whether the collection that starts at `span` is written inline: its start event covers

@@ -130,7 +130,6 @@ impl Cx<'_> {
     }
 
     /// `http.auth`: `resource` and `issuer` are required; the rest has defaults.
-    #[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
     fn resource_auth<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<ResourceAuth> {
         let fields = self.fields(slot, p, Some(AUTH_KEYS), "a map of auth settings");
         let field = |name: &'static str| join(p, Seg::Key(name));
@@ -153,28 +152,10 @@ impl Cx<'_> {
             .get("scopes")
             .map(|s| self.strings(&field("scopes"), s, false))
             .unwrap_or_default();
-        let algorithms = match fields.get("algorithms") {
-            None => Vec::new(),
-            Some(list) => {
-                let ap = field("algorithms");
-                let names = self.strings(&ap, list, false);
-                for name in &names {
-                    if !ResourceAuth::ALGORITHMS.contains(&name.as_str()) {
-                        self.error(
-                            codes::INVALID_VALUE,
-                            format!("`{}` is not an algorithm moniker verifies", shorten(name)),
-                            &ap,
-                            list.point(),
-                            Some(format!(
-                                "use some of: {}",
-                                ResourceAuth::ALGORITHMS.join(", ")
-                            )),
-                        );
-                    }
-                }
-                names
-            }
-        };
+        let algorithms = fields
+            .get("algorithms")
+            .map(|list| self.algorithms(&field("algorithms"), list))
+            .unwrap_or_default();
         let leeway = fields
             .get("leeway")
             .and_then(|l| self.duration(&field("leeway"), l, true))
@@ -183,34 +164,9 @@ impl Cx<'_> {
             .get("keys_ttl")
             .and_then(|k| self.duration(&field("keys_ttl"), k, false))
             .unwrap_or(ResourceAuth::DEFAULT_KEYS_TTL);
-        let introspection = fields.get("introspection").and_then(|slot| {
-            let ip = field("introspection");
-            let entry = self.fields(
-                slot,
-                &ip,
-                Some(&["client_id", "client_secret"]),
-                "{client_id, client_secret}",
-            );
-            let get = |cx: &mut Self, name: &'static str| match entry.get(name) {
-                Some(v) => cx.string(&join(&ip, Seg::Key(name)), v),
-                None => {
-                    cx.error(
-                        codes::MISSING_KEY,
-                        format!("`introspection` needs `{name}`"),
-                        &ip,
-                        slot.point(),
-                        Some("write `{ client_id: moniker, client_secret: \"${INTROSPECTION_SECRET}\" }`".to_owned()),
-                    );
-                    None
-                }
-            };
-            let client_id = get(self, "client_id");
-            let client_secret = get(self, "client_secret");
-            Some(Introspection {
-                client_id: client_id?,
-                client_secret: client_secret?,
-            })
-        });
+        let introspection = fields
+            .get("introspection")
+            .and_then(|slot| self.introspection(&field("introspection"), slot));
         let toolsets = match fields.get("toolsets") {
             Some(list) => self.identity_toolsets(&field("toolsets"), list),
             None => Vec::new(),
@@ -237,6 +193,55 @@ impl Cx<'_> {
             default_toolset,
             admins,
             console_client,
+        })
+    }
+
+    /// `http.auth.algorithms`: names of [`ResourceAuth::ALGORITHMS`] (another is reported).
+    fn algorithms(&mut self, ap: &[Seg<'_>], list: Slot<'_>) -> Vec<String> {
+        let names = self.strings(ap, list, false);
+        for name in &names {
+            if !ResourceAuth::ALGORITHMS.contains(&name.as_str()) {
+                self.error(
+                    codes::INVALID_VALUE,
+                    format!("`{}` is not an algorithm moniker verifies", shorten(name)),
+                    ap,
+                    list.point(),
+                    Some(format!(
+                        "use some of: {}",
+                        ResourceAuth::ALGORITHMS.join(", ")
+                    )),
+                );
+            }
+        }
+        names
+    }
+
+    /// `http.auth.introspection`: `{client_id, client_secret}`, both required.
+    fn introspection(&mut self, ip: &[Seg<'_>], slot: Slot<'_>) -> Option<Introspection> {
+        let entry = self.fields(
+            slot,
+            ip,
+            Some(&["client_id", "client_secret"]),
+            "{client_id, client_secret}",
+        );
+        let get = |cx: &mut Self, name: &'static str| match entry.get(name) {
+            Some(v) => cx.string(&join(ip, Seg::Key(name)), v),
+            None => {
+                cx.error(
+                    codes::MISSING_KEY,
+                    format!("`introspection` needs `{name}`"),
+                    ip,
+                    slot.point(),
+                    Some("write `{ client_id: moniker, client_secret: \"${INTROSPECTION_SECRET}\" }`".to_owned()),
+                );
+                None
+            }
+        };
+        let client_id = get(self, "client_id");
+        let client_secret = get(self, "client_secret");
+        Some(Introspection {
+            client_id: client_id?,
+            client_secret: client_secret?,
         })
     }
 

@@ -57,11 +57,9 @@ impl Cx<'_> {
         Some(tls)
     }
 
-    #[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
     pub(super) fn auth<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<Auth> {
         let fields = self.fields(slot, p, Some(AUTH_KEYS), "a map of OAuth client settings");
         let field = |name: &'static str| join(p, Seg::Key(name));
-        let mut ok = true;
         let text = |cx: &mut Self, name: &'static str| {
             fields
                 .get(name)
@@ -75,47 +73,74 @@ impl Cx<'_> {
         let issuer = text(self, "issuer");
         let grant = match fields.get("grant") {
             None => Grant::default(),
-            Some(s) => {
-                let name = self.string(&field("grant"), s)?;
-                match Grant::NAMES.iter().position(|g| *g == name) {
-                    Some(0) => Grant::AuthorizationCode,
-                    Some(_) => Grant::ClientCredentials,
-                    None => {
-                        let help = match did_you_mean(&name, Grant::NAMES.iter().copied()) {
-                            Some(close) => format!("did you mean `{close}`?"),
-                            None => format!("use one of {}", list(Grant::NAMES)),
-                        };
-                        self.error(
-                            codes::INVALID_VALUE,
-                            format!("unknown grant `{}`", shorten(&name)),
-                            &field("grant"),
-                            s.point(),
-                            Some(help),
-                        );
-                        return None;
-                    }
-                }
-            }
+            Some(s) => self.grant(&field("grant"), s)?,
         };
-        if let Some(url) = &client_metadata_url {
+        let auth = Auth {
+            client_id,
+            client_secret,
+            client_metadata_url,
+            grant,
+            issuer,
+            private_key,
+            scope,
+        };
+        let metadata_slot = fields.get("client_metadata_url").unwrap_or(slot);
+        self.auth_holds(p, slot, metadata_slot, &auth)
+            .then_some(auth)
+    }
+
+    /// `grant`: one of [`Grant::NAMES`].
+    fn grant(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<Grant> {
+        let name = self.string(p, slot)?;
+        match Grant::NAMES.iter().position(|g| *g == name) {
+            Some(0) => Some(Grant::AuthorizationCode),
+            Some(_) => Some(Grant::ClientCredentials),
+            None => {
+                let help = match did_you_mean(&name, Grant::NAMES.iter().copied()) {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None => format!("use one of {}", list(Grant::NAMES)),
+                };
+                self.error(
+                    codes::INVALID_VALUE,
+                    format!("unknown grant `{}`", shorten(&name)),
+                    p,
+                    slot.point(),
+                    Some(help),
+                );
+                None
+            }
+        }
+    }
+
+    /// Whether `auth`'s fields hold together (each way they do not is reported): an https
+    /// Client ID Metadata Document, a `client_id` for a secret or key, and credentials for
+    /// `client_credentials`.
+    fn auth_holds(
+        &mut self,
+        p: &[Seg<'_>],
+        slot: Slot<'_>,
+        metadata_slot: Slot<'_>,
+        auth: &Auth,
+    ) -> bool {
+        let mut ok = true;
+        if let Some(url) = &auth.client_metadata_url {
             if !url.starts_with("https://") && !url.contains("${") {
-                let s = fields.get("client_metadata_url").unwrap_or(slot);
                 self.error(
                     codes::INVALID_VALUE,
                     format!("`{}` is not an https url", shorten(url)),
-                    &field("client_metadata_url"),
-                    s.point(),
+                    &join(p, Seg::Key("client_metadata_url")),
+                    metadata_slot.point(),
                     Some("a Client ID Metadata Document is served over https: `client_metadata_url: https://example.com/moniker.json`".to_owned()),
                 );
                 ok = false;
             }
         }
         let needs_id = [
-            ("client_secret", client_secret.is_some()),
-            ("private_key", private_key.is_some()),
+            ("client_secret", auth.client_secret.is_some()),
+            ("private_key", auth.private_key.is_some()),
         ];
         for (name, set) in needs_id {
-            if set && client_id.is_none() {
+            if set && auth.client_id.is_none() {
                 self.error(
                     codes::MISSING_KEY,
                     format!("`auth` has `{name}` but no `client_id`"),
@@ -126,8 +151,9 @@ impl Cx<'_> {
                 ok = false;
             }
         }
-        if grant == Grant::ClientCredentials
-            && (client_id.is_none() || (client_secret.is_none() && private_key.is_none()))
+        if auth.grant == Grant::ClientCredentials
+            && (auth.client_id.is_none()
+                || (auth.client_secret.is_none() && auth.private_key.is_none()))
         {
             self.error(
                 codes::MISSING_KEY,
@@ -138,15 +164,7 @@ impl Cx<'_> {
             );
             ok = false;
         }
-        ok.then_some(Auth {
-            client_id,
-            client_secret,
-            client_metadata_url,
-            grant,
-            issuer,
-            private_key,
-            scope,
-        })
+        ok
     }
 
     /// A string that is not blank.

@@ -126,7 +126,6 @@ impl Cx<'_> {
         }
     }
 
-    #[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
     fn server<'n>(
         &mut self,
         sp: &[Seg<'n>],
@@ -135,7 +134,49 @@ impl Cx<'_> {
     ) -> Option<(ServerConfig, ServerRules)> {
         let fields = self.fields(slot, sp, Some(SERVER_KEYS), "a map of server settings");
         let field = |name: &'static str| join(sp, Seg::Key(name));
+        // Both transports' fields are read (each wrong one reported) before `type` or what is
+        // there says which one the server has.
+        let stdio = self.stdio(sp, &fields);
+        let remote = self.remote(sp, &fields);
+        let tags = fields
+            .get("tags")
+            .map(|s| self.tags(&field("tags"), s))
+            .unwrap_or_default();
+        let prefix = fields
+            .get("prefix")
+            .and_then(|s| self.prefix(&field("prefix"), s, id));
+        let kind = fields
+            .get("type")
+            .and_then(|s| self.transport_type(&field("type"), s));
+        let disabled = fields
+            .get("disabled")
+            .and_then(|s| self.boolean(&field("disabled"), s))
+            .unwrap_or(false);
 
+        let modern = fields
+            .get("protocol")
+            .and_then(|s| self.protocol(&field("protocol"), s))
+            .unwrap_or(false);
+        let limits = self.limits(sp, &fields);
+        if let (true, Ok(id)) = (limits.is_set(), id.parse::<ServerId>()) {
+            self.limits.servers.insert(id, limits);
+        }
+
+        let (is_stdio, ok) = self.transport(sp, slot, &fields, id, kind.as_deref())?;
+        let transport = if is_stdio { stdio? } else { remote? };
+        ok.then_some((
+            ServerConfig {
+                transport,
+                disabled,
+                modern,
+            },
+            ServerRules { tags, prefix },
+        ))
+    }
+
+    /// A stdio server's fields as its transport; `None` without a right `command`.
+    fn stdio(&mut self, sp: &[Seg<'_>], fields: &Fields<'_>) -> Option<Transport> {
+        let field = |name: &'static str| join(sp, Seg::Key(name));
         let command = fields
             .get("command")
             .and_then(|s| self.command(&field("command"), s));
@@ -155,6 +196,19 @@ impl Cx<'_> {
             .get("cwd")
             .filter(|s| !s.node.is_null())
             .and_then(|s| self.string(&field("cwd"), s));
+        Some(Transport::Stdio {
+            command: command?,
+            args,
+            env,
+            pass_env,
+            cwd,
+        })
+    }
+
+    /// A remote server's fields as its transport; `None` without a right `url`, `tls` or
+    /// `auth`.
+    fn remote(&mut self, sp: &[Seg<'_>], fields: &Fields<'_>) -> Option<Transport> {
+        let field = |name: &'static str| join(sp, Seg::Key(name));
         let url = fields.get("url").and_then(|s| self.url(&field("url"), s));
         let headers = fields
             .get("headers")
@@ -180,60 +234,16 @@ impl Cx<'_> {
                 )
             })
             .unwrap_or_default();
-        let tags = fields
-            .get("tags")
-            .map(|s| self.tags(&field("tags"), s))
-            .unwrap_or_default();
-        let prefix = fields
-            .get("prefix")
-            .and_then(|s| self.prefix(&field("prefix"), s, id));
-        let kind = fields
-            .get("type")
-            .and_then(|s| self.transport_type(&field("type"), s));
-        let disabled = fields
-            .get("disabled")
-            .and_then(|s| self.boolean(&field("disabled"), s))
-            .unwrap_or(false);
-
-        let modern = fields
-            .get("protocol")
-            .and_then(|s| self.protocol(&field("protocol"), s))
-            .unwrap_or(false);
-        let limits = self.limits(sp, &fields);
-        if let (true, Ok(id)) = (limits.is_set(), id.parse::<ServerId>()) {
-            self.limits.servers.insert(id, limits);
-        }
-
-        let (stdio, ok) = self.transport(sp, slot, &fields, id, kind.as_deref())?;
-        let transport = if stdio {
-            Transport::Stdio {
-                command: command?,
-                args,
-                env,
-                pass_env,
-                cwd,
-            }
-        } else {
-            Transport::Http {
-                url: url?,
-                headers,
-                tls: tls?,
-                auth: auth?,
-                forward,
-            }
-        };
-        ok.then_some((
-            ServerConfig {
-                transport,
-                disabled,
-                modern,
-            },
-            ServerRules { tags, prefix },
-        ))
+        Some(Transport::Http {
+            url: url?,
+            headers,
+            tls: tls?,
+            auth: auth?,
+            forward,
+        })
     }
 
     /// `forward`: header name to `{claim: NAME}`, `{header: NAME}` or `{access_token: true}`.
-    #[expect(clippy::too_many_lines, reason = "not split yet: see CONTRIBUTING.md")]
     fn forward<'n>(
         &mut self,
         p: &[Seg<'n>],
@@ -241,97 +251,102 @@ impl Cx<'_> {
         fixed: &IndexMap<String, String>,
         auth: &Auth,
     ) -> IndexMap<String, Forward> {
-        const HELP: &str = "write `X-User-Id: { claim: sub }`, `X-Tenant: { header: X-Tenant }` \
-             or `Authorization: { access_token: true }`";
         let fields = self.fields(slot, p, None, "a map of header names to their sources");
         let mut out = IndexMap::new();
         for (name, value) in fields.entries {
             let hp = join(p, Seg::Key(name));
-            let lower = name.to_ascii_lowercase();
-            if !crate::is_header_name(name)
-                || NOT_FORWARDED.contains(&lower.as_str())
-                || lower.starts_with("mcp-")
-            {
-                self.error(
-                    codes::INVALID_VALUE,
-                    format!("`{}` cannot be forwarded", shorten(name)),
-                    &hp,
-                    value.point(),
-                    Some(
-                        "forward to a header of your own (`X-User-Id`), or `Authorization`"
-                            .to_owned(),
-                    ),
-                );
+            if !self.forwardable(name, &hp, value, fixed, auth) {
                 continue;
             }
-            if lower == "authorization" && *auth != Auth::default() {
-                self.error(
-                    codes::CONFLICT,
-                    "`Authorization` is moniker's own here: the server has `auth`".to_owned(),
-                    &hp,
-                    value.point(),
-                    Some(
-                        "forward the caller's token under another header, or remove `auth`"
-                            .to_owned(),
-                    ),
-                );
-                continue;
-            }
-            if fixed.keys().any(|k| k.eq_ignore_ascii_case(name)) {
-                self.error(
-                    codes::CONFLICT,
-                    format!("`{}` is in `headers` too", shorten(name)),
-                    &hp,
-                    value.point(),
-                    Some("keep it in one of `headers` and `forward`".to_owned()),
-                );
-                continue;
-            }
-            let entry = self.fields(
-                value,
-                &hp,
-                Some(&["claim", "header", "access_token"]),
-                "`{claim: NAME}`, `{header: NAME}` or `{access_token: true}`",
-            );
-            // A map of unknown keys only has had its errors.
-            let unknown_only = entry.entries.is_empty()
-                && matches!(&value.node.value, Value::Map(e) if !e.is_empty());
-            if unknown_only {
-                continue;
-            }
-            let source = match (
-                entry.get("claim"),
-                entry.get("header"),
-                entry.get("access_token"),
-            ) {
-                (Some(c), None, None) => self
-                    .string(&join(&hp, Seg::Key("claim")), c)
-                    .map(Forward::Claim),
-                (None, Some(h), None) => self
-                    .string(&join(&hp, Seg::Key("header")), h)
-                    .map(Forward::Header),
-                (None, None, Some(a)) => {
-                    match self.boolean(&join(&hp, Seg::Key("access_token")), a) {
-                        Some(true) => Some(Forward::AccessToken),
-                        _ => None,
-                    }
-                }
-                _ => {
-                    self.error(
-                        codes::INVALID_VALUE,
-                        format!("`{}` needs one source", shorten(name)),
-                        &hp,
-                        value.point(),
-                        Some(HELP.to_owned()),
-                    );
-                    None
-                }
-            };
-            if let Some(source) = source {
+            if let Some(source) = self.forward_source(name, &hp, value) {
                 out.insert(name.to_owned(), source);
             }
         }
         out
+    }
+
+    /// Whether header `name` may be forwarded to a server with these `fixed` headers and
+    /// `auth` (a reason why not is reported).
+    fn forwardable(
+        &mut self,
+        name: &str,
+        hp: &[Seg<'_>],
+        value: Slot<'_>,
+        fixed: &IndexMap<String, String>,
+        auth: &Auth,
+    ) -> bool {
+        let lower = name.to_ascii_lowercase();
+        let (code, message, help) = if !crate::is_header_name(name)
+            || NOT_FORWARDED.contains(&lower.as_str())
+            || lower.starts_with("mcp-")
+        {
+            (
+                codes::INVALID_VALUE,
+                format!("`{}` cannot be forwarded", shorten(name)),
+                "forward to a header of your own (`X-User-Id`), or `Authorization`",
+            )
+        } else if lower == "authorization" && *auth != Auth::default() {
+            (
+                codes::CONFLICT,
+                "`Authorization` is moniker's own here: the server has `auth`".to_owned(),
+                "forward the caller's token under another header, or remove `auth`",
+            )
+        } else if fixed.keys().any(|k| k.eq_ignore_ascii_case(name)) {
+            (
+                codes::CONFLICT,
+                format!("`{}` is in `headers` too", shorten(name)),
+                "keep it in one of `headers` and `forward`",
+            )
+        } else {
+            return true;
+        };
+        self.error(code, message, hp, value.point(), Some(help.to_owned()));
+        false
+    }
+
+    /// Where a forwarded header's value comes from: its one source (`None`, reported, when it
+    /// has none, several or a wrong one).
+    fn forward_source(&mut self, name: &str, hp: &[Seg<'_>], value: Slot<'_>) -> Option<Forward> {
+        const HELP: &str = "write `X-User-Id: { claim: sub }`, `X-Tenant: { header: X-Tenant }` \
+             or `Authorization: { access_token: true }`";
+        let entry = self.fields(
+            value,
+            hp,
+            Some(&["claim", "header", "access_token"]),
+            "`{claim: NAME}`, `{header: NAME}` or `{access_token: true}`",
+        );
+        // A map of unknown keys only has had its errors.
+        let unknown_only =
+            entry.entries.is_empty() && matches!(&value.node.value, Value::Map(e) if !e.is_empty());
+        if unknown_only {
+            return None;
+        }
+        match (
+            entry.get("claim"),
+            entry.get("header"),
+            entry.get("access_token"),
+        ) {
+            (Some(c), None, None) => self
+                .string(&join(hp, Seg::Key("claim")), c)
+                .map(Forward::Claim),
+            (None, Some(h), None) => self
+                .string(&join(hp, Seg::Key("header")), h)
+                .map(Forward::Header),
+            (None, None, Some(a)) => match self.boolean(&join(hp, Seg::Key("access_token")), a) {
+                Some(true) => Some(Forward::AccessToken),
+                _ => None,
+            },
+            _ => {
+                self.error(
+                    codes::INVALID_VALUE,
+                    format!("`{}` needs one source", shorten(name)),
+                    hp,
+                    value.point(),
+                    Some(HELP.to_owned()),
+                );
+                None
+            }
+        }
     }
 
     /// `protocol`: `2026-07-28` (stateless) or a 2025 version (the handshake, the default).
