@@ -39,6 +39,7 @@ SETS = [
     ("tasks-heldout.json", "**held out**", ["--inventories", str(DATA / "inventories-heldout")]),
     ("tasks-pypi.json", "**held out**", ["--inventories", str(DATA / "inventories-pypi")]),
     ("tasks-livemcpbench-2.json", "**held out**", ["--livemcpbench", "lmb"]),
+    ("tasks-fixture.json", "**held out**", DISTRACTORS),
 ]
 
 GOALS = {"index": "5 s", "cached": "100 ms", "query": "10 ms", "rss": "100 MB (60 with the table)"}
