@@ -527,9 +527,13 @@ pub(super) fn public_url(resource: &str) -> Result<Url, String> {
     Ok(url)
 }
 
-/// The path of [`public_url`].
+/// The path of [`public_url`], for a cookie's `Path`: none when it holds a `;`, which would end
+/// the attribute and begin another (a URL's path may hold one unescaped).
 fn public_path(resource: &str) -> Option<String> {
-    public_url(resource).ok().map(|url| url.path().to_owned())
+    public_url(resource)
+        .ok()
+        .map(|url| url.path().to_owned())
+        .filter(|path| !path.contains(';'))
 }
 
 async fn logout(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {

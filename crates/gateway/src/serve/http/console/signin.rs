@@ -393,6 +393,16 @@ mod tests {
         }
         assert!(console("not a url").is_err());
         assert!(console("mailto:ops@example.com").is_err());
+        // A cookie's path is the console's, but never one that would add an attribute.
+        let path = super::super::public_path;
+        assert_eq!(
+            path("https://gw.example.com/team/mcp").as_deref(),
+            Some("/team/console")
+        );
+        assert_eq!(
+            path("https://gw.example.com/a;Domain=evil.example/mcp"),
+            None
+        );
         let url = Url::parse("https://gw.example.com/mcp").expect("a URL");
         assert_eq!(authority(&url).as_deref(), Some("gw.example.com"));
     }
