@@ -77,15 +77,22 @@ def serve(
         env={**os.environ, "XDG_DATA_HOME": str(tmp_path)},
     )
     base = f"http://127.0.0.1:{port}"
+    up(base, proc, "moniker --http", tmp_path / f"console-{port}.stderr")
+    return proc, base
+
+
+def up(base: str, proc: subprocess.Popen[bytes], what: str, log: Path) -> None:
+    """Waits until `base` answers `/healthz` (30 s at most); kills `proc` and fails with its
+    log if it does not."""
     deadline = time.time() + 30
     while True:
         try:
             urllib.request.urlopen(f"{base}/healthz", timeout=1).read()
-            return proc, base
+            return
         except OSError:
             if time.time() > deadline or proc.poll() is not None:
                 proc.kill()
-                raise AssertionError(f"moniker --http did not come up: {(tmp_path / f'console-{port}.stderr').read_text()}")
+                raise AssertionError(f"{what} did not come up: {log.read_text()}")
             time.sleep(0.1)
 
 
@@ -133,15 +140,7 @@ def under_a_path(upstream: str, prefix: str, tmp_path: Path, port: int | None = 
     proc = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}{prefix}"
     try:
-        deadline = time.time() + 20
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/healthz", timeout=1).read()
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise AssertionError(f"haproxy did not come up: {(tmp_path / 'haproxy.log').read_text()}")
-                time.sleep(0.1)
+        up(base, proc, "haproxy", tmp_path / "haproxy.log")
         yield base
     finally:
         proc.terminate()
