@@ -33,7 +33,8 @@ BOUND = "console-bound-token-2c9"
 SCRIPT = "<script>alert('poisoned')</script>"
 PAGES = ["servers", "namespace", "access", "activity", "playground"]
 HAPROXY = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
-# moniker under a path: what is below `prefix` goes to moniker without it, nothing else does.
+# moniker under a path: what is below `prefix` goes to moniker without it, nothing else does;
+# and moniker is told its own address as `Host`, as nginx does by default (`$proxy_host`).
 UNDER_A_PATH = """global
     maxconn 64
 defaults
@@ -45,6 +46,7 @@ frontend web
     bind 127.0.0.1:{port}
     http-request deny deny_status 404 unless {{ path_beg {prefix}/ }}
     http-request replace-path ^{prefix}(/.*)$ \\1
+    http-request set-header Host 127.0.0.1:{upstream}
     default_backend moniker
 backend moniker
     server moniker 127.0.0.1:{upstream}
@@ -323,6 +325,13 @@ def test_the_console_works_under_a_path_a_proxy_gives_it(console: str, browser: 
         assert all(status < 400 for status in answered.values()), answered
         assert watched.errors == [], watched.errors
 
+        # A browser on https (a proxy ended TLS: its Origin says so) gets a `Secure` cookie.
+        form = urllib.parse.urlencode({"token": ADMIN}).encode()
+        https = urllib.request.Request(f"{base}/console/login", data=form, headers={"Origin": "https://127.0.0.1"})
+        with pytest.raises(urllib.error.HTTPError) as redirected:
+            urllib.request.build_opener(NoRedirect()).open(https)
+        assert redirected.value.code == 303 and "; Secure" in redirected.value.headers["Set-Cookie"], redirected.value.headers
+
 
 def test_the_console_is_not_there_when_off(moniker_bin: Path, fixture_bin: Path, write_config, tmp_path: Path) -> None:
     config = write_config({"servers": {"one": {"command": str(fixture_bin), "args": []}}}, name="off.yaml")
@@ -360,6 +369,7 @@ def test_an_admin_of_the_identity_provider_signs_in_and_others_are_refused(
                 "servers": {"one": {"command": str(fixture_bin), "args": []}},
                 "http": {
                     "console": True,
+                    "tokens": [{"token": ADMIN, "name": "admin"}],
                     "auth": {
                         "resource": resource,
                         "issuer": idp.issuer,
@@ -383,6 +393,14 @@ def test_an_admin_of_the_identity_provider_signs_in_and_others_are_refused(
                 assert callbacks and callbacks[0].startswith(f"{base}/console/signin/callback?"), callbacks
                 ours = [c for c in bob.page.context.cookies() if c["name"].startswith("moniker_console")]
                 assert [(c["name"], c["path"]) for c in ours] == [("moniker_console", f"{under}/console")], ours
+
+                # A token logs in wherever the console is reached, behind the proxy or not: the
+                # session's cookie is at the login page's folder.
+                for at in {base, direct}:
+                    admin = Watched(browser)
+                    admin.login(at, ADMIN)
+                    assert admin.page.url == f"{at}/console/namespace", admin.page.url
+                    assert "console admin" in admin.page.inner_text("header")
                 assert "console bob" in bob.page.inner_text("header"), bob.page.inner_text("header")
                 assert "echo" in bob.page.inner_text("main")
                 bob.page.goto(f"{base}/console/access")
@@ -416,12 +434,18 @@ def test_an_admin_of_the_identity_provider_signs_in_and_others_are_refused(
                 # this browser's), and so is the same callback again.
                 idp.login_as("bob")
                 started = urllib.request.build_opener(NoRedirect()).open
-                try:
-                    started(f"{base}/console/signin")
-                except urllib.error.HTTPError as redirect:
-                    to_idp = redirect.headers["Location"]
-                else:
-                    raise AssertionError("/console/signin did not redirect")
+                to_idp = f"{base}/console/signin"
+                # Behind the proxy, which hands moniker its own address as `Host`, the sign-in
+                # first sends the browser to the public URL, once.
+                for _ in range(2 if under else 1):
+                    try:
+                        started(to_idp)
+                    except urllib.error.HTTPError as redirect:
+                        to_idp = redirect.headers["Location"]
+                    else:
+                        raise AssertionError("/console/signin did not redirect")
+                    if under and to_idp.startswith(base):
+                        assert to_idp == f"{base}/console/signin?moved", to_idp
                 assert "code_challenge_method=S256" in to_idp and "resource=" in to_idp, to_idp
                 mallory = Watched(browser)
                 # Her browser is in the middle of a sign-in of its own (another state).

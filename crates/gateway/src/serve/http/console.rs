@@ -41,10 +41,12 @@ use crate::sync::lock;
 const MAX_SESSIONS: usize = 64;
 /// How long a console session lasts.
 const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
-/// The cookie of a console session (plain, and `__Secure-`), on the whole console.
+/// The cookie of a console session (plain, and `__Secure-`), on the whole console, set by the
+/// login form's answer: at the browser's default path, the login page's folder, which is the
+/// console's wherever it was reached (`/console`, `/team/console` behind a proxy).
 const SESSION: Cookie = Cookie {
     names: ["moniker_console", "__Secure-moniker_console"],
-    under: "",
+    under: None,
     same_site: "Strict",
 };
 /// How often the servers' calls are sampled for the charts, and how many samples are kept.
@@ -425,7 +427,11 @@ struct LoginForm {
 }
 
 /// Checks the token given, and gives a session cookie for it.
-async fn login(State(shared): State<Arc<Shared>>, Form(form): Form<LoginForm>) -> Response {
+async fn login(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
     let settings = shared.gateway.http();
     let open = settings.tokens.is_empty() && settings.auth.is_none();
     if !open {
@@ -440,7 +446,7 @@ async fn login(State(shared): State<Arc<Shared>>, Form(form): Form<LoginForm>) -
     }
     let id = shared.seat(Who::Token(form.token), None);
     let mut response = Redirect::to("namespace").into_response();
-    SESSION.set(&mut response, &settings, &id, None);
+    SESSION.set(&mut response, &settings, &id, None, over_https(&headers));
     response
 }
 
@@ -449,8 +455,9 @@ async fn login(State(shared): State<Arc<Shared>>, Form(form): Form<LoginForm>) -
 pub(super) struct Cookie {
     /// Its name, plain and `__Secure-`.
     names: [&'static str; 2],
-    /// Its path below the console's public one ([`public_path`]).
-    under: &'static str,
+    /// Its path below the console's public one ([`public_path`]); `None`: the browser's
+    /// default, the folder of the page whose answer sets it.
+    under: Option<&'static str>,
     same_site: &'static str,
 }
 
@@ -475,30 +482,30 @@ impl Cookie {
         cookie(headers, self.name(settings))
     }
 
-    /// Sets it to `value` on `response` (for `max_age` seconds; `Some(0)`: forgets it).
+    /// Sets it to `value` on `response` (for `max_age` seconds; `Some(0)`: forgets it);
+    /// `Secure` too when the browser is on https (`https`: its `Origin` says so, behind a proxy
+    /// that ends TLS), as when the public address is.
     pub(super) fn set(
         &self,
         response: &mut Response,
         settings: &super::HttpSettings,
         value: &str,
         max_age: Option<u64>,
+        https: bool,
     ) {
         let mut text = format!(
             "{}={value}; HttpOnly; SameSite={}",
             self.name(settings),
             self.same_site
         );
-        // Without a public address, the browser's default path: a cookie of the session is
-        // set from the login form's answer (`…/console/login`), whose path is the console's
-        // wherever a proxy puts it.
-        if let Some(path) = settings
+        let public = settings
             .auth
             .as_ref()
-            .and_then(|a| public_path(&a.resource))
-        {
-            text.push_str(&format!("; Path={path}{}", self.under));
+            .and_then(|a| public_path(&a.resource));
+        if let (Some(under), Some(path)) = (self.under, public) {
+            text.push_str(&format!("; Path={path}{under}"));
         }
-        if Self::secure(settings) {
+        if https || Self::secure(settings) {
             text.push_str("; Secure");
         }
         if let Some(seconds) = max_age {
@@ -524,7 +531,19 @@ pub(super) fn public_url(resource: &str) -> Result<Url, String> {
     url.set_path(&format!("{beside}/console"));
     url.set_query(None);
     url.set_fragment(None);
+    // A `user:password@` of the resource goes to no browser and no identity provider.
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
     Ok(url)
+}
+
+/// Whether the browser that sent `headers` is on https, by its `Origin` (a POST's): a proxy
+/// may end TLS before moniker. Sent by the browser itself; a forged one only makes the
+/// forger's own cookie `Secure`.
+fn over_https(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ORIGIN)
+        .is_some_and(|o| o.as_bytes().starts_with(b"https://"))
 }
 
 /// The path of [`public_url`], for a cookie's `Path`: none when it holds a `;`, which would end
@@ -542,7 +561,7 @@ async fn logout(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         lock(&shared.console.sessions).remove(id);
     }
     let mut response = Redirect::to("login").into_response();
-    SESSION.set(&mut response, &settings, "", Some(0));
+    SESSION.set(&mut response, &settings, "", Some(0), over_https(&headers));
     response
 }
 

@@ -38,10 +38,18 @@ const UNDATED: Duration = Duration::from_secs(60);
 /// Where the identity provider sends the browser back, below the console's public URL
 /// ([`public_url`]).
 const CALLBACK: &str = "/signin/callback";
+/// The query of a sign-in the browser began at the public URL, sent there from another name.
+const MOVED: &str = "moved";
+/// The cookie of the session a sign-in begins: set by the callback, a level below the console,
+/// so at the console's public path.
+const SIGNED_IN: Cookie = Cookie {
+    under: Some(""),
+    ..SESSION
+};
 /// The cookie of a sign-in under way.
 const BINDING: Cookie = Cookie {
     names: ["moniker_console_signin", "__Secure-moniker_console_signin"],
-    under: CALLBACK,
+    under: Some(CALLBACK),
     // Sent on the identity provider's redirect back, a top-level GET from another site.
     same_site: "Lax",
 };
@@ -162,12 +170,17 @@ fn scopes(auth: &ResourceAuth) -> Option<String> {
 
 /// `GET /console/signin`: the browser goes to the identity provider, from the console's public
 /// URL (where the callback will find the sign-in's cookie).
-pub(super) async fn start(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+pub(super) async fn start(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
     let auth = match admins_auth(&shared) {
         Ok(auth) => auth,
         Err(away) => return away.into_response(),
     };
-    match begin(&shared, &auth, &headers).await {
+    let moved = uri.query() == Some(MOVED);
+    match begin(&shared, &auth, &headers, moved).await {
         Ok(response) => response,
         Err(why) => {
             tracing::warn!(issuer = %auth.issuer, error = %why, "the console cannot send a sign-in to the identity provider");
@@ -179,17 +192,20 @@ pub(super) async fn start(State(shared): State<Arc<Shared>>, headers: HeaderMap)
     }
 }
 
+/// `moved`: the browser was sent to the public URL already ([`MOVED`]).
 async fn begin(
     shared: &Shared,
     auth: &ResourceAuth,
     headers: &HeaderMap,
+    moved: bool,
 ) -> Result<Response, String> {
     let console = public_url(&auth.resource)?;
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    if host.is_some_and(|host| authority(&console).as_deref() != Some(host)) {
+    if !moved && host.is_some_and(|host| authority(&console).as_deref() != Some(host)) {
         // Reached by another name (`localhost`, an inner address): the sign-in's cookie must
-        // be where the identity provider sends the browser back.
-        return Ok(Redirect::to(&format!("{console}/signin")).into_response());
+        // be where the identity provider sends the browser back. Once: a proxy may hand
+        // moniker a `Host` of its own (its upstream's), whatever the browser asked for.
+        return Ok(Redirect::to(&format!("{console}/signin?{MOVED}")).into_response());
     }
     let verifier = shared.verifier(auth);
     let metadata = verifier.metadata_of_issuer().await?;
@@ -224,6 +240,7 @@ async fn begin(
         &settings,
         &binding.text(),
         Some(SIGNIN_TTL.as_secs()),
+        false,
     );
     Ok(response)
 }
@@ -255,14 +272,14 @@ pub(super) async fn callback(
     let mut response = match finish(&shared, &headers, &uri).await {
         Ok((id, who, ends)) => {
             let mut response = html(&SignedIn { who });
-            SESSION.set(&mut response, &settings, &id, None);
+            SIGNED_IN.set(&mut response, &settings, &id, None, false);
             tracing::debug!(seconds = ends.as_secs(), "a console session began");
             response
         }
         // A level below the console's place.
         Err(away) => away.at("../"),
     };
-    BINDING.set(&mut response, &settings, "", Some(0));
+    BINDING.set(&mut response, &settings, "", Some(0), false);
     response
 }
 
@@ -393,6 +410,10 @@ mod tests {
         }
         assert!(console("not a url").is_err());
         assert!(console("mailto:ops@example.com").is_err());
+        assert_eq!(
+            console("https://ops:secret@gw.example.com/mcp").as_deref(),
+            Ok("https://gw.example.com/console")
+        );
         // A cookie's path is the console's, but never one that would add an attribute.
         let path = super::super::public_path;
         assert_eq!(
