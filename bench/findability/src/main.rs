@@ -692,6 +692,42 @@ fn main() {
 mod tests {
     use super::*;
 
+    /// Every task set whose servers the repository holds names, in each task, a tool of its
+    /// pool (a typo would leave a task out of every size unseen). LiveMCPBench's two sets need
+    /// its inventory, which the repository does not hold.
+    #[test]
+    fn every_task_set_names_tools_of_its_pool() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let data = root.join("bench/findability");
+        for (set, more) in [
+            ("tasks.json", None),
+            ("tasks-plain.json", None),
+            ("tasks-fixture.json", None),
+            ("tasks-heldout.json", Some("inventories-heldout")),
+            ("tasks-pypi.json", Some("inventories-pypi")),
+        ] {
+            let tasks: Vec<Task> =
+                serde_json::from_value(read_json(&data.join(set))).expect("tasks");
+            let mut pool = more
+                .map(|d| inventories_in(&data.join(d)))
+                .unwrap_or_default();
+            pool.extend(inventories(&root));
+            let missing: Vec<String> = tasks
+                .iter()
+                .filter(|t| {
+                    !pool.iter().any(|i| {
+                        i.server == t.server && i.tools.iter().any(|x| origin_name(x) == t.tool)
+                    })
+                })
+                .map(|t| format!("{}/{}", t.server, t.tool))
+                .collect();
+            assert!(
+                !tasks.is_empty() && missing.is_empty(),
+                "{set}: {missing:?}"
+            );
+        }
+    }
+
     /// The data holds together: every task's tool is in the pool, the surfaces have the sizes
     /// asked, the search finds something, and search mode's listing is the smallest.
     #[test]
