@@ -1,12 +1,14 @@
 //! The shape of the code, kept ("A house that keeps its shape"): no circle of modules inside
 //! a crate, at any depth. The rooms are the modules that share a parent: the crate's top-level
 //! ones (`crate::view`, `crate::gateway`, each with the files below it), and the children of
-//! every module with files of its own (`serve/http/post.rs`, `serve/http/sessions.rs`, with the
-//! files below each). An arrow goes from one room to a sibling when its code names the sibling
-//! (`use crate::view::View`, `use super::post::{Mode, answer}`, `super::stream::sse(..)`); a
-//! module naming its parent's items, or its own children's, makes none. Tests (`tests.rs`,
-//! `#[cfg(test)]` modules and imports, wherever they are) are left out: they may look anywhere. A circle
-//! fails with the rooms on it and a line of each that makes an arrow.
+//! every module (`serve/http/post.rs`, `serve/http/sessions.rs`, an inline `mod m { .. }`, with
+//! what is below each). An arrow goes from one room to a sibling when its code names the
+//! sibling (`use crate::view::View`, `use super::post::{Mode, answer}`, `super::stream::sse(..)`,
+//! a bare `post::answer` after `use super::*`); a module naming its parent's items, or its own
+//! children's, makes none. The code is read as the compiler reads it (`syn`): `use` trees,
+//! paths, and the paths in a macro call's tokens, not strings or comments. Tests (`tests.rs`,
+//! any item under `#[cfg(test)]`, wherever it is) are left out: they may look anywhere. A
+//! circle fails with the rooms on it and a line of each that makes an arrow.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -60,145 +62,207 @@ fn module(src: &Path, file: &Path) -> Option<Vec<String>> {
     Some(parts)
 }
 
-/// The code of a file without its tests and comments: a `#[cfg(test)]` module (to its closing
-/// brace) and a `#[cfg(test)]` import (to its `;`) are left out; any other `#[cfg(test)]` item is
-/// read (it may make an arrow that is not there, never hide one that is).
-fn code(text: &str) -> String {
-    let text: String = text
-        .lines()
-        .map(|l| l.split("//").next().unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text.as_str();
-    while let Some(at) = rest.find("#[cfg(test)]") {
-        out.push_str(&rest[..at]);
-        let item = rest[at + "#[cfg(test)]".len()..].trim_start();
-        let skipped = if item.starts_with("mod ") {
-            test_module_end(item)
-        } else if item.starts_with("use ") {
-            item.find(';').map_or(item.len(), |end| end + 1)
-        } else {
-            0
-        };
-        rest = &item[skipped..];
-    }
-    out.push_str(rest);
-    out
+/// Whether an item's attributes put it under `#[cfg(test)]`.
+fn for_tests(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.meta
+                .require_list()
+                .is_ok_and(|list| list.tokens.to_string() == "test")
+    })
 }
 
-/// Where the module `text` starts with ends: after its matching closing brace (or at `;`, for
-/// `mod x;`).
-fn test_module_end(text: &str) -> usize {
-    let mut depth = 0usize;
-    for (at, c) in text.char_indices() {
-        match c {
-            ';' if depth == 0 => return at + 1,
-            '{' => depth += 1,
-            '}' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    return at + 1;
+/// The attributes of an item of any kind.
+fn attributes(item: &syn::Item) -> &[syn::Attribute] {
+    use syn::Item;
+    match item {
+        Item::Const(i) => &i.attrs,
+        Item::Enum(i) => &i.attrs,
+        Item::ExternCrate(i) => &i.attrs,
+        Item::Fn(i) => &i.attrs,
+        Item::ForeignMod(i) => &i.attrs,
+        Item::Impl(i) => &i.attrs,
+        Item::Macro(i) => &i.attrs,
+        Item::Mod(i) => &i.attrs,
+        Item::Static(i) => &i.attrs,
+        Item::Struct(i) => &i.attrs,
+        Item::Trait(i) => &i.attrs,
+        Item::TraitAlias(i) => &i.attrs,
+        Item::Type(i) => &i.attrs,
+        Item::Union(i) => &i.attrs,
+        Item::Use(i) => &i.attrs,
+        _ => &[],
+    }
+}
+
+/// Whether `items` import all of their parent's names (`use super::*`).
+fn imports_parent(items: &[syn::Item]) -> bool {
+    items.iter().any(|item| match item {
+        syn::Item::Use(u) if !for_tests(&u.attrs) => matches!(
+            &u.tree,
+            syn::UseTree::Path(p) if p.ident == "super" && matches!(*p.tree, syn::UseTree::Glob(_))
+        ),
+        _ => false,
+    })
+}
+
+/// The modules of a file's code, read as the compiler reads them: `module` itself, each inline
+/// `mod m { .. }` (but tests') below it, and the modules it declares for tests
+/// (`#[cfg(test)] mod tests;`), whose files are left out.
+fn modules_in(
+    items: &[syn::Item],
+    module: &[String],
+    out: &mut BTreeSet<Vec<String>>,
+    tests: &mut BTreeSet<Vec<String>>,
+) {
+    for item in items {
+        let syn::Item::Mod(m) = item else { continue };
+        let path = [module, &[m.ident.to_string()]].concat();
+        if for_tests(&m.attrs) {
+            tests.insert(path);
+        } else if let Some((_, inner)) = &m.content {
+            modules_in(inner, &path, out, tests);
+            out.insert(path);
+        }
+    }
+}
+
+/// What the code of one file names: each path (`use` trees, paths of items, types and
+/// expressions, and those in a macro call's tokens) whole, as the module it is written in sees
+/// it (`crate::`, `self::` and `super::` resolved; a sibling's bare name after `use super::*`),
+/// with its line. Items under `#[cfg(test)]` are left out: tests may look anywhere.
+struct Reader<'m> {
+    modules: &'m BTreeSet<Vec<String>>,
+    /// The module being read, and whether it imports all of its parent's names.
+    at: Vec<String>,
+    glob: bool,
+    /// (the module that names, the path named, its line)
+    out: Vec<(Vec<String>, Vec<String>, usize)>,
+}
+
+impl Reader<'_> {
+    /// Keeps `segments` (as written, on `line`) when they name something of this crate.
+    fn name(&mut self, segments: Vec<String>, line: usize) {
+        let Some(first) = segments.first().cloned() else {
+            return;
+        };
+        let base = match first.as_str() {
+            "crate" => Vec::new(),
+            "self" | "super" => self.at.clone(),
+            name if self.glob && !self.at.is_empty() => {
+                let parent = &self.at[..self.at.len() - 1];
+                let sibling = [parent, &[name.to_owned()]].concat();
+                if !self.modules.contains(&sibling) {
+                    return;
                 }
+                parent.to_vec()
             }
-            _ => {}
-        }
+            _ => return,
+        };
+        let rest = segments
+            .into_iter()
+            .skip(usize::from(first == "crate"))
+            .filter(|s| s != "self");
+        let path = resolved(base.into_iter().chain(rest).collect());
+        self.out.push((self.at.clone(), path, line));
     }
-    text.len()
-}
 
-fn ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// The paths a use-tree names, read from the start of `text` (what follows `crate::`, or from
-/// `self::` or `super::` on): `a::b` and `{a, b::{c, self}}`, each as its segments (`self` adds
-/// none; `super` is kept, for [`resolved`]). Returns them and how much of `text` they took.
-fn tree(text: &str) -> (Vec<Vec<String>>, usize) {
-    let mut at = 0;
-    let mut prefix: Vec<String> = Vec::new();
-    loop {
-        let rest = &text[at..];
-        if let Some(group) = rest.strip_prefix('{') {
-            at += 1;
-            let mut out = Vec::new();
-            let mut inside = group;
-            loop {
-                let skipped =
-                    inside.len() - inside.trim_start_matches([' ', '\n', '\t', ',']).len();
-                at += skipped;
-                inside = &inside[skipped..];
-                if inside.is_empty() || inside.starts_with('}') {
-                    at += usize::from(!inside.is_empty());
-                    return (out, at);
-                }
-                let (paths, took) = tree(inside);
-                // Past at least one character: what no path starts with is skipped.
-                let mut took = took.max(inside.chars().next().map_or(1, char::len_utf8));
-                // `a::B as C`: the new name is no path.
-                let after = &inside[took..];
-                if let Some(renamed) = after.trim_start().strip_prefix("as ") {
-                    let name = renamed.trim_start();
-                    let name_len = name.find(|c: char| !ident(c)).unwrap_or(name.len());
-                    took = inside.len() - name.len() + name_len;
-                }
-                at += took;
-                inside = &inside[took..];
-                out.extend(paths.into_iter().map(|p| [prefix.clone(), p].concat()));
+    /// The paths a `use` tree names, after `prefix`.
+    fn tree(&mut self, tree: &syn::UseTree, prefix: &mut Vec<String>, line: usize) {
+        use syn::UseTree;
+        match tree {
+            UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.tree(&p.tree, prefix, p.ident.span().start().line);
+                prefix.pop();
             }
+            UseTree::Name(n) => {
+                self.name([prefix.clone(), vec![n.ident.to_string()]].concat(), line)
+            }
+            UseTree::Rename(r) => {
+                self.name([prefix.clone(), vec![r.ident.to_string()]].concat(), line)
+            }
+            UseTree::Glob(_) => self.name(prefix.clone(), line),
+            UseTree::Group(g) => g.items.iter().for_each(|t| self.tree(t, prefix, line)),
         }
-        let end = rest.find(|c: char| !ident(c)).unwrap_or(rest.len());
-        if end == 0 {
-            return (vec![prefix], at);
-        }
-        if &rest[..end] != "self" {
-            prefix.push(rest[..end].to_owned());
-        }
-        at += end;
-        match text[at..].strip_prefix("::") {
-            Some(_) => at += 2,
-            None => return (vec![prefix], at),
+    }
+
+    /// The paths in a macro call's tokens: `crate::`, `self::` or `super::` and the names
+    /// after it (strings are no tokens of this kind).
+    fn tokens(&mut self, tokens: proc_macro2::TokenStream) {
+        use proc_macro2::TokenTree;
+        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+        let mut i = 0;
+        while i < tokens.len() {
+            match &tokens[i] {
+                TokenTree::Group(g) => self.tokens(g.stream()),
+                TokenTree::Ident(id)
+                    if ["crate", "self", "super"].contains(&id.to_string().as_str()) =>
+                {
+                    let line = id.span().start().line;
+                    let mut segments = vec![id.to_string()];
+                    while let [
+                        TokenTree::Punct(a),
+                        TokenTree::Punct(b),
+                        TokenTree::Ident(next),
+                        ..,
+                    ] = &tokens[i + 1..]
+                    {
+                        if a.as_char() != ':' || b.as_char() != ':' {
+                            break;
+                        }
+                        segments.push(next.to_string());
+                        i += 3;
+                    }
+                    if segments.len() > 1 {
+                        self.name(segments, line);
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
         }
     }
 }
 
-/// The modules' paths that the code of `module` names, whole (`crate::`, `super::`, `self::`
-/// resolved), each with the line it starts on.
-fn named(code: &str, module: &[String]) -> Vec<(Vec<String>, String)> {
-    let line_of = |at: usize| {
-        let start = code[..at].rfind('\n').map_or(0, |n| n + 1);
-        let end = code[at..].find('\n').map_or(code.len(), |n| at + n);
-        code[start..end].trim().to_owned()
-    };
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < code.len() {
-        let rest = &code[at..];
-        let word_start = !code[..at].chars().next_back().is_some_and(ident);
-        // `crate::` starts from the root; `self::` and `super::` from this module, the path
-        // keeping its `self`s and `super`s for [`resolved`].
-        let base = if !word_start {
-            None
-        } else if rest.starts_with("crate::") {
-            Some((Vec::new(), "crate::".len()))
-        } else if rest.starts_with("self::") || rest.starts_with("super::") {
-            Some((module.to_vec(), 0))
-        } else {
-            None
-        };
-        let Some((base, taken)) = base else {
-            at += rest.chars().next().map_or(1, char::len_utf8);
-            continue;
-        };
-        let (paths, took) = tree(&rest[taken..]);
-        out.extend(
-            paths
-                .into_iter()
-                .map(|p| (resolved([base.clone(), p].concat()), line_of(at))),
-        );
-        at += taken + took;
+impl<'ast> syn::visit::Visit<'ast> for Reader<'_> {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        if !for_tests(attributes(item)) {
+            syn::visit::visit_item(self, item);
+        }
     }
-    out
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !for_tests(&f.attrs) {
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        let Some((_, items)) = &m.content else { return };
+        self.at.push(m.ident.to_string());
+        let glob = std::mem::replace(&mut self.glob, imports_parent(items));
+        items.iter().for_each(|item| self.visit_item(item));
+        self.glob = glob;
+        self.at.pop();
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        self.tree(&u.tree, &mut Vec::new(), u.use_token.span.start().line);
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        if let Some(first) = path.segments.first() {
+            let segments = path.segments.iter().map(|s| s.ident.to_string()).collect();
+            self.name(segments, first.ident.span().start().line);
+        }
+        syn::visit::visit_path(self, path);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        self.tokens(mac.tokens.clone());
+        syn::visit::visit_macro(self, mac);
+    }
 }
 
 /// A path with the `super`s inside it resolved (`self::super::q`, `use super::{super::q}`): each
@@ -219,19 +283,37 @@ fn resolved(path: Vec<String>) -> Vec<String> {
 fn arrows_of(src: &Path) -> Arrows {
     let mut files = Vec::new();
     sources(src, &mut files);
-    let modules: BTreeSet<Vec<String>> = files.iter().filter_map(|f| module(src, f)).collect();
+    let parsed: Vec<(PathBuf, Vec<String>, String, syn::File)> = files
+        .into_iter()
+        .filter_map(|file| {
+            let module = module(src, &file)?;
+            let text = std::fs::read_to_string(&file).expect("a source file");
+            let code = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            Some((file, module, text, code))
+        })
+        .collect();
+    let mut modules = BTreeSet::new();
+    let mut tests = BTreeSet::new();
+    for (_, module, _, code) in &parsed {
+        modules.insert(module.clone());
+        modules_in(&code.items, module, &mut modules, &mut tests);
+    }
+    let for_tests = |m: &[String]| tests.iter().any(|t| m.starts_with(t));
     let mut out = Arrows::new();
-    for file in &files {
-        let Some(from) = module(src, file) else {
-            continue;
+    for (file, module, text, code) in parsed.iter().filter(|(_, m, _, _)| !for_tests(m)) {
+        let mut reader = Reader {
+            modules: &modules,
+            at: module.clone(),
+            glob: imports_parent(&code.items),
+            out: Vec::new(),
         };
-        let text = std::fs::read_to_string(file).expect("a source file");
-        for (path, line) in named(&code(&text), &from) {
+        syn::visit::Visit::visit_file(&mut reader, code);
+        for (from, path, line) in reader.out {
             // The module named: the longest start of the path that is one (the rest are items).
             let Some(to) = (0..=path.len())
                 .rev()
                 .map(|n| &path[..n])
-                .find(|m| modules.contains(*m))
+                .find(|m| modules.contains(*m) && !for_tests(m))
             else {
                 continue;
             };
@@ -239,8 +321,9 @@ fn arrows_of(src: &Path) -> Arrows {
             let shared = from.iter().zip(to).take_while(|(a, b)| a == b).count();
             if shared < from.len() && shared < to.len() {
                 let at = file.strip_prefix(src).unwrap_or(file).display().to_string();
+                let said = text.lines().nth(line.saturating_sub(1)).unwrap_or_default();
                 out.entry((from[..=shared].join("::"), to[..=shared].join("::")))
-                    .or_insert_with(|| format!("{at}: {line}"));
+                    .or_insert_with(|| format!("{at}:{line}: {}", said.trim()));
             }
         }
     }
@@ -361,11 +444,70 @@ fn a_circle_of_siblings_is_found() {
     );
     assert_eq!(
         arrows[&("x::p".to_owned(), "x::q".to_owned())],
-        "x/p.rs: use super::{"
+        "x/p.rs:4: q::{self, Q as Queue},"
     );
     assert_eq!(circles(&arrows), [["x::p", "x::q", "x::r"]]);
     std::fs::write(dir.join("x/r.rs"), "use super::Top;\n").expect("r");
     assert!(circles(&arrows_of(&dir)).is_empty());
+}
+
+/// The code is read as the compiler reads it: an inline module is a room of its own, whose
+/// `super` is the file's module and which names a sibling bare after `use super::*`; a path in
+/// a macro call's tokens is read, one in a string or a comment is not; an item under
+/// `#[cfg(test)]` (a function, an impl's method, a module declared for tests) is left out.
+#[test]
+fn what_the_compiler_reads_is_read() {
+    let dir = moniker_fixture::scratch().join("src");
+    std::fs::create_dir_all(&dir).expect("dirs");
+    let a = "pub fn f() {}
+mod other {
+    pub fn o() {}
+}
+mod inner {
+    use super::*;
+    fn g() {
+        other::o();
+        super::super::b::h()
+    }
+}
+";
+    let c = "pub fn k() -> &'static str { \"crate::a::f\" }
+#[cfg(test)]
+fn t() { crate::a::f() }
+struct S;
+impl S {
+    #[cfg(test)]
+    fn t() { crate::a::f() }
+}
+";
+    let files = [
+        ("lib.rs", "mod a;\nmod b;\nmod c;\n#[cfg(test)]\nmod d;\n"),
+        ("a.rs", a),
+        ("b.rs", "pub fn h() { format!(\"{}\", crate::c::k()); }\n"),
+        ("c.rs", c),
+        ("d.rs", "pub fn t() { crate::a::f() }\n"),
+    ];
+    for (path, text) in files {
+        std::fs::write(dir.join(path), text).expect("a file");
+    }
+    let arrows = arrows_of(&dir);
+    let arrow = |from: &str, to: &str| (from.to_owned(), to.to_owned());
+    assert_eq!(
+        arrows.keys().cloned().collect::<Vec<_>>(),
+        [
+            arrow("a", "b"),
+            arrow("a::inner", "a::other"),
+            arrow("b", "c")
+        ]
+    );
+    assert_eq!(arrows[&arrow("a", "b")], "a.rs:9: super::super::b::h()");
+    assert_eq!(
+        arrows[&arrow("a::inner", "a::other")],
+        "a.rs:8: other::o();"
+    );
+    // A path in a macro's tokens closes the circle.
+    std::fs::write(dir.join("c.rs"), "pub fn k() { m!(super::a::f) }\n").expect("c");
+    assert_eq!(circles(&arrows_of(&dir)), [["a", "b", "c"]]);
 }
 
 /// Functions over 80 lines or 6 parameters (`clippy.toml`) were once marked
