@@ -20,6 +20,10 @@
 //! | client or server | one message | 16 MiB (`framing::DEFAULT_MAX_MESSAGE`) | `framing` |
 //! | server connection | one listing (`tools/list`, `prompts/list`, ... with all its pages) | [`LISTING_PAGES`] pages, [`LISTING_ITEMS`] items, [`LISTING_BYTES`] bytes | `connect::list_all` |
 //! | server connection | relists after `list_changed` | one at a time, [`RELIST_GAP`] apart; notes that come meanwhile make one more | `gateway` |
+//! | server connection (stdio) | notes and answers it has not read | [`SERVER_BACKLOG`]: past it, they are dropped (requests are bounded by the calls' budgets) | `connect` |
+//! | server connection | requests to a session's client that it has not answered | [`SERVER_REQUESTS`] each, ids of at most [`SERVER_REQUEST_ID`] bytes: past them, the server is answered `-32043` | `hub` |
+//! | server | a line of stderr | [`STDERR_LINE`] (a longer one is skipped, to its newline); bytes that are not UTF-8 are replaced | `connect::stdio` |
+//! | stdio client | answers it has not read | [`CLIENT_BACKLOG`]: past it, its session ends | `serve::stdio` |
 //! | server connection | progress notes | only into calls sent to it, under 128-bit random tokens | `hub` |
 //! | anyone with an opaque token | introspections under way | 4 at once; refusals never push out an active token's kept answer | `auth::resource` |
 //! | anyone with a JWT | key fetches | one at a time, 10 s apart; a known key never waits for one | `auth::resource` |
@@ -46,6 +50,18 @@ pub const RELIST_GAP: Duration = Duration::from_millis(250);
 /// The largest message a resumable stream keeps for a client that reconnects: a larger one
 /// is sent live, and lost to a client that was not there.
 pub const REPLAY_MESSAGE: usize = 256 * 1024;
+
+/// The bytes of notes and answers a stdio server has not read past which more are dropped.
+pub const SERVER_BACKLOG: usize = 16 << 20;
+/// Requests of one server to one session's client, unanswered.
+pub const SERVER_REQUESTS: usize = 64;
+/// The longest id of a server's request to a client moniker keeps.
+pub const SERVER_REQUEST_ID: usize = 1024;
+/// The longest line of a server's stderr that is logged.
+pub const STDERR_LINE: usize = 16 * 1024;
+/// The bytes of answers a stdio client has not read past which its session ends: four of the
+/// largest messages.
+pub const CLIENT_BACKLOG: usize = 64 << 20;
 
 /// Requests in progress of one principal (an HTTP token, a person), all its sessions
 /// together: a token may hold 1,000 sessions of 1,024 each.

@@ -383,11 +383,7 @@ fn clipped(text: &str) -> String {
     if text.len() <= MAX_KEPT {
         return text.to_owned();
     }
-    let mut end = MAX_KEPT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    format!("{}…", crate::message::at_most(text, MAX_KEPT))
 }
 
 /// The code of an error response (the one look into an error moniker relays).

@@ -109,6 +109,9 @@ pub enum CallError {
     Gone,
     #[error("server did not answer in time")]
     Timeout,
+    /// The server has not read this many bytes sent to it.
+    #[error("server has not read {0} bytes sent to it")]
+    Behind(usize),
     /// A `forward` rule's value cannot be sent as a header (the header's name): the call is
     /// not sent without it.
     #[error("the header `{0}` that `forward` makes cannot be sent")]
@@ -141,6 +144,11 @@ pub const MAX_VERSION: usize = 128;
 pub struct Connection {
     pub server: ServerId,
     out: mpsc::UnboundedSender<Message>,
+    /// What a stdio server has not read of what was written to it (an HTTP server's requests
+    /// each go on their own).
+    backlog: Option<crate::framing::Backlog>,
+    /// Notes and answers not sent because the server was too far behind.
+    refused: AtomicU64,
     pending: Mutex<HashMap<u64, oneshot::Sender<Message>>>,
     next_id: AtomicU64,
     closed: AtomicBool,
@@ -171,6 +179,8 @@ pub struct Connection {
     pub(crate) relisting: std::sync::atomic::AtomicU8,
     /// Lines the server wrote that are not JSON-RPC: the first are logged, then few.
     garbage: AtomicU64,
+    /// Relists that failed: the first are logged, then few.
+    pub(crate) failed_relists: AtomicU64,
 }
 
 impl std::fmt::Debug for Connection {
@@ -182,10 +192,16 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    pub(crate) fn new(server: ServerId, out: mpsc::UnboundedSender<Message>) -> Self {
+    pub(crate) fn new(
+        server: ServerId,
+        out: mpsc::UnboundedSender<Message>,
+        backlog: Option<crate::framing::Backlog>,
+    ) -> Self {
         Self {
             server,
             out,
+            backlog,
+            refused: AtomicU64::new(0),
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
@@ -200,6 +216,7 @@ impl Connection {
             forwarded: Mutex::new(HashMap::new()),
             relisting: std::sync::atomic::AtomicU8::new(0),
             garbage: AtomicU64::new(0),
+            failed_relists: AtomicU64::new(0),
         }
     }
 
@@ -343,10 +360,24 @@ impl Connection {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Sends a notification or a response.
+    /// Sends a notification or a response; not when the server has not read
+    /// [`budget::SERVER_BACKLOG`] of what was sent to it (a client's notes without end, to a
+    /// server that reads slowly or not at all, are not held for it). Requests are bounded by
+    /// the budgets of calls.
     pub fn send(&self, message: Message) -> Result<(), CallError> {
         if self.is_closed() {
             return Err(CallError::Gone);
+        }
+        if let Some(held) = self
+            .backlog
+            .as_ref()
+            .map(crate::framing::Backlog::held)
+            .filter(|held| *held > budget::SERVER_BACKLOG)
+        {
+            if let Some(n) = worth_saying(&self.refused) {
+                tracing::warn!(server = %self.server, bytes = held, refused = n, method = message.method().unwrap_or("(an answer)"), "the server has not read what was sent to it; a note or answer to it is dropped (said for the first 10, then every 1,000th)");
+            }
+            return Err(CallError::Behind(held));
         }
         self.out.send(message).map_err(|_| CallError::Gone)
     }
@@ -495,6 +526,13 @@ pub(crate) fn dispatch(
     }
 }
 
+/// Whether the next time of something a server can repeat without end (counted in `count`)
+/// is said at `warn`: the first 10 times, then every 1,000th; its number when it is.
+pub(crate) fn worth_saying(count: &AtomicU64) -> Option<u64> {
+    let n = count.fetch_add(1, Ordering::Relaxed) + 1;
+    (n <= 10 || n % 1_000 == 0).then_some(n)
+}
+
 /// Parses one line from a server, once, and routes it.
 pub(crate) fn dispatch_line(conn: &Arc<Connection>, sink: &dyn Sink, line: String) {
     match message::parse(line) {
@@ -505,8 +543,7 @@ pub(crate) fn dispatch_line(conn: &Arc<Connection>, sink: &dyn Sink, line: Strin
         Err(e) => {
             // Said at `warn` the first times, then once every thousand: a server that writes
             // garbage without end does not flood the log.
-            let n = conn.garbage.fetch_add(1, Ordering::Relaxed) + 1;
-            if n <= 10 || n % 1_000 == 0 {
+            if let Some(n) = worth_saying(&conn.garbage) {
                 tracing::warn!(server = %conn.server, error = %e.message, lines = n, "server wrote something that is not JSON-RPC; ignored (said for the first 10 such lines, then every 1,000th)")
             }
         }
@@ -550,11 +587,7 @@ struct InitResult<'a> {
 /// `serverInfo.version` when it is a string, cut to [`MAX_VERSION`] bytes.
 fn version_of(server_info: Option<&serde_json::Value>) -> Option<String> {
     let text = server_info?.get("version")?.as_str()?;
-    let mut end = text.len().min(MAX_VERSION);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    Some(text[..end].to_owned())
+    Some(message::at_most(text, MAX_VERSION).to_owned())
 }
 
 #[derive(Deserialize, Default)]

@@ -60,21 +60,104 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(
     }
 }
 
+/// The bytes of the messages a writer ([`write_lines`]) has taken and not written yet: what its
+/// reader has not read. Shared, so that a sender can see how far behind the reader is.
+#[derive(Debug, Clone)]
+pub struct Backlog {
+    held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Past this many bytes, the writer gives up ([`write_lines`]).
+    most: usize,
+}
+
+impl Backlog {
+    /// A backlog the writer gives up past `most` bytes.
+    pub fn at_most(most: usize) -> Self {
+        Self {
+            held: std::sync::Arc::default(),
+            most,
+        }
+    }
+
+    /// The bytes taken and not written yet.
+    pub fn held(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn take(&self, message: &Message) -> std::io::Result<()> {
+        let held = self
+            .held
+            .fetch_add(message.text().len(), std::sync::atomic::Ordering::Relaxed)
+            + message.text().len();
+        if held > self.most {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                format!(
+                    "the reader has not read {held} bytes of messages (at most {})",
+                    self.most
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn written(&self, bytes: usize) {
+        self.held
+            .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Writes every message of `rx` to `output`, one a line, until `rx` closes (every sender is
-/// gone) or a write fails. What is queued together goes out with one flush.
+/// gone): what came while a burst was written goes in the next burst, flushed once. Messages
+/// are taken from `rx` while a write waits, and counted in `backlog`: a reader that stops
+/// reading holds them there, not in the channel, and once they are over the backlog's most the
+/// writer ends with [`std::io::ErrorKind::StorageFull`].
 pub async fn write_lines<W: AsyncWrite + Unpin>(
     output: W,
     mut rx: mpsc::UnboundedReceiver<Message>,
+    backlog: Backlog,
 ) -> std::io::Result<()> {
     let mut out = BufWriter::new(output);
-    while let Some(message) = rx.recv().await {
-        write_line(&mut out, &message).await?;
-        while let Ok(message) = rx.try_recv() {
-            write_line(&mut out, &message).await?;
+    let mut queue: Vec<Message> = Vec::new();
+    let mut open = true;
+    loop {
+        if queue.is_empty() {
+            let Some(message) = rx.recv().await else {
+                return Ok(());
+            };
+            backlog.take(&message)?;
+            queue.push(message);
         }
-        out.flush().await?;
+        let burst = std::mem::take(&mut queue);
+        let bytes = burst.iter().map(|m| m.text().len()).sum();
+        {
+            let write = async {
+                for message in &burst {
+                    write_line(&mut out, message).await?;
+                }
+                out.flush().await
+            };
+            tokio::pin!(write);
+            loop {
+                tokio::select! {
+                    done = &mut write => {
+                        done?;
+                        break;
+                    }
+                    got = rx.recv(), if open => match got {
+                        Some(message) => {
+                            backlog.take(&message)?;
+                            queue.push(message);
+                        }
+                        None => open = false,
+                    },
+                }
+            }
+        }
+        backlog.written(bytes);
+        if !open && queue.is_empty() {
+            return Ok(());
+        }
     }
-    Ok(())
 }
 
 async fn write_line<W: AsyncWrite + Unpin>(w: &mut W, message: &Message) -> std::io::Result<()> {

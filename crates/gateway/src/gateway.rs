@@ -20,6 +20,9 @@ use crate::hub::Hub;
 use crate::sync::lock;
 use crate::view::View;
 
+/// The most of a server's error text a log line holds.
+const MAX_LOGGED_ERROR: usize = 1024;
+
 /// How the gateway runs: the config's `gateway:` section (its defaults are written there), and
 /// what the command line decides.
 #[derive(Debug, Clone, Default)]
@@ -1002,7 +1005,13 @@ impl Gateway {
             // supervisor reports what happened to the server.
             Err(_) if self.is_stopping() || conn.is_closed() => {}
             Err(e) => {
-                tracing::warn!(server = %conn.server, error = %e, "cannot list the server's tools after it said they changed: it keeps its last listing");
+                // What the server answered is its own text: cut, and said less often when it
+                // fails again and again.
+                if let Some(n) = connect::worth_saying(&conn.failed_relists) {
+                    let error = e.to_string();
+                    let error = crate::message::at_most(&error, MAX_LOGGED_ERROR);
+                    tracing::warn!(server = %conn.server, error, failures = n, "cannot list the server's tools after it said they changed: it keeps its last listing (said for the first 10 failures, then every 1,000th)");
+                }
                 if matches!(e, connect::HandshakeError::OverBudget { .. }) {
                     self.over_budget(&conn.server, &e.to_string());
                 }

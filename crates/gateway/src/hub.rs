@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use moniker_surface::ServerId;
 use tokio::sync::mpsc;
 
+use crate::budget;
 use crate::connect::Connection;
 use crate::message::Message;
 use crate::sync::lock;
@@ -442,15 +443,31 @@ impl Peer {
     }
 
     /// A server's request to the client (sampling, elicitation, roots), under an id of ours.
+    /// At most [`budget::SERVER_REQUESTS`] of a server unanswered, each id at most
+    /// [`budget::SERVER_REQUEST_ID`] bytes: past them the server is answered at once.
     pub(crate) fn forward_server_request(&self, conn: &Arc<Connection>, request: &Message) {
-        let ours = self.next_id.fetch_add(1, Ordering::Relaxed);
-        lock(&self.outgoing).insert(
-            ours,
-            Outgoing {
-                conn: Arc::downgrade(conn),
-                server_id: request.id().unwrap_or("null").to_owned(),
-            },
-        );
+        let server_id = request.id().unwrap_or("null");
+        let kept = {
+            let mut outgoing = lock(&self.outgoing);
+            match over_budget(&outgoing, conn, server_id) {
+                Some(why) => Err(why),
+                None => {
+                    let ours = self.next_id.fetch_add(1, Ordering::Relaxed);
+                    let conn = Arc::downgrade(conn);
+                    let server_id = server_id.to_owned();
+                    outgoing.insert(ours, Outgoing { conn, server_id });
+                    Ok(ours)
+                }
+            }
+        };
+        let ours = match kept {
+            Ok(ours) => ours,
+            Err(why) => {
+                let id = Some(server_id).filter(|id| id.len() <= budget::SERVER_REQUEST_ID);
+                let _ = conn.send(Message::error(id, crate::message::LIMIT, &why));
+                return;
+            }
+        };
         // The call on that server, when it is a 2026-07-28 call, asks its client itself: a
         // call in flight, or one parked while its client answers an earlier round.
         let mut calls: Vec<String> = lock(&self.in_flight)
@@ -703,6 +720,31 @@ impl Hub {
             to.send(message);
         }
     }
+}
+
+/// Why a server's request to the client is not taken: too many of its requests unanswered in
+/// `outgoing` (the session's), or an id too long to keep.
+fn over_budget(
+    outgoing: &HashMap<u64, Outgoing>,
+    conn: &Arc<Connection>,
+    server_id: &str,
+) -> Option<String> {
+    if server_id.len() > budget::SERVER_REQUEST_ID {
+        return Some(format!(
+            "moniker keeps request ids of at most {} bytes",
+            budget::SERVER_REQUEST_ID
+        ));
+    }
+    let asked = outgoing
+        .values()
+        .filter(|o| std::ptr::eq(o.conn.as_ptr(), Arc::as_ptr(conn)))
+        .count();
+    (asked >= budget::SERVER_REQUESTS).then(|| {
+        format!(
+            "the client has not answered {asked} requests of this server (at most {})",
+            budget::SERVER_REQUESTS
+        )
+    })
 }
 
 #[cfg(test)]

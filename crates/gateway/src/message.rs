@@ -783,6 +783,16 @@ pub fn with_fields(raw: &str, set: &[(&str, &str)]) -> Option<String> {
     Some(object(out))
 }
 
+/// `text` to at most `most` bytes, cut at a character's boundary: what moniker keeps of a
+/// peer's text it does not need whole (a name in a log line, an error it reports).
+pub fn at_most(text: &str, most: usize) -> &str {
+    let mut end = text.len().min(most);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1047,7 +1057,12 @@ mod tests {
                 let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
                 tx.send(sent).unwrap();
                 drop(tx);
-                rt.block_on(crate::framing::write_lines(&mut wire, rx)).unwrap();
+                rt.block_on(crate::framing::write_lines(
+                    &mut wire,
+                    rx,
+                    crate::framing::Backlog::at_most(usize::MAX),
+                ))
+                .unwrap();
                 prop_assert_eq!(wire.iter().filter(|b| **b == b'\n').count(), 1);
                 prop_assert!(!wire.contains(&b'\r'));
                 prop_assert_eq!(wire.last(), Some(&b'\n'));

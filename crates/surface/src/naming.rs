@@ -275,6 +275,18 @@ struct Candidate<'a> {
 enum Source {
     Config(String),
     Derived,
+    /// moniker's own tool of that name ([`OWN_TOOLS`]).
+    Moniker,
+}
+
+/// The names of moniker's own tools: the toolset management's and search mode's. A tool of a
+/// server exposed under one of them would be listed twice and never reached, in whichever
+/// mode or toolset a session is: it is a duplicate, always.
+fn own_tools() -> impl Iterator<Item = &'static str> {
+    crate::management::NAMES
+        .iter()
+        .copied()
+        .chain([crate::discovery::SEARCH_TOOLS, crate::discovery::CALL_TOOL])
 }
 
 /// A claim on an exposed name by one item, as its name or as one of its aliases.
@@ -646,6 +658,17 @@ fn claim_names<'a>(
             claim_aliases(&mut claims, section, key, &rule.aliases, item);
         }
     }
+    if kind == Kind::Tool {
+        for own in own_tools() {
+            if let Some(list) = claims.get_mut(own) {
+                list.push(Claim {
+                    item: usize::MAX,
+                    alias: false,
+                    source: Source::Moniker,
+                });
+            }
+        }
+    }
     claims
 }
 
@@ -714,7 +737,9 @@ fn report_duplicates(claimed: Claimed<'_>, out: &mut Vec<Diagnostic>) {
     let mut suggested: BTreeSet<String> = BTreeSet::new();
     for (name, list) in claims {
         let written: BTreeSet<&Source> = list.iter().map(|c| &c.source).collect();
-        let reported = written.len() == list.len() && !written.contains(&Source::Derived);
+        let reported = written.len() == list.len()
+            && !written.contains(&Source::Derived)
+            && !written.contains(&Source::Moniker);
         if list.len() < 2 || reported {
             continue;
         }
@@ -1073,17 +1098,28 @@ fn duplicate(
     let Claimed {
         kind, named, plans, ..
     } = claimed;
-    let mut d = Diagnostic::error(
-        "naming::duplicate",
+    let message = if claims.iter().any(|c| c.source == Source::Moniker) {
+        format!(
+            "{} name `{name}` is moniker's own tool's: a tool of a server cannot have it",
+            kind.noun()
+        )
+    } else {
         format!(
             "{} name `{name}` is exposed {}",
             kind.noun(),
             times(claims.len())
-        ),
-    );
+        )
+    };
+    let mut d = Diagnostic::error("naming::duplicate", message);
     let mut fixes = Vec::new();
     let mut removals = Vec::new();
     for claim in claims {
+        if claim.source == Source::Moniker {
+            d = d.note(format!(
+                "`{name}` is moniker's own tool (toolset management's or search mode's): its name is taken"
+            ));
+            continue;
+        }
         if let Some(plan) = claim
             .item
             .checked_sub(named.len())

@@ -151,7 +151,7 @@ pub async fn connect(
     probe(&url, shown, timeout).await?;
 
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
-    let conn = Arc::new(Connection::new(server.clone(), tx));
+    let conn = Arc::new(Connection::new(server.clone(), tx, None));
     let (closed_tx, closed) = oneshot::channel();
     let (stop, _) = watch::channel(false);
     let link = Arc::new(Link {

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use moniker_config::PassEnv;
 use moniker_surface::ServerId;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::BufReader;
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Connection, ServerSpec, Sink, dispatch_line};
-use crate::framing::{Frame, read_frame, write_lines};
+use crate::budget;
+use crate::framing::{Backlog, Frame, read_frame, write_lines};
 use crate::message::Message;
 
 /// A started server process and its connection.
@@ -172,9 +173,12 @@ pub fn spawn(
     };
 
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
-    let conn = Arc::new(Connection::new(server.clone(), tx));
+    // The writer never gives up on a server: the connection stops sending notes to one too far
+    // behind ([`Connection::send`]).
+    let backlog = Backlog::at_most(usize::MAX);
+    let conn = Arc::new(Connection::new(server.clone(), tx, Some(backlog.clone())));
     // A write that fails means the server is gone: its reader sees that too.
-    tokio::spawn(write_lines(stdin, rx));
+    tokio::spawn(write_lines(stdin, rx, backlog));
 
     let (closed_tx, closed) = oneshot::channel();
     tokio::spawn(read_lines(
@@ -186,9 +190,20 @@ pub fn spawn(
     ));
 
     let stderr = tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
+        let mut reader = BufReader::new(stderr);
+        let mut buf = Vec::new();
         let mut tail = std::collections::VecDeque::with_capacity(STDERR_TAIL);
-        while let Ok(Some(line)) = lines.next_line().await {
+        // Every line is read, whatever its bytes: a server whose stderr is not read blocks
+        // (or dies of SIGPIPE) on its next log line.
+        loop {
+            let line = match read_frame(&mut reader, &mut buf, budget::STDERR_LINE).await {
+                Ok(Frame::Line) => String::from_utf8_lossy(&buf).into_owned(),
+                Ok(Frame::TooLong(n)) => format!(
+                    "(a line of {n} bytes, over the {} logged: skipped)",
+                    budget::STDERR_LINE
+                ),
+                Ok(Frame::Eof) | Err(_) => break,
+            };
             tracing::info!(target: "moniker::server", server = %server, "{line}");
             if tail.len() == STDERR_TAIL {
                 tail.pop_front();

@@ -10,7 +10,8 @@ use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
-use crate::framing::{Frame, read_frame, write_lines};
+use crate::budget;
+use crate::framing::{Backlog, Frame, read_frame, write_lines};
 use crate::gateway::Gateway;
 use crate::message::{self, Message};
 use crate::session::Session;
@@ -83,13 +84,30 @@ where
     // Every answer in flight is bounded by the call timeout; a little more for the last write.
     let drain = gateway.settings.config.call_timeout + Duration::from_secs(2);
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
-    let writer = tokio::spawn(write_lines(output, rx));
+    let mut writer = tokio::spawn(write_lines(
+        output,
+        rx,
+        Backlog::at_most(budget::CLIENT_BACKLOG),
+    ));
     let session = Session::starting_with(gateway, tx, toolset);
     session.identify("stdio");
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut buf = Vec::with_capacity(8 * 1024);
     loop {
-        match read_frame(&mut reader, &mut buf, max).await? {
+        let frame = tokio::select! {
+            frame = read_frame(&mut reader, &mut buf, max) => frame?,
+            // The client reads none of its answers (or closed its end): nothing more it asks
+            // could be answered, so nothing more is read.
+            ended = &mut writer => {
+                if let Ok(Err(e)) = ended
+                    && e.kind() == std::io::ErrorKind::StorageFull
+                {
+                    tracing::warn!(error = %e, "the stdio client does not read its answers; its session ends");
+                }
+                return Ok(());
+            }
+        };
+        match frame {
             Frame::Eof => break,
             Frame::TooLong(n) => session.send(Message::error(
                 None,

@@ -833,6 +833,88 @@ fn same_name_twice_in_one_server_is_a_duplicate() {
     assert_eq!(codes(&built), ["naming::duplicate"]);
 }
 
+/// moniker's own tools' names are taken, in every mode: a server's tool exposed under one, by
+/// its own name, an override or an alias, is a duplicate with a fix that keeps it reachable.
+#[test]
+fn moniker_s_own_tool_names_are_taken() {
+    let built = build(
+        &rules_with(&["a"]),
+        &[listing(
+            "a",
+            &[tool("search_tools"), tool("equip-toolset"), tool("x")],
+        )],
+    );
+    assert!(built.surface.is_none());
+    assert_eq!(codes(&built), ["naming::duplicate", "naming::duplicate"]);
+    let d = &built.diagnostics[0];
+    assert_eq!(
+        d.message,
+        "tool name `equip-toolset` is moniker's own tool's: a tool of a server cannot have it"
+    );
+    assert_eq!(
+        d.notes,
+        [
+            "`equip-toolset` from server `a` (origin `equip-toolset`)",
+            "`equip-toolset` is moniker's own tool (toolset management's or search mode's): its name is taken"
+        ]
+    );
+    assert!(
+        d.help
+            .as_deref()
+            .unwrap()
+            .contains("a/equip-toolset: { name: a_equip-toolset }")
+    );
+
+    // An override to one of them, or an alias, is refused the same way.
+    let mut rules = rules_with(&["a"]);
+    set(
+        &mut rules,
+        "a/x",
+        Override {
+            name: Some(Name::try_from("call_tool").unwrap()),
+            aliases: vec![AliasRule {
+                name: Name::try_from("list-available-tools").unwrap(),
+                hidden: false,
+                deprecated: None,
+            }],
+            ..Default::default()
+        },
+    );
+    let built = build(&rules, &[listing("a", &[tool("x")])]);
+    assert_eq!(codes(&built), ["naming::duplicate", "naming::duplicate"]);
+    let messages: Vec<&str> = built
+        .diagnostics
+        .iter()
+        .map(|d| d.message.as_str())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "tool name `call_tool` is moniker's own tool's: a tool of a server cannot have it",
+            "tool name `list-available-tools` is moniker's own tool's: a tool of a server cannot have it"
+        ]
+    );
+
+    // Renamed as the fix says, the tools are there.
+    let mut fixed = rules_with(&["a"]);
+    for own in ["search_tools", "equip-toolset"] {
+        set(
+            &mut fixed,
+            &format!("a/{own}"),
+            Override {
+                name: Some(Name::try_from(format!("a_{own}").as_str()).unwrap()),
+                ..Default::default()
+            },
+        );
+    }
+    let built = build(
+        &fixed,
+        &[listing("a", &[tool("search_tools"), tool("equip-toolset")])],
+    );
+    assert!(built.diagnostics.is_empty(), "{:?}", codes(&built));
+    assert!(built.surface.is_some());
+}
+
 #[test]
 fn names_written_twice_in_config_are_found_offline() {
     let mut rules = Rules::default();

@@ -189,11 +189,7 @@ fn tokens(text: &str) -> usize {
 
 fn capped(mut text: String) -> String {
     if text.len() > MAX_SHOWN {
-        let mut end = MAX_SHOWN;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
+        text.truncate(crate::message::at_most(&text, MAX_SHOWN).len());
         text.push_str("\n… (cut: the page shows at most 256 KiB)");
     }
     text
