@@ -50,7 +50,7 @@ const GUARD: &str = "__guard";
 fn main() -> ExitCode {
     let argv: Vec<OsString> = std::env::args_os().collect();
     if argv.get(1).is_some_and(|a| a == GUARD) {
-        init_logging(None);
+        init_logging(None, u64::MAX);
         let rest = match argv.get(2) {
             Some(dashes) if dashes == "--" => &argv[3..],
             _ => &argv[2..],
@@ -63,7 +63,12 @@ fn main() -> ExitCode {
     // `doctor` is a report: the gateway it starts says nothing on its own unless asked
     // (`--log`, `RUST_LOG`); what it saw is in the report.
     let quiet = matches!(cli.command, Command::Doctor) && std::env::var_os("RUST_LOG").is_none();
-    init_logging(cli.log.as_deref().or(quiet.then_some("off")));
+    // The shared gateway's stderr is its log file: bounded while it runs too.
+    let log_most = match &cli.command {
+        Command::Serve(args) if args.shared => shared::LOG_MOST,
+        _ => u64::MAX,
+    };
+    init_logging(cli.log.as_deref().or(quiet.then_some("off")), log_most);
     match run(cli) {
         Ok(exit) => exit.into(),
         Err(failure) if is_broken_pipe(failure.as_ref()) => Exit::Ok.into(),
@@ -179,8 +184,9 @@ fn log_ignored_keys(config: &Config) {
     }
 }
 
-/// Logs go to stderr only: `--log`, else `RUST_LOG`, else `warn`.
-fn init_logging(flag: Option<&str>) {
+/// Logs go to stderr only: `--log`, else `RUST_LOG`, else `warn`; a stderr that is a file
+/// starts anew past `most` bytes.
+fn init_logging(flag: Option<&str>, most: u64) {
     let builder = EnvFilter::builder().with_default_directive(LevelFilter::WARN.into());
     let filter = match flag {
         // `args::log_filter` has checked it already.
@@ -191,9 +197,60 @@ fn init_logging(flag: Option<&str>) {
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(|| LogLines(std::io::stderr()))
+        .with_writer(move || {
+            LogLines(Cut {
+                out: std::io::stderr(),
+                most,
+                written: &LOGGED,
+            })
+        })
         .with_ansi(color)
         .init();
+}
+
+/// The bytes of log written since the log file last started anew.
+static LOGGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A log that is a file, cut (emptied) once more than `most` bytes have been written to it:
+/// whatever a peer makes moniker say, however often, fills no disk. Each event is written
+/// whole before the count is looked at, so a cut falls between events.
+struct Cut<'c, W> {
+    out: W,
+    most: u64,
+    written: &'c std::sync::atomic::AtomicU64,
+}
+
+impl<W: Write + std::os::fd::AsFd> Write for Cut<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.out.write_all(buf)?;
+        let written = self.written.fetch_add(buf.len() as u64, Relaxed) + buf.len() as u64;
+        if written > self.most && self.written.swap(0, Relaxed) > self.most {
+            // Not a file (a pipe, a terminal): nothing to cut.
+            // The same open file as `out`: emptied, and (when it was not opened to append)
+            // written from its start again.
+            let mut file = std::fs::File::from(self.out.as_fd().try_clone_to_owned()?);
+            if file.metadata().is_ok_and(|m| m.is_file())
+                && file.set_len(0).is_ok()
+                && std::io::Seek::rewind(&mut file).is_ok()
+            {
+                self.out.write_all(
+                    format!("(the log was cut here: {written} bytes were written, at most {} are kept)\n", self.most)
+                        .as_bytes(),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }
 
 /// Writes one log event (tracing writes each event whole, in one call) so that nothing in it
@@ -235,6 +292,32 @@ impl<W: Write> Write for LogLines<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_file_is_cut_past_its_most() {
+        let path = std::env::temp_dir().join(format!("moniker-log-cut-{}", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        let written = std::sync::atomic::AtomicU64::new(0);
+        for i in 0..100 {
+            let mut out = LogLines(Cut {
+                out: &file,
+                most: 1000,
+                written: &written,
+            });
+            out.write_all(format!("{i:03} an event of forty bytes, or so....\n").as_bytes())
+                .unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(text.len() <= 1000 + 100, "{} bytes kept", text.len());
+        assert!(text.contains("(the log was cut here"), "{text}");
+        assert!(text.ends_with("099 an event of forty bytes, or so....\n"));
+        // Each event whole: every line is one event, or the cut's note.
+        assert!(
+            text.lines()
+                .all(|l| l.ends_with("....") || l.starts_with("(the log was cut"))
+        );
+    }
 
     #[test]
     fn a_log_event_stays_one_event() {

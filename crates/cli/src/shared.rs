@@ -16,6 +16,8 @@ use crate::output;
 
 /// How much of the shared gateway's log is kept across its starts.
 const LOG_KEPT: u64 = 8 << 20;
+/// How much the shared gateway writes to its log before the file starts anew, while it runs.
+pub const LOG_MOST: u64 = 4 * LOG_KEPT;
 
 /// How long a started gateway has to listen (it answers at once: servers start behind it).
 const LISTEN_WAIT: Duration = Duration::from_secs(30);

@@ -24,6 +24,7 @@
 //! | server connection | requests to a session's client that it has not answered | [`SERVER_REQUESTS`] each, ids of at most [`SERVER_REQUEST_ID`] bytes: past them, the server is answered `-32043` | `hub` |
 //! | server | a line of stderr | [`STDERR_LINE`] (a longer one is skipped, to its newline); bytes that are not UTF-8 are replaced | `connect::stdio` |
 //! | stdio client | answers it has not read | [`CLIENT_BACKLOG`]: past it, its session ends | `serve::stdio` |
+//! | every peer together | the shared gateway's log file | 32 MiB written while it runs, then the file starts anew | the binary's `shared::LOG_MOST` |
 //! | server connection | progress notes | only into calls sent to it, under 128-bit random tokens | `hub` |
 //! | anyone with an opaque token | introspections under way | 4 at once; refusals never push out an active token's kept answer | `auth::resource` |
 //! | anyone with a JWT | key fetches | one at a time, 10 s apart; a known key never waits for one | `auth::resource` |
