@@ -6,7 +6,8 @@ client on its pipes, and `servers/hostile_server.py` as the servers:
 - a server's stderr line that is not UTF-8 is logged with replacement characters, and its
   stderr is read on (before, moniker stopped reading it, and the server's next log line got
   EPIPE, or SIGPIPE);
-- a client's notes to servers that read nothing are held to 16 MiB a server, then dropped;
+- what a client sends to servers that read nothing is held to 16 MiB a server: then notes
+  are dropped and calls refused;
 - a stdio client that reads none of its answers has its session ended at 64 MiB;
 - a server's requests to the client: 64 unanswered at most, ids of 1 KiB at most, the rest
   refused at once (`-32043`);
@@ -172,6 +173,9 @@ def test_notes_to_servers_that_read_nothing_are_held_to_a_budget(gate, tmp_path:
     peak = rss_mib(g.proc.pid)
     assert peak - before < 150, f"moniker went from {before:.0f} to {peak:.0f} MiB"
     assert "the server has not read what was sent to it" in g.log_text()
+    # A call to one of them is refused at once, not queued behind what it does not read.
+    refused = g.ask("tools/call", {"name": "a_echo", "arguments": {}})
+    assert "has not read" in json.dumps(refused), refused
 
 
 def test_a_stdio_client_that_reads_nothing_has_its_session_ended(gate, tmp_path: Path) -> None:

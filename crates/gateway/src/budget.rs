@@ -20,7 +20,7 @@
 //! | client or server | one message | 16 MiB (`framing::DEFAULT_MAX_MESSAGE`) | `framing` |
 //! | server connection | one listing (`tools/list`, `prompts/list`, ... with all its pages) | [`LISTING_PAGES`] pages, [`LISTING_ITEMS`] items, [`LISTING_BYTES`] bytes | `connect::list_all` |
 //! | server connection | relists after `list_changed` | one at a time, [`RELIST_GAP`] apart; notes that come meanwhile make one more | `gateway` |
-//! | server connection (stdio) | notes and answers it has not read | [`SERVER_BACKLOG`]: past it, they are dropped (requests are bounded by the calls' budgets) | `connect` |
+//! | server connection (stdio) | what it has not read | [`SERVER_BACKLOG`]: past it nothing more is sent to it (notes and answers are dropped, calls refused) until it reads | `connect` |
 //! | server connection | requests to a session's client that it has not answered | [`SERVER_REQUESTS`] each, ids of at most [`SERVER_REQUEST_ID`] bytes: past them, the server is answered `-32043` | `hub` |
 //! | server | a line of stderr | [`STDERR_LINE`] (a longer one is skipped, to its newline); bytes that are not UTF-8 are replaced | `connect::stdio` |
 //! | stdio client | answers it has not read | [`CLIENT_BACKLOG`]: past it, its session ends | `serve::stdio` |
@@ -52,7 +52,7 @@ pub const RELIST_GAP: Duration = Duration::from_millis(250);
 /// is sent live, and lost to a client that was not there.
 pub const REPLAY_MESSAGE: usize = 256 * 1024;
 
-/// The bytes of notes and answers a stdio server has not read past which more are dropped.
+/// The bytes a stdio server has not read past which nothing more is sent to it.
 pub const SERVER_BACKLOG: usize = 16 << 20;
 /// Requests of one server to one session's client, unanswered.
 pub const SERVER_REQUESTS: usize = 64;

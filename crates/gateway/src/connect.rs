@@ -362,24 +362,31 @@ impl Connection {
 
     /// Sends a notification or a response; not when the server has not read
     /// [`budget::SERVER_BACKLOG`] of what was sent to it (a client's notes without end, to a
-    /// server that reads slowly or not at all, are not held for it). Requests are bounded by
-    /// the budgets of calls.
+    /// server that reads slowly or not at all, are not held for it; nor are requests,
+    /// [`Connection::start_for`]).
     pub fn send(&self, message: Message) -> Result<(), CallError> {
         if self.is_closed() {
             return Err(CallError::Gone);
         }
-        if let Some(held) = self
+        self.not_behind(message.method().unwrap_or("(an answer)"))?;
+        self.out.send(message).map_err(|_| CallError::Gone)
+    }
+
+    /// `Err` when the server has not read [`budget::SERVER_BACKLOG`] of what was sent to it:
+    /// nothing more is queued for it (`what`, a method, is said at `warn`, the first times).
+    fn not_behind(&self, what: &str) -> Result<(), CallError> {
+        let Some(held) = self
             .backlog
             .as_ref()
             .map(crate::framing::Backlog::held)
             .filter(|held| *held > budget::SERVER_BACKLOG)
-        {
-            if let Some(n) = worth_saying(&self.refused) {
-                tracing::warn!(server = %self.server, bytes = held, refused = n, method = message.method().unwrap_or("(an answer)"), "the server has not read what was sent to it; a note or answer to it is dropped (said for the first 10, then every 1,000th)");
-            }
-            return Err(CallError::Behind(held));
+        else {
+            return Ok(());
+        };
+        if let Some(n) = worth_saying(&self.refused) {
+            tracing::warn!(server = %self.server, bytes = held, refused = n, what, "the server has not read what was sent to it; nothing more is sent to it until it does (said for the first 10 times, then every 1,000th)");
         }
-        self.out.send(message).map_err(|_| CallError::Gone)
+        Err(CallError::Behind(held))
     }
 
     /// Sends a request; the receiver gets the server's response.
@@ -399,6 +406,7 @@ impl Connection {
         params: Option<&Params>,
         caller: Option<&crate::auth::resource::Caller>,
     ) -> Result<(u64, oneshot::Receiver<Message>), CallError> {
+        self.not_behind(method)?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let headers = match (self.forward.get(), caller) {
             (Some(rules), Some(caller)) => caller

@@ -51,6 +51,10 @@ pub enum Refusal {
         limit: u32,
         at: String,
     },
+    /// The server has not read what was sent to it ([`crate::budget::SERVER_BACKLOG`]): the
+    /// call was not sent (the shape of a time-out, as [`Refusal::Busy`]).
+    #[error("Server `{server}` was not called: it has not read {bytes} bytes sent to it")]
+    Behind { server: ServerId, bytes: usize },
     #[error("the server's answer could not be read")]
     Unreadable,
     #[error("Resource not found: {0}")]
@@ -88,7 +92,7 @@ impl Refusal {
             Self::NestedBatch => message::INVALID_REQUEST,
             Self::UnknownName { .. } => UNKNOWN_NAME,
             Self::ServerGone(_) | Self::Disconnected(_) => SERVER_GONE,
-            Self::Timeout { .. } | Self::Busy { .. } => TIMEOUT,
+            Self::Timeout { .. } | Self::Busy { .. } | Self::Behind { .. } => TIMEOUT,
             Self::Unreadable => message::INTERNAL_ERROR,
             Self::ResourceNotFound(_) => RESOURCE_NOT_FOUND,
             Self::Limit(_) => LIMIT,
@@ -102,7 +106,7 @@ impl Refusal {
             Self::UnknownName { .. } => Outcome::Unknown,
             Self::ServerGone(_) | Self::Disconnected(_) => Outcome::ServerGone,
             Self::Timeout { .. } => Outcome::Timeout,
-            Self::Busy { .. } => Outcome::Busy,
+            Self::Busy { .. } | Self::Behind { .. } => Outcome::Busy,
             Self::MethodNotFound(_)
             | Self::InvalidParams(_)
             | Self::NestedBatch

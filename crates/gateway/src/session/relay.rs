@@ -98,6 +98,12 @@ impl Session {
                     header,
                 });
             }
+            Err(crate::connect::CallError::Behind(bytes)) => {
+                return refused(Refusal::Behind {
+                    server: server.clone(),
+                    bytes,
+                });
+            }
             Err(_) => return refused(Refusal::ServerGone(server.clone())),
         };
         {
