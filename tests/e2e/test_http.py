@@ -10,6 +10,8 @@ import urllib.request
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
+import httpx
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -97,6 +99,78 @@ async def test_two_sessions_at_once(moniker_http: str) -> None:
         assert "from a" in ra.content[0].text and "from b" in rb.content[0].text
 
 
+@pytest.fixture
+def moniker_http_tokens(moniker_bin: Path, write_config, server_specs, tmp_path: Path, memory_file: Path):
+    """`moniker serve --http` with two tokens, alice's and bob's."""
+    config = write_config({"servers": {"everything": server_specs["everything"]}, "http": {"tokens": [ALICE, BOB]}}, name="tokens.yaml")
+    port = free_port()
+    log = open(tmp_path / "moniker-tokens.stderr", "w")
+    proc = subprocess.Popen(
+        [str(moniker_bin), "serve", "--http", f"127.0.0.1:{port}", "-c", str(config)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+        env={"PATH": "/usr/bin:/bin", "XDG_DATA_HOME": str(tmp_path)},
+    )
+    deadline = time.time() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read()
+            break
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise AssertionError((tmp_path / "moniker-tokens.stderr").read_text())
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+ALICE = "alice-token-0123456789abcdef"
+BOB = "bob-token-0123456789abcdef"
+
+
+async def until_listed(session: ClientSession, name: str) -> None:
+    """Waits (30 s at most) until `name` is listed: its server has come up (on a loaded
+    machine, npx's `everything` may come up after `/healthz` answers)."""
+    deadline = time.time() + 30
+    while name not in {t.name for t in (await session.list_tools()).tools}:
+        assert time.time() < deadline, f"{name} never listed"
+        await anyio.sleep(0.2)
+
+
+@asynccontextmanager
+async def bearer_session(url: str, token: str):
+    async with httpx.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=15) as client:
+        async with streamable_http_client(url, http_client=client) as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                yield session
+
+
+async def test_a_task_is_its_token_s_in_every_session_of_it(moniker_http_tokens: str) -> None:
+    """Hold the boundary, round three: with a token, a task is the token's (its principal's),
+    not one session's: another session of the token reaches it, and the token's budget of
+    tasks counts every session of it (before, each session counted as a principal of its own,
+    so one token's thousand sessions could push out another token's tasks). Another token
+    still cannot reach it."""
+    import mcp.types as types
+
+    async with bearer_session(moniker_http_tokens, ALICE) as a1, bearer_session(moniker_http_tokens, ALICE) as a2, bearer_session(moniker_http_tokens, BOB) as b:
+        await until_listed(a1, "simulate-research-query")
+        created = await a1.experimental.call_tool_as_task("simulate-research-query", {"topic": "mine"})
+        task_id = created.task.taskId
+        status = await a2.experimental.get_task(task_id)
+        assert status.taskId == task_id
+        assert task_id in [t.taskId for t in (await a2.experimental.list_tasks()).tasks]
+        with pytest.raises(McpError) as refused:
+            await b.experimental.get_task_result(task_id, types.CallToolResult)
+        assert refused.value.error.code == -32602 and "unknown task" in refused.value.error.message
+        assert task_id not in [t.taskId for t in (await b.experimental.list_tasks()).tasks]
+
+
 async def test_a_task_is_its_starters_alone(moniker_http: str) -> None:
     """Hold the boundary, finding 12: a task belongs to the session that started it. Another
     client of the same endpoint (same toolset, same lack of a token) can neither read, fetch,
@@ -104,6 +178,7 @@ async def test_a_task_is_its_starters_alone(moniker_http: str) -> None:
     import mcp.types as types
 
     async with session_at(moniker_http) as a, session_at(moniker_http) as b:
+        await until_listed(a, "simulate-research-query")
         created = await a.experimental.call_tool_as_task("simulate-research-query", {"topic": "mine"})
         task_id = created.task.taskId
         assert task_id.startswith("everything/"), task_id

@@ -28,15 +28,25 @@ use crate::sync::lock;
 
 /// Starts the [`Session`] behind a new HTTP session: bound for good to the toolset of the
 /// token that created it (its `toolset`), else an ordinary session (which starts with the
-/// gateway's default toolset, if any).
+/// gateway's default toolset, if any). A client with a token or a person's identity is its
+/// `principal`: what a session starts (a task) is the principal's, and counts in the
+/// principal's budget with what its other sessions start. Without either (an open endpoint),
+/// each session is a principal of its own: nothing tells two clients apart but their sessions.
 pub(super) fn open_session(
     gateway: Arc<Gateway>,
     out: mpsc::UnboundedSender<Message>,
     toolset: Option<&str>,
+    principal: Option<&str>,
 ) -> Arc<Session> {
-    match toolset {
-        Some(toolset) => Session::bound(gateway, out, toolset.to_owned()),
-        None => Session::new(gateway, out),
+    match (principal, toolset) {
+        (Some(principal), toolset) => Session::of_principal(
+            gateway,
+            out,
+            toolset.map(str::to_owned),
+            principal.to_owned(),
+        ),
+        (None, Some(toolset)) => Session::bound(gateway, out, toolset.to_owned()),
+        (None, None) => Session::new(gateway, out),
     }
 }
 
@@ -229,7 +239,8 @@ pub(super) async fn initialize(
         Err(reject) => return reject.response(),
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
-    let session = open_session(shared.gateway.clone(), tx, toolset.as_deref());
+    let principal = (!matches!(auth, Auth::Open)).then_some(who.as_str());
+    let session = open_session(shared.gateway.clone(), tx, toolset.as_deref(), principal);
     session.identify(&client_name(&auth));
     session.count_calls_under(&who);
     let outbox = Outbox::new(shared.replay_of(&who));
