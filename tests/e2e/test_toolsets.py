@@ -70,3 +70,24 @@ async def test_invalid_aliases_are_refused_with_the_reason(mcp_session, moniker_
             result = await session.call_tool("build-toolset", {"name": "bad", "tools": tools})
             assert result.isError, tools
             assert needle in result.content[0].text, result.content[0].text
+
+
+async def test_the_store_is_held_to_a_budget(mcp_session, moniker_bin: Path, gateway_config: Path, tmp_path: Path, memory_file: Path) -> None:
+    """Hold the boundary, round three: what a client may save is bounded (every replica reads
+    the whole store again and again): a description of at most 1 KiB, 256 toolsets; a toolset
+    saved again under its name replaces itself, and one deleted makes room."""
+    args = ["serve", "-c", str(gateway_config), "--manage", "--store", str(tmp_path / "toolsets.json")]
+    async with mcp_session(moniker_bin, args, env={"MEMORY_FILE_PATH": str(memory_file)}) as session:
+        long = await session.call_tool("build-toolset", {"name": "long", "tools": ["read_graph"], "description": "x" * 1025})
+        assert long.isError and "at most 1024 bytes" in long.content[0].text, long.content
+        for n in range(256):
+            built = await session.call_tool("build-toolset", {"name": f"set-{n}", "tools": ["read_graph"], "description": "x" * 1024})
+            assert not built.isError, (n, built.content)
+        over = await session.call_tool("build-toolset", {"name": "one-more", "tools": ["read_graph"]})
+        assert over.isError and "holds 256 toolsets, the most it keeps" in over.content[0].text, over.content
+        again = await session.call_tool("build-toolset", {"name": "set-0", "tools": ["open_nodes"]})
+        assert not again.isError, again.content
+        deleted = await session.call_tool("delete-toolset", {"name": "set-1"})
+        assert not deleted.isError, deleted.content
+        room = await session.call_tool("build-toolset", {"name": "one-more", "tools": ["read_graph"]})
+        assert not room.isError, room.content

@@ -20,6 +20,7 @@
 //! | client or server | one message | 16 MiB (`framing::DEFAULT_MAX_MESSAGE`) | `framing` |
 //! | server connection | one listing (`tools/list`, `prompts/list`, ... with all its pages) | [`LISTING_PAGES`] pages, [`LISTING_ITEMS`] items, [`LISTING_BYTES`] bytes | `connect::list_all` |
 //! | server connection | relists after `list_changed` | one at a time, [`RELIST_GAP`] apart; notes that come meanwhile make one more | `gateway` |
+//! | every principal together | toolsets in the store (`build-toolset`) | [`STORED_TOOLSETS`], each described in at most [`TOOLSET_DESCRIPTION`] bytes; its tools are the surface's | `toolsets` |
 //! | server connection (stdio) | what it has not read | [`SERVER_BACKLOG`]: past it nothing more is sent to it (notes and answers are dropped, calls refused) until it reads | `connect` |
 //! | server connection | requests to a session's client that it has not answered | [`SERVER_REQUESTS`] each, ids of at most [`SERVER_REQUEST_ID`] bytes: past them, the server is answered `-32043` | `hub` |
 //! | server | a line of stderr | [`STDERR_LINE`] (a longer one is skipped, to its newline); bytes that are not UTF-8 are replaced | `connect::stdio` |
@@ -52,6 +53,11 @@ pub const RELIST_GAP: Duration = Duration::from_millis(250);
 /// is sent live, and lost to a client that was not there.
 pub const REPLAY_MESSAGE: usize = 256 * 1024;
 
+/// Toolsets the store keeps (`build-toolset` of a new name past them is refused): every
+/// replica reads them all.
+pub const STORED_TOOLSETS: usize = 256;
+/// The longest description of a stored toolset.
+pub const TOOLSET_DESCRIPTION: usize = 1024;
 /// The bytes a stdio server has not read past which nothing more is sent to it.
 pub const SERVER_BACKLOG: usize = 16 << 20;
 /// Requests of one server to one session's client, unanswered.

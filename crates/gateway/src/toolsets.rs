@@ -12,6 +12,7 @@ use moniker_surface::{Diagnostic, Discovery, Kind, Surface, listing};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use crate::budget;
 use crate::store::{Backend, StoredTool, StoredToolset};
 use crate::sync::lock;
 
@@ -362,6 +363,15 @@ impl Management<'_> {
             Ok(stored) => stored,
             Err(why) => return refusal(why),
         };
+        if let Some(store) = &self.catalog.store {
+            let saved = lock(store).toolsets();
+            if !saved.contains_key(name) && saved.len() >= budget::STORED_TOOLSETS {
+                return refusal(format!(
+                    "toolset `{name}` was not saved: the store holds {} toolsets, the most it keeps; delete one first",
+                    saved.len()
+                ));
+            }
+        }
         let rule = rule_of(&stored);
         let diagnostics = toolsets::validate(self.surface, name, &rule, &self.catalog.sets());
         let errors: Vec<Diagnostic> = diagnostics
@@ -428,11 +438,15 @@ fn stored_of(arguments: &Value) -> Result<StoredToolset, String> {
                 .collect()
         })
         .unwrap_or_default();
+    let description = arguments.get("description").and_then(Value::as_str);
+    if description.is_some_and(|d| d.len() > budget::TOOLSET_DESCRIPTION) {
+        return Err(format!(
+            "a toolset's `description` is at most {} bytes",
+            budget::TOOLSET_DESCRIPTION
+        ));
+    }
     Ok(StoredToolset {
-        description: arguments
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        description: description.map(str::to_owned),
         tools,
         prompts,
     })
