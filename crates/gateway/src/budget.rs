@@ -27,7 +27,7 @@
 //! | stdio client | answers it has not read | [`CLIENT_BACKLOG`]: past it, its session ends | `serve::stdio` |
 //! | every peer together | the shared gateway's log file | 32 MiB written while it runs, then the file starts anew | the binary's `shared::LOG_MOST` |
 //! | server connection | progress notes | only into calls sent to it, under 128-bit random tokens | `hub` |
-//! | anyone with an opaque token | introspections under way | 4 at once; refusals never push out an active token's kept answer | `auth::resource` |
+//! | anyone with an opaque token | introspections under way | 4 at once, 64 waiting (then 503 at once); refusals never push out an active token's kept answer | `auth::resource` |
 //! | anyone with a JWT | key fetches | one at a time, 10 s apart; a known key never waits for one | `auth::resource` |
 //!
 //! A refusal names the limit it met; a listing over its budget is refused and the server keeps

@@ -42,6 +42,10 @@ const INTROSPECTION_MAX: usize = 10_000;
 /// Introspections under way at once: more made-up tokens wait for a place instead of each
 /// making moniker call the issuer with its client secret at once.
 const INTROSPECTIONS_AT_ONCE: usize = 4;
+/// Requests that may wait for a place ([`INTROSPECTIONS_AT_ONCE`]): past them, a token moniker
+/// has no answer for is refused at once (503, to try again), so that a flood of made-up tokens
+/// makes a real one wait at most this many introspections' time, not without end.
+const INTROSPECTIONS_WAITING: usize = 64;
 
 /// Who a valid access token says the caller is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +134,8 @@ pub enum Denied {
     Invalid(String),
     /// 403 `insufficient_scope`: the scopes it lacks.
     Scope(Vec<String>),
+    /// 503: too many tokens are waiting for the issuer's word ([`INTROSPECTIONS_WAITING`]).
+    Busy,
 }
 
 /// The issuer's answer about an opaque token: its claims, or why it is refused.
@@ -163,6 +169,8 @@ pub struct Verifier {
     refresh: Arc<tokio::sync::Mutex<()>>,
     /// Places for introspections under way ([`INTROSPECTIONS_AT_ONCE`]).
     introspecting: tokio::sync::Semaphore,
+    /// Requests waiting for a place, or in one.
+    waiting: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Default)]
@@ -197,6 +205,7 @@ impl Verifier {
             state: std::sync::Mutex::new(State::default()),
             refresh: Arc::new(tokio::sync::Mutex::new(())),
             introspecting: tokio::sync::Semaphore::new(INTROSPECTIONS_AT_ONCE),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -504,6 +513,8 @@ impl Verifier {
             return Ok(answer);
         }
         let answer = {
+            let _waiting =
+                Waiting::enter(&self.waiting, INTROSPECTIONS_WAITING).ok_or(Denied::Busy)?;
             // The semaphore is never closed.
             let _place = self.introspecting.acquire().await;
             // A request with the same token may have asked while this one waited.
@@ -749,6 +760,27 @@ fn matches(when: &IdentityMatch, claims: &Map<String, Value>, scopes: &[String])
     }
 }
 
+/// A place among at most `most` counted in `count`, given back when dropped.
+struct Waiting<'c>(&'c std::sync::atomic::AtomicUsize);
+
+impl<'c> Waiting<'c> {
+    fn enter(count: &'c std::sync::atomic::AtomicUsize, most: usize) -> Option<Self> {
+        use std::sync::atomic::Ordering::AcqRel;
+        count
+            .fetch_update(AcqRel, std::sync::atomic::Ordering::Acquire, |n| {
+                (n < most).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Self(count))
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -791,6 +823,37 @@ mod tests {
 
     fn map(value: Value) -> Map<String, Value> {
         value.as_object().cloned().expect("an object")
+    }
+
+    /// "Hold the boundary, round three", finding 1: made-up opaque tokens from one address
+    /// queued without end for the four places of introspection, and a real token's first
+    /// request waited behind all of them (15 s behind 400). Past 64 waiting, a token without
+    /// a kept answer is refused at once (503), without asking the issuer.
+    #[tokio::test]
+    async fn a_flood_of_made_up_tokens_waits_in_a_bounded_queue() {
+        use futures_util::FutureExt as _;
+        let mut with_introspection = settings();
+        with_introspection.introspection = Some(moniker_config::Introspection {
+            client_id: "moniker".to_owned(),
+            client_secret: "secret".to_owned(),
+        });
+        let verifier = Verifier::new(with_introspection);
+        let full: Vec<Waiting<'_>> = (0..INTROSPECTIONS_WAITING)
+            .map(|_| Waiting::enter(&verifier.waiting, INTROSPECTIONS_WAITING).expect("a place"))
+            .collect();
+        assert!(Waiting::enter(&verifier.waiting, INTROSPECTIONS_WAITING).is_none());
+        // Answered at the first poll: nothing was asked of the issuer.
+        let refused = verifier
+            .introspect("made-up", "https://gw.example.com/mcp")
+            .now_or_never()
+            .expect("refused at once");
+        assert!(matches!(refused, Err(Denied::Busy)), "{refused:?}");
+        drop(full);
+        assert_eq!(
+            verifier.waiting.load(std::sync::atomic::Ordering::Acquire),
+            0
+        );
+        assert!(Waiting::enter(&verifier.waiting, INTROSPECTIONS_WAITING).is_some());
     }
 
     /// "Hold the boundary, round two", finding 5: the keys were fetched with the verifier's

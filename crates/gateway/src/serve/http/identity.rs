@@ -169,6 +169,15 @@ pub(super) async fn identify(
                 challenge(Some("insufficient_scope"), scopes),
             ))
         }
+        Err(Denied::Busy) => {
+            let mut busy = failure(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Service Unavailable: too many access tokens are waiting for the identity provider's word; try again",
+            );
+            busy.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            Err(busy)
+        }
     }
 }
 
