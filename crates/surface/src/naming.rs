@@ -275,7 +275,7 @@ struct Candidate<'a> {
 enum Source {
     Config(String),
     Derived,
-    /// moniker's own tool of that name ([`OWN_TOOLS`]).
+    /// moniker's own tool of that name ([`own_tools`]).
     Moniker,
 }
 
