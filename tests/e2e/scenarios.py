@@ -9,10 +9,15 @@ Names below are those of the pinned @modelcontextprotocol/server-everything (pac
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
+
+import httpx
 
 import mcp.types as types
 from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 # server-everything (2026.8.31)
 EVERYTHING_ECHO = "echo"  # {"message": str} -> "Echo: <message>"
@@ -153,3 +158,13 @@ async def check_memory_roundtrip(session: ClientSession, create_tool: str = MEMO
     assert not read.isError, dump(read)
     seen = json.dumps(dump(read))
     assert "moniker_e2e" in seen and f"created via {create_tool}" in seen, seen
+
+
+@asynccontextmanager
+async def bearer_session(url: str, token: str) -> AsyncIterator[ClientSession]:
+    """An initialized MCP session (official Python SDK, Streamable HTTP) sending `token`."""
+    async with httpx.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=15) as client:
+        async with streamable_http_client(url, http_client=client) as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                yield session

@@ -26,16 +26,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def moniker_http(moniker_bin: Path, gateway_config: Path, tmp_path: Path, memory_file: Path):
+def serve_http(moniker_bin: Path, config: Path, tmp_path: Path, env: dict[str, str]):
+    """`moniker serve --http` with `config` on a free port, once `/healthz` answers: its
+    `/mcp` URL, then it is stopped."""
     port = free_port()
-    log = open(tmp_path / "moniker-http.stderr", "w")
+    log_path = tmp_path / f"{config.stem}-http.stderr"
+    log = open(log_path, "w")
     proc = subprocess.Popen(
-        [str(moniker_bin), "serve", "--http", f"127.0.0.1:{port}", "-c", str(gateway_config)],
+        [str(moniker_bin), "serve", "--http", f"127.0.0.1:{port}", "-c", str(config)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=log,
-        env={"PATH": "/usr/bin:/bin", "MEMORY_FILE_PATH": str(memory_file), "XDG_DATA_HOME": str(tmp_path)},
+        env={"PATH": "/usr/bin:/bin", "XDG_DATA_HOME": str(tmp_path), **env},
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 30
@@ -46,7 +48,7 @@ def moniker_http(moniker_bin: Path, gateway_config: Path, tmp_path: Path, memory
         except OSError:
             if time.time() > deadline or proc.poll() is not None:
                 proc.kill()
-                raise AssertionError(f"moniker --http did not come up: {(tmp_path / 'moniker-http.stderr').read_text()}")
+                raise AssertionError(f"moniker --http did not come up: {log_path.read_text()}")
             time.sleep(0.1)
     yield f"{base}/mcp"
     proc.terminate()
@@ -55,6 +57,11 @@ def moniker_http(moniker_bin: Path, gateway_config: Path, tmp_path: Path, memory
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+@pytest.fixture
+def moniker_http(moniker_bin: Path, gateway_config: Path, tmp_path: Path, memory_file: Path):
+    yield from serve_http(moniker_bin, gateway_config, tmp_path, {"MEMORY_FILE_PATH": str(memory_file)})
 
 
 @asynccontextmanager
@@ -100,32 +107,10 @@ async def test_two_sessions_at_once(moniker_http: str) -> None:
 
 
 @pytest.fixture
-def moniker_http_tokens(moniker_bin: Path, write_config, server_specs, tmp_path: Path, memory_file: Path):
+def moniker_http_tokens(moniker_bin: Path, write_config, server_specs, tmp_path: Path):
     """`moniker serve --http` with two tokens, alice's and bob's."""
     config = write_config({"servers": {"everything": server_specs["everything"]}, "http": {"tokens": [ALICE, BOB]}}, name="tokens.yaml")
-    port = free_port()
-    log = open(tmp_path / "moniker-tokens.stderr", "w")
-    proc = subprocess.Popen(
-        [str(moniker_bin), "serve", "--http", f"127.0.0.1:{port}", "-c", str(config)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-        env={"PATH": "/usr/bin:/bin", "XDG_DATA_HOME": str(tmp_path)},
-    )
-    deadline = time.time() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read()
-            break
-        except OSError:
-            if time.time() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise AssertionError((tmp_path / "moniker-tokens.stderr").read_text())
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    yield from serve_http(moniker_bin, config, tmp_path, {})
 
 
 ALICE = "alice-token-0123456789abcdef"
@@ -141,15 +126,6 @@ async def until_listed(session: ClientSession, name: str) -> None:
         await anyio.sleep(0.2)
 
 
-@asynccontextmanager
-async def bearer_session(url: str, token: str):
-    async with httpx.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=15) as client:
-        async with streamable_http_client(url, http_client=client) as (read, write, _):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
-
-
 async def test_a_task_is_its_token_s_in_every_session_of_it(moniker_http_tokens: str) -> None:
     """Hold the boundary, round three: with a token, a task is the token's (its principal's),
     not one session's: another session of the token reaches it, and the token's budget of
@@ -158,7 +134,7 @@ async def test_a_task_is_its_token_s_in_every_session_of_it(moniker_http_tokens:
     still cannot reach it."""
     import mcp.types as types
 
-    async with bearer_session(moniker_http_tokens, ALICE) as a1, bearer_session(moniker_http_tokens, ALICE) as a2, bearer_session(moniker_http_tokens, BOB) as b:
+    async with s.bearer_session(moniker_http_tokens, ALICE) as a1, s.bearer_session(moniker_http_tokens, ALICE) as a2, s.bearer_session(moniker_http_tokens, BOB) as b:
         await until_listed(a1, "simulate-research-query")
         created = await a1.experimental.call_tool_as_task("simulate-research-query", {"topic": "mine"})
         task_id = created.task.taskId

@@ -35,6 +35,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
+from scenarios import bearer_session
 
 from oauth_harness import (
     FOLLOW,
@@ -331,16 +332,6 @@ def assert_refused(
     assert challenge.get("scope") == SCOPE, f"{what}: {shown(response)}"
     assert challenge.get("error") == error, f"{what}: {shown(response)}"
     return challenge
-
-
-@asynccontextmanager
-async def bearer_session(url: str, token: str) -> AsyncIterator[ClientSession]:
-    """An initialized MCP session (official Python SDK, Streamable HTTP) sending `token`."""
-    async with httpx.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=15) as client:
-        async with streamable_http_client(url, http_client=client) as (read, write, _):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
 
 
 async def tool_names(session: ClientSession) -> set[str]:

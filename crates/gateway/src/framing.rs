@@ -83,7 +83,8 @@ impl Backlog {
         self.held.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn take(&self, message: &Message) -> std::io::Result<()> {
+    /// `message` taken into `queue`, counted.
+    fn hold(&self, message: Message, queue: &mut Vec<Message>) -> std::io::Result<()> {
         let held = self
             .held
             .fetch_add(message.text().len(), std::sync::atomic::Ordering::Relaxed)
@@ -97,6 +98,7 @@ impl Backlog {
                 ),
             ));
         }
+        queue.push(message);
         Ok(())
     }
 
@@ -124,8 +126,11 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
             let Some(message) = rx.recv().await else {
                 return Ok(());
             };
-            backlog.take(&message)?;
-            queue.push(message);
+            backlog.hold(message, &mut queue)?;
+        }
+        // What is queued already goes in the same burst.
+        while let Ok(message) = rx.try_recv() {
+            backlog.hold(message, &mut queue)?;
         }
         let burst = std::mem::take(&mut queue);
         let bytes = burst.iter().map(|m| m.text().len()).sum();
@@ -144,10 +149,7 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
                         break;
                     }
                     got = rx.recv(), if open => match got {
-                        Some(message) => {
-                            backlog.take(&message)?;
-                            queue.push(message);
-                        }
+                        Some(message) => backlog.hold(message, &mut queue)?,
                         None => open = false,
                     },
                 }
