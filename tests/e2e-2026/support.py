@@ -64,3 +64,18 @@ def serving_http(config: Path, log: Path, level: str = "info"):
     command = [str(binary("moniker")), "serve", "--http", f"127.0.0.1:{port}", "-c", str(config), "--log", level]
     with started(command, port, "moniker serve --http", log) as process:
         yield f"http://127.0.0.1:{port}/mcp", log, process
+
+
+async def tools_when(client, wanted: set[str], within: float = 30.0) -> set[str]:
+    """The names of the client's listing once it has every name in `wanted`, listing again
+    until then (`within` seconds at most). A server's tools are listed once it has joined;
+    moniker's first listing waits for it only `gateway.list_wait`, which a slow server on a
+    loaded machine outlasts (it then joins with `list_changed`)."""
+    import anyio
+
+    with anyio.fail_after(within):
+        while True:
+            names = {t.name for t in (await client.list_tools()).tools}
+            if wanted <= names:
+                return names
+            await anyio.sleep(0.1)

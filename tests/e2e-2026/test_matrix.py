@@ -23,7 +23,7 @@ import mcp_types as types
 import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
-from support import ROOT, binary, free_port, serving_http, started
+from support import ROOT, binary, free_port, serving_http, started, tools_when
 
 HERE = ROOT / "tests" / "e2e-2026"
 # The server of each cell: the SDK's own MCPServer, and FastMCP 4 on the same SDK.
@@ -57,8 +57,7 @@ def write_config(path: Path, server: str, era: str) -> Path:
 
 
 async def exercise(client: Client, elicits: bool) -> None:
-    tools = {t.name for t in (await client.list_tools()).tools}
-    assert {"kit", "sdk_progress"} <= tools, sorted(tools)
+    await tools_when(client, {"kit", "sdk_progress"})
 
     by_name = await client.call_tool("sdk_echo", {"text": "a"})
     assert not by_name.is_error and text_of(by_name) == "sdk:a", by_name
@@ -167,8 +166,7 @@ MODERN = HERE / "modern_server.py"
 
 
 async def exercise_modern(client: Client) -> None:
-    tools = {t.name for t in (await client.list_tools()).tools}
-    assert {"kit", "modern_add"} <= tools, sorted(tools)
+    await tools_when(client, {"kit", "modern_add"})
     by_alias = await client.call_tool("shout", {"text": "a"})
     assert not by_alias.is_error and text_of(by_alias) == "modern:a", by_alias
     action = await client.call_tool("kit", {"action": "echo", "text": "b"})
@@ -209,8 +207,7 @@ EVERYTHING = ROOT / "tests" / "e2e" / "node_modules" / "@modelcontextprotocol" /
 
 
 async def exercise_everything(client: Client) -> None:
-    tools = {t.name for t in (await client.list_tools()).tools}
-    assert {"kit", "trigger-long-running-operation"} <= tools, sorted(tools)
+    await tools_when(client, {"kit", "trigger-long-running-operation"})
     by_alias = await client.call_tool("say", {"message": "a"})
     assert not by_alias.is_error and text_of(by_alias) == "Echo: a", by_alias
     action = await client.call_tool("kit", {"action": "echo", "message": "b"})

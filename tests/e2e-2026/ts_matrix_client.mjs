@@ -55,10 +55,14 @@ try {
     received.push(message);
     dispatch(message, extra);
   };
-  const { tools } = await client.listTools();
-  const names = tools.map((t) => t.name);
-  for (const name of ["kit", "sdk_progress"]) {
-    if (!names.includes(name)) throw new Error(`tools/list lacks ${name}: ${names}`);
+  // The server's tools are listed once it has joined: listed again until then (30 s at most),
+  // as moniker's first listing waits for it only `gateway.list_wait`.
+  const wanted = ["kit", "sdk_progress"];
+  for (const deadline = Date.now() + 30000; ; ) {
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    if (wanted.every((name) => names.includes(name))) break;
+    if (Date.now() > deadline) throw new Error(`tools/list lacks one of ${wanted}: ${names}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
   expect("by name", text(await client.callTool({ name: "sdk_echo", arguments: { text: "a" } })), "sdk:a");
   expect("by alias", text(await client.callTool({ name: "say", arguments: { text: "b" } })), "sdk:b");

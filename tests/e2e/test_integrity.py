@@ -53,7 +53,7 @@ async def test_a_changed_tool_is_shown_blocked_then_accepted(moniker, moniker_bi
     # The server is upgraded in place.
     write_config({"servers": {"everything": everything(node_bin, NEW)}, "integrity": "block"})
     diff = lock_cli(moniker_bin, config, "--diff")
-    assert "tool `echo` (server `everything`): description, annotations, input changed" in diff, diff
+    assert "tool `echo` (server `everything`): description, annotations, input, other changed" in diff, diff
     assert "server version: 1.0.0 -> 2.0.0" in diff, diff
     assert "description: Echoes back the input{+ string+}" in diff, diff
     assert "annotation readOnlyHint: (none) -> true" in diff, diff
@@ -177,5 +177,5 @@ def test_healthz_says_each_changed_tool(moniker_bin: Path, node_bin: Path, write
         proc.terminate()
         proc.wait(timeout=10)
         log.close()
-    assert "tool `echo` of server `everything` changed since moniker.lock: description, annotations, input; served (integrity: warn)" in health, health
+    assert "tool `echo` of server `everything` changed since moniker.lock: description, annotations, input, other; served (integrity: warn)" in health, health
     assert "tool `get-sum` of server `everything` is not in moniker.lock; served (integrity: warn)" in health, health

@@ -307,7 +307,7 @@ fn summary(config: &Config, view: &moniker_gateway::view::View) -> String {
             n => format!(" (and {n} more callable by their old names)"),
         },
         view.surface.prompts().len(),
-        view.up.len(),
+        view.serving.len(),
         config.servers.values().filter(|s| !s.disabled).count()
     )
 }

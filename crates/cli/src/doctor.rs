@@ -259,13 +259,13 @@ fn names(config: &Config, gateway: &moniker_gateway::Gateway, found: &mut Findin
     if diagnostics.is_empty() {
         let view = gateway.view();
         let enabled = config.servers.values().filter(|s| !s.disabled).count();
-        let down = enabled.saturating_sub(view.up.len());
+        let down = enabled.saturating_sub(view.serving.len());
         let of = match down {
             0 => String::new(),
             n => format!(
                 " of the {} server{} up: the names of the {n} down are not checked",
-                view.up.len(),
-                if view.up.len() == 1 { "" } else { "s" }
+                view.serving.len(),
+                if view.serving.len() == 1 { "" } else { "s" }
             ),
         };
         found.ok(format!(

@@ -79,20 +79,28 @@ pub async fn lock(mut config: Config, args: LockArgs) -> Result<Exit, Failure> {
     Ok(Exit::Ok)
 }
 
-/// `old` with the entries of the tools named `accept` as they are in `new` (an entry of the
-/// same server and origin is replaced too: the tool may have been renamed); every other entry
-/// as `old` has it.
+/// `old` with the entries of the tools and prompts named `accept` as they are in `new` (an
+/// entry of the same server and origin is replaced too: it may have been renamed; a member of
+/// an action tool is accepted with its action tool); every other entry as `old` has it.
 fn accepted(old: &Lock, new: &Lock, accept: &[String]) -> Result<Lock, String> {
     let mut out = old.clone();
     for name in accept {
         let entry = new
             .entries
             .iter()
-            .find(|e| e.kind == Kind::Tool && e.names().any(|n| n == name))
-            .ok_or_else(|| format!("no tool `{name}` is exposed now"))?;
+            .find(|e| e.names().any(|n| n == name))
+            .or_else(|| {
+                new.entries
+                    .iter()
+                    .find(|e| e.members.iter().any(|m| &m.name == name))
+            })
+            .ok_or_else(|| format!("no tool or prompt `{name}` is exposed now"))?;
         out.entries.retain(|e| {
-            e.kind != Kind::Tool
-                || (e.name != entry.name && (e.server != entry.server || e.origin != entry.origin))
+            e.kind != entry.kind
+                || (e.name != entry.name
+                    && (entry.origin == "-"
+                        || e.server != entry.server
+                        || e.origin != entry.origin))
         });
         out.entries.push(entry.clone());
     }

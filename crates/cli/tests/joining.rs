@@ -141,20 +141,17 @@ fn a_name_stays_with_the_server_that_had_it_whichever_answers_first() {
     );
     let mut peer = serve_in(&dir, &second);
     peer.initialize();
-    // Nothing is listed yet: the newcomer is held out, `early` not up.
-    assert_eq!(
-        names(&peer.result("tools/list", json!({}))),
-        Vec::<String>::new()
-    );
+    // `echo` is listed at once from `early`'s kept listing (it has not read a line yet); the
+    // newcomer is held out.
+    assert_eq!(names(&peer.result("tools/list", json!({}))), ["echo"]);
+    assert_eq!(std::fs::read_to_string(&record).expect("record"), "");
     let log = peer.stderr_with(|l| l.contains("the server's listing is refused"));
     assert!(log.contains("server=newcomer"), "{log}");
     assert!(
         log.contains("`echo`") && log.contains("naming::duplicate"),
         "why is said: {log}"
     );
-    list_changed_within(&mut peer, Duration::from_secs(30));
-    let listed = peer.result("tools/list", json!({}));
-    assert_eq!(names(&listed), ["echo"], "{listed}");
+    // The call waits for `early` to join.
     let answer = peer.call_tool("echo", json!({"text": "hi"}));
     assert!(answer.get("error").is_none(), "{answer}");
     let reached = std::fs::read_to_string(&record).expect("record");
@@ -162,5 +159,112 @@ fn a_name_stays_with_the_server_that_had_it_whichever_answers_first() {
         reached.contains("\"tools/call\""),
         "the call went to `early`: {reached}\n{}",
         peer.stderr()
+    );
+}
+
+/// An inventory of tools named `names`, each taking nothing.
+fn inventory(path: &Path, names: &[&str]) {
+    let tools: Vec<Value> = names
+        .iter()
+        .map(|n| json!({"name": n, "description": format!("{n} it"), "inputSchema": {"type": "object"}}))
+        .collect();
+    std::fs::write(path, json!({"tools": tools}).to_string()).expect("inventory");
+}
+
+/// Runs `serve` on `config` until its first listing has every server's tools (its listing is
+/// then kept for the next run), and stops it.
+fn first_run(dir: &Path, config: &str, names_then: &[&str]) {
+    let mut peer = serve_in(dir, config);
+    peer.initialize();
+    assert_eq!(names(&peer.result("tools/list", json!({}))), names_then);
+    peer.close_stdin();
+    peer.wait_exit(Duration::from_secs(20))
+        .expect("serve exits");
+}
+
+#[test]
+fn a_server_known_from_its_last_run_is_listed_at_once_and_its_calls_wait_for_it() {
+    let dir = scratch();
+    let (tools, record) = (dir.join("slow.json"), dir.join("slow-read.jsonl"));
+    inventory(&tools, &["alpha", "beta"]);
+    let server = fixture_server(
+        "slow",
+        &[
+            &tools.display().to_string(),
+            "--start-delay-ms",
+            "3000",
+            "--record",
+            &record.display().to_string(),
+        ],
+    );
+    // However long `list_wait` is, nothing waits for a server known from its last run.
+    let config = format!("servers:\n{server}gateway:\n  list_wait: 60s\n");
+    first_run(&dir, &config, &["alpha", "beta"]);
+
+    // Its next version lists `gamma` in place of `beta`.
+    inventory(&tools, &["alpha", "gamma"]);
+    std::fs::write(&record, "").expect("record file");
+    let mut peer = serve_in(&dir, &config);
+    peer.initialize();
+    let listed = peer.result("tools/list", json!({}));
+    assert_eq!(names(&listed), ["alpha", "beta"], "{listed}");
+    assert_eq!(
+        std::fs::read_to_string(&record).expect("record"),
+        "",
+        "listed only after the server started"
+    );
+    // A call on the kept listing waits for the server to join, then goes to it.
+    let answer = peer.call_tool("alpha", json!({}));
+    assert!(answer.get("error").is_none(), "{answer}");
+    assert!(
+        std::fs::read_to_string(&record)
+            .expect("record")
+            .contains("\"tools/call\"")
+    );
+    // It joined with another listing: announced, and listed as it is now.
+    list_changed_within(&mut peer, Duration::from_secs(30));
+    let listed = peer.result("tools/list", json!({}));
+    assert_eq!(names(&listed), ["alpha", "gamma"], "{listed}");
+}
+
+#[test]
+fn a_known_server_that_does_not_join_in_its_budget_is_a_clear_error_and_leaves_the_listing() {
+    let dir = scratch();
+    let (tools, record) = (dir.join("never.json"), dir.join("never.rec"));
+    inventory(&tools, &["alpha"]);
+    let server = fixture_server(
+        "never",
+        &[
+            &tools.display().to_string(),
+            "--record",
+            &record.display().to_string(),
+        ],
+    );
+    let config = format!("servers:\n{server}gateway:\n  start_timeout: 2s\n");
+    first_run(&dir, &config, &["alpha"]);
+
+    // The same launch line, but now the server hangs before it reads anything: its record
+    // file is a pipe nobody reads, which it waits to open for longer than its start budget.
+    std::fs::remove_file(&record).expect("removed");
+    let made = Command::new("mkfifo")
+        .arg(&record)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let mut peer = serve_in(&dir, &config);
+    peer.initialize();
+    assert_eq!(names(&peer.result("tools/list", json!({}))), ["alpha"]);
+    let answer = peer.call_tool("alpha", json!({}));
+    assert_eq!(answer["error"]["code"], -32041, "{answer}");
+    let message = answer["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.contains("`never` did not finish starting within 2 s"),
+        "{message}"
+    );
+    // It left the listing, and the client was told.
+    list_changed_within(&mut peer, Duration::from_secs(30));
+    assert_eq!(
+        names(&peer.result("tools/list", json!({}))),
+        Vec::<String>::new()
     );
 }

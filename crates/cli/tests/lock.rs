@@ -124,9 +124,13 @@ fn a_renamed_tool_is_caught_and_kept_by_its_override() {
 fn serve_reports_the_rename(config: &Path) {
     let mut command = moniker(&["serve", "--http", "127.0.0.1:0", "--log", "warn", "-c"]);
     command.arg(config);
-    // It listens at once; the server's joining brings the warning, its fix last.
+    // It listens at once; the server's joining brings the warning, its fix last (before or
+    // after the address, as the server is fast: its listing is known from the runs before).
+    let (fix, listening) = (std::cell::Cell::new(false), std::cell::Cell::new(false));
     let (lines, mut child) = crate::first_contact::lines_until(&mut command, |l| {
-        l.contains("discover_sub_goals: { aliases: [discover_goals] }")
+        fix.set(fix.get() || l.contains("discover_sub_goals: { aliases: [discover_goals] }"));
+        listening.set(listening.get() || l.starts_with("moniker is listening on "));
+        fix.get() && listening.get()
     });
     let address = lines
         .iter()

@@ -541,6 +541,22 @@ pub(crate) fn worth_saying(count: &AtomicU64) -> Option<u64> {
     (n <= 10 || n % 1_000 == 0).then_some(n)
 }
 
+/// An answer of the server's that moniker cannot read (a lone surrogate in it) still answers
+/// its request, with moniker's error (-32603): its caller does not wait for the time-out.
+/// Whether it did.
+pub(crate) fn answered_unreadable(conn: &Connection, invalid: &message::Invalid) -> bool {
+    let Some(id) = invalid.id.as_deref().and_then(|id| id.parse::<u64>().ok()) else {
+        return false;
+    };
+    let why = format!("the server's answer could not be read: {}", invalid.message);
+    let refusal = Message::error(invalid.id.as_deref(), message::INTERNAL_ERROR, &why);
+    let answered = conn.deliver(id, refusal);
+    if answered {
+        tracing::warn!(server = %conn.server, error = %invalid.message, "the server's answer was refused");
+    }
+    answered
+}
+
 /// Parses one line from a server, once, and routes it.
 pub(crate) fn dispatch_line(conn: &Arc<Connection>, sink: &dyn Sink, line: String) {
     match message::parse(line) {
@@ -548,6 +564,7 @@ pub(crate) fn dispatch_line(conn: &Arc<Connection>, sink: &dyn Sink, line: Strin
         Ok(message::Incoming::Batch(_)) => {
             tracing::warn!(server = %conn.server, "server sent a batch; moniker does not take batches from servers")
         }
+        Err(e) if answered_unreadable(conn, &e) => {}
         Err(e) => {
             // Said at `warn` the first times, then once every thousand: a server that writes
             // garbage without end does not flood the log.

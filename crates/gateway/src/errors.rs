@@ -34,6 +34,10 @@ pub enum Refusal {
     UnknownName { kind: Kind, name: String },
     #[error("Server `{0}` is not connected")]
     ServerGone(ServerId),
+    /// A call on a server's kept listing while it started: it did not join within its start
+    /// budget (why is in the log and `moniker doctor`, never the server's own text here).
+    #[error("Server `{server}` did not finish starting within {} s: its tools are listed from its last run, but it has not joined (the log and `moniker doctor` say why)", budget.as_secs_f64())]
+    NotJoined { server: ServerId, budget: Duration },
     #[error("Server `{0}` disconnected before answering")]
     Disconnected(ServerId),
     #[error("Server `{server}` did not answer within {} s{}", timeout.as_secs_f64(), at.as_ref().map(|at| format!(" (`{at}`)")).unwrap_or_default())]
@@ -91,7 +95,7 @@ impl Refusal {
             Self::InvalidParams(_) => message::INVALID_PARAMS,
             Self::NestedBatch => message::INVALID_REQUEST,
             Self::UnknownName { .. } => UNKNOWN_NAME,
-            Self::ServerGone(_) | Self::Disconnected(_) => SERVER_GONE,
+            Self::ServerGone(_) | Self::Disconnected(_) | Self::NotJoined { .. } => SERVER_GONE,
             Self::Timeout { .. } | Self::Busy { .. } | Self::Behind { .. } => TIMEOUT,
             Self::Unreadable => message::INTERNAL_ERROR,
             Self::ResourceNotFound(_) => RESOURCE_NOT_FOUND,
@@ -104,7 +108,9 @@ impl Refusal {
     pub fn outcome(&self) -> Outcome {
         match self {
             Self::UnknownName { .. } => Outcome::Unknown,
-            Self::ServerGone(_) | Self::Disconnected(_) => Outcome::ServerGone,
+            Self::ServerGone(_) | Self::Disconnected(_) | Self::NotJoined { .. } => {
+                Outcome::ServerGone
+            }
             Self::Timeout { .. } => Outcome::Timeout,
             Self::Busy { .. } | Self::Behind { .. } => Outcome::Busy,
             Self::MethodNotFound(_)

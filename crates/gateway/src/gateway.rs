@@ -124,6 +124,8 @@ pub(crate) struct Slot {
     pub(crate) pgid: Mutex<Option<u32>>,
     pub(crate) status: Mutex<ServerStatus>,
     retired: watch::Sender<bool>,
+    /// Its first attempt to start is over, whatever its outcome.
+    settled: watch::Sender<bool>,
     /// It refused the 2025 handshake for 2026-07-28 (its config did not say).
     found_modern: AtomicBool,
 }
@@ -144,8 +146,20 @@ impl Slot {
             pgid: Mutex::new(None),
             status: Mutex::new(ServerStatus::default()),
             retired: watch::channel(false).0,
+            settled: watch::channel(false).0,
             found_modern: AtomicBool::new(false),
         })
+    }
+
+    /// Whether its first attempt to start is over.
+    pub(crate) fn is_settled(&self) -> bool {
+        *self.settled.borrow()
+    }
+
+    /// Resolves when its first attempt to start is over.
+    pub(crate) async fn first_attempt_over(&self) {
+        let mut rx = self.settled.subscribe();
+        let _ = rx.wait_for(|settled| *settled).await;
     }
 
     /// It is spoken to in 2026-07-28: configured so, or found so.
@@ -195,6 +209,10 @@ struct State {
     /// The last valid listing of every server that ever connected.
     listings: BTreeMap<ServerId, Listing>,
     up: BTreeSet<ServerId>,
+    /// Servers whose first attempt to start is not over, listed meanwhile with the listing
+    /// kept from their last run: a client's first listing does not depend on how fast they
+    /// start, and their calls wait for them (within their start budget).
+    joining: BTreeSet<ServerId>,
     /// What the last build said.
     diagnostics: Vec<Diagnostic>,
     /// Servers whose listing was refused after start, and why.
@@ -419,6 +437,9 @@ impl Gateway {
         self.rules.store(Arc::new(rules));
         self.slots.store(Arc::new(next));
         self.rebuild(&old_sets, |state| {
+            for id in report.removed.iter().chain(&report.restarted) {
+                state.joining.remove(id);
+            }
             for id in &report.removed {
                 state.listings.remove(id);
                 state.held.remove(id);
@@ -494,12 +515,12 @@ impl Gateway {
         let listings: Vec<&Listing> = state.listings.values().collect();
         watch.drift = moniker_surface::lock::drift(&watch.lock, surface, &listings);
         if watch.integrity == Integrity::Block {
-            let why: std::collections::HashMap<moniker_surface::Origin, Arc<str>> = watch
+            let why: std::collections::HashMap<(Kind, moniker_surface::Origin), Arc<str>> = watch
                 .drift
                 .iter()
-                .map(|d| (d.origin.clone(), Arc::from(d.refusal())))
+                .map(|d| ((d.kind, d.origin.clone()), Arc::from(d.refusal())))
                 .collect();
-            surface.withhold(&why);
+            moniker_surface::lock::withhold(surface, &why);
         }
     }
 
@@ -514,7 +535,7 @@ impl Gateway {
                 .into_iter()
                 .filter(|b| match b {
                     moniker_surface::Breaking::Gone { server, .. } => {
-                        view.up.iter().any(|up| up.as_str() == server)
+                        view.serving.iter().any(|up| up.as_str() == server)
                     }
                     _ => true,
                 })
@@ -585,16 +606,34 @@ impl Gateway {
         self.started.store(true, Ordering::Release);
     }
 
-    /// Servers are starting (a client's first listing waits for them: see
-    /// [`Gateway::joined`]), or they all have had their first attempt.
+    /// Servers are starting that nothing is known of (a client's first listing waits for
+    /// them: see [`Gateway::joined`]), or none is.
     pub(crate) fn set_joining(&self, joining: bool) {
         self.joined.store(!joining, Ordering::Release);
         self.joining.send_replace(joining);
     }
 
-    /// Completes once every server started has joined (or failed its first attempt), or
-    /// `gateway.list_wait` after the start: what a client lists before that would miss
-    /// servers a moment from joining. At once ever after.
+    /// Whether `slot`'s server is listed with its listing kept from the last run while it
+    /// starts.
+    pub(crate) fn is_known(&self, slot: &Slot) -> bool {
+        self.state().joining.contains(&slot.entry.id)
+    }
+
+    /// The servers still in their first attempt to start with no listing kept from a run
+    /// before: a listing now would not have them.
+    fn unknown_starting(&self, state: &State) -> Vec<ServerId> {
+        self.slots()
+            .values()
+            .filter(|slot| !slot.is_settled() && !state.joining.contains(&slot.entry.id))
+            .map(|slot| slot.entry.id.clone())
+            .collect()
+    }
+
+    /// Completes once every server that nothing is known of has joined (or failed its first
+    /// attempt), or `gateway.list_wait` after the start: what a client lists before that would
+    /// miss servers a moment from joining (a server known from its last run is listed with
+    /// that listing meanwhile). At once ever after. The first listing that goes out without
+    /// some server says which, and why, in the log.
     pub(crate) async fn joined(&self) {
         if self.joined.load(Ordering::Acquire) {
             return;
@@ -602,7 +641,64 @@ impl Gateway {
         let deadline = self.opened + self.settings.config.list_wait;
         let mut joining = self.joining.subscribe();
         let _ = tokio::time::timeout_at(deadline, joining.wait_for(|joining| !joining)).await;
-        self.joined.store(true, Ordering::Release);
+        if self.joined.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let missing = self.unknown_starting(&self.state());
+        if !missing.is_empty() {
+            let servers: Vec<&str> = missing.iter().map(ServerId::as_str).collect();
+            tracing::info!(
+                servers = servers.join(", "),
+                starting_for = ?self.opened.elapsed(),
+                "the first listing went out without these servers: they are still starting and nothing is kept of them from a run before; they join with list_changed"
+            );
+        }
+    }
+
+    /// Server `id`'s first attempt to start is over (it joined, or failed): it is no longer
+    /// listed from its kept listing alone, and its calls waiting for it go on.
+    pub(crate) fn settle(&self, slot: &Slot) {
+        if slot.settled.send_replace(true) {
+            return;
+        }
+        let rules = self.rules();
+        let (old, new) = {
+            let mut state = self.state();
+            let id = &slot.entry.id;
+            let listed_kept = state.joining.remove(id) && !state.up.contains(id);
+            if self.unknown_starting(&state).is_empty() {
+                self.set_joining(false);
+            }
+            if !listed_kept {
+                return;
+            }
+            tracing::info!(server = %id, "the server did not join: the tools kept from its last run leave the listing");
+            self.publish(&mut state, &rules, Vec::new())
+        };
+        self.announce(&old, &new, None);
+    }
+
+    /// The live connection to `server`; for a server still in its first attempt to start (a
+    /// call on its kept listing), once it has joined, within its start budget.
+    pub(crate) async fn joined_connection(
+        &self,
+        server: &ServerId,
+    ) -> Result<Arc<Connection>, crate::errors::Refusal> {
+        let gone = || crate::errors::Refusal::ServerGone(server.clone());
+        if let Some(conn) = self.connection(server) {
+            return Ok(conn);
+        }
+        let slot = self.slots.load().get(server).cloned().ok_or_else(gone)?;
+        if slot.is_settled() {
+            return Err(gone());
+        }
+        let budget = self.settings.config.start_timeout;
+        let _ = tokio::time::timeout(budget, slot.first_attempt_over()).await;
+        self.connection(server)
+            .ok_or_else(|| crate::errors::Refusal::NotJoined {
+                server: server.clone(),
+                budget,
+            })
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -620,7 +716,7 @@ impl Gateway {
 
     /// What toolset `name` selects in `view` (empty when it cannot be resolved).
     pub fn toolset(&self, name: &str, view: &View) -> moniker_surface::toolsets::Selection {
-        crate::toolsets::Equipped::new(name, &view.surface, &view.up, &self.catalog.sets())
+        crate::toolsets::Equipped::new(name, &view.surface, &view.serving, &self.catalog.sets())
             .selection
     }
 
@@ -803,6 +899,7 @@ impl Gateway {
                 continue;
             }
             *lock(&slot.info) = Some(info);
+            state.joining.insert(id);
         }
     }
 
@@ -876,7 +973,8 @@ impl Gateway {
             tools = surface.listed(Kind::Tool).count(),
             "surface rebuilt"
         );
-        let new = Arc::new(View::new(surface, state.up.clone(), &self.settings.view()));
+        let serving = state.up.union(&state.joining).cloned().collect();
+        let new = Arc::new(View::new(surface, serving, &self.settings.view()));
         let old = self.view.swap(new.clone());
         old.supersede();
         new.prepare(self.settings.search_ahead && self.searches(&new));
@@ -927,11 +1025,15 @@ impl Gateway {
                             let before = crate::toolsets::Equipped::new(
                                 name,
                                 &old.surface,
-                                &old.up,
+                                &old.serving,
                                 old_sets,
                             );
-                            let after =
-                                crate::toolsets::Equipped::new(name, &new.surface, &new.up, &sets);
+                            let after = crate::toolsets::Equipped::new(
+                                name,
+                                &new.surface,
+                                &new.serving,
+                                &sets,
+                            );
                             let differs = |kind| {
                                 before.render(&old.surface, kind, &[])
                                     != after.render(&new.surface, kind, &[])

@@ -182,6 +182,9 @@ pub fn has_line_end(text: &str) -> bool {
     text.bytes().any(|b| b == b'\r' || b == b'\n')
 }
 
+/// Why a message with a lone surrogate escape is refused.
+pub const LONE_SURROGATE: &str = "Parse error: a string escapes a lone UTF-16 surrogate (such as `\\ud800` without its pair), which is no text";
+
 fn parse_error(e: &serde_json::Error) -> Invalid {
     Invalid {
         code: PARSE_ERROR,
@@ -196,6 +199,43 @@ fn invalid(id: Option<&RawValue>, why: &str) -> Invalid {
         message: format!("Invalid Request: {why}"),
         id: id.map(|id| id.get().to_owned()),
     }
+}
+
+/// Whether `text` (JSON) escapes a lone UTF-16 surrogate in some string or key: `\ud800` not
+/// followed by its low half, or a low half (`\udc00`) alone. Such a string is no text: Node's
+/// `JSON.parse` and Python's `json` take it, serde_json does not, so one reader of moniker's
+/// would read what another gives up on. It is refused where the message enters, once, so no
+/// later reader (parameter rules, seals, toolsets, actions, search) ever meets it.
+pub fn lone_surrogate(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let unit = |at: usize| -> Option<u32> {
+        let hex = bytes.get(at..at + 4)?;
+        u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+    };
+    let mut at = 0;
+    while let Some(found) = memchr::memchr(b'\\', &bytes[at..]) {
+        let escape = at + found;
+        if bytes.get(escape + 1) != Some(&b'u') {
+            // `\\`, `\"`, `\n`...: two bytes, whatever the second is.
+            at = escape + 2;
+            continue;
+        }
+        at = escape + 6;
+        match unit(escape + 2) {
+            Some(0xD800..=0xDBFF) => {
+                let low = (bytes.get(escape + 6..escape + 8) == Some(b"\\u"))
+                    .then(|| unit(escape + 8))
+                    .flatten();
+                if !matches!(low, Some(0xDC00..=0xDFFF)) {
+                    return true;
+                }
+                at = escape + 12;
+            }
+            Some(0xDC00..=0xDFFF) => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 fn classify(text: Box<str>) -> Result<Message, Invalid> {
@@ -219,6 +259,13 @@ fn classify(text: Box<str>) -> Result<Message, Invalid> {
         if !(first == b'"' || first == b'-' || first.is_ascii_digit()) {
             return Err(invalid(None, "`id` must be a string or a number"));
         }
+    }
+    if lone_surrogate(&text) {
+        return Err(Invalid {
+            code: PARSE_ERROR,
+            message: LONE_SURROGATE.to_owned(),
+            id: id.map(|id| id.get().to_owned()),
+        });
     }
     let (kind, id, body) = match (top.method, top.result, top.error) {
         (Some(_), None, None) => match (id, top.id) {
@@ -796,6 +843,55 @@ pub fn at_most(text: &str, most: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// One reading at the edge: a lone surrogate escape anywhere in a message (a key, a
+        /// value, nested, in a batch element) is refused where it is parsed, with its id when it
+        /// has one; a surrogate pair, an escaped backslash before `ud800` and every other
+        /// escape pass.
+        #[test]
+        fn a_lone_surrogate_is_refused_where_the_message_enters(
+            lone in proptest::prop_oneof![
+                proptest::strategy::Just(r"\ud800"),
+                proptest::strategy::Just(r"\uDBFF"),
+                proptest::strategy::Just(r"\udc00"),
+                proptest::strategy::Just(r"\ud800\u0041"),
+                proptest::strategy::Just(r"\ud83d"),
+            ],
+            place in 0..4usize,
+        ) {
+            let message = match place {
+                0 => format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"x","arguments":{{"{lone}":0,"tenant":"mine"}}}}}}"#),
+                1 => format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"x","arguments":{{"a":["{lone}"]}}}}}}"#),
+                2 => format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"t","description":"a{lone}b"}}]}}}}"#),
+                _ => format!(r#"{{"jsonrpc":"2.0","id":7,"method":"x","params":{{"_meta":{{"{lone}":1}}}}}}"#),
+            };
+            proptest::prop_assert!(lone_surrogate(&message));
+            let refused = parse(message.clone()).expect_err("refused");
+            proptest::prop_assert_eq!(refused.code, PARSE_ERROR);
+            // With its id, unless the head itself could not read the part (`_meta`'s keys).
+            proptest::prop_assert!(refused.id.as_deref() == Some("7") || (place == 3 && refused.id.is_none()));
+            let batch = format!("[{message}]");
+            let parsed = parse(batch);
+            proptest::prop_assert!(matches!(parsed, Ok(Incoming::Batch(ref items)) if items[0].is_err()), "{:?}", parsed);
+        }
+    }
+
+    #[test]
+    fn pairs_and_other_escapes_are_text() {
+        for text in [
+            r#"{"a":"\ud83d\ude00"}"#,
+            r#"{"a":"\\ud800"}"#,
+            r#"{"a":"\\\\","b":"\u00e9\n\"\\u"}"#,
+            r#"{"a":"\uD83D\uDE00"}"#,
+            r#"{"a":"\"}"#,
+        ] {
+            assert!(!lone_surrogate(text), "{text}");
+        }
+        assert!(lone_surrogate(r#"{"a":"\\\ud800"}"#));
+        assert!(lone_surrogate(r#"{"a":"\ud800\ud800"}"#));
+        assert!(lone_surrogate(r#"{"a":"\ud800"#));
+    }
 
     fn one(text: &str) -> Message {
         match parse(text.to_owned()) {

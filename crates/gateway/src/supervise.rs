@@ -8,8 +8,6 @@ use std::time::Duration;
 
 use moniker_surface::{Diagnostic, Rules, ServerId};
 
-use tokio::sync::oneshot;
-
 use crate::connect::{self, CallError, HandshakeError, Sink, Started};
 use crate::deliver::WeakSink;
 use crate::gateway::{Gateway, Next, Reloaded, ServerEntry, Settings, Slot, StartError};
@@ -40,9 +38,9 @@ impl Gateway {
     /// the servers (their listings kept from the last run, [`Settings::known`]); the servers
     /// start in the background and join as they list, each announced to the sessions with
     /// `list_changed`. A server whose names collide with those of a server known or joined
-    /// before it is held out, its fix in the log and `/healthz`, until its names fit. A
-    /// client's first listing waits for servers still starting at most
-    /// `gateway.list_wait`.
+    /// before it is held out, its fix in the log and `/healthz`, until its names fit. A server
+    /// known from its last run is listed with that listing while it starts (its calls wait for
+    /// it); a client's first listing waits for the others at most `gateway.list_wait`.
     pub async fn open(
         rules: Rules,
         servers: Vec<ServerEntry>,
@@ -53,23 +51,10 @@ impl Gateway {
         gateway.build_all();
         gateway.check_default_toolset().await?;
         gateway.set_started();
-        let slots = gateway.slots();
-        gateway.set_joining(!slots.is_empty());
-        let mut first = Vec::new();
-        for slot in slots.values() {
-            let (tx, rx) = oneshot::channel();
-            first.push(rx);
-            tokio::spawn(supervise(gateway.clone(), slot.clone(), tx));
+        gateway.set_joining(gateway.slots().values().any(|slot| !gateway.is_known(slot)));
+        for slot in gateway.slots().values() {
+            tokio::spawn(supervise(gateway.clone(), slot.clone()));
         }
-        let joined = Arc::downgrade(&gateway);
-        tokio::spawn(async move {
-            for rx in first {
-                let _ = rx.await;
-            }
-            if let Some(gateway) = joined.upgrade() {
-                gateway.set_joining(false);
-            }
-        });
         Ok(gateway)
     }
 
@@ -118,14 +103,12 @@ impl Gateway {
         settings: Settings,
     ) -> Result<Arc<Self>, StartError> {
         let gateway = Self::prepare(rules, servers, settings)?;
-        let mut first = Vec::new();
-        for slot in gateway.slots().values() {
-            let (tx, rx) = oneshot::channel();
-            first.push(rx);
-            tokio::spawn(supervise(gateway.clone(), slot.clone(), tx));
+        let slots = gateway.slots();
+        for slot in slots.values() {
+            tokio::spawn(supervise(gateway.clone(), slot.clone()));
         }
-        for rx in first {
-            let _ = rx.await;
+        for slot in slots.values() {
+            slot.first_attempt_over().await;
         }
         // Every server's first listing is in (or its first attempt over): the surface of them
         // all, built once.
@@ -147,8 +130,7 @@ impl Gateway {
     ) -> Result<Reloaded, Vec<Diagnostic>> {
         let (report, fresh) = self.replace(rules, servers)?;
         for slot in fresh {
-            let (first, _) = oneshot::channel();
-            tokio::spawn(supervise(self.clone(), slot, first));
+            tokio::spawn(supervise(self.clone(), slot));
         }
         Ok(report)
     }
@@ -165,17 +147,16 @@ enum Run {
 }
 
 /// Keeps one server running: start, handshake, serve until it exits, back off, again, until
-/// moniker stops or a reload retires the slot. `first` fires once the first attempt is over,
-/// whatever its outcome.
-pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>, first: oneshot::Sender<()>) {
-    let mut first = Some(first);
+/// moniker stops or a reload retires the slot. The slot is settled once the first attempt is
+/// over, whatever its outcome.
+pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>) {
     let mut attempt: u32 = 0;
     let id = slot.entry.id.clone();
     let slot = &slot;
     let sink: Arc<dyn Sink> = Arc::new(WeakSink(Arc::downgrade(&gateway)));
     let config = &gateway.settings.config;
     while !gateway.is_stopping() && !slot.is_retired() {
-        match run(&gateway, &id, slot, &sink, &mut first).await {
+        match run(&gateway, &id, slot, &sink).await {
             Run::Modern if !slot.speaks_modern() => {
                 slot.found_modern();
                 continue;
@@ -191,9 +172,7 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>, first: one
                 slot.failed(reason);
             }
         }
-        if let Some(first) = first.take() {
-            let _ = first.send(());
-        }
+        gateway.settle(slot);
         if gateway.is_stopping() || slot.is_retired() {
             break;
         }
@@ -220,19 +199,15 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>, first: one
         }
         lock(&slot.status).next = Next::Start;
     }
+    // Stopped (or retired) before a first attempt ended: nothing waits for it any more.
+    gateway.settle(slot);
     if slot.is_retired() {
         tracing::info!(server = %id, "server stopped: the config no longer has it as it was");
     }
 }
 
 /// One start of the server, to its end.
-async fn run(
-    gateway: &Arc<Gateway>,
-    id: &ServerId,
-    slot: &Arc<Slot>,
-    sink: &Arc<dyn Sink>,
-    first: &mut Option<oneshot::Sender<()>>,
-) -> Run {
+async fn run(gateway: &Arc<Gateway>, id: &ServerId, slot: &Arc<Slot>, sink: &Arc<dyn Sink>) -> Run {
     let settings = &gateway.settings;
     let started = connect::start(
         id,
@@ -263,9 +238,7 @@ async fn run(
         }
         Ok(listing) => {
             connected(gateway, id, slot, &process.conn, listing);
-            if let Some(first) = first.take() {
-                let _ = first.send(());
-            }
+            gateway.settle(slot);
             tokio::select! {
                 _ = &mut process.closed => {}
                 _ = gateway.stopped() => {}

@@ -22,13 +22,15 @@ pub(crate) struct ViewSettings {
 }
 
 /// What clients see now: the surface built from every server's last valid listing, which
-/// servers are up, the listings rendered once for every `tools/list` (in the surface's
+/// servers serve it (up, or still joining with the listing kept from their last run), the listings rendered once for every `tools/list` (in the surface's
 /// discovery mode; with moniker's management tools at the end when sessions manage
 /// toolsets), and the search index of its tools (built at the first search: a gateway that
 /// never searches never builds it).
 pub struct View {
     pub surface: Surface,
-    pub up: BTreeSet<ServerId>,
+    /// The servers whose items are listed: those up, and those still joining whose listing
+    /// was kept from the last run (their calls wait for them to join).
+    pub serving: BTreeSet<ServerId>,
     pub tools_result: String,
     pub prompts_result: String,
     index: std::sync::OnceLock<Index>,
@@ -41,14 +43,18 @@ pub struct View {
 }
 
 impl View {
-    pub(crate) fn new(surface: Surface, up: BTreeSet<ServerId>, settings: &ViewSettings) -> Self {
+    pub(crate) fn new(
+        surface: Surface,
+        serving: BTreeSet<ServerId>,
+        settings: &ViewSettings,
+    ) -> Self {
         let mut view = Self {
             index: std::sync::OnceLock::new(),
             model: settings.search_model.clone(),
             cache: settings.search_cache.clone(),
             superseded: std::sync::atomic::AtomicBool::new(false),
             surface,
-            up,
+            serving,
             tools_result: String::new(),
             prompts_result: String::new(),
         };
@@ -128,9 +134,10 @@ impl View {
         });
     }
 
-    /// Whether a session without a toolset may see `item`: a server that is up serves it.
-    pub fn is_up(&self, item: &Exposed) -> bool {
-        item.servers().any(|s| self.up.contains(s))
+    /// Whether a session without a toolset may see `item`: a server that serves it is up
+    /// (or joining, with the listing kept from its last run).
+    pub fn is_served(&self, item: &Exposed) -> bool {
+        item.servers().any(|s| self.serving.contains(s))
     }
 
     /// The listing entries of a session without a toolset: what a server that is up serves,
@@ -139,7 +146,7 @@ impl View {
         let items = self
             .surface
             .listed(kind)
-            .filter(|e| self.is_up(e))
+            .filter(|e| self.is_served(e))
             .map(|e| (e, Cow::Borrowed(&*e.definition)));
         self.surface.discovery().entries(kind, items)
     }

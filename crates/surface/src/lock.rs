@@ -14,15 +14,16 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::listing::Listing;
-use crate::surface::{Exposed, Route, Surface};
+use crate::surface::{Exposed, Origin, Route, Surface};
 use crate::vocab::Kind;
 
 mod seal;
-pub use seal::{Drift, FIELDS, Integrity, Seal, drift};
+pub use seal::{Drift, FIELDS, Integrity, Seal, drift, withhold};
 
-/// Where each server's tools are: (server, origin name) to the definition and the version.
+/// Where each server's tools and prompts are: (kind, server, origin name) to the definition
+/// and the server's version.
 type Definitions<'l> =
-    std::collections::HashMap<(&'l str, String), (&'l RawValue, Option<&'l str>)>;
+    std::collections::HashMap<(Kind, &'l str, String), (&'l RawValue, Option<&'l str>)>;
 
 /// The first line of a rendered lock.
 const HEADER: &str = "# moniker.lock: the exposed names clients rely on; written by `moniker lock`, checked by `moniker check`";
@@ -48,8 +49,21 @@ pub struct Entry {
     pub params: Vec<Param>,
     pub aliases: Vec<String>,
     pub hidden: Vec<String>,
-    /// What its server said of it (a tool with an origin, locked with its listing).
+    /// What its server said of it (an item with an origin, locked with its listing).
     pub seal: Option<Seal>,
+    /// An action tool's members, each sealed (whether or not it is exposed on its own).
+    pub members: Vec<MemberSeal>,
+}
+
+/// A member of an action tool as its server said it, kept in the action tool's entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSeal {
+    /// The member's exposed name (`lock --accept` takes it).
+    pub name: String,
+    pub server: String,
+    /// The name its server lists it by.
+    pub origin: String,
+    pub seal: Seal,
 }
 
 /// A top-level parameter: its name, its JSON Schema type and whether it is required.
@@ -74,17 +88,42 @@ impl Entry {
             Route::Origin(origin) => (origin.server.as_str().to_owned(), origin.name.clone()),
             Route::Action(_) => (item.server_name.clone(), "-".to_owned()),
         };
-        let definition: Value = serde_json::from_str(item.definition.get()).unwrap_or_default();
-        let (schema, params) = match kind {
-            Kind::Tool => {
-                let schema = definition.get("inputSchema").cloned().unwrap_or_default();
-                let params = tool_params(&schema);
-                (schema, params)
-            }
-            Kind::Prompt => {
-                let arguments = definition.get("arguments").cloned().unwrap_or_default();
-                let params = prompt_params(&arguments);
-                (arguments, params)
+        let fields: std::collections::HashMap<String, &RawValue> =
+            serde_json::from_str(item.definition.get()).unwrap_or_default();
+        let key = match kind {
+            Kind::Tool => "inputSchema",
+            Kind::Prompt => "arguments",
+        };
+        let raw = fields.get(key).map_or("null", |raw| raw.get());
+        let schema: Value = serde_json::from_str(raw).unwrap_or_default();
+        let params = match kind {
+            Kind::Tool => tool_params(&schema),
+            Kind::Prompt => prompt_params(&schema),
+        };
+        // Hashed as written, numbers past f64 included; what cannot be read at all hashes as
+        // such, never as an empty schema.
+        let canonical = canonical_text(raw).unwrap_or_else(|| format!("unreadable {raw}"));
+        let sealed = |origin: &Origin| {
+            definitions?
+                .get(&(kind, origin.server.as_str(), origin.name.clone()))
+                .map(|(definition, version)| Seal::of(definition, *version))
+        };
+        let (seal, members) = match &item.route {
+            Route::Origin(o) => (sealed(o), Vec::new()),
+            Route::Action(action) => {
+                let members = action
+                    .members
+                    .iter()
+                    .filter_map(|m| {
+                        Some(MemberSeal {
+                            name: m.name.clone(),
+                            server: m.origin.server.as_str().to_owned(),
+                            origin: m.origin.name.clone(),
+                            seal: sealed(&m.origin)?,
+                        })
+                    })
+                    .collect();
+                (None, members)
             }
         };
         Self {
@@ -92,16 +131,12 @@ impl Entry {
             name: item.name.clone(),
             server,
             origin,
-            schema: fnv1a(canonical(&schema).as_bytes()),
+            schema: fnv1a(canonical.as_bytes()),
             params,
             aliases: item.aliases.clone(),
             hidden: item.hidden_aliases.clone(),
-            seal: match (&item.route, definitions, kind) {
-                (Route::Origin(o), Some(definitions), Kind::Tool) => definitions
-                    .get(&(o.server.as_str(), o.name.clone()))
-                    .map(|(definition, version)| Seal::of(definition, *version)),
-                _ => None,
-            },
+            seal,
+            members,
         }
     }
 
@@ -155,6 +190,15 @@ impl Lock {
             if let Some(seal) = &entry.seal {
                 seal.render(&mut out);
             }
+            for member in &entry.members {
+                out.push_str(&format!(
+                    "  member {} {} {}\n",
+                    escape(&member.name),
+                    escape(&member.server),
+                    escape(&member.origin)
+                ));
+                member.seal.render(&mut out);
+            }
         }
         out
     }
@@ -176,11 +220,26 @@ impl Lock {
                 let entry = entries
                     .last_mut()
                     .ok_or_else(|| error("an indented line before any entry".to_owned()))?;
-                entry
-                    .seal
-                    .get_or_insert_with(Seal::default)
-                    .read(line)
-                    .map_err(error)?;
+                if let Some(member) = line.strip_prefix("member ") {
+                    let words: Vec<&str> = member.split(' ').collect();
+                    let [name, server, origin] = words[..] else {
+                        return Err(error(
+                            "`member` takes a name, a server and the server's name".to_owned(),
+                        ));
+                    };
+                    entry.members.push(MemberSeal {
+                        name: unescape(name).map_err(error)?,
+                        server: unescape(server).map_err(error)?,
+                        origin: unescape(origin).map_err(error)?,
+                        seal: Seal::default(),
+                    });
+                    continue;
+                }
+                let seal = match entry.members.last_mut() {
+                    Some(member) => &mut member.seal,
+                    None => entry.seal.get_or_insert_with(Seal::default),
+                };
+                seal.read(line).map_err(error)?;
                 continue;
             }
             entries.push(parse_entry(line).map_err(error)?);
@@ -290,6 +349,7 @@ fn parse_entry(line: &str) -> Result<Entry, String> {
         aliases: list("aliases")?,
         hidden: list("hidden")?,
         seal: None,
+        members: Vec::new(),
         name,
     })
 }
@@ -403,38 +463,68 @@ fn prompt_params(arguments: &Value) -> Vec<Param> {
 /// JSON with the keys of every object sorted: the same schema in any key order gives the
 /// same text.
 pub fn canonical(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
+    // A `Value` is always readable.
+    canonical_text(&value.to_string()).unwrap_or_default()
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+/// The canonical text of JSON `text`, as [`canonical`] writes it (keys sorted at every level,
+/// strings and numbers as serde_json writes them), read without serde_json's `Value`: a
+/// number it cannot hold (beyond f64, such as `1e400`) keeps its bytes, so two definitions
+/// that differ there differ here. `None` when some part of it cannot be read at all.
+pub fn canonical_text(text: &str) -> Option<String> {
+    let mut out = String::new();
+    write_canonical_text(text.trim(), &mut out).then_some(out)
+}
+
+fn write_canonical_text(text: &str, out: &mut String) -> bool {
+    match text.as_bytes().first() {
+        Some(b'{') => {
+            let Ok(map) = serde_json::from_str::<BTreeMap<String, &RawValue>>(text) else {
+                return false;
+            };
             out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
+            for (i, (key, value)) in map.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 out.push_str(&Value::String(key.clone()).to_string());
                 out.push(':');
-                write_canonical(&map[key], out);
+                if !write_canonical_text(value.get(), out) {
+                    return false;
+                }
             }
             out.push('}');
+            true
         }
-        Value::Array(items) => {
+        Some(b'[') => {
+            let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(text) else {
+                return false;
+            };
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                write_canonical(item, out);
+                if !write_canonical_text(item.get(), out) {
+                    return false;
+                }
             }
             out.push(']');
+            true
         }
-        scalar => out.push_str(&scalar.to_string()),
+        Some(first) => match serde_json::from_str::<Value>(text) {
+            Ok(scalar) => {
+                out.push_str(&scalar.to_string());
+                true
+            }
+            // A number past what f64 holds: valid JSON, kept as written.
+            Err(_) if *first == b'-' || first.is_ascii_digit() => {
+                out.push_str(text);
+                true
+            }
+            Err(_) => false,
+        },
+        None => false,
     }
 }
 

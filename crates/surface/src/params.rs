@@ -244,15 +244,21 @@ impl Params {
     }
 
     /// The arguments to send the server for a call that gave `given` (`None`: no arguments),
-    /// or the tool error to answer with. Arguments that are not an object go as they are:
-    /// the server says what is wrong with them.
+    /// or the tool error to answer with. Arguments that are not an object go as they are (no
+    /// parameter is in them; the server says what is wrong with them). An object these rules
+    /// cannot read is refused, never sent as it came: it would skip every rule.
     pub fn arguments(&self, given: Option<&str>) -> Result<Option<String>, String> {
         let given = given.map(str::trim).filter(|g| *g != "null");
         let mut args: IndexMap<String, Box<RawValue>> = match given {
             None => IndexMap::new(),
             Some(text) => match serde_json::from_str(text) {
                 Ok(args) => args,
-                Err(_) => return Ok(None),
+                Err(_) if !text.starts_with('{') => return Ok(None),
+                Err(e) => {
+                    return Err(format!(
+                        "the arguments cannot be read ({e}): the call is not sent"
+                    ));
+                }
             },
         };
         let mut out: IndexMap<String, Box<RawValue>> = IndexMap::with_capacity(args.len() + 2);

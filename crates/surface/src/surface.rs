@@ -271,27 +271,11 @@ impl Surface {
         })
     }
 
-    /// Withholds the tools of the servers' tools in `why` (by server and origin name): no
-    /// longer listed (nor found by a search), their calls, and those of action members routed
-    /// to them, refused with the reason given.
-    pub fn withhold(&mut self, why: &HashMap<Origin, Arc<str>>) {
-        if why.is_empty() {
-            return;
-        }
-        for tool in &mut self.tools {
-            match &mut tool.route {
-                Route::Origin(origin) => {
-                    if let Some(reason) = why.get(origin) {
-                        tool.listed = false;
-                        tool.withheld = Some(reason.clone());
-                    }
-                }
-                Route::Action(route) => {
-                    for member in &mut route.members {
-                        member.withheld = why.get(&member.origin).cloned();
-                    }
-                }
-            }
+    /// The tools or prompts, to change in place (the integrity seal withholds some).
+    pub(crate) fn items_mut(&mut self, kind: Kind) -> &mut [Exposed] {
+        match kind {
+            Kind::Tool => &mut self.tools,
+            Kind::Prompt => &mut self.prompts,
         }
     }
 

@@ -175,6 +175,7 @@ impl Link {
             // Parsed here, once: the message then goes to its waiter or the gateway as it is.
             let message = match message::parse_one(line) {
                 Ok(message) => message,
+                Err(e) if super::answered_unreadable(&conn, &e) => continue,
                 Err(e) => {
                     tracing::warn!(server = %self.server, error = %e.message, "server sent something that is not JSON-RPC; ignored");
                     continue;

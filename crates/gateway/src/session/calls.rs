@@ -48,7 +48,12 @@ impl Session {
                 return Some(toolset.clone());
             }
         }
-        let equipped = Equipped::new(&name, &view.surface, &view.up, &self.gateway.catalog.sets());
+        let equipped = Equipped::new(
+            &name,
+            &view.surface,
+            &view.serving,
+            &self.gateway.catalog.sets(),
+        );
         let extra = if self.manages() {
             management::definitions()
         } else {
@@ -365,7 +370,7 @@ impl Session {
         let management = crate::toolsets::Management {
             catalog: &self.gateway.catalog,
             surface: &view.surface,
-            up: &view.up,
+            up: &view.serving,
             active: active.as_deref().map(|t| &t.equipped),
         };
         let (result, effect) = management.call(tool, &arguments);

@@ -87,8 +87,9 @@ impl Session {
             let outcome = refusal.outcome();
             (Some(refusal.answer(id)), outcome)
         };
-        let Some(conn) = self.gateway.connection(server) else {
-            return refused(Refusal::ServerGone(server.clone()));
+        let conn = match self.gateway.joined_connection(server).await {
+            Ok(conn) => conn,
+            Err(refusal) => return refused(refusal),
         };
         let (ours, rx) = match conn.start_for(method, params, caller) {
             Ok(started) => started,

@@ -142,7 +142,9 @@ impl Session {
             None => {
                 let exact = surface.resolve(Kind::Tool, asked);
                 index
-                    .search(surface, query, exact.map(|r| r.exposed), |e| view.is_up(e))
+                    .search(surface, query, exact.map(|r| r.exposed), |e| {
+                        view.is_served(e)
+                    })
                     .into_iter()
                     .map(|e| Cow::Borrowed(&*e.definition))
                     .collect()

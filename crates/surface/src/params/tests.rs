@@ -205,6 +205,43 @@ fn arguments_that_are_not_an_object_go_as_they_are() {
     assert!(shape(&BTreeMap::new(), None).params.is_empty());
 }
 
+proptest! {
+    /// An object the rules cannot read (a key or value no `String` holds: a lone surrogate
+    /// escape, wherever it stands) is refused, never sent as it came past a `fixed` or `hidden`
+    /// rule (the finding: `{"\ud800": 0, "tenant": "mine"}` reached the server whole).
+    #[test]
+    fn an_object_the_rules_cannot_read_is_refused(
+        surrogate in prop_oneof![Just("\\ud800"), Just("\\udfff"), Just("\\ud83d x")],
+        in_key in any::<bool>(),
+        before in any::<bool>(),
+    ) {
+        let shaped = shape(
+            &rules(&[
+                ("tenant", ParamRule { fixed: Some(Fixed(json!("t"))), ..ParamRule::default() }),
+                ("q", ParamRule { hidden: true, ..ParamRule::default() }),
+            ]),
+            Some(&schema(&github_search())),
+        );
+        let odd = if in_key {
+            format!(r#""{surrogate}": 0"#)
+        } else {
+            format!(r#""x": "{surrogate}""#)
+        };
+        let mine = r#""tenant": "mine""#;
+        let text = if before { format!("{{{odd}, {mine}}}") } else { format!("{{{mine}, {odd}}}") };
+        // Refused, or sent with the rules applied; never as it came.
+        let sent = shaped.params.arguments(Some(&text));
+        match &sent {
+            Err(_) => {}
+            Ok(Some(out)) => prop_assert!(out.contains(r#""tenant":"t""#) && !out.contains("mine"), "{text}: {out}"),
+            Ok(None) => prop_assert!(false, "{text} went as it came"),
+        }
+        if in_key {
+            prop_assert!(matches!(&sent, Err(why) if why.contains("cannot be read")), "{text}: {sent:?}");
+        }
+    }
+}
+
 /// Every tool input schema the repository holds: the seeds' fixtures and the captured
 /// inventories of real npm and PyPI servers (the findability benchmark's).
 fn schemas() -> &'static [(String, Value)] {
