@@ -191,6 +191,29 @@ def test_no_token_and_a_bound_token_are_refused(console: str, browser: Any) -> N
     assert bound.value.code == 403
 
 
+def test_log_out_takes_the_consoles_own_form(console: str, browser: Any) -> None:
+    """A POST to /console/logout from elsewhere (another port of this host passes the Origin
+    check; it has the browser's cookie but not the page's CSRF token) ends nothing; the
+    console's own Log out button does."""
+    watched = Watched(browser)
+    watched.login(console, ADMIN)
+    cookies = "; ".join(f"{c['name']}={c['value']}" for c in watched.page.context.cookies())
+    forged = urllib.request.Request(
+        f"{console}/console/logout",
+        data=b"",
+        method="POST",
+        headers={"Cookie": cookies, "Origin": console, "Content-Type": "application/x-www-form-urlencoded"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(forged)
+    assert refused.value.code == 403
+    response = watched.page.goto(f"{console}/console/servers")
+    assert response is not None and response.status == 200 and watched.page.url.endswith("/console/servers"), watched.page.url
+    watched.page.click("form.who button[type=submit]")
+    watched.page.goto(f"{console}/console/servers")
+    assert watched.page.url.endswith("/console/login"), watched.page.url
+
+
 def test_every_page_loads_and_shows_what_it_must(console: str, browser: Any, tmp_path: Path) -> None:
     watched = Watched(browser)
     watched.login(console, ADMIN)

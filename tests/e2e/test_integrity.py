@@ -74,6 +74,19 @@ async def test_a_changed_tool_is_shown_blocked_then_accepted(moniker, moniker_bi
     assert "changed since moniker.lock: description, annotations, input" in refusal, refusal
     assert "moniker lock --accept echo" in refusal, refusal
 
+    # One surface for every path: `moniker call` and `moniker list` take the same decision.
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(moniker_bin), *args, "-c", str(config)], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
+        )
+
+    called = cli("call", "echo", '{"message": "hi"}')
+    assert called.returncode != 0, called.stdout
+    assert "moniker lock --accept echo" in called.stdout + called.stderr, called.stdout + called.stderr
+    rows = {row["name"]: row for row in json.loads(cli("list", "--json").stdout)}
+    assert rows["echo"]["kind"] == "withheld" and not rows["echo"]["listed"], rows["echo"]
+    assert "changed since moniker.lock" in rows["echo"]["withheld"], rows["echo"]
+
     accepted = lock_cli(moniker_bin, config, "--accept", "echo")
     assert "wrote" in accepted, accepted
     after = (config.parent / "moniker.lock").read_text()

@@ -131,10 +131,12 @@ fn table_row(kind: Kind, item: &Exposed, selection: Option<&Selection>) -> Vec<S
     ]
 }
 
-/// `tool`, `prompt`, `action` (an action tool), or `legacy` (a member of an action tool, callable
-/// by its old name but not listed).
+/// `tool`, `prompt`, `action` (an action tool), `legacy` (a member of an action tool, callable
+/// by its old name but not listed), or `withheld` (changed since the lock, under
+/// `integrity: block`: neither listed nor callable).
 fn kind_label(kind: Kind, item: &Exposed) -> &'static str {
     match (&item.route, item.listed) {
+        _ if item.withheld.is_some() => "withheld",
         (Route::Action(_), _) => "action",
         (_, false) => "legacy",
         _ => kind.noun(),
@@ -152,6 +154,9 @@ fn describe(kind: Kind, item: &Exposed) -> Value {
         "tags": item.tags.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
         "listed": item.listed,
     });
+    if let Some(why) = &item.withheld {
+        row["withheld"] = why.as_ref().into();
+    }
     match &item.route {
         Route::Origin(origin) => {
             row["server"] = origin.server.as_str().into();

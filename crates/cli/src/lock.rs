@@ -6,7 +6,7 @@ use moniker_surface::{Kind, Listing, Lock};
 
 use crate::args::LockArgs;
 use crate::exit::{Exit, Failure};
-use crate::start::{report_failed_servers, start};
+use crate::start::{Toolsets, report_failed_servers, start_with};
 use crate::{lockdiff, lockfile, output};
 
 /// `moniker lock`: starts the servers and writes `moniker.lock` beside the config (with
@@ -16,7 +16,11 @@ use crate::{lockdiff, lockfile, output};
 pub async fn lock(mut config: Config, args: LockArgs) -> Result<Exit, Failure> {
     let path = lockfile::path(&config);
     let old = lockfile::read(&path)?;
-    let gateway = match start(&mut config).await? {
+    let unsealed = Toolsets {
+        unsealed: true,
+        ..Toolsets::default()
+    };
+    let gateway = match start_with(&mut config, unsealed).await? {
         Ok(gateway) => gateway,
         Err(not) => return Ok(not.exit),
     };

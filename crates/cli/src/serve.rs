@@ -31,7 +31,6 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure>
         Ok(gateway) => gateway,
         Err(not) => return Ok(not.exit),
     };
-    crate::reload::watch_lock(&gateway, &config);
     if args.console {
         gateway.force_console();
     }

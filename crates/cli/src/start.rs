@@ -27,6 +27,8 @@ pub(crate) struct Toolsets {
     /// `install --import`'s check: the caller says what an invalid surface means itself (it
     /// fixes it), and a `${VAR}` that is unset stands empty (the client sets it, later).
     pub(crate) silent: bool,
+    /// `moniker lock`: the surface as the servers say it, not as the lock decides it.
+    pub(crate) unsealed: bool,
 }
 
 impl Toolsets {
@@ -60,6 +62,7 @@ impl Toolsets {
             quiet: false,
             serving: false,
             silent: false,
+            unsealed: false,
         }
     }
 }
@@ -107,6 +110,7 @@ pub(crate) async fn start_with(
     let servers = entries(config);
     let quiet = toolsets.quiet;
     let silent = toolsets.silent;
+    let sealed = !toolsets.unsealed;
     let settings = match settings(config, toolsets) {
         Ok(settings) => settings,
         Err(why) => {
@@ -122,6 +126,11 @@ pub(crate) async fn start_with(
     };
     match started {
         Ok(gateway) => {
+            // One surface for every path: `call`, `list` and `check` take the lock's decisions
+            // as `serve` does (a tool withheld under `integrity: block` is withheld here too).
+            if sealed {
+                crate::reload::watch_lock(&gateway, config);
+            }
             // Servers that need a person never hold the others up: the command is said.
             crate::login::report_needed_logins(config);
             // `check` shows them itself; every other command says them once, here.

@@ -555,10 +555,31 @@ fn public_path(resource: &str) -> Option<String> {
         .filter(|path| !path.contains(';'))
 }
 
-async fn logout(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+/// Ends the console session, when the form is its own: a POST from elsewhere (another port of
+/// the same host passes the Origin check) carries no CSRF token and ends nothing.
+async fn logout(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Form(form): Form<Vec<(String, String)>>,
+) -> Response {
     let settings = shared.gateway.http();
     if let Some(id) = SESSION.of(&headers, &settings) {
-        lock(&shared.console.sessions).remove(id);
+        let given = form
+            .iter()
+            .find(|(k, _)| k == "csrf")
+            .map_or("", |(_, v)| v.as_str());
+        let mut sessions = lock(&shared.console.sessions);
+        let ours = sessions
+            .get(id)
+            .is_some_and(|seat| bool::from(seat.csrf.as_bytes().ct_eq(given.as_bytes())));
+        if !ours {
+            drop(sessions);
+            return refused(
+                StatusCode::FORBIDDEN,
+                "this form is not from this console (CSRF)",
+            );
+        }
+        sessions.remove(id);
     }
     let mut response = Redirect::to("login").into_response();
     SESSION.set(&mut response, &settings, "", Some(0), over_https(&headers));
