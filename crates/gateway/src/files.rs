@@ -19,15 +19,39 @@ pub fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<(
     written
 }
 
-/// Makes `dir` (and its parents) when missing, and makes it `0700`.
+/// Makes `dir` (and its parents) when missing, and makes it `0700`: checked and changed
+/// through a descriptor opened without following a link, never by path (a link planted in a
+/// shared place such as `/tmp` would have the mode set on its target). A directory that is not
+/// the user's own, or a link, is refused.
 #[cfg(unix)]
 pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use nix::fcntl::OFlag;
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW).bits())
+        .open(dir)
+        .map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("{} is not a directory (a link?): {e}", dir.display()),
+            )
+        })?;
+    let metadata = opened.metadata()?;
+    if metadata.uid() != nix::unistd::getuid().as_raw() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{} belongs to another user", dir.display()),
+        ));
+    }
+    if metadata.permissions().mode() & 0o777 != 0o700 {
+        opened.set_permissions(std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 #[cfg(not(unix))]
@@ -97,4 +121,39 @@ pub fn prune(dir: &Path, extension: &str, kept: usize) -> std::io::Result<()> {
 /// `bytes` in lowercase hex: the names of files moniker keeps, and ids.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(all(test, unix))]
+mod private_dir_tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    /// A link planted where the directory goes is refused, and its target's mode is left as
+    /// it was (it used to be `chmod`ed through the link); a directory of the user's that
+    /// others may enter is made `0700` through its descriptor.
+    #[test]
+    fn a_planted_link_is_refused_and_its_target_untouched() {
+        let root = tempfile::tempdir().expect("a temp dir");
+        let target = root.path().join("victim");
+        std::fs::create_dir(&target).expect("target");
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).expect("755");
+        let planted = root.path().join("moniker-0");
+        std::os::unix::fs::symlink(&target, &planted).expect("link");
+        let refused = create_private_dir(&planted).expect_err("a link is no private dir");
+        assert!(refused.to_string().contains("not a directory"), "{refused}");
+        let mode = std::fs::metadata(&target)
+            .expect("target")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o755, "the link's target is not changed");
+
+        let open = root.path().join("open");
+        std::fs::create_dir(&open).expect("dir");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).expect("755");
+        create_private_dir(&open).expect("ours");
+        let mode = std::fs::metadata(&open).expect("dir").permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        create_private_dir(&root.path().join("a/b/c")).expect("made with its parents");
+    }
 }

@@ -186,6 +186,15 @@ impl Slot {
     }
 }
 
+/// Whose first attempt to start is not over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Joining {
+    /// Some server's that nothing is known of from a run before.
+    pub unknown: bool,
+    /// Some server's at all.
+    pub any: bool,
+}
+
 /// A lock, and the breaking changes against it already in the log.
 struct LockWatch {
     lock: moniker_surface::Lock,
@@ -205,7 +214,7 @@ pub struct Reloaded {
 }
 
 #[derive(Default)]
-struct State {
+pub(crate) struct State {
     /// The last valid listing of every server that ever connected.
     listings: BTreeMap<ServerId, Listing>,
     up: BTreeSet<ServerId>,
@@ -294,11 +303,15 @@ pub struct Gateway {
     /// `start` is over: from now on the surface's problems are only in the log. Before, they
     /// are the caller's to show (`start` returns them), so they are logged at debug level.
     started: AtomicBool,
-    /// Some server's first attempt to start is not over yet.
-    joining: watch::Sender<bool>,
+    /// Whose first attempt to start is not over yet: servers nothing is known of, and servers
+    /// at all.
+    joining: watch::Sender<Joining>,
     /// A client's listing waits no more for servers to join: they all have, or `list_wait`
     /// from the start is over.
     joined: AtomicBool,
+    /// The same, for what the servers' listings do not say (resources, completions): every
+    /// server is waited for there.
+    joined_all: AtomicBool,
     /// When the servers started.
     opened: tokio::time::Instant,
     stopping: AtomicBool,
@@ -348,8 +361,9 @@ impl Gateway {
             audit,
             telemetry,
             started: AtomicBool::new(false),
-            joining: watch::channel(false).0,
+            joining: watch::channel(Joining::default()).0,
             joined: AtomicBool::new(true),
+            joined_all: AtomicBool::new(true),
             opened: tokio::time::Instant::now(),
             stopping: AtomicBool::new(false),
             stop: Notify::new(),
@@ -606,17 +620,25 @@ impl Gateway {
         self.started.store(true, Ordering::Release);
     }
 
-    /// Servers are starting that nothing is known of (a client's first listing waits for
-    /// them: see [`Gateway::joined`]), or none is.
-    pub(crate) fn set_joining(&self, joining: bool) {
-        self.joined.store(!joining, Ordering::Release);
+    /// Which servers are starting (a client's first request waits for them: see
+    /// [`Gateway::joined`]).
+    pub(crate) fn set_joining(&self, joining: Joining) {
+        self.joined.store(!joining.unknown, Ordering::Release);
+        self.joined_all.store(!joining.any, Ordering::Release);
         self.joining.send_replace(joining);
     }
 
-    /// Whether `slot`'s server is listed with its listing kept from the last run while it
-    /// starts.
-    pub(crate) fn is_known(&self, slot: &Slot) -> bool {
-        self.state().joining.contains(&slot.entry.id)
+    /// Which servers are still in their first attempt to start.
+    pub(crate) fn joining_now(&self, state: &State) -> Joining {
+        Joining {
+            unknown: !self.unknown_starting(state).is_empty(),
+            any: self.slots().values().any(|slot| !slot.is_settled()),
+        }
+    }
+
+    /// Which servers are starting when `open` starts them all.
+    pub(crate) fn joining_at_start(&self) -> Joining {
+        self.joining_now(&self.state())
     }
 
     /// The servers still in their first attempt to start with no listing kept from a run
@@ -634,14 +656,27 @@ impl Gateway {
     /// miss servers a moment from joining (a server known from its last run is listed with
     /// that listing meanwhile). At once ever after. The first listing that goes out without
     /// some server says which, and why, in the log.
-    pub(crate) async fn joined(&self) {
-        if self.joined.load(Ordering::Acquire) {
+    ///
+    /// `names_only`: the request is answered from names (a listing, a call, which waits for
+    /// its own server); else (resources, completions) every server is waited for, known or not.
+    pub(crate) async fn joined(&self, names_only: bool) {
+        let done = if names_only {
+            &self.joined
+        } else {
+            &self.joined_all
+        };
+        if done.load(Ordering::Acquire) {
             return;
         }
         let deadline = self.opened + self.settings.config.list_wait;
         let mut joining = self.joining.subscribe();
-        let _ = tokio::time::timeout_at(deadline, joining.wait_for(|joining| !joining)).await;
-        if self.joined.swap(true, Ordering::AcqRel) {
+        let over = |j: &Joining| if names_only { !j.unknown } else { !j.any };
+        let _ = tokio::time::timeout_at(deadline, joining.wait_for(over)).await;
+        let said = self.joined.swap(true, Ordering::AcqRel);
+        if !names_only {
+            self.joined_all.store(true, Ordering::Release);
+        }
+        if said {
             return;
         }
         let missing = self.unknown_starting(&self.state());
@@ -666,9 +701,7 @@ impl Gateway {
             let mut state = self.state();
             let id = &slot.entry.id;
             let listed_kept = state.joining.remove(id) && !state.up.contains(id);
-            if self.unknown_starting(&state).is_empty() {
-                self.set_joining(false);
-            }
+            self.set_joining(self.joining_now(&state));
             if !listed_kept {
                 return;
             }

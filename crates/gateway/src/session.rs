@@ -321,7 +321,11 @@ impl Session {
     async fn answer(self: &Arc<Self>, request: &Message, answers: &Answers) -> Reply {
         if let Some(method) = request.method().filter(|m| reaches_servers(m)) {
             // Servers a moment from joining are waited for (a short, bounded while, once).
-            self.gateway.joined().await;
+            let names_only = matches!(
+                method,
+                "tools/list" | "tools/call" | "prompts/list" | "prompts/get"
+            );
+            self.gateway.joined(names_only).await;
             // A client that lists or calls tools (prompts) has names in hand: changes to them
             // are news to it from now on (what joined before is in its answer).
             match method {

@@ -51,7 +51,7 @@ impl Gateway {
         gateway.build_all();
         gateway.check_default_toolset().await?;
         gateway.set_started();
-        gateway.set_joining(gateway.slots().values().any(|slot| !gateway.is_known(slot)));
+        gateway.set_joining(gateway.joining_at_start());
         for slot in gateway.slots().values() {
             tokio::spawn(supervise(gateway.clone(), slot.clone()));
         }

@@ -7,7 +7,7 @@
 //! Nothing crosses between users: the directory is the user's alone (`0700`, theirs, checked
 //! before use), the socket `0600`, and a peer of another user id is turned away.
 
-use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -57,23 +57,32 @@ impl Place {
             dirs::runtime_dir().map(|runtime| runtime.join("moniker")),
             Some(std::env::temp_dir().join(&own)),
             Some(Path::new("/tmp").join(&own)),
+            // Where a shared place was taken by someone else (a planted directory or link).
+            dirs::cache_dir().map(|cache| cache.join("moniker").join("run")),
         ];
-        let Some(dir) = short_enough(candidates) else {
-            return Err(std::io::Error::other(
-                "no directory is short enough for the shared gateway's socket",
-            ));
-        };
-        crate::files::create_private_dir(&dir)?;
-        let metadata = std::fs::symlink_metadata(&dir)?;
-        if !metadata.is_dir() || metadata.uid() != uid || metadata.permissions().mode() & 0o077 != 0
-        {
+        let mut refused = Vec::new();
+        let dir = candidates
+            .into_iter()
+            .flatten()
+            .filter(|d| short_enough([Some(d.clone())]).is_some())
+            .find(|dir| match crate::files::create_private_dir(dir) {
+                Ok(()) => true,
+                Err(e) => {
+                    refused.push(e.to_string());
+                    false
+                }
+            });
+        let Some(dir) = dir else {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
                 format!(
-                    "{} is not a directory of this user's alone (0700): the shared gateway's socket is not put there",
-                    dir.display()
+                    "no directory of this user's alone (0700) is short enough for the shared gateway's socket: {}",
+                    refused.join("; ")
                 ),
             ));
+        };
+        if !refused.is_empty() {
+            tracing::warn!(dir = %dir.display(), refused = refused.join("; "), "the shared gateway's usual directory is not this user's: another is used");
         }
         let mut hash = Sha256::new();
         hash.update(config.as_os_str().as_encoded_bytes());
