@@ -170,7 +170,8 @@ fn an_unknown_toolset_is_this_clients_error_and_a_bad_config_starts_nothing() {
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("toolset `nope` does not exist"), "{said}");
 
-    // A directory of another user's is not used for the socket (only root can make one here).
+    // A directory of another user's is not used for the socket (only root can make one here):
+    // the next place is, and the client is told (a planted directory stops no `serve`).
     if std::os::unix::fs::chown(runtime.join("moniker"), Some(4242), None).is_err() {
         return;
     }
@@ -178,12 +179,17 @@ fn an_unknown_toolset_is_this_clients_error_and_a_bad_config_starts_nothing() {
         .stdin(std::process::Stdio::null())
         .output()
         .expect("moniker serve");
-    assert!(!output.status.success(), "{output:?}");
+    assert!(output.status.success(), "{output:?}");
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(
-        said.contains("not a directory of this user's alone"),
+        said.contains("belongs to another user") && said.contains("another is used"),
         "{said}"
     );
+    let socket = std::fs::read_dir(runtime.join("moniker"))
+        .expect("the planted dir")
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().ends_with(".sock"));
+    assert!(!socket, "no socket in the other user's directory");
 }
 
 #[test]

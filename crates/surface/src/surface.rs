@@ -100,7 +100,7 @@ pub struct Exposed {
     /// Its parameter rules (`None`: its arguments go as the client gave them).
     pub params: Option<Arc<Params>>,
     /// Why it is not listed and its calls are refused: it drifted from the lock under
-    /// `integrity: block` ([`Surface::withhold`]).
+    /// `integrity: block` ([`crate::lock::withhold`]).
     pub withheld: Option<Arc<str>>,
 }
 
