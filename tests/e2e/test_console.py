@@ -120,9 +120,9 @@ def console(moniker_bin: Path, fixture_bin: Path, write_config, tmp_path: Path) 
         }
     )
     proc, base = serve(moniker_bin, config, tmp_path, "--console")
-    # Every server has answered (the collision is in the log once `two` is held out).
+    # Every server has answered (the collision is in /healthz once `one` and `two` have listed).
     deadline = time.time() + 20
-    while "refused" not in urllib.request.urlopen(f"{base}/healthz", timeout=2).read().decode() and time.time() < deadline:
+    while "naming::duplicate" not in urllib.request.urlopen(f"{base}/healthz", timeout=2).read().decode() and time.time() < deadline:
         time.sleep(0.1)
     yield base
     proc.terminate()
@@ -227,11 +227,12 @@ def test_every_page_loads_and_shows_what_it_must(console: str, browser: Any, tmp
         watched.page.screenshot(path=str(shots / f"{name}.png"), full_page=False)
     assert watched.errors == [], watched.errors
 
-    # Servers: of the two whose names collide, the one that answered last is held out.
+    # Servers: the two whose names collide both serve; the name is served by neither (the
+    # fix is on the namespace page, below).
     watched.page.goto(f"{console}/console/servers")
     rows = watched.page.locator("tbody tr").all_inner_texts()
     held = [r.split("\t")[0] for r in rows if "held out" in r]
-    assert held in (["one"], ["two"]), rows
+    assert held == [], rows
     # A server that cannot start: restarting (or starting again), its error and when.
     broken = next(r for r in rows if r.startswith("broken"))
     assert ("restarting" in broken or "starting" in broken) and "no-such-server" in broken and " UTC, " in broken, broken
@@ -281,7 +282,8 @@ def test_a_playground_call_reaches_the_server_and_appears_in_activity(console: s
     watched.page.screenshot(path=str(shots / "playground-call.png"), full_page=False)
 
     # search_tools as a toolset in list mode would have it: its tools alone, ranked.
-    for toolset, query, expected in (("small", "sub goals", {"discover_sub_goals"}), ("*", "echo", None)):
+    # (`echo`, which `one` and `two` both claim, is served by neither: not found either.)
+    for toolset, query, expected in (("small", "sub goals", {"discover_sub_goals"}), ("*", "evil tool echo", None)):
         watched.page.goto(f"{console}/console/playground?toolset={toolset}&q={urllib.parse.quote(query)}")
         found = json.loads(watched.page.inner_text("#search-answer"))
         assert "error" not in found and not found["result"].get("isError"), found
@@ -289,7 +291,7 @@ def test_a_playground_call_reaches_the_server_and_appears_in_activity(console: s
         if expected is not None:
             assert names == expected, names
         else:
-            assert "echo" in names and "discover_sub_goals" not in names, names
+            assert "evil_tool" in names and "echo" not in names and "discover_sub_goals" not in names, names
 
     watched.page.goto(f"{console}/console/activity?principal=console")
     rows = watched.page.locator("tbody tr").all_inner_texts()

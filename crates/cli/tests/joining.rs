@@ -114,7 +114,7 @@ fn a_server_slow_to_start_holds_up_nothing_and_joins_with_list_changed() {
 }
 
 #[test]
-fn a_name_stays_with_the_server_that_had_it_whichever_answers_first() {
+fn a_name_two_servers_claim_is_served_by_neither_whichever_answers_first() {
     let dir = scratch();
     let record = dir.join("early-read.jsonl");
     let early_record = record.display().to_string();
@@ -132,26 +132,50 @@ fn a_name_stays_with_the_server_that_had_it_whichever_answers_first() {
         .expect("serve exits");
 
     // Then a second server with `echo` too, which starts at once while the first takes
-    // seconds: it answers first, yet the name stays the first's and the newcomer is held out,
-    // the fix said.
-    std::fs::write(&record, "").expect("record file");
-    let second = format!(
-        "servers:\n{early}{}gateway:\n  list_wait: 0s\n",
-        fixture_server("newcomer", &["--name", "newcomer"]),
-    );
+    // seconds. Neither the order of answers nor the kept listing decides: the name is served
+    // by neither, the fix said, until the config decides.
+    let newcomer = fixture_server("newcomer", &["--name", "newcomer"]);
+    let second = format!("servers:\n{early}{newcomer}gateway:\n  list_wait: 0s\n");
     let mut peer = serve_in(&dir, &second);
     peer.initialize();
-    // `echo` is listed at once from `early`'s kept listing (it has not read a line yet); the
-    // newcomer is held out.
-    assert_eq!(names(&peer.result("tools/list", json!({}))), ["echo"]);
-    assert_eq!(std::fs::read_to_string(&record).expect("record"), "");
-    let log = peer.stderr_with(|l| l.contains("the server's listing is refused"));
-    assert!(log.contains("server=newcomer"), "{log}");
-    assert!(
-        log.contains("`echo`") && log.contains("naming::duplicate"),
-        "why is said: {log}"
+    // Once the newcomer has listed (its names were unknown before), `echo` leaves.
+    let log = peer.stderr_with(|l| l.contains("served by none of the servers"));
+    assert_eq!(
+        names(&peer.result("tools/list", json!({}))),
+        Vec::<String>::new()
     );
-    // The call waits for `early` to join.
+    assert!(
+        log.contains("`echo`")
+            && log.contains("naming::duplicate")
+            && log.contains("newcomer/echo"),
+        "why and the fix are said: {log}"
+    );
+    let answer = peer.call_tool("echo", json!({"text": "hi"}));
+    assert_eq!(answer["error"]["code"], -32004, "{answer}");
+    peer.close_stdin();
+    peer.wait_exit(Duration::from_secs(20))
+        .expect("serve exits");
+
+    // A later start knows both from their kept listings: neither serves it from the first
+    // listing on, before either has started.
+    let mut peer = serve_in(&dir, &second);
+    peer.initialize();
+    assert_eq!(
+        names(&peer.result("tools/list", json!({}))),
+        Vec::<String>::new()
+    );
+    peer.close_stdin();
+    peer.wait_exit(Duration::from_secs(20))
+        .expect("serve exits");
+
+    // The config decides: each serves under its own name.
+    let decided = format!("{second}tools:\n  newcomer/echo: {{ name: newcomer_echo }}\n");
+    let mut peer = serve_in(&dir, &decided);
+    peer.initialize();
+    assert_eq!(
+        names(&peer.result("tools/list", json!({}))),
+        ["echo", "newcomer_echo"]
+    );
     let answer = peer.call_tool("echo", json!({"text": "hi"}));
     assert!(answer.get("error").is_none(), "{answer}");
     let reached = std::fs::read_to_string(&record).expect("record");

@@ -229,6 +229,79 @@ pub(crate) struct State {
     /// The refused listings themselves: each joins once it fits (the server it collided with
     /// changed its list, or a reload renamed it).
     held: BTreeMap<ServerId, Listing>,
+    /// Names two servers (or a server and the config, or moniker) claim: served by none of
+    /// the servers until the config decides, with why, by server.
+    contested: BTreeMap<ServerId, Vec<Diagnostic>>,
+    /// The contested names already said in the log.
+    said: BTreeSet<String>,
+}
+
+/// The most rounds of taking contested names out: each takes out every name the build before
+/// found claimed twice, so a second round is needed only where an action tool or an alias
+/// named a tool taken out.
+const CONTEST_ROUNDS: usize = 4;
+
+/// The surface of `listings` by rule, never by time: an item whose name another claims too (a
+/// tool of another server, an alias or action tool of the config's, moniker's own tool) is
+/// served by none of the servers claiming it, on the first start as on later ones, whichever
+/// server answered first; the rest of each server's listing serves. The diagnostics of the
+/// names taken out are returned, by server: the fix the config needs is in them.
+fn build_by_rule(
+    rules: &Rules,
+    listings: &[&Listing],
+) -> (moniker_surface::Built, BTreeMap<ServerId, Vec<Diagnostic>>) {
+    let mut built = build(rules, listings);
+    let mut contested: BTreeMap<ServerId, Vec<Diagnostic>> = BTreeMap::new();
+    let mut out: BTreeSet<(&'static str, String, String)> = BTreeSet::new();
+    for _ in 0..CONTEST_ROUNDS {
+        if built.surface.is_some() {
+            break;
+        }
+        let before = out.len();
+        for d in built.errors().filter(|d| d.code == "naming::duplicate") {
+            for r in &d.fix.renames {
+                out.insert((r.section, r.server.clone(), r.origin.clone()));
+                if let Ok(server) = r.server.parse::<ServerId>() {
+                    let said = contested.entry(server).or_default();
+                    if !said.contains(d) {
+                        said.push(d.clone());
+                    }
+                }
+            }
+        }
+        if out.len() == before {
+            break;
+        }
+        let kept: Vec<Listing> = listings.iter().map(|l| without(l, &out)).collect();
+        built = build(rules, &kept.iter().collect::<Vec<_>>());
+    }
+    (built, contested)
+}
+
+/// `listing` without the items `out` names (section, server, origin name).
+fn without(listing: &Listing, out: &BTreeSet<(&'static str, String, String)>) -> Listing {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        name: String,
+    }
+    let server = listing.server.as_str();
+    let kept = |section: &'static str, items: &[Box<serde_json::value::RawValue>]| {
+        items
+            .iter()
+            .filter(|item| {
+                serde_json::from_str::<Named>(item.get()).map_or(true, |n| {
+                    !out.contains(&(section, server.to_owned(), n.name))
+                })
+            })
+            .cloned()
+            .collect()
+    };
+    Listing {
+        server: listing.server.clone(),
+        tools: kept("tools", &listing.tools),
+        prompts: kept("prompts", &listing.prompts),
+        version: listing.version.clone(),
+    }
 }
 
 /// Whether two listings of a server say the same, byte for byte.
@@ -249,7 +322,7 @@ fn admit_held(state: &mut State, rules: &Rules) {
         };
         let previous = state.listings.insert(id.clone(), listing);
         let listings: Vec<&Listing> = state.listings.values().collect();
-        if build(rules, &listings).surface.is_some() {
+        if build_by_rule(rules, &listings).0.surface.is_some() {
             tracing::info!(server = %id, "the server's held listing fits now: it joins");
             state.refused.remove(&id);
             continue;
@@ -409,7 +482,7 @@ impl Gateway {
                 .filter(|(id, _)| servers.iter().any(|s| &s.id == *id))
                 .map(|(_, l)| l)
                 .collect();
-            let built = build(&rules, &kept);
+            let built = build_by_rule(&rules, &kept).0;
             if built.surface.is_none() {
                 return Err(built.diagnostics);
             }
@@ -843,8 +916,7 @@ impl Gateway {
             state.held.remove(server);
             let previous = state.listings.insert(server.clone(), listing);
             // Borrowed, not cloned: a rebuild costs no copy of any server's listing.
-            let listings: Vec<&Listing> = state.listings.values().collect();
-            let built = build(&rules, &listings);
+            let built = self.build_state(&mut state, &rules);
             if built.surface.is_some() {
                 state.refused.remove(server);
                 let taken = &state.listings[server];
@@ -926,7 +998,7 @@ impl Gateway {
             let id = slot.entry.id.clone();
             state.listings.insert(id.clone(), listing);
             let listings: Vec<&Listing> = state.listings.values().collect();
-            if build(&rules, &listings).surface.is_none() {
+            if build_by_rule(&rules, &listings).0.surface.is_none() {
                 tracing::debug!(server = %id, "the server's kept listing does not fit the config: it decides no name");
                 state.listings.remove(&id);
                 continue;
@@ -966,6 +1038,38 @@ impl Gateway {
         self.announce(&old, &new, Some(old_sets));
     }
 
+    /// Builds the surface of the state's listings by rule ([`build_by_rule`]), keeping which
+    /// names are contested, and saying each new one once in the log (a running gateway's).
+    fn build_state(&self, state: &mut State, rules: &Rules) -> moniker_surface::Built {
+        let listings: Vec<&Listing> = state.listings.values().collect();
+        let (built, contested) = build_by_rule(rules, &listings);
+        let now: BTreeSet<String> = contested
+            .values()
+            .flatten()
+            .map(ToString::to_string)
+            .collect();
+        if self.started.load(Ordering::Acquire) {
+            for d in contested.values().flatten() {
+                let text = d.to_string();
+                if !state.said.contains(&text) {
+                    tracing::warn!(
+                        "{text}\nthe name is served by none of the servers that claim it until the config decides"
+                    );
+                    state.said.insert(text);
+                }
+            }
+        }
+        state.said.retain(|t| now.contains(t));
+        state.contested = contested;
+        built
+    }
+
+    /// The names two servers (or a server and the config) claim, served by none of them, with
+    /// why and the fix, by server.
+    pub fn contested_names(&self) -> BTreeMap<ServerId, Vec<Diagnostic>> {
+        self.state().contested.clone()
+    }
+
     /// Builds the surface from the state's listings and makes it the view; `errors` are
     /// earlier errors to keep visible (to `check` and `start`).
     fn publish(
@@ -974,8 +1078,16 @@ impl Gateway {
         rules: &Rules,
         errors: Vec<Diagnostic>,
     ) -> (Arc<View>, Arc<View>) {
-        let listings: Vec<&Listing> = state.listings.values().collect();
-        let mut built = build(rules, &listings);
+        let mut built = self.build_state(state, rules);
+        if !self.started.load(Ordering::Acquire) {
+            // A one-shot command fails fast on a name claimed twice (the seeds' rule): the
+            // contested names are errors of its surface, whatever would serve meanwhile.
+            for d in state.contested.values().flatten() {
+                if !built.diagnostics.contains(d) {
+                    built.diagnostics.push(d.clone());
+                }
+            }
+        }
         if built.surface.is_none() && self.started.load(Ordering::Acquire) {
             // Rules that make every listing together invalid (a reload's): the errors are
             // logged, and what is valid serves. (Before start, they are `start`'s to return.)

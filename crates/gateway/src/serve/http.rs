@@ -374,6 +374,14 @@ fn health(gateway: &Gateway) -> String {
             codes.join(", ")
         ));
     }
+    for (server, why) in gateway.contested_names() {
+        let names = why.len();
+        out.push_str(&format!(
+            "\nserver `{server}`: {names} name{} it claims with another {} served by none of them until the config decides (naming::duplicate; the log says which and how to fix it)",
+            if names == 1 { "" } else { "s" },
+            if names == 1 { "is" } else { "are" },
+        ));
+    }
     let (drift, integrity) = gateway.drift().unwrap_or_default();
     for d in &drift {
         let what = match integrity {

@@ -348,12 +348,17 @@ impl ToolRow {
     }
 }
 
-/// The build's errors and the listings held out, each with the fix moniker proposes.
+/// The build's errors, the listings held out and the names served by none (claimed twice),
+/// each with the fix moniker proposes, each once.
 fn problems(gateway: &crate::Gateway) -> Vec<Problem> {
     let built = gateway.diagnostics().into_iter().filter(|d| d.is_error());
     let held = gateway.refused_listings().into_values().flatten();
+    let contested = gateway.contested_names().into_values().flatten();
+    let mut seen = std::collections::HashSet::new();
     built
         .chain(held)
+        .chain(contested)
+        .filter(|d| seen.insert(d.to_string()))
         .take(PAGE)
         .map(|d| Problem {
             message: std::iter::once(d.message.clone())
