@@ -28,18 +28,64 @@ fn config_path(config: &Config) -> PathBuf {
     std::fs::canonicalize(&path).unwrap_or(path)
 }
 
-/// What else makes another gateway of the same config: moniker's version and the flags that
-/// set up the gateway (not those of one session).
-fn flavour(args: &ServeArgs) -> String {
-    format!(
-        "{}\0{}\0{}",
-        env!("CARGO_PKG_VERSION"),
-        args.manage,
-        args.store
-            .as_deref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()
+/// The variable the attaching client hands the gateway it starts: the key it looks for that
+/// gateway by (see [`flavour`]), so both sides name the same place whatever the gateway's own
+/// environment becomes.
+const KEY_VAR: &str = "MONIKER_SHARED_KEY";
+
+/// What else makes another gateway of the same config: moniker's version, the flags that set
+/// up the gateway (not those of one session), and what changes its servers without changing
+/// the file: the values of the variables the config expands (a digest: `GH_TOKEN` of another
+/// client is another gateway) and the working directory (`args: ["."]`, relative paths). A
+/// client started with other values never attaches to a gateway started with these.
+fn flavour(config: &Config, args: &ServeArgs) -> String {
+    use sha2::Digest as _;
+    let expanded = std::cell::RefCell::new(std::collections::BTreeMap::new());
+    let _ = config.clone().expand_env(|name| {
+        let value = std::env::var(name).ok();
+        expanded.borrow_mut().insert(name.to_owned(), value.clone());
+        value
+    });
+    // What reaches stdio servers by name from moniker's environment changes them too.
+    let mut passed = moniker_config::PassEnv::Names(
+        moniker_gateway::connect::stdio::INHERITED_ENV
+            .iter()
+            .map(|n| (*n).to_owned())
+            .collect(),
     )
+    .with(&config.gateway.pass_env);
+    for server in config.servers.values() {
+        if let moniker_config::Transport::Stdio { pass_env, .. } = &server.transport {
+            passed = passed.with(pass_env);
+        }
+    }
+    let names: Vec<String> = match passed {
+        moniker_config::PassEnv::Names(names) => names,
+        moniker_config::PassEnv::All => std::env::vars_os()
+            .map(|(n, _)| n.to_string_lossy().into_owned())
+            .collect(),
+    };
+    for name in names {
+        let value = std::env::var(&name).ok();
+        expanded.borrow_mut().insert(name, value);
+    }
+    let mut hash = sha2::Sha256::new();
+    for (name, value) in expanded.borrow().iter() {
+        hash.update(name.as_bytes());
+        hash.update([0, u8::from(value.is_some())]);
+        hash.update(value.as_deref().unwrap_or_default().as_bytes());
+        hash.update([0]);
+    }
+    let cwd = std::env::current_dir().unwrap_or_default();
+    hash.update(cwd.as_os_str().as_encoded_bytes());
+    hash.update([0]);
+    hash.update(env!("CARGO_PKG_VERSION"));
+    hash.update([0, u8::from(args.manage), 0]);
+    if let Some(store) = &args.store {
+        hash.update(store.as_os_str().as_encoded_bytes());
+    }
+    // Hex: it travels in an environment variable.
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `moniker serve` over stdio: this client's session runs in the shared gateway.
@@ -51,8 +97,9 @@ pub async fn attach(config: &Config, args: &ServeArgs) -> Result<Exit, Failure> 
         return Ok(Exit::InvalidConfig);
     }
     let path = config_path(config);
-    let place = Place::of(&path, &flavour(args)).map_err(|e| e.to_string())?;
-    let start = || start_gateway(&path, args, &place);
+    let key = flavour(config, args);
+    let place = Place::of(&path, &key).map_err(|e| e.to_string())?;
+    let start = || start_gateway(&path, args, &place, &key);
     match shared::attach(&place, args.toolset.clone(), start, LISTEN_WAIT).await {
         Ok(()) => Ok(Exit::Ok),
         Err(AttachError::Refused(why)) => {
@@ -69,6 +116,7 @@ fn start_gateway(
     config: &std::path::Path,
     args: &ServeArgs,
     place: &Place,
+    key: &str,
 ) -> std::io::Result<std::process::Child> {
     use std::os::unix::fs::OpenOptionsExt as _;
     use std::os::unix::process::CommandExt as _;
@@ -90,6 +138,7 @@ fn start_gateway(
         command.arg("--store").arg(store);
     }
     command
+        .env(KEY_VAR, key)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log)
@@ -105,7 +154,10 @@ pub async fn serve(
     args: &ServeArgs,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<Exit, Failure> {
-    let place = Place::of(&config_path(config), &flavour(args)).map_err(|e| e.to_string())?;
+    // The key of the client that started it (its config is expanded by now); a gateway started
+    // by hand computes its own.
+    let key = std::env::var(KEY_VAR).unwrap_or_else(|_| flavour(config, args));
+    let place = Place::of(&config_path(config), &key).map_err(|e| e.to_string())?;
     let listener = shared::bind(&place).map_err(|e| e.to_string())?;
     tracing::info!(socket = %place.socket.display(), "the shared gateway listens");
     shared::serve(

@@ -279,3 +279,51 @@ fn a_client_on_files_is_served_through_its_moniker() {
         "{call}"
     );
 }
+
+/// Finding 5: two clients of one config never share a gateway when what changes its servers
+/// differs: a value the config expands (`${TOKEN}`: another person's token), or the working
+/// directory (`args: ["."]`). Clients that agree on both share one.
+#[test]
+fn a_client_with_another_environment_or_directory_gets_a_gateway_of_its_own() {
+    let (dir, runtime) = world();
+    let config = dir.join("moniker.yaml");
+    let server = fixture_server("fx", &[]);
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n{server}    env: {{ TOKEN: \"${{TOKEN}}\" }}\ngateway:\n  idle_stop: 1s\n"
+        ),
+    )
+    .expect("config");
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    std::fs::create_dir_all(&a).expect("a");
+    std::fs::create_dir_all(&b).expect("b");
+    let start = |cwd: &Path, token: &str| {
+        let mut command = serve(&config, &runtime, &[]);
+        command.current_dir(cwd).env("TOKEN", token);
+        let mut peer = Peer::spawn(&mut command);
+        peer.initialize();
+        assert_eq!(names(&peer.result("tools/list", json!({}))), ["echo"]);
+        peer
+    };
+    let first = start(&a, "admin");
+    let same = start(&a, "admin");
+    assert_eq!(
+        sockets(&runtime).len(),
+        1,
+        "the same environment shares one gateway"
+    );
+    let other_token = start(&a, "read-only");
+    assert_eq!(
+        sockets(&runtime).len(),
+        2,
+        "another token is another gateway"
+    );
+    let other_dir = start(&b, "admin");
+    assert_eq!(
+        sockets(&runtime).len(),
+        3,
+        "another directory is another gateway"
+    );
+    drop((first, same, other_token, other_dir));
+}
