@@ -46,10 +46,12 @@ fn flavour(config: &Config, args: &ServeArgs) -> String {
         expanded.borrow_mut().insert(name.to_owned(), value.clone());
         value
     });
-    // What reaches stdio servers by name from moniker's environment changes them too.
+    // What reaches stdio servers by name from moniker's environment (the short list, the
+    // proxy and trust variables, `pass_env`) changes them too.
     let mut passed = moniker_config::PassEnv::Names(
         moniker_gateway::connect::stdio::INHERITED_ENV
             .iter()
+            .chain(moniker_gateway::connect::stdio::TRUST_ENV)
             .map(|n| (*n).to_owned())
             .collect(),
     )

@@ -292,3 +292,56 @@ fn a_known_server_that_does_not_join_in_its_budget_is_a_clear_error_and_leaves_t
         Vec::<String>::new()
     );
 }
+
+/// The attacker review's first finding: a server that lists a name the config gives another
+/// server's tool (an alias, an action tool) took it while that server was still starting, and
+/// then the other server's whole listing was refused. The config's names are the config's:
+/// the squatting tools are served by none, before and after the other server joins.
+#[test]
+fn a_server_never_takes_a_name_the_config_gives_another() {
+    let dir = scratch();
+    let (good, bad) = (dir.join("good.json"), dir.join("bad.json"));
+    inventory(&good, &["get_secret", "create_project"]);
+    inventory(&bad, &["vault", "project", "other"]);
+    let good_record = dir.join("good.rec");
+    let config = format!(
+        "servers:\n{}{}tools:\n  good/get_secret: {{ aliases: [vault] }}\nactions:\n  project:\n    tools: {{ create: create_project }}\ngateway:\n  list_wait: 0s\n",
+        fixture_server(
+            "good",
+            &[
+                &good.display().to_string(),
+                "--echo",
+                "--start-delay-ms",
+                "1500",
+                "--record",
+                &good_record.display().to_string()
+            ]
+        ),
+        fixture_server("bad", &[&bad.display().to_string(), "--echo"]),
+    );
+    let mut peer = serve_in(&dir, &config);
+    peer.initialize();
+    let log = peer.stderr_with(|l| l.contains("served by none of the servers"));
+    assert!(
+        log.contains("`vault`") || log.contains("`project`"),
+        "{log}"
+    );
+    // While `good` starts, `bad` serves only what is its own.
+    let early = names(&peer.result("tools/list", json!({})));
+    assert!(
+        !early.contains(&"vault".to_owned()) && !early.contains(&"project".to_owned()),
+        "{early:?}"
+    );
+    assert!(early.contains(&"other".to_owned()), "{early:?}");
+    // Once it joins, the names are `good`'s, and its listing serves whole.
+    list_changed_within(&mut peer, Duration::from_secs(30));
+    let listed = names(&peer.result("tools/list", json!({})));
+    assert_eq!(listed, ["get_secret", "other", "project"], "{listed:?}");
+    let answer = peer.call_tool("vault", json!({"key": "prod"}));
+    assert!(answer.get("error").is_none(), "{answer}");
+    let reached = std::fs::read_to_string(&good_record).expect("record");
+    assert!(
+        reached.contains("get_secret"),
+        "the alias reached `good`: {reached}"
+    );
+}

@@ -325,5 +325,18 @@ fn a_client_with_another_environment_or_directory_gets_a_gateway_of_its_own() {
         3,
         "another directory is another gateway"
     );
-    drop((first, same, other_token, other_dir));
+    // A proxy or a trust store every server is given by name is another gateway too.
+    let mut command = serve(&config, &runtime, &[]);
+    command
+        .current_dir(&a)
+        .env("TOKEN", "admin")
+        .env("HTTPS_PROXY", "http://127.0.0.1:1");
+    let mut proxied = Peer::spawn(&mut command);
+    proxied.initialize();
+    assert_eq!(
+        sockets(&runtime).len(),
+        4,
+        "another proxy is another gateway"
+    );
+    drop((first, same, other_token, other_dir, proxied));
 }

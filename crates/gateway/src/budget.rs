@@ -28,6 +28,8 @@
 //! | every peer together | the shared gateway's log file | 32 MiB written while it runs, then the file starts anew | the binary's `shared::LOG_MOST` |
 //! | server connection | progress notes | only into calls sent to it, under 128-bit random tokens | `hub` |
 //! | anyone with an opaque token | introspections under way | 4 at once, 64 waiting (then 503 at once); refusals never push out an active token's kept answer | `auth::resource` |
+//! | client address, and everyone together | introspections asked of the issuer (a token without a kept answer) | [`INTROSPECTIONS_PER_ADDRESS`] a second each, [`INTROSPECTIONS_PER_SECOND`] in all, bursts of twice that (then 503 with `Retry-After` at once) | `auth::resource` |
+//! | the gateway | search index builds | one at a time, of the newest view, after [`crate::view::SETTLE`]; a build a newer view supersedes is cancelled; only changed documents are embedded again; a search meanwhile takes the last index built | `view` |
 //! | anyone with a JWT | key fetches | one at a time, 10 s apart; a known key never waits for one | `auth::resource` |
 //!
 //! A refusal names the limit it met; a listing over its budget is refused and the server keeps
@@ -102,5 +104,121 @@ impl Counters {
         let held = Arc::default();
         table.insert(key.to_owned(), Arc::downgrade(&held));
         held
+    }
+}
+
+/// Introspections the issuer is asked for, per second, for everyone together (a burst of twice
+/// as many): a flood of made-up opaque tokens costs the issuer at most this many calls made
+/// with moniker's secret, not one per request.
+pub const INTROSPECTIONS_PER_SECOND: f64 = 20.0;
+/// The same for one client address (its share of the rate above).
+pub const INTROSPECTIONS_PER_ADDRESS: f64 = 5.0;
+/// Addresses whose rate is remembered; past them the one that was full the longest ago goes.
+pub const RATED_ADDRESSES: usize = 4_096;
+
+/// A token bucket: `per_second` on average, bursts of twice as many.
+#[derive(Debug, Clone, Copy)]
+pub struct Rate {
+    tokens: f64,
+    at: std::time::Instant,
+}
+
+impl Rate {
+    pub fn full(per_second: f64, now: std::time::Instant) -> Self {
+        Self {
+            tokens: 2.0 * per_second,
+            at: now,
+        }
+    }
+
+    /// Takes one, when there is one at `now`.
+    pub fn take(&mut self, per_second: f64, now: std::time::Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * per_second).min(2.0 * per_second);
+        self.at = now;
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+}
+
+/// The rate budget of something everyone and each address may ask for: the whole's, and each
+/// address's share; the addresses remembered are bounded.
+pub struct Rates {
+    each: f64,
+    all: f64,
+    inner: Mutex<(Rate, HashMap<std::net::IpAddr, Rate>)>,
+}
+
+impl Rates {
+    pub fn new(all: f64, each: f64) -> Self {
+        let now = std::time::Instant::now();
+        Self {
+            each,
+            all,
+            inner: Mutex::new((Rate::full(all, now), HashMap::new())),
+        }
+    }
+
+    /// Takes one for `address` (`None`: no address known, the whole's rate alone), when both
+    /// its share and the whole have one.
+    pub fn take(&self, address: Option<std::net::IpAddr>, now: std::time::Instant) -> bool {
+        let mut inner = lock(&self.inner);
+        let (whole, addresses) = &mut *inner;
+        if let Some(address) = address {
+            if !addresses.contains_key(&address) && addresses.len() >= RATED_ADDRESSES {
+                // The one that asked the longest ago is full by now, or nearly.
+                if let Some(oldest) = addresses.iter().min_by_key(|(_, r)| r.at).map(|(a, _)| *a) {
+                    addresses.remove(&oldest);
+                }
+            }
+            let share = addresses
+                .entry(address)
+                .or_insert_with(|| Rate::full(self.each, now));
+            let mut tried = *share;
+            if !tried.take(self.each, now) {
+                *share = tried;
+                return false;
+            }
+            if !whole.take(self.all, now) {
+                return false;
+            }
+            *share = tried;
+            return true;
+        }
+        whole.take(self.all, now)
+    }
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::*;
+
+    #[test]
+    fn an_address_gets_its_share_and_everyone_the_whole() {
+        let rates = Rates::new(4.0, 1.0);
+        let t0 = std::time::Instant::now();
+        let a: std::net::IpAddr = "10.0.0.1".parse().expect("ip");
+        let b: std::net::IpAddr = "10.0.0.2".parse().expect("ip");
+        // A burst of twice the share, then nothing until it refills.
+        assert!(rates.take(Some(a), t0) && rates.take(Some(a), t0));
+        assert!(!rates.take(Some(a), t0), "a's share is spent");
+        // Another address still has its share, until the whole (8) is spent.
+        assert!(rates.take(Some(b), t0) && rates.take(Some(b), t0));
+        for _ in 0..4 {
+            assert!(rates.take(None, t0));
+        }
+        assert!(!rates.take(None, t0), "the whole is spent");
+        let c: std::net::IpAddr = "10.0.0.3".parse().expect("ip");
+        assert!(
+            !rates.take(Some(c), t0),
+            "a fresh share waits for the whole"
+        );
+        // One second later: a has one more, the whole four more.
+        let t1 = t0 + std::time::Duration::from_secs(1);
+        assert!(rates.take(Some(a), t1));
+        assert!(!rates.take(Some(a), t1));
     }
 }

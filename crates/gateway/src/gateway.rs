@@ -241,10 +241,11 @@ pub(crate) struct State {
 /// named a tool taken out.
 const CONTEST_ROUNDS: usize = 4;
 
-/// The surface of `listings` by rule, never by time: an item whose name another claims too (a
-/// tool of another server, an alias or action tool of the config's, moniker's own tool) is
-/// served by none of the servers claiming it, on the first start as on later ones, whichever
-/// server answered first; the rest of each server's listing serves. The diagnostics of the
+/// The surface of `listings` by rule, never by time: an item whose own name another claims too
+/// is not served: two servers' tools of one name, neither; a server's tool under a name the
+/// config writes (an alias, an action tool, an override's name, even for an item not listed
+/// now) or moniker's own tool's, the server's tool. On the first start as on later ones,
+/// whichever server answered first; the rest of each server's listing serves. The diagnostics of the
 /// names taken out are returned, by server: the fix the config needs is in them.
 fn build_by_rule(
     rules: &Rules,
@@ -259,7 +260,7 @@ fn build_by_rule(
         }
         let before = out.len();
         for d in built.errors().filter(|d| d.code == "naming::duplicate") {
-            for r in &d.fix.renames {
+            for r in &d.contested {
                 out.insert((r.section, r.server.clone(), r.origin.clone()));
                 if let Ok(server) = r.server.parse::<ServerId>() {
                     let said = contested.entry(server).or_default();
@@ -362,6 +363,8 @@ pub struct Gateway {
     view: ArcSwap<View>,
     /// The clients, as peers, and the progress tokens in flight.
     pub hub: Hub,
+    /// The views' search indexes, built one at a time.
+    pub(crate) indexer: Arc<crate::view::Indexer>,
     pub metrics: crate::metrics::Metrics,
     /// The limits on calls in force.
     pub(crate) limits: crate::limits::Limits,
@@ -429,6 +432,7 @@ impl Gateway {
                 &crate::view::ViewSettings::default(),
             )),
             hub: Hub::default(),
+            indexer: Arc::default(),
             metrics: crate::metrics::Metrics::default(),
             limits,
             audit,
@@ -1122,7 +1126,9 @@ impl Gateway {
         let new = Arc::new(View::new(surface, serving, &self.settings.view()));
         let old = self.view.swap(new.clone());
         old.supersede();
-        new.prepare(self.settings.search_ahead && self.searches(&new));
+        if self.settings.search_ahead && self.searches(&new) {
+            self.indexer.want(&new);
+        }
         if self.started.load(Ordering::Acquire) {
             self.check_lock(&new);
         }

@@ -132,6 +132,19 @@ fn through(
     given: Option<&str>,
     own: Option<&str>,
 ) -> Result<Option<String>, String> {
+    // A toolset's rules know the names the tool lists; the tool's rules take more (the
+    // server's own name of a renamed parameter, aliases): none of those may reach a parameter
+    // the toolset withholds.
+    if let [Some(outer), Some(inner)] = layers {
+        if let Some(text) = given.or(own) {
+            // What cannot be read is refused by the rules themselves, below.
+            let keys: indexmap::IndexMap<String, &RawValue> =
+                serde_json::from_str(text).unwrap_or_default();
+            if let Some(why) = keys.keys().find_map(|k| outer.refused_through(inner, k)) {
+                return Err(why);
+            }
+        }
+    }
     let mut now: Option<String> = given.map(str::to_owned);
     for params in layers.into_iter().flatten() {
         let arguments = now.as_deref().or(own);
@@ -441,5 +454,70 @@ mod tests {
             Arguments::Own(Some(r#"{"repo":"a/b","q":"mine"}"#)),
         );
         assert!(matches!(refused, Decision::Refused { .. }), "{refused:?}");
+    }
+
+    /// The attacker review, findings 2 and 3: a toolset that hides a renamed parameter (`repo`,
+    /// the server's `repository`) was passed by its server name, which only the tool's rules
+    /// know; a hidden or fixed parameter in another case or form (`TENANT`, a fullwidth `ｔ`) went to the
+    /// server as it came, where a server that reads keys without regard to case takes it.
+    #[test]
+    fn a_withheld_parameter_is_refused_under_every_name_and_case() {
+        use moniker_surface::params::ParamRule;
+        use moniker_surface::toolsets::{ToolsetRule, select};
+        let surface = shaped_surface();
+        let hide_repo = ToolsetRule {
+            tools: vec!["search".into()],
+            params: [(
+                "search".to_owned(),
+                [(
+                    "repo".to_owned(),
+                    ParamRule {
+                        hidden: true,
+                        ..Default::default()
+                    },
+                )]
+                .into(),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let sets = [("t".to_owned(), hide_repo)].into();
+        let selection = select(&surface, "t", &sets).expect("a selection");
+        for args in [
+            r#"{"repo":"x"}"#,
+            r#"{"repository":"x"}"#,
+            r#"{"REPOSITORY":"x"}"#,
+            r#"{"Repo":"x"}"#,
+        ] {
+            let refused = decide(
+                &surface,
+                Some(&selection),
+                Kind::Tool,
+                "search",
+                Arguments::Own(Some(args)),
+            );
+            assert!(
+                matches!(refused, Decision::Refused { .. }),
+                "{args}: {refused:?}"
+            );
+        }
+        for args in [
+            r#"{"repo":"a/b","TENANT":"mine"}"#,
+            r#"{"repo":"a/b","Tenant":"mine"}"#,
+            r#"{"repo":"a/b","\uff54enant":"mine"}"#,
+            r#"{"repo":"a/b","tenan\u0074":"mine"}"#,
+        ] {
+            let refused = decide(
+                &surface,
+                None,
+                Kind::Tool,
+                "search",
+                Arguments::Own(Some(args)),
+            );
+            assert!(
+                matches!(&refused, Decision::Refused { message, .. } if message.contains("tenant")),
+                "{args}: {refused:?}"
+            );
+        }
     }
 }

@@ -109,29 +109,24 @@ impl View {
             .store(true, std::sync::atomic::Ordering::Release);
     }
 
-    /// Builds the search index ahead of the first search, on a thread of its own, when a
-    /// session may search this view: after [`SETTLE`], and only if the view is still the
-    /// current one (a burst of list changes builds the last view's index, not each one's).
-    pub(crate) fn prepare(self: &Arc<Self>, searching: bool) {
-        if !searching || self.index.get().is_some() {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let view = Arc::downgrade(self);
-        runtime.spawn(async move {
-            tokio::time::sleep(SETTLE).await;
-            let current = view
-                .upgrade()
-                .filter(|v| !v.superseded.load(std::sync::atomic::Ordering::Acquire));
-            if let Some(view) = current {
-                let _ = tokio::task::spawn_blocking(move || {
-                    view.index();
-                })
-                .await;
-            }
-        });
+    /// Whether another view has taken this one's place.
+    fn is_superseded(&self) -> bool {
+        self.superseded.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Builds its index after `previous`'s (the vectors of unchanged documents reused), unless
+    /// a newer view supersedes it meanwhile; a cached index of the same documents is read
+    /// instead.
+    fn build_after(&self, previous: Option<&Index>) -> Option<Index> {
+        let model = self.model.clone().unwrap_or_else(Meaning::shipped);
+        let cache = self.cache.clone().map(IndexFiles::new);
+        let started = std::time::Instant::now();
+        let cache = cache.as_ref().map(|c| c as &dyn Cache);
+        let index = Index::rebuild(&self.surface, model, cache, previous, &|| {
+            self.is_superseded()
+        })?;
+        tracing::debug!(elapsed = ?started.elapsed(), documents = index.documents(), "search index rebuilt");
+        Some(index)
     }
 
     /// Whether a session without a toolset may see `item`: a server that serves it is up
@@ -163,6 +158,119 @@ pub struct IndexFiles {
 /// How long a new view waits before its index is built ahead: a server that changes its list
 /// many times a second costs one build, not one each time.
 pub const SETTLE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The views' search indexes, built off the request path one at a time, for the whole
+/// gateway: the newest view's, after the last one built (only the documents whose text
+/// changed are embedded again); a build a newer view supersedes is cancelled between two
+/// batches of documents. A search of a view whose index is not built yet is answered from the
+/// last index built (its results still checked against the view), so a listing that changes
+/// every second neither stacks builds nor holds searches.
+#[derive(Default)]
+pub(crate) struct Indexer {
+    inner: std::sync::Mutex<Indexing>,
+}
+
+#[derive(Default)]
+struct Indexing {
+    /// The view whose index is to be built next.
+    wanted: Option<std::sync::Weak<View>>,
+    /// A build is under way (or about to be).
+    running: bool,
+    /// The newest view whose index is built.
+    last: Option<Arc<View>>,
+    /// Indexes built so far (what a storm of list changes cost).
+    builds: usize,
+    /// Builds under way now, and the most there ever were at once (one, by design).
+    building: usize,
+    most_at_once: usize,
+}
+
+impl Indexer {
+    /// `view`'s index is wanted: built after [`SETTLE`], by the one build there is (started
+    /// now if none is under way), unless a newer view is wanted by then.
+    pub(crate) fn want(self: &Arc<Self>, view: &Arc<View>) {
+        let mut indexing = crate::sync::lock(&self.inner);
+        indexing.wanted = Some(Arc::downgrade(view));
+        if indexing.running {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        indexing.running = true;
+        drop(indexing);
+        let indexer = self.clone();
+        runtime.spawn(async move {
+            tokio::time::sleep(SETTLE).await;
+            let _ = tokio::task::spawn_blocking(move || indexer.work()).await;
+        });
+    }
+
+    /// Builds the wanted views' indexes, newest first, until none is wanted.
+    fn work(&self) {
+        loop {
+            let (view, previous) = {
+                let mut indexing = crate::sync::lock(&self.inner);
+                match indexing.wanted.take().and_then(|w| w.upgrade()) {
+                    Some(view) if !view.is_superseded() => (view, indexing.last.clone()),
+                    Some(_) => continue,
+                    None => {
+                        indexing.running = false;
+                        return;
+                    }
+                }
+            };
+            {
+                let mut indexing = crate::sync::lock(&self.inner);
+                indexing.building += 1;
+                indexing.most_at_once = indexing.most_at_once.max(indexing.building);
+            }
+            match previous.as_ref().and_then(|p| p.index.get()) {
+                _ if view.index.get().is_some() => {}
+                // The first: built as a search would build it (a search meanwhile waits for
+                // this build rather than making another).
+                None => {
+                    view.index();
+                }
+                Some(previous) => {
+                    if let Some(index) = view.build_after(Some(previous)) {
+                        let _ = view.index.set(index);
+                    }
+                }
+            }
+            let mut indexing = crate::sync::lock(&self.inner);
+            indexing.building -= 1;
+            if view.index.get().is_some() {
+                indexing.builds += 1;
+                indexing.last = Some(view);
+            }
+        }
+    }
+
+    /// The view whose index a search of `view` takes: `view` once its index is built; until
+    /// then the last view built (and `view`'s is wanted); `view` itself when none was ever
+    /// built (the search builds it).
+    pub(crate) fn for_search(self: &Arc<Self>, view: &Arc<View>) -> Arc<View> {
+        if view.index.get().is_some() {
+            return view.clone();
+        }
+        let last = crate::sync::lock(&self.inner).last.clone();
+        match last {
+            Some(last) => {
+                self.want(view);
+                last
+            }
+            None => view.clone(),
+        }
+    }
+
+    /// Keeps `view` as the last built, when its index is (the first search built it).
+    pub(crate) fn built(&self, view: &Arc<View>) {
+        if view.index.get().is_some() && !view.is_superseded() {
+            crate::sync::lock(&self.inner).last = Some(view.clone());
+        }
+    }
+}
 
 /// How many built indexes are kept: a reload or a list change makes a new one.
 pub const KEPT: usize = 8;
@@ -213,6 +321,78 @@ impl Cache for IndexFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn view_of(tools: usize, generation: usize) -> Arc<View> {
+        let definitions: Vec<Box<RawValue>> = (0..tools)
+            .map(|i| {
+                let text = format!(
+                    r#"{{"name":"tool_{i}","description":"Does thing {i} of generation {}.","inputSchema":{{"type":"object"}}}}"#,
+                    // One tool changes with each generation; the others stay as they were.
+                    if i == 0 { generation } else { 0 }
+                );
+                RawValue::from_string(text).expect("JSON")
+            })
+            .collect();
+        let listing = moniker_surface::Listing {
+            server: "s".parse().expect("id"),
+            tools: definitions,
+            prompts: Vec::new(),
+            version: None,
+        };
+        let surface = moniker_surface::build(&moniker_surface::Rules::default(), &[&listing])
+            .surface
+            .expect("valid");
+        let serving = [listing.server.clone()].into_iter().collect();
+        Arc::new(View::new(surface, serving, &ViewSettings::default()))
+    }
+
+    /// Finding 7: a listing that changes again and again costs one build at a time, of the
+    /// newest view, never one a view; a search meanwhile takes the last index built.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_storm_of_views_builds_one_index_at_a_time_the_newest() {
+        let indexer = Arc::new(Indexer::default());
+        let first = view_of(200, 0);
+        indexer.want(&first);
+        let mut newest = first.clone();
+        for generation in 1..=100 {
+            let view = view_of(200, generation);
+            newest.supersede();
+            indexer.want(&view);
+            newest = view;
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while newest.index.get().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the newest view's index is built"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let (builds, most) = {
+            let indexing = crate::sync::lock(&indexer.inner);
+            (indexing.builds, indexing.most_at_once)
+        };
+        assert_eq!(most, 1, "one build at a time");
+        assert!(
+            builds < 101,
+            "superseded views are passed over: {builds} builds"
+        );
+        assert!(Arc::ptr_eq(
+            crate::sync::lock(&indexer.inner)
+                .last
+                .as_ref()
+                .expect("one"),
+            &newest
+        ));
+        // A search of a view not built yet is answered at once from the last one built (and
+        // its own build is wanted).
+        let next = view_of(200, 101);
+        newest.supersede();
+        let searched = indexer.for_search(&next);
+        assert!(Arc::ptr_eq(&searched, &newest), "the last index built");
+        assert!(next.index.get().is_none());
+    }
 
     #[test]
     fn the_last_used_indexes_are_kept_and_only_files_are_read() {

@@ -26,6 +26,19 @@ pub struct Diagnostic {
     /// diagnostic into one block (several blocks pasted one after the other would repeat a
     /// key).
     pub fix: Fix,
+    /// For a duplicate: the listed items whose own names claim the name (not a name the
+    /// config wrote for them). A running gateway serves none of them until the config decides.
+    pub contested: Vec<Contested>,
+}
+
+/// A listed item whose own name another claims too.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Contested {
+    /// `tools` or `prompts`.
+    pub section: &'static str,
+    pub server: String,
+    /// The name the server lists it by.
+    pub origin: String,
 }
 
 /// Config entries that resolve a diagnostic.
@@ -79,6 +92,7 @@ impl Diagnostic {
             notes: Vec::new(),
             help: None,
             fix: Fix::default(),
+            contested: Vec::new(),
         }
     }
 

@@ -14,7 +14,7 @@ pub mod names;
 pub mod params;
 pub mod rules;
 
-pub use diagnostic::{Diagnostic, Fix, Rename, Severity};
+pub use diagnostic::{Contested, Diagnostic, Fix, Rename, Severity};
 pub use discovery::Discovery;
 pub use names::{InvalidName, Name, Profile, ProfileKind, ServerId, Tag};
 pub use rules::{ActionRule, AliasRule, Legacy, Naming, Override, Rules, ServerRules};

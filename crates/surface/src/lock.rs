@@ -467,10 +467,11 @@ pub fn canonical(value: &Value) -> String {
     canonical_text(&value.to_string()).unwrap_or_default()
 }
 
-/// The canonical text of JSON `text`, as [`canonical`] writes it (keys sorted at every level,
-/// strings and numbers as serde_json writes them), read without serde_json's `Value`: a
-/// number it cannot hold (beyond f64, such as `1e400`) keeps its bytes, so two definitions
-/// that differ there differ here. `None` when some part of it cannot be read at all.
+/// The canonical text of JSON `text` (keys sorted at every level, strings as serde_json writes
+/// them), read without serde_json's `Value`: every number keeps its bytes (`1e400`, or
+/// `18446744073709551617`, which an f64 would hold as its neighbour's value), so two
+/// definitions that differ there differ here. `None` when some part of it cannot be read at
+/// all, or an object names a key twice (one reader takes the first, another the last).
 pub fn canonical_text(text: &str) -> Option<String> {
     let mut out = String::new();
     write_canonical_text(text.trim(), &mut out).then_some(out)
@@ -479,9 +480,14 @@ pub fn canonical_text(text: &str) -> Option<String> {
 fn write_canonical_text(text: &str, out: &mut String) -> bool {
     match text.as_bytes().first() {
         Some(b'{') => {
-            let Ok(map) = serde_json::from_str::<BTreeMap<String, &RawValue>>(text) else {
+            let Ok(Entries(entries)) = serde_json::from_str::<Entries<'_>>(text) else {
                 return false;
             };
+            let count = entries.len();
+            let map: BTreeMap<String, &RawValue> = entries.into_iter().collect();
+            if map.len() != count {
+                return false;
+            }
             out.push('{');
             for (i, (key, value)) in map.iter().enumerate() {
                 if i > 0 {
@@ -512,19 +518,47 @@ fn write_canonical_text(text: &str, out: &mut String) -> bool {
             out.push(']');
             true
         }
-        Some(first) => match serde_json::from_str::<Value>(text) {
+        // A number, as written (it is valid JSON: it came as a `RawValue`).
+        Some(first) if *first == b'-' || first.is_ascii_digit() => {
+            out.push_str(text);
+            true
+        }
+        Some(_) => match serde_json::from_str::<Value>(text) {
             Ok(scalar) => {
                 out.push_str(&scalar.to_string());
-                true
-            }
-            // A number past what f64 holds: valid JSON, kept as written.
-            Err(_) if *first == b'-' || first.is_ascii_digit() => {
-                out.push_str(text);
                 true
             }
             Err(_) => false,
         },
         None => false,
+    }
+}
+
+/// An object's entries as written, a key named twice included.
+struct Entries<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for Entries<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Entries<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Entries<'de>, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        d.deserialize_map(Visit)
     }
 }
 

@@ -277,6 +277,9 @@ enum Source {
     Derived,
     /// moniker's own tool of that name ([`own_tools`]).
     Moniker,
+    /// A name the config writes (at this path) for an item that is not listed now (its server
+    /// has not listed yet, or is down): it is the config's all the same, whoever lists first.
+    Reserved(String),
 }
 
 /// The names of moniker's own tools: the toolset management's and search mode's. A tool of a
@@ -622,7 +625,7 @@ impl<'a> Listed<'a> {
 /// items `named.len() + p`. Checks that every derived name fits the profile (names written in
 /// the config are `check_rules`' to check).
 fn claim_names<'a>(
-    rules: &Rules,
+    rules: &'a Rules,
     kind: Kind,
     named: &'a [Named<'_>],
     plans: &'a [Plan<'_>],
@@ -658,6 +661,7 @@ fn claim_names<'a>(
             claim_aliases(&mut claims, section, key, &rule.aliases, item);
         }
     }
+    reserve_written(rules, kind, &mut claims);
     if kind == Kind::Tool {
         for own in own_tools() {
             if let Some(list) = claims.get_mut(own) {
@@ -670,6 +674,61 @@ fn claim_names<'a>(
         }
     }
     claims
+}
+
+/// The names the config writes (overrides' names and aliases, action tools' names and
+/// aliases) that a listed item's own name claims while no item of the config's has claimed it
+/// (the config's item is not listed now): each is the config's, so the listed item is a
+/// duplicate, on the first start as on later ones, whichever server lists first.
+fn reserve_written<'a>(rules: &'a Rules, kind: Kind, claims: &mut BTreeMap<&'a str, Vec<Claim>>) {
+    let section = kind.section();
+    let overrides = match kind {
+        Kind::Tool => &rules.tools,
+        Kind::Prompt => &rules.prompts,
+    };
+    let mut written: Vec<(&'a str, String)> = Vec::new();
+    for (key, rule) in overrides {
+        if let Some(name) = &rule.name {
+            let at = path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")]);
+            written.push((name.as_str(), at));
+        }
+        for (i, alias) in rule.aliases.iter().enumerate() {
+            let at = path(&[
+                Seg::Key(section),
+                Seg::Key(key),
+                Seg::Key("aliases"),
+                Seg::Index(i),
+            ]);
+            written.push((alias.name.as_str(), at));
+        }
+    }
+    if kind == Kind::Tool {
+        for (name, rule) in &rules.actions {
+            written.push((name.as_str(), path(&[Seg::Key("actions"), Seg::Key(name)])));
+            for (i, alias) in rule.aliases.iter().enumerate() {
+                let at = path(&[
+                    Seg::Key("actions"),
+                    Seg::Key(name),
+                    Seg::Key("aliases"),
+                    Seg::Index(i),
+                ]);
+                written.push((alias.name.as_str(), at));
+            }
+        }
+    }
+    for (name, at) in written {
+        let Some(list) = claims.get_mut(name) else {
+            continue;
+        };
+        let by_config = list.iter().any(|c| matches!(c.source, Source::Config(_)));
+        if !by_config && list.iter().any(|c| c.source == Source::Derived) {
+            list.push(Claim {
+                item: usize::MAX,
+                alias: false,
+                source: Source::Reserved(at),
+            });
+        }
+    }
 }
 
 /// The claims of the aliases written at `<section>.<key>.aliases`, for item `item`.
@@ -1098,26 +1157,12 @@ fn duplicate(
     let Claimed {
         kind, named, plans, ..
     } = claimed;
-    let message = if claims.iter().any(|c| c.source == Source::Moniker) {
-        format!(
-            "{} name `{name}` is moniker's own tool's: a tool of a server cannot have it",
-            kind.noun()
-        )
-    } else {
-        format!(
-            "{} name `{name}` is exposed {}",
-            kind.noun(),
-            times(claims.len())
-        )
-    };
-    let mut d = Diagnostic::error("naming::duplicate", message);
+    let mut d = Diagnostic::error("naming::duplicate", duplicate_message(kind, name, claims));
     let mut fixes = Vec::new();
     let mut removals = Vec::new();
     for claim in claims {
-        if claim.source == Source::Moniker {
-            d = d.note(format!(
-                "`{name}` is moniker's own tool (toolset management's or search mode's): its name is taken"
-            ));
+        if matches!(claim.source, Source::Moniker | Source::Reserved(_)) {
+            d = taken_by_rule(d, name, &claim.source);
             continue;
         }
         if let Some(plan) = claim
@@ -1160,6 +1205,13 @@ fn duplicate(
                 "`{name}` from server `{}` (origin `{}`)",
                 n.candidate.server, n.candidate.name
             ));
+            if claim.source == Source::Derived {
+                d.contested.push(crate::Contested {
+                    section: kind.section(),
+                    server: n.candidate.server.as_str().to_owned(),
+                    origin: n.candidate.name.clone(),
+                });
+            }
             if let Source::Config(at) = &claim.source {
                 if d.config_path.is_none() {
                     d = d.at(at.clone());
@@ -1175,6 +1227,41 @@ fn duplicate(
         // Only aliases collide with one name: the aliases are what to change.
         (0 | 1, true) => d.help(removals.join("; ")),
         _ => d.with_fix(renames(kind, &fixes)),
+    }
+}
+
+/// What a duplicate's diagnostic says first.
+fn duplicate_message(kind: Kind, name: &str, claims: &[Claim]) -> String {
+    if claims.iter().any(|c| c.source == Source::Moniker) {
+        format!(
+            "{} name `{name}` is moniker's own tool's: a tool of a server cannot have it",
+            kind.noun()
+        )
+    } else {
+        format!(
+            "{} name `{name}` is exposed {}",
+            kind.noun(),
+            times(claims.len())
+        )
+    }
+}
+
+/// `d` with the note of a claim that no listed item makes: a name the config writes for an
+/// item not listed now, else moniker's own tool.
+fn taken_by_rule(d: Diagnostic, name: &str, source: &Source) -> Diagnostic {
+    match source {
+        Source::Reserved(at) => {
+            let d = d.note(format!(
+                "`{name}` is the config's, at `{at}`, for an item not listed now: its name is taken"
+            ));
+            match d.config_path {
+                None => d.at(at.clone()),
+                Some(_) => d,
+            }
+        }
+        _ => d.note(format!(
+            "`{name}` is moniker's own tool (toolset management's or search mode's): its name is taken"
+        )),
     }
 }
 

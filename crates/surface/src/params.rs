@@ -234,7 +234,60 @@ fn described(property: &Value, rule: &ParamRule) -> Value {
     property
 }
 
+/// `name` folded for a comparison without regard to case or compatibility forms (NFKC, then
+/// lower case: `ſ` and `S` are `s`, the Kelvin sign is `k`).
+fn folded(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization as _;
+    name.nfkc().flat_map(char::to_lowercase).collect()
+}
+
 impl Params {
+    /// The refused name (hidden or fixed) that `name` is in another case or form, if any.
+    fn refused_as(&self, name: &str) -> Option<&str> {
+        if self.refused.is_empty() {
+            return None;
+        }
+        let name = folded(name);
+        self.refused
+            .keys()
+            .find(|r| folded(r) == name)
+            .map(String::as_str)
+    }
+
+    /// The server's name a client's `name` stands for under these rules (itself when no rule
+    /// renames or aliases it).
+    pub fn origin_of<'n>(&'n self, name: &'n str) -> &'n str {
+        self.to_origin.get(name).map_or(name, String::as_str)
+    }
+
+    /// Whether a client may not send `name` (hidden or fixed here, in any case or form).
+    pub fn refuses(&self, name: &str) -> bool {
+        self.refused.contains_key(name) || self.refused_as(name).is_some()
+    }
+
+    /// Why a client may not send `key` through `self` (a toolset's rules) and then `inner` (the
+    /// tool's): `key` stands, under `inner`, for the same server parameter as one `self` hides
+    /// or fixes (the server's own name of a renamed parameter, an alias of it, either in
+    /// another case). `self` alone knows only the names `inner` lists.
+    pub fn refused_through(&self, inner: &Params, key: &str) -> Option<String> {
+        // Refused as it is, by `self`'s own rules, with their words.
+        if self.refused.is_empty() || self.refused.contains_key(key) {
+            return None;
+        }
+        let origin = folded(inner.origin_of(key));
+        let (name, fixed) = self
+            .refused
+            .iter()
+            .find(|(r, _)| folded(inner.origin_of(r)) == origin)?;
+        Some(if *fixed {
+            format!(
+                "parameter `{key}` is `{name}`, which is set by the gateway: leave it out of the call"
+            )
+        } else {
+            format!("parameter `{key}` is `{name}`, which this toolset does not accept")
+        })
+    }
+
     /// Whether these rules change nothing of a call.
     pub fn is_empty(&self) -> bool {
         self.to_origin.is_empty()
@@ -274,7 +327,16 @@ impl Params {
                     Some(false) => {
                         return Err(format!("parameter `{name}` is not accepted by this tool"));
                     }
-                    None => name,
+                    None => match self.refused_as(&name) {
+                        // `SECRET`, `ſecret`: a server that reads keys without regard to case
+                        // (Go's encoding/json folds them so) would take it for the refused one.
+                        Some(refused) => {
+                            return Err(format!(
+                                "parameter `{name}` is `{refused}` in another case, which this tool does not accept from a call"
+                            ));
+                        }
+                        None => name,
+                    },
                 },
             };
             if out.contains_key(&origin) {

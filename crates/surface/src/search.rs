@@ -92,6 +92,35 @@ impl Ranker {
     }
 }
 
+/// How many new documents a rebuild embeds between two looks at whether it is still wanted.
+const REBUILD_CHUNK: usize = 16;
+
+/// The cache's key of these documents (their words' and meaning's texts) with `meaning`.
+fn cache_key(meaning: &Meaning, words: &[String], meanings: &[String]) -> String {
+    let documents = words.iter().zip(meanings);
+    cache::key(meaning, documents.map(|(w, m)| (w.as_str(), m.as_str())))
+}
+
+/// The stems and vectors `cache` keeps under `key`, when they are whole and of `documents`.
+fn cached(
+    cache: &dyn Cache,
+    key: &str,
+    meaning: &Meaning,
+    documents: usize,
+) -> Option<(Vec<String>, Vectors)> {
+    let built = cache::Built::decode(&cache.load(key)?, key, documents, meaning.dims())?;
+    let vectors = Vectors::of_flat(meaning.clone(), built.flat, documents)?;
+    Some((built.stems, vectors))
+}
+
+/// A document's meaning text, hashed: the same text gives the same vector.
+fn text_hash(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// How often each field is said in a tool's document: BM25 counts words, so a word of the
 /// name weighs more than one of the description.
 const NAME_WEIGHT: usize = 3;
@@ -107,6 +136,9 @@ pub struct Index {
     /// Why the model it was asked to use failed, when it is built with the shipped table
     /// instead.
     fell_back: Option<ModelError>,
+    /// A hash of each document's meaning text, in document order: the next build of a
+    /// changed surface embeds only the documents whose text is new ([`Index::rebuild`]).
+    texts: Vec<u64>,
 }
 
 /// Which ranking a search uses: both fused (what moniker does), or one alone (to measure).
@@ -156,6 +188,85 @@ impl Index {
         }
     }
 
+    /// The index of `surface` as [`Index::build`] makes it, built after `previous` (an index of
+    /// an earlier surface): a document whose text is the same as one of `previous` takes its
+    /// vector, and only the new ones are embedded, a few at a time. `None` when `cancelled`
+    /// says so between two of those (a newer surface supersedes this one), or when the model
+    /// fails (then [`Index::build`] falls back).
+    pub fn rebuild(
+        surface: &Surface,
+        meaning: Meaning,
+        cache: Option<&dyn Cache>,
+        previous: Option<&Index>,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Option<Self> {
+        let same_meaning = |p: &&Index| p.meaning().fingerprint() == meaning.fingerprint();
+        let Some(previous) = previous.filter(same_meaning) else {
+            return (!cancelled()).then(|| Self::build(surface, meaning, cache));
+        };
+        let (tools, words, meanings) = documents(surface, meaning.reads_words());
+        let texts: Vec<u64> = meanings.iter().map(|m| text_hash(m)).collect();
+        let cache = cache.map(|c| (c, cache_key(&meaning, &words, &meanings)));
+        if let Some((stems, vectors)) = cache
+            .as_ref()
+            .and_then(|(c, key)| cached(*c, key, &meaning, tools.len()))
+        {
+            return Some(Self {
+                ranker: Ranker::of_stems(Words::default(), &stems),
+                vectors,
+                tools,
+                fell_back: None,
+                texts,
+            });
+        }
+        let dims = meaning.dims();
+        let known: std::collections::HashMap<u64, usize> = previous
+            .texts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (*h, i))
+            .collect();
+        let mut flat = vec![0.0; texts.len() * dims];
+        let fresh: Vec<usize> = (0..texts.len())
+            .filter(|i| match known.get(&texts[*i]) {
+                Some(&at) => {
+                    let old = &previous.vectors.flat()[at * dims..(at + 1) * dims];
+                    flat[i * dims..(i + 1) * dims].copy_from_slice(old);
+                    false
+                }
+                None => true,
+            })
+            .collect();
+        for chunk in fresh.chunks(REBUILD_CHUNK) {
+            if cancelled() {
+                return None;
+            }
+            let texts: Vec<&str> = chunk.iter().map(|&i| meanings[i].as_str()).collect();
+            let vectors = Vectors::new(meaning.clone(), &texts).ok()?;
+            for (k, &i) in chunk.iter().enumerate() {
+                flat[i * dims..(i + 1) * dims]
+                    .copy_from_slice(&vectors.flat()[k * dims..(k + 1) * dims]);
+            }
+        }
+        let stemmer = Words::default();
+        let stems: Vec<String> = words.iter().map(|w| stemmer.of(w).join(" ")).collect();
+        if let Some((c, key)) = &cache {
+            c.save(key, &cache::encode(key, dims, &stems, &flat));
+        }
+        Some(Self {
+            ranker: Ranker::of_stems(stemmer, &stems),
+            vectors: Vectors::of_flat(meaning, flat, tools.len())?,
+            tools,
+            fell_back: None,
+            texts,
+        })
+    }
+
+    /// How many documents it has.
+    pub fn documents(&self) -> usize {
+        self.tools.len()
+    }
+
     /// Why the model asked for failed, when the index was built with the shipped table.
     pub fn fell_back(&self) -> Option<&ModelError> {
         self.fell_back.as_ref()
@@ -172,17 +283,10 @@ impl Index {
         cache: Option<&dyn Cache>,
     ) -> Result<Self, ModelError> {
         let (tools, words, meanings) = documents(surface, meaning.reads_words());
-        // The cache, with the key of these documents and this meaning.
-        let cache = cache.map(|c| {
-            let documents = words.iter().zip(&meanings);
-            let key = cache::key(&meaning, documents.map(|(w, m)| (w.as_str(), m.as_str())));
-            (c, key)
-        });
-        let saved = cache.as_ref().and_then(|(c, key)| {
-            let built = cache::Built::decode(&c.load(key)?, key, tools.len(), meaning.dims())?;
-            let vectors = Vectors::of_flat(meaning.clone(), built.flat, tools.len())?;
-            Some((built.stems, vectors))
-        });
+        let cache = cache.map(|c| (c, cache_key(&meaning, &words, &meanings)));
+        let saved = cache
+            .as_ref()
+            .and_then(|(c, key)| cached(*c, key, &meaning, tools.len()));
         let stemmer = Words::default();
         let (stems, vectors) = match saved {
             Some(saved) => saved,
@@ -203,6 +307,7 @@ impl Index {
             vectors,
             tools,
             fell_back: None,
+            texts: meanings.iter().map(|m| text_hash(m)).collect(),
         })
     }
 

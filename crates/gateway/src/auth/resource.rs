@@ -171,6 +171,9 @@ pub struct Verifier {
     introspecting: tokio::sync::Semaphore,
     /// Requests waiting for a place, or in one.
     waiting: std::sync::atomic::AtomicUsize,
+    /// How often the issuer is asked, for everyone and each client address
+    /// ([`crate::budget::INTROSPECTIONS_PER_SECOND`]).
+    rates: crate::budget::Rates,
 }
 
 #[derive(Default)]
@@ -206,6 +209,10 @@ impl Verifier {
             refresh: Arc::new(tokio::sync::Mutex::new(())),
             introspecting: tokio::sync::Semaphore::new(INTROSPECTIONS_AT_ONCE),
             waiting: std::sync::atomic::AtomicUsize::new(0),
+            rates: crate::budget::Rates::new(
+                crate::budget::INTROSPECTIONS_PER_SECOND,
+                crate::budget::INTROSPECTIONS_PER_ADDRESS,
+            ),
         })
     }
 
@@ -234,10 +241,21 @@ impl Verifier {
 
     /// Who `token` says the caller is, for a request to `resource`.
     pub async fn verify(self: &Arc<Self>, token: &str, resource: &str) -> Result<Identity, Denied> {
+        self.verify_from(token, resource, None).await
+    }
+
+    /// [`Verifier::verify`] for a request from `address`: an opaque token the issuer must be
+    /// asked about counts in that address's share of the introspection rate.
+    pub async fn verify_from(
+        self: &Arc<Self>,
+        token: &str,
+        resource: &str,
+        address: Option<std::net::IpAddr>,
+    ) -> Result<Identity, Denied> {
         let claims = if looks_like_jwt(token) {
             self.jwt(token, resource).await?
         } else if self.settings.introspection.is_some() {
-            self.introspect(token, resource).await?
+            self.introspect(token, resource, address).await?
         } else {
             return Err(Denied::Invalid(
                 "not a JWT, and `http.auth.introspection` is not configured".to_owned(),
@@ -501,7 +519,12 @@ impl Verifier {
 
     /// RFC 7662: the issuer says whether an opaque token is active, and its claims; they are
     /// held to the checks of a JWT's.
-    async fn introspect(&self, token: &str, resource: &str) -> Result<Map<String, Value>, Denied> {
+    async fn introspect(
+        &self,
+        token: &str,
+        resource: &str,
+        address: Option<std::net::IpAddr>,
+    ) -> Result<Map<String, Value>, Denied> {
         let Some(client) = &self.settings.introspection else {
             return Err(Denied::Invalid("no introspection".to_owned()));
         };
@@ -511,6 +534,10 @@ impl Verifier {
             let answer = answer.map_err(Denied::Invalid)?;
             check_claims(&answer, &self.settings, resource).map_err(Denied::Invalid)?;
             return Ok(answer);
+        }
+        // The issuer is asked at most so often, for everyone and for this address.
+        if !self.rates.take(address, Instant::now()) {
+            return Err(Denied::Busy);
         }
         let answer = {
             let _waiting =
@@ -844,7 +871,7 @@ mod tests {
         assert!(Waiting::enter(&verifier.waiting, INTROSPECTIONS_WAITING).is_none());
         // Answered at the first poll: nothing was asked of the issuer.
         let refused = verifier
-            .introspect("made-up", "https://gw.example.com/mcp")
+            .introspect("made-up", "https://gw.example.com/mcp", None)
             .now_or_never()
             .expect("refused at once");
         assert!(matches!(refused, Err(Denied::Busy)), "{refused:?}");
@@ -854,6 +881,44 @@ mod tests {
             0
         );
         assert!(Waiting::enter(&verifier.waiting, INTROSPECTIONS_WAITING).is_some());
+    }
+
+    /// "Hold the boundary, round three", finding 10: each made-up opaque token cost one call
+    /// to the issuer with moniker's secret, as fast as they came. Past an address's share of
+    /// the rate (or everyone's), a token without a kept answer is refused at once (503)
+    /// without asking the issuer: the issuer here answers nothing, so a request that asked it
+    /// would not be ready at the first poll.
+    #[tokio::test]
+    async fn made_up_tokens_ask_the_issuer_at_a_bounded_rate() {
+        use futures_util::FutureExt as _;
+        let mut with_introspection = settings();
+        with_introspection.introspection = Some(moniker_config::Introspection {
+            client_id: "moniker".to_owned(),
+            client_secret: "secret".to_owned(),
+        });
+        let verifier = Verifier::new(with_introspection);
+        let address: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+        let burst = (2.0 * crate::budget::INTROSPECTIONS_PER_ADDRESS) as usize;
+        for _ in 0..burst {
+            assert!(verifier.rates.take(Some(address), Instant::now()));
+        }
+        let refused = verifier
+            .introspect("made-up", "https://gw.example.com/mcp", Some(address))
+            .now_or_never()
+            .expect("refused at once");
+        assert!(matches!(refused, Err(Denied::Busy)), "{refused:?}");
+        // Everyone's share too: spent by many addresses, it refuses a new one.
+        let all = (2.0 * crate::budget::INTROSPECTIONS_PER_SECOND) as usize;
+        for i in 0..all {
+            let other = std::net::IpAddr::from([198, 51, 100, (i % 250) as u8]);
+            verifier.rates.take(Some(other), Instant::now());
+        }
+        let fresh: std::net::IpAddr = "203.0.113.1".parse().unwrap();
+        let refused = verifier
+            .introspect("made-up-2", "https://gw.example.com/mcp", Some(fresh))
+            .now_or_never()
+            .expect("refused at once");
+        assert!(matches!(refused, Err(Denied::Busy)), "{refused:?}");
     }
 
     /// "Hold the boundary, round two", finding 5: the keys were fetched with the verifier's

@@ -76,7 +76,9 @@ pub async fn serve(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
-        let service = TowerToHyperService::new(app.clone());
+        // Its address goes with each of its requests (a rate budget is shared by address).
+        let service =
+            TowerToHyperService::new(app.clone().layer(axum::Extension(ClientAddress(address))));
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(TokioTimer::new())
@@ -105,6 +107,11 @@ pub async fn serve(
     graceful.shutdown().await;
     Ok(())
 }
+
+/// The address of the client a request came from (the peer of its connection: a proxy's, when
+/// one is in front).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddress(pub std::net::IpAddr);
 
 /// The places of the connections served, by client address.
 #[derive(Clone)]

@@ -67,15 +67,20 @@ impl Session {
         equipped: Option<Arc<Toolset>>,
         record: &mut Call,
     ) -> Message {
-        let searched = if view.searches_at_once() {
-            self.ranked(request, view, equipped.as_deref())
+        // A view whose index is not built yet is searched with the last index built.
+        let indexed = self.gateway.indexer.for_search(view);
+        let searched = if indexed.searches_at_once() {
+            self.ranked(request, view, &indexed, equipped.as_deref())
         } else {
             // As many at once as there are cores: more would only queue for them, each on a
             // thread of its own (a client that searches in a loop holds no more threads).
             let _turn = searching().acquire().await;
             let (session, message, view) = (self.clone(), request.clone(), view.clone());
+            let indexer = self.gateway.indexer.clone();
             tokio::task::spawn_blocking(move || {
-                session.ranked(&message, &view, equipped.as_deref())
+                let ranked = session.ranked(&message, &view, &indexed, equipped.as_deref());
+                indexer.built(&indexed);
+                ranked
             })
             .await
             .unwrap_or_else(|_| {
@@ -89,12 +94,14 @@ impl Session {
         })
     }
 
-    /// The best tools for the query among those the session sees (`Err`: the tool error that
-    /// refuses the query).
+    /// The best tools for the query among those the session sees in `view` (`Err`: the tool
+    /// error that refuses the query), ranked by `indexed`'s index: `view`'s own, or an earlier
+    /// view's while `view`'s is built (what it finds is then checked against `view`).
     fn ranked(
         &self,
         request: &Message,
         view: &View,
+        indexed: &View,
         equipped: Option<&Toolset>,
     ) -> Result<Message, Message> {
         let id = id_of(request);
@@ -104,8 +111,17 @@ impl Session {
             Err(why) => return refused(&why),
         };
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-        let surface = &view.surface;
-        let index = view.index();
+        let surface = &indexed.surface;
+        let index = indexed.index();
+        // Still there, under that name and not withheld, in the view the session sees (an
+        // earlier view's index may rank what has changed since).
+        let now = |e: &moniker_surface::Exposed| {
+            view.surface
+                .resolve(Kind::Tool, &e.name)
+                .map(|r| r.exposed)
+                .filter(|now| now.withheld.is_none())
+        };
+        let current = |e: &moniker_surface::Exposed| now(e).is_some();
         // The toolsets the query names rank their tools higher; a session with a toolset
         // has only its tools, and is told nothing of other toolsets.
         let sets = if equipped.is_none() {
@@ -133,9 +149,10 @@ impl Session {
                 let exact = toolsets::resolve(surface, selection, Kind::Tool, asked);
                 index
                     .search(surface, query, exact.map(|r| r.exposed), |e| {
-                        selection.tools.contains(&e.name)
+                        selection.tools.contains(&e.name) && current(e)
                     })
                     .into_iter()
+                    .filter_map(now)
                     .map(|e| toolsets::entry(selection, Kind::Tool, e))
                     .collect()
             }
@@ -143,15 +160,16 @@ impl Session {
                 let exact = surface.resolve(Kind::Tool, asked);
                 index
                     .search(surface, query, exact.map(|r| r.exposed), |e| {
-                        view.is_served(e)
+                        view.is_served(e) && current(e)
                     })
                     .into_iter()
+                    .filter_map(now)
                     .map(|e| Cow::Borrowed(&*e.definition))
                     .collect()
             }
         };
         tracing::debug!(query = %args.query, found = found.len(), "tool search");
-        let tools = listing::render(Kind::Tool, found, &[], surface.server(Kind::Tool));
+        let tools = listing::render(Kind::Tool, found, &[], view.surface.server(Kind::Tool));
         let result = format!(
             r#"{{"content":[{{"type":"text","text":{}}}],"structuredContent":{tools}}}"#,
             message::string(&tools)

@@ -567,8 +567,22 @@ fn a_definition_serde_cannot_hold_is_sealed_as_written_and_one_it_cannot_read_al
     assert!(canonical_text(r#"{"a":"\ud800"}"#).is_none());
     assert_eq!(
         canonical_text(r#"{"b":[1.0,1e2,-1e999],"a":{"y":null,"x":"\u00e9"}}"#).as_deref(),
-        Some(r#"{"a":{"x":"é","y":null},"b":[1.0,100.0,-1e999]}"#)
+        Some(r#"{"a":{"x":"é","y":null},"b":[1.0,1e2,-1e999]}"#)
     );
+    // Numbers as written: one an f64 holds as its neighbour's value is not its neighbour.
+    assert_ne!(
+        canonical_text("18446744073709551616"),
+        canonical_text("18446744073709551617")
+    );
+    assert_ne!(canonical_text("0.3"), canonical_text("0.30000000000000001"));
+    // A key named twice in any object cannot be read one way: it is unreadable (changed).
+    assert!(canonical_text(r#"{"a":{"m":1,"m":2}}"#).is_none());
+    let twice = RawValue::from_string(
+        r#"{"name":"put","inputSchema":{"type":"object","maxLength":100000,"maxLength":10}}"#
+            .into(),
+    )
+    .unwrap();
+    assert!(Seal::of(&twice, None).unreadable);
 }
 
 #[test]

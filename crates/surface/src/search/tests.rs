@@ -932,3 +932,51 @@ fn with_the_model_the_bound_holds_in_every_ranking() {
         }
     }
 }
+
+/// A rebuild after a change gives the index a whole build gives (the same vectors, the same
+/// ranking), reusing the vectors of the documents whose text did not change; a cancelled one
+/// gives nothing.
+#[test]
+fn a_rebuild_reuses_unchanged_documents_and_can_be_cancelled() {
+    let of = |description: &str| {
+        let listing = Listing {
+            server: sid("fs"),
+            tools: vec![
+                tool(
+                    "read_text_file",
+                    "Read the complete contents of a file as text.",
+                    &["path"],
+                ),
+                tool("write_file", description, &["path", "content"]),
+                tool(
+                    "list_directory",
+                    "List the entries of a directory.",
+                    &["path"],
+                ),
+            ],
+            prompts: Vec::new(),
+            version: None,
+        };
+        build(&Rules::default(), &[&listing]).surface.unwrap()
+    };
+    let before = of("Create or overwrite a file with new content.");
+    let after = of("Write text into a file, replacing what it held.");
+    let first = Index::new(&before);
+    let rebuilt = Index::rebuild(&after, Meaning::shipped(), None, Some(&first), &|| false)
+        .expect("not cancelled");
+    let whole = Index::new(&after);
+    assert_eq!(rebuilt.vectors.flat(), whole.vectors.flat());
+    assert_eq!(rebuilt.texts, whole.texts);
+    let query = Query {
+        text: "replace what a file holds",
+        tags: &[],
+        limit: 3,
+        toolsets: &[],
+    };
+    let ranked = |index: &Index| names(&index.search(&after, query, None, |_| true));
+    assert_eq!(ranked(&rebuilt), ranked(&whole));
+    assert!(
+        Index::rebuild(&after, Meaning::shipped(), None, Some(&first), &|| true).is_none(),
+        "cancelled"
+    );
+}

@@ -31,7 +31,11 @@ pub(super) async fn identified(
         .headers()
         .get(header::AUTHORIZATION)
         .map(|v| v.as_bytes());
-    match identify(&shared, &settings, authorization, toolset).await {
+    let address = request
+        .extensions()
+        .get::<crate::serve::listen::ClientAddress>()
+        .map(|a| a.0);
+    match identify(&shared, &settings, authorization, toolset, address).await {
         Err(refusal) => refusal,
         Ok(auth) => {
             request.extensions_mut().insert(auth);
@@ -115,6 +119,7 @@ pub(super) async fn identify(
     settings: &HttpSettings,
     authorization: Option<&[u8]>,
     toolset: Option<&str>,
+    address: Option<std::net::IpAddr>,
 ) -> Result<Auth, Response> {
     let Some(resource_auth) = &settings.auth else {
         return checks::authenticate(authorization, &settings.tokens).map_err(unauthorized);
@@ -151,7 +156,7 @@ pub(super) async fn identify(
             challenge(None, scopes),
         ));
     };
-    match verifier.verify(token, &resource).await {
+    match verifier.verify_from(token, &resource, address).await {
         Ok(identity) => Ok(Auth::User(Arc::new(identity))),
         Err(Denied::Invalid(why)) => {
             tracing::warn!(resource = %resource, reason = %why, "HTTP request refused: the access token is not valid");
@@ -172,7 +177,7 @@ pub(super) async fn identify(
         Err(Denied::Busy) => {
             let mut busy = failure(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "Service Unavailable: too many access tokens are waiting for the identity provider's word; try again",
+                "Service Unavailable: too many access tokens are waiting for the identity provider's word, or are asked about too often; try again",
             );
             busy.headers_mut()
                 .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
