@@ -160,7 +160,46 @@ impl Config {
                 client.client_secret = expanded.console_secret;
             }
         }
+        self.anchor_paths();
         Ok(())
+    }
+
+    /// Makes each relative path the config names (a server's `cwd` and TLS files, the toolset
+    /// store, `discovery.model`, the audit file) relative to the config file's folder, not to
+    /// the directory moniker was started in: two clients started in two directories read the
+    /// same config the same way. `~` is the caller's to expand.
+    fn anchor_paths(&mut self) {
+        let Some(dir) = std::path::Path::new(&self.source.file_name)
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .map(std::path::Path::to_path_buf)
+        else {
+            return;
+        };
+        let anchor = |path: &mut String| {
+            if !path.starts_with('~') && std::path::Path::new(path.as_str()).is_relative() {
+                *path = dir.join(path.as_str()).to_string_lossy().into_owned();
+            }
+        };
+        for server in self.servers.values_mut() {
+            match &mut server.transport {
+                crate::Transport::Stdio { cwd, .. } => cwd.iter_mut().for_each(anchor),
+                crate::Transport::Http { tls, .. } => {
+                    for path in [&mut tls.ca_file, &mut tls.client_cert, &mut tls.client_key] {
+                        path.iter_mut().for_each(anchor);
+                    }
+                }
+            }
+        }
+        self.toolsets.store.iter_mut().for_each(anchor);
+        self.search_model.iter_mut().for_each(anchor);
+        if let Some(crate::AuditSettings {
+            to: crate::AuditTo::File(file),
+            ..
+        }) = &mut self.audit
+        {
+            anchor(file);
+        }
     }
 }
 
@@ -451,6 +490,43 @@ mod tests {
             "DOCS_TOKEN" => Some("docs_s3cret".to_owned()),
             _ => None,
         }
+    }
+
+    /// Finding 5 of round three: relative paths resolved in the directory of whichever client
+    /// started moniker. They are the config file's folder's now; absolute ones and `~` stay.
+    #[test]
+    fn relative_paths_are_the_config_folders() {
+        let text = "servers:\n  a: { command: a, cwd: work }\n  b: { command: b, cwd: /abs }\n  r:\n    url: https://r.example/mcp\n    tls: { ca_file: certs/ca.pem, client_cert: ~/c.pem, client_key: /k.pem }\ntoolsets: { store: store.json }\ndiscovery: { model: models/m }\naudit: { to: logs/audit.jsonl }\n";
+        let mut config = crate::parse("/etc/moniker/moniker.yaml", text).expect("valid");
+        config.expand_env(vars).expect("all set");
+        let cwd = |id: &str| match &config.servers[id].transport {
+            Transport::Stdio { cwd, .. } => cwd.clone(),
+            _ => panic!("stdio"),
+        };
+        assert_eq!(cwd("a").as_deref(), Some("/etc/moniker/work"));
+        assert_eq!(cwd("b").as_deref(), Some("/abs"));
+        let Transport::Http { tls, .. } = &config.servers["r"].transport else {
+            panic!("http")
+        };
+        assert_eq!(tls.ca_file.as_deref(), Some("/etc/moniker/certs/ca.pem"));
+        assert_eq!(tls.client_cert.as_deref(), Some("~/c.pem"));
+        assert_eq!(tls.client_key.as_deref(), Some("/k.pem"));
+        assert_eq!(
+            config.toolsets.store.as_deref(),
+            Some("/etc/moniker/store.json")
+        );
+        assert_eq!(
+            config.search_model.as_deref(),
+            Some("/etc/moniker/models/m")
+        );
+        assert_eq!(
+            config.audit.map(|a| a.to),
+            Some(crate::AuditTo::File("/etc/moniker/logs/audit.jsonl".into()))
+        );
+        // A config named without a folder keeps them as they are (the working directory's).
+        let mut here = crate::parse("moniker.yaml", text).expect("valid");
+        here.expand_env(vars).expect("all set");
+        assert_eq!(here.toolsets.store.as_deref(), Some("store.json"));
     }
 
     /// `gateway.pass_env` reaches every stdio server, with what each names itself.

@@ -75,7 +75,7 @@ pub struct Config {
     /// What naming needs: `naming`, per-server tags and prefixes, `server_tags`, `tools`,
     /// `prompts`, `actions`; and the `toolsets` section.
     pub rules: Rules,
-    /// `discovery.model`: the path (as written; relative to the working directory) of a static
+    /// `discovery.model`: the path (relative to the config file's folder) of a static
     /// embedding table for `search_tools` in place of the one moniker ships.
     pub search_model: Option<String>,
     /// `integrity`: what a tool that changed since `moniker.lock` (or is not in it) gets.

@@ -90,7 +90,7 @@ impl Default for PassEnv {
 }
 
 /// TLS towards one remote server, besides the platform's trust store. Paths as written
-/// (after `${VAR}` expansion); relative ones are relative to the working directory.
+/// (after `${VAR}` expansion); relative ones are relative to the config file's folder.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tls {
     /// PEM certificates of a private CA, trusted for this server.

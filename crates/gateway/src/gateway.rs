@@ -789,10 +789,12 @@ impl Gateway {
     }
 
     /// The live connection to `server`; for a server still in its first attempt to start (a
-    /// call on its kept listing), once it has joined, within its start budget.
+    /// call on its kept listing), once it has joined, within its start budget or `patience`
+    /// (the call's own time-out), whichever ends first.
     pub(crate) async fn joined_connection(
         &self,
         server: &ServerId,
+        patience: Duration,
     ) -> Result<Arc<Connection>, crate::errors::Refusal> {
         let gone = || crate::errors::Refusal::ServerGone(server.clone());
         if let Some(conn) = self.connection(server) {
@@ -802,7 +804,7 @@ impl Gateway {
         if slot.is_settled() {
             return Err(gone());
         }
-        let budget = self.settings.config.start_timeout;
+        let budget = self.settings.config.start_timeout.min(patience);
         let _ = tokio::time::timeout(budget, slot.first_attempt_over()).await;
         self.connection(server)
             .ok_or_else(|| crate::errors::Refusal::NotJoined {

@@ -87,7 +87,11 @@ impl Session {
             let outcome = refusal.outcome();
             (Some(refusal.answer(id)), outcome)
         };
-        let conn = match self.gateway.joined_connection(server).await {
+        let conn = match self
+            .gateway
+            .joined_connection(server, admitted.timeout)
+            .await
+        {
             Ok(conn) => conn,
             Err(refusal) => return refused(refusal),
         };
