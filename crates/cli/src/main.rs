@@ -197,15 +197,63 @@ fn init_logging(flag: Option<&str>, most: u64) {
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(move || {
-            LogLines(Cut {
-                out: std::io::stderr(),
-                most,
-                written: &LOGGED,
-            })
-        })
+        .with_writer(Logs { most })
         .with_ansi(color)
         .init();
+}
+
+/// Where a log event goes: stderr (cut past `most`), and for `warn` and above also to the
+/// shared gateway's notices (its attached clients' stderr), when there is one to hear them.
+struct Logs {
+    most: u64,
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Tee;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        Tee {
+            log: LogLines(Cut {
+                out: std::io::stderr(),
+                most: self.most,
+                written: &LOGGED,
+            }),
+            notice: false,
+        }
+    }
+
+    fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> Self::Writer {
+        let mut writer = self.make_writer();
+        writer.notice = *meta.level() <= tracing::Level::WARN
+            && moniker_gateway::serve::shared::notices().receiver_count() > 0;
+        writer
+    }
+}
+
+/// The log, and the notice of a `warn` or worse event (see [`Logs`]).
+struct Tee {
+    log: LogLines<Cut<'static, std::io::Stderr>>,
+    notice: bool,
+}
+
+impl Write for Tee {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        if self.notice {
+            let event = one_event(buf);
+            let text = String::from_utf8_lossy(&event);
+            let _ = moniker_gateway::serve::shared::notices().send(text.into());
+        }
+        self.log.write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.log.flush()
+    }
 }
 
 /// The bytes of log written since the log file last started anew.
@@ -259,6 +307,27 @@ impl<W: Write + std::os::fd::AsFd> Write for Cut<'_, W> {
 /// visibly part of the event that quoted it.
 struct LogLines<W>(W);
 
+/// One log event's bytes as [`LogLines`] writes them: a line end inside it followed by an
+/// indent, a CR a space.
+fn one_event(buf: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let body = buf.strip_suffix(b"\n").unwrap_or(buf);
+    if !body.iter().any(|b| *b == b'\n' || *b == b'\r') {
+        return std::borrow::Cow::Borrowed(buf);
+    }
+    let mut out = Vec::with_capacity(buf.len() + 16);
+    for &b in body {
+        match b {
+            b'\n' => out.extend_from_slice(b"\n    "),
+            b'\r' => out.push(b' '),
+            _ => out.push(b),
+        }
+    }
+    if body.len() < buf.len() {
+        out.push(b'\n');
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 impl<W: Write> Write for LogLines<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.write_all(buf)?;
@@ -266,22 +335,7 @@ impl<W: Write> Write for LogLines<W> {
     }
 
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        let body = buf.strip_suffix(b"\n").unwrap_or(buf);
-        if !body.iter().any(|b| *b == b'\n' || *b == b'\r') {
-            return self.0.write_all(buf);
-        }
-        let mut out = Vec::with_capacity(buf.len() + 16);
-        for &b in body {
-            match b {
-                b'\n' => out.extend_from_slice(b"\n    "),
-                b'\r' => out.push(b' '),
-                _ => out.push(b),
-            }
-        }
-        if body.len() < buf.len() {
-            out.push(b'\n');
-        }
-        self.0.write_all(&out)
+        self.0.write_all(&one_event(buf))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

@@ -228,6 +228,11 @@ fn a_config_change_reaches_the_shared_gateway_as_a_live_reload() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // A refused reload is said on the attached client's stderr, as a gateway of its own would
+    // have said it (finding 5: it reached only the shared gateway's log file).
+    std::fs::write(&config, "servers: [not, a, map\n").expect("config");
+    let said = peer.stderr_with(|l| l.contains("config reload refused"));
+    assert!(said.contains("the previous config still serves"), "{said}");
     peer.close_stdin();
     peer.wait_exit(Duration::from_secs(20)).expect("exits");
 }

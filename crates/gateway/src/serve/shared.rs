@@ -211,6 +211,42 @@ impl Drop for Attachment {
     }
 }
 
+/// What the shared gateway says at `warn` and above (a reload refused, a server that failed, a
+/// name claimed twice), each line as its log has it: relayed to every client attached with its
+/// pipes, whose `moniker serve` writes it to the client's stderr (where a client shows its
+/// server's log), as a gateway of the client's own would have.
+pub fn notices() -> &'static tokio::sync::broadcast::Sender<Arc<str>> {
+    static NOTICES: std::sync::OnceLock<tokio::sync::broadcast::Sender<Arc<str>>> =
+        std::sync::OnceLock::new();
+    // A client that does not keep up misses the oldest (its receiver lags), never holds more.
+    NOTICES.get_or_init(|| tokio::sync::broadcast::channel(NOTICES_KEPT).0)
+}
+
+/// Notices a slow client's relay may be behind before it misses the oldest.
+const NOTICES_KEPT: usize = 256;
+
+/// Writes the gateway's notices to `write` (an attached client's socket) until it fails.
+async fn relay_notices(mut write: tokio::net::unix::OwnedWriteHalf) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut notices = notices().subscribe();
+    loop {
+        match notices.recv().await {
+            Ok(line) => {
+                if write.write_all(line.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            Err(RecvError::Lagged(missed)) => {
+                let note = format!("({missed} of the shared gateway's notices were missed)\n");
+                if write.write_all(note.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
 /// One client: its hello, the welcome, then its session until it goes.
 async fn client(gateway: Arc<Gateway>, stream: UnixStream, _attachment: Attachment) {
     let (read, mut write) = stream.into_split();
@@ -238,7 +274,10 @@ async fn client(gateway: Arc<Gateway>, stream: UnixStream, _attachment: Attachme
         .toolset
         .or_else(|| gateway.settings.default_toolset.clone());
     let served = if hello.handover {
-        handed_over(gateway, toolset, reader).await
+        let relay = tokio::spawn(relay_notices(write));
+        let served = handed_over(gateway, toolset, reader).await;
+        relay.abort();
+        served
     } else {
         super::stdio::serve_session(gateway, toolset, reader, write).await
     };
@@ -400,9 +439,9 @@ pub async fn attach(
             .await
             .map_err(unreachable)?;
         drop((input, output));
-        // The gateway serves the client's pipes itself; its closing the socket is the end.
-        let mut rest = Vec::new();
-        tokio::io::AsyncReadExt::read_to_end(&mut reader, &mut rest)
+        // The gateway serves the client's pipes itself; what it says meanwhile comes on the
+        // socket, to this client's stderr; its closing the socket is the end.
+        tokio::io::copy_buf(&mut reader, &mut tokio::io::stderr())
             .await
             .map_err(unreachable)?;
         return Ok(());
