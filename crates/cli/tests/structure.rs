@@ -555,3 +555,36 @@ fn no_function_is_let_past_the_length_lints() {
         marked.join("\n")
     );
 }
+
+/// The gateway's architecture walk (`crates/gateway/README.md`) names every file of the crate
+/// (a test file aside): by its path under `src`, or, for a file in a folder, by its folder and
+/// name (`http/layers.rs`) as the walk's indented entries write it. A file the walk misses
+/// fails here, so the map never falls behind the code again (it missed 17).
+#[test]
+fn the_gateway_walk_names_every_file() {
+    let root = workspace().join("crates/gateway");
+    let walk = std::fs::read_to_string(root.join("README.md")).expect("the walk");
+    let named = |entry: &str| {
+        walk.match_indices(entry).any(|(at, _)| {
+            let before = walk[..at].chars().next_back();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '/')
+        })
+    };
+    let src = root.join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut missing = Vec::new();
+    for file in files {
+        let path = file.strip_prefix(&src).expect("under src");
+        let whole = path.to_string_lossy().into_owned();
+        let parts: Vec<&str> = whole.split('/').collect();
+        let short = parts[parts.len().saturating_sub(2)..].join("/");
+        if !named(&whole) && !named(&short) {
+            missing.push(whole);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "crates/gateway/README.md does not name: {missing:?}"
+    );
+}
