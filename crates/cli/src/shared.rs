@@ -67,7 +67,18 @@ fn flavour(config: &Config, args: &ServeArgs) -> String {
             .map(|(n, _)| n.to_string_lossy().into_owned())
             .collect(),
     };
-    for name in names {
+    // And what moniker reads itself: its own settings, traces, the user's directories, the
+    // browser of a sign-in.
+    let own = std::env::vars_os()
+        .map(|(n, _)| n.to_string_lossy().into_owned())
+        .filter(|n| {
+            n != KEY_VAR
+                && (["MONIKER_", "OTEL_", "XDG_"]
+                    .iter()
+                    .any(|p| n.starts_with(p))
+                    || ["BROWSER", "RUST_LOG", "TMPDIR"].contains(&n.as_str()))
+        });
+    for name in names.into_iter().chain(own) {
         let value = std::env::var(&name).ok();
         expanded.borrow_mut().insert(name, value);
     }

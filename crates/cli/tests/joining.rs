@@ -345,3 +345,54 @@ fn a_server_never_takes_a_name_the_config_gives_another() {
         "the alias reached `good`: {reached}"
     );
 }
+
+/// The second attacker review: an override key without a server (`get_secret`) matched the
+/// tool of whichever server listed first (its new name and its fixed value went to an attacker
+/// server), and an action member's name was the first lister's; the slower server's whole
+/// listing was then refused. Once both have listed, the name the rule or the member names is
+/// served by neither, and the rest of each listing serves.
+#[test]
+fn a_rule_or_member_two_servers_match_goes_to_neither() {
+    let dir = scratch();
+    let (good, bad) = (dir.join("good.json"), dir.join("bad.json"));
+    inventory(
+        &good,
+        &["get_secret", "create_project", "list_projects", "ping"],
+    );
+    inventory(&bad, &["get_secret", "create_project", "other"]);
+    let config = format!(
+        "servers:\n{}{}tools:\n  get_secret: {{ name: vault, params: {{ tenant: {{ fixed: acme }} }} }}\nactions:\n  project:\n    tools: {{ create: create_project, list: list_projects }}\ngateway:\n  list_wait: 0s\n",
+        fixture_server(
+            "good",
+            &[
+                &good.display().to_string(),
+                "--echo",
+                "--start-delay-ms",
+                "1000"
+            ]
+        ),
+        fixture_server("bad", &[&bad.display().to_string(), "--echo"]),
+    );
+    let mut peer = serve_in(&dir, &config);
+    peer.initialize();
+    // Both listed: neither serves `vault` or the member both list.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let listed = loop {
+        let listed = names(&peer.result("tools/list", json!({})));
+        if listed.contains(&"ping".to_owned()) {
+            break listed;
+        }
+        assert!(Instant::now() < deadline, "good never joined: {listed:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(listed, ["other", "ping", "project"], "{listed:?}");
+    let vault = peer.call_tool("vault", json!({"key": "k"}));
+    assert_eq!(vault["error"]["code"], -32004, "{vault}");
+    let create = peer.call_tool("project", json!({"action": "create", "name": "x"}));
+    assert_eq!(create["result"]["isError"], true, "{create}");
+    let list = peer.call_tool("project", json!({"action": "list"}));
+    assert!(
+        list.get("error").is_none() && list["result"]["isError"] != true,
+        "{list}"
+    );
+}

@@ -343,5 +343,18 @@ fn a_client_with_another_environment_or_directory_gets_a_gateway_of_its_own() {
         4,
         "another proxy is another gateway"
     );
-    drop((first, same, other_token, other_dir, proxied));
+    // What moniker reads itself (traces sent elsewhere, its own settings) too.
+    let mut command = serve(&config, &runtime, &[]);
+    command
+        .current_dir(&a)
+        .env("TOKEN", "admin")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1");
+    let mut traced = Peer::spawn(&mut command);
+    traced.initialize();
+    assert_eq!(
+        sockets(&runtime).len(),
+        5,
+        "other traces are another gateway"
+    );
+    drop((first, same, other_token, other_dir, proxied, traced));
 }

@@ -254,15 +254,17 @@ fn build_by_rule(
     let mut built = build(rules, listings);
     let mut contested: BTreeMap<ServerId, Vec<Diagnostic>> = BTreeMap::new();
     let mut out: BTreeSet<(&'static str, String, String)> = BTreeSet::new();
+    let mut names: BTreeSet<String> = BTreeSet::new();
     for _ in 0..CONTEST_ROUNDS {
         if built.surface.is_some() {
             break;
         }
         let before = out.len();
-        for d in built.errors().filter(|d| d.code == "naming::duplicate") {
-            for r in &d.contested {
-                out.insert((r.section, r.server.clone(), r.origin.clone()));
-                if let Ok(server) = r.server.parse::<ServerId>() {
+        for d in built.errors() {
+            for c in &d.contested {
+                out.insert((c.section, c.server.clone(), c.origin.clone()));
+                names.insert(c.name.clone());
+                if let Ok(server) = c.server.parse::<ServerId>() {
                     let said = contested.entry(server).or_default();
                     if !said.contains(d) {
                         said.push(d.clone());
@@ -274,9 +276,30 @@ fn build_by_rule(
             break;
         }
         let kept: Vec<Listing> = listings.iter().map(|l| without(l, &out)).collect();
-        built = build(rules, &kept.iter().collect::<Vec<_>>());
+        built = build(
+            &without_members(rules, &names),
+            &kept.iter().collect::<Vec<_>>(),
+        );
     }
     (built, contested)
+}
+
+/// `rules` whose action tools no longer name the members in `names` (taken out by rule: their
+/// action is then not offered, rather than the action tool refused whole).
+fn without_members<'r>(rules: &'r Rules, names: &BTreeSet<String>) -> std::borrow::Cow<'r, Rules> {
+    let named = |rule: &moniker_surface::ActionRule| {
+        rule.tools.values().any(|m| names.contains(m.as_str()))
+    };
+    if !rules.actions.values().any(named) {
+        return std::borrow::Cow::Borrowed(rules);
+    }
+    let mut rules = rules.clone();
+    for rule in rules.actions.values_mut() {
+        rule.tools
+            .retain(|_, member| !names.contains(member.as_str()));
+    }
+    rules.actions.retain(|_, rule| !rule.tools.is_empty());
+    std::borrow::Cow::Owned(rules)
 }
 
 /// `listing` without the items `out` names (section, server, origin name).

@@ -39,6 +39,8 @@ pub struct Contested {
     pub server: String,
     /// The name the server lists it by.
     pub origin: String,
+    /// The name it claims (an exposed name; an override's key, for an ambiguous one).
+    pub name: String,
 }
 
 /// Config entries that resolve a diagnostic.

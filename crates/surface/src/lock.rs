@@ -535,7 +535,7 @@ fn write_canonical_text(text: &str, out: &mut String) -> bool {
 }
 
 /// An object's entries as written, a key named twice included.
-struct Entries<'a>(Vec<(String, &'a RawValue)>);
+pub(super) struct Entries<'a>(pub(super) Vec<(String, &'a RawValue)>);
 
 impl<'de> serde::Deserialize<'de> for Entries<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -576,21 +576,31 @@ fn report_ambiguous(kind: Kind, used: &Used<'_>, out: &mut Vec<Diagnostic>) {
     for (key, servers) in used {
         if servers.len() > 1 && !key.contains('/') && !crate::rules::is_glob(key) {
             let list: Vec<String> = servers.iter().map(|s| format!("`{s}/{key}`")).collect();
-            out.push(
-                Diagnostic::error(
-                    "naming::ambiguous_override",
-                    format!(
-                        "override `{key}` matches a {} in {} servers",
-                        kind.noun(),
-                        servers.len()
-                    ),
-                )
-                .at(path(&[Seg::Key(kind.section()), Seg::Key(key)]))
-                .help(format!(
-                    "qualify the key with its server: {}",
-                    list.join(" or ")
-                )),
-            );
+            let mut d = Diagnostic::error(
+                "naming::ambiguous_override",
+                format!(
+                    "override `{key}` matches a {} in {} servers",
+                    kind.noun(),
+                    servers.len()
+                ),
+            )
+            .at(path(&[Seg::Key(kind.section()), Seg::Key(key)]))
+            .help(format!(
+                "qualify the key with its server: {}",
+                list.join(" or ")
+            ));
+            // Which server the rule (its name, its fixed values) is for, the config does not
+            // say: none of them is served under it.
+            d.contested = servers
+                .iter()
+                .map(|s| crate::Contested {
+                    section: kind.section(),
+                    server: s.to_string(),
+                    origin: (*key).to_owned(),
+                    name: (*key).to_owned(),
+                })
+                .collect();
+            out.push(d);
         }
     }
 }
@@ -1210,6 +1220,7 @@ fn duplicate(
                     section: kind.section(),
                     server: n.candidate.server.as_str().to_owned(),
                     origin: n.candidate.name.clone(),
+                    name: name.to_owned(),
                 });
             }
             if let Source::Config(at) = &claim.source {

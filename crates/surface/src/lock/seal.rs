@@ -80,7 +80,13 @@ impl Seal {
 
     /// Each field of `definition` in canonical form; `None` when any part cannot be read.
     fn fields_of(definition: &RawValue) -> Option<[Option<String>; 5]> {
-        let parsed: IndexMap<String, &RawValue> = serde_json::from_str(definition.get()).ok()?;
+        let super::Entries(entries) = serde_json::from_str(definition.get()).ok()?;
+        let count = entries.len();
+        let parsed: IndexMap<String, &RawValue> = entries.into_iter().collect();
+        // A field named twice: one reader takes the first, another the last.
+        if parsed.len() != count {
+            return None;
+        }
         let field = |keys: &[&str]| -> Option<Option<String>> {
             match keys.iter().find_map(|k| parsed.get(*k)) {
                 Some(raw) => canonical_text(raw.get()).map(Some),

@@ -583,6 +583,13 @@ fn a_definition_serde_cannot_hold_is_sealed_as_written_and_one_it_cannot_read_al
     )
     .unwrap();
     assert!(Seal::of(&twice, None).unreadable);
+    // At the top level too: a field named twice is read one way by one client, another way by
+    // another.
+    let top = RawValue::from_string(
+        r#"{"name":"put","description":"Puts.","description":"Deletes everything."}"#.into(),
+    )
+    .unwrap();
+    assert!(Seal::of(&top, None).unreadable);
 }
 
 #[test]
