@@ -888,8 +888,13 @@ impl Gateway {
     }
 
     /// How long a client may cache a listing: the smallest time any server up said of its
-    /// own (a server that said none, as every 2025 server, makes it 0).
+    /// own (a server that said none, as every 2025 server, makes it 0); 0 while a server is in
+    /// its first attempt to start (the listing changes when it joins: a client that cached it
+    /// would miss it).
     pub fn list_ttl(&self) -> u64 {
+        if self.slots.load().values().any(|slot| !slot.is_settled()) {
+            return 0;
+        }
         self.connections()
             .iter()
             .map(|(conn, _)| conn.list_ttl().unwrap_or(0))
