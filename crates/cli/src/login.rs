@@ -96,6 +96,13 @@ pub fn logout(mut config: Config, args: ServerArg) -> Result<Exit, Failure> {
     let Some(dir) = Store::default_dir() else {
         return Err("this platform has no user data dir: moniker keeps no tokens".into());
     };
+    // Its tools are not listed from its last listing while it waits for a login again.
+    if let Some(known) = moniker_gateway::known::Known::default_dir() {
+        let entries = crate::settings::entries(&config);
+        if let Some(entry) = entries.iter().find(|e| e.id == id) {
+            moniker_gateway::known::Known::new(known).forget(&entry.id, &entry.spec);
+        }
+    }
     if Store::new(dir).remove(id.as_str(), url)? {
         output::line(&format!("logged out of `{id}`: its tokens are forgotten"))?;
     } else {

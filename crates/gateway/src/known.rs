@@ -97,6 +97,12 @@ impl Known {
         Some((listing, info))
     }
 
+    /// Forgets what is kept of the server (`moniker logout`: a server that waits for a person
+    /// to log in is not listed from what it listed before).
+    pub fn forget(&self, id: &ServerId, spec: &ServerSpec) {
+        let _ = std::fs::remove_file(self.path(id, spec));
+    }
+
     /// Keeps the server's listing and what it said of itself for the next start; a file
     /// that cannot be written is said at debug level and changes nothing else.
     pub(crate) fn save(&self, spec: &ServerSpec, listing: &Listing, info: &InitInfo) {

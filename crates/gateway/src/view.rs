@@ -78,7 +78,17 @@ impl View {
     /// The search index of the surface's tools: built once (by the first search, or ahead of
     /// it: [`View::prepare`]), read from the cache when a run before built the same one.
     pub fn index(&self) -> &Index {
+        self.index_after(None)
+    }
+
+    /// Its index, built (when it is not yet) after `previous`'s view's index, reusing the
+    /// vectors of the documents whose text did not change; whole when there is none.
+    pub(crate) fn index_after(&self, previous: Option<&View>) -> &Index {
+        let previous = previous.and_then(|p| p.index.get());
         self.index.get_or_init(|| {
+            if let Some(index) = previous.and_then(|p| self.build_after(p, false)) {
+                return index;
+            }
             let model = self.model.clone().unwrap_or_else(Meaning::shipped);
             let cache = self.cache.clone().map(IndexFiles::new);
             let started = std::time::Instant::now();
@@ -114,16 +124,16 @@ impl View {
         self.superseded.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Builds its index after `previous`'s (the vectors of unchanged documents reused), unless
-    /// a newer view supersedes it meanwhile; a cached index of the same documents is read
-    /// instead.
-    fn build_after(&self, previous: Option<&Index>) -> Option<Index> {
+    /// Builds its index after `previous` (the vectors of unchanged documents reused); when
+    /// `cancellable`, not if a newer view supersedes it meanwhile. A cached index of the same
+    /// documents is read instead.
+    fn build_after(&self, previous: &Index, cancellable: bool) -> Option<Index> {
         let model = self.model.clone().unwrap_or_else(Meaning::shipped);
         let cache = self.cache.clone().map(IndexFiles::new);
         let started = std::time::Instant::now();
         let cache = cache.as_ref().map(|c| c as &dyn Cache);
-        let index = Index::rebuild(&self.surface, model, cache, previous, &|| {
-            self.is_superseded()
+        let index = Index::rebuild(&self.surface, model, cache, Some(previous), &|| {
+            cancellable && self.is_superseded()
         })?;
         tracing::debug!(elapsed = ?started.elapsed(), documents = index.documents(), "search index rebuilt");
         Some(index)
@@ -162,9 +172,9 @@ pub const SETTLE: std::time::Duration = std::time::Duration::from_millis(250);
 /// The views' search indexes, built off the request path one at a time, for the whole
 /// gateway: the newest view's, after the last one built (only the documents whose text
 /// changed are embedded again); a build a newer view supersedes is cancelled between two
-/// batches of documents. A search of a view whose index is not built yet is answered from the
-/// last index built (its results still checked against the view), so a listing that changes
-/// every second neither stacks builds nor holds searches.
+/// batches of documents. A search of a view whose index is not built yet builds it the same
+/// way, after the last one (a few documents, not all), so a listing that changes every second
+/// neither stacks builds nor makes a search wait for a whole one.
 #[derive(Default)]
 pub(crate) struct Indexer {
     inner: std::sync::Mutex<Indexing>,
@@ -233,7 +243,7 @@ impl Indexer {
                     view.index();
                 }
                 Some(previous) => {
-                    if let Some(index) = view.build_after(Some(previous)) {
+                    if let Some(index) = view.build_after(previous, true) {
                         let _ = view.index.set(index);
                     }
                 }
@@ -247,21 +257,10 @@ impl Indexer {
         }
     }
 
-    /// The view whose index a search of `view` takes: `view` once its index is built; until
-    /// then the last view built (and `view`'s is wanted); `view` itself when none was ever
-    /// built (the search builds it).
-    pub(crate) fn for_search(self: &Arc<Self>, view: &Arc<View>) -> Arc<View> {
-        if view.index.get().is_some() {
-            return view.clone();
-        }
-        let last = crate::sync::lock(&self.inner).last.clone();
-        match last {
-            Some(last) => {
-                self.want(view);
-                last
-            }
-            None => view.clone(),
-        }
+    /// The newest view whose index is built: a view searched before its own is built builds
+    /// it after this one's ([`View::index_after`]).
+    pub(crate) fn last_built(&self) -> Option<Arc<View>> {
+        crate::sync::lock(&self.inner).last.clone()
     }
 
     /// Keeps `view` as the last built, when its index is (the first search built it).
@@ -347,7 +346,7 @@ mod tests {
     }
 
     /// Finding 7: a listing that changes again and again costs one build at a time, of the
-    /// newest view, never one a view; a search meanwhile takes the last index built.
+    /// newest view, never one a view; a search of a newer view builds it after the last.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_storm_of_views_builds_one_index_at_a_time_the_newest() {
         let indexer = Arc::new(Indexer::default());
@@ -385,13 +384,15 @@ mod tests {
                 .expect("one"),
             &newest
         ));
-        // A search of a view not built yet is answered at once from the last one built (and
-        // its own build is wanted).
+        // A search of a view not built yet builds it after the last one: the vectors of the
+        // 199 documents that did not change are the last index's, the one that did is new.
         let next = view_of(200, 101);
         newest.supersede();
-        let searched = indexer.for_search(&next);
-        assert!(Arc::ptr_eq(&searched, &newest), "the last index built");
-        assert!(next.index.get().is_none());
+        let last = indexer.last_built().expect("one");
+        assert!(Arc::ptr_eq(&last, &newest));
+        let index = next.index_after(Some(&last));
+        assert_eq!(index.documents(), 200);
+        assert!(next.index.get().is_some());
     }
 
     #[test]

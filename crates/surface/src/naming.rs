@@ -161,38 +161,22 @@ fn write_overrides<'a>(
             );
             continue;
         }
-        if let Some(name) = &rule.name {
-            let at = path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")]);
-            if let Err(why) = profile.check(name.as_str()) {
-                out.push(profile_error(kind, "name", name.as_str(), &why).at(at.clone()));
+        for (name, at, what) in override_names(section, key, rule) {
+            if let Err(why) = profile.check(name) {
+                out.push(profile_error(kind, what, name, &why).at(at.clone()));
             }
-            written.entry(name.as_str()).or_default().push((at, "name"));
-        }
-        for (i, alias) in rule.aliases.iter().enumerate() {
-            let at = path(&[
-                Seg::Key(section),
-                Seg::Key(key),
-                Seg::Key("aliases"),
-                Seg::Index(i),
-            ]);
-            if let Err(why) = profile.check(alias.name.as_str()) {
-                out.push(profile_error(kind, "alias", alias.name.as_str(), &why).at(at.clone()));
-            }
-            if rule.name.as_ref() == Some(&alias.name) {
+            if what == "alias" && rule.name.as_ref().is_some_and(|own| own.as_str() == name) {
                 out.push(
                     Diagnostic::error(
                         "naming::duplicate",
-                        format!("alias `{}` is the {}'s own name", alias.name, kind.noun()),
+                        format!("alias `{name}` is the {}'s own name", kind.noun()),
                     )
                     .at(at.clone())
                     .help("remove the alias: the name already resolves"),
                 );
                 continue;
             }
-            written
-                .entry(alias.name.as_str())
-                .or_default()
-                .push((at, "alias"));
+            written.entry(name).or_default().push((at, what));
         }
     }
 }
@@ -200,29 +184,58 @@ fn write_overrides<'a>(
 /// The names and aliases of the action tools; each must fit the profile.
 fn write_actions<'a>(rules: &'a Rules, written: &mut Written<'a>, out: &mut Vec<Diagnostic>) {
     let profile = rules.naming.profile;
-    let kind = Kind::Tool;
-    for (name, rule) in &rules.actions {
-        let at = path(&[Seg::Key("actions"), Seg::Key(name)]);
+    for (name, at, what) in action_names(rules) {
         if let Err(why) = profile.check(name) {
-            out.push(profile_error(kind, "name", name, &why).at(at.clone()));
+            out.push(profile_error(Kind::Tool, what, name, &why).at(at.clone()));
         }
-        written.entry(name.as_str()).or_default().push((at, "name"));
+        written.entry(name).or_default().push((at, what));
+    }
+}
+
+/// The names override `key` writes: its own name and its aliases, each with its config path
+/// and what it is (`name`, `alias`).
+fn override_names<'a>(
+    section: &str,
+    key: &str,
+    rule: &'a crate::Override,
+) -> Vec<(&'a str, String, &'static str)> {
+    let own = rule.name.iter().map(|name| {
+        let at = path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")]);
+        (name.as_str(), at, "name")
+    });
+    let aliases = rule.aliases.iter().enumerate().map(|(i, alias)| {
+        let segs = [
+            Seg::Key(section),
+            Seg::Key(key),
+            Seg::Key("aliases"),
+            Seg::Index(i),
+        ];
+        (alias.name.as_str(), path(&segs), "alias")
+    });
+    own.chain(aliases).collect()
+}
+
+/// The names the action tools' rules write: each one's name and aliases, with their config
+/// paths and what they are.
+fn action_names(rules: &Rules) -> Vec<(&str, String, &'static str)> {
+    let mut out = Vec::new();
+    for (name, rule) in &rules.actions {
+        out.push((
+            name.as_str(),
+            path(&[Seg::Key("actions"), Seg::Key(name)]),
+            "name",
+        ));
         for (i, alias) in rule.aliases.iter().enumerate() {
-            let at = path(&[
+            let segs = [
                 Seg::Key("actions"),
                 Seg::Key(name),
                 Seg::Key("aliases"),
                 Seg::Index(i),
-            ]);
-            if let Err(why) = profile.check(alias.name.as_str()) {
-                out.push(profile_error(kind, "alias", alias.name.as_str(), &why).at(at.clone()));
-            }
-            written
-                .entry(alias.name.as_str())
-                .or_default()
-                .push((at, "alias"));
+            ];
+            out.push((alias.name.as_str(), path(&segs), "alias"));
         }
     }
+    out
 }
 
 /// A name written at more than one place in the config, with every place.
@@ -692,39 +705,18 @@ fn claim_names<'a>(
 /// duplicate, on the first start as on later ones, whichever server lists first.
 fn reserve_written<'a>(rules: &'a Rules, kind: Kind, claims: &mut BTreeMap<&'a str, Vec<Claim>>) {
     let section = kind.section();
-    let overrides = match kind {
-        Kind::Tool => &rules.tools,
-        Kind::Prompt => &rules.prompts,
-    };
-    let mut written: Vec<(&'a str, String)> = Vec::new();
-    for (key, rule) in overrides {
-        if let Some(name) = &rule.name {
-            let at = path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")]);
-            written.push((name.as_str(), at));
-        }
-        for (i, alias) in rule.aliases.iter().enumerate() {
-            let at = path(&[
-                Seg::Key(section),
-                Seg::Key(key),
-                Seg::Key("aliases"),
-                Seg::Index(i),
-            ]);
-            written.push((alias.name.as_str(), at));
-        }
-    }
+    let mut written: Vec<(&'a str, String)> = rules
+        .overrides(kind)
+        .iter()
+        .flat_map(|(key, rule)| override_names(section, key, rule))
+        .map(|(name, at, _)| (name, at))
+        .collect();
     if kind == Kind::Tool {
-        for (name, rule) in &rules.actions {
-            written.push((name.as_str(), path(&[Seg::Key("actions"), Seg::Key(name)])));
-            for (i, alias) in rule.aliases.iter().enumerate() {
-                let at = path(&[
-                    Seg::Key("actions"),
-                    Seg::Key(name),
-                    Seg::Key("aliases"),
-                    Seg::Index(i),
-                ]);
-                written.push((alias.name.as_str(), at));
-            }
-        }
+        written.extend(
+            action_names(rules)
+                .into_iter()
+                .map(|(name, at, _)| (name, at)),
+        );
     }
     for (name, at) in written {
         let Some(list) = claims.get_mut(name) else {

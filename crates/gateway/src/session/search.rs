@@ -67,20 +67,22 @@ impl Session {
         equipped: Option<Arc<Toolset>>,
         record: &mut Call,
     ) -> Message {
-        // A view whose index is not built yet is searched with the last index built.
-        let indexed = self.gateway.indexer.for_search(view);
-        let searched = if indexed.searches_at_once() {
-            self.ranked(request, view, &indexed, equipped.as_deref())
+        let searched = if view.searches_at_once() {
+            self.ranked(request, view, equipped.as_deref())
         } else {
+            // A view not indexed yet is indexed now, after the last index built: only the
+            // documents that changed since are embedded (the listing that changed is searched,
+            // never an older one's index).
+            let previous = self.gateway.indexer.last_built();
             // As many at once as there are cores: more would only queue for them, each on a
             // thread of its own (a client that searches in a loop holds no more threads).
             let _turn = searching().acquire().await;
             let (session, message, view) = (self.clone(), request.clone(), view.clone());
             let indexer = self.gateway.indexer.clone();
             tokio::task::spawn_blocking(move || {
-                let ranked = session.ranked(&message, &view, &indexed, equipped.as_deref());
-                indexer.built(&indexed);
-                ranked
+                view.index_after(previous.as_deref());
+                indexer.built(&view);
+                session.ranked(&message, &view, equipped.as_deref())
             })
             .await
             .unwrap_or_else(|_| {
@@ -94,14 +96,12 @@ impl Session {
         })
     }
 
-    /// The best tools for the query among those the session sees in `view` (`Err`: the tool
-    /// error that refuses the query), ranked by `indexed`'s index: `view`'s own, or an earlier
-    /// view's while `view`'s is built (what it finds is then checked against `view`).
+    /// The best tools for the query among those the session sees (`Err`: the tool error that
+    /// refuses the query).
     fn ranked(
         &self,
         request: &Message,
         view: &View,
-        indexed: &View,
         equipped: Option<&Toolset>,
     ) -> Result<Message, Message> {
         let id = id_of(request);
@@ -111,17 +111,8 @@ impl Session {
             Err(why) => return refused(&why),
         };
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-        let surface = &indexed.surface;
-        let index = indexed.index();
-        // Still there, under that name and not withheld, in the view the session sees (an
-        // earlier view's index may rank what has changed since).
-        let now = |e: &moniker_surface::Exposed| {
-            view.surface
-                .resolve(Kind::Tool, &e.name)
-                .map(|r| r.exposed)
-                .filter(|now| now.withheld.is_none())
-        };
-        let current = |e: &moniker_surface::Exposed| now(e).is_some();
+        let surface = &view.surface;
+        let index = view.index();
         // The toolsets the query names rank their tools higher; a session with a toolset
         // has only its tools, and is told nothing of other toolsets.
         let sets = if equipped.is_none() {
@@ -149,10 +140,9 @@ impl Session {
                 let exact = toolsets::resolve(surface, selection, Kind::Tool, asked);
                 index
                     .search(surface, query, exact.map(|r| r.exposed), |e| {
-                        selection.tools.contains(&e.name) && current(e)
+                        selection.tools.contains(&e.name)
                     })
                     .into_iter()
-                    .filter_map(now)
                     .map(|e| toolsets::entry(selection, Kind::Tool, e))
                     .collect()
             }
@@ -160,16 +150,15 @@ impl Session {
                 let exact = surface.resolve(Kind::Tool, asked);
                 index
                     .search(surface, query, exact.map(|r| r.exposed), |e| {
-                        view.is_served(e) && current(e)
+                        view.is_served(e)
                     })
                     .into_iter()
-                    .filter_map(now)
                     .map(|e| Cow::Borrowed(&*e.definition))
                     .collect()
             }
         };
         tracing::debug!(query = %args.query, found = found.len(), "tool search");
-        let tools = listing::render(Kind::Tool, found, &[], view.surface.server(Kind::Tool));
+        let tools = listing::render(Kind::Tool, found, &[], surface.server(Kind::Tool));
         let result = format!(
             r#"{{"content":[{{"type":"text","text":{}}}],"structuredContent":{tools}}}"#,
             message::string(&tools)
