@@ -76,7 +76,7 @@ impl View {
     }
 
     /// The search index of the surface's tools: built once (by the first search, or ahead of
-    /// it: [`View::prepare`]), read from the cache when a run before built the same one.
+    /// it: [`Indexer::want`]), read from the cache when a run before built the same one.
     pub fn index(&self) -> &Index {
         self.index_after(None)
     }
