@@ -510,7 +510,10 @@ fn processes_with(marker: &str) -> Vec<u32> {
 fn servers_end_with_moniker_when_its_client_leaves() {
     let marker = format!("marker-eof-{}", std::process::id());
     let mut peer = serve(&[fixture_server("cg", &["--name", &marker])], "");
-    assert!(!processes_with(&marker).is_empty());
+    // Servers start behind `initialize`: waited for, not assumed (a loaded machine).
+    wait_until("the server to start", || {
+        !processes_with(&marker).is_empty()
+    });
     peer.close_stdin();
     assert!(
         peer.wait_exit(Duration::from_secs(10))
@@ -530,7 +533,10 @@ fn servers_end_when_moniker_is_killed() {
         ],
         "tools:\n  b/echo: { name: b_echo }\n",
     );
-    assert!(processes_with(&marker).len() >= 2);
+    // Both started (behind `initialize`, in their own time on a loaded machine).
+    wait_until("both servers to start", || {
+        processes_with(&marker).len() >= 2
+    });
     peer.child.kill().expect("SIGKILL moniker");
     let _ = peer.child.wait();
     wait_until("the servers to end after SIGKILL", || {
