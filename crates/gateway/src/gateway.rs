@@ -801,7 +801,16 @@ impl Gateway {
             let mut state = self.state();
             let id = &slot.entry.id;
             let listed_kept = state.joining.remove(id) && !state.up.contains(id);
-            self.set_joining(self.joining_now(&state));
+            // Only ever towards joined: a reload's new servers do not make the first listing
+            // wait (or be said) again.
+            let now = self.joining_now(&state);
+            if !now.unknown {
+                self.joined.store(true, Ordering::Release);
+            }
+            if !now.any {
+                self.joined_all.store(true, Ordering::Release);
+            }
+            self.joining.send_replace(now);
             if !listed_kept {
                 return;
             }
