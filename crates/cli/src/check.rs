@@ -254,8 +254,8 @@ async fn check_once(
             return Ok((not.exit, not.diagnostics));
         }
     };
-    let mut diagnostics = gateway.diagnostics();
-    let view = gateway.view();
+    let mut diagnostics = gateway.naming.diagnostics();
+    let view = gateway.naming.view();
     let sets = &config.rules.toolsets.sets;
     for (name, rule) in sets {
         diagnostics.extend(moniker_surface::toolsets::validate(
@@ -326,6 +326,7 @@ pub(crate) async fn serves(
     match start_with(&mut config, quiet).await? {
         Ok(gateway) => {
             let down: Vec<String> = gateway
+                .servers
                 .server_status()
                 .into_iter()
                 .filter(|(_, status)| !status.up)

@@ -207,8 +207,8 @@ fn server_states(
         .into_iter()
         .map(|(id, _)| id)
         .collect();
-    let status = gateway.server_status();
-    let listings = gateway.listings();
+    let status = gateway.servers.server_status();
+    let listings = gateway.naming.listings();
     for (id, server) in config.servers.iter().filter(|(_, s)| !s.disabled) {
         if missing.contains(id) {
             continue;
@@ -254,10 +254,10 @@ fn server_states(
 /// The surface's names: every one once, or the diagnostics that say what collides.
 fn names(config: &Config, gateway: &moniker_gateway::Gateway, found: &mut Findings) {
     found.section("names");
-    let diagnostics = gateway.diagnostics();
+    let diagnostics = gateway.naming.diagnostics();
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     if diagnostics.is_empty() {
-        let view = gateway.view();
+        let view = gateway.naming.view();
         let enabled = config.servers.values().filter(|s| !s.disabled).count();
         let down = enabled.saturating_sub(view.serving.len());
         let of = match down {
@@ -309,9 +309,9 @@ fn integrity(
         ));
         return Ok(());
     };
-    let listings = gateway.listings();
+    let listings = gateway.naming.listings();
     let listed: Vec<&moniker_surface::Listing> = listings.iter().collect();
-    let drift = moniker_surface::lock::drift(&lock, &gateway.view().surface, &listed);
+    let drift = moniker_surface::lock::drift(&lock, &gateway.naming.view().surface, &listed);
     if drift.is_empty() {
         found.ok(format!("every tool is as `{}` sealed it", path.display()));
     }

@@ -17,11 +17,11 @@ pub async fn list(mut config: Config, args: ListArgs) -> Result<Exit, Failure> {
         Ok(gateway) => gateway,
         Err(not) => return Ok(not.exit),
     };
-    let view = gateway.view();
+    let view = gateway.naming.view();
     let selection = args
         .toolset
         .as_ref()
-        .map(|name| gateway.toolset(name, &view));
+        .map(|name| gateway.naming.toolset(name, &view));
     let rows = chosen(&view.surface, selection.as_ref(), args.tag.as_ref());
     let printed = if args.json {
         let items: Vec<Value> = rows

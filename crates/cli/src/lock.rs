@@ -25,9 +25,9 @@ pub async fn lock(mut config: Config, args: LockArgs) -> Result<Exit, Failure> {
         Err(not) => return Ok(not.exit),
     };
     let failed = report_failed_servers(&gateway, "error");
-    let listings = gateway.listings();
+    let listings = gateway.naming.listings();
     let listed: Vec<&Listing> = listings.iter().collect();
-    let mut lock = Lock::of(&gateway.view().surface, &listed);
+    let mut lock = Lock::of(&gateway.naming.view().surface, &listed);
     gateway.shutdown().await;
     if failed > 0 {
         output::report(&format!(

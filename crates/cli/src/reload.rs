@@ -121,7 +121,7 @@ fn apply(
     let config = read(path).map_err(refused).ok()?;
     if says_the_same(&config, current) {
         tracing::debug!("the config file changed, but not what it says");
-        gateway.set_config_error(None);
+        gateway.control.set_config_error(None);
         return None;
     }
     let settings = http_settings(&config);
@@ -132,10 +132,10 @@ fn apply(
     }
     let reloaded = reload(gateway, &config).map_err(refused).ok()?;
     if http.is_some() {
-        gateway.set_http(settings);
+        gateway.control.set_http(settings);
     }
-    gateway.set_config_error(None);
-    gateway.set_limits(&config.limits);
+    gateway.control.set_config_error(None);
+    gateway.services.set_limits(&config.limits);
     watch_lock(gateway, &config);
     restart_only(current, &config);
     tracing::info!(
@@ -218,7 +218,7 @@ fn check_listener(
         let places = format!("{file}: `http.tokens`: {why}");
         return Err(Refusal { why, places });
     }
-    let known = gateway.toolset_names();
+    let known = gateway.naming.toolset_names();
     let static_sets: Vec<&String> = config.rules.toolsets.sets.keys().collect();
     let unknown = settings.tokens.iter().find_map(|t| {
         t.toolset
@@ -318,7 +318,7 @@ fn names(ids: &[moniker_surface::ServerId]) -> Vec<&str> {
 /// where it failed for `/healthz`.
 fn refuse(gateway: &Gateway, why: &str, places: &str) {
     tracing::error!("config reload refused; the previous config still serves:\n{why}");
-    gateway.set_config_error(Some(places.to_owned()));
+    gateway.control.set_config_error(Some(places.to_owned()));
 }
 
 /// Says which changed settings wait for a restart; and that `${VAR}`s are the environment

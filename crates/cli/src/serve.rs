@@ -32,7 +32,7 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<Exit, Failure>
         Err(not) => return Ok(not.exit),
     };
     if args.console {
-        gateway.force_console();
+        gateway.control.force_console();
     }
     let watcher = crate::reload::watch(gateway.clone(), &config, args.http);
     let outcome = match args.http {
@@ -108,7 +108,7 @@ async fn serve_http(
         output::report(&format!("error: {why}"));
         return Ok(Exit::InvalidConfig);
     }
-    let sets = gateway.toolset_names();
+    let sets = gateway.naming.toolset_names();
     for token in &settings.tokens {
         if let Some(toolset) = token.toolset.as_deref().filter(|t| !sets.contains(*t)) {
             output::report(&format!(

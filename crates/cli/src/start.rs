@@ -135,7 +135,7 @@ pub(crate) async fn start_with(
             crate::login::report_needed_logins(config);
             // `check` shows them itself; every other command says them once, here.
             if !quiet {
-                for d in gateway.diagnostics() {
+                for d in gateway.naming.diagnostics() {
                     tracing::warn!("{d}");
                 }
             }
@@ -193,7 +193,7 @@ pub(crate) async fn launch(config: &Config) -> Result<Arc<Gateway>, Failure> {
 /// how many.
 pub(crate) fn report_failed_servers(gateway: &Gateway, level: &str) -> usize {
     let mut failed = 0;
-    for (id, status) in gateway.server_status() {
+    for (id, status) in gateway.servers.server_status() {
         if let (false, Some(error)) = (status.up, &status.last_error) {
             output::report(&format!("{level}: server `{id}` failed to start: {error}"));
             failed += 1;

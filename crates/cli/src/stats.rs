@@ -25,10 +25,10 @@ pub async fn stats(mut config: Config, json: bool) -> Result<Exit, Failure> {
         Ok(gateway) => gateway,
         Err(not) => return Ok(not.exit),
     };
-    let listings = gateway.listings();
-    let after = gateway.view();
+    let listings = gateway.naming.listings();
+    let after = gateway.naming.view();
     gateway.shutdown().await;
-    let mut plain = moniker_surface::Rules::clone(&gateway.rules());
+    let mut plain = moniker_surface::Rules::clone(&gateway.naming.rules());
     plain.actions.clear();
     let before = moniker_surface::build(&plain, &listings)
         .surface
@@ -176,8 +176,8 @@ fn toolset_tokens(
     count: &impl Fn(&str) -> usize,
 ) -> BTreeMap<String, usize> {
     let mut toolsets = BTreeMap::new();
-    for name in &gateway.toolset_names() {
-        let selection = gateway.toolset(name, after);
+    for name in &gateway.naming.toolset_names() {
+        let selection = gateway.naming.toolset(name, after);
         let defs: Vec<&str> = after
             .surface
             .listed(Kind::Tool)

@@ -266,17 +266,21 @@ impl Call {
                 (None, _) => self.name.as_str(),
             };
             let server = self.server.as_ref().zip(took);
-            gateway.metrics.call(label, self.via, self.outcome, server);
+            gateway
+                .services
+                .metrics
+                .call(label, self.via, self.outcome, server);
         }
         if let (Some(Via::Alias | Via::Legacy), Some(exposed)) = (self.via, &self.exposed) {
             gateway
+                .services
                 .metrics
                 .alias_call(&self.name, exposed, self.deprecated);
         }
-        let recent = gateway.recent.get();
-        if gateway.audit.is_some() || recent.is_some() {
+        let recent = gateway.services.recent.get();
+        if gateway.services.audit.is_some() || recent.is_some() {
             let line = self.audit_line(self.started.elapsed());
-            if let Some(audit) = &gateway.audit {
+            if let Some(audit) = &gateway.services.audit {
                 audit.write(&line);
             }
             if let Some(recent) = recent {

@@ -34,7 +34,7 @@ impl Gateway {
             return;
         };
         if message.is_request() {
-            match self.hub.concerned(conn, related) {
+            match self.services.hub.concerned(conn, related) {
                 Some(peer) => peer.forward_server_request(conn, &message),
                 None => {
                     tracing::debug!(server = %conn.server, method, "a server's request concerns no one client; refused");
@@ -53,20 +53,23 @@ impl Gateway {
                 let conn = conn.clone();
                 tokio::spawn(async move { gateway.relist(&conn).await });
             }
-            "notifications/progress" => self.hub.route_progress(&conn.server, &message),
+            "notifications/progress" => self.services.hub.route_progress(&conn.server, &message),
             // moniker's own `subscriptions/listen` on a modern server began: nobody else's.
             "notifications/subscriptions/acknowledged" => {}
             "notifications/cancelled" => {
-                for peer in self.hub.peers() {
+                for peer in self.services.hub.peers() {
                     peer.server_cancelled(conn, &message);
                 }
             }
             "notifications/tasks/status" => {
                 // Only to the clients of the toolset the task was started under.
-                let named =
-                    crate::tasks::named_notification(&message, &conn.server, &lock(&self.tasks));
+                let named = crate::tasks::named_notification(
+                    &message,
+                    &conn.server,
+                    &lock(&self.services.tasks),
+                );
                 if let Some((message, principal)) = named {
-                    for peer in self.hub.peers() {
+                    for peer in self.services.hub.peers() {
                         if peer.principal == principal {
                             peer.send_if_ready(message.clone());
                         }
@@ -92,9 +95,10 @@ impl Gateway {
         related: Option<u64>,
     ) -> Vec<Arc<Peer>> {
         match method {
-            "notifications/resources/list_changed" => self.hub.peers(),
+            "notifications/resources/list_changed" => self.services.hub.peers(),
             "notifications/resources/updated" => match message.uri() {
                 Some(uri) => self
+                    .services
                     .hub
                     .peers()
                     .into_iter()
@@ -102,7 +106,12 @@ impl Gateway {
                     .collect(),
                 None => Vec::new(),
             },
-            _ => self.hub.concerned(conn, related).into_iter().collect(),
+            _ => self
+                .services
+                .hub
+                .concerned(conn, related)
+                .into_iter()
+                .collect(),
         }
     }
 }

@@ -157,7 +157,7 @@ impl Session {
         // Shared with the peer: the gateway tells the session of a change to what it sees.
         let toolset = Arc::new(Mutex::new(toolset));
         let peer = Arc::new(Peer::new(out, bound, toolset.clone(), principal));
-        gateway.hub.add(&peer);
+        gateway.services.hub.add(&peer);
         Arc::new(Self {
             gateway,
             peer,
@@ -174,12 +174,13 @@ impl Session {
     /// The session's requests count with those of every other session of `owner` (an HTTP
     /// token, a person): together they may have [`crate::budget::CALLS_EACH`] in progress.
     pub fn count_calls_under(&self, owner: &str) {
-        self.peer.count_calls_in(self.gateway.hub.calls_of(owner));
+        self.peer
+            .count_calls_in(self.gateway.services.hub.calls_of(owner));
     }
 
     /// Traces are on: the calls of this session are traced.
     pub fn traces(&self) -> bool {
-        self.gateway.telemetry.is_some()
+        self.gateway.services.telemetry.is_some()
     }
 
     /// `search_tools` and `call_tool` are answered whatever the discovery mode: the console's
@@ -215,7 +216,7 @@ impl Session {
             era: era.into(),
         };
         let call = crate::call::Call::new(Some(self.gateway.clone()), asker, kind, name);
-        match &self.gateway.telemetry {
+        match &self.gateway.services.telemetry {
             None => call,
             Some(telemetry) => {
                 let parent = crate::telemetry::parent_of(request).or_else(|| answers.trace.clone());
@@ -359,7 +360,7 @@ impl Session {
                     self.request(request, answers).await
                 };
                 let ttl = if matches!(method, "tools/list" | "prompts/list") {
-                    self.gateway.list_ttl()
+                    self.gateway.servers.list_ttl()
                 } else {
                     0
                 };
@@ -497,7 +498,7 @@ impl Session {
         }
         // A stateless client's every listen is a session of its own: its principal has at
         // most so many open at once.
-        let Some(_stream) = self.gateway.hub.open_stream(&self.peer.principal) else {
+        let Some(_stream) = self.gateway.services.hub.open_stream(&self.peer.principal) else {
             self.peer.release_listen();
             return Refusal::limit(format!(
                 "this client has {} subscriptions/listen streams open, the most it may: close one first",
@@ -523,7 +524,7 @@ impl Session {
         tokio::select! {
             () = ended.notified() => {}
             () = answers.to.closed() => {}
-            () = self.gateway.stopped() => {}
+            () = self.gateway.servers.stopped() => {}
         }
         *lock(&self.peer.listen) = None;
         self.unsubscribe_all(subscribed);
@@ -537,7 +538,7 @@ impl Session {
     /// The members of the capabilities object moniker serves: the union of its servers'
     /// (`tasks` only in the 2025 handshake: in 2026-07-28 tasks are an extension).
     fn capabilities(&self, handshake: bool) -> String {
-        let infos = self.gateway.server_infos();
+        let infos = self.gateway.servers.server_infos();
         let mut caps = vec![r#""tools":{"listChanged":true}"#.to_owned()];
         if infos.iter().any(|i| i.has_prompts) {
             caps.push(r#""prompts":{"listChanged":true}"#.to_owned());

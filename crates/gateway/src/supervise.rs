@@ -24,13 +24,13 @@ impl Gateway {
         settings: Settings,
     ) -> Result<Arc<Self>, StartError> {
         let gateway = Self::launch(rules, servers, settings).await?;
-        let diagnostics = gateway.diagnostics();
+        let diagnostics = gateway.naming.diagnostics();
         if diagnostics.iter().any(Diagnostic::is_error) {
             gateway.shutdown().await;
             return Err(StartError::Invalid(diagnostics));
         }
         gateway.check_default_toolset().await?;
-        gateway.set_started();
+        gateway.naming.set_started();
         Ok(gateway)
     }
 
@@ -50,9 +50,9 @@ impl Gateway {
         gateway.load_known();
         gateway.build_all();
         gateway.check_default_toolset().await?;
-        gateway.set_started();
-        gateway.set_joining(gateway.joining_at_start());
-        for slot in gateway.slots().values() {
+        gateway.naming.set_started();
+        gateway.servers.set_joining(gateway.joining_now());
+        for slot in gateway.servers.slots().values() {
             tokio::spawn(supervise(gateway.clone(), slot.clone()));
         }
         Ok(gateway)
@@ -63,9 +63,9 @@ impl Gateway {
         let Some(name) = &self.settings.default_toolset else {
             return Ok(());
         };
-        let view = self.view();
+        let view = self.naming.view();
         if let Err(diagnostics) =
-            moniker_surface::toolsets::select(&view.surface, name, &self.catalog.sets())
+            moniker_surface::toolsets::select(&view.surface, name, &self.naming.catalog.sets())
         {
             self.shutdown().await;
             return Err(StartError::Invalid(diagnostics));
@@ -95,7 +95,7 @@ impl Gateway {
     }
 
     /// Starts the servers and builds the surface of their first listings, valid or not:
-    /// [`Gateway::diagnostics`] says what is wrong with it, [`Gateway::server_status`] how
+    /// [`Naming::diagnostics`](crate::gateway::Naming::diagnostics) says what is wrong with it, [`Servers::server_status`](crate::gateway::Servers::server_status) how
     /// each server fared. For a report (`moniker doctor`); [`Gateway::start`] serves.
     pub async fn launch(
         rules: Rules,
@@ -103,7 +103,7 @@ impl Gateway {
         settings: Settings,
     ) -> Result<Arc<Self>, StartError> {
         let gateway = Self::prepare(rules, servers, settings)?;
-        let slots = gateway.slots();
+        let slots = gateway.servers.slots();
         for slot in slots.values() {
             tokio::spawn(supervise(gateway.clone(), slot.clone()));
         }
@@ -155,7 +155,7 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>) {
     let slot = &slot;
     let sink: Arc<dyn Sink> = Arc::new(WeakSink(Arc::downgrade(&gateway)));
     let config = &gateway.settings.config;
-    while !gateway.is_stopping() && !slot.is_retired() {
+    while !gateway.servers.is_stopping() && !slot.is_retired() {
         match run(&gateway, &id, slot, &sink).await {
             Run::Modern if !slot.speaks_modern() => {
                 slot.found_modern();
@@ -173,7 +173,7 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>) {
             }
         }
         gateway.settle(slot);
-        if gateway.is_stopping() || slot.is_retired() {
+        if gateway.servers.is_stopping() || slot.is_retired() {
             break;
         }
         attempt += 1;
@@ -191,10 +191,10 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>) {
             status.restarts += 1;
             status.next = Next::Restart;
         }
-        gateway.metrics.server_restarted(&id);
+        gateway.services.metrics.server_restarted(&id);
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            _ = gateway.stopped() => break,
+            _ = gateway.servers.stopped() => break,
             _ = slot.retired() => break,
         }
         lock(&slot.status).next = Next::Start;
@@ -231,7 +231,7 @@ async fn run(gateway: &Arc<Gateway>, id: &ServerId, slot: &Arc<Slot>, sink: &Arc
         _ = &mut process.closed => Err(HandshakeError::Call(CallError::Gone)),
     };
     let run = match handshake {
-        Ok(_) if !gateway.is_current(slot) => {
+        Ok(_) if !gateway.servers.is_current(slot) => {
             // Retired while it started: never served.
             process.conn.close();
             Run::Served
@@ -241,7 +241,7 @@ async fn run(gateway: &Arc<Gateway>, id: &ServerId, slot: &Arc<Slot>, sink: &Arc
             gateway.settle(slot);
             tokio::select! {
                 _ = &mut process.closed => {}
-                _ = gateway.stopped() => {}
+                _ = gateway.servers.stopped() => {}
                 _ = slot.retired() => {
                     // Calls in flight finish (within the call timeout) before it goes.
                     drain(&process.conn, settings.config.call_timeout).await;
@@ -261,7 +261,7 @@ async fn run(gateway: &Arc<Gateway>, id: &ServerId, slot: &Arc<Slot>, sink: &Arc
         }
         Err(e @ HandshakeError::OverBudget { .. }) => {
             process.conn.close();
-            gateway.over_budget(id, &e.to_string());
+            gateway.naming.over_budget(id, &e.to_string());
             Run::Failed(e.to_string())
         }
         Err(e) => {
@@ -293,7 +293,7 @@ fn connected(
     *lock(&slot.info) = Some(conn.info());
     slot.conn.store(Some(conn.clone()));
     lock(&slot.status).up = true;
-    gateway.metrics.server_up(id, true);
+    gateway.services.metrics.server_up(id, true);
     tracing::info!(server = %id, tools = listing.tools.len(), prompts = listing.prompts.len(), "server connected");
     gateway.update(id, Some(listing), true);
     if conn.is_modern() {
@@ -314,10 +314,10 @@ fn disconnected(gateway: &Gateway, id: &ServerId, slot: &Arc<Slot>, conn: &conne
     conn.close();
     slot.conn.store(None);
     lock(&slot.status).up = false;
-    if gateway.is_current(slot) {
-        gateway.metrics.server_up(id, false);
+    if gateway.servers.is_current(slot) {
+        gateway.services.metrics.server_up(id, false);
     }
-    if !gateway.is_stopping() && gateway.is_current(slot) {
+    if !gateway.servers.is_stopping() && gateway.servers.is_current(slot) {
         tracing::warn!(server = %id, "server disconnected");
         gateway.update(id, None, false);
     }

@@ -19,6 +19,8 @@ pub(crate) struct ViewSettings {
     pub search_model: Option<Meaning>,
     /// Where built indexes are kept between runs.
     pub search_cache: Option<PathBuf>,
+    /// Each new view's index is built ahead of its first search (`serve`).
+    pub ahead: bool,
 }
 
 /// What clients see now: the surface built from every server's last valid listing, which

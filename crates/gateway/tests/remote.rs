@@ -886,7 +886,8 @@ async fn a_forgotten_session_is_established_again() {
     // Once the supervisor has connected again, calls work.
     let gw = gateway.clone();
     eventually("the server to be up again", || {
-        gw.server_status()
+        gw.servers
+            .server_status()
             .values()
             .all(|s| s.up && s.last_error.is_none())
     })
@@ -939,7 +940,8 @@ async fn a_server_that_goes_away_fails_calls_at_once_and_is_reconnected() {
     assert!(started.elapsed() < Duration::from_secs(5));
     let gw = gateway.clone();
     eventually("the server to be down", move || {
-        gw.server_status()
+        gw.servers
+            .server_status()
             .values()
             .all(|s| !s.up && s.last_error.is_some())
     })
@@ -951,7 +953,7 @@ async fn a_server_that_goes_away_fails_calls_at_once_and_is_reconnected() {
         value["error"]["code"] == -32041 || value["error"]["code"] == -32004,
         "{value}"
     );
-    let why = gateway.server_status()["remote"]
+    let why = gateway.servers.server_status()["remote"]
         .last_error
         .clone()
         .expect("a reason");
@@ -961,7 +963,7 @@ async fn a_server_that_goes_away_fails_calls_at_once_and_is_reconnected() {
     let server = remote.serve_apart(addr.port());
     let gw = gateway.clone();
     eventually("the server to be up again", move || {
-        gw.server_status().values().all(|s| s.up)
+        gw.servers.server_status().values().all(|s| s.up)
     })
     .await;
     let args = json!({"text": "after"});
@@ -1037,7 +1039,7 @@ async fn a_server_of_the_legacy_transport_works() {
     .await;
     let gw = gateway.clone();
     eventually("the server to be up again", || {
-        gw.server_status().values().all(|s| s.up)
+        gw.servers.server_status().values().all(|s| s.up)
     })
     .await;
     let line = client
@@ -1071,7 +1073,7 @@ async fn an_unreachable_server_fails_to_start_and_the_others_serve() {
         remote_entry("tls", "https://127.0.0.1:1/mcp", &[]),
     ])
     .await;
-    let status = gateway.server_status();
+    let status = gateway.servers.server_status();
     let gone = &status["gone"];
     assert!(!gone.up);
     let why = gone.last_error.clone().expect("a reason");
@@ -1172,7 +1174,7 @@ async fn server_everything_over_streamable_http_and_sse() {
         let (mut child, port) = run_everything(&index, transport).await;
         let url = format!("http://127.0.0.1:{port}{path}");
         let gateway = start(vec![remote_entry("everything", &url, &[])]).await;
-        let status = gateway.server_status();
+        let status = gateway.servers.server_status();
         assert!(status.values().all(|s| s.up), "{transport}: {status:?}");
         let mut client = Client::new(&gateway).await;
         let names = client.tool_names().await;

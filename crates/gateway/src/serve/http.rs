@@ -221,7 +221,7 @@ fn router(shared: Arc<Shared>) -> Router {
 /// `/metrics`: with only identity-provider users, the metrics (every tool's use) are no
 /// one's: they need a token of `http.tokens`.
 async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    let settings = shared.gateway.http();
+    let settings = shared.gateway.control.http();
     if settings.tokens.is_empty() && settings.auth.is_some() {
         return unauthorized(checks::Refused::Missing);
     }
@@ -279,7 +279,7 @@ pub async fn serve(
         .max_connections
         .map_or(super::listen::DEFAULT_MAX_CONNECTIONS, |n| n as usize);
     let tokens = settings.tokens.len();
-    gateway.set_http(settings);
+    gateway.control.set_http(settings);
     let (stop_tx, stop_rx) = watch::channel(false);
     let shared = Arc::new(Shared {
         gateway,
@@ -362,11 +362,11 @@ impl Shared {
 /// the servers whose new listing was refused (a name taken twice), by the codes of why.
 fn health(gateway: &Gateway) -> String {
     let mut out = String::from("ok");
-    if let Some(error) = gateway.config_error() {
+    if let Some(error) = gateway.control.config_error() {
         out.push_str("\nconfig reload refused (the previous config still serves):\n");
         out.push_str(&error);
     }
-    for (server, why) in gateway.refused_listings() {
+    for (server, why) in gateway.naming.refused_listings() {
         let codes: std::collections::BTreeSet<&str> = why.iter().map(|d| d.code).collect();
         let codes: Vec<&str> = codes.into_iter().collect();
         out.push_str(&format!(
@@ -374,7 +374,7 @@ fn health(gateway: &Gateway) -> String {
             codes.join(", ")
         ));
     }
-    for (server, why) in gateway.contested_names() {
+    for (server, why) in gateway.naming.contested_names() {
         let names = why.len();
         out.push_str(&format!(
             "\nserver `{server}`: {names} name{} it claims with another {} served by none of them until the config decides (naming::duplicate; the log says which and how to fix it)",
@@ -382,7 +382,7 @@ fn health(gateway: &Gateway) -> String {
             if names == 1 { "is" } else { "are" },
         ));
     }
-    let (drift, integrity) = gateway.drift().unwrap_or_default();
+    let (drift, integrity) = gateway.naming.drift().unwrap_or_default();
     for d in &drift {
         let what = match integrity {
             moniker_surface::lock::Integrity::Warn => "served (integrity: warn)",

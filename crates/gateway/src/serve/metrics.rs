@@ -51,7 +51,10 @@ pub(crate) fn respond(
         }
         Ok(_) => {}
     }
-    let mut response = with_status(StatusCode::OK, Body::from(gateway.metrics.render()));
+    let mut response = with_status(
+        StatusCode::OK,
+        Body::from(gateway.services.metrics.render()),
+    );
     set(
         &mut response,
         header::CONTENT_TYPE,

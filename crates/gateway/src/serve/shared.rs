@@ -256,7 +256,7 @@ async fn client(gateway: Arc<Gateway>, stream: UnixStream, _attachment: Attachme
         _ => return,
     };
     let welcome = match &hello.toolset {
-        Some(name) if !gateway.toolset_names().contains(name) => Welcome {
+        Some(name) if !gateway.naming.toolset_names().contains(name) => Welcome {
             ok: false,
             error: Some(format!("toolset `{name}` does not exist")),
         },

@@ -52,7 +52,7 @@ impl Session {
             &name,
             &view.surface,
             &view.serving,
-            &self.gateway.catalog.sets(),
+            &self.gateway.naming.catalog.sets(),
         );
         let extra = if self.manages() {
             management::definitions()
@@ -87,7 +87,7 @@ impl Session {
     /// cursor names the offset of the next page).
     pub(super) fn list(&self, request: &Message, kind: Kind) -> Message {
         let id = id_of(request);
-        let view = self.gateway.view();
+        let view = self.gateway.naming.view();
         let equipped = self.equipped(&view);
         let page_size = self.gateway.settings.config.page_size;
         let Some(size) = page_size.map(|n| (n as usize).max(1)) else {
@@ -166,7 +166,7 @@ impl Session {
         record: &mut Call,
     ) -> Reply {
         let kind = record.kind().unwrap_or(Kind::Tool);
-        let view = self.gateway.view();
+        let view = self.gateway.naming.view();
         if kind == Kind::Tool && self.manages() && MANAGEMENT_TOOLS.contains(&name) {
             return Some(self.manage(request, name, &view));
         }
@@ -227,7 +227,7 @@ impl Session {
         let (reply, outcome) = self.exchange(out, admitted).instrument(span).await;
         record.ended(outcome, reply.as_ref());
         if let Some(token) = token {
-            self.gateway.hub.forget_progress(&token);
+            self.gateway.services.hub.forget_progress(&token);
         }
         reply
     }
@@ -295,6 +295,7 @@ impl Session {
         let origin = forward.origin;
         let default = self.gateway.settings.config.call_timeout;
         self.gateway
+            .services
             .limits
             .admit(&origin.server, Some((kind, &origin.name)), default)
             .inspect_err(|refusal| {
@@ -319,7 +320,7 @@ impl Session {
             token,
         );
         let trace = record.sending(
-            self.gateway.telemetry.as_ref(),
+            self.gateway.services.telemetry.as_ref(),
             &origin.server,
             &origin.name,
         );
@@ -368,7 +369,7 @@ impl Session {
             .unwrap_or(serde_json::Value::Null);
         let active = self.equipped(view);
         let management = crate::toolsets::Management {
-            catalog: &self.gateway.catalog,
+            catalog: &self.gateway.naming.catalog,
             surface: &view.surface,
             up: &view.serving,
             active: active.as_deref().map(|t| &t.equipped),

@@ -28,7 +28,7 @@ impl Session {
     pub(super) async fn gather(&self, id: &str, method: &'static str, key: &str) -> Message {
         let bounds = self.resource_bounds();
         let mut items: Vec<Box<RawValue>> = Vec::new();
-        for (conn, info) in self.gateway.connections() {
+        for (conn, info) in self.gateway.servers.connections() {
             if !info.has_resources {
                 continue;
             }
@@ -56,7 +56,7 @@ impl Session {
         let name = crate::sync::lock(&self.toolset).clone()?;
         Some(moniker_surface::toolsets::resource_bound(
             &name,
-            &self.gateway.catalog.sets(),
+            &self.gateway.naming.catalog.sets(),
         ))
     }
 
@@ -82,8 +82,13 @@ impl Session {
     /// serve its tools and prompts and those its resource bound names. What a client says to
     /// servers in general (its roots changed, the log level it wants) goes to these only.
     pub(super) fn reached(&self) -> Vec<std::sync::Arc<Connection>> {
-        let view = self.gateway.view();
-        let all = self.gateway.connections().into_iter().map(|(conn, _)| conn);
+        let view = self.gateway.naming.view();
+        let all = self
+            .gateway
+            .servers
+            .connections()
+            .into_iter()
+            .map(|(conn, _)| conn);
         let Some(toolset) = self.equipped(&view) else {
             return all.collect();
         };
@@ -103,6 +108,7 @@ impl Session {
     /// The servers whose capabilities pass `has`.
     fn servers_with(&self, has: impl Fn(&crate::connect::InitInfo) -> bool) -> Vec<ServerId> {
         self.gateway
+            .servers
             .connections()
             .into_iter()
             .filter(|(_, info)| has(info))
@@ -151,7 +157,7 @@ impl Session {
         let mut last = None;
         for server in servers {
             let mut params = self.for_server(server, request.params_with(&[]));
-            let trace = record.sending(self.gateway.telemetry.as_ref(), server, &uri);
+            let trace = record.sending(self.gateway.services.telemetry.as_ref(), server, &uri);
             if let (Some(trace), Some(p)) = (trace, &params) {
                 params = Some(crate::telemetry::with_context(p, &trace));
             }
@@ -213,7 +219,11 @@ impl Session {
         let mut answer: Reply = None;
         let mut last = None;
         for server in servers {
-            let modern = self.gateway.connection(server).filter(|c| c.is_modern());
+            let modern = self
+                .gateway
+                .servers
+                .connection(server)
+                .filter(|c| c.is_modern());
             let reply = match modern {
                 Some(conn) if self.follow_at(&conn, server, uri, on) => {
                     Some(Message::result(id, "{}"))
@@ -269,7 +279,7 @@ impl Session {
             .take(room)
         {
             for server in self.reaching(|info| info.resources_subscribe, uri) {
-                let Some(conn) = self.gateway.connection(&server) else {
+                let Some(conn) = self.gateway.servers.connection(&server) else {
                     continue;
                 };
                 if conn.is_modern() {
@@ -309,6 +319,7 @@ impl Session {
     /// Whether a client other than this one follows `uri` at `server`.
     fn followed_by_others(&self, server: &ServerId, uri: &str) -> bool {
         self.gateway
+            .services
             .hub
             .peers()
             .iter()
@@ -319,7 +330,7 @@ impl Session {
     /// that resource there.
     pub(super) fn unsubscribe_all(&self, subscribed: Vec<(ServerId, String)>) {
         for (server, uri) in subscribed {
-            let conn = self.gateway.connection(&server);
+            let conn = self.gateway.servers.connection(&server);
             if let Some(conn) = conn.as_ref().filter(|c| c.is_modern()) {
                 self.follow_at(conn, &server, &uri, false);
                 self.peer.subscribe(&server, &uri, false);
@@ -343,7 +354,7 @@ impl Session {
     /// The origin of prompt `name` as this session sees it (through its toolset, when one is
     /// equipped).
     fn prompt_origin(&self, name: &str) -> Option<moniker_surface::Origin> {
-        let view = self.gateway.view();
+        let view = self.gateway.naming.view();
         let resolved = match self.equipped(&view) {
             Some(e) => moniker_surface::toolsets::resolve(
                 &view.surface,

@@ -40,6 +40,7 @@ impl Session {
         if let Some(state) = state.filter(|s| s.starts_with(STATE_PREFIX)) {
             let parked = self
                 .gateway
+                .services
                 .parked
                 .take(&state, &self.peer.principal, &target);
             let Some(parked) = parked else {
@@ -137,7 +138,7 @@ impl Session {
                     let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
                     let result = input_required(id, &asked, &state);
                     call.at = Instant::now();
-                    self.gateway.parked.park(state, call);
+                    self.gateway.services.parked.park(state, call);
                     return Some(result);
                 }
             }
@@ -197,6 +198,7 @@ impl Session {
     /// `server` speaks 2026-07-28.
     fn to_modern(&self, server: &ServerId) -> bool {
         self.gateway
+            .servers
             .connection(server)
             .is_some_and(|c| c.is_modern())
     }

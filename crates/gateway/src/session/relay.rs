@@ -46,6 +46,7 @@ impl Session {
         };
         Some(
             self.gateway
+                .services
                 .hub
                 .register_progress(&self.peer, server, token, to),
         )
@@ -59,7 +60,12 @@ impl Session {
     /// [`Self::forward`], with how the call ended (for metrics), under the server's limits.
     pub(super) async fn forward_call(self: &Arc<Self>, out: Outbound<'_>) -> (Reply, Outcome) {
         let default = self.gateway.settings.config.call_timeout;
-        match self.gateway.limits.admit(out.server, None, default) {
+        match self
+            .gateway
+            .services
+            .limits
+            .admit(out.server, None, default)
+        {
             Ok(admitted) => self.forward_admitted(out, admitted).await,
             Err(refusal) => {
                 let outcome = refusal.outcome();

@@ -73,12 +73,12 @@ impl Session {
             // A view not indexed yet is indexed now, after the last index built: only the
             // documents that changed since are embedded (the listing that changed is searched,
             // never an older one's index).
-            let previous = self.gateway.indexer.last_built();
+            let previous = self.gateway.naming.indexer.last_built();
             // As many at once as there are cores: more would only queue for them, each on a
             // thread of its own (a client that searches in a loop holds no more threads).
             let _turn = searching().acquire().await;
             let (session, message, view) = (self.clone(), request.clone(), view.clone());
-            let indexer = self.gateway.indexer.clone();
+            let indexer = self.gateway.naming.indexer.clone();
             tokio::task::spawn_blocking(move || {
                 view.index_after(previous.as_deref());
                 indexer.built(&view);
@@ -116,7 +116,7 @@ impl Session {
         // The toolsets the query names rank their tools higher; a session with a toolset
         // has only its tools, and is told nothing of other toolsets.
         let sets = if equipped.is_none() {
-            self.gateway.catalog.sets()
+            self.gateway.naming.catalog.sets()
         } else {
             Default::default()
         };

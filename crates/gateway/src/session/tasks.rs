@@ -20,7 +20,7 @@ impl Session {
         let (reply, id) = with_named_task(reply, server);
         if let Some(id) = id {
             let owner = self.task_owner();
-            lock(&self.gateway.tasks).insert(id, owner);
+            lock(&self.gateway.services.tasks).insert(id, owner);
         }
         reply
     }
@@ -36,7 +36,7 @@ impl Session {
     /// toolset.
     fn owns_task(&self, id: &str) -> bool {
         let owner = self.task_owner();
-        lock(&self.gateway.tasks).of(id) == Some(&owner)
+        lock(&self.gateway.services.tasks).of(id) == Some(&owner)
     }
 
     /// `tasks/get`, `tasks/result`, `tasks/cancel`: to the server the task id names, with the
@@ -57,7 +57,7 @@ impl Session {
             .and_then(|(server, task)| Some((server.parse::<ServerId>().ok()?, task)));
         let reachable = self.owns_task(&named);
         let Some((server, task)) =
-            target.filter(|(s, _)| reachable && self.gateway.connection(s).is_some())
+            target.filter(|(s, _)| reachable && self.gateway.servers.connection(s).is_some())
         else {
             return Some(Refusal::invalid_params(format!("unknown task `{named}`")).answer(id));
         };
@@ -86,7 +86,7 @@ impl Session {
     /// under the session's toolset.
     pub(super) async fn list_tasks(&self, id: &str) -> Message {
         let mut tasks: Vec<String> = Vec::new();
-        for (conn, info) in self.gateway.connections() {
+        for (conn, info) in self.gateway.servers.connections() {
             if !info.has_tasks {
                 continue;
             }

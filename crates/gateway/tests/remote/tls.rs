@@ -152,7 +152,7 @@ async fn https_with_a_private_ca_works_and_bad_certificates_are_named() {
         entry("misnamed", &misnamed_pki_url, trusted),
     ])
     .await;
-    let status = gateway.server_status();
+    let status = gateway.servers.server_status();
     assert!(status["good"].up, "{:?}", status["good"].last_error);
     let why = status["unknown"].last_error.clone().expect("a reason");
     assert!(!status["unknown"].up);
@@ -194,7 +194,7 @@ async fn mutual_tls_sends_the_client_certificate() {
         entry("anonymous", &url, without),
     ])
     .await;
-    let status = gateway.server_status();
+    let status = gateway.servers.server_status();
     assert!(status["mutual"].up, "{:?}", status["mutual"].last_error);
     assert!(!status["anonymous"].up);
     gateway.shutdown().await;

@@ -149,8 +149,8 @@ pub(super) struct Admin {
 
 /// The console's routes, behind the same `Host` and `Origin` checks as `/mcp`.
 pub(super) fn router(shared: &Arc<Shared>) -> Router<Arc<Shared>> {
-    if shared.gateway.console_on() {
-        shared.gateway.recent_calls_kept();
+    if shared.gateway.control.console_on() {
+        shared.gateway.services.recent_calls_kept();
     }
     tokio::spawn(sample(Arc::downgrade(shared)));
     Router::new()
@@ -188,11 +188,11 @@ async fn on(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    if !shared.gateway.console_on() {
+    if !shared.gateway.control.console_on() {
         return StatusCode::NOT_FOUND.into_response();
     }
     // From now on the last calls are kept for the Activity page.
-    shared.gateway.recent_calls_kept();
+    shared.gateway.services.recent_calls_kept();
     secured(next.run(request).await)
 }
 
@@ -230,7 +230,7 @@ impl Shared {
     /// Who is looking, or the answer to give instead: the login page for a browser without a
     /// session, 403 for a token bound to a toolset or an identity `admins` does not name.
     pub(super) fn admit(&self, headers: &HeaderMap) -> Result<Admin, Away> {
-        let settings = self.gateway.http();
+        let settings = self.gateway.control.http();
         if settings.tokens.is_empty() && settings.auth.is_none() {
             let csrf = self.seat_of(headers).map(|(_, csrf)| csrf);
             return Ok(Admin {
@@ -255,7 +255,7 @@ impl Shared {
     }
 
     fn admit_token(&self, secret: &str, csrf: Option<String>) -> Result<Admin, Away> {
-        let settings = self.gateway.http();
+        let settings = self.gateway.control.http();
         let Some((index, token)) = checks::find_token(secret.as_bytes(), &settings.tokens) else {
             return Err(Away::Refused(
                 StatusCode::UNAUTHORIZED,
@@ -278,7 +278,7 @@ impl Shared {
 
     /// An identity of the identity provider, if the config's `http.auth.admins` names it now.
     fn admit_identity(&self, identity: &Identity, csrf: Option<String>) -> Result<Admin, Away> {
-        let settings = self.gateway.http();
+        let settings = self.gateway.control.http();
         let Some(auth) = settings
             .auth
             .as_ref()
@@ -306,7 +306,7 @@ impl Shared {
 
     /// Who the request's console session is, and its CSRF token, when it has a live one.
     fn seat_of(&self, headers: &HeaderMap) -> Option<(Who, String)> {
-        let id = SESSION.of(headers, &self.gateway.http())?;
+        let id = SESSION.of(headers, &self.gateway.control.http())?;
         let mut sessions = lock(&self.console.sessions);
         let seat = sessions.get(id)?;
         if seat.ends < Instant::now() {
@@ -417,7 +417,7 @@ impl LoginPage {
 }
 
 async fn login_page(State(shared): State<Arc<Shared>>) -> Response {
-    html(&LoginPage::of(&shared.gateway.http(), None))
+    html(&LoginPage::of(&shared.gateway.control.http(), None))
 }
 
 #[derive(serde::Deserialize)]
@@ -432,7 +432,7 @@ async fn login(
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    let settings = shared.gateway.http();
+    let settings = shared.gateway.control.http();
     let open = settings.tokens.is_empty() && settings.auth.is_none();
     if !open {
         if let Err(away) = shared.admit_token(&form.token, None) {
@@ -562,7 +562,7 @@ async fn logout(
     headers: HeaderMap,
     Form(form): Form<Vec<(String, String)>>,
 ) -> Response {
-    let settings = shared.gateway.http();
+    let settings = shared.gateway.control.http();
     if let Some(id) = SESSION.of(&headers, &settings) {
         let given = form
             .iter()
@@ -595,10 +595,10 @@ async fn sample(shared: std::sync::Weak<Shared>) {
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        if !shared.gateway.console_on() {
+        if !shared.gateway.control.console_on() {
             continue;
         }
-        let now = shared.gateway.metrics.latencies();
+        let now = shared.gateway.services.metrics.latencies();
         let mut samples = lock(&shared.console.samples);
         if samples.len() == SAMPLES {
             samples.pop_front();

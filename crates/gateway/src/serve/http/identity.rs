@@ -25,7 +25,7 @@ pub(super) async fn identified(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let settings = shared.gateway.http();
+    let settings = shared.gateway.control.http();
     let toolset = url_toolset.as_ref().map(|Path(t)| t.as_str());
     let authorization = request
         .headers()
@@ -83,7 +83,7 @@ pub(super) fn token_name(index: usize, token: &super::Token) -> String {
 /// and its access token (never a static token's secret), and the request's headers but its
 /// credentials; `None` when no server forwards anything (nothing is copied then).
 pub(super) fn caller(shared: &Shared, auth: &Auth, headers: &HeaderMap) -> Option<Caller> {
-    if !shared.gateway.forwards() {
+    if !shared.gateway.servers.forwards() {
         return None;
     }
     let (identity, access_token) = match auth {
@@ -192,7 +192,7 @@ pub(super) async fn resource_metadata(
     State(shared): State<Arc<Shared>>,
     request: Request,
 ) -> Response {
-    let settings = shared.gateway.http();
+    let settings = shared.gateway.control.http();
     let Some(resource_auth) = &settings.auth else {
         return failure(StatusCode::NOT_FOUND, "Not Found");
     };
@@ -245,7 +245,7 @@ pub(super) fn toolset_of(
             "Forbidden: this token is bound to another toolset",
         ));
     }
-    if !shared.gateway.catalog.knows(&name) {
+    if !shared.gateway.naming.catalog.knows(&name) {
         return Err((StatusCode::NOT_FOUND, "Not Found: no such toolset"));
     }
     Ok(Some(name))

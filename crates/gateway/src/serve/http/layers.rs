@@ -41,7 +41,7 @@ pub(super) async fn host(
         Some(value) => value.to_str().ok(),
         None => request.uri().authority().map(|a| a.as_str()),
     };
-    let hosts = shared.hosts(&shared.gateway.http());
+    let hosts = shared.hosts(&shared.gateway.control.http());
     match host.and_then(|h| checks::host_allowed(h, &hosts)) {
         None => failure(
             StatusCode::BAD_REQUEST,
@@ -72,7 +72,7 @@ pub(super) async fn origin(
     let origin = match request.headers().get(header::ORIGIN) {
         None => None,
         Some(value) => {
-            let settings = shared.gateway.http();
+            let settings = shared.gateway.control.http();
             match value.to_str() {
                 Ok(origin) if checks::origin_allowed(origin, &settings.allowed_origins) => {
                     Some(value.clone())

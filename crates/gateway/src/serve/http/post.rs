@@ -172,6 +172,7 @@ async fn read_messages(
     }
     let max = shared
         .gateway
+        .control
         .http()
         .max_body
         .map_or(DEFAULT_MAX_BODY, |max| max as usize);

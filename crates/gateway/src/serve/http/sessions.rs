@@ -177,14 +177,14 @@ pub(super) fn revoke(shared: &Shared, settings: &HttpSettings) {
 
 /// Ends the sessions new HTTP settings no longer allow, each time the settings change.
 pub(super) async fn revoke_on_reload(shared: Weak<Shared>) {
-    let Some(mut changes) = shared.upgrade().map(|s| s.gateway.http_changes()) else {
+    let Some(mut changes) = shared.upgrade().map(|s| s.gateway.control.http_changes()) else {
         return;
     };
     while changes.changed().await.is_ok() {
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        let settings = shared.gateway.http();
+        let settings = shared.gateway.control.http();
         revoke(&shared, &settings);
     }
 }
@@ -308,6 +308,7 @@ pub(super) async fn initialize(
 pub(super) fn room_for_session<'s>(shared: &'s Shared, who: &str) -> Result<Opening<'s>, Reject> {
     let per_token = shared
         .gateway
+        .control
         .http()
         .max_sessions_per_token
         .map_or(DEFAULT_SESSIONS_PER_TOKEN, |n| n as usize);

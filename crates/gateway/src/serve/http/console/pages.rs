@@ -55,16 +55,17 @@ struct ServersPage {
 
 pub(super) async fn servers(State(shared): State<Arc<Shared>>, admin: super::Admin) -> Response {
     let gateway = &shared.gateway;
-    let status = gateway.server_status();
-    let listings = gateway.listings();
+    let status = gateway.servers.server_status();
+    let listings = gateway.naming.listings();
     let eras: BTreeMap<String, String> = gateway
+        .servers
         .connections()
         .into_iter()
         .map(|(conn, info)| (conn.server.to_string(), info.protocol_version))
         .collect();
-    let held = gateway.refused_listings();
+    let held = gateway.naming.refused_listings();
     let samples: Vec<_> = lock(&shared.console.samples).iter().cloned().collect();
-    let latest = gateway.metrics.latencies();
+    let latest = gateway.services.metrics.latencies();
     let servers = status
         .iter()
         .map(|(id, s)| {
@@ -248,14 +249,14 @@ pub(super) async fn namespace(
     Query(query): Query<NamespaceQuery>,
 ) -> Response {
     let gateway = &shared.gateway;
-    let view = gateway.view();
+    let view = gateway.naming.view();
     let mut in_sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for name in gateway.toolset_names() {
-        for tool in gateway.toolset(&name, &view).tools {
+    for name in gateway.naming.toolset_names() {
+        for tool in gateway.naming.toolset(&name, &view).tools {
             in_sets.entry(tool).or_default().push(name.clone());
         }
     }
-    let drift = gateway.drift();
+    let drift = gateway.naming.drift();
     let lock_of = |item: &Exposed| -> String {
         let Some((drift, _)) = &drift else {
             return "no lock".to_owned();
@@ -351,9 +352,13 @@ impl ToolRow {
 /// The build's errors, the listings held out and the names served by none (claimed twice),
 /// each with the fix moniker proposes, each once.
 fn problems(gateway: &crate::Gateway) -> Vec<Problem> {
-    let built = gateway.diagnostics().into_iter().filter(|d| d.is_error());
-    let held = gateway.refused_listings().into_values().flatten();
-    let contested = gateway.contested_names().into_values().flatten();
+    let built = gateway
+        .naming
+        .diagnostics()
+        .into_iter()
+        .filter(|d| d.is_error());
+    let held = gateway.naming.refused_listings().into_values().flatten();
+    let contested = gateway.naming.contested_names().into_values().flatten();
     let mut seen = std::collections::HashSet::new();
     built
         .chain(held)
@@ -411,14 +416,15 @@ pub(super) async fn access(
     Query(query): Query<AccessQuery>,
 ) -> Response {
     let gateway = &shared.gateway;
-    let view = gateway.view();
-    let rules = gateway.rules();
+    let view = gateway.naming.view();
+    let rules = gateway.naming.rules();
     let gateway_mode = view.surface.discovery().mode;
     let toolsets = gateway
+        .naming
         .toolset_names()
         .into_iter()
         .map(|name| {
-            let selection = gateway.toolset(&name, &view);
+            let selection = gateway.naming.toolset(&name, &view);
             let mode = rules
                 .toolsets
                 .sets
@@ -432,9 +438,9 @@ pub(super) async fn access(
             }
         })
         .collect();
-    let (tokens, identities, identity_provider) = rules_of(&gateway.http());
+    let (tokens, identities, identity_provider) = rules_of(&gateway.control.http());
     let view_as = query.view_as.unwrap_or_default();
-    let known: BTreeSet<String> = gateway.toolset_names().into_iter().collect();
+    let known: BTreeSet<String> = gateway.naming.toolset_names().into_iter().collect();
     let seen = match (query_toolset(&view_as, &known), Mode::parse(&query.mode)) {
         (Ok(toolset), Some(mode)) => Some(super::playground::listing_in(&shared, toolset, mode)),
         (Ok(toolset), None) => {
@@ -539,7 +545,7 @@ pub(super) async fn activity(
     admin: super::Admin,
     Query(query): Query<ActivityQuery>,
 ) -> Response {
-    let lines = shared.gateway.recent_calls();
+    let lines = shared.gateway.services.recent_calls();
     let field = |v: &serde_json::Value, k: &str| -> String {
         match v.get(k) {
             Some(serde_json::Value::String(s)) => s.clone(),

@@ -137,15 +137,15 @@ pub(super) async fn listing_as(shared: &Shared, toolset: Option<&str>, who: &str
 /// session may add at the end aside).
 pub(super) fn listing_in(shared: &Shared, toolset: Option<&str>, mode: Mode) -> Seen {
     let gateway = &shared.gateway;
-    let view = gateway.view();
+    let view = gateway.naming.view();
     let surface = &view.surface;
-    let rules = gateway.rules();
+    let rules = gateway.naming.rules();
     let own = toolset
         .and_then(|t| rules.toolsets.sets.get(t))
         .and_then(|t| t.discovery.clone())
         .unwrap_or_else(|| surface.discovery().clone());
     let discovery = Discovery { mode, ..own };
-    let selection = toolset.map(|t| gateway.toolset(t, &view));
+    let selection = toolset.map(|t| gateway.naming.toolset(t, &view));
     let entries = match &selection {
         Some(selection) => discovery.entries(
             Kind::Tool,
@@ -261,7 +261,7 @@ async fn render(
     called: Option<Exchange>,
     given: &[(String, String)],
 ) -> Response {
-    let toolsets: Vec<String> = shared.gateway.toolset_names().into_iter().collect();
+    let toolsets: Vec<String> = shared.gateway.naming.toolset_names().into_iter().collect();
     let toolset = chosen(shared, &query.toolset).flatten();
     let listing = ask(shared, toolset, &nav.who, "tools/list", None).await;
     let answer: Value = serde_json::from_str(&listing.answer).unwrap_or_default();
@@ -294,7 +294,7 @@ async fn render(
 
 /// The toolset a form chose, when it names one that exists (`Some(None)`: the whole surface).
 fn chosen<'a>(shared: &Shared, toolset: &'a str) -> Option<Option<&'a str>> {
-    let known: BTreeSet<String> = shared.gateway.toolset_names().into_iter().collect();
+    let known: BTreeSet<String> = shared.gateway.naming.toolset_names().into_iter().collect();
     match query_toolset(toolset, &known) {
         Ok(chosen) => Some(chosen),
         Err(()) if toolset.is_empty() => Some(None),

@@ -142,6 +142,7 @@ impl Binding {
 fn admins_auth(shared: &Shared) -> Result<ResourceAuth, Away> {
     shared
         .gateway
+        .control
         .http()
         .auth
         .clone()
@@ -234,7 +235,7 @@ async fn begin(
         },
     )?;
     let mut response = Redirect::to(url.as_str()).into_response();
-    let settings = shared.gateway.http();
+    let settings = shared.gateway.control.http();
     BINDING.set(
         &mut response,
         &settings,
@@ -268,7 +269,7 @@ pub(super) async fn callback(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    let settings = shared.gateway.http();
+    let settings = shared.gateway.control.http();
     let mut response = match finish(&shared, &headers, &uri).await {
         Ok((id, who, ends)) => {
             let mut response = html(&SignedIn { who });
@@ -294,7 +295,7 @@ async fn finish(
     let again = |why: &str| Away::Refused(StatusCode::BAD_REQUEST, format!("{why}: sign in again"));
     let url = Url::parse(&format!("http://console{uri}")).map_err(|_| again("not a redirect"))?;
     let (mut answer, state) = browser::Answer::of(&url);
-    let settings = shared.gateway.http();
+    let settings = shared.gateway.control.http();
     let binding = BINDING
         .of(headers, &settings)
         .and_then(Binding::parse)
