@@ -93,7 +93,7 @@ fn auth_summary(
         ),
         format!(
             "  metadata:  {}",
-            moniker_gateway::auth::resource::metadata_url(&auth.resource)
+            moniker_gateway::identity::metadata_url(&auth.resource)
         ),
         format!(
             "  scopes:    {}",

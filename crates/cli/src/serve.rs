@@ -144,7 +144,7 @@ fn http_banner(local: std::net::SocketAddr, http: &moniker_config::HttpConfig) -
         }
         auth.push_str(&format!(
             "\n  protected resource metadata at {} (issuer {}, audience {}{})",
-            moniker_gateway::auth::resource::metadata_url(&resource.resource),
+            moniker_gateway::identity::metadata_url(&resource.resource),
             resource.issuer,
             resource.resource,
             match resource.scopes.len() {

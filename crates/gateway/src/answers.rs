@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::auth::resource::Caller;
+use crate::identity::Caller;
 use crate::message::Message;
 
 /// Where the answers to what a client sent go: the session's own stream (stdio), or a

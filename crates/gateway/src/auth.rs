@@ -20,9 +20,8 @@
 //! A stateless server has no session to re-authorize: every request carries the token.
 
 pub(crate) mod browser;
-mod challenge;
+pub(crate) mod challenge;
 pub(crate) mod oauth;
-pub mod resource;
 pub(crate) mod store;
 
 use moniker_config::{Auth, Grant};

@@ -27,10 +27,10 @@
 //! | stdio client | answers it has not read | [`CLIENT_BACKLOG`]: past it, its session ends | `serve::stdio` |
 //! | every peer together | the shared gateway's log file | 32 MiB written while it runs, then the file starts anew | the binary's `shared::LOG_MOST` |
 //! | server connection | progress notes | only into calls sent to it, under 128-bit random tokens | `hub` |
-//! | anyone with an opaque token | introspections under way | 4 at once, 64 waiting (then 503 at once); refusals never push out an active token's kept answer | `auth::resource` |
-//! | client address, and everyone together | introspections asked of the issuer (a token without a kept answer) | [`INTROSPECTIONS_PER_ADDRESS`] a second each, [`INTROSPECTIONS_PER_SECOND`] in all, bursts of twice that (then 503 with `Retry-After` at once) | `auth::resource` |
+//! | anyone with an opaque token | introspections under way | 4 at once, 64 waiting (then 503 at once); refusals never push out an active token's kept answer | `identity` |
+//! | client address, and everyone together | introspections asked of the issuer (a token without a kept answer) | [`INTROSPECTIONS_PER_ADDRESS`] a second each, [`INTROSPECTIONS_PER_SECOND`] in all, bursts of twice that (then 503 with `Retry-After` at once) | `identity` |
 //! | the gateway | search index builds | one at a time, of the newest view, after [`crate::view::SETTLE`]; a build a newer view supersedes is cancelled; only changed documents are embedded again; a search of a view not indexed yet indexes it after the last one (only changed documents) | `view` |
-//! | anyone with a JWT | key fetches | one at a time, 10 s apart; a known key never waits for one | `auth::resource` |
+//! | anyone with a JWT | key fetches | one at a time, 10 s apart; a known key never waits for one | `identity` |
 //!
 //! A refusal names the limit it met; a listing over its budget is refused and the server keeps
 //! its last one, said at `warn`.

@@ -24,6 +24,7 @@ use crate::auth::Store;
 use crate::budget;
 use crate::message::{self, Edit, Field, Message, Params};
 use crate::modern::MODERN_VERSION;
+use crate::modern::server::HeaderParam;
 use crate::sync::lock;
 
 /// How to reach one server: the config's own type.
@@ -79,7 +80,7 @@ pub async fn start(
             };
             let started = http::connect(server.clone(), remote, sink, max_message, timeout).await?;
             if !forward.is_empty() {
-                let _ = started.conn.forward.set(forward.clone());
+                let _ = started.conn.forwarding.rules.set(forward.clone());
             }
             Ok(started)
         }
@@ -147,39 +148,41 @@ pub struct Connection {
     /// What a stdio server has not read of what was written to it (an HTTP server's requests
     /// each go on their own).
     backlog: Option<crate::framing::Backlog>,
-    /// Notes and answers not sent because the server was too far behind.
-    refused: AtomicU64,
     pending: Mutex<HashMap<u64, oneshot::Sender<Message>>>,
     next_id: AtomicU64,
     closed: AtomicBool,
     init: OnceLock<InitInfo>,
-    /// The server speaks 2026-07-28: every request carries the envelope.
-    modern: AtomicBool,
-    /// A modern server's tools' `x-mcp-header` parameters: tool to (the parameter's path
-    /// through `properties`, header name).
-    header_params: Mutex<HashMap<String, Vec<HeaderParam>>>,
-    /// The id of moniker's open `subscriptions/listen` on a modern server: not a call.
-    listening: Mutex<Option<u64>>,
-    /// The resources moniker follows on a modern server (its listen's
-    /// `resourceSubscriptions`), with how many of moniker's clients follow each.
-    follows: Mutex<std::collections::BTreeMap<String, usize>>,
-    /// Fires when the followed resources changed.
-    refollow: tokio::sync::Notify,
-    /// The smallest `ttlMs` of the server's last tools and prompts listing (`None`: it gave
-    /// none, as a 2025 server does).
-    list_ttl: Mutex<Option<u64>>,
-    /// The headers made from each caller (`forward` of an HTTP server), set once when it
-    /// connects; unset for the servers without any (every request then skips the rest).
-    forward: OnceLock<indexmap::IndexMap<String, moniker_config::Forward>>,
-    /// Those of the requests not sent yet, by moniker's id.
-    forwarded: Mutex<HashMap<u64, Vec<(String, String)>>>,
+    /// Its 2026-07-28 state: the envelope, header parameters, cache hint, listen.
+    pub(crate) era: crate::modern::server::ServerEra,
+    /// The headers made from each caller (an HTTP server's `forward`).
+    pub(crate) forwarding: Forwarding,
     /// Relists after the server's `list_changed` notes: 0 none running, 1 one running, 2 one
     /// running and a note came meanwhile (one more follows it). A storm of notes costs one
     /// relist per [`budget::RELIST_GAP`], not one per note.
     pub(crate) relisting: std::sync::atomic::AtomicU8,
-    /// Lines the server wrote that are not JSON-RPC: the first are logged, then few.
+    /// What the log says of the server less often when it repeats.
+    pub(crate) said: Said,
+}
+
+/// The headers an HTTP server's `forward` makes from each caller.
+#[derive(Default)]
+pub(crate) struct Forwarding {
+    /// Its rules, set once when it connects; unset for the servers without any (every request
+    /// then skips the rest).
+    pub(crate) rules: OnceLock<indexmap::IndexMap<String, moniker_config::Forward>>,
+    /// The headers of the requests not sent yet, by moniker's id.
+    pending: Mutex<HashMap<u64, Vec<(String, String)>>>,
+}
+
+/// Counts of what a server did again and again, for the log to say the first times, then few
+/// ([`worth_saying`]).
+#[derive(Default)]
+pub(crate) struct Said {
+    /// Notes and answers not sent because the server was too far behind.
+    refused: AtomicU64,
+    /// Lines the server wrote that are not JSON-RPC.
     garbage: AtomicU64,
-    /// Relists that failed: the first are logged, then few.
+    /// Relists that failed.
     pub(crate) failed_relists: AtomicU64,
 }
 
@@ -201,28 +204,20 @@ impl Connection {
             server,
             out,
             backlog,
-            refused: AtomicU64::new(0),
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             init: OnceLock::new(),
-            modern: AtomicBool::new(false),
-            header_params: Mutex::new(HashMap::new()),
-            listening: Mutex::new(None),
-            follows: Mutex::new(std::collections::BTreeMap::new()),
-            refollow: tokio::sync::Notify::new(),
-            list_ttl: Mutex::new(None),
-            forward: OnceLock::new(),
-            forwarded: Mutex::new(HashMap::new()),
+            era: crate::modern::server::ServerEra::default(),
+            forwarding: Forwarding::default(),
             relisting: std::sync::atomic::AtomicU8::new(0),
-            garbage: AtomicU64::new(0),
-            failed_relists: AtomicU64::new(0),
+            said: Said::default(),
         }
     }
 
     /// How long its last listing may be cached, as the server said (`None`: it did not).
     pub fn list_ttl(&self) -> Option<u64> {
-        *lock(&self.list_ttl)
+        *lock(&self.era.list_ttl)
     }
 
     /// Keeps a `subscriptions/listen` open on a modern server for as long as the connection
@@ -235,7 +230,7 @@ impl Connection {
         let mut first = true;
         let mut backoff = Duration::from_secs(1);
         while !self.is_closed() {
-            let uris: Vec<String> = lock(&self.follows)
+            let uris: Vec<String> = lock(&self.era.follows)
                 .keys()
                 .map(|u| message::string(u))
                 .collect();
@@ -247,23 +242,23 @@ impl Connection {
             let Ok((id, rx)) = self.start("subscriptions/listen", Some(&filter)) else {
                 return;
             };
-            *lock(&self.listening) = Some(id);
+            *lock(&self.era.listening) = Some(id);
             if !std::mem::replace(&mut first, false) {
                 reopened();
             }
             let ended = tokio::select! {
                 ended = rx => ended,
-                () = self.refollow.notified() => {
+                () = self.era.refollow.notified() => {
                     // Followed resources changed: this stream ends, a new one follows them.
                     // Changes that come together (many clients subscribing) make one new
                     // stream, not one each: each names every URI followed.
-                    *lock(&self.listening) = None;
+                    *lock(&self.era.listening) = None;
                     self.cancel(id, "the followed resources changed");
                     tokio::time::sleep(REFOLLOW_PAUSE).await;
                     continue;
                 }
             };
-            *lock(&self.listening) = None;
+            *lock(&self.era.listening) = None;
             match ended {
                 Ok(response) if response.error_text().is_some() => {
                     let error = response.error_text().unwrap_or_default();
@@ -294,7 +289,7 @@ impl Connection {
     /// fewer) of moniker's clients: the server's listen is opened again when the set changes.
     pub fn follow(&self, uri: &str, on: bool) -> bool {
         let changed = {
-            let mut follows = lock(&self.follows);
+            let mut follows = lock(&self.era.follows);
             if on && follows.len() >= MAX_FOLLOWS && !follows.contains_key(uri) {
                 tracing::warn!(server = %self.server, max = MAX_FOLLOWS, "moniker follows as many resources of this server as it may: a new one is not followed");
                 return false;
@@ -313,7 +308,7 @@ impl Connection {
             }
         };
         if changed {
-            self.refollow.notify_one();
+            self.era.refollow.notify_one();
         }
         true
     }
@@ -337,16 +332,16 @@ impl Connection {
 
     /// From now on the server is spoken to in 2026-07-28: set before the handshake.
     pub fn speak_modern(&self) {
-        self.modern.store(true, Ordering::Release);
+        self.era.speak_modern();
     }
 
     pub fn is_modern(&self) -> bool {
-        self.modern.load(Ordering::Acquire)
+        self.era.is_modern()
     }
 
     /// The `x-mcp-header` parameters of a modern server's tool.
     pub(crate) fn header_params(&self, tool: &str) -> Vec<HeaderParam> {
-        lock(&self.header_params)
+        lock(&self.era.header_params)
             .get(tool)
             .cloned()
             .unwrap_or_default()
@@ -383,7 +378,7 @@ impl Connection {
         else {
             return Ok(());
         };
-        if let Some(n) = worth_saying(&self.refused) {
+        if let Some(n) = worth_saying(&self.said.refused) {
             tracing::warn!(server = %self.server, bytes = held, refused = n, what, "the server has not read what was sent to it; nothing more is sent to it until it does (said for the first 10 times, then every 1,000th)");
         }
         Err(CallError::Behind(held))
@@ -404,18 +399,18 @@ impl Connection {
         &self,
         method: &str,
         params: Option<&Params>,
-        caller: Option<&crate::auth::resource::Caller>,
+        caller: Option<&crate::identity::Caller>,
     ) -> Result<(u64, oneshot::Receiver<Message>), CallError> {
         self.not_behind(method)?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let headers = match (self.forward.get(), caller) {
+        let headers = match (self.forwarding.rules.get(), caller) {
             (Some(rules), Some(caller)) => caller
                 .headers_for(rules)
                 .map_err(CallError::Unforwardable)?,
             _ => Vec::new(),
         };
         if !headers.is_empty() {
-            lock(&self.forwarded).insert(id, headers);
+            lock(&self.forwarding.pending).insert(id, headers);
         }
         // Each era gets its own: the envelope to a modern server, none to a 2025 one.
         let rewritten = match self.is_modern() {
@@ -434,7 +429,7 @@ impl Connection {
                 .is_err()
         {
             lock(&self.pending).remove(&id);
-            lock(&self.forwarded).remove(&id);
+            lock(&self.forwarding.pending).remove(&id);
             return Err(CallError::Gone);
         }
         Ok((id, rx))
@@ -443,13 +438,15 @@ impl Connection {
     /// The forwarded headers of the request `line` (moniker's), taken as it is sent: as
     /// header pairs (a name or value a header cannot hold is left out).
     pub(crate) fn take_forwarded(&self, line: &Message) -> Vec<(HeaderName, HeaderValue)> {
-        if self.forward.get().is_none() {
+        if self.forwarding.rules.get().is_none() {
             return Vec::new();
         }
         let Some(id) = line.our_id().filter(|_| line.is_request()) else {
             return Vec::new();
         };
-        let taken = lock(&self.forwarded).remove(&id).unwrap_or_default();
+        let taken = lock(&self.forwarding.pending)
+            .remove(&id)
+            .unwrap_or_default();
         taken
             .into_iter()
             .filter_map(|(name, value)| {
@@ -464,8 +461,8 @@ impl Connection {
     /// Stops waiting for a request (timed out or cancelled).
     pub fn forget(&self, id: u64) {
         lock(&self.pending).remove(&id);
-        if self.forward.get().is_some() {
-            lock(&self.forwarded).remove(&id);
+        if self.forwarding.rules.get().is_some() {
+            lock(&self.forwarding.pending).remove(&id);
         }
     }
 
@@ -504,7 +501,7 @@ impl Connection {
     /// Marks the connection closed and fails every waiting request at once.
     /// Requests of moniker's waiting for the server's answer.
     pub fn in_flight(&self) -> usize {
-        let listening = lock(&self.listening).is_some();
+        let listening = self.era.listens();
         lock(&self.pending)
             .len()
             .saturating_sub(usize::from(listening))
@@ -568,7 +565,7 @@ pub(crate) fn dispatch_line(conn: &Arc<Connection>, sink: &dyn Sink, line: Strin
         Err(e) => {
             // Said at `warn` the first times, then once every thousand: a server that writes
             // garbage without end does not flood the log.
-            if let Some(n) = worth_saying(&conn.garbage) {
+            if let Some(n) = worth_saying(&conn.said.garbage) {
                 tracing::warn!(server = %conn.server, error = %e.message, lines = n, "server wrote something that is not JSON-RPC; ignored (said for the first 10 such lines, then every 1,000th)")
             }
         }
@@ -781,14 +778,6 @@ fn modern_envelope(params: Option<&Params>) -> Params {
 /// The header parameters of each tool, by the tool's name.
 type HeaderParams = HashMap<String, Vec<HeaderParam>>;
 
-/// A tool parameter a 2026-07-28 client mirrors into an `Mcp-Param-<header>` header.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct HeaderParam {
-    /// Its path through nested `properties` (one name for a top-level parameter).
-    pub path: Vec<String>,
-    pub header: String,
-}
-
 /// The `x-mcp-header` parameters of each tool, top-level or nested through `properties`, and
 /// the tools whose annotations break the rules of 2026-07-28 (with the rule): a header name is
 /// a non-empty token (RFC 9110 `tchar`s), on a string, integer or boolean parameter, used once
@@ -901,7 +890,7 @@ pub async fn list(
 ) -> Result<Listing, HandshakeError> {
     let mut listing = Listing::new(conn.server.clone());
     listing.version = info.server_version.clone();
-    *lock(&conn.list_ttl) = None;
+    *lock(&conn.era.list_ttl) = None;
     if info.has_tools {
         listing.tools = list_all(conn, "tools/list", "tools", timeout).await?;
         if conn.is_modern() {
@@ -917,7 +906,7 @@ pub async fn list(
                     !name.is_ok_and(|n| invalid.iter().any(|(tool, _)| tool.as_str() == n.as_ref()))
                 });
             }
-            *lock(&conn.header_params) = params;
+            *lock(&conn.era.header_params) = params;
         }
     }
     if info.has_prompts {
@@ -975,7 +964,7 @@ pub async fn list_all(
                 .get("ttlMs")
                 .and_then(|t| t.get().parse::<u64>().ok())
             {
-                let mut kept = lock(&conn.list_ttl);
+                let mut kept = lock(&conn.era.list_ttl);
                 *kept = Some(kept.map_or(ttl, |k| k.min(ttl)));
             }
         }

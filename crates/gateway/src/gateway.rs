@@ -341,7 +341,7 @@ impl Gateway {
             Err(e) => {
                 // What the server answered is its own text: cut, and said less often when it
                 // fails again and again.
-                if let Some(n) = connect::worth_saying(&conn.failed_relists) {
+                if let Some(n) = connect::worth_saying(&conn.said.failed_relists) {
                     let error = e.to_string();
                     let error = crate::message::at_most(&error, MAX_LOGGED_ERROR);
                     tracing::warn!(server = %conn.server, error, failures = n, "cannot list the server's tools after it said they changed: it keeps its last listing (said for the first 10 failures, then every 1,000th)");

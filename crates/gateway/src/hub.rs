@@ -28,35 +28,37 @@ pub(crate) struct InFlight {
     pub cancelled: bool,
 }
 
-/// A 2026-07-28 client's `subscriptions/listen` stream: which list changes it opted in to,
-/// where they go (stamped with the request's id), and what ends it.
-pub(crate) struct Listen {
-    /// The `subscriptions/listen` request's id (raw JSON).
-    pub id: String,
-    pub tools: bool,
-    pub prompts: bool,
-    pub resources: bool,
-    /// The listen request's answers: its notes count in its stream's budget.
-    pub to: crate::answers::Answers,
-    pub ended: Arc<tokio::sync::Notify>,
-}
-
-impl Listen {
-    fn wants(&self, method: &str) -> bool {
-        match method {
-            "notifications/tools/list_changed" => self.tools,
-            "notifications/prompts/list_changed" => self.prompts,
-            "notifications/resources/list_changed" => self.resources,
-            _ => false,
-        }
-    }
-}
-
 /// A request of a server's that waits for the client.
 struct Outgoing {
     conn: Weak<Connection>,
     /// The server's id for it (raw JSON).
     server_id: String,
+}
+
+/// The requests sent to a client that wait for its answer, under ids of moniker's.
+#[derive(Default)]
+struct Asked {
+    /// Servers' requests (sampling, elicitation, roots), by our id.
+    outgoing: Mutex<HashMap<u64, Outgoing>>,
+    /// moniker's own requests to the client (a 2026-07-28 server's input requests, asked of a
+    /// 2025 client), by our id: where the answer goes.
+    asks: Mutex<HashMap<u64, tokio::sync::oneshot::Sender<Message>>>,
+    next_id: AtomicU64,
+}
+
+impl Asked {
+    fn next(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// The requests in progress of every session of a client's principal together (an HTTP
+/// token's, or a person's), when it has one that counts them ([`Hub::calls_of`]), and how
+/// many of them are this client's, given back when it goes.
+#[derive(Default)]
+struct Counted {
+    all: OnceLock<Arc<AtomicUsize>>,
+    held: AtomicUsize,
 }
 
 /// One client, as servers' messages reach it.
@@ -71,37 +73,16 @@ pub struct Peer {
     /// Who the client is, for what outlives a request: the session itself, or the token of a
     /// stateless client. What it starts (a task) is its own.
     pub(crate) principal: String,
-    /// A 2026-07-28 client's listen stream: its list changes go there, not to `out`.
-    pub(crate) listen: Mutex<Option<Listen>>,
-    /// A 2026-07-28 client's calls in progress, by the client's request id: the requests for
-    /// input of each call's server go to its channel (to become an `input_required` result),
-    /// not to `out`.
-    pub(crate) inputs: Mutex<HashMap<String, mpsc::UnboundedSender<(u64, Message)>>>,
-    /// The servers of the calls parked while their client answers, by call: still this
-    /// peer's to hear.
-    parked: Mutex<HashMap<String, Vec<ServerId>>>,
-    /// The parked calls its client resumed with its answers: running again at their server
-    /// until they end or park once more.
-    resumed: Mutex<HashSet<String>>,
+    /// Its 2026-07-28 state: the listen stream, the calls that take input or are parked.
+    pub(crate) era: crate::modern::client::ClientEra,
     /// Resources subscribed to, with the server that serves each.
     subscriptions: Mutex<HashSet<(ServerId, String)>>,
     /// The client's requests being handled, by their id (raw JSON).
     pub(crate) in_flight: Mutex<HashMap<String, InFlight>>,
-    outgoing: Mutex<HashMap<u64, Outgoing>>,
-    next_id: AtomicU64,
-    /// The client speaks 2026-07-28: it takes no requests from servers, only input-required
-    /// results of its own calls.
-    modern: AtomicBool,
-    /// A `subscriptions/listen` of this client is open (or opening).
-    listening: AtomicBool,
-    /// moniker's own requests to the client (a 2026-07-28 server's input requests, asked of a
-    /// 2025 client), by our id: where the answer goes.
-    asks: Mutex<HashMap<u64, tokio::sync::oneshot::Sender<Message>>>,
-    /// The requests in progress of every session of this client's principal together (an
-    /// HTTP token's, or a person's), when it has one that counts them ([`Hub::calls_of`]):
-    /// and how many of them are this client's, given back when it goes.
-    calls: OnceLock<Arc<AtomicUsize>>,
-    held_calls: AtomicUsize,
+    /// The requests sent to the client that wait for its answer: servers' and moniker's own.
+    asked: Asked,
+    /// Its requests in progress, counted with its principal's.
+    calls: Counted,
     /// The least severe server log message the client takes ([`log_rank`]): what it set with
     /// `logging/setLevel` (or a 2026-07-28 request's `logLevel`), else `warning`; [`LOG_OFF`]
     /// for none.
@@ -121,8 +102,8 @@ fn listed_bit(kind: moniker_surface::Kind) -> u8 {
 
 impl Drop for Peer {
     fn drop(&mut self) {
-        if let Some(calls) = self.calls.get() {
-            calls.fetch_sub(*self.held_calls.get_mut(), Ordering::AcqRel);
+        if let Some(calls) = self.calls.all.get() {
+            calls.fetch_sub(*self.calls.held.get_mut(), Ordering::AcqRel);
         }
     }
 }
@@ -166,21 +147,13 @@ impl Peer {
             bound,
             toolset,
             principal,
-            listen: Mutex::new(None),
-            inputs: Mutex::new(HashMap::new()),
-            parked: Mutex::new(HashMap::new()),
-            resumed: Mutex::new(HashSet::new()),
+            era: crate::modern::client::ClientEra::default(),
             subscriptions: Mutex::new(HashSet::new()),
             in_flight: Mutex::new(HashMap::new()),
-            outgoing: Mutex::new(HashMap::new()),
-            modern: AtomicBool::new(false),
-            asks: Mutex::new(HashMap::new()),
-            listening: AtomicBool::new(false),
-            next_id: AtomicU64::new(1),
+            asked: Asked::default(),
             log_level: std::sync::atomic::AtomicU8::new(LOG_DEFAULT),
             listed: std::sync::atomic::AtomicU8::new(0),
-            calls: OnceLock::new(),
-            held_calls: AtomicUsize::new(0),
+            calls: Counted::default(),
         }
     }
 
@@ -201,29 +174,30 @@ impl Peer {
     /// The client's requests count with every other of `calls`' (its principal's): set once,
     /// before its first request.
     pub(crate) fn count_calls_in(&self, calls: Arc<AtomicUsize>) {
-        let _ = self.calls.set(calls);
+        let _ = self.calls.all.set(calls);
     }
 
     /// Takes `n` places of the principal's requests in progress, unless that makes more than
     /// [`crate::budget::CALLS_EACH`]: then `Err` with how many it has.
     pub(crate) fn take_calls(&self, n: usize) -> Result<(), usize> {
-        let Some(calls) = self.calls.get() else {
+        let Some(calls) = self.calls.all.get() else {
             return Ok(());
         };
         calls.fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
             (held + n <= crate::budget::CALLS_EACH).then_some(held + n)
         })?;
-        self.held_calls.fetch_add(n, Ordering::AcqRel);
+        self.calls.held.fetch_add(n, Ordering::AcqRel);
         Ok(())
     }
 
     /// One request taken with [`Peer::take_calls`] is over.
     pub(crate) fn give_call(&self) {
-        let Some(calls) = self.calls.get() else {
+        let Some(calls) = self.calls.all.get() else {
             return;
         };
         let had = self
-            .held_calls
+            .calls
+            .held
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
         if had.is_ok() {
             calls.fetch_sub(1, Ordering::AcqRel);
@@ -249,7 +223,7 @@ impl Peer {
             }
         }
         if message.method() == Some("notifications/resources/updated") {
-            if let Some(listen) = lock(&self.listen).as_ref() {
+            if let Some(listen) = lock(&self.era.listen).as_ref() {
                 let stamp = format!(
                     r#"{{"io.modelcontextprotocol/subscriptionId":{}}}"#,
                     listen.id
@@ -278,7 +252,7 @@ impl Peer {
     /// A list change: to the listen stream of a 2026-07-28 client (when it opted in; stamped
     /// with the stream's id), else to a 2025 session once it is initialized.
     pub fn notify(&self, method: &str) {
-        if let Some(listen) = lock(&self.listen).as_ref() {
+        if let Some(listen) = lock(&self.era.listen).as_ref() {
             if listen.wants(method) {
                 let params = format!(
                     r#"{{"_meta":{{"io.modelcontextprotocol/subscriptionId":{}}}}}"#,
@@ -301,7 +275,7 @@ impl Peer {
     /// or listens).
     pub fn list_changed(&self, kind: moniker_surface::Kind) {
         let listed = self.listed.load(Ordering::Acquire) & listed_bit(kind) != 0;
-        if !listed && lock(&self.listen).is_none() {
+        if !listed && !self.era.listens() {
             return;
         }
         self.notify(match kind {
@@ -366,7 +340,7 @@ impl Peer {
         lock(&self.in_flight)
             .values()
             .any(|f| f.server.as_ref() == Some(server))
-            || lock(&self.parked).values().flatten().any(|s| s == server)
+            || self.era.parked_on(server)
     }
 
     /// A call of this client's is running on `server`: in flight, and not parked while the
@@ -374,72 +348,20 @@ impl Peer {
     fn runs_call_on(&self, server: &ServerId) -> bool {
         // In flight, then parked, then resumed: the order the others take them in.
         let in_flight = lock(&self.in_flight);
-        let parked = lock(&self.parked);
-        let resumed = lock(&self.resumed);
-        let running = |call: &String| !parked.contains_key(call) || resumed.contains(call);
-        in_flight
+        let there = in_flight
             .iter()
-            .any(|(call, f)| f.server.as_ref() == Some(server) && running(call))
-            || parked
-                .iter()
-                .any(|(call, servers)| resumed.contains(call) && servers.contains(server))
-    }
-
-    /// Takes the one listen a session may have open; false when it has one already.
-    pub(crate) fn claim_listen(&self) -> bool {
-        self.listening
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    }
-
-    pub(crate) fn release_listen(&self) {
-        self.listening.store(false, Ordering::Release);
-    }
-
-    /// The client sent a 2026-07-28 request.
-    pub(crate) fn speaks_modern(&self) {
-        self.modern.store(true, Ordering::Relaxed);
-    }
-
-    /// A 2026-07-28 call (by the client's request id) takes its server's requests for input.
-    pub(crate) fn take_inputs(&self, call: &str, to: mpsc::UnboundedSender<(u64, Message)>) {
-        lock(&self.inputs).insert(call.to_owned(), to);
+            .filter(|(_, f)| f.server.as_ref() == Some(server))
+            .map(|(call, _)| call);
+        self.era.runs_on(server, there)
     }
 
     /// The call is parked: its server stays this peer's (a call parked again keeps the
     /// server it had: its client's request was answered, it is no longer in flight).
     pub(crate) fn park(&self, call: &str) {
-        lock(&self.resumed).remove(call);
         let server = lock(&self.in_flight)
             .get(call)
             .and_then(|f| f.server.clone());
-        let mut parked = lock(&self.parked);
-        let servers = parked.entry(call.to_owned()).or_default();
-        if let Some(server) = server {
-            if !servers.contains(&server) {
-                servers.push(server);
-            }
-        }
-    }
-    /// The parked call goes on: its client answered, and its server works on it again.
-    pub(crate) fn resume(&self, call: &str) {
-        lock(&self.resumed).insert(call.to_owned());
-    }
-
-    /// The call's request to `server` is over (answered, timed out): a parked call no longer
-    /// counts as one in progress there, so that it does not make the next caller's server
-    /// requests ambiguous while it waits to be resumed or given up.
-    pub(crate) fn forwarded(&self, call: &str, server: &ServerId) {
-        if let Some(servers) = lock(&self.parked).get_mut(call) {
-            servers.retain(|s| s != server);
-        }
-    }
-
-    /// The call is over (or given up): its server's requests go to the client again.
-    pub(crate) fn unpark(&self, call: &str) {
-        lock(&self.parked).remove(call);
-        lock(&self.resumed).remove(call);
-        lock(&self.inputs).remove(call);
+        self.era.park(call, server);
     }
 
     /// A server's request to the client (sampling, elicitation, roots), under an id of ours.
@@ -448,11 +370,11 @@ impl Peer {
     pub(crate) fn forward_server_request(&self, conn: &Arc<Connection>, request: &Message) {
         let server_id = request.id().unwrap_or("null");
         let kept = {
-            let mut outgoing = lock(&self.outgoing);
+            let mut outgoing = lock(&self.asked.outgoing);
             match over_budget(&outgoing, conn, server_id) {
                 Some(why) => Err(why),
                 None => {
-                    let ours = self.next_id.fetch_add(1, Ordering::Relaxed);
+                    let ours = self.asked.next();
                     let conn = Arc::downgrade(conn);
                     let server_id = server_id.to_owned();
                     outgoing.insert(ours, Outgoing { conn, server_id });
@@ -475,22 +397,13 @@ impl Peer {
             .filter(|(_, f)| f.server.as_ref() == Some(&conn.server))
             .map(|(call, _)| call.clone())
             .collect();
-        calls.extend(
-            lock(&self.parked)
-                .iter()
-                .filter(|(_, servers)| servers.contains(&conn.server))
-                .map(|(call, _)| call.clone()),
-        );
-        let inputs = {
-            let inputs = lock(&self.inputs);
-            calls.iter().find_map(|call| inputs.get(call).cloned())
-        };
-        if let Some(inputs) = inputs {
+        calls.extend(self.era.calls_parked_on(&conn.server));
+        if let Some(inputs) = self.era.inputs_of(&calls) {
             if inputs.send((ours, request.clone())).is_ok() {
                 return;
             }
         }
-        if self.modern.load(Ordering::Relaxed) {
+        if self.era.is_modern() {
             // No call of a 2026-07-28 client takes it, and the client takes no requests.
             self.answer_server(&Message::error(
                 Some(&ours.to_string()),
@@ -510,15 +423,15 @@ impl Peer {
         params: Option<&str>,
         timeout: std::time::Duration,
     ) -> Option<Message> {
-        let ours = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let ours = self.asked.next();
         let (tx, rx) = tokio::sync::oneshot::channel();
-        lock(&self.asks).insert(ours, tx);
+        lock(&self.asked.asks).insert(ours, tx);
         self.send(Message::request(&ours.to_string(), method, params));
         let answer = tokio::time::timeout(timeout, rx)
             .await
             .ok()
             .and_then(Result::ok);
-        lock(&self.asks).remove(&ours);
+        lock(&self.asked.asks).remove(&ours);
         answer
     }
 
@@ -528,11 +441,11 @@ impl Peer {
         let Some(ours) = response.our_id() else {
             return;
         };
-        if let Some(waiter) = lock(&self.asks).remove(&ours) {
+        if let Some(waiter) = lock(&self.asked.asks).remove(&ours) {
             let _ = waiter.send(response.clone());
             return;
         }
-        let Some(outgoing) = lock(&self.outgoing).remove(&ours) else {
+        let Some(outgoing) = lock(&self.asked.outgoing).remove(&ours) else {
             return;
         };
         if let Some(conn) = outgoing.conn.upgrade() {
@@ -546,7 +459,7 @@ impl Peer {
             return;
         };
         let ours = {
-            let mut outgoing = lock(&self.outgoing);
+            let mut outgoing = lock(&self.asked.outgoing);
             let found = outgoing.iter().find_map(|(ours, o)| {
                 (o.server_id == request_id && o.conn.as_ptr() == Arc::as_ptr(conn)).then_some(*ours)
             });

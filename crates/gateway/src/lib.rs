@@ -20,6 +20,7 @@ pub mod gateway;
 pub mod guard;
 mod headers;
 pub mod hub;
+pub mod identity;
 pub mod known;
 mod limits;
 pub mod message;

@@ -12,7 +12,9 @@
 
 use crate::message::{self, Field, Message, Params};
 
+pub(crate) mod client;
 pub(crate) mod input;
+pub(crate) mod server;
 
 /// The stateless protocol version.
 pub const MODERN_VERSION: &str = "2026-07-28";

@@ -53,7 +53,7 @@ impl Parked {
     /// Gives up the call (expired, or pushed out).
     fn abandon(self) {
         self.task.abort();
-        self.peer.unpark(&self.call);
+        self.peer.era.unpark(&self.call);
     }
 }
 

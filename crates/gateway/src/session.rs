@@ -348,7 +348,7 @@ impl Session {
                     .set_log_level(request.str_of(Field::LogLevel).as_deref());
                 if self.protocol_version().is_none() {
                     // A 2025 session that sends one enveloped request still takes requests.
-                    self.peer.speaks_modern();
+                    self.peer.era.speaks_modern();
                 }
                 let method = request.method().unwrap_or_default();
                 let private = lock(&self.toolset).is_some();
@@ -489,7 +489,7 @@ impl Session {
     /// the client cancels it or goes away (or moniker stops); then its result.
     async fn listen(self: &Arc<Self>, request: &Message, answers: &Answers) -> Message {
         let id = id_of(request);
-        if !self.peer.claim_listen() {
+        if !self.peer.era.claim_listen() {
             return Message::error(
                 Some(id),
                 message::INVALID_REQUEST,
@@ -499,7 +499,7 @@ impl Session {
         // A stateless client's every listen is a session of its own: its principal has at
         // most so many open at once.
         let Some(_stream) = self.gateway.services.hub.open_stream(&self.peer.principal) else {
-            self.peer.release_listen();
+            self.peer.era.release_listen();
             return Refusal::limit(format!(
                 "this client has {} subscriptions/listen streams open, the most it may: close one first",
                 crate::hub::MAX_STREAMS_EACH
@@ -512,7 +512,7 @@ impl Session {
             .uris
             .retain(|uri| subscribed.iter().any(|(_, u)| u == uri));
         let ended = Arc::new(tokio::sync::Notify::new());
-        *lock(&self.peer.listen) = Some(crate::hub::Listen {
+        *lock(&self.peer.era.listen) = Some(crate::modern::client::Listen {
             id: id.to_owned(),
             tools: filter.tools,
             prompts: filter.prompts,
@@ -526,9 +526,9 @@ impl Session {
             () = answers.to.closed() => {}
             () = self.gateway.servers.stopped() => {}
         }
-        *lock(&self.peer.listen) = None;
+        *lock(&self.peer.era.listen) = None;
         self.unsubscribe_all(subscribed);
-        self.peer.release_listen();
+        self.peer.era.release_listen();
         let result = format!(
             r#"{{"_meta":{{"io.modelcontextprotocol/subscriptionId":{id}}},"resultType":"complete"}}"#
         );

@@ -127,7 +127,7 @@ pub(super) enum Auth {
     /// The token the client presented, and its position in the list (for logs).
     Token { index: usize, token: Token },
     /// An access token of the identity provider (`http.auth`): who it says the caller is.
-    User(std::sync::Arc<crate::auth::resource::Identity>),
+    User(std::sync::Arc<crate::identity::Identity>),
 }
 
 impl Auth {

@@ -76,8 +76,8 @@ use tokio::sync::watch;
 use self::outbox::{Activity, Outbox};
 use super::checks::{self, Auth};
 use super::respond::{failure, set, unauthorized, with_status};
-use crate::auth::resource::Verifier;
 use crate::gateway::Gateway;
+use crate::identity::Verifier;
 use crate::session::Session;
 use crate::sync::lock;
 

@@ -10,10 +10,10 @@ use moniker_surface::{Kind, ServerId};
 use serde_json::value::RawValue;
 
 use super::{Answers, Reply, Session, id_of};
-use crate::auth::resource::Caller;
 use crate::call::Call;
 use crate::connect::Connection;
 use crate::errors::Refusal;
+use crate::identity::Caller;
 use crate::message::{self, Edit, Field, Message};
 
 /// Resources one session may follow at once (`resources/subscribe`, a listen's

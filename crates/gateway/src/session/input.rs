@@ -56,7 +56,7 @@ impl Session {
                 .and_then(message::fields);
             // Running again before its server hears the answers: a request it makes next is
             // this call's, not one of a call whose client went away.
-            parked.peer.resume(&parked.call);
+            parked.peer.era.resume(&parked.call);
             for (key, response) in responses.iter().flatten() {
                 parked
                     .peer
@@ -65,7 +65,7 @@ impl Session {
             return self.settle(parked, &id).await;
         }
         let (tx, inputs) = mpsc::unbounded_channel();
-        self.peer.take_inputs(&id, tx);
+        self.peer.era.take_inputs(&id, tx);
         let session = self.clone();
         let call = request.clone();
         let to = answers.clone();
@@ -94,7 +94,7 @@ impl Session {
         loop {
             tokio::select! {
                 done = &mut call.task => {
-                    call.peer.unpark(&call.call);
+                    call.peer.era.unpark(&call.call);
                     // A request that came for this call meanwhile (or was taken for it) is
                     // answered to its server, never left waiting.
                     while let Ok((ours, request)) = call.inputs.try_recv() {

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use moniker_surface::ServerId;
 
 use super::{Answers, Reply, Session, id_of};
-use crate::auth::resource::Caller;
 use crate::errors::Refusal;
 use crate::hub::InFlight;
+use crate::identity::Caller;
 use crate::limits::Admitted;
 use crate::message::{Field, Message, Params};
 use crate::metrics::Outcome;
@@ -140,7 +140,7 @@ impl Session {
         };
         let answer = tokio::time::timeout(timeout, rx).await;
         abandoned.disarm();
-        self.peer.forwarded(id, server);
+        self.peer.era.forwarded(id, server);
         // The entry may be gone: the call's client was answered already (an input-required
         // result) while its server still worked.
         let cancelled = lock(&self.peer.in_flight)
@@ -190,7 +190,7 @@ impl Session {
         let Some(request_id) = cancel.request_id() else {
             return;
         };
-        if let Some(listen) = lock(&self.peer.listen)
+        if let Some(listen) = lock(&self.peer.era.listen)
             .as_ref()
             .filter(|l| l.id == request_id)
         {

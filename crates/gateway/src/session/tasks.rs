@@ -7,8 +7,8 @@ use std::sync::Arc;
 use moniker_surface::ServerId;
 
 use super::{Reply, Session, id_of};
-use crate::auth::resource::Caller;
 use crate::errors::Refusal;
+use crate::identity::Caller;
 use crate::message::{self, Edit, Field, Message};
 use crate::sync::lock;
 use crate::tasks::{Owner, named_task, with_named_task};

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::stream::PostStream;
 use super::{HttpSession, accepted, header_str};
-use crate::auth::resource::Caller;
+use crate::identity::Caller;
 use crate::message::{Incoming, Message};
 use crate::serve::checks::Accept;
 use crate::serve::respond::json;

@@ -32,7 +32,7 @@ use subtle::ConstantTimeEq as _;
 
 use super::Shared;
 use super::layers;
-use crate::auth::resource::{self, Identity};
+use crate::identity::{self, Identity};
 use crate::metrics::Latency;
 use crate::serve::checks;
 use crate::sync::lock;
@@ -289,7 +289,7 @@ impl Shared {
                 "the identity provider changed: sign in again".to_owned(),
             ));
         };
-        if !resource::is_admin(auth, &identity.claims) {
+        if !identity::is_admin(auth, &identity.claims) {
             return Err(Away::Refused(
                 StatusCode::FORBIDDEN,
                 format!(

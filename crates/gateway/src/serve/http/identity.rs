@@ -13,7 +13,7 @@ use axum::response::Response;
 use reqwest::Url;
 
 use super::{HttpSettings, RESOURCE_METADATA_PATH, Shared};
-use crate::auth::resource::{Caller, Denied};
+use crate::identity::{Caller, Denied};
 use crate::serve::checks::{self, Auth};
 use crate::serve::respond::{challenged, failure, set, unauthorized, with_status};
 
@@ -132,7 +132,7 @@ pub(super) async fn identify(
     let challenge = |error: Option<&str>, scopes: &[String]| {
         let mut value = format!(
             "Bearer resource_metadata=\"{}\"",
-            crate::auth::resource::metadata_url(&resource)
+            crate::identity::metadata_url(&resource)
         );
         if !scopes.is_empty() {
             value.push_str(&format!(", scope=\"{}\"", scopes.join(" ")));

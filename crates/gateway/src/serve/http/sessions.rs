@@ -148,7 +148,7 @@ pub(super) fn revoke(shared: &Shared, settings: &HttpSettings) {
                     None => "access tokens of the identity provider are not accepted now",
                     Some(now) if now.issuer != identity.issuer => "another issuer is trusted now",
                     Some(now)
-                        if crate::auth::resource::toolset_of(now, &identity.claims)
+                        if crate::identity::toolset_of(now, &identity.claims)
                             != identity.toolset =>
                     {
                         "its identity is now bound to another toolset"

@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 
 use crate::sync::lock;
 
-use super::oauth::{self, Metadata};
+use crate::auth::oauth::{self, Metadata};
 
 /// The shortest time between two fetches of the keys for an unknown `kid`.
 pub const REFETCH_GAP: Duration = Duration::from_secs(10);
@@ -147,7 +147,7 @@ pub fn metadata_url(resource: &str) -> String {
     Url::parse(resource)
         .ok()
         .and_then(|url| {
-            super::challenge::resource_metadata_urls(&url, None)
+            crate::auth::challenge::resource_metadata_urls(&url, None)
                 .into_iter()
                 .next()
         })
@@ -583,7 +583,7 @@ impl Verifier {
                 let left = claims
                     .get("exp")
                     .and_then(Value::as_u64)
-                    .map(|exp| Duration::from_secs(exp.saturating_sub(super::store::now())))
+                    .map(|exp| Duration::from_secs(exp.saturating_sub(crate::auth::store::now())))
                     .unwrap_or(INTROSPECTION_TTL);
                 left.min(INTROSPECTION_TTL)
             }
@@ -692,7 +692,7 @@ fn check_claims(
     if !audiences.contains(&resource) {
         return Err("its audience is not this resource".to_owned());
     }
-    let now = super::store::now();
+    let now = crate::auth::store::now();
     let leeway = settings.leeway.as_secs();
     let time = |key: &str| claims.get(key).and_then(Value::as_u64);
     if time("exp").is_some_and(|exp| exp + leeway <= now) {
