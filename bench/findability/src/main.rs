@@ -13,8 +13,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use moniker_model::Encoder;
 use moniker_surface::discovery::{Discovery, Mode};
-use moniker_surface::search::{Cache, Encoder, Index, Meaning, Model, Part, Query, Ranker};
+use moniker_surface::search::{Cache, Index, Meaning, Model, Part, Query, Ranker};
 use moniker_surface::{Kind, Listing, Override, Rules, Surface, build, listing};
 use serde_json::Value;
 use serde_json::value::RawValue;

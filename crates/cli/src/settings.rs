@@ -122,7 +122,8 @@ fn model_path(
 }
 
 fn read_meaning(path: &std::path::Path) -> Result<moniker_surface::search::Meaning, String> {
-    use moniker_surface::search::{Encoder, Meaning, Model};
+    use moniker_model::Encoder;
+    use moniker_surface::search::{Meaning, Model};
     use std::sync::Arc;
     let read = |name: &str| {
         let file = path.join(name);

@@ -366,11 +366,11 @@ fn circles(arrows: &Arrows) -> Vec<Vec<String>> {
 fn no_crate_has_a_circle_of_modules() {
     let root = workspace();
     let mut report = Vec::new();
-    for krate in ["surface", "config", "gateway", "cli", "fixture"] {
+    for krate in ["surface", "model", "config", "gateway", "cli", "fixture"] {
         let src = root.join("crates").join(krate).join("src");
         let arrows = arrows_of(&src);
         assert!(
-            !arrows.is_empty() || krate == "fixture",
+            !arrows.is_empty() || matches!(krate, "fixture" | "model"),
             "{krate}: no arrows read"
         );
         for circle in circles(&arrows) {
@@ -586,5 +586,91 @@ fn the_gateway_walk_names_every_file() {
     assert!(
         missing.is_empty(),
         "crates/gateway/README.md does not name: {missing:?}"
+    );
+}
+
+/// The gateway's state has one owner per job: `Gateway` holds its parts (servers, naming,
+/// services, control) and its settings, not the parts' state; a client's `Peer` and a server's
+/// `Connection` hold their 2026-07-28 state in `modern/` types. Each struct's fields are counted
+/// where it is defined, and a new one past its bound fails here: it belongs in a part.
+const FIELD_BOUNDS: [(&str, &str, usize); 3] = [
+    ("src/gateway.rs", "Gateway", 8),
+    ("src/hub.rs", "Peer", 12),
+    ("src/connect.rs", "Connection", 12),
+];
+
+/// The fields of struct `name` in the file `text`, by their names.
+fn fields_of(text: &str, name: &str) -> Option<Vec<String>> {
+    let file = syn::parse_file(text).expect("the file parses");
+    file.items.iter().find_map(|item| match item {
+        syn::Item::Struct(s) if s.ident == name => Some(
+            s.fields
+                .iter()
+                .enumerate()
+                .map(|(i, f)| f.ident.as_ref().map_or(i.to_string(), ToString::to_string))
+                .collect(),
+        ),
+        _ => None,
+    })
+}
+
+#[test]
+fn the_gateway_peer_and_connection_hold_parts_not_state() {
+    let src = workspace().join("crates/gateway");
+    for (file, name, most) in FIELD_BOUNDS {
+        let text = std::fs::read_to_string(src.join(file)).expect("the file");
+        let fields = fields_of(&text, name).unwrap_or_else(|| panic!("{file} defines {name}"));
+        assert!(
+            fields.len() <= most,
+            "{name} ({file}) has {} fields, at most {most}: {fields:?}; put the new state in the part that owns its job",
+            fields.len()
+        );
+    }
+    // The count is of the struct itself, tuple fields too.
+    assert_eq!(
+        fields_of("struct A { a: u8, b: u8 }\nstruct B(u8);", "B"),
+        Some(vec!["0".to_owned()])
+    );
+}
+
+/// The naming core builds no model code: the crates the search model needs for its forward
+/// pass (`crates/model`'s dependencies, those the two share aside) are none of the naming
+/// core's, and it does not depend on the model crate.
+#[test]
+fn the_naming_core_builds_no_model_code() {
+    let root = workspace().join("crates");
+    let dependencies = |krate: &str| -> BTreeSet<String> {
+        let text =
+            std::fs::read_to_string(root.join(krate).join("Cargo.toml")).expect("Cargo.toml");
+        // The keys of its `[dependencies]` table (`name = ...` or `name.workspace = true`).
+        text.lines()
+            .skip_while(|l| l.trim() != "[dependencies]")
+            .skip(1)
+            .take_while(|l| !l.starts_with('['))
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .filter_map(|l| l.split(['=', '.']).next())
+            .map(|k| k.trim().to_owned())
+            .filter(|k| !k.is_empty())
+            .collect()
+    };
+    let core = dependencies("surface");
+    let model = dependencies("model");
+    assert!(
+        model.contains("ndarray") && model.contains("safetensors"),
+        "{model:?}"
+    );
+    let shared: BTreeSet<&str> = ["moniker-surface", "serde", "serde_json", "sha2"].into();
+    let model_only: Vec<&String> = model
+        .iter()
+        .filter(|d| !shared.contains(d.as_str()))
+        .collect();
+    let built: Vec<&&String> = model_only.iter().filter(|d| core.contains(**d)).collect();
+    assert!(
+        built.is_empty(),
+        "the naming core builds the model's {built:?}"
+    );
+    assert!(
+        !core.contains("moniker-model"),
+        "the naming core depends on the model"
     );
 }

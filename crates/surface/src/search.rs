@@ -17,15 +17,13 @@ use crate::surface::{Exposed, Surface};
 use crate::vocab::Kind;
 
 mod cache;
-mod encoder;
 mod meaning;
 mod semantic;
 pub use crate::words::Words;
 pub(crate) use crate::words::humps;
 pub use cache::Cache;
-pub use encoder::Encoder;
-pub use meaning::{Meaning, Vectors};
-pub use semantic::{Model, ModelError};
+pub use meaning::{Encode, Meaning, Vectors};
+pub use semantic::{Model, ModelError, WordPiece};
 
 /// The tokenizer of the BM25 crate over text that is [`Words`] already, joined by spaces: a
 /// text is cut into words (and stemmed) once.
@@ -270,6 +268,11 @@ impl Index {
     /// Why the model asked for failed, when the index was built with the shipped table.
     pub fn fell_back(&self) -> Option<&ModelError> {
         self.fell_back.as_ref()
+    }
+
+    /// Its documents as vectors.
+    pub fn vectors(&self) -> &Vectors {
+        &self.vectors
     }
 
     /// What gives its documents and queries their vectors.

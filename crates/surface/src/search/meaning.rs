@@ -3,17 +3,32 @@
 
 use std::sync::Arc;
 
-use super::encoder::Encoder;
 use super::semantic::{
     FITTED_WORDS, LEXICAL_SHARE, MIN_SIMILARITY, MODEL_LEXICAL_SHARE, MODEL_MIN_SIMILARITY,
     MODEL_NEAR_THE_BEST, Model, ModelError, NEAR_THE_BEST,
 };
 
+/// A sentence-embedding model run whole (the `moniker-model` crate's `Encoder`): what search
+/// needs of it. The naming core builds no model code; it ranks with whatever encodes.
+pub trait Encode: Send + Sync + std::fmt::Debug {
+    /// The length of its vectors.
+    fn dims(&self) -> usize;
+    /// What names it in a cached index: the SHA-256 of its weights and its forward pass.
+    fn fingerprint(&self) -> &[u8; 32];
+    /// The unit vector of `text`, or `None` when it has no known word.
+    fn embed(&self, text: &str) -> Option<Vec<f32>>;
+    /// The unit vector of each text (`None` for one without a known word), in their order.
+    ///
+    /// # Errors
+    /// When the model cannot run (a failure of one of its workers).
+    fn embed_all(&self, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>, ModelError>;
+}
+
 /// What gives a text its meaning as a vector: the static table, or a model run whole.
 #[derive(Debug, Clone)]
 pub enum Meaning {
     Table(Arc<Model>),
-    Encoder(Arc<Encoder>),
+    Encoder(Arc<dyn Encode>),
 }
 
 impl Meaning {
@@ -84,7 +99,10 @@ impl Meaning {
         let dims = self.dims();
         let vectors: Vec<Option<Vec<f32>>> = match self {
             Self::Table(model) => documents.iter().map(|d| model.embed(d.as_ref())).collect(),
-            Self::Encoder(encoder) => encoder.embed_all(documents)?,
+            Self::Encoder(encoder) => {
+                let texts: Vec<&str> = documents.iter().map(AsRef::as_ref).collect();
+                encoder.embed_all(&texts)?
+            }
         };
         let mut flat = Vec::with_capacity(documents.len() * dims);
         for vector in vectors {

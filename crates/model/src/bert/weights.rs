@@ -14,7 +14,7 @@ use super::eight_bit::EightBit;
 use super::{Dense, Norm};
 
 /// What the weights are read from: a file, or bytes in memory.
-pub(in crate::search) trait Source: Read + Seek {}
+pub(crate) trait Source: Read + Seek {}
 
 impl<T: Read + Seek> Source for T {}
 
