@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Makes moniker's npm packages for one binary, as esbuild and biome ship theirs:
-#   moniker-mcp-<platform>-<version>.tgz  the platform package: bin/moniker (bin/moniker.exe on
-#                                         Windows), with `os` and `cpu` so npm installs it only there;
+#   moniker-mcp-<platform>-<version>.tgz  the platform package: bin/moniker, with `os`
+#                                         and `cpu` so npm installs it only there;
 #   moniker-mcp-<version>.tgz             the main package: bin/moniker.js, which runs the platform
-#                                         package's binary, and the five platform packages as
+#                                         package's binary, and the four platform packages as
 #                                         optionalDependencies at the same version.
 # Both get crates/cli's version (from `cargo metadata`) and are packed with `npm pack` into OUTDIR.
 #
 #   packaging/npm/build.sh BINARY OUTDIR [PLATFORM]
 #     BINARY    the moniker binary built for PLATFORM (e.g. target/release/moniker)
 #     OUTDIR    where the two .tgz go (made if missing)
-#     PLATFORM  linux-x64 | linux-arm64 | darwin-x64 | darwin-arm64 | win32-x64
+#     PLATFORM  linux-x64 | linux-arm64 | darwin-x64 | darwin-arm64
 #               (default: this machine's, as node names it: process.platform-process.arch)
 # Prints the paths of the two tarballs, the platform package's first.
 # Environment: MONIKER_VERSION overrides the version (else cargo metadata's).
@@ -28,13 +28,12 @@ command -v node >/dev/null 2>&1 || die "node is not on PATH"
 command -v npm >/dev/null 2>&1 || die "npm is not on PATH"
 platform=${3:-$(node -p 'process.platform + "-" + process.arch')}
 case $platform in
-    linux-x64 | linux-arm64 | darwin-x64 | darwin-arm64 | win32-x64) ;;
-    *) die "unsupported platform '$platform' (linux-x64, linux-arm64, darwin-x64, darwin-arm64, win32-x64)" ;;
+    linux-x64 | linux-arm64 | darwin-x64 | darwin-arm64) ;;
+    *) die "unsupported platform '$platform' (linux-x64, linux-arm64, darwin-x64, darwin-arm64: moniker is Unix-only)" ;;
 esac
 os=${platform%-*}
 cpu=${platform#*-}
 exe=moniker
-[[ $os == win32 ]] && exe=moniker.exe
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)

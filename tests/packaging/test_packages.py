@@ -467,7 +467,7 @@ def test_npm_packages_are_the_esbuild_pattern(npm_tarballs: dict[str, Path], ver
     assert main["name"] == "moniker-mcp" and main["version"] == version, main
     assert main["bin"] == {"moniker": "bin/moniker.js", "moniker-mcp": "bin/moniker.js"}, main["bin"]
     assert main["engines"] == {"node": ">=18"}, main
-    expected_platforms = ["darwin-arm64", "darwin-x64", "linux-arm64", "linux-x64", "win32-x64"]
+    expected_platforms = ["darwin-arm64", "darwin-x64", "linux-arm64", "linux-x64"]
     assert main["optionalDependencies"] == {f"moniker-mcp-{p}": version for p in expected_platforms}, main
     assert sorted(tarball_files(npm_tarballs["main"])) == [
         "package/README.md",

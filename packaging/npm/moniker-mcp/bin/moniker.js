@@ -9,7 +9,7 @@ const { spawn } = require("child_process");
 const os = require("os");
 const path = require("path");
 
-const SUPPORTED = ["linux-x64", "linux-arm64", "darwin-x64", "darwin-arm64", "win32-x64"];
+const SUPPORTED = ["linux-x64", "linux-arm64", "darwin-x64", "darwin-arm64"];
 const platform = `${process.platform}-${process.arch}`;
 const packageName = `moniker-mcp-${platform}`;
 const exe = process.platform === "win32" ? "moniker.exe" : "moniker";
