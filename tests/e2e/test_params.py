@@ -83,10 +83,12 @@ async def test_a_fixed_value_is_in_no_search_result(moniker, write_config, serve
     searching = config(write_config, server_specs, discovery={"mode": "search"})
     async with moniker(searching, env={"PARAMS_ROOT": str(fs_root)}) as session:
         found = await session.call_tool("search_tools", {"query": "list the files of a directory", "limit": 20})
+        described = await session.call_tool("search_tools", {"query": "list_directory"})
         called = await session.call_tool("call_tool", {"name": "list_directory", "arguments": {}})
         refused = await session.call_tool("call_tool", {"name": "list_directory", "arguments": {"path": "/"}})
     assert not found.isError, s.dump(found)
-    tools = {t["name"]: t for t in found.structuredContent["tools"]}
+    assert "- list_directory(" in s.texts(found)[0] and "path" not in s.texts(found)[0].split("- list_directory(")[1].split(")")[0]
+    tools = {t["name"]: t for t in described.structuredContent["tools"]}
     assert "list_directory" in tools and "path" not in tools["list_directory"]["inputSchema"].get("properties", {})
     assert str(fs_root) not in s.dump(found)
     assert not called.isError and "hello.txt" in s.texts(called)[0], s.dump(called)

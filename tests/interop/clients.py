@@ -42,11 +42,20 @@ class Client(Protocol):
     async def call(self, name: str, arguments: dict[str, Any]) -> Any: ...
 
 
+def value_of(text: str) -> Any:
+    """A result's text as its JSON value; a text that is not JSON (a search's compact lines) as
+    it is."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def only_text(texts: list[str], what: Any) -> Any:
-    """The JSON value of a result's single text part."""
+    """The value of a result's single text part (see `value_of`)."""
     if len(texts) != 1:
         raise AssertionError(f"expected one text part, got {len(texts)}: {what!r}")
-    return json.loads(texts[0])
+    return value_of(texts[0])
 
 
 # --------------------------------------------------------------------------------------------
@@ -86,7 +95,7 @@ class LangChainClient:
             )
         content = await tool.ainvoke(arguments)
         if isinstance(content, str):
-            return json.loads(content)
+            return value_of(content)
         texts = [block["text"] for block in content if isinstance(block, dict) and block.get("type") == "text"]
         return only_text(texts, content)
 
@@ -146,7 +155,7 @@ class AgentsClient:
         context = ToolContext(context=None, tool_name=name, tool_call_id=f"call_{name}", tool_arguments=raw)
         output = await function_tool.on_invoke_tool(context, raw)
         if isinstance(output, str):
-            return json.loads(output)
+            return value_of(output)
         if isinstance(output, dict):
             return only_text([output["text"]] if output.get("type") == "text" else [], output)
         texts = [o["text"] for o in output if isinstance(o, dict) and o.get("type") == "text"]
@@ -192,7 +201,7 @@ class PydanticAIClient:
         # result for the model: JSON text parsed, or the structured content when every part is text.
         result = await self.toolset.direct_call_tool(name, arguments)
         if isinstance(result, str):
-            return json.loads(result)
+            return value_of(result)
         if isinstance(result, list):
             return only_text([r for r in result if isinstance(r, str)], result)
         return result

@@ -156,8 +156,9 @@ def render(results: dict) -> str:
         "as the result's text.",
         "- **search** (`discovery: { mode: search, pin: [utl_status] }`): the listed names are "
         "exactly `utl_status`, `search_tools`, `call_tool`; `search_tools` with the query "
-        "\"propose sub-goals under the north star\" finds `discover_sub_goals` first (with its "
-        "alias); `call_tool` calls it by the found name, then by its alias.",
+        "\"propose sub-goals under the north star\" finds `discover_sub_goals` first (a compact line "
+        "each), its exact name gives its definition (with its alias); `call_tool` calls it by the "
+        "found name, then by its alias.",
         "",
         "How each stack is driven:",
         "",

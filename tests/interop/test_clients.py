@@ -44,10 +44,13 @@ async def search_mode(client: Client) -> None:
         "search mode lists the pinned tool and moniker's search_tools and call_tool"
     )
     found = await client.call("search_tools", {"query": QUERY})
-    tools = found["tools"]
-    assert tools, f"search_tools found nothing for {QUERY!r}: {found}"
-    best = tools[0]
-    assert best["name"] == TOOL, f"search_tools ranked {[t['name'] for t in tools]} for {QUERY!r}"
+    # A compact line each, best first: `- name(parameters) [server]: what it does`.
+    ranked = [line[2:].split("(")[0] for line in str(found).splitlines() if line.startswith("- ")]
+    assert ranked, f"search_tools found nothing for {QUERY!r}: {found}"
+    assert ranked[0] == TOOL, f"search_tools ranked {ranked} for {QUERY!r}"
+    # Its exact name gives its full definition.
+    best = (await client.call("search_tools", {"query": TOOL}))["tools"][0]
+    assert best["name"] == TOOL, best
     assert ALIAS in best.get("aliases", []), f"the found tool's definition lacks its alias: {best}"
     assert "inputSchema" in best, f"search_tools gave no inputSchema: {best}"
     # The found name, then the alias, through call_tool.

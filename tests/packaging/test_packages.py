@@ -328,7 +328,8 @@ def search_over_stdio(command: list[Any], config: Path, env: dict[str, str], que
     stderr = process.stderr.read()
     assert answer.get("id") == 2, f"no answer to search_tools\n{stderr[-3000:]}"
     text = answer["result"]["content"][0]["text"]
-    return [tool["name"] for tool in json.loads(text)["tools"]], stderr
+    # A compact line each: `- name(parameters) [server]: what it does`.
+    return [line[2:].split("(")[0] for line in text.splitlines() if line.startswith("- ")], stderr
 
 
 def searching_config(tmp_path: Path, debug_binary: Path) -> Path:

@@ -461,6 +461,7 @@ fn recall(setup: &Setup, servers: &[Inventory], surface: &Surface, size: usize) 
         tokens_search: 0,
     };
     let mut query_us = Vec::new();
+    let mut answer_bytes = Vec::new();
     for task in &setup.tasks {
         if !raw
             .iter()
@@ -500,8 +501,14 @@ fn recall(setup: &Setup, servers: &[Inventory], surface: &Surface, size: usize) 
         if ours != Some(0) && std::env::args().any(|a| a == "--misses") {
             say_miss(task, size, (ours, rank), &found);
         }
+        if std::env::args().any(|a| a == "--bytes") {
+            answer_bytes.push(answer_bytes_of(&found));
+        }
         row.moniker.add(ours);
         row.raw.add(rank);
+    }
+    if !answer_bytes.is_empty() {
+        say_bytes(size, &mut answer_bytes);
     }
     query_us.sort_unstable();
     row.query_p50_us = query_us
@@ -509,6 +516,49 @@ fn recall(setup: &Setup, servers: &[Inventory], surface: &Surface, size: usize) 
         .copied()
         .unwrap_or_default();
     row
+}
+
+/// The bytes of `search_tools`' result for `found` (`--bytes`): as it was (each tool's full
+/// definition, in the text and again as `structuredContent`) and as it is (a compact line each).
+fn answer_bytes_of(found: &[&moniker_surface::Exposed]) -> (usize, usize) {
+    let definitions: Vec<std::borrow::Cow<'_, RawValue>> = found
+        .iter()
+        .map(|e| std::borrow::Cow::Borrowed(&*e.definition))
+        .collect();
+    let tools = listing::render(Kind::Tool, definitions, &[], None);
+    let quoted = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    let full = format!(
+        r#"{{"content":[{{"type":"text","text":{}}}],"structuredContent":{tools}}}"#,
+        quoted(&tools)
+    );
+    let lines = found
+        .iter()
+        .map(|e| (&*e.definition, e.origin().map(|o| o.server.as_str())));
+    let compact = format!(
+        r#"{{"content":[{{"type":"text","text":{}}}]}}"#,
+        quoted(&moniker_surface::discovery::compact::text(lines))
+    );
+    (full.len(), compact.len())
+}
+
+/// The median and largest answer, before and after, on stderr.
+fn say_bytes(size: usize, bytes: &mut [(usize, usize)]) {
+    let at = |mut v: Vec<usize>| {
+        v.sort_unstable();
+        (v[v.len() / 2], v[v.len() - 1])
+    };
+    let (full, compact) = (
+        at(bytes.iter().map(|b| b.0).collect()),
+        at(bytes.iter().map(|b| b.1).collect()),
+    );
+    eprintln!(
+        "{size} tools, {} requests: search answer median {} B -> {} B, largest {} B -> {} B",
+        bytes.len(),
+        full.0,
+        compact.0,
+        full.1,
+        compact.1
+    );
 }
 
 /// A request `search_tools` did not find first (`--misses`): where it was, ours and the raw

@@ -31,12 +31,10 @@ fn found(peer: &mut Peer, query: &str) -> Vec<String> {
     let text = response["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("no text: {response}"));
-    let tools: serde_json::Value = serde_json::from_str(text).expect("JSON");
-    tools["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tools: {text}"))
-        .iter()
-        .map(|t| t["name"].as_str().expect("name").to_owned())
+    // A compact line each: `- name(parameters) [server]: what it does`.
+    text.lines()
+        .filter_map(|l| l.strip_prefix("- "))
+        .map(|l| l.split('(').next().unwrap_or_default().to_owned())
         .collect()
 }
 

@@ -107,7 +107,8 @@ fn listed(reply: &Value) -> Vec<String> {
         .collect()
 }
 
-/// `search_tools`' structured result (`{"tools": [...]}`, and its `_meta`).
+/// `search_tools`' result as `{"tools": [...]}`: for a tool's exact name, its full definition
+/// (and the listing's `_meta`); else each compact line's name.
 async fn search_result(session: &Arc<Session>, arguments: Value) -> Value {
     let reply = ask(
         session,
@@ -117,11 +118,26 @@ async fn search_result(session: &Arc<Session>, arguments: Value) -> Value {
     .await;
     let result = &reply["result"];
     assert_eq!(result["isError"], Value::Null, "{reply}");
-    // The text is the structured result, for clients that read only text.
-    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().expect("text"))
-        .expect("JSON text");
-    assert_eq!(text, result["structuredContent"]);
-    result["structuredContent"].clone()
+    let text = result["content"][0]["text"].as_str().expect("text");
+    if let Ok(named) = serde_json::from_str::<Value>(text) {
+        // A tool's exact name: its full definition, in the text as in the structured result.
+        assert_eq!(named, result["structuredContent"]);
+        return named;
+    }
+    assert_eq!(result["structuredContent"], Value::Null, "{reply}");
+    let names: Vec<Value> = compact_names(text)
+        .into_iter()
+        .map(|name| json!({"name": name}))
+        .collect();
+    json!({ "tools": names })
+}
+
+/// The names of a compact answer's lines (`- name(parameters) [server]: ...`), in order.
+fn compact_names(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("- "))
+        .map(|l| l.split('(').next().unwrap_or_default().to_owned())
+        .collect()
 }
 
 async fn search(session: &Arc<Session>, arguments: Value) -> Vec<String> {
@@ -445,4 +461,61 @@ async fn the_index_is_built_ahead_and_a_restart_reads_it_from_the_cache() {
         assert_ne!(again[0].1, saved[0].1, "made anew");
     }
     assert_eq!(std::fs::read(&path).expect("the index"), bytes);
+}
+
+/// A search answers with a compact line per tool (no schema, no `null`, no JSON in its text):
+/// a tenth of the full definitions' bytes; a tool's exact name gives its full definition; a
+/// `call_tool` whose arguments miss a required parameter is refused with the definition, and
+/// the server is not called.
+#[tokio::test]
+async fn a_search_answers_compact_lines_and_the_definition_on_demand() {
+    let gateway = gateway().await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let session = Session::new(gateway.clone(), tx);
+    let arguments =
+        json!({"name": "search_tools", "arguments": {"query": "store a memory", "limit": 5}});
+    let reply = ask(&session, "tools/call", arguments).await;
+    let result = &reply["result"];
+    let text = result["content"][0]["text"].as_str().expect("text");
+    assert!(
+        serde_json::from_str::<Value>(text).is_err(),
+        "plain text: {text}"
+    );
+    assert!(!reply.to_string().contains("inputSchema") && !reply.to_string().contains("null"));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("- store_memory("))
+        .unwrap_or_else(|| panic!("store_memory is found: {text}"));
+    assert!(
+        line.contains("content: string") && line.contains("[cg]"),
+        "{line}"
+    );
+    // The full definitions of the same tools, as the answer gave them before.
+    let names = compact_names(text);
+    assert!(names.len() >= 3, "{text}");
+    let mut full = 0;
+    for name in &names {
+        let named = search_result(&session, json!({"query": name})).await;
+        assert_eq!(named["tools"][0]["name"], json!(name));
+        assert!(named["tools"][0]["inputSchema"].is_object(), "{named}");
+        full += 2 * named["tools"][0].to_string().len();
+    }
+    let compact = result.to_string().len();
+    // The fixture's schemas are small (a few parameters, short descriptions): a third here;
+    // real servers' (measured in the guide) far more.
+    assert!(compact * 2 < full, "compact {compact} bytes, full {full}");
+
+    let call = json!({"name": "call_tool", "arguments": {"name": "store_memory", "arguments": {"rationale": "x"}}});
+    let refused = ask(&session, "tools/call", call).await;
+    assert_eq!(refused["result"]["isError"], json!(true), "{refused}");
+    let why = refused["result"]["content"][0]["text"]
+        .as_str()
+        .expect("why");
+    assert!(
+        why.contains("missing content") && why.contains("\"inputSchema\""),
+        "{why}"
+    );
+    let called = json!({"name": "call_tool", "arguments": {"name": "store_memory", "arguments": {"content": "x", "rationale": "y"}}});
+    let answered = ask(&session, "tools/call", called).await;
+    assert_ne!(answered["result"]["isError"], json!(true), "{answered}");
 }

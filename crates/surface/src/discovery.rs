@@ -17,6 +17,8 @@ pub use crate::rules::{Discovery, Mode};
 use crate::surface::{Exposed, Surface};
 use crate::vocab::Kind;
 
+pub mod compact;
+
 /// moniker's search tool, listed in search mode.
 pub const SEARCH_TOOLS: &str = "search_tools";
 /// moniker's tool that calls a found tool, listed in search mode.
@@ -107,7 +109,7 @@ fn build() -> Vec<Box<RawValue>> {
     let tools = [
         (
             SEARCH_TOOLS,
-            "Find tools for a task: describe it in a few words (or give a tool's name). Returns the best matching tools with their full definitions, best first; call one with call_tool.",
+            "Find tools for a task: describe it in a few words. Returns the best matching tools, best first, one line each: name(parameters; ? marks optional ones) [server]: what it does. Give a tool's exact name for its full definition. Call one with call_tool.",
             json!({
                 "type": "object",
                 "properties": {

@@ -1,5 +1,6 @@
 //! Search mode (DESIGN "The model's view"): `search_tools` ranks the tools the session may
-//! see with the view's index and answers with their full definitions; `call_tool` routes the
+//! see with the view's index and answers with a compact line each (the full definition of the
+//! one tool a query names exactly); `call_tool` routes the
 //! tool it names exactly as a direct call would be (toolset boundary, aliases, actions,
 //! metrics).
 
@@ -133,37 +134,9 @@ impl Session {
             limit,
             toolsets: &named,
         };
-        let asked = args.query.trim();
-        let found: Vec<Cow<'_, RawValue>> = match equipped {
-            Some(t) => {
-                let selection = &t.equipped.listed;
-                let exact = toolsets::resolve(surface, selection, Kind::Tool, asked);
-                index
-                    .search(surface, query, exact.map(|r| r.exposed), |e| {
-                        selection.tools.contains(&e.name)
-                    })
-                    .into_iter()
-                    .map(|e| toolsets::entry(selection, Kind::Tool, e))
-                    .collect()
-            }
-            None => {
-                let exact = surface.resolve(Kind::Tool, asked);
-                index
-                    .search(surface, query, exact.map(|r| r.exposed), |e| {
-                        view.is_served(e)
-                    })
-                    .into_iter()
-                    .map(|e| Cow::Borrowed(&*e.definition))
-                    .collect()
-            }
-        };
-        tracing::debug!(query = %args.query, found = found.len(), "tool search");
-        let tools = listing::render(Kind::Tool, found, &[], surface.server(Kind::Tool));
-        let result = format!(
-            r#"{{"content":[{{"type":"text","text":{}}}],"structuredContent":{tools}}}"#,
-            message::string(&tools)
-        );
-        Ok(Message::result(id, &result))
+        let found = found(view, equipped, query, args.query.trim());
+        tracing::debug!(query = %args.query, "tool search");
+        Ok(Message::result(id, &answer(found, &view.surface)))
     }
 
     /// `call_tool`: the named tool, called with the given arguments as if called directly.
@@ -199,6 +172,18 @@ impl Session {
         if !inner.trim_start().starts_with('{') {
             return refused("call_tool's `arguments` must be an object");
         }
+        // Arguments that cannot fit are refused with the tool's definition: a compact search
+        // answer never costs a second search.
+        let misfit = named_exactly(seen.view, seen.equipped, &args.name).and_then(|definition| {
+            discovery::compact::misfit(&definition, inner)
+                .map(|why| (why, definition.get().to_owned()))
+        });
+        if let Some((why, definition)) = misfit {
+            return refused(&format!(
+                "the arguments do not fit `{}` ({why}); its definition: {definition}",
+                args.name
+            ));
+        }
         record.through(discovery::CALL_TOOL, &args.name);
         let call = Named {
             name: &args.name,
@@ -207,6 +192,98 @@ impl Session {
         };
         self.route(request, call, answers, record).await
     }
+}
+
+/// What a search found: the one tool the query names exactly (a name or an alias: its full
+/// definition is asked for), or the best tools for it, each with its server.
+enum Found<'v> {
+    Named(Cow<'v, RawValue>),
+    Ranked(Vec<(Cow<'v, RawValue>, Option<&'v str>)>),
+}
+
+/// The tools `query` finds among those the session sees (its toolset's, else those served).
+fn found<'v>(
+    view: &'v View,
+    equipped: Option<&'v Toolset>,
+    query: Query<'_>,
+    asked: &str,
+) -> Found<'v> {
+    if let Some(definition) = named_exactly(view, equipped, asked) {
+        return Found::Named(definition);
+    }
+    let surface = &view.surface;
+    let index = view.index();
+    let server = |e: &'v moniker_surface::Exposed| e.origin().map(|o| o.server.as_str());
+    match equipped {
+        Some(t) => {
+            let selection = &t.equipped.listed;
+            let ranked = index.search(surface, query, None, |e| selection.tools.contains(&e.name));
+            Found::Ranked(
+                ranked
+                    .into_iter()
+                    .map(|e| (toolsets::entry(selection, Kind::Tool, e), server(e)))
+                    .collect(),
+            )
+        }
+        None => {
+            let ranked = index.search(surface, query, None, |e| view.is_served(e));
+            Found::Ranked(
+                ranked
+                    .into_iter()
+                    .map(|e| (Cow::Borrowed(&*e.definition), server(e)))
+                    .collect(),
+            )
+        }
+    }
+}
+
+/// The definition, as the session sees it, of the tool `name` names exactly (its name, an
+/// alias or a legacy name) among those it may call.
+fn named_exactly<'v>(
+    view: &'v View,
+    equipped: Option<&'v Toolset>,
+    name: &str,
+) -> Option<Cow<'v, RawValue>> {
+    match equipped {
+        Some(t) => {
+            let selection = &t.equipped.listed;
+            toolsets::resolve(&view.surface, selection, Kind::Tool, name)
+                .map(|exact| toolsets::entry(selection, Kind::Tool, exact.exposed))
+        }
+        None => view
+            .surface
+            .resolve(Kind::Tool, name)
+            .map(|r| r.exposed)
+            .filter(|e| view.is_served(e))
+            .map(|e| Cow::Borrowed(&*e.definition)),
+    }
+}
+
+/// `search_tools`' result: the tool named exactly with its full definition (as a listing
+/// would give it, in the text and as `structuredContent`), or each tool found as a compact
+/// line of plain text ([`discovery::compact`]) and nothing else: a client that hands the
+/// model `structuredContent` when there is one (Pydantic AI does) hands it these lines.
+fn answer(found: Found<'_>, surface: &moniker_surface::Surface) -> String {
+    let ranked = match found {
+        Found::Named(definition) => {
+            let tools = listing::render(
+                Kind::Tool,
+                vec![definition],
+                &[],
+                surface.server(Kind::Tool),
+            );
+            return format!(
+                r#"{{"content":[{{"type":"text","text":{}}}],"structuredContent":{tools}}}"#,
+                message::string(&tools)
+            );
+        }
+        Found::Ranked(ranked) => ranked,
+    };
+    let text = discovery::compact::text(ranked.iter().map(|(d, server)| (&**d, *server)));
+    format!(
+        r#"{{"content":[{{"type":"text","text":{}}}]}}"#,
+        message::string(&text)
+    )
 }
 
 /// The turns of searches off the runtime's threads: one per core.

@@ -1,0 +1,232 @@
+//! A search's answer, compact (DESIGN "The model's view"): each tool found as a signature (its
+//! name, its parameters with their types, `?` on the optional ones), its server and the first
+//! sentence of its description, one line each, in plain text; the full definition on demand
+//! (a search of the tool's exact name) and in the refusal of a call whose arguments do not fit.
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// The most characters of a description's first sentence a compact line keeps.
+const MAX_SENTENCE: usize = 160;
+/// The most parameters a signature names (the rest are `…`).
+const MAX_PARAMS: usize = 12;
+
+/// What a compact line reads of a definition.
+#[derive(Deserialize)]
+struct Definition {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(rename = "inputSchema", default)]
+    input_schema: Value,
+}
+
+/// The signature of `definition` (a tool's listing entry): `name(a: string, b?: integer[])`;
+/// `None` when it is not a tool's definition.
+pub fn signature(definition: &RawValue) -> Option<String> {
+    let tool: Definition = serde_json::from_str(definition.get()).ok()?;
+    Some(signature_of(&tool))
+}
+
+fn signature_of(tool: &Definition) -> String {
+    let required: Vec<&str> = tool.input_schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut params: Vec<String> = Vec::new();
+    if let Some(properties) = tool.input_schema["properties"].as_object() {
+        // Required first, in the schema's order; then the optional ones.
+        let (needed, optional): (Vec<_>, Vec<_>) = properties
+            .iter()
+            .partition(|(name, _)| required.contains(&name.as_str()));
+        for (name, schema) in needed.into_iter().chain(optional) {
+            if params.len() == MAX_PARAMS {
+                params.push("…".to_owned());
+                break;
+            }
+            let mark = if required.contains(&name.as_str()) {
+                ""
+            } else {
+                "?"
+            };
+            params.push(format!("{name}{mark}: {}", type_of(schema)));
+        }
+    }
+    format!("{}({})", tool.name, params.join(", "))
+}
+
+/// A parameter's type in a few characters: its JSON type (`integer`, `string[]`), its
+/// constants (`"a"|"b"`), or `any`.
+fn type_of(schema: &Value) -> String {
+    if let Some(values) = schema["enum"]
+        .as_array()
+        .filter(|v| !v.is_empty() && v.len() <= 6)
+    {
+        return values
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("|");
+    }
+    match &schema["type"] {
+        Value::String(t) if t == "array" => format!("{}[]", type_of(&schema["items"])),
+        Value::String(t) => t.clone(),
+        Value::Array(types) => types
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join("|"),
+        _ if schema["properties"].is_object() => "object".to_owned(),
+        _ => "any".to_owned(),
+    }
+}
+
+/// The first sentence of `description` (to its first `. `, line break or end), at most
+/// [`MAX_SENTENCE`] characters.
+pub fn first_sentence(description: &str) -> String {
+    let text = description.trim();
+    let end = text
+        .find(". ")
+        .map(|i| i + 1)
+        .into_iter()
+        .chain(text.find('\n'))
+        .min()
+        .unwrap_or(text.len());
+    let sentence = text[..end].trim();
+    match sentence.char_indices().nth(MAX_SENTENCE) {
+        Some((at, _)) => format!("{}…", &sentence[..at]),
+        None => sentence.to_owned(),
+    }
+}
+
+/// One tool found, as a compact line: `- signature [server]: first sentence`.
+pub fn line(definition: &RawValue, server: Option<&str>) -> Option<String> {
+    let tool: Definition = serde_json::from_str(definition.get()).ok()?;
+    let mut line = format!("- {}", signature_of(&tool));
+    if let Some(server) = server {
+        line.push_str(&format!(" [{server}]"));
+    }
+    let sentence = tool.description.as_deref().map(first_sentence);
+    if let Some(sentence) = sentence.filter(|s| !s.is_empty()) {
+        line.push_str(": ");
+        line.push_str(&sentence);
+    }
+    Some(line)
+}
+
+/// A search's compact answer: a first line that says how to go on, then a line each of
+/// `found` (a tool's definition and its server), best first.
+pub fn text<'d>(found: impl ExactSizeIterator<Item = (&'d RawValue, Option<&'d str>)>) -> String {
+    let mut text = match found.len() {
+        0 => return "No tool found: describe the task in other words.".to_owned(),
+        n => format!(
+            "{n} tools, best first. Call one with call_tool {{\"name\", \"arguments\"}}; search a tool's exact name for its full definition."
+        ),
+    };
+    for line in found.filter_map(|(definition, server)| line(definition, server)) {
+        text.push('\n');
+        text.push_str(&line);
+    }
+    text
+}
+
+/// Why `arguments` (a JSON object's text) do not fit `definition`'s input schema, by what can
+/// be told without a validator: a required parameter missing, or one the schema does not have
+/// when it allows no others. `None`: they may fit (the server decides the rest).
+pub fn misfit(definition: &RawValue, arguments: &str) -> Option<String> {
+    let tool: Definition = serde_json::from_str(definition.get()).ok()?;
+    let given: serde_json::Map<String, Value> = serde_json::from_str(arguments).ok()?;
+    let schema = &tool.input_schema;
+    let missing: Vec<&str> = schema["required"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|name| !given.contains_key(*name))
+        .collect();
+    let closed = schema["additionalProperties"] == Value::Bool(false);
+    let unknown: Vec<&str> = match schema["properties"].as_object() {
+        Some(properties) if closed => given
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !properties.contains_key(*k))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut why = Vec::new();
+    if !missing.is_empty() {
+        why.push(format!("missing {}", missing.join(", ")));
+    }
+    if !unknown.is_empty() {
+        why.push(format!("no parameter {}", unknown.join(", ")));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn raw(v: &Value) -> Box<RawValue> {
+        RawValue::from_string(v.to_string()).unwrap()
+    }
+
+    #[test]
+    fn a_signature_names_required_parameters_first_and_marks_the_others() {
+        let tool = raw(&json!({
+            "name": "create_issue",
+            "description": "Create a new issue. It is opened at once.\nMore.",
+            "inputSchema": {"type": "object", "properties": {
+                "body": {"type": "string"},
+                "labels": {"type": "array", "items": {"type": "string"}},
+                "owner": {"type": "string"},
+                "state": {"enum": ["open", "closed"]},
+                "count": {"type": ["integer", "null"]},
+                "meta": {"properties": {}}
+            }, "required": ["owner"]}
+        }));
+        assert_eq!(
+            line(&tool, Some("gh")).unwrap(),
+            "- create_issue(owner: string, body?: string, labels?: string[], state?: \"open\"|\"closed\", count?: integer|null, meta?: object) [gh]: Create a new issue."
+        );
+        let bare = raw(&json!({"name": "ping", "inputSchema": {"type": "object"}}));
+        assert_eq!(line(&bare, None).unwrap(), "- ping()");
+        assert!(signature(&raw(&json!({"title": "not a tool"}))).is_none());
+    }
+
+    #[test]
+    fn a_first_sentence_is_bounded() {
+        assert_eq!(first_sentence("One. Two."), "One.");
+        assert_eq!(first_sentence("  no stop at all  "), "no stop at all");
+        assert_eq!(first_sentence("v1.2 is read. Then"), "v1.2 is read.");
+        let long = "word ".repeat(100);
+        let cut = first_sentence(&long);
+        assert_eq!(cut.chars().count(), MAX_SENTENCE + 1);
+        assert!(cut.ends_with('…'));
+        assert_eq!(
+            first_sentence("é".repeat(200).as_str()).chars().count(),
+            MAX_SENTENCE + 1
+        );
+    }
+
+    #[test]
+    fn arguments_that_miss_a_required_parameter_or_add_an_unknown_one_do_not_fit() {
+        let tool = raw(&json!({"name": "t", "inputSchema": {"type": "object",
+            "properties": {"path": {"type": "string"}, "n": {"type": "integer"}},
+            "required": ["path"], "additionalProperties": false}}));
+        assert_eq!(misfit(&tool, r#"{"path": "a"}"#), None);
+        assert_eq!(misfit(&tool, r#"{"n": 1}"#).unwrap(), "missing path");
+        assert_eq!(
+            misfit(&tool, r#"{"file": "a"}"#).unwrap(),
+            "missing path; no parameter file"
+        );
+        let open = raw(&json!({"name": "t", "inputSchema": {"type": "object",
+            "properties": {"path": {"type": "string"}}, "required": ["path"]}}));
+        assert_eq!(misfit(&open, r#"{"path": "a", "extra": 1}"#), None);
+        // What cannot be read is the server's to judge.
+        assert_eq!(misfit(&open, "[1]"), None);
+        assert_eq!(misfit(&raw(&json!({"name": "t"})), "{}"), None);
+    }
+}
