@@ -265,6 +265,14 @@ async fn check_once(
             sets,
         ));
     }
+    if gateway.naming.searches(&view) {
+        // In search mode a tool a search of its own description does not find is as good as
+        // missing: named, with the fix.
+        diagnostics.extend(moniker_surface::search::unfindable(
+            &view.surface,
+            view.index(),
+        ));
+    }
     let breaking = lock
         .as_ref()
         .map(|lock| moniker_surface::lock::compare(lock, &view.surface))

@@ -387,3 +387,46 @@ fn every_collision_among_many_servers_is_named_whatever_order_they_answer_in() {
     assert_eq!(code, 0, "{fixed}\n{stdout}{stderr}");
     assert!(stdout.contains("53 tools"), "{stdout}");
 }
+
+/// In search mode, `check` names each tool a search of its own description does not find in the
+/// first five, with the fix: seven tools that say the same (an action tool, or a description
+/// that sets each apart) and one with no description (say what it does); a tool whose
+/// description is its own is not named. Out of search mode it says nothing of it.
+#[test]
+fn check_names_the_tools_a_search_of_their_own_description_does_not_find() {
+    let dir = moniker_fixture::scratch();
+    let inventory = dir.join("inventory.json");
+    let mut tools: Vec<serde_json::Value> = (0..7)
+        .map(|i| {
+            serde_json::json!({"name": format!("fetch_page_{i}"), "description": "Fetch a web page and return its text.", "inputSchema": {"type": "object"}})
+        })
+        .collect();
+    tools.push(serde_json::json!({"name": "zq_xv", "inputSchema": {"type": "object"}}));
+    tools.push(serde_json::json!({"name": "create_issue", "description": "Open a new issue in a repository's tracker.", "inputSchema": {"type": "object"}}));
+    std::fs::write(&inventory, serde_json::json!({"tools": tools}).to_string()).expect("inventory");
+    let servers = format!(
+        "servers:\n{}",
+        moniker_fixture::fixture_server("web", &[&inventory.display().to_string()])
+    );
+    let config = dir.join("moniker.yaml");
+    let check = |text: &str| {
+        std::fs::write(&config, text).expect("config");
+        run(moniker(&["check", "--log", "off", "-c"]).arg(&config))
+    };
+    let (code, stdout, stderr) = check(&format!("{servers}discovery:\n  mode: search\n"));
+    assert_eq!(code, 0, "warnings do not fail the check:\n{stdout}{stderr}");
+    let named = stderr.matches("search::unfindable").count();
+    assert!(
+        named >= 3,
+        "at least the two past the first five and zq_xv:\n{stderr}"
+    );
+    assert!(stderr.contains("`zq_xv` has no description"), "{stderr}");
+    assert!(stderr.contains("fold both into an action tool"), "{stderr}");
+    assert!(
+        !stderr.contains("`create_issue`'s own description"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = check(&servers);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!stderr.contains("search::unfindable"), "{stderr}");
+}

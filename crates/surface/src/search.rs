@@ -17,11 +17,13 @@ use crate::surface::{Exposed, Surface};
 use crate::vocab::Kind;
 
 mod cache;
+mod findable;
 mod meaning;
 mod semantic;
 pub use crate::words::Words;
 pub(crate) use crate::words::humps;
 pub use cache::Cache;
+pub use findable::unfindable;
 pub use meaning::{Encode, Meaning, Vectors};
 pub use semantic::{Model, ModelError, WordPiece};
 

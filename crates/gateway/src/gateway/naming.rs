@@ -460,7 +460,7 @@ impl Naming {
     }
 
     /// Whether a session may search `view`: its discovery mode is search, or a toolset's.
-    fn searches(&self, view: &View) -> bool {
+    pub fn searches(&self, view: &View) -> bool {
         let search = |d: &moniker_surface::discovery::Discovery| d.mode == Mode::Search;
         search(view.surface.discovery())
             || self
