@@ -122,6 +122,34 @@ struct Inner {
     /// Calls by an alias or a legacy name (configured names only: a bounded set), by (name,
     /// tool): how many, and whether the name is deprecated.
     aliases: BTreeMap<(String, String), (u64, bool)>,
+    /// Searches, by what followed them ([`SEARCH_OUTCOMES`]).
+    searches: [u64; SEARCH_OUTCOMES.len()],
+}
+
+/// What followed a search: nothing found; a call of the tool at rank 1 to 5, or of one lower
+/// in its results, or of one not in them; no call (another search came first, or the session
+/// ended).
+pub const SEARCH_OUTCOMES: [&str; 9] = [
+    "empty",
+    "called_1",
+    "called_2",
+    "called_3",
+    "called_4",
+    "called_5",
+    "called_lower",
+    "called_other",
+    "no_call",
+];
+
+/// What followed one search, for [`Metrics::search`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Searched {
+    /// It found nothing.
+    Empty,
+    /// The next call was of the tool at this rank (0: the first), or of one it did not show.
+    Called(Option<usize>),
+    /// No call followed it.
+    NoCall,
 }
 
 #[derive(Default)]
@@ -188,6 +216,24 @@ impl Metrics {
         let entry = inner.aliases.entry(key).or_insert((0, deprecated));
         entry.0 += 1;
         entry.1 = deprecated;
+    }
+
+    /// One search, and what followed it.
+    pub fn search(&self, searched: Searched) {
+        let at = match searched {
+            Searched::Empty => 0,
+            Searched::Called(Some(rank)) if rank < 5 => 1 + rank,
+            Searched::Called(Some(_)) => 6,
+            Searched::Called(None) => 7,
+            Searched::NoCall => 8,
+        };
+        self.lock().searches[at] += 1;
+    }
+
+    /// Searches by what followed them, as [`SEARCH_OUTCOMES`] names them.
+    pub fn searches(&self) -> Vec<(&'static str, u64)> {
+        let counts = self.lock().searches;
+        SEARCH_OUTCOMES.iter().copied().zip(counts).collect()
     }
 
     /// How many breaking changes the surface has against the lock now.
@@ -276,6 +322,15 @@ impl Metrics {
                 escape(alias),
                 escape(tool)
             );
+        }
+        family(
+            &mut out,
+            "moniker_searches_total",
+            "counter",
+            "search_tools answers, by what followed: empty (nothing found), called_1..called_5 (the next call was of the tool at that rank), called_lower, called_other (a tool it did not show), no_call.",
+        );
+        for (outcome, n) in SEARCH_OUTCOMES.iter().zip(inner.searches) {
+            let _ = writeln!(out, "moniker_searches_total{{outcome=\"{outcome}\"}} {n}");
         }
         if let Some(count) = *crate::sync::lock(&self.lock_breaking) {
             family(

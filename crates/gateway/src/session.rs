@@ -24,6 +24,7 @@ use crate::errors::Refusal;
 use crate::gateway::Gateway;
 use crate::hub::{InFlight, Peer};
 use crate::message::{self, Field, Incoming, Invalid, Message};
+use crate::metrics::Searched;
 use crate::modern;
 use crate::sync::lock;
 use crate::toolsets::Equipped;
@@ -52,6 +53,8 @@ pub struct Session {
     who: OnceLock<Arc<str>>,
     /// `search_tools` is answered whatever the discovery mode ([`Session::answer_search`]).
     answers_search: std::sync::atomic::AtomicBool,
+    /// The names the last search showed, until a call follows it (what the metrics count).
+    last_search: Mutex<Option<Vec<String>>>,
 }
 
 type Reply = Option<Message>;
@@ -65,6 +68,9 @@ impl Drop for Session {
     /// A client gone without unsubscribing: what it followed is released (a server is told
     /// when no other client follows the resource there).
     fn drop(&mut self) {
+        if lock(&self.last_search).take().is_some() {
+            self.gateway.services.metrics.search(Searched::NoCall);
+        }
         let followed = self.peer.all_subscriptions();
         if !followed.is_empty() {
             self.unsubscribe_all(followed);
@@ -168,6 +174,7 @@ impl Session {
             client_capabilities: OnceLock::new(),
             who: OnceLock::new(),
             answers_search: std::sync::atomic::AtomicBool::new(false),
+            last_search: Mutex::new(None),
         })
     }
 

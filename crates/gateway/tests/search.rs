@@ -519,3 +519,58 @@ async fn a_search_answers_compact_lines_and_the_definition_on_demand() {
     let answered = ask(&session, "tools/call", called).await;
     assert_ne!(answered["result"]["isError"], json!(true), "{answered}");
 }
+
+/// Each search is counted by what followed it: a call of the tool at its rank, a search that
+/// found nothing, one followed by another search (no call) or by the session's end.
+#[tokio::test]
+async fn searches_are_counted_by_the_call_that_follows_them() {
+    let gateway = gateway().await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let session = Session::new(gateway.clone(), tx);
+    let counted = || {
+        gateway
+            .services
+            .metrics
+            .searches()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .collect::<Vec<_>>()
+    };
+    let found = search(
+        &session,
+        json!({"query": "start an offline consolidation dream cycle", "limit": 3}),
+    )
+    .await;
+    assert_eq!(found.len(), 3, "{found:?}");
+    let call = json!({"name": "call_tool", "arguments": {"name": found[1], "arguments": {}}});
+    ask(&session, "tools/call", call).await;
+    assert_eq!(counted(), [("called_2", 1)]);
+    assert!(
+        search(&session, json!({"query": "?! ..."}))
+            .await
+            .is_empty()
+    );
+    search(&session, json!({"query": "dream status"})).await;
+    search(&session, json!({"query": "abort the dream", "limit": 1})).await;
+    // A direct call of a tool the search did not show.
+    let direct = json!({"name": "store_memory", "arguments": {"content": "x"}});
+    ask(&session, "tools/call", direct).await;
+    search(&session, json!({"query": "dream status"})).await;
+    drop(session);
+    assert_eq!(
+        counted(),
+        [
+            ("empty", 1),
+            ("called_2", 1),
+            ("called_other", 1),
+            ("no_call", 2)
+        ]
+    );
+    assert!(
+        gateway
+            .services
+            .metrics
+            .render()
+            .contains("moniker_searches_total{outcome=\"no_call\"} 2")
+    );
+}

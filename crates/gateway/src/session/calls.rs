@@ -359,6 +359,9 @@ impl Session {
             self.warn_deprecated(name, &exposed.name, d);
         }
         record.resolved(Some(&exposed.name), via, deprecated.is_some());
+        if record.kind() != Some(Kind::Prompt) {
+            self.called_after_search(&exposed.name);
+        }
     }
 
     /// A call of one of moniker's management tools.

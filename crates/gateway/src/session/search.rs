@@ -18,6 +18,8 @@ use super::{Answers, Reply, Session, Toolset, id_of};
 use crate::call::Call;
 use crate::errors;
 use crate::message::{self, Message};
+use crate::metrics::Searched;
+use crate::sync::lock;
 use crate::view::View;
 
 /// The longest query, in bytes: ranking costs grow with its words, and a task says itself in
@@ -136,7 +138,40 @@ impl Session {
         };
         let found = found(view, equipped, query, args.query.trim());
         tracing::debug!(query = %args.query, "tool search");
+        self.searched(match &found {
+            Found::Named(definition) => discovery::compact::name_of(definition)
+                .into_iter()
+                .collect(),
+            Found::Ranked(ranked) => ranked
+                .iter()
+                .filter_map(|(definition, _)| discovery::compact::name_of(definition))
+                .collect(),
+        });
         Ok(Message::result(id, &answer(found, &view.surface)))
+    }
+
+    /// A search showed `names`, best first: the one before it, if no call followed, is counted
+    /// as followed by none; one that found nothing is counted at once.
+    fn searched(&self, names: Vec<String>) {
+        let metrics = &self.gateway.services.metrics;
+        let before = lock(&self.last_search).take();
+        if before.is_some() {
+            metrics.search(Searched::NoCall);
+        }
+        if names.is_empty() {
+            metrics.search(Searched::Empty);
+        } else {
+            *lock(&self.last_search) = Some(names);
+        }
+    }
+
+    /// Tool `name` is called: the search before it, if any, is counted with the rank it
+    /// showed the tool at (or as not showing it).
+    pub(super) fn called_after_search(&self, name: &str) {
+        if let Some(names) = lock(&self.last_search).take() {
+            let rank = names.iter().position(|n| n == name);
+            self.gateway.services.metrics.search(Searched::Called(rank));
+        }
     }
 
     /// `call_tool`: the named tool, called with the given arguments as if called directly.

@@ -100,6 +100,13 @@ pub fn first_sentence(description: &str) -> String {
     }
 }
 
+/// The name of `definition`, a tool's listing entry.
+pub fn name_of(definition: &RawValue) -> Option<String> {
+    serde_json::from_str::<Definition>(definition.get())
+        .ok()
+        .map(|t| t.name)
+}
+
 /// One tool found, as a compact line: `- signature [server]: first sentence`.
 pub fn line(definition: &RawValue, server: Option<&str>) -> Option<String> {
     let tool: Definition = serde_json::from_str(definition.get()).ok()?;
