@@ -472,6 +472,16 @@ async fn a_search_answers_compact_lines_and_the_definition_on_demand() {
     let gateway = gateway().await;
     let (tx, _rx) = mpsc::unbounded_channel();
     let session = Session::new(gateway.clone(), tx);
+    // search_tools says what is behind it: the tools a search reaches, by server (the pinned
+    // store_memory is listed, not behind).
+    let list = ask(&session, "tools/list", json!({})).await;
+    let search_tool = &list["result"]["tools"][1];
+    assert_eq!(search_tool["name"], "search_tools");
+    let described = search_tool["description"].as_str().expect("a description");
+    assert!(
+        described.contains("Behind it: 34 tools of 1 server: cg (34: "),
+        "{described}"
+    );
     let arguments =
         json!({"name": "search_tools", "arguments": {"query": "store a memory", "limit": 5}});
     let reply = ask(&session, "tools/call", arguments).await;

@@ -55,11 +55,20 @@ impl Discovery {
     ) -> Vec<Cow<'a, RawValue>> {
         match (kind, self.mode) {
             (Kind::Prompt, _) | (_, Mode::List) => tools.map(|(_, entry)| entry).collect(),
-            (Kind::Tool, Mode::Search) => tools
-                .filter(|(tool, _)| self.pins(tool))
-                .map(|(_, entry)| entry)
-                .chain(definitions().iter().map(|d| Cow::Borrowed(&**d)))
-                .collect(),
+            (Kind::Tool, Mode::Search) => {
+                let mut listed = Vec::new();
+                let mut behind = compact::Behind::default();
+                for (tool, entry) in tools {
+                    if self.pins(tool) {
+                        listed.push(entry);
+                    } else {
+                        behind.add(tool);
+                    }
+                }
+                listed.push(Cow::Owned(behind.search_tool(&definitions()[0])));
+                listed.extend(definitions()[1..].iter().map(|d| Cow::Borrowed(&**d)));
+                listed
+            }
             (Kind::Tool, Mode::Hints) => tools
                 .map(|(tool, entry)| Cow::Owned(self.hinted(tool, &entry)))
                 .collect(),

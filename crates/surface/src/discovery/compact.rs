@@ -138,6 +138,68 @@ pub fn text<'d>(found: impl ExactSizeIterator<Item = (&'d RawValue, Option<&'d s
     text
 }
 
+/// The most bytes of what `search_tools`' description says is behind it.
+const MAX_BEHIND: usize = 600;
+/// The tool names said of each server.
+const NAMES_EACH: usize = 3;
+
+/// What a search reaches (the tools a session may find, by server): said in `search_tools`'
+/// own description, so a model knows when to search and for what.
+#[derive(Default)]
+pub struct Behind<'a> {
+    servers: std::collections::BTreeMap<&'a str, Vec<&'a str>>,
+}
+
+impl<'a> Behind<'a> {
+    pub fn add(&mut self, tool: &'a crate::surface::Exposed) {
+        let server = if tool.server_name.is_empty() {
+            "moniker"
+        } else {
+            &tool.server_name
+        };
+        self.servers.entry(server).or_default().push(&tool.name);
+    }
+
+    /// What it says: `Behind it: 40 tools of 3 servers: github (26: create_issue, list_issues,
+    /// …), …`, the servers with most tools first, within [`MAX_BEHIND`] bytes.
+    pub fn summary(&self) -> String {
+        let tools: usize = self.servers.values().map(Vec::len).sum();
+        let mut servers: Vec<(&&str, &Vec<&str>)> = self.servers.iter().collect();
+        servers.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(b.0)));
+        let plural = |n: usize, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
+        let mut said = format!(
+            "Behind it: {} of {}:",
+            plural(tools, "tool"),
+            plural(servers.len(), "server")
+        );
+        for (at, (server, names)) in servers.iter().enumerate() {
+            let mut some: Vec<&str> = names.iter().take(NAMES_EACH).copied().collect();
+            if names.len() > NAMES_EACH {
+                some.push("…");
+            }
+            let part = format!(" {server} ({}: {}),", names.len(), some.join(", "));
+            if said.len() + part.len() > MAX_BEHIND {
+                said.push_str(&format!(" and {} more.", servers.len() - at));
+                return said;
+            }
+            said.push_str(&part);
+        }
+        said.pop();
+        said.push('.');
+        said
+    }
+
+    /// `search_tools`' definition (`own`) with what is behind it at the end of its description.
+    pub fn search_tool(&self, own: &RawValue) -> Box<RawValue> {
+        let mut definition: Value = serde_json::from_str(own.get()).unwrap_or_default();
+        if !self.servers.is_empty() {
+            let described = definition["description"].as_str().unwrap_or_default();
+            definition["description"] = Value::from(format!("{described} {}", self.summary()));
+        }
+        RawValue::from_string(definition.to_string()).unwrap_or_else(|_| own.to_owned())
+    }
+}
+
 /// Why `arguments` (a JSON object's text) do not fit `definition`'s input schema, by what can
 /// be told without a validator: a required parameter missing, or one the schema does not have
 /// when it allows no others. `None`: they may fit (the server decides the rest).
@@ -201,6 +263,54 @@ mod tests {
         let bare = raw(&json!({"name": "ping", "inputSchema": {"type": "object"}}));
         assert_eq!(line(&bare, None).unwrap(), "- ping()");
         assert!(signature(&raw(&json!({"title": "not a tool"}))).is_none());
+    }
+
+    #[test]
+    fn what_is_behind_search_is_said_within_its_bound() {
+        let listing = |server: &str, n: usize| {
+            crate::Listing {
+            server: server.parse().unwrap(),
+            tools: (0..n)
+                .map(|i| raw(&json!({"name": format!("{server}_tool_{i}"), "inputSchema": {"type": "object"}})))
+                .collect(),
+            prompts: Vec::new(),
+            version: None,
+        }
+        };
+        let few = [listing("github", 4), listing("fs", 1)];
+        let built = crate::build(&crate::Rules::default(), &few.iter().collect::<Vec<_>>());
+        let surface = built.surface.unwrap();
+        let mut behind = Behind::default();
+        surface
+            .listed(crate::Kind::Tool)
+            .for_each(|t| behind.add(t));
+        assert_eq!(
+            behind.summary(),
+            "Behind it: 5 tools of 2 servers: github (4: github_tool_0, github_tool_1, github_tool_2, …), fs (1: fs_tool_0)."
+        );
+        let own = raw(&json!({"name": "search_tools", "description": "Find tools."}));
+        let said: Value = serde_json::from_str(behind.search_tool(&own).get()).unwrap();
+        assert!(
+            said["description"]
+                .as_str()
+                .unwrap()
+                .starts_with("Find tools. Behind it: 5 tools")
+        );
+        let many: Vec<crate::Listing> =
+            (0..60).map(|i| listing(&format!("server{i}"), 2)).collect();
+        let built = crate::build(&crate::Rules::default(), &many.iter().collect::<Vec<_>>());
+        let surface = built.surface.unwrap();
+        let mut behind = Behind::default();
+        surface
+            .listed(crate::Kind::Tool)
+            .for_each(|t| behind.add(t));
+        let summary = behind.summary();
+        assert!(summary.len() <= MAX_BEHIND + 20, "{summary}");
+        assert!(
+            summary.starts_with("Behind it: 120 tools of 60 servers:")
+                && summary.ends_with("more."),
+            "{summary}"
+        );
     }
 
     #[test]
