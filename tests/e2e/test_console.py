@@ -297,6 +297,9 @@ def test_a_playground_call_reaches_the_server_and_appears_in_activity(console: s
     watched.page.goto(f"{console}/console/activity?principal=console")
     rows = watched.page.locator("tbody tr").all_inner_texts()
     assert any("console admin" in r and "discover_sub_goals" in r and "ok" in r for r in rows), rows
+    # The playground's two searches, each in a session of its own that ended with no call.
+    searches = dict(r.split("\t")[:2] for r in watched.page.locator("#searches tbody tr").all_inner_texts())
+    assert int(searches["no_call"]) >= 2 and searches["called_1"] == "0", searches
 
     # A form not from this console (no CSRF token) is refused, the session's cookie or not.
     refused = watched.page.request.post(

@@ -528,6 +528,8 @@ struct ActivityPage {
     tool: String,
     outcome: String,
     kept: usize,
+    /// `search_tools` answers by what followed them, with their share.
+    searches: Vec<(&'static str, u64, String)>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -579,7 +581,25 @@ pub(super) async fn activity(
         tool: query.tool,
         outcome: query.outcome,
         kept: crate::audit::RECENT,
+        searches: searches(&shared.gateway.services.metrics),
     })
+}
+
+/// Searches by what followed them since moniker started, each with its share of all.
+fn searches(metrics: &crate::metrics::Metrics) -> Vec<(&'static str, u64, String)> {
+    let counts = metrics.searches();
+    let all: u64 = counts.iter().map(|(_, n)| n).sum();
+    counts
+        .into_iter()
+        .map(|(outcome, n)| {
+            let share = if all == 0 {
+                "–".to_owned()
+            } else {
+                format!("{:.0}%", 100.0 * n as f64 / all as f64)
+            };
+            (outcome, n, share)
+        })
+        .collect()
 }
 
 #[cfg(test)]
