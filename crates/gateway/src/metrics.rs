@@ -124,6 +124,8 @@ struct Inner {
     aliases: BTreeMap<(String, String), (u64, bool)>,
     /// Searches, by what followed them ([`SEARCH_OUTCOMES`]).
     searches: [u64; SEARCH_OUTCOMES.len()],
+    /// The bytes of search answers each tool took (an exposed name: a bounded set).
+    shown: BTreeMap<String, u64>,
 }
 
 /// What followed a search: nothing found; a call of the tool at rank 1 to 5, or of one lower
@@ -230,6 +232,17 @@ impl Metrics {
         self.lock().searches[at] += 1;
     }
 
+    /// Tool `name` was shown in a search's answer, in `bytes`.
+    pub fn shown(&self, name: &str, bytes: usize) {
+        let mut inner = self.lock();
+        match inner.shown.get_mut(name) {
+            Some(n) => *n += bytes as u64,
+            None => {
+                inner.shown.insert(name.to_owned(), bytes as u64);
+            }
+        }
+    }
+
     /// Searches by what followed them, as [`SEARCH_OUTCOMES`] names them.
     pub fn searches(&self) -> Vec<(&'static str, u64)> {
         let counts = self.lock().searches;
@@ -323,15 +336,7 @@ impl Metrics {
                 escape(tool)
             );
         }
-        family(
-            &mut out,
-            "moniker_searches_total",
-            "counter",
-            "search_tools answers, by what followed: empty (nothing found), called_1..called_5 (the next call was of the tool at that rank), called_lower, called_other (a tool it did not show), no_call.",
-        );
-        for (outcome, n) in SEARCH_OUTCOMES.iter().zip(inner.searches) {
-            let _ = writeln!(out, "moniker_searches_total{{outcome=\"{outcome}\"}} {n}");
-        }
+        searches(&mut out, &inner);
         if let Some(count) = *crate::sync::lock(&self.lock_breaking) {
             family(
                 &mut out,
@@ -428,6 +433,32 @@ fn escape(value: &str) -> String {
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+/// The search families: searches by what followed them, and the bytes each tool took.
+fn searches(out: &mut String, inner: &Inner) {
+    family(
+        out,
+        "moniker_searches_total",
+        "counter",
+        "search_tools answers, by what followed: empty (nothing found), called_1..called_5 (the next call was of the tool at that rank), called_lower, called_other (a tool it did not show), no_call.",
+    );
+    for (outcome, n) in SEARCH_OUTCOMES.iter().zip(inner.searches) {
+        let _ = writeln!(out, "moniker_searches_total{{outcome=\"{outcome}\"}} {n}");
+    }
+    family(
+        out,
+        "moniker_search_shown_bytes_total",
+        "counter",
+        "The bytes of search_tools answers each tool took (its line, or its definition when asked by name): against moniker_calls_total, what each tool costs the model before it is called.",
+    );
+    for (tool, n) in &inner.shown {
+        let _ = writeln!(
+            out,
+            "moniker_search_shown_bytes_total{{tool=\"{}\"}} {n}",
+            escape(tool)
+        );
+    }
 }
 
 #[cfg(test)]

@@ -576,11 +576,17 @@ async fn searches_are_counted_by_the_call_that_follows_them() {
             ("no_call", 2)
         ]
     );
-    assert!(
-        gateway
-            .services
-            .metrics
-            .render()
-            .contains("moniker_searches_total{outcome=\"no_call\"} 2")
-    );
+    let rendered = gateway.services.metrics.render();
+    assert!(rendered.contains("moniker_searches_total{outcome=\"no_call\"} 2"));
+    // The bytes each shown tool took: `get_dream_status` was shown twice.
+    let shown = rendered
+        .lines()
+        .find(|l| l.starts_with("moniker_search_shown_bytes_total{tool=\"get_dream_status\"}"))
+        .unwrap_or_else(|| panic!("{rendered}"));
+    let bytes: u64 = shown
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a count");
+    assert!(bytes > 40, "{shown}");
 }

@@ -138,22 +138,34 @@ impl Session {
         };
         let found = found(view, equipped, query, args.query.trim());
         tracing::debug!(query = %args.query, "tool search");
-        self.searched(match &found {
+        // Each tool shown, with the bytes it took (its line, or its whole definition).
+        let shown = match &found {
             Found::Named(definition) => discovery::compact::name_of(definition)
+                .map(|name| (name, definition.get().len()))
                 .into_iter()
                 .collect(),
             Found::Ranked(ranked) => ranked
                 .iter()
-                .filter_map(|(definition, _)| discovery::compact::name_of(definition))
+                .filter_map(|(definition, server)| {
+                    let name = discovery::compact::name_of(definition)?;
+                    let line = discovery::compact::line(definition, *server)?;
+                    Some((name, line.len()))
+                })
                 .collect(),
-        });
+        };
+        self.searched(shown);
         Ok(Message::result(id, &answer(found, &view.surface)))
     }
 
-    /// A search showed `names`, best first: the one before it, if no call followed, is counted
-    /// as followed by none; one that found nothing is counted at once.
-    fn searched(&self, names: Vec<String>) {
+    /// A search showed these tools, best first, each with the bytes it took: the bytes are
+    /// counted by tool; the search before, if no call followed, is counted as followed by none;
+    /// one that found nothing is counted at once.
+    fn searched(&self, shown: Vec<(String, usize)>) {
         let metrics = &self.gateway.services.metrics;
+        for (name, bytes) in &shown {
+            metrics.shown(name, *bytes);
+        }
+        let names: Vec<String> = shown.into_iter().map(|(name, _)| name).collect();
         let before = lock(&self.last_search).take();
         if before.is_some() {
             metrics.search(Searched::NoCall);
