@@ -531,12 +531,18 @@ fn answer_bytes_of(found: &[&moniker_surface::Exposed]) -> (usize, usize) {
         r#"{{"content":[{{"type":"text","text":{}}}],"structuredContent":{tools}}}"#,
         quoted(&tools)
     );
-    let lines = found
+    let lines: Vec<_> = found
         .iter()
-        .map(|e| (&*e.definition, e.origin().map(|o| o.server.as_str())));
+        .filter_map(|e| {
+            moniker_surface::discovery::compact::line(
+                &e.definition,
+                e.origin().map(|o| o.server.as_str()),
+            )
+        })
+        .collect();
     let compact = format!(
         r#"{{"content":[{{"type":"text","text":{}}}]}}"#,
-        quoted(&moniker_surface::discovery::compact::text(lines))
+        quoted(&moniker_surface::discovery::compact::text(&lines))
     );
     (full.len(), compact.len())
 }

@@ -139,22 +139,28 @@ impl Session {
         let found = found(view, equipped, query, args.query.trim());
         tracing::debug!(query = %args.query, "tool search");
         // Each tool shown, with the bytes it took (its line, or its whole definition).
-        let shown = match &found {
-            Found::Named(definition) => discovery::compact::name_of(definition)
-                .map(|name| (name, definition.get().len()))
-                .into_iter()
-                .collect(),
-            Found::Ranked(ranked) => ranked
-                .iter()
-                .filter_map(|(definition, server)| {
-                    let name = discovery::compact::name_of(definition)?;
-                    let line = discovery::compact::line(definition, *server)?;
-                    Some((name, line.len()))
-                })
-                .collect(),
+        let (shown, result) = match found {
+            Found::Named(definition) => {
+                let shown = discovery::compact::name_of(&definition)
+                    .map(|name| (name, definition.get().len()))
+                    .into_iter()
+                    .collect();
+                (shown, named_answer(definition, &view.surface))
+            }
+            Found::Ranked(ranked) => {
+                let lines: Vec<discovery::compact::Line> = ranked
+                    .iter()
+                    .filter_map(|(definition, server)| {
+                        discovery::compact::line(definition, *server)
+                    })
+                    .collect();
+                let result = compact_answer(&lines);
+                let shown = lines.into_iter().map(|l| (l.name, l.text.len())).collect();
+                (shown, result)
+            }
         };
         self.searched(shown);
-        Ok(Message::result(id, &answer(found, &view.surface)))
+        Ok(Message::result(id, &result))
     }
 
     /// A search showed these tools, best first, each with the bytes it took: the bytes are
@@ -306,30 +312,28 @@ fn named_exactly<'v>(
     }
 }
 
-/// `search_tools`' result: the tool named exactly with its full definition (as a listing
-/// would give it, in the text and as `structuredContent`), or each tool found as a compact
-/// line of plain text ([`discovery::compact`]) and nothing else: a client that hands the
-/// model `structuredContent` when there is one (Pydantic AI does) hands it these lines.
-fn answer(found: Found<'_>, surface: &moniker_surface::Surface) -> String {
-    let ranked = match found {
-        Found::Named(definition) => {
-            let tools = listing::render(
-                Kind::Tool,
-                vec![definition],
-                &[],
-                surface.server(Kind::Tool),
-            );
-            return format!(
-                r#"{{"content":[{{"type":"text","text":{}}}],"structuredContent":{tools}}}"#,
-                message::string(&tools)
-            );
-        }
-        Found::Ranked(ranked) => ranked,
-    };
-    let text = discovery::compact::text(ranked.iter().map(|(d, server)| (&**d, *server)));
+/// `search_tools`' result for the tool a query names exactly: its full definition, as a listing
+/// would give it, in the text and as `structuredContent`.
+fn named_answer(definition: Cow<'_, RawValue>, surface: &moniker_surface::Surface) -> String {
+    let tools = listing::render(
+        Kind::Tool,
+        vec![definition],
+        &[],
+        surface.server(Kind::Tool),
+    );
+    format!(
+        r#"{{"content":[{{"type":"text","text":{}}}],"structuredContent":{tools}}}"#,
+        message::string(&tools)
+    )
+}
+
+/// `search_tools`' result for the tools found: a compact line each, in plain text
+/// ([`discovery::compact`]), and nothing else: a client that hands the model
+/// `structuredContent` when there is one (Pydantic AI does) hands it these lines.
+fn compact_answer(lines: &[discovery::compact::Line]) -> String {
     format!(
         r#"{{"content":[{{"type":"text","text":{}}}]}}"#,
-        message::string(&text)
+        message::string(&discovery::compact::text(lines))
     )
 }
 

@@ -5,7 +5,7 @@
 
 use super::{Index, Query};
 use crate::diagnostic::Diagnostic;
-use crate::discovery::compact::first_sentence;
+use crate::discovery::compact::{description_of, first_sentence};
 use crate::surface::{Exposed, Surface};
 use crate::vocab::Kind;
 
@@ -25,7 +25,7 @@ pub fn unfindable(surface: &Surface, index: &Index) -> Vec<Diagnostic> {
 
 fn unfound(surface: &Surface, index: &Index, tool: &Exposed) -> Option<Diagnostic> {
     let name = &tool.name;
-    let described = description_of(tool)
+    let described = description_of(&tool.definition)
         .map(|d| first_sentence(&d))
         .filter(|d| !d.is_empty());
     // No request can be built from what is not there: a model searching for a task finds it
@@ -58,7 +58,7 @@ fn unfound(surface: &Surface, index: &Index, tool: &Exposed) -> Option<Diagnosti
         .collect();
     let twin = found
         .iter()
-        .find(|e| description_of(e).is_some_and(|d| first_sentence(&d) == described));
+        .find(|e| description_of(&e.definition).is_some_and(|d| first_sentence(&d) == described));
     let diagnostic = Diagnostic::warning(
         "search::unfindable",
         format!(
@@ -75,17 +75,6 @@ fn unfound(surface: &Surface, index: &Index, tool: &Exposed) -> Option<Diagnosti
             "say what sets it apart in its description (`tools: {{ {name}: {{ description: \"...\" }} }}`), or give it an alias of the words people use (`aliases:`)"
         )),
     })
-}
-
-/// A tool's description as listed, when it has one.
-fn description_of(tool: &Exposed) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Described {
-        description: Option<String>,
-    }
-    serde_json::from_str::<Described>(tool.definition.get())
-        .ok()?
-        .description
 }
 
 #[cfg(test)]
