@@ -124,7 +124,7 @@ async fn serve_http(
         .local_addr()
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     output::report(&http_banner(local, &settings));
-    moniker_gateway::serve::http::serve(gateway.clone(), listener, settings, stop_signal()).await?;
+    moniker_gateway::serve::over_http(gateway.clone(), listener, settings, stop_signal()).await?;
     Ok(Exit::Ok)
 }
 

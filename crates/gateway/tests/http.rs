@@ -73,9 +73,14 @@ impl Server {
             .expect("bind");
         let addr = listener.local_addr().expect("address");
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(http::serve(gateway.clone(), listener, settings, async {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(moniker_gateway::serve::over_http(
+            gateway.clone(),
+            listener,
+            settings,
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Self {
             url: format!("http://{addr}/mcp"),
             addr,

@@ -47,9 +47,10 @@
 //! a token's `Debug` hides the secret.
 
 mod answer;
-mod console;
 mod identity;
-mod layers;
+
+pub(super) use self::identity::token_name;
+pub(super) mod layers;
 mod outbox;
 mod post;
 mod sessions;
@@ -141,8 +142,8 @@ pub fn check_bind(addr: SocketAddr, settings: &HttpSettings) -> Result<(), Strin
     Ok(())
 }
 
-struct Shared {
-    gateway: Arc<Gateway>,
+pub(super) struct Shared {
+    pub(super) gateway: Arc<Gateway>,
     /// The address the listener is bound to, as a Host may name it (none when unspecified).
     bound: Option<String>,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
@@ -158,8 +159,6 @@ struct Shared {
     verifier: Mutex<Option<Arc<Verifier>>>,
     /// Turns true at shutdown: GET streams end.
     stop: watch::Receiver<bool>,
-    /// The console's sessions and samples.
-    console: console::Console,
 }
 
 /// Who a request comes from, as the layers proved it, and the toolset its URL or its token
@@ -191,7 +190,7 @@ struct HttpSession {
 /// The endpoints: `/mcp` (and `/mcp/{toolset}`) behind the request checks, which run as
 /// layers in this order: `Connection: close` on a refusal, `Host`, `Origin` (and CORS),
 /// the caller's identity; then the protected resource's metadata, `/healthz` and `/metrics`.
-fn router(shared: Arc<Shared>) -> Router {
+fn router(shared: Arc<Shared>, pages: Pages) -> Router {
     let mcp = Router::new()
         .route(MCP_PATH, any(mcp))
         .route("/mcp/{toolset}", any(mcp))
@@ -201,7 +200,6 @@ fn router(shared: Arc<Shared>) -> Router {
         .route_layer(from_fn(layers::close_on_refusal));
     Router::new()
         .merge(mcp)
-        .merge(console::router(&shared))
         .route(
             RESOURCE_METADATA_PATH,
             route_get(identity::resource_metadata),
@@ -215,8 +213,12 @@ fn router(shared: Arc<Shared>) -> Router {
             route_get(|State(shared): State<Arc<Shared>>| async move { health(&shared.gateway) }),
         )
         .route(METRICS_PATH, route_get(metrics))
-        .with_state(shared)
+        .with_state(shared.clone())
+        .merge(pages(&shared))
 }
+
+/// Routes served beside `/mcp` from the transport's state (the console's pages).
+pub(super) type Pages = fn(&Arc<Shared>) -> Router;
 
 /// `/metrics`: with only identity-provider users, the metrics (every tool's use) are no
 /// one's: they need a token of `http.tokens`.
@@ -262,11 +264,12 @@ async fn mcp(
 /// Serves MCP over Streamable HTTP on `listener` until `shutdown` completes; then requests
 /// still running get a few seconds to finish, GET streams end, and every session is dropped.
 /// The servers are the caller's to shut down.
-pub async fn serve(
+pub(super) async fn serve(
     gateway: Arc<Gateway>,
     listener: TcpListener,
     settings: HttpSettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    pages: Pages,
 ) -> std::io::Result<()> {
     let local = listener.local_addr()?;
     let bound = match local.ip() {
@@ -290,11 +293,10 @@ pub async fn serve(
         post_held: Default::default(),
         verifier: Mutex::new(None),
         stop: stop_rx.clone(),
-        console: console::Console::default(),
     });
     let sweeper = tokio::spawn(sessions::sweep(Arc::downgrade(&shared), idle));
     let revoker = tokio::spawn(sessions::revoke_on_reload(Arc::downgrade(&shared)));
-    let app = router(shared.clone());
+    let app = router(shared.clone(), pages);
     tracing::info!(
         address = %local,
         tokens,
@@ -339,7 +341,7 @@ impl Shared {
 
     /// The checker of `settings`: the one in use when they are the same, else a new one
     /// (a reload changed them; its keys are fetched anew).
-    fn verifier(&self, settings: &moniker_config::ResourceAuth) -> Arc<Verifier> {
+    pub(super) fn verifier(&self, settings: &moniker_config::ResourceAuth) -> Arc<Verifier> {
         let mut held = lock(&self.verifier);
         if let Some(verifier) = held.as_ref().filter(|v| v.settings == *settings) {
             return verifier.clone();

@@ -72,7 +72,7 @@ pub(super) fn client_name(auth: &Auth) -> String {
 }
 
 /// A token's `name`, else its place in the list (`token #2`).
-pub(super) fn token_name(index: usize, token: &super::Token) -> String {
+pub(in crate::serve) fn token_name(index: usize, token: &super::Token) -> String {
     token
         .name
         .clone()

@@ -17,7 +17,7 @@ use crate::serve::respond::{failure, set, with_status};
 /// A refusal is often made before the body is read (a missing token, a bad Host), and hyper
 /// then closes the connection: said (`Connection: close`), so that the client does not send
 /// its next request (the same one with a token) on a connection about to close.
-pub(super) async fn close_on_refusal(request: Request, next: Next) -> Response {
+pub(in crate::serve) async fn close_on_refusal(request: Request, next: Next) -> Response {
     let headers = request.headers();
     let has_body = match headers.get(header::CONTENT_LENGTH) {
         Some(length) => length.as_bytes() != b"0",
@@ -32,7 +32,7 @@ pub(super) async fn close_on_refusal(request: Request, next: Next) -> Response {
 
 /// `Host` must be a loopback name or address (any port), in `http.allowed_hosts`, or the
 /// address the listener is bound to: 400 without one, 403 for another (DNS rebinding).
-pub(super) async fn host(
+pub(in crate::serve) async fn host(
     State(shared): State<Arc<Shared>>,
     request: Request,
     next: Next,
@@ -64,7 +64,7 @@ pub(super) async fn host(
 /// An `Origin`, when present, must be a loopback origin or in `http.allowed_origins` (403
 /// else: DNS rebinding); its answer then carries the CORS headers that let a browser read
 /// it. `OPTIONS` (a CORS preflight) is answered here.
-pub(super) async fn origin(
+pub(in crate::serve) async fn origin(
     State(shared): State<Arc<Shared>>,
     request: Request,
     next: Next,

@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 
-use super::{Nav, Shared, html, query_toolset, refused};
+use super::{Desk, Nav, Shared, html, query_toolset, refused};
 use moniker_surface::discovery::{Discovery, Mode};
 use moniker_surface::{Kind, listing, toolsets};
 
@@ -231,7 +231,7 @@ pub(super) struct PlaygroundQuery {
 }
 
 pub(super) async fn page(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<Desk>>,
     admin: super::Admin,
     Query(query): Query<PlaygroundQuery>,
 ) -> Response {
@@ -355,7 +355,7 @@ fn fields_of(tool: &Value, given: &[(String, String)]) -> Vec<Field> {
 /// A call from the playground's form: the fields as arguments (each as JSON when it reads as
 /// JSON and its schema does not say `string`, else as text), or the raw JSON given.
 pub(super) async fn call(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<Desk>>,
     admin: super::Admin,
     Form(form): Form<Vec<(String, String)>>,
 ) -> Response {

@@ -10,7 +10,7 @@ use axum::response::Response;
 use moniker_surface::discovery::Mode;
 use moniker_surface::{Exposed, Kind, Route};
 
-use super::{Nav, Shared, html, query_toolset};
+use super::{Desk, Nav, html, query_toolset};
 use crate::sync::lock;
 
 /// Rows of a table page.
@@ -53,7 +53,7 @@ struct ServersPage {
     minutes: u64,
 }
 
-pub(super) async fn servers(State(shared): State<Arc<Shared>>, admin: super::Admin) -> Response {
+pub(super) async fn servers(State(shared): State<Arc<Desk>>, admin: super::Admin) -> Response {
     let gateway = &shared.gateway;
     let status = gateway.servers.server_status();
     let listings = gateway.naming.listings();
@@ -244,7 +244,7 @@ pub(super) struct NamespaceQuery {
 }
 
 pub(super) async fn namespace(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<Desk>>,
     admin: super::Admin,
     Query(query): Query<NamespaceQuery>,
 ) -> Response {
@@ -411,7 +411,7 @@ pub(super) struct AccessQuery {
 }
 
 pub(super) async fn access(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<Desk>>,
     admin: super::Admin,
     Query(query): Query<AccessQuery>,
 ) -> Response {
@@ -543,7 +543,7 @@ pub(super) struct ActivityQuery {
 }
 
 pub(super) async fn activity(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<Desk>>,
     admin: super::Admin,
     Query(query): Query<ActivityQuery>,
 ) -> Response {

@@ -30,8 +30,7 @@ use axum::routing::{get, post};
 use reqwest::Url;
 use subtle::ConstantTimeEq as _;
 
-use super::Shared;
-use super::layers;
+use super::http::{Shared, layers};
 use crate::identity::{self, Identity};
 use crate::metrics::Latency;
 use crate::serve::checks;
@@ -54,8 +53,8 @@ const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 const SAMPLES: usize = 61;
 
 const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-const CSS: &str = include_str!("../../../templates/console/console.css");
-const ICON: &str = include_str!("../../../templates/console/favicon.svg");
+const CSS: &str = include_str!("../../templates/console/console.css");
+const ICON: &str = include_str!("../../templates/console/favicon.svg");
 
 /// What every page shows at its top.
 pub(super) struct Nav {
@@ -89,9 +88,24 @@ pub(super) fn query_toolset<'a>(
     }
 }
 
+/// What the console's pages are served with: the HTTP transport's state, which they read, and
+/// the console's own.
+pub(super) struct Desk {
+    shared: Arc<Shared>,
+    console: Console,
+}
+
+impl std::ops::Deref for Desk {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
 /// The console's own state, beside the HTTP transport's.
 #[derive(Default)]
-pub(super) struct Console {
+struct Console {
     sessions: Mutex<HashMap<String, Seat>>,
     /// The client the console registered as at the identity provider.
     signins: signin::Signins,
@@ -148,11 +162,15 @@ pub(super) struct Admin {
 }
 
 /// The console's routes, behind the same `Host` and `Origin` checks as `/mcp`.
-pub(super) fn router(shared: &Arc<Shared>) -> Router<Arc<Shared>> {
+pub(super) fn router(shared: &Arc<Shared>) -> Router {
     if shared.gateway.control.console_on() {
         shared.gateway.services.recent_calls_kept();
     }
-    tokio::spawn(sample(Arc::downgrade(shared)));
+    let desk = Arc::new(Desk {
+        shared: shared.clone(),
+        console: Console::default(),
+    });
+    tokio::spawn(sample(Arc::downgrade(&desk)));
     Router::new()
         .route(
             "/console",
@@ -180,6 +198,7 @@ pub(super) fn router(shared: &Arc<Shared>) -> Router<Arc<Shared>> {
         .route_layer(from_fn_with_state(shared.clone(), layers::origin))
         .route_layer(from_fn_with_state(shared.clone(), layers::host))
         .route_layer(from_fn(layers::close_on_refusal))
+        .with_state(desk)
 }
 
 /// Not found while the console is off: nothing says it is there.
@@ -226,7 +245,7 @@ pub(super) fn html(page: &impl Template) -> Response {
     }
 }
 
-impl Shared {
+impl Desk {
     /// Who is looking, or the answer to give instead: the login page for a browser without a
     /// session, 403 for a token bound to a toolset or an identity `admins` does not name.
     pub(super) fn admit(&self, headers: &HeaderMap) -> Result<Admin, Away> {
@@ -271,7 +290,7 @@ impl Shared {
             ));
         }
         Ok(Admin {
-            name: format!("console {}", super::identity::token_name(index, token)),
+            name: format!("console {}", super::http::token_name(index, token)),
             csrf,
         })
     }
@@ -344,12 +363,12 @@ impl Shared {
 
 /// A page's viewer, proved before its handler runs; a request that is not goes away (to the
 /// login page, or refused).
-impl axum::extract::FromRequestParts<Arc<Shared>> for Admin {
+impl axum::extract::FromRequestParts<Arc<Desk>> for Admin {
     type Rejection = Away;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
-        shared: &Arc<Shared>,
+        shared: &Arc<Desk>,
     ) -> Result<Self, Away> {
         shared.admit(&parts.headers)
     }
@@ -402,7 +421,7 @@ struct LoginPage {
 }
 
 impl LoginPage {
-    fn of(settings: &super::HttpSettings, error: Option<String>) -> Self {
+    fn of(settings: &super::http::HttpSettings, error: Option<String>) -> Self {
         Self {
             open: settings.tokens.is_empty() && settings.auth.is_none(),
             issuer: settings
@@ -416,7 +435,7 @@ impl LoginPage {
     }
 }
 
-async fn login_page(State(shared): State<Arc<Shared>>) -> Response {
+async fn login_page(State(shared): State<Arc<Desk>>) -> Response {
     html(&LoginPage::of(&shared.gateway.control.http(), None))
 }
 
@@ -428,7 +447,7 @@ struct LoginForm {
 
 /// Checks the token given, and gives a session cookie for it.
 async fn login(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<Desk>>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
@@ -462,14 +481,14 @@ pub(super) struct Cookie {
 }
 
 impl Cookie {
-    fn secure(settings: &super::HttpSettings) -> bool {
+    fn secure(settings: &super::http::HttpSettings) -> bool {
         settings
             .auth
             .as_ref()
             .is_some_and(|a| a.resource.starts_with("https://"))
     }
 
-    fn name(&self, settings: &super::HttpSettings) -> &'static str {
+    fn name(&self, settings: &super::http::HttpSettings) -> &'static str {
         self.names[usize::from(Self::secure(settings))]
     }
 
@@ -477,7 +496,7 @@ impl Cookie {
     pub(super) fn of<'h>(
         &self,
         headers: &'h HeaderMap,
-        settings: &super::HttpSettings,
+        settings: &super::http::HttpSettings,
     ) -> Option<&'h str> {
         cookie(headers, self.name(settings))
     }
@@ -488,7 +507,7 @@ impl Cookie {
     pub(super) fn set(
         &self,
         response: &mut Response,
-        settings: &super::HttpSettings,
+        settings: &super::http::HttpSettings,
         value: &str,
         max_age: Option<u64>,
         https: bool,
@@ -558,7 +577,7 @@ fn public_path(resource: &str) -> Option<String> {
 /// Ends the console session, when the form is its own: a POST from elsewhere (another port of
 /// the same host passes the Origin check) carries no CSRF token and ends nothing.
 async fn logout(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<Desk>>,
     headers: HeaderMap,
     Form(form): Form<Vec<(String, String)>>,
 ) -> Response {
@@ -588,7 +607,7 @@ async fn logout(
 
 /// Samples the servers' calls every [`SAMPLE_EVERY`] while the console is on, for the charts;
 /// ends with the transport.
-async fn sample(shared: std::sync::Weak<Shared>) {
+async fn sample(shared: std::sync::Weak<Desk>) {
     let mut every = tokio::time::interval(SAMPLE_EVERY);
     loop {
         every.tick().await;

@@ -23,7 +23,7 @@ use serde_json::Value;
 use sha2::Digest as _;
 use subtle::ConstantTimeEq as _;
 
-use super::{Away, Cookie, SESSION, SESSION_TTL, Shared, Who, html, public_url, refused};
+use super::{Away, Cookie, Desk, SESSION, SESSION_TTL, Shared, Who, html, public_url, refused};
 use crate::auth::store::Client;
 use crate::auth::{browser, oauth};
 use moniker_config::ResourceAuth;
@@ -56,7 +56,7 @@ const BINDING: Cookie = Cookie {
 
 /// The client the console registered as at the issuer (or why it could not).
 #[derive(Default)]
-pub(in crate::serve::http) struct Signins {
+pub(super) struct Signins {
     registered: tokio::sync::Mutex<Option<Registered>>,
 }
 
@@ -172,7 +172,7 @@ fn scopes(auth: &ResourceAuth) -> Option<String> {
 /// `GET /console/signin`: the browser goes to the identity provider, from the console's public
 /// URL (where the callback will find the sign-in's cookie).
 pub(super) async fn start(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<Desk>>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
@@ -195,7 +195,7 @@ pub(super) async fn start(
 
 /// `moved`: the browser was sent to the public URL already ([`MOVED`]).
 async fn begin(
-    shared: &Shared,
+    shared: &Desk,
     auth: &ResourceAuth,
     headers: &HeaderMap,
     moved: bool,
@@ -265,7 +265,7 @@ struct SignedIn {
 /// it proved, if `admins` names it; the page that follows is loaded from moniker's own page
 /// (a `SameSite=Strict` cookie is not sent on a redirect that another site began).
 pub(super) async fn callback(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<Desk>>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
@@ -287,7 +287,7 @@ pub(super) async fn callback(
 /// The session of the identity the answer proves: its cookie's value, who it is, how long
 /// it lasts.
 async fn finish(
-    shared: &Shared,
+    shared: &Desk,
     headers: &HeaderMap,
     uri: &Uri,
 ) -> Result<(String, String, Duration), Away> {
