@@ -37,6 +37,13 @@ from mcp.shared.exceptions import McpError
 E2E_DIR = Path(__file__).resolve().parent
 REPO_ROOT = E2E_DIR.parents[1]
 
+# What moniker's searches learn from calls is kept in the user's state directory: a run of the
+# tests keeps its own, never the machine's (each `moniker` fixture has its test's own).
+if "XDG_STATE_HOME" not in os.environ:
+    import tempfile
+
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="moniker-e2e-state-")
+
 REQUEST_TIMEOUT = float(os.environ.get("MONIKER_E2E_REQUEST_TIMEOUT", "15"))
 SESSION_TIMEOUT = float(os.environ.get("MONIKER_E2E_SESSION_TIMEOUT", "45"))
 
@@ -276,6 +283,8 @@ async def open_session(
     """
     __tracebackhide__ = True  # pytest shows the test's line and the message, not this helper
     label = label or " ".join([Path(command).name, *map(str, args)])
+    # The SDK hands a server a short list of the environment: the run's state directory too.
+    env = {"XDG_STATE_HOME": os.environ["XDG_STATE_HOME"], **(env or {})}
     params = StdioServerParameters(
         command=str(command), args=[str(a) for a in args], env=env, cwd=str(cwd) if cwd else None
     )
@@ -356,16 +365,18 @@ def mcp_session(tmp_path: Path) -> SessionOpener:
 
 
 @pytest.fixture
-def moniker(mcp_session: SessionOpener, moniker_bin: Path, memory_file: Path) -> SessionOpener:
+def moniker(mcp_session: SessionOpener, moniker_bin: Path, memory_file: Path, tmp_path: Path) -> SessionOpener:
     """moniker(config_path, **kw): `async with` it to get a ClientSession with
     `moniker serve -c config_path` (keywords as for open_session)."""
 
     def opener(config: Path, **kwargs: Any):
         # A gateway of the session's own (not the shared one): its log is the session's stderr.
+        # What its searches learn is the test's own.
         env = {
             "RUST_BACKTRACE": "1",
             "MEMORY_FILE_PATH": str(memory_file),
             "MONIKER_STANDALONE": "1",
+            "XDG_STATE_HOME": str(tmp_path / "state"),
             **kwargs.pop("env", {}),
         }
         for passed in ("RUST_LOG", "MONIKER_LOG"):

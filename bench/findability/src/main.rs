@@ -13,6 +13,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+mod learning;
+
 use moniker_model::Encoder;
 use moniker_surface::discovery::{Discovery, Mode};
 use moniker_surface::search::{Cache, Index, Meaning, Model, Part, Query, Ranker};
@@ -474,6 +476,7 @@ fn recall(setup: &Setup, servers: &[Inventory], surface: &Surface, size: usize) 
             tags: &[],
             limit: 5,
             toolsets: &[],
+            ..Default::default()
         };
         let exact = surface
             .resolve(Kind::Tool, task.request.trim())
@@ -712,6 +715,15 @@ fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let args: Vec<String> = std::env::args().collect();
     let setup = Setup::from_args(&root, &args);
+    if let Some(pairs) = args
+        .iter()
+        .position(|a| a == "--learning")
+        .and_then(|i| args.get(i + 1))
+    {
+        let surface = surface(&setup.config, &setup.all);
+        learning::run(&setup, &surface, Path::new(pairs));
+        return;
+    }
     let rows = run(&setup);
     if args.iter().any(|a| a == "--json") {
         println!(

@@ -73,6 +73,22 @@ pub enum Command {
     /// Print the JSON Schema of `moniker.yaml`: for editors (the YAML language server checks
     /// a config against it as you type) and other tools.
     Schema,
+    /// Forget what search learned from the calls that followed it (kept per principal in the
+    /// user's state directory): everyone's, or one principal's. A running gateway forgets it
+    /// too, at its next search.
+    Forget(ForgetArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ForgetArgs {
+    /// Only this principal's, as `--list` names it: `stdio` (a client on stdio), `anyone` (the
+    /// open HTTP endpoint), `token <digest>` (a token of `http.tokens`), `user <issuer> <sub>`
+    /// (a person signed in at the identity provider).
+    #[arg(long, value_name = "NAME")]
+    pub principal: Option<String>,
+    /// Say whose lessons are kept, and forget nothing.
+    #[arg(long)]
+    pub list: bool,
 }
 
 #[derive(Debug, Clone, Args)]

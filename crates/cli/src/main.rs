@@ -79,6 +79,36 @@ fn main() -> ExitCode {
     }
 }
 
+/// `moniker forget`: removes what search learned (or lists whose it keeps, with `--list`).
+fn forget(args: &args::ForgetArgs) -> Result<Exit, Failure> {
+    let Some(dir) = moniker_gateway::learned::default_dir() else {
+        return Err("this platform has no state directory: search learns nothing here".into());
+    };
+    if args.list {
+        let kept = moniker_gateway::learned::summary(&dir);
+        if kept.is_empty() {
+            output::line(&format!("search learned nothing yet ({})", dir.display()))?;
+        }
+        for (principal, lessons, tools) in kept {
+            output::line(&format!(
+                "{principal}: {lessons} requests for {tools} tools"
+            ))?;
+        }
+        return Ok(Exit::Ok);
+    }
+    let removed = moniker_gateway::learned::forget(&dir, args.principal.as_deref())?;
+    let whose = args
+        .principal
+        .as_deref()
+        .map_or("every principal's".to_owned(), |p| format!("`{p}`'s"));
+    output::line(&format!(
+        "forgot {whose} lessons ({removed} file{} in {})",
+        if removed == 1 { "" } else { "s" },
+        dir.display()
+    ))?;
+    Ok(Exit::Ok)
+}
+
 fn run(cli: Cli) -> Result<Exit, Failure> {
     // Every command may make a value no one may guess (a session id, OAuth state, a temporary
     // file's name): without the system's randomness, none starts (`random`: no fallback).
@@ -92,6 +122,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             output::line(moniker_config::SCHEMA.trim_end())?;
             return Ok(Exit::Ok);
         }
+        Command::Forget(args) => return forget(args),
         _ => {}
     }
     let is_check = matches!(cli.command, Command::Check(_));
@@ -142,7 +173,11 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             },
             Command::Login(args) => login::login(config, args).await,
             Command::Logout(args) => login::logout(config, args),
-            Command::Install(_) | Command::Uninstall(_) | Command::Doctor | Command::Schema => {
+            Command::Install(_)
+            | Command::Uninstall(_)
+            | Command::Doctor
+            | Command::Schema
+            | Command::Forget(_) => {
                 unreachable!("run before the config is loaded")
             }
         }

@@ -189,6 +189,7 @@ fn says_the_same(a: &Config, b: &Config) -> bool {
         toolsets,
         rules,
         search_model,
+        search_learns,
         integrity,
         source: _,
         ignored_keys: _,
@@ -202,6 +203,7 @@ fn says_the_same(a: &Config, b: &Config) -> bool {
         && *toolsets == b.toolsets
         && *rules == b.rules
         && *search_model == b.search_model
+        && *search_learns == b.search_learns
         && *integrity == b.integrity
 }
 
@@ -360,6 +362,9 @@ fn waiting_for_restart(before: &Config, after: &Config) -> Vec<&'static str> {
     }
     if before.telemetry != after.telemetry {
         waiting.push("`telemetry`");
+    }
+    if before.search_learns != after.search_learns {
+        waiting.push("`discovery.learn`");
     }
     if crate::settings::model_named(before) != crate::settings::model_named(after) {
         waiting.push(

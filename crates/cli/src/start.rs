@@ -177,6 +177,10 @@ pub(crate) fn settings(config: &Config, toolsets: Toolsets) -> Result<Settings, 
             .flatten(),
         search_ahead: toolsets.serving,
         known: moniker_gateway::known::Known::default_dir().map(moniker_gateway::known::Known::new),
+        learned: config
+            .search_learns
+            .then(moniker_gateway::learned::default_dir)
+            .flatten(),
     })
 }
 

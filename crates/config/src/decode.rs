@@ -62,6 +62,8 @@ pub(crate) struct Decoded {
     pub rules: Rules,
     /// `discovery.model` (top level only): another static embedding table for search.
     pub search_model: Option<String>,
+    /// `discovery.learn` (top level only): whether search learns from the calls after it.
+    pub search_learns: bool,
     pub integrity: moniker_surface::lock::Integrity,
     pub spans: HashMap<String, Spans>,
     pub servers_key: String,
@@ -74,6 +76,7 @@ pub(crate) struct Decoded {
 pub(crate) fn decode(root: Option<&Node>, text: &str) -> (Decoded, Vec<ConfigError>) {
     let mut cx = Cx {
         text,
+        search_learns: true,
         ..Cx::default()
     };
     let mut out = Decoded {
@@ -86,6 +89,7 @@ pub(crate) fn decode(root: Option<&Node>, text: &str) -> (Decoded, Vec<ConfigErr
     out.spans = cx.spans;
     out.limits = cx.limits;
     out.search_model = cx.search_model;
+    out.search_learns = cx.search_learns;
     (out, cx.errors)
 }
 
@@ -138,6 +142,8 @@ struct Cx<'t> {
     limits: crate::gateway::CallLimits,
     /// `discovery.model`, as the top-level `discovery` is read.
     search_model: Option<String>,
+    /// `discovery.learn`, likewise (true unless it says otherwise).
+    search_learns: bool,
 }
 
 /// The fields of one map, looked up by name.

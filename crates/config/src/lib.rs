@@ -78,6 +78,9 @@ pub struct Config {
     /// `discovery.model`: the path (relative to the config file's folder) of a static
     /// embedding table for `search_tools` in place of the one moniker ships.
     pub search_model: Option<String>,
+    /// `discovery.learn`: whether search learns from the calls that follow it (true unless the
+    /// top-level `discovery` says `learn: false`).
+    pub search_learns: bool,
     /// `integrity`: what a tool that changed since `moniker.lock` (or is not in it) gets.
     pub integrity: moniker_surface::lock::Integrity,
     /// The text, and the span of every path, to show later diagnostics in.
@@ -114,6 +117,7 @@ pub fn parse(file_name: &str, text: &str) -> Result<Config, ConfigReport> {
         toolsets: decoded.toolsets,
         rules: decoded.rules,
         search_model: decoded.search_model,
+        search_learns: decoded.search_learns,
         integrity: decoded.integrity,
         source: Source::with_spans(file_name, text, decoded.spans, &decoded.servers_key),
         ignored_keys: decoded.ignored_keys,

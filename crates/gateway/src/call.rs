@@ -60,6 +60,8 @@ pub(crate) struct Call {
     gateway: Option<Arc<Gateway>>,
     /// It was finished: dropped before, it ends as given up (a parked call abandoned).
     done: bool,
+    /// The searches before it, and whose they are: taught to search if it succeeds.
+    lessons: Option<Box<(String, Vec<moniker_surface::search::Lesson>)>>,
 }
 
 impl Call {
@@ -92,6 +94,7 @@ impl Call {
             sent: None,
             outcome: Outcome::Ok,
             code: None,
+            lessons: None,
         }
     }
 
@@ -208,6 +211,16 @@ impl Call {
         self.origin = None;
     }
 
+    /// It follows searches for `lessons` by `principal`: if it succeeds, they are kept for its
+    /// tool ([`crate::learned`]).
+    pub(crate) fn teaches(
+        &mut self,
+        principal: &str,
+        lessons: Vec<moniker_surface::search::Lesson>,
+    ) {
+        self.lessons = Some(Box::new((principal.to_owned(), lessons)));
+    }
+
     /// moniker answered it with a tool error (an action refused, bad arguments to its own tools).
     pub(crate) fn tool_error(&mut self) {
         self.outcome = Outcome::ToolError;
@@ -276,6 +289,12 @@ impl Call {
                 .services
                 .metrics
                 .alias_call(&self.name, exposed, self.deprecated);
+        }
+        if let (Outcome::Ok, Some(exposed), Some(lessons)) =
+            (self.outcome, &self.exposed, self.lessons.take())
+        {
+            let (principal, lessons) = *lessons;
+            gateway.services.learned.teach(&principal, exposed, lessons);
         }
         let recent = gateway.services.recent.get();
         if gateway.services.audit.is_some() || recent.is_some() {

@@ -67,6 +67,9 @@ pub struct Settings {
     /// [`crate::known::Known::default_dir`]): written by every command that starts servers,
     /// read by [`Gateway::open`].
     pub known: Option<crate::known::Known>,
+    /// Where what calls taught search is kept (`None`: search does not learn; the command's
+    /// is [`crate::learned::default_dir`] unless `discovery.learn` is false).
+    pub learned: Option<PathBuf>,
 }
 
 impl Settings {

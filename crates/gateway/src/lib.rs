@@ -22,6 +22,7 @@ mod headers;
 pub mod hub;
 pub mod identity;
 pub mod known;
+pub mod learned;
 mod limits;
 pub mod message;
 pub mod metrics;

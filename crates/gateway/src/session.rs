@@ -55,6 +55,13 @@ pub struct Session {
     answers_search: std::sync::atomic::AtomicBool,
     /// The names the last search showed, until a call follows it (what the metrics count).
     last_search: Mutex<Option<Vec<String>>>,
+    /// Whose lessons its searches use and teach: the principal it was opened for (an HTTP
+    /// token, a person), else the client its name says ([`Session::identify`]: `stdio`, the
+    /// open endpoint's `anyone`, the console's admin), one person on one machine.
+    learns_as: Option<Arc<str>>,
+    /// The requests of the searches since the last call (the last few): what the next
+    /// successful call of a tool teaches search ([`crate::learned`]).
+    asked: Mutex<Vec<moniker_surface::search::Lesson>>,
 }
 
 type Reply = Option<Message>;
@@ -139,7 +146,8 @@ impl Session {
             Some(toolset) => (Some(toolset), true),
             None => (gateway.settings.default_toolset.clone(), false),
         };
-        Self::with(gateway, out, toolset, bound, principal)
+        let learns_as = Some(Arc::from(principal.as_str()));
+        Self::with(gateway, out, (toolset, bound), principal, learns_as)
     }
 
     fn create(
@@ -150,15 +158,15 @@ impl Session {
     ) -> Arc<Self> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Self::with(gateway, out, toolset, bound, format!("session {n}"))
+        Self::with(gateway, out, (toolset, bound), format!("session {n}"), None)
     }
 
     fn with(
         gateway: Arc<Gateway>,
         out: mpsc::UnboundedSender<Message>,
-        toolset: Option<String>,
-        bound: bool,
+        (toolset, bound): (Option<String>, bool),
         principal: String,
+        learns_as: Option<Arc<str>>,
     ) -> Arc<Self> {
         // Shared with the peer: the gateway tells the session of a change to what it sees.
         let toolset = Arc::new(Mutex::new(toolset));
@@ -175,6 +183,8 @@ impl Session {
             who: OnceLock::new(),
             answers_search: std::sync::atomic::AtomicBool::new(false),
             last_search: Mutex::new(None),
+            learns_as,
+            asked: Mutex::default(),
         })
     }
 
@@ -201,6 +211,15 @@ impl Session {
     /// secret. Once.
     pub fn identify(&self, who: &str) {
         let _ = self.who.set(who.into());
+    }
+
+    /// Whose lessons its searches use and teach ([`crate::learned`]).
+    fn learner(&self) -> Arc<str> {
+        match (&self.learns_as, self.who.get()) {
+            (Some(principal), _) => principal.clone(),
+            (None, Some(who)) => who.clone(),
+            (None, None) => self.peer.principal.as_str().into(),
+        }
     }
 
     /// A new call of this session's client, as one value; traced when traces are on (the

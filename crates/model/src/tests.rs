@@ -162,6 +162,7 @@ fn no_shared_word(model: Meaning) {
             tags: &[],
             limit: 3,
             toolsets: &[],
+            ..Default::default()
         };
         let by_words = names(&index.search_by(Part::Lexical, &s, query, None, |_| true));
         assert!(
@@ -215,6 +216,7 @@ fn the_models_index_read_from_the_cache_is_the_one_built_fresh() {
             tags: &[],
             limit: 9,
             toolsets: &[],
+            ..Default::default()
         };
         assert_eq!(
             names(&fresh.search(&s, query, None, |_| true)),
@@ -554,6 +556,7 @@ fn with_the_model_the_bound_holds_in_every_ranking() {
                 tags: &[],
                 limit: 9,
                 toolsets: &[],
+                ..Default::default()
             };
             let exact = s.resolve(Kind::Tool, text).map(|r| r.exposed);
             for found in index.search_by(part, &s, query, exact, in_fs) {

@@ -20,12 +20,14 @@ mod cache;
 mod findable;
 mod meaning;
 mod semantic;
+mod taught;
 pub use crate::words::Words;
 pub(crate) use crate::words::humps;
 pub use cache::Cache;
 pub use findable::unfindable;
 pub use meaning::{Encode, Meaning, Vectors};
 pub use semantic::{Model, ModelError, WordPiece};
+pub use taught::{Lesson, Taught};
 
 /// The tokenizer of the BM25 crate over text that is [`Words`] already, joined by spaces: a
 /// text is cut into words (and stemmed) once.
@@ -155,7 +157,7 @@ pub enum Part {
 const FUSION_K: f32 = 60.0;
 
 /// What a search asks for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Query<'q> {
     pub text: &'q str,
     /// Only tools with one of these tags (none: any tool).
@@ -164,6 +166,12 @@ pub struct Query<'q> {
     /// The tools of each toolset the text names ([`Index::named`]): they rank higher, as if
     /// the toolset's name were a word of each.
     pub toolsets: &'q [&'q BTreeSet<String>],
+    /// The text's vector by the index's meaning ([`Index::meant`]), when the caller made it
+    /// already (else the index makes it).
+    pub meant: Option<&'q [f32]>,
+    /// What the asker's calls taught ([`Taught`]): tools looked for with requests like this
+    /// one rank higher.
+    pub taught: Option<&'q Taught>,
 }
 
 impl Index {
@@ -330,9 +338,14 @@ impl Index {
     /// The listed tools for `text`, best first (positions in the index), by `part`; the fused
     /// ranking fuses a second one by rank when `named` accepts documents (a toolset the text
     /// names has them).
-    fn ranked(&self, text: &str, part: Part, named: impl Fn(usize) -> bool) -> Vec<usize> {
+    fn ranked(&self, asked: Asked<'_>, part: Part, named: impl Fn(usize) -> bool) -> Vec<usize> {
+        let Asked {
+            text,
+            meant,
+            learned,
+        } = asked;
         let lexical = || self.ranker.rank(text).into_iter().map(|(d, _)| d);
-        let semantic = || self.vectors.rank(text).into_iter().map(|(d, _)| d);
+        let semantic = || self.vectors.rank_of(meant).into_iter().map(|(d, _)| d);
         match part {
             Part::Lexical => lexical().collect(),
             Part::Semantic => semantic().collect(),
@@ -345,7 +358,7 @@ impl Index {
                 let share = self.meaning().lexical_share();
                 for (ranking, share) in [
                     (self.ranker.rank(text), share),
-                    (self.vectors.rank(text), 1.0 - share),
+                    (self.vectors.rank_of(meant), 1.0 - share),
                 ] {
                     let Some(&(_, best)) = ranking.first().filter(|(_, best)| *best > 0.0) else {
                         continue;
@@ -353,6 +366,9 @@ impl Index {
                     for (doc, s) in ranking {
                         score[doc] += share * s / best;
                     }
+                }
+                for (doc, boost) in learned {
+                    score[doc] += boost;
                 }
                 let by_score = |score: &[f32], docs: &mut Vec<usize>| {
                     docs.sort_by(|a, b| score[*b].total_cmp(&score[*a]).then(a.cmp(b)));
@@ -415,7 +431,20 @@ impl Index {
                 let name = &all[self.tools[doc]].name;
                 query.toolsets.iter().any(|t| t.contains(name))
             };
-            self.ranked(query.text, part, named)
+            let made;
+            let meant = match query.meant {
+                Some(meant) => Some(meant),
+                None => {
+                    made = self.meant(query.text);
+                    made.as_deref()
+                }
+            };
+            let asked = Asked {
+                text: query.text,
+                meant,
+                learned: self.learned(surface, query.text, meant, query.taught),
+            };
+            self.ranked(asked, part, named)
                 .into_iter()
                 .map(|doc| &all[self.tools[doc]])
                 .collect()
@@ -431,6 +460,51 @@ impl Index {
             }
         }
         out
+    }
+}
+
+/// A request being ranked: its text, its vector, and what lessons add to each document's
+/// score.
+struct Asked<'a> {
+    text: &'a str,
+    meant: Option<&'a [f32]>,
+    learned: Vec<(usize, f32)>,
+}
+
+impl Index {
+    /// The vector of `text` by the index's meaning (`None`: no word of it is known).
+    pub fn meant(&self, text: &str) -> Option<Vec<f32>> {
+        self.meaning().embed(text)
+    }
+
+    /// What `taught` adds to each document's score for `text`: (document, boost).
+    fn learned(
+        &self,
+        surface: &Surface,
+        text: &str,
+        meant: Option<&[f32]>,
+        taught: Option<&Taught>,
+    ) -> Vec<(usize, f32)> {
+        let Some(taught) = taught.filter(|t| !t.is_empty()) else {
+            return Vec::new();
+        };
+        let words = &self.ranker.words;
+        let asked = taught::Asked::new(text, words, self.meaning(), meant);
+        let likeness = taught.likeness(&asked, words);
+        if likeness.is_empty() {
+            return Vec::new();
+        }
+        let all = surface.tools();
+        let doc_of: std::collections::HashMap<&str, usize> = self
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(doc, &i)| (all[i].name.as_str(), doc))
+            .collect();
+        likeness
+            .into_iter()
+            .filter_map(|(tool, boost)| Some((*doc_of.get(tool)?, boost)))
+            .collect()
     }
 }
 

@@ -1,7 +1,8 @@
 //! `discovery`, at the top or in a toolset: how clients discover tools. `discovery: search`,
 //! or `discovery: { mode: search, pin: [read_file], pin_tags: core }`; at the top, also
 //! `model: PATH` (search's semantic half: a sentence-embedding model's folder, or a static
-//! embedding table, in place of the shipped one).
+//! embedding table, in place of the shipped one) and `learn: false` (search does not learn
+//! from the calls that follow it).
 
 use moniker_surface::discovery::{Discovery, Mode};
 use moniker_surface::vocab::Seg;
@@ -10,7 +11,7 @@ use super::{Cx, Slot, join};
 use crate::report::codes;
 use crate::tree::{ScalarKind, Value, shorten};
 
-pub(crate) const DISCOVERY_KEYS: &[&str] = &["mode", "pin", "pin_tags", "model"];
+pub(crate) const DISCOVERY_KEYS: &[&str] = &["mode", "pin", "pin_tags", "model", "learn"];
 const MODE_HELP: &str = "write `list` (every tool), `search` (the pinned tools, `search_tools` and `call_tool`) or `hints` (every tool, with `_meta` hints for clients that defer loading)";
 
 impl Cx<'_> {
@@ -52,6 +53,20 @@ impl Cx<'_> {
                 );
             } else {
                 self.search_model = self.string(&field("model"), s);
+            }
+        }
+        if let Some(s) = fields.get("learn") {
+            // What calls taught is kept for the gateway's index, across toolsets.
+            if p.len() > 1 {
+                self.error(
+                    codes::INVALID_VALUE,
+                    "a toolset cannot learn apart from the gateway".to_owned(),
+                    &field("learn"),
+                    s.point(),
+                    Some("set `learn` in the top-level `discovery`".to_owned()),
+                );
+            } else if let Some(learn) = self.boolean(&field("learn"), s) {
+                self.search_learns = learn;
             }
         }
         out

@@ -1,6 +1,7 @@
 //! The services part of the gateway: what every call goes through besides its server (the
 //! clients, as peers; the limits; the metrics, the audit log and the traces) and what outlives
-//! a call (the 2026-07-28 calls parked for their client's input, the tasks clients started).
+//! a call (the 2026-07-28 calls parked for their client's input, the tasks clients started,
+//! what calls taught search).
 
 use std::sync::Mutex;
 
@@ -24,6 +25,8 @@ pub struct Services {
     /// Tasks clients started, by the id moniker gave them: the principal that started each,
     /// and its toolset. Only that principal, under the same toolset, reaches a task.
     pub(crate) tasks: Mutex<crate::tasks::Owners>,
+    /// What each principal's calls taught search.
+    pub(crate) learned: std::sync::Arc<crate::learned::Learned>,
 }
 
 impl Services {
@@ -41,6 +44,7 @@ impl Services {
             telemetry,
             parked: crate::parked::Parking::new(settings.config.call_timeout),
             tasks: Mutex::new(crate::tasks::Owners::default()),
+            learned: std::sync::Arc::new(crate::learned::Learned::new(settings.learned.clone())),
         }
     }
 

@@ -360,7 +360,7 @@ impl Session {
         }
         record.resolved(Some(&exposed.name), via, deprecated.is_some());
         if record.kind() != Some(Kind::Prompt) {
-            self.called_after_search(&exposed.name);
+            self.called_after_search(&exposed.name, record);
         }
     }
 

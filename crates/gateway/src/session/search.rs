@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use moniker_surface::discovery::{self, DEFAULT_LIMIT, MAX_LIMIT, Mode};
-use moniker_surface::search::Query;
+use moniker_surface::search::{Lesson, Query};
 use moniker_surface::{Kind, Tag, listing, toolsets};
 use serde_json::value::RawValue;
 
@@ -130,13 +130,22 @@ impl Session {
             .take(MAX_NAMED)
             .collect();
         let named: Vec<&BTreeSet<String>> = named.iter().map(|s| &s.tools).collect();
+        let learned = &self.gateway.services.learned;
+        let taught = learned.of(&self.learner());
+        let meant = index.meant(&args.query);
         let query = Query {
             text: &args.query,
             tags: &tags,
             limit,
             toolsets: &named,
+            meant: meant.as_deref(),
+            taught: taught.as_deref(),
         };
         let found = found(view, equipped, query, args.query.trim());
+        if learned.on() && matches!(found, Found::Ranked(_)) {
+            let meant = meant.as_deref().map(|v| (index.meaning(), v));
+            self.asked_for(Lesson::new(&args.query, crate::learned::now(), meant));
+        }
         tracing::debug!(query = %args.query, "tool search");
         // Each tool shown, with the bytes it took (its line, or its whole definition).
         let (shown, result) = match found {
@@ -183,12 +192,27 @@ impl Session {
         }
     }
 
+    /// A search for `lesson`'s request found tools: the next successful call teaches it (with
+    /// the other searches since the last call, the last [`MAX_PENDING`](crate::learned::MAX_PENDING)).
+    fn asked_for(&self, lesson: Lesson) {
+        let mut asked = lock(&self.asked);
+        if asked.len() == crate::learned::MAX_PENDING {
+            asked.remove(0);
+        }
+        asked.push(lesson);
+    }
+
     /// Tool `name` is called: the search before it, if any, is counted with the rank it
-    /// showed the tool at (or as not showing it).
-    pub(super) fn called_after_search(&self, name: &str) {
+    /// showed the tool at (or as not showing it); the searches since the last call go with
+    /// the call (`record`), which teaches them to search if it succeeds.
+    pub(super) fn called_after_search(&self, name: &str, record: &mut Call) {
         if let Some(names) = lock(&self.last_search).take() {
             let rank = names.iter().position(|n| n == name);
             self.gateway.services.metrics.search(Searched::Called(rank));
+        }
+        let asked = std::mem::take(&mut *lock(&self.asked));
+        if !asked.is_empty() {
+            record.teaches(&self.learner(), asked);
         }
     }
 

@@ -46,6 +46,7 @@ fn unfound(surface: &Surface, index: &Index, tool: &Exposed) -> Option<Diagnosti
         tags: &[],
         limit: FIRST,
         toolsets: &[],
+        ..Default::default()
     };
     let found = index.search(surface, query, None, |_| true);
     if found.iter().any(|e| e.name == tool.name) {

@@ -150,13 +150,18 @@ impl Vectors {
     /// at least [`NEAR_THE_BEST`] of the best one's (texts unrelated in meaning come out
     /// low, and a query always has a nearest document, wanted or not).
     pub fn rank(&self, query: &str) -> Vec<(usize, f32)> {
-        let Some(q) = self.meaning.embed(query) else {
+        self.rank_of(self.meaning.embed(query).as_deref())
+    }
+
+    /// [`Vectors::rank`] for a query's vector already made (`None`: it had no known word).
+    pub fn rank_of(&self, query: Option<&[f32]>) -> Vec<(usize, f32)> {
+        let Some(q) = query else {
             return Vec::new();
         };
         let mut ranked: Vec<(usize, f32)> = self
             .flat
             .chunks_exact(self.meaning.dims())
-            .map(|d| d.iter().zip(&q).map(|(a, b)| a * b).sum())
+            .map(|d| d.iter().zip(q).map(|(a, b)| a * b).sum())
             .enumerate()
             .collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

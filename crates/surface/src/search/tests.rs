@@ -165,6 +165,7 @@ fn find(surface: &Surface, text: &str, limit: usize) -> Vec<String> {
         tags: &[],
         limit,
         toolsets: &[],
+        ..Default::default()
     };
     names(&index.search(surface, query, exact, |_| true))
 }
@@ -227,6 +228,7 @@ fn a_hidden_alias_finds_its_tool_and_is_not_shown_as_a_name() {
         tags: &[],
         limit: 3,
         toolsets: &[],
+        ..Default::default()
     };
     let found = index.search(&s, query, exact, |_| true);
     assert_eq!(found[0].name, "read_text_file");
@@ -243,6 +245,7 @@ fn tags_and_keep_bound_the_results() {
         tags: &github,
         limit: 10,
         toolsets: &[],
+        ..Default::default()
     };
     assert_eq!(
         names(&index.search(&s, query, None, |_| true)),
@@ -253,6 +256,7 @@ fn tags_and_keep_bound_the_results() {
         tags: &[],
         limit: 10,
         toolsets: &[],
+        ..Default::default()
     };
     let found = names(&index.search(&s, query, None, |e| e.name != "create_issue"));
     assert!(!found.contains(&"create_issue".to_owned()));
@@ -264,6 +268,7 @@ fn tags_and_keep_bound_the_results() {
         tags: &[],
         limit: 10,
         toolsets: &[],
+        ..Default::default()
     };
     assert!(
         !names(&index.search(&s, query, exact, |e| e.name != "create_issue"))
@@ -281,6 +286,7 @@ fn a_query_of_tags_only_lists_the_tagged_tools_by_name() {
         tags: &files,
         limit: 10,
         toolsets: &[],
+        ..Default::default()
     };
     assert_eq!(
         names(&index.search(&s, query, None, |_| true)),
@@ -334,7 +340,7 @@ proptest! {
         let s = built.surface.unwrap();
         let index = Index::new(&s);
         for t in s.tools() {
-            let query = Query { text: &t.name, tags: &[], limit: 3, toolsets: &[] };
+            let query = Query { text: &t.name, tags: &[], limit: 3, toolsets: &[], ..Default::default() };
             let first = names(&index.search(&s, query, None, |_| true));
             let again = names(&index.search(&s, query, None, |_| true));
             prop_assert_eq!(&first, &again);
@@ -361,6 +367,7 @@ fn a_request_in_other_words_finds_its_tool() {
             tags: &[],
             limit: 3,
             toolsets: &[],
+            ..Default::default()
         };
         let by_words = names(&index.search_by(Part::Lexical, &s, query, None, |_| true));
         assert!(
@@ -392,6 +399,7 @@ fn a_toolset_named_in_the_query_ranks_its_tools_higher() {
             tags: &[],
             limit: 2,
             toolsets,
+            ..Default::default()
         };
         let mut found = names(&index.search(&s, query, None, |_| true));
         found.sort();
@@ -412,6 +420,7 @@ fn a_toolset_named_in_the_query_ranks_its_tools_higher() {
         tags: &[],
         limit: 1,
         toolsets: &[&triage],
+        ..Default::default()
     };
     assert_eq!(
         names(&index.search(&s, query, None, |_| true)),
@@ -423,6 +432,7 @@ fn a_toolset_named_in_the_query_ranks_its_tools_higher() {
         tags: &[],
         limit: 10,
         toolsets: &[&triage],
+        ..Default::default()
     };
     let found = names(&index.search(&s, query, None, |e| e.name != "list_issues"));
     assert!(!found.contains(&"list_issues".to_owned()), "{found:?}");
@@ -455,6 +465,7 @@ fn the_fusion_keeps_what_either_half_finds() {
                 tags: &[],
                 limit: 100,
                 toolsets: &[],
+                ..Default::default()
             };
             names(&index.search_by(part, &s, query, None, |_| true))
         };
@@ -508,6 +519,7 @@ fn a_rebuild_reuses_unchanged_documents_and_can_be_cancelled() {
         tags: &[],
         limit: 3,
         toolsets: &[],
+        ..Default::default()
     };
     let ranked = |index: &Index| names(&index.search(&after, query, None, |_| true));
     assert_eq!(ranked(&rebuilt), ranked(&whole));
