@@ -46,6 +46,9 @@ pub struct Lesson {
     pub at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meant: Option<Meant>,
+    /// Its words, made at its first comparison (a search compares every lesson).
+    #[serde(skip)]
+    words: std::sync::OnceLock<HashSet<String>>,
 }
 
 /// A lesson's vector, by the meaning whose fingerprint (hex) is `by`: eight bits a number,
@@ -100,6 +103,7 @@ impl Lesson {
             request: request[..end].to_owned(),
             at,
             meant: meant.map(|(meaning, vector)| Meant::of(meaning, vector)),
+            words: std::sync::OnceLock::new(),
         }
     }
 
@@ -212,7 +216,9 @@ fn like(asked: &Asked<'_>, lesson: &Lesson, words: &Words) -> f32 {
         (Some(meant), Some(vector)) if meant.by == asked.by => meant.cosine(vector),
         _ => 0.0,
     };
-    let taught: HashSet<String> = words.of(&lesson.request).into_iter().collect();
+    let taught = lesson
+        .words
+        .get_or_init(|| words.of(&lesson.request).into_iter().collect());
     let shared = taught.intersection(&asked.words).count();
     let total = taught.len() + asked.words.len();
     let dice = if total == 0 {
