@@ -147,6 +147,20 @@ async def test_one_token_s_teaching_never_moves_another_s_ranking(
         # A new session of Alice's, after all of Mallory's: the same.
         async with s.bearer_session(url, ALICE) as alice:
             assert await names_for(alice, REQUEST) == before
+        # What search did, from the gateway's metrics: Mallory's first call was of a tool her
+        # search did not show, her next two of the one it showed first once taught; the other
+        # five searches had no call after them. The bytes each tool took, beside its calls.
+        stats = subprocess.run(
+            [str(moniker_bin), "stats", "-c", str(config), "--from", url.removesuffix("/mcp"), "--token", ALICE],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        searched = next(line for line in stats.splitlines() if line.endswith(" searches:") or " searches: " in line)
+        assert searched == "8 searches: called_1 2, called_other 1, no_call 5", stats
+        [row] = [line.split() for line in stats.splitlines() if line.startswith("delete_relations ")]
+        assert int(row[1]) > 0 and row[2] == "3", stats
     # One file, Mallory's (Alice called nothing after a search): named by her token's digest.
     [file] = [json.loads(f.read_text()) for f in learned_files(tmp_path / "state")]
     assert file["principal"].startswith("token ") and MALLORY not in json.dumps(file), file

@@ -48,7 +48,8 @@ pub enum Command {
     /// Tools, bytes and tokens of the listing, per server and total.
     ///
     /// With `--from`: how often clients of a running gateway call each alias and legacy
-    /// name, from its metrics, beside the deprecation schedule of each.
+    /// name, from its metrics, beside the deprecation schedule of each; and what its search
+    /// did (searches by what followed them, each tool's bytes in answers beside its calls).
     Stats(StatsArgs),
     /// Write `moniker.lock` beside the config: every exposed name and alias, with its server,
     /// origin and schema hash, so that `moniker check` can tell when a change breaks a client.
