@@ -89,7 +89,8 @@ Install [moniker-mcp](https://www.npmjs.com/package/moniker-mcp) instead: it pic
 for your platform and runs its binary (\`npx -y moniker-mcp\`).
 README
 
-# The main package, at the same version, with its optional dependencies at it too.
+# The main package, at the same version, with its platforms' packages at it too (the model's,
+# moniker-mcp-model, keeps its own version).
 main_dir=$stage/moniker-mcp
 mkdir -p "$main_dir/bin"
 cp "$here/moniker-mcp/package.json" "$here/moniker-mcp/README.md" "$main_dir/"
@@ -100,7 +101,9 @@ PKG_VERSION=$version PKG_JSON=$main_dir/package.json node -e '
     const { PKG_VERSION, PKG_JSON } = process.env;
     const manifest = JSON.parse(fs.readFileSync(PKG_JSON, "utf8"));
     manifest.version = PKG_VERSION;
-    for (const dep of Object.keys(manifest.optionalDependencies)) manifest.optionalDependencies[dep] = PKG_VERSION;
+    for (const dep of Object.keys(manifest.optionalDependencies)) {
+        if (dep !== "moniker-mcp-model") manifest.optionalDependencies[dep] = PKG_VERSION;
+    }
     fs.writeFileSync(PKG_JSON, JSON.stringify(manifest, null, 2) + "\n");
 '
 

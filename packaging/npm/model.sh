@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Makes moniker-mcp-model-<version>.tgz, search's model for npm users (as `moniker-mcp[model]`
-# is for PyPI's): all-MiniLM-L6-v2's three files (Apache-2.0, 83 MB: too big to ride in the
-# binary's package), each checked by SHA-256, in a package of their own. The `moniker` shim of
-# moniker-mcp finds it installed beside itself and names its folder in $MONIKER_MODEL:
+# Makes moniker-mcp-model-<version>.tgz, search's model for npm users (as the wheel
+# moniker-mcp-model is for PyPI's), which moniker-mcp depends on: all-MiniLM-L6-v2's three files
+# (Apache-2.0), each checked by SHA-256, its weights at eight bits a value (crates/model's
+# `moniker-eight-bit`, run with cargo from this checkout: 23 MB instead of 87, and checked by
+# SHA-256 too), in a package of their own. The `moniker` shim of moniker-mcp finds it installed
+# beside itself and names its folder in $MONIKER_MODEL:
 #
-#   npm install -g moniker-mcp moniker-mcp-model
-#   npx -y -p moniker-mcp -p moniker-mcp-model moniker serve
+#   npm install -g moniker-mcp        (moniker-mcp-model comes with it: an optional dependency,
+#                                     installed unless --omit=optional, as the platforms' are)
 #
 #   packaging/npm/model.sh MODEL_DIR OUTDIR
 #     MODEL_DIR  the model's folder, as crates/surface/model/fetch.sh puts it there
@@ -22,12 +24,17 @@ model=$1
 outdir=$2
 command -v npm >/dev/null 2>&1 || die "npm is not on PATH"
 # The packaging of the model, not moniker's: it changes only when the files do.
-version=1.0.0
+version=2.0.0
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 sums=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/crates/surface/model/all-MiniLM-L6-v2.sha256
 (cd "$model" && sha256sum -c --quiet) <"$sums" || die "$model is not all-MiniLM-L6-v2 as fetch.sh checks it"
-cp "$model/model.safetensors" "$model/config.json" "$model/tokenizer.json" "$stage/"
+cp "$model/config.json" "$model/tokenizer.json" "$stage/"
+(cd "$(dirname "$sums")/../../.." && cargo run --quiet -p moniker-model --bin moniker-eight-bit -- \
+    "$(cd "$model" && pwd)/model.safetensors" "$stage/model.safetensors" </dev/null) ||
+    die "the weights could not be put at eight bits"
+(cd "$stage" && sha256sum -c --quiet) <"${sums%.sha256}.eight-bit.sha256" ||
+    die "the weights at eight bits are not what all-MiniLM-L6-v2.eight-bit.sha256 says"
 # The model's licence (Apache-2.0), whose text goes with every copy of it.
 cp "$(dirname "$sums")/LICENSE-Apache-2.0" "$stage/LICENSE"
 cat >"$stage/package.json" <<JSON
@@ -46,10 +53,11 @@ cat >"$stage/README.md" <<'MD'
 
 The sentence-embedding model all-MiniLM-L6-v2
 ([sentence-transformers](https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2),
-Apache-2.0) for [moniker](https://github.com/moniker-mcp/moniker)'s search: its weights, config
-and vocabulary. Install it beside `moniker-mcp` (`npm install -g moniker-mcp moniker-mcp-model`);
-the `moniker` command then names this folder in `$MONIKER_MODEL`, and moniker runs the model in
-process when its config searches (`discovery: search`). Nothing is downloaded when it runs.
+Apache-2.0) for [moniker](https://github.com/moniker-mcp/moniker)'s search: its weights (at
+eight bits a value), config and vocabulary. `moniker-mcp` depends on it (`npm install -g
+moniker-mcp` installs both); the `moniker` command names this folder in `$MONIKER_MODEL`, and
+moniker runs the model in process when its config searches (`discovery: search`). Nothing is
+downloaded when it runs.
 MD
 mkdir -p "$outdir"
 outdir=$(cd "$outdir" && pwd)

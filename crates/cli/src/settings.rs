@@ -92,15 +92,35 @@ const MODEL_VAR: &str = "MONIKER_MODEL";
 
 /// The model search runs for `config`, and what named it (see [`model_path`]).
 pub(crate) fn model_named(config: &Config) -> Option<(std::path::PathBuf, &'static str)> {
-    model_path(config, std::env::var_os(MODEL_VAR))
+    model_path(config, std::env::var_os(MODEL_VAR), &installed_models())
 }
 
-/// The model search runs, and what named it: `discovery.model`, else `$MONIKER_MODEL` (`var`)
-/// when something of the config searches (the gateway's discovery or a toolset's): a model
-/// costs some 65 MB of memory, which a gateway that never searches should not pay.
+/// Where a model is installed without naming it, in order: the `model` folder beside the
+/// moniker binary (a release archive's), and `<user data dir>/moniker/model` (where
+/// `crates/surface/model/fetch.sh` puts it by default, for `cargo install` users).
+fn installed_models() -> Vec<(std::path::PathBuf, &'static str)> {
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| std::fs::canonicalize(exe).ok())
+        .and_then(|exe| exe.parent().map(|dir| dir.join("model")));
+    let data = dirs::data_dir().map(|dir| dir.join("moniker").join("model"));
+    [
+        (beside, "the model beside moniker"),
+        (data, "the model in the user data dir"),
+    ]
+    .into_iter()
+    .filter_map(|(dir, by)| Some((dir?, by)))
+    .collect()
+}
+
+/// The model search runs, and what named it: `discovery.model`, else when something of the
+/// config searches (the gateway's discovery or a toolset's: a model costs some 65 MB of memory,
+/// which a gateway that never searches should not pay) `$MONIKER_MODEL` (`var`), else the
+/// first of `installed` that is a folder with a model's weights in it.
 fn model_path(
     config: &Config,
     var: Option<std::ffi::OsString>,
+    installed: &[(std::path::PathBuf, &'static str)],
 ) -> Option<(std::path::PathBuf, &'static str)> {
     if let Some(path) = config.search_model.as_deref() {
         return Some((expand_home(path), "discovery.model"));
@@ -113,12 +133,20 @@ fn model_path(
                 .as_ref()
                 .is_some_and(|d| d.mode == Mode::Search)
         });
-    let var = var.filter(|v| searches && !v.is_empty())?;
-    let path = match var.to_str() {
-        Some(text) => expand_home(text),
-        None => std::path::PathBuf::from(var),
-    };
-    Some((path, "$MONIKER_MODEL"))
+    if !searches {
+        return None;
+    }
+    if let Some(var) = var.filter(|v| !v.is_empty()) {
+        let path = match var.to_str() {
+            Some(text) => expand_home(text),
+            None => std::path::PathBuf::from(var),
+        };
+        return Some((path, "$MONIKER_MODEL"));
+    }
+    installed
+        .iter()
+        .find(|(dir, _)| dir.join("model.safetensors").is_file())
+        .cloned()
 }
 
 fn read_meaning(path: &std::path::Path) -> Result<moniker_surface::search::Meaning, String> {
@@ -176,7 +204,7 @@ mod tests {
 
     fn named(yaml: &str, var: Option<&str>) -> Option<(String, &'static str)> {
         let config = moniker_config::parse("moniker.yaml", yaml).expect("a config");
-        model_path(&config, var.map(Into::into)).map(|(p, by)| (p.display().to_string(), by))
+        model_path(&config, var.map(Into::into), &[]).map(|(p, by)| (p.display().to_string(), by))
     }
 
     #[test]
@@ -195,5 +223,25 @@ mod tests {
         let config = "discovery: { mode: list, model: /srv/m }\n";
         let from_config = Some(("/srv/m".to_owned(), "discovery.model"));
         assert_eq!(named(config, var), from_config);
+    }
+
+    /// Without a name, an installed model serves: the first place that has one.
+    #[test]
+    fn an_installed_model_serves_when_none_is_named() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (empty, full) = (dir.path().join("empty"), dir.path().join("full"));
+        std::fs::create_dir_all(&empty).expect("empty");
+        std::fs::create_dir_all(&full).expect("full");
+        std::fs::write(full.join("model.safetensors"), b"x").expect("weights");
+        let places = [(empty, "first"), (full.clone(), "second")];
+        let config = |yaml: &str| moniker_config::parse("moniker.yaml", yaml).expect("a config");
+        let searching = config("discovery: search\n");
+        assert_eq!(model_path(&searching, None, &places), Some((full, "second")));
+        assert_eq!(model_path(&config("discovery: list\n"), None, &places), None);
+        let var = Some("/opt/model".into());
+        assert_eq!(
+            model_path(&searching, var, &places).map(|(_, by)| by),
+            Some("$MONIKER_MODEL")
+        );
     }
 }

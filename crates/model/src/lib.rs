@@ -11,6 +11,7 @@
 //! [`WordPiece`]), framed by `[CLS]` and `[SEP]` (MPNet: `<s>` and `</s>`), at most [`MAX_TOKENS`] word pieces.
 
 mod bert;
+mod eight_bit_file;
 #[cfg(test)]
 mod tests;
 
@@ -20,6 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use sha2::Digest;
 
 use bert::{Bert, Config};
+pub use eight_bit_file::eight_bit_file;
 use moniker_surface::search::{Encode, ModelError, WordPiece};
 
 /// The most word pieces of a text the model reads, `[CLS]` and `[SEP]` counted: what

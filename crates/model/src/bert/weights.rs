@@ -81,14 +81,15 @@ impl<'a> Weights<'a> {
         })
     }
 
-    /// The bytes of the tensor `name` and their type, when it has `shape` and is of floats;
-    /// `rows` of its first dimension only, when given.
+    /// The bytes of the tensor `name` and how they hold its values, when it has `shape` and is
+    /// of floats, or of eight bits a value with a scale a row (the tensor `<name>.scale`, as
+    /// [`crate::eight_bit_file`] writes it); `rows` of its first dimension only, when given.
     fn raw(
         &self,
         name: &str,
         shape: &[usize],
         rows: Option<std::ops::Range<usize>>,
-    ) -> Result<(Vec<u8>, Dtype), String> {
+    ) -> Result<(Vec<u8>, Stored), String> {
         let full = format!("{}{name}", self.prefix);
         let info = self
             .header
@@ -97,22 +98,32 @@ impl<'a> Weights<'a> {
         if info.shape != shape {
             return Err(format!("{full} is {:?}, not {shape:?}", info.shape));
         }
-        let dtype = match info.dtype {
-            dtype @ (Dtype::F32 | Dtype::F16 | Dtype::BF16) => dtype,
+        let rows = rows.unwrap_or(0..shape.first().copied().unwrap_or(1));
+        let stored = match info.dtype {
+            dtype @ (Dtype::F32 | Dtype::F16 | Dtype::BF16) => Stored::Float(dtype),
+            Dtype::I8 if shape.len() == 2 => {
+                let scale = format!("{name}.scale");
+                let (bytes, stored) = self.raw(&scale, &shape[..1], Some(rows.clone()))?;
+                if !matches!(stored, Stored::Float(_)) {
+                    return Err(format!("{full}.scale is not of floats"));
+                }
+                Stored::Eight {
+                    scales: (0..rows.len()).map(|i| stored.value(&bytes, i)).collect(),
+                    row: shape[1],
+                }
+            }
             other => return Err(format!("{full} is {other:?}, not floats")),
         };
         let (mut from, mut to) = info.data_offsets;
-        if let Some(rows) = rows {
-            let row = (to - from) / shape[0].max(1);
-            (from, to) = (from + rows.start * row, from + rows.end * row);
-        }
+        let row = (to - from) / shape.first().copied().unwrap_or(1).max(1);
+        (from, to) = (from + rows.start * row, from + rows.end * row);
         let mut bytes = vec![0; to - from];
         let mut file = self.file.borrow_mut();
         let io = |e: std::io::Error| format!("{full}: {e}");
         file.seek(SeekFrom::Start(self.start + from as u64))
             .map_err(io)?;
         file.read_exact(&mut bytes).map_err(io)?;
-        Ok((bytes, dtype))
+        Ok((bytes, stored))
     }
 
     /// A matrix of `shape`, as the file holds it.
@@ -121,15 +132,15 @@ impl<'a> Weights<'a> {
         name: &str,
         (rows, cols): (usize, usize),
     ) -> Result<Array2<f32>, String> {
-        let (bytes, dtype) = self.raw(name, &[rows, cols], None)?;
+        let (bytes, stored) = self.raw(name, &[rows, cols], None)?;
         Ok(Array2::from_shape_fn((rows, cols), |(r, c)| {
-            value(&bytes, dtype, r * cols + c)
+            stored.value(&bytes, r * cols + c)
         }))
     }
 
     pub(super) fn vector(&self, name: &str, len: usize) -> Result<Array1<f32>, String> {
-        let (bytes, dtype) = self.raw(name, &[len], None)?;
-        Ok(Array1::from_shape_fn(len, |i| value(&bytes, dtype, i)))
+        let (bytes, stored) = self.raw(name, &[len], None)?;
+        Ok(Array1::from_shape_fn(len, |i| stored.value(&bytes, i)))
     }
 
     /// The word vectors, (vocabulary, hidden), at half precision, read a megabyte at a time.
@@ -139,9 +150,8 @@ impl<'a> Weights<'a> {
         let mut words = Vec::with_capacity(rows * cols);
         for first in (0..rows).step_by(chunk) {
             let last = (first + chunk).min(rows);
-            let (bytes, dtype) = self.raw(name, &[rows, cols], Some(first..last))?;
-            words
-                .extend((0..(last - first) * cols).map(|i| f16::from_f32(value(&bytes, dtype, i))));
+            let (bytes, stored) = self.raw(name, &[rows, cols], Some(first..last))?;
+            words.extend((0..(last - first) * cols).map(|i| f16::from_f32(stored.value(&bytes, i))));
         }
         Array2::from_shape_vec((rows, cols), words).map_err(|e| e.to_string())
     }
@@ -160,10 +170,10 @@ impl<'a> Weights<'a> {
             .collect::<Result<Vec<_>, _>>()?;
         // The file's rows are the matrix's columns: output `j`'s weights lie side by side.
         let weight = EightBit::new(inputs, out * parts.len(), |j, into| {
-            let (bytes, dtype) = &parts[j / out];
+            let (bytes, stored) = &parts[j / out];
             let at = (j % out) * inputs;
             for (i, w) in into.iter_mut().enumerate() {
-                *w = value(bytes, *dtype, at + i);
+                *w = stored.value(bytes, at + i);
             }
         });
         let biases = names
@@ -185,14 +195,30 @@ impl<'a> Weights<'a> {
     }
 }
 
-/// The `index`th float of `bytes` (little-endian, of `dtype`: 32, 16 or bfloat16 bits).
-fn value(bytes: &[u8], dtype: Dtype, index: usize) -> f32 {
-    match dtype {
-        Dtype::F16 => f16::from_le_bytes([bytes[2 * index], bytes[2 * index + 1]]).to_f32(),
-        Dtype::BF16 => bf16::from_le_bytes([bytes[2 * index], bytes[2 * index + 1]]).to_f32(),
-        _ => {
-            let at = 4 * index;
-            f32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+/// How a tensor's bytes hold its values: floats (32, 16 or bfloat16 bits, little-endian), or
+/// eight bits a value, each row (of `row` values) with its scale.
+enum Stored {
+    Float(Dtype),
+    Eight { scales: Vec<f32>, row: usize },
+}
+
+impl Stored {
+    /// The `index`th value of `bytes`.
+    fn value(&self, bytes: &[u8], index: usize) -> f32 {
+        match self {
+            Self::Float(Dtype::F16) => {
+                f16::from_le_bytes([bytes[2 * index], bytes[2 * index + 1]]).to_f32()
+            }
+            Self::Float(Dtype::BF16) => {
+                bf16::from_le_bytes([bytes[2 * index], bytes[2 * index + 1]]).to_f32()
+            }
+            Self::Float(_) => {
+                let at = 4 * index;
+                f32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+            }
+            Self::Eight { scales, row } => {
+                f32::from(i8::from_le_bytes([bytes[index]])) * scales[index / (*row).max(1)]
+            }
         }
     }
 }
