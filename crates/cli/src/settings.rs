@@ -236,8 +236,14 @@ mod tests {
         let places = [(empty, "first"), (full.clone(), "second")];
         let config = |yaml: &str| moniker_config::parse("moniker.yaml", yaml).expect("a config");
         let searching = config("discovery: search\n");
-        assert_eq!(model_path(&searching, None, &places), Some((full, "second")));
-        assert_eq!(model_path(&config("discovery: list\n"), None, &places), None);
+        assert_eq!(
+            model_path(&searching, None, &places),
+            Some((full, "second"))
+        );
+        assert_eq!(
+            model_path(&config("discovery: list\n"), None, &places),
+            None
+        );
         let var = Some("/opt/model".into());
         assert_eq!(
             model_path(&searching, var, &places).map(|(_, by)| by),

@@ -22,7 +22,8 @@ const KEPT: [&str; 3] = [
 /// # Errors
 /// When `weights` is not a safetensors file.
 pub fn eight_bit_file(weights: &[u8]) -> Result<Vec<u8>, ModelError> {
-    let bad = |e: safetensors::SafeTensorError| ModelError::Encoder(format!("model.safetensors: {e}"));
+    let bad =
+        |e: safetensors::SafeTensorError| ModelError::Encoder(format!("model.safetensors: {e}"));
     let tensors = SafeTensors::deserialize(weights).map_err(bad)?;
     let mut out: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
     let mut names = tensors.names();
@@ -36,7 +37,12 @@ pub fn eight_bit_file(weights: &[u8]) -> Result<Vec<u8>, ModelError> {
             && name.ends_with(".weight")
             && !KEPT.iter().any(|k| name.contains(k));
         if !eight {
-            out.push((name.to_owned(), tensor.dtype(), shape, tensor.data().to_vec()));
+            out.push((
+                name.to_owned(),
+                tensor.dtype(),
+                shape,
+                tensor.data().to_vec(),
+            ));
             continue;
         }
         let values = floats_of(&tensor);
@@ -48,7 +54,11 @@ pub fn eight_bit_file(weights: &[u8]) -> Result<Vec<u8>, ModelError> {
             let scale = top / 127.0;
             // |w| <= top, so `w / scale` is within 127 (a NaN weight becomes 0).
             bytes.extend(row.iter().map(|w| {
-                let q = if scale > 0.0 { (w / scale).round() as i8 } else { 0 };
+                let q = if scale > 0.0 {
+                    (w / scale).round() as i8
+                } else {
+                    0
+                };
                 q.to_le_bytes()[0]
             }));
             scales.extend(scale.to_le_bytes());

@@ -565,3 +565,37 @@ fn with_the_model_the_bound_holds_in_every_ranking() {
         }
     }
 }
+
+/// The weights at eight bits a value (what the packages carry) give the vectors the floats give,
+/// for BERT and MPNet; a matrix at eight bits without its scales is refused, by name.
+#[test]
+fn weights_at_eight_bits_give_the_same_vectors() {
+    for mpnet in [false, true] {
+        let (weights, config, tokenizer) = tiny_model(mpnet, None, 0.1, 1.0);
+        let eight = crate::eight_bit_file(&weights).expect("converted");
+        let floats = Encoder::new(Cursor::new(weights), &config, &tokenizer).expect("floats");
+        let bytes = Encoder::new(Cursor::new(eight.clone()), &config, &tokenizer).expect("bytes");
+        let (a, b) = (
+            floats.embed("a a a").expect("a"),
+            bytes.embed("a a a").expect("a"),
+        );
+        let cosine: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!(cosine > 0.999, "{cosine}");
+        assert_ne!(floats.fingerprint(), bytes.fingerprint());
+        // A file at eight bits already stays as it is.
+        assert_eq!(crate::eight_bit_file(&eight).expect("again"), eight);
+    }
+    let (weights, config, tokenizer) = tiny_bert(None);
+    let eight = crate::eight_bit_file(&weights).expect("converted");
+    let read = safetensors::SafeTensors::deserialize(&eight).expect("safetensors");
+    let kept: Vec<(String, safetensors::tensor::TensorView<'_>)> = read
+        .tensors()
+        .into_iter()
+        .filter(|(name, _)| !name.ends_with("query.weight.scale"))
+        .collect();
+    let unscaled = safetensors::serialize(kept, None).expect("serialised");
+    let why = Encoder::new(Cursor::new(unscaled), &config, &tokenizer)
+        .expect_err("no scales")
+        .to_string();
+    assert!(why.contains("query.weight.scale"), "{why}");
+}

@@ -151,7 +151,8 @@ impl<'a> Weights<'a> {
         for first in (0..rows).step_by(chunk) {
             let last = (first + chunk).min(rows);
             let (bytes, stored) = self.raw(name, &[rows, cols], Some(first..last))?;
-            words.extend((0..(last - first) * cols).map(|i| f16::from_f32(stored.value(&bytes, i))));
+            words
+                .extend((0..(last - first) * cols).map(|i| f16::from_f32(stored.value(&bytes, i))));
         }
         Array2::from_shape_vec((rows, cols), words).map_err(|e| e.to_string())
     }
