@@ -17,6 +17,7 @@ pub(crate) fn entries(config: &Config) -> Vec<ServerEntry> {
             id: id.clone(),
             spec: server.transport.clone(),
             modern: server.modern,
+            sandbox: server.sandbox.clone(),
         });
     }
     servers

@@ -14,6 +14,7 @@ mod http;
 mod naming;
 mod params;
 mod remote;
+mod sandbox;
 mod servers;
 mod toolsets;
 

@@ -80,7 +80,8 @@ fn is_name(name: &str) -> bool {
 
 impl Config {
     /// Expands `${VAR}` and `${VAR:-default}` in the fields that reach a server: `command`,
-    /// `args`, `env` values, `cwd`, `url`, `headers` values, `tls` and `auth` values; and in `toolsets.store`. `lookup` is the environment
+    /// `args`, `env` values, `cwd`, `sandbox` paths, `url`, `headers` values, `tls` and `auth`
+    /// values; and in `toolsets.store`. `lookup` is the environment
     /// (`|name| std::env::var(name).ok()`). Every unset variable is reported, at its field;
     /// no message holds a value. On error nothing is changed.
     pub fn expand_env(
@@ -96,11 +97,12 @@ impl Config {
                 let p = path(&[&base[..], segs].concat());
                 expand_field(text, &p, &self.source, &lookup, &mut errors)
             };
-            expanded.push(expand_transport(
-                &server.transport,
-                &self.gateway.pass_env,
-                &mut field,
-            ));
+            let transport = expand_transport(&server.transport, &self.gateway.pass_env, &mut field);
+            let sandbox = server
+                .sandbox
+                .as_ref()
+                .map(|sandbox| expand_sandbox(sandbox, &mut field));
+            expanded.push((transport, sandbox));
         }
         let store = self.toolsets.store.as_ref().map(|store| {
             let p = path(&[Seg::Key("toolsets"), Seg::Key("store")]);
@@ -133,8 +135,9 @@ impl Config {
                 errors,
             ));
         }
-        for (server, transport) in self.servers.values_mut().zip(expanded) {
+        for (server, (transport, sandbox)) in self.servers.values_mut().zip(expanded) {
             server.transport = transport;
+            server.sandbox = sandbox;
         }
         self.toolsets.store = store;
         for (key, param, value) in fixed {
@@ -288,6 +291,24 @@ fn expand_auth(auth: &ResourceAuth, at: &mut dyn FnMut(&[Seg<'_>], &str) -> Stri
                     secret,
                 )
             }),
+    }
+}
+
+/// A stdio server's sandbox, its paths expanded by `field` (at their paths below the server).
+fn expand_sandbox(
+    sandbox: &crate::Sandbox,
+    field: &mut dyn FnMut(&[Seg<'_>], &str) -> String,
+) -> crate::Sandbox {
+    let mut paths = |key: &'static str, list: &[String]| -> Vec<String> {
+        list.iter()
+            .enumerate()
+            .map(|(i, p)| field(&[Seg::Key("sandbox"), Seg::Key(key), Seg::Index(i)], p))
+            .collect()
+    };
+    crate::Sandbox {
+        read: paths("read", &sandbox.read),
+        write: paths("write", &sandbox.write),
+        ..sandbox.clone()
     }
 }
 

@@ -13,6 +13,40 @@ pub struct ServerConfig {
     /// `server/discover` instead of `initialize` and the envelope in every request. Else the
     /// 2025 handshake and a session.
     pub modern: bool,
+    /// What a stdio server may reach (`sandbox`); `None`: everything its user may.
+    pub sandbox: Option<Sandbox>,
+}
+
+/// A stdio server's sandbox: besides what every sandbox gives (the system and the server's
+/// runtime read-only, a private temporary folder, the paths its arguments name), the paths it
+/// names, the network, and limits.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sandbox {
+    /// Paths it may read (`~` and `${VAR}` allowed).
+    pub read: Vec<String>,
+    /// Paths it may read and write.
+    pub write: Vec<String>,
+    pub network: Network,
+    /// The most processes it may run at once (itself included).
+    pub processes: Option<u64>,
+    /// The most files it may hold open.
+    pub open_files: Option<u64>,
+    /// The most memory it may allocate, in megabytes (its data segment).
+    pub memory_mb: Option<u64>,
+    /// Run with what the kernel can enforce (said in the log), rather than refuse to start.
+    pub best_effort: bool,
+}
+
+/// What of the network a sandboxed server reaches.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Network {
+    /// Nothing: it cannot open a connection.
+    #[default]
+    Off,
+    /// Everything.
+    On,
+    /// TCP connections to these ports only.
+    Ports(Vec<u16>),
 }
 
 /// `Debug` prints the names of environment variables and headers but never their values:
@@ -238,6 +272,7 @@ mod tests {
                 pass_env: PassEnv::default(),
                 cwd: None,
             },
+            sandbox: None,
             disabled: false,
             modern: false,
         };

@@ -41,18 +41,26 @@ pub struct Started {
     pub stderr: Option<tokio::task::JoinHandle<Vec<String>>>,
 }
 
+/// How a stdio server is started: through the guard (the moniker binary that runs
+/// `__guard`), within its sandbox.
+#[derive(Clone, Copy, Default)]
+pub struct Launch<'a> {
+    pub guard: Option<&'a std::path::Path>,
+    pub sandbox: Option<&'a moniker_config::Sandbox>,
+}
+
 /// Starts (or connects to) a server. The handshake is the caller's.
 pub async fn start(
     server: &ServerId,
     spec: &ServerSpec,
-    guard: Option<&std::path::Path>,
+    launch: Launch<'_>,
     sink: Arc<dyn Sink>,
     max_message: usize,
     timeout: Duration,
 ) -> Result<Started, String> {
     match spec {
         ServerSpec::Stdio { command, .. } => {
-            match stdio::spawn(server.clone(), spec, guard, sink, max_message) {
+            match stdio::spawn(server.clone(), spec, launch, sink, max_message) {
                 Ok(process) => Ok(Started {
                     conn: process.conn,
                     closed: process.closed,

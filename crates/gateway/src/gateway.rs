@@ -91,6 +91,8 @@ pub struct ServerEntry {
     pub spec: ServerSpec,
     /// It speaks MCP 2026-07-28, statelessly.
     pub modern: bool,
+    /// What a stdio server may reach (`sandbox`); `None`: everything its user may.
+    pub sandbox: Option<moniker_config::Sandbox>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -15,14 +15,36 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-/// Runs the guard; returns the exit code to exit with.
+/// Runs the guard: `[--sandbox PLAN] [--] COMMAND ARGS...`; returns the exit code to exit with.
 pub fn run(args: &[OsString]) -> i32 {
+    let (plan, args) = match args {
+        [flag, plan, rest @ ..] if flag == "--sandbox" => (Some(plan), rest),
+        _ => (None, args),
+    };
+    let args = match args.split_first() {
+        Some((dashes, rest)) if dashes == "--" => rest,
+        _ => args,
+    };
     let Some((command, rest)) = args.split_first() else {
         tracing::error!("the guard needs a command to run");
         return 2;
     };
     let parent = std::os::unix::process::parent_id();
-    let mut child = match Command::new(command).args(rest).spawn() {
+    let mut server = Command::new(command);
+    server.args(rest);
+    if let Some(plan) = plan {
+        match sandboxed(plan) {
+            Ok(temp) => {
+                server.env("TMPDIR", temp);
+            }
+            Err(why) => {
+                // On the server's stderr, which moniker reads: why it did not start.
+                let _ = writeln!(std::io::stderr(), "moniker sandbox: {why}");
+                return 126;
+            }
+        }
+    }
+    let mut child = match server.spawn() {
         Ok(child) => child,
         Err(e) => {
             // On the server's stderr, which moniker reads: the reason it did not start.
@@ -46,6 +68,29 @@ pub fn run(args: &[OsString]) -> i32 {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Applies the sandbox `plan` (JSON, a [`crate::sandbox::Plan`]) to the guard, which the server
+/// then inherits; says what is enforced. The server's temporary folder.
+fn sandboxed(plan: &OsString) -> Result<std::path::PathBuf, String> {
+    let plan: crate::sandbox::Plan = plan
+        .to_str()
+        .and_then(|text| serde_json::from_str(text).ok())
+        .ok_or("its plan is not one moniker made")?;
+    let enforced = crate::sandbox::apply(&plan)?;
+    let _ = writeln!(
+        std::io::stderr(),
+        "moniker sandbox: files {} (Landlock); network {}; at most {} processes ({}), {} open files{}",
+        enforced.landlock,
+        enforced.network,
+        plan.processes,
+        enforced.processes,
+        plan.open_files,
+        plan.memory
+            .map(|m| format!(", {} MB of data", m >> 20))
+            .unwrap_or_default(),
+    );
+    Ok(enforced.temp)
 }
 
 /// SIGTERM to every other member of this process group, then SIGKILL to those still there

@@ -30,6 +30,7 @@ pub mod modern;
 mod parked;
 pub mod random;
 mod route;
+pub mod sandbox;
 pub mod serve;
 pub mod session;
 pub mod store;

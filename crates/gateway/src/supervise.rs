@@ -209,10 +209,14 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>) {
 /// One start of the server, to its end.
 async fn run(gateway: &Arc<Gateway>, id: &ServerId, slot: &Arc<Slot>, sink: &Arc<dyn Sink>) -> Run {
     let settings = &gateway.settings;
+    let launch = connect::Launch {
+        guard: settings.guard.as_deref(),
+        sandbox: slot.entry.sandbox.as_ref(),
+    };
     let started = connect::start(
         id,
         &slot.entry.spec,
-        settings.guard.as_deref(),
+        launch,
         sink.clone(),
         crate::framing::DEFAULT_MAX_MESSAGE,
         settings.config.start_timeout,
@@ -275,6 +279,9 @@ async fn run(gateway: &Arc<Gateway>, id: &ServerId, slot: &Arc<Slot>, sink: &Arc
     }
     if let Some(child) = process.child.as_mut() {
         let _ = child.wait().await;
+    }
+    if let (Some(pgid), Some(_)) = (pgid, &slot.entry.sandbox) {
+        crate::sandbox::release(pgid);
     }
     run
 }

@@ -54,6 +54,7 @@ impl Server {
                 cwd: None,
             },
             modern: false,
+            sandbox: None,
         };
         let settings_gw = Settings {
             config: GatewaySettings {

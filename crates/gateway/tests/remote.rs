@@ -537,6 +537,7 @@ fn remote_entry(id: &str, url: &str, headers: &[(&str, &str)]) -> ServerEntry {
             forward: Default::default(),
         },
         modern: false,
+        sandbox: None,
     }
 }
 

@@ -26,6 +26,7 @@ async fn gateway(args: &[&str]) -> Arc<Gateway> {
             cwd: None,
         },
         modern: false,
+        sandbox: None,
     };
     let started = tokio::time::timeout(
         Duration::from_secs(20),

@@ -33,6 +33,7 @@ async fn gateway_with(settings: Settings) -> Arc<Gateway> {
             cwd: None,
         },
         modern: false,
+        sandbox: None,
     };
     let mut rules = Rules {
         discovery: Discovery {

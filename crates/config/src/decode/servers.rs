@@ -30,10 +30,11 @@ pub(crate) const SERVER_KEYS: &[&str] = &[
     "disabled",
     "protocol",
     "forward",
+    "sandbox",
 ];
 const TRANSPORT_TYPES: &[&str] = &["stdio", "http", "streamable-http", "sse"];
 /// Server fields that only mean something for one transport.
-const STDIO_ONLY: &[&str] = &["args", "env", "pass_env", "cwd"];
+const STDIO_ONLY: &[&str] = &["args", "env", "pass_env", "cwd", "sandbox"];
 const HTTP_ONLY: &[&str] = &["headers", "tls", "auth", "forward"];
 /// Headers `forward` may not set: HTTP's own framing, and the transport's.
 const NOT_FORWARDED: &[&str] = &[
@@ -157,6 +158,9 @@ impl Cx<'_> {
             .get("protocol")
             .and_then(|s| self.protocol(&field("protocol"), s))
             .unwrap_or(false);
+        let sandbox = fields
+            .get("sandbox")
+            .and_then(|s| self.sandbox(&field("sandbox"), s));
         let limits = self.limits(sp, &fields);
         if let (true, Ok(id)) = (limits.is_set(), id.parse::<ServerId>()) {
             self.limits.servers.insert(id, limits);
@@ -169,6 +173,7 @@ impl Cx<'_> {
                 transport,
                 disabled,
                 modern,
+                sandbox,
             },
             ServerRules { tags, prefix },
         ))

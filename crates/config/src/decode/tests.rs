@@ -2140,3 +2140,45 @@ fn a_toolset_has_parameter_rules_of_its_own() {
     let e = error("toolsets:\n  team:\n    params:\n      search: { limit: { defalt: 5 } }\n");
     assert_eq!(e.path, "toolsets.team.params.search.limit.defalt");
 }
+
+/// `sandbox`: a stdio server's, `true`, `best-effort` or a map; a wrong value is said where it is.
+#[test]
+fn a_sandbox_is_read_in_each_of_its_shapes() {
+    use crate::server::{Network, Sandbox};
+    let config = ok(
+        "servers:\n  a:\n    command: x\n    sandbox: true\n  b:\n    command: x\n    sandbox: best-effort\n  c:\n    command: x\n    sandbox: { read: [~/docs], write: [/srv/out], network: [443], processes: 8, open_files: 64, memory: 512 }\n  d:\n    command: x\n    sandbox: false\n",
+    );
+    let sandbox = |name: &str| config.servers[&id(name)].sandbox.clone();
+    assert_eq!(sandbox("a"), Some(Sandbox::default()));
+    assert!(sandbox("b").is_some_and(|s| s.best_effort));
+    assert_eq!(
+        sandbox("c"),
+        Some(Sandbox {
+            read: vec!["~/docs".to_owned()],
+            write: vec!["/srv/out".to_owned()],
+            network: Network::Ports(vec![443]),
+            processes: Some(8),
+            open_files: Some(64),
+            memory_mb: Some(512),
+            best_effort: false,
+        })
+    );
+    assert_eq!(sandbox("d"), None);
+    for (bad, path) in [
+        ("sandbox: maybe", "servers.a.sandbox"),
+        ("sandbox: { network: [0] }", "servers.a.sandbox.network[0]"),
+        ("sandbox: { netwrk: off }", "servers.a.sandbox.netwrk"),
+    ] {
+        let report = crate::parse(
+            "moniker.yaml",
+            &format!("servers:\n  a:\n    command: x\n    {bad}\n"),
+        )
+        .expect_err(bad);
+        assert!(format!("{report:?}").contains(path), "{bad}: {report:?}");
+    }
+    let remote = crate::parse(
+        "moniker.yaml",
+        "servers:\n  a:\n    url: https://x.example/mcp\n    sandbox: true\n",
+    );
+    assert!(remote.is_err(), "a remote server has no sandbox");
+}

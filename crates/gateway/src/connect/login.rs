@@ -107,7 +107,15 @@ pub async fn login(
 async fn probe(server: &ServerId, spec: &ServerSpec, timeout: Duration) -> Result<usize, String> {
     let mut modern = false;
     loop {
-        let started = start(server, spec, None, Arc::new(Ignore), usize::MAX, timeout).await?;
+        let started = start(
+            server,
+            spec,
+            super::Launch::default(),
+            Arc::new(Ignore),
+            usize::MAX,
+            timeout,
+        )
+        .await?;
         let conn = started.conn;
         if modern {
             conn.speak_modern();

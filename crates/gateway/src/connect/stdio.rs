@@ -122,40 +122,100 @@ async fn read_lines(
     let _ = closed.send(());
 }
 
+/// The command that starts the stdio server `spec`: through the guard (within its sandbox)
+/// when there is one.
+fn command_of(
+    spec: &ServerSpec,
+    launch: super::Launch<'_>,
+    environment: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> std::io::Result<Command> {
+    let ServerSpec::Stdio { command, args, .. } = spec else {
+        return Err(std::io::Error::other("not a stdio server"));
+    };
+    Ok(match (launch.guard, launch.sandbox) {
+        (Some(guard), sandbox) => {
+            let mut cmd = Command::new(guard);
+            cmd.arg("__guard");
+            if let Some(sandbox) = sandbox {
+                let plan = sandbox_plan(sandbox, spec, environment)?;
+                cmd.arg("--sandbox").arg(plan);
+            }
+            cmd.arg("--").arg(command).args(args);
+            cmd
+        }
+        (None, Some(_)) => {
+            return Err(std::io::Error::other(
+                "its sandbox is applied by moniker's guard, which this command does not run",
+            ));
+        }
+        (None, None) => {
+            let mut cmd = Command::new(command);
+            cmd.args(args);
+            cmd
+        }
+    })
+}
+
+/// The plan of `sandbox` for the stdio server `spec` with `environment` (its `PATH` and
+/// `HOME`), as the guard reads it.
+fn sandbox_plan(
+    sandbox: &moniker_config::Sandbox,
+    spec: &ServerSpec,
+    environment: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> std::io::Result<String> {
+    let ServerSpec::Stdio {
+        command,
+        args,
+        cwd,
+        env,
+        ..
+    } = spec
+    else {
+        return Err(std::io::Error::other("a sandbox is a stdio server's"));
+    };
+    let var = |name: &str| {
+        environment
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.to_str())
+    };
+    let home = var("HOME").map(Path::new);
+    let server = crate::sandbox::Server {
+        command,
+        args,
+        cwd: cwd.as_deref(),
+        path: var("PATH"),
+        home,
+        env,
+    };
+    let plan = crate::sandbox::Plan::of(sandbox, &server);
+    serde_json::to_string(&plan).map_err(std::io::Error::other)
+}
+
 /// Starts the server (through the guard, when given) and the tasks that carry its messages.
 /// `spec` is a [`ServerSpec::Stdio`].
 pub fn spawn(
     server: ServerId,
     spec: &ServerSpec,
-    guard: Option<&Path>,
+    launch: super::Launch<'_>,
     sink: Arc<dyn Sink>,
     max_message: usize,
 ) -> std::io::Result<Process> {
     let ServerSpec::Stdio {
-        command,
-        args,
-        env,
-        pass_env,
-        cwd,
+        env, pass_env, cwd, ..
     } = spec
     else {
         return Err(std::io::Error::other("not a stdio server"));
     };
-    let mut cmd = match guard {
-        Some(guard) => {
-            let mut cmd = Command::new(guard);
-            cmd.arg("__guard").arg("--").arg(command).args(args);
-            cmd
-        }
-        None => {
-            let mut cmd = Command::new(command);
-            cmd.args(args);
-            cmd
-        }
-    };
+    let environment: Vec<(std::ffi::OsString, std::ffi::OsString)> =
+        inherited(pass_env, std::env::vars_os())
+            .into_iter()
+            .chain(env.iter().map(|(k, v)| (k.into(), v.into())))
+            .collect();
+    let mut cmd = command_of(spec, launch, &environment)?;
     cmd.env_clear()
-        .envs(inherited(pass_env, std::env::vars_os()))
-        .envs(env)
+        .envs(environment)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

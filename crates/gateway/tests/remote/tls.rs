@@ -112,6 +112,7 @@ fn entry(id: &str, url: &str, tls: Tls) -> ServerEntry {
             forward: Default::default(),
         },
         modern: false,
+        sandbox: None,
     }
 }
 

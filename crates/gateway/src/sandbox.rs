@@ -1,0 +1,491 @@
+//! A stdio server's sandbox (`servers.<id>.sandbox`): what it may reach, made into a [`Plan`] in
+//! moniker (paths resolved against the server's command, arguments and the config, defaults
+//! filled) and handed to the guard, which applies it to itself before it starts the server, so
+//! that the server and every process it starts inherit it, at no cost on the call path:
+//!
+//! - files, by Landlock: the system and the server's runtime readable (and runnable), a private
+//!   temporary folder (`$TMPDIR`), the paths its arguments name and those the config names;
+//!   nothing else of the user's home. Landlock also keeps it from tracing (or reading the
+//!   `/proc/<pid>/environ` of) any process outside the sandbox, moniker's included.
+//! - the network: `off` is a network namespace of its own (in a user namespace), with no
+//!   interface up: no connection of any kind; a list of ports is Landlock's TCP rules.
+//! - limits: processes (counted in its user namespace, so the user's other processes do not
+//!   count), open files, memory (data), and no new privileges.
+//!
+//! The kernel's Landlock ABI is negotiated: what is enforced is said on the server's stderr
+//! (which moniker logs); what cannot be is refused, unless `best_effort`.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+};
+use moniker_config::{Network, Sandbox};
+use serde::{Deserialize, Serialize};
+
+/// Processes a sandboxed server may run at once unless its config says otherwise.
+const PROCESSES: u64 = 256;
+/// Files it may hold open unless its config says otherwise.
+const OPEN_FILES: u64 = 1024;
+/// The system's folders every sandbox may read and run (those that exist).
+const SYSTEM: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/nix",
+    "/snap",
+    "/proc",
+    "/sys",
+    "/dev",
+    // `/etc/resolv.conf` links here on systemd's machines; the rest of /run (the user's
+    // runtime folder, moniker's own socket among them) is not given.
+    "/run/systemd/resolve",
+];
+/// Devices every sandbox may write.
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+/// The ABI whose rights a sandbox asks for: the kernel's own may be lower (negotiated).
+const ABI_ASKED: ABI = ABI::V6;
+
+/// What the guard applies: every path absolute.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Readable and runnable.
+    pub read: Vec<PathBuf>,
+    /// Readable and writable.
+    pub write: Vec<PathBuf>,
+    pub network: Net,
+    pub processes: u64,
+    pub open_files: u64,
+    /// Bytes of data.
+    pub memory: Option<u64>,
+    pub best_effort: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Net {
+    Off,
+    On,
+    Ports(Vec<u16>),
+}
+
+/// What a stdio server runs: its command and arguments, the folder it runs in, and where the
+/// user's home is (for `~`).
+pub struct Server<'a> {
+    pub command: &'a str,
+    pub args: &'a [String],
+    pub cwd: Option<&'a str>,
+    /// The `PATH` its command is looked up in.
+    pub path: Option<&'a str>,
+    pub home: Option<&'a Path>,
+    /// Its own `env:` (not what it inherits): a value that is a path names where it works.
+    pub env: &'a indexmap::IndexMap<String, String>,
+}
+
+impl Plan {
+    /// The plan of `sandbox` for `server`.
+    pub fn of(sandbox: &Sandbox, server: &Server<'_>) -> Self {
+        let home = |p: &str| match (p.strip_prefix("~/"), server.home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ if p == "~" => server
+                .home
+                .map_or_else(|| PathBuf::from(p), Path::to_path_buf),
+            _ => PathBuf::from(p),
+        };
+        let mut read: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
+        let mut write: Vec<PathBuf> = DEVICES.iter().map(PathBuf::from).collect();
+        read.extend(runtime(server));
+        write.extend(runtime_caches(server.command, server.home));
+        let base = server.cwd.map(&home);
+        for arg in server.args {
+            // `--root=/srv/x` names a path as well as `/srv/x`.
+            let value = arg.split_once('=').map_or(arg.as_str(), |(_, v)| v);
+            let path = home(value);
+            let path = match (&base, path.is_relative()) {
+                (Some(base), true) if !value.starts_with('-') => base.join(path),
+                (_, true) => continue,
+                (_, false) => path,
+            };
+            // A folder an argument names is the server's to work in (a filesystem server's
+            // roots); a file, with the package it is part of, to read.
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_dir() => write.push(path),
+                Ok(_) => read.push(package_of(&path)),
+                Err(_) => {}
+            }
+        }
+        // A path its `env` names (`MEMORY_FILE_PATH`): the folder it is in, to work in.
+        for value in server.env.values() {
+            if value.contains(':') || !(value.starts_with('/') || value.starts_with("~/")) {
+                continue;
+            }
+            let path = home(value);
+            let folder = if path.is_dir() {
+                Some(path.as_path())
+            } else {
+                path.parent()
+            };
+            let too_wide = |f: &Path| f == Path::new("/") || Some(f) == server.home;
+            if let Some(folder) = folder.filter(|f| f.is_dir() && !too_wide(f)) {
+                write.push(folder.to_path_buf());
+            }
+        }
+        read.extend(base);
+        read.extend(sandbox.read.iter().map(|p| home(p)));
+        write.extend(sandbox.write.iter().map(|p| home(p)));
+        Self {
+            read,
+            write,
+            network: match &sandbox.network {
+                Network::Off => Net::Off,
+                Network::On => Net::On,
+                Network::Ports(ports) => Net::Ports(ports.clone()),
+            },
+            processes: sandbox.processes.unwrap_or(PROCESSES),
+            open_files: sandbox.open_files.unwrap_or(OPEN_FILES),
+            memory: sandbox.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
+            best_effort: sandbox.best_effort,
+        }
+    }
+}
+
+/// The server's runtime: its command as named and as resolved (a link to an interpreter), and
+/// the folder above each one's (a venv, a Node prefix: where its packages are).
+fn runtime(server: &Server<'_>) -> Vec<PathBuf> {
+    let named = which(server.command, server.path);
+    let resolved = named.as_ref().and_then(|p| std::fs::canonicalize(p).ok());
+    let mut out = Vec::new();
+    for path in named.into_iter().chain(resolved) {
+        if let Some(prefix) = path.parent().and_then(Path::parent) {
+            out.push(prefix.to_path_buf());
+        }
+        out.push(path);
+    }
+    out
+}
+
+/// What a file an argument names belongs to: the outermost `node_modules` or the
+/// `site-packages` it is in (the packages it loads beside it), else its folder.
+fn package_of(file: &Path) -> PathBuf {
+    let mut at = PathBuf::new();
+    for part in file.components() {
+        at.push(part);
+        let name = part.as_os_str();
+        if name == "node_modules" || name == "site-packages" {
+            return at;
+        }
+    }
+    file.parent()
+        .map_or_else(|| file.to_path_buf(), Path::to_path_buf)
+}
+
+/// The caches a runtime writes to as it fetches the server (`npx`, `uvx`): under the home.
+fn runtime_caches(command: &str, home: Option<&Path>) -> Vec<PathBuf> {
+    let Some(home) = home else {
+        return Vec::new();
+    };
+    let name = Path::new(command)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(command);
+    match name {
+        "npx" | "npm" | "node" | "pnpm" | "pnpx" => vec![home.join(".npm")],
+        "uvx" | "uv" => vec![home.join(".cache/uv"), home.join(".local/share/uv")],
+        _ => Vec::new(),
+    }
+}
+
+/// `command` as the system finds it: itself when it names a path, else the first in `path`.
+fn which(command: &str, path: Option<&str>) -> Option<PathBuf> {
+    if command.contains('/') {
+        return Some(PathBuf::from(command));
+    }
+    path?
+        .split(':')
+        .map(|dir| Path::new(dir).join(command))
+        .find(|candidate| candidate.is_file())
+}
+
+/// What the guard enforced, to say; and the server's temporary folder (its `$TMPDIR`).
+pub struct Enforced {
+    pub landlock: String,
+    pub network: &'static str,
+    pub processes: &'static str,
+    pub temp: PathBuf,
+}
+
+/// Applies `plan` to this process (the guard, before it starts the server): its private
+/// temporary folder made, its network, its limits, then its files. `Err`: what could not be
+/// enforced (and was not allowed to be left out).
+pub fn apply(plan: &Plan) -> Result<Enforced, String> {
+    let temp = private_temp()?;
+    let mut write = plan.write.clone();
+    write.push(temp.clone());
+    // Before the rules: a cgroup is made and joined through /sys, which they do not give.
+    let processes = match own_pids(plan.processes) {
+        Ok(()) => "a pids cgroup of its own",
+        Err(_) if !nix::unistd::geteuid().is_root() => "its user namespace's process limit",
+        Err(why) if plan.best_effort => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "moniker sandbox: {why}, and the kernel exempts root from the process limit: processes are not limited (best-effort)"
+            );
+            "not limited (root, no cgroup)"
+        }
+        Err(why) => {
+            return Err(format!(
+                "{why}, and the kernel exempts root from the process limit: `sandbox: best-effort` runs it without"
+            ));
+        }
+    };
+    let network = match own_namespaces(&plan.network) {
+        Ok(said) => said,
+        Err(why) if plan.best_effort => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "moniker sandbox: {why}; running without it (best-effort)"
+            );
+            "as the user's (no namespace)"
+        }
+        Err(why) => return Err(why),
+    };
+    limits(plan)?;
+    let landlock = landlock(plan, &write)?;
+    Ok(Enforced {
+        landlock,
+        network,
+        processes,
+        temp,
+    })
+}
+
+/// The cgroup of the sandbox whose guard is `guard` (its process id): below the pids cgroup
+/// moniker is in (cgroup v1's pids hierarchy), when there is one.
+pub fn pids_cgroup(guard: u32) -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "pids")
+            .then(|| path.trim_start_matches('/').to_owned())
+    })?;
+    let base = Path::new("/sys/fs/cgroup/pids").join(path);
+    base.is_dir()
+        .then(|| base.join(format!("moniker-sandbox-{guard}")))
+}
+
+/// Removes the cgroup of the sandbox whose guard was `guard`, once it ended (moniker does, from
+/// outside the sandbox).
+pub fn release(guard: u32) {
+    if let Some(dir) = pids_cgroup(guard) {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+/// This process (the guard) in a pids cgroup of its own, of at most `limit` processes.
+fn own_pids(limit: u64) -> Result<(), String> {
+    let dir = pids_cgroup(std::process::id()).ok_or("no pids cgroup here")?;
+    // Those of sandboxes that ended while moniker could not remove them (a one-shot command
+    // exits first): a cgroup with a process in it is not removed.
+    if let Some(entries) = dir.parent().and_then(|base| std::fs::read_dir(base).ok()) {
+        for entry in entries.flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("moniker-sandbox-")
+            {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
+    }
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    std::fs::create_dir(&dir).map_err(io)?;
+    std::fs::write(dir.join("pids.max"), limit.to_string()).map_err(io)?;
+    std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).map_err(io)
+}
+
+/// A folder of the server's own under the system's temporary folder, only its user's.
+fn private_temp() -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let dir = std::env::temp_dir().join(format!(
+        "moniker-sandbox-{}-{}",
+        std::process::id(),
+        crate::random::text(8)
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// A user namespace of its own (processes counted apart from the user's others), and with the
+/// network off a network namespace with no interface up.
+fn own_namespaces(network: &Net) -> Result<&'static str, String> {
+    use nix::sched::{CloneFlags, unshare};
+    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+    let mut flags = CloneFlags::CLONE_NEWUSER;
+    if *network == Net::Off {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(|e| format!("the kernel gives no user namespace ({e}): the network cannot be taken away and processes cannot be counted apart"))?;
+    // The same user inside as outside: files are theirs as before.
+    let write =
+        |file: &str, text: String| std::fs::write(file, text).map_err(|e| format!("{file}: {e}"));
+    write("/proc/self/setgroups", "deny".to_owned())?;
+    write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+    write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    Ok(match network {
+        Net::Off => "off (a network namespace of its own)",
+        Net::On => "on",
+        Net::Ports(_) => "TCP to the ports named (Landlock)",
+    })
+}
+
+fn limits(plan: &Plan) -> Result<(), String> {
+    use nix::sys::resource::{Resource, setrlimit};
+    let mut set = vec![
+        (Resource::RLIMIT_NPROC, plan.processes, "processes"),
+        (Resource::RLIMIT_NOFILE, plan.open_files, "open_files"),
+    ];
+    if let Some(bytes) = plan.memory {
+        set.push((Resource::RLIMIT_DATA, bytes, "memory"));
+    }
+    for (resource, limit, name) in set {
+        setrlimit(resource, limit, limit).map_err(|e| format!("sandbox.{name}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The files (and TCP ports) rules, at the best ABI the kernel has: what it enforced, said.
+fn landlock(plan: &Plan, write: &[PathBuf]) -> Result<String, String> {
+    let level = if plan.best_effort {
+        CompatLevel::BestEffort
+    } else {
+        CompatLevel::HardRequirement
+    };
+    let fs_read = AccessFs::from_read(ABI_ASKED);
+    let fs_all = AccessFs::from_all(ABI_ASKED);
+    let why = |e: landlock::RulesetError| format!("Landlock: {e}");
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(level)
+        .handle_access(fs_all)
+        .map_err(why)?
+        .scope(Scope::Signal)
+        .map_err(why)?;
+    if let Net::Ports(_) = plan.network {
+        ruleset = ruleset
+            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+            .map_err(why)?;
+    }
+    let mut created = ruleset.create().map_err(why)?;
+    for (paths, access) in [(&plan.read, fs_read), (&write.to_vec(), fs_all)] {
+        for path in paths {
+            // A path that is not there gives nothing (a folder a config names may come later).
+            let Ok(fd) = PathFd::new(path) else { continue };
+            let access = if path.is_dir() {
+                access
+            } else {
+                access & AccessFs::from_file(ABI_ASKED)
+            };
+            created = created
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(why)?;
+        }
+    }
+    if let Net::Ports(ports) = &plan.network {
+        for port in ports {
+            created = created
+                .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+                .map_err(why)?;
+        }
+    }
+    let status = created.restrict_self().map_err(why)?;
+    Ok(match status.ruleset {
+        RulesetStatus::FullyEnforced => "fully enforced".to_owned(),
+        RulesetStatus::PartiallyEnforced => "partly enforced (an older kernel)".to_owned(),
+        RulesetStatus::NotEnforced => "not enforced (no Landlock here)".to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_gives_the_system_the_runtime_the_arguments_and_the_config() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().join("notes");
+        std::fs::create_dir_all(&root).expect("notes");
+        let file = dir.path().join("inventory.json");
+        std::fs::write(&file, "{}").expect("file");
+        let sandbox = Sandbox {
+            read: vec!["~/docs".to_owned()],
+            write: vec!["/srv/out".to_owned()],
+            network: Network::Ports(vec![443]),
+            ..Sandbox::default()
+        };
+        let args = vec![
+            "-y".to_owned(),
+            root.display().to_string(),
+            format!("--inventory={}", file.display()),
+            "/not/there".to_owned(),
+        ];
+        let home = dir.path().join("home");
+        let plan = Plan::of(
+            &sandbox,
+            &Server {
+                command: "npx",
+                args: &args,
+                cwd: None,
+                path: Some("/usr/bin:/bin"),
+                home: Some(&home),
+                env: &indexmap::IndexMap::from([
+                    (
+                        "MEMORY_FILE_PATH".to_owned(),
+                        dir.path().join("memory.jsonl").display().to_string(),
+                    ),
+                    ("HOME_COPY".to_owned(), home.display().to_string()),
+                    ("SEARCH".to_owned(), "/usr/bin:/bin".to_owned()),
+                ]),
+            },
+        );
+        assert!(plan.read.contains(&PathBuf::from("/usr")));
+        assert!(plan.write.contains(&root) && !plan.read.contains(&root));
+        // A file's folder (no package around it), and the folder of the file `env` names.
+        assert!(plan.read.contains(&dir.path().to_path_buf()));
+        assert!(plan.write.contains(&dir.path().to_path_buf()));
+        assert!(
+            !plan
+                .read
+                .iter()
+                .chain(&plan.write)
+                .any(|p| p.starts_with("/not"))
+        );
+        assert!(plan.read.contains(&home.join("docs")));
+        assert!(plan.write.contains(&PathBuf::from("/srv/out")));
+        assert!(plan.write.contains(&home.join(".npm")));
+        // Never the user's home, nor the runtime folder where moniker's socket is.
+        assert!(
+            !plan
+                .read
+                .iter()
+                .chain(&plan.write)
+                .any(|p| *p == home || p.starts_with("/run/user"))
+        );
+        assert_eq!(plan.network, Net::Ports(vec![443]));
+        assert_eq!(
+            (plan.processes, plan.open_files, plan.memory),
+            (PROCESSES, OPEN_FILES, None)
+        );
+    }
+}

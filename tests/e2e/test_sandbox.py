@@ -1,0 +1,123 @@
+"""Servers in a sandbox (issue "Servers in a sandbox"), through the official Python SDK: a
+hostile server (target/debug/moniker-hostile) that tries to read the user's SSH key and another
+project's files, to read moniker's environment, to write outside its folder, to connect out and
+to fork without bound is refused each time under `sandbox`, while its honest tool answers; the
+same attempts without the sandbox succeed (so each refusal is the sandbox's). Real npm servers
+(filesystem, memory, everything) work under the default sandbox."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import scenarios as s
+
+
+@pytest.fixture
+def hostile_bin(fixture_bin: Path) -> Path:
+    return fixture_bin.parent / "moniker-hostile"
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A TCP port on 127.0.0.1 that accepts: what a server would exfiltrate to."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield sock.getsockname()[1]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    """A home with an SSH key, another project, and the server's own folder."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
+    other = tmp_path / "other-project"
+    other.mkdir()
+    (other / "plans.txt").write_text("the other project's plans\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    return {"home": home, "other": other, "work": work}
+
+
+async def attempt(session, action: str, target: str) -> str:
+    result = await session.call_tool("attempt", {"action": action, "target": target})
+    assert not result.isError, result.content
+    return s.texts(result)[0]
+
+
+def attempts(world: dict[str, Path], port: int) -> dict[str, tuple[str, str]]:
+    return {
+        "the SSH key": ("read", str(world["home"] / ".ssh" / "id_rsa")),
+        "another project": ("read", str(world["other"] / "plans.txt")),
+        "moniker's environment": ("environ", "moniker"),
+        "a write outside": ("write", str(world["other"] / "dropped.txt")),
+        "a connection out": ("connect", f"127.0.0.1:{port}"),
+        "forking without bound": ("fork", "64"),
+    }
+
+
+def hostile_config(write_config, hostile_bin: Path, world: dict[str, Path], sandbox: Any) -> Path:
+    server: dict[str, Any] = {"command": str(hostile_bin), "args": [str(world["work"])]}
+    if sandbox is not None:
+        server["sandbox"] = sandbox
+    return write_config({"servers": {"hostile": server}}, name=f"hostile-{sandbox is not None}.yaml")
+
+
+async def test_a_hostile_server_is_refused_everything_its_config_does_not_name(
+    moniker, write_config, hostile_bin: Path, world: dict[str, Path], listener: int
+) -> None:
+    config = hostile_config(write_config, hostile_bin, world, {"processes": 16})
+    async with moniker(config, env={"HOME": str(world["home"])}) as session:
+        for what, (action, target) in attempts(world, listener).items():
+            said = await attempt(session, action, target)
+            assert said.startswith("refused: "), f"{what}: {said}"
+        # What its config names, and its honest work, it does.
+        assert (await attempt(session, "write", str(world["work"] / "notes.txt"))).startswith("allowed")
+        assert (await attempt(session, "fork", "4")).startswith("allowed")
+        echoed = await session.call_tool("echo", {"message": "still honest"})
+        assert s.texts(echoed) == ["still honest"]
+    assert not (world["other"] / "dropped.txt").exists()
+    assert (world["work"] / "notes.txt").exists()
+
+
+async def test_without_the_sandbox_the_same_attempts_succeed(
+    moniker, write_config, hostile_bin: Path, world: dict[str, Path], listener: int
+) -> None:
+    """The control: each refusal above is the sandbox's, not the test's."""
+    config = hostile_config(write_config, hostile_bin, world, None)
+    async with moniker(config, env={"HOME": str(world["home"])}) as session:
+        for what, (action, target) in attempts(world, listener).items():
+            said = await attempt(session, action, target)
+            assert said.startswith("allowed: "), f"{what}: {said}"
+
+
+async def test_real_servers_work_in_the_default_sandbox(
+    moniker, write_config, server_specs: dict[str, dict[str, Any]], fs_root: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not the filesystem server's\n")
+    servers = {name: {**server_specs[name], "sandbox": True} for name in ("filesystem", "memory", "everything")}
+    config = write_config({"servers": servers}, name="sandboxed.yaml")
+    async with moniker(config, env={"RUST_LOG": "info"}) as session:
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert {"read_text_file", "create_entities", "echo"} <= names, names
+        read = await session.call_tool("read_text_file", {"path": str(fs_root / "hello.txt")})
+        assert not read.isError and "hello from moniker e2e" in s.texts(read)[0], read.content
+        outside = await session.call_tool("read_text_file", {"path": str(fs_root / ".." / "secret.txt")})
+        assert outside.isError and "not the filesystem server's" not in str(outside.content), outside.content
+        made = await session.call_tool(
+            "create_entities", {"entities": [{"name": "sandbox", "entityType": "test", "observations": ["kept"]}]}
+        )
+        assert not made.isError, made.content
+        echoed = await session.call_tool("echo", {"message": "from the sandbox"})
+        assert "from the sandbox" in s.texts(echoed)[0], echoed.content
+    # Each server said what it was given (its guard, on its stderr, which moniker logs).
+    log = "".join(p.read_text() for p in tmp_path.glob("*.stderr"))
+    enforced = [line for line in log.splitlines() if "moniker sandbox: files fully enforced (Landlock); network off" in line]
+    assert {server for line in enforced for server in servers if f"server={server}" in line} == set(servers), log[-3000:]
