@@ -2,12 +2,14 @@
 hostile server (target/debug/moniker-hostile) that tries to read the user's SSH key and another
 project's files, to read moniker's environment, to write outside its folder, to connect out and
 to fork without bound is refused each time under `sandbox`, while its honest tool answers; the
-same attempts without the sandbox succeed (so each refusal is the sandbox's). Real npm servers
-(filesystem, memory, everything) work under the default sandbox."""
+same attempts without the sandbox succeed (so each refusal is the sandbox's). Real servers
+(filesystem, memory and everything from npm, time from PyPI) work under the default sandbox;
+what a sandboxed server reports as refused is logged with the setting that would allow it."""
 
 from __future__ import annotations
 
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,8 +49,9 @@ def world(tmp_path: Path) -> dict[str, Path]:
 
 async def attempt(session, action: str, target: str) -> str:
     result = await session.call_tool("attempt", {"action": action, "target": target})
-    assert not result.isError, result.content
-    return s.texts(result)[0]
+    text = s.texts(result)[0]
+    assert result.isError == text.startswith("refused: "), result
+    return text
 
 
 def attempts(world: dict[str, Path], port: int) -> dict[str, tuple[str, str]]:
@@ -70,10 +73,10 @@ def hostile_config(write_config, hostile_bin: Path, world: dict[str, Path], sand
 
 
 async def test_a_hostile_server_is_refused_everything_its_config_does_not_name(
-    moniker, write_config, hostile_bin: Path, world: dict[str, Path], listener: int
+    moniker, write_config, hostile_bin: Path, world: dict[str, Path], listener: int, tmp_path: Path
 ) -> None:
     config = hostile_config(write_config, hostile_bin, world, {"processes": 16})
-    async with moniker(config, env={"HOME": str(world["home"])}) as session:
+    async with moniker(config, env={"HOME": str(world["home"]), "RUST_LOG": "warn"}) as session:
         for what, (action, target) in attempts(world, listener).items():
             said = await attempt(session, action, target)
             assert said.startswith("refused: "), f"{what}: {said}"
@@ -84,6 +87,10 @@ async def test_a_hostile_server_is_refused_everything_its_config_does_not_name(
         assert s.texts(echoed) == ["still honest"]
     assert not (world["other"] / "dropped.txt").exists()
     assert (world["work"] / "notes.txt").exists()
+    # Each refusal the server reported is logged with the setting that would allow it.
+    log = "".join(p.read_text() for p in tmp_path.glob("*.stderr"))
+    for setting in ("`sandbox.network`", "`sandbox.read` or `sandbox.write`", "`sandbox.processes`"):
+        assert f"(likely its sandbox: {setting} would allow it)" in log, log[-3000:]
 
 
 async def test_without_the_sandbox_the_same_attempts_succeed(
@@ -103,6 +110,9 @@ async def test_real_servers_work_in_the_default_sandbox(
     secret = tmp_path / "secret.txt"
     secret.write_text("not the filesystem server's\n")
     servers = {name: {**server_specs[name], "sandbox": True} for name in ("filesystem", "memory", "everything")}
+    # And one from PyPI, run from its venv (its interpreter and packages are its runtime).
+    time_server = Path(sys.executable).with_name("mcp-server-time")
+    servers["time"] = {"command": str(time_server), "args": ["--local-timezone", "UTC"], "sandbox": True}
     config = write_config({"servers": servers}, name="sandboxed.yaml")
     async with moniker(config, env={"RUST_LOG": "info"}) as session:
         names = {t.name for t in (await session.list_tools()).tools}
@@ -117,6 +127,8 @@ async def test_real_servers_work_in_the_default_sandbox(
         assert not made.isError, made.content
         echoed = await session.call_tool("echo", {"message": "from the sandbox"})
         assert "from the sandbox" in s.texts(echoed)[0], echoed.content
+        now = await session.call_tool("get_current_time", {"timezone": "Asia/Tokyo"})
+        assert not now.isError and "Asia/Tokyo" in s.texts(now)[0], now.content
     # Each server said what it was given (its guard, on its stderr, which moniker logs).
     log = "".join(p.read_text() for p in tmp_path.glob("*.stderr"))
     enforced = [line for line in log.splitlines() if "moniker sandbox: files fully enforced (Landlock); network off" in line]

@@ -257,6 +257,33 @@ impl Call {
     pub(crate) fn ended(&mut self, outcome: Outcome, reply: Option<&Message>) {
         self.outcome = outcome;
         self.code = reply.and_then(error_code);
+        if let (Outcome::ToolError | Outcome::Error, Some(reply)) = (outcome, reply) {
+            self.said_by_server(reply);
+        }
+    }
+
+    /// A server's error: when the server is sandboxed and the error reads as a refusal of its
+    /// sandbox, its slot notes it ([`crate::sandbox::likely`]).
+    fn said_by_server(&self, reply: &Message) {
+        let (Some(gateway), Some(server)) = (&self.gateway, &self.server) else {
+            return;
+        };
+        let Some(slot) = gateway.servers.slot(server) else {
+            return;
+        };
+        if slot.entry.sandbox.is_none() {
+            return;
+        }
+        let value: serde_json::Value = serde_json::from_str(reply.text()).unwrap_or_default();
+        let texts = value["result"]["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["text"].as_str())
+            .chain(value["error"]["message"].as_str());
+        for text in texts {
+            slot.said(text);
+        }
     }
 
     /// The one end of a call: its metrics, its audit line when the audit log is on, its

@@ -115,6 +115,9 @@ pub struct ServerStatus {
     pub failed_at: Option<std::time::SystemTime>,
     /// Waiting to start again (the restart delay), or given up (`restart_max_attempts`).
     pub next: Next,
+    /// What its sandbox likely refused it last: what it said, and the setting that would
+    /// allow it ([`crate::sandbox::likely`]).
+    pub sandbox_refused: Option<String>,
 }
 
 /// What comes next for a server that is not up.

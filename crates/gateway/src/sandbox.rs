@@ -156,19 +156,41 @@ impl Plan {
     }
 }
 
-/// The server's runtime: its command as named and as resolved (a link to an interpreter), and
-/// the folder above each one's (a venv, a Node prefix: where its packages are).
+/// The server's runtime: its command, and the interpreter its first line names when it is a
+/// script (a venv's console script, `#!/usr/bin/env node`), each as named and as resolved (a
+/// link to an interpreter), with the folder above each one's (a venv, a Node prefix, a pyenv
+/// version: where its packages are).
 fn runtime(server: &Server<'_>) -> Vec<PathBuf> {
     let named = which(server.command, server.path);
-    let resolved = named.as_ref().and_then(|p| std::fs::canonicalize(p).ok());
+    let interpreter = named
+        .as_deref()
+        .and_then(|script| interpreter_of(script, server.path));
     let mut out = Vec::new();
-    for path in named.into_iter().chain(resolved) {
-        if let Some(prefix) = path.parent().and_then(Path::parent) {
-            out.push(prefix.to_path_buf());
+    for named in named.into_iter().chain(interpreter) {
+        let resolved = std::fs::canonicalize(&named).ok();
+        for path in std::iter::once(named).chain(resolved) {
+            if let Some(prefix) = path.parent().and_then(Path::parent) {
+                out.push(prefix.to_path_buf());
+            }
+            out.push(path);
         }
-        out.push(path);
     }
     out
+}
+
+/// The interpreter the first line of `script` names (`#!/path/python`, `#!/usr/bin/env node`).
+fn interpreter_of(script: &Path, path: Option<&str>) -> Option<PathBuf> {
+    use std::io::Read as _;
+    let mut first = [0u8; 256];
+    let n = std::fs::File::open(script).ok()?.read(&mut first).ok()?;
+    let line = std::str::from_utf8(&first[..n]).ok()?.strip_prefix("#!")?;
+    let line = line.lines().next()?;
+    let mut words = line.split_whitespace();
+    let program = words.next()?;
+    match (Path::new(program).file_name(), words.next()) {
+        (Some(env), Some(named)) if env == "env" => which(named, path),
+        _ => Some(PathBuf::from(program)),
+    }
 }
 
 /// What a file an argument names belongs to: the outermost `node_modules` or the
@@ -211,6 +233,41 @@ fn which(command: &str, path: Option<&str>) -> Option<PathBuf> {
         .split(':')
         .map(|dir| Path::new(dir).join(command))
         .find(|candidate| candidate.is_file())
+}
+
+/// Words of the errors a refusal of the sandbox gives, and the setting that would allow what was
+/// refused.
+const REFUSALS: &[(&str, &str)] = &[
+    ("Network is unreachable", "`sandbox.network`"),
+    ("ENETUNREACH", "`sandbox.network`"),
+    ("Temporary failure in name resolution", "`sandbox.network`"),
+    ("EAI_AGAIN", "`sandbox.network`"),
+    ("getaddrinfo", "`sandbox.network`"),
+    ("Permission denied", "`sandbox.read` or `sandbox.write`"),
+    ("EACCES", "`sandbox.read` or `sandbox.write`"),
+    (
+        "Operation not permitted",
+        "`sandbox.read` or `sandbox.write`",
+    ),
+    ("Resource temporarily unavailable", "`sandbox.processes`"),
+    ("Too many open files", "`sandbox.open_files`"),
+    ("Cannot allocate memory", "`sandbox.memory`"),
+];
+/// The most of a server's words a note keeps.
+const NOTED: usize = 240;
+
+/// The line of `text` that reads as a refusal of the sandbox (the kernel reports Landlock's
+/// denials to its audit log alone: the server's own error is what moniker sees), cut to
+/// [`NOTED`] bytes, and the setting that would allow it.
+pub fn likely(text: &str) -> Option<(String, &'static str)> {
+    text.lines().find_map(|line| {
+        let (_, setting) = REFUSALS.iter().find(|(words, _)| line.contains(words))?;
+        let mut end = line.len().min(NOTED);
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        Some((line[..end].trim().to_owned(), *setting))
+    })
 }
 
 /// What the guard enforced, to say; and the server's temporary folder (its `$TMPDIR`).
@@ -420,6 +477,20 @@ fn landlock(plan: &Plan, write: &[PathBuf]) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_is_read_from_what_the_server_says() {
+        let said = "fetching https://example.com\nFailed to fetch: [Errno -3] Temporary failure in name resolution";
+        let (line, setting) = likely(said).expect("a refusal");
+        assert!(line.starts_with("Failed to fetch") && setting == "`sandbox.network`");
+        assert_eq!(
+            likely("EACCES: permission denied, open '/home/u/.ssh/id_rsa'").map(|l| l.1),
+            Some("`sandbox.read` or `sandbox.write`")
+        );
+        assert!(likely("the tool ran and found nothing").is_none());
+        let long = format!("Permission denied {}", "é".repeat(400));
+        assert!(likely(&long).is_some_and(|(l, _)| l.len() <= NOTED));
+    }
 
     #[test]
     fn a_plan_gives_the_system_the_runtime_the_arguments_and_the_config() {

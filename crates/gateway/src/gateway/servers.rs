@@ -39,6 +39,21 @@ impl Slot {
         status.failed_at = Some(std::time::SystemTime::now());
     }
 
+    /// What a sandboxed server said (an error's text, a line of its stderr), when it reads as
+    /// a refusal of its sandbox: noted (for `/healthz` and `moniker doctor`) and logged, with
+    /// the setting that would allow it.
+    pub(crate) fn said(&self, text: &str) {
+        if self.entry.sandbox.is_none() {
+            return;
+        }
+        let Some((line, setting)) = crate::sandbox::likely(text) else {
+            return;
+        };
+        let note = format!("{line} (likely its sandbox: {setting} would allow it)");
+        tracing::warn!(server = %self.entry.id, "{note}");
+        lock(&self.status).sandbox_refused = Some(note);
+    }
+
     fn new(entry: ServerEntry) -> Arc<Self> {
         Arc::new(Self {
             entry,

@@ -384,6 +384,11 @@ fn health(gateway: &Gateway) -> String {
             if names == 1 { "is" } else { "are" },
         ));
     }
+    for (server, status) in gateway.servers.server_status() {
+        if let Some(refused) = status.sandbox_refused {
+            out.push_str(&format!("\nserver `{server}`: {refused}"));
+        }
+    }
     let (drift, integrity) = gateway.naming.drift().unwrap_or_default();
     for d in &drift {
         let what = match integrity {
