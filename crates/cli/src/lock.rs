@@ -28,6 +28,7 @@ pub async fn lock(mut config: Config, args: LockArgs) -> Result<Exit, Failure> {
     let listings = gateway.naming.listings();
     let listed: Vec<&Listing> = listings.iter().collect();
     let mut lock = Lock::of(&gateway.naming.view().surface, &listed);
+    lock.sandboxes = lockfile::sandboxes(&config);
     gateway.shutdown().await;
     if failed > 0 {
         output::report(&format!(
@@ -56,7 +57,8 @@ pub async fn lock(mut config: Config, args: LockArgs) -> Result<Exit, Failure> {
     let (lines, [added, removed, changed]) = lockfile::diff(&old_or_empty, &lock);
     if args.diff {
         let drifted = lockdiff::integrity(&old_or_empty, &lock);
-        for line in lines.iter().chain(&drifted) {
+        let widened = lockfile::widened(&old_or_empty, &lock);
+        for line in lines.iter().chain(&drifted).chain(&widened) {
             output::line(line)?;
         }
         output::line(
@@ -65,7 +67,8 @@ pub async fn lock(mut config: Config, args: LockArgs) -> Result<Exit, Failure> {
             } else {
                 let drifted = drifted.iter().filter(|l| !l.starts_with(' ')).count();
                 format!(
-                    "{added} added, {removed} removed, {changed} changed, {drifted} changed by their server in `{}` (not written)",
+                    "{added} added, {removed} removed, {changed} changed, {drifted} changed by their server, {} sandboxes widened in `{}` (not written)",
+                    widened.len(),
                     path.display()
                 )
             },

@@ -79,6 +79,103 @@ pub fn diff(old: &Lock, new: &Lock) -> (Vec<String>, [usize; 3]) {
     (out, counts)
 }
 
+/// Each sandboxed server's sandbox as `moniker.lock` records it: its settings as compact JSON.
+pub fn sandboxes(config: &Config) -> BTreeMap<String, String> {
+    config
+        .servers
+        .iter()
+        .filter_map(|(id, server)| {
+            let s = server.sandbox.as_ref()?;
+            let line = serde_json::json!({
+                    "read": s.read,
+                    "write": s.write,
+                    "network": match &s.network {
+                        moniker_config::Network::Off => serde_json::json!("off"),
+                        moniker_config::Network::On => serde_json::json!("on"),
+                        moniker_config::Network::Ports(p) => serde_json::json!(p),
+                    },
+                    "processes": s.processes,
+                    "open_files": s.open_files,
+                    "memory": s.memory_mb,
+                    "best_effort": s.best_effort,
+            })
+            .to_string();
+            Some((id.as_str().to_owned(), line))
+        })
+        .collect()
+}
+
+/// How each server's sandbox widened from `old` to `new` (`moniker lock --diff`): a line per
+/// server, with what it may now reach that it could not.
+pub fn widened(old: &moniker_surface::Lock, new: &moniker_surface::Lock) -> Vec<String> {
+    let read = |line: &str| serde_json::from_str(line).unwrap_or_default();
+    let mut out = Vec::new();
+    for (server, before) in &old.sandboxes {
+        let more = match new.sandboxes.get(server) {
+            None => vec!["no sandbox any more".to_owned()],
+            Some(line) => wider(&read(before), &read(line)),
+        };
+        if !more.is_empty() {
+            out.push(format!(
+                "! sandbox of `{server}` widened: {}",
+                more.join("; ")
+            ));
+        }
+    }
+    out
+}
+
+/// What `now` gives that `was` did not.
+fn wider(was: &serde_json::Value, now: &serde_json::Value) -> Vec<String> {
+    let paths = |v: &serde_json::Value, key: &str| -> Vec<String> {
+        v[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.as_str().map(str::to_owned))
+            .collect()
+    };
+    let mut out = Vec::new();
+    let (was_write, was_read) = (paths(was, "write"), paths(was, "read"));
+    for path in paths(now, "write") {
+        if !was_write.contains(&path) {
+            out.push(format!("writes {path}"));
+        }
+    }
+    for path in paths(now, "read") {
+        if !was_read.contains(&path) && !was_write.contains(&path) {
+            out.push(format!("reads {path}"));
+        }
+    }
+    match (&was["network"], &now["network"]) {
+        (a, b) if a == b || *a == "on" || *b == "off" => {}
+        (serde_json::Value::Array(a), serde_json::Value::Array(b)) => {
+            let added: Vec<String> = b
+                .iter()
+                .filter(|p| !a.contains(p))
+                .map(ToString::to_string)
+                .collect();
+            if !added.is_empty() {
+                out.push(format!("network to port {}", added.join(", ")));
+            }
+        }
+        (_, b) => out.push(format!("network {b}")),
+    }
+    for limit in ["processes", "open_files", "memory"] {
+        let (a, b) = (was[limit].as_u64(), now[limit].as_u64());
+        if a.is_some() && (b.is_none() || b > a) {
+            out.push(format!(
+                "{limit} {}",
+                b.map_or("unbounded".to_owned(), |n| n.to_string())
+            ));
+        }
+    }
+    if now["best_effort"] == true && was["best_effort"] != true {
+        out.push("best-effort".to_owned());
+    }
+    out
+}
+
 /// A breaking change as a warning of `check`, its help the override that keeps a gone name.
 pub fn diagnostic(breaking: &Breaking) -> Diagnostic {
     let mut d = Diagnostic::warning(breaking.code(), breaking.to_string())
@@ -140,5 +237,38 @@ mod tests {
         let config =
             moniker_config::parse("m.yaml", "servers: { a: { command: x } }\n").expect("valid");
         assert_eq!(path(&config), PathBuf::from("moniker.lock"));
+    }
+
+    #[test]
+    fn a_widened_sandbox_is_said_and_a_narrowed_one_is_not() {
+        let config = |sandbox: &str| {
+            moniker_config::parse("m.yaml", &format!("servers:\n  a:\n    command: x\n    {sandbox}\n  r:\n    url: https://r.example/mcp\n"))
+                .expect("valid")
+        };
+        let lock = |sandbox: &str| Lock {
+            sandboxes: sandboxes(&config(sandbox)),
+            ..Lock::default()
+        };
+        let was = lock("sandbox: { write: [/srv/a], network: [443], processes: 8 }");
+        // Only a sandboxed server has one; the lock writes and reads it back.
+        assert_eq!(was.sandboxes.keys().collect::<Vec<_>>(), ["a"]);
+        assert!(lock("disabled: false").sandboxes.is_empty());
+        assert_eq!(Lock::parse(&was.render()).expect("parsed"), was);
+        let now = lock("sandbox: { write: [/srv/a, /home/u], network: [443, 22], processes: 64 }");
+        assert_eq!(
+            widened(&was, &now),
+            ["! sandbox of `a` widened: writes /home/u; network to port 22; processes 64"]
+        );
+        assert_eq!(
+            widened(&was, &lock("sandbox: false")),
+            ["! sandbox of `a` widened: no sandbox any more"]
+        );
+        let narrower = lock("sandbox: { write: [/srv/a], network: off, processes: 4 }");
+        assert!(widened(&was, &narrower).is_empty());
+        let (lines, _) = diff(&was, &now);
+        assert!(
+            lines.iter().any(|l| l.starts_with("+ sandbox a ")),
+            "{lines:?}"
+        );
     }
 }

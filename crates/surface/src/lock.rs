@@ -28,10 +28,13 @@ type Definitions<'l> =
 /// The first line of a rendered lock.
 const HEADER: &str = "# moniker.lock: the exposed names clients rely on; written by `moniker lock`, checked by `moniker check`";
 
-/// Every exposed tool and prompt of a surface, sorted by kind and name.
+/// Every exposed tool and prompt of a surface, sorted by kind and name; and each stdio server's
+/// sandbox as the config says it (one line each: `sandbox <server> <its settings>`, as the
+/// writer of the lock renders them; a server without one says `none`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lock {
     pub entries: Vec<Entry>,
+    pub sandboxes: BTreeMap<String, String>,
 }
 
 /// One exposed tool or prompt: one line of the lock.
@@ -169,7 +172,10 @@ impl Lock {
                     .map(move |item| Entry::from_exposed(kind, item, definitions))
             })
             .collect();
-        let mut lock = Self { entries };
+        let mut lock = Self {
+            entries,
+            sandboxes: BTreeMap::new(),
+        };
         lock.sort();
         lock
     }
@@ -200,6 +206,9 @@ impl Lock {
                 member.seal.render(&mut out);
             }
         }
+        for (server, sandbox) in &self.sandboxes {
+            out.push_str(&format!("sandbox {} {sandbox}\n", escape(server)));
+        }
         out
     }
 
@@ -207,6 +216,7 @@ impl Lock {
     /// line is a field of the seal of the entry above it.
     pub fn parse(text: &str) -> Result<Self, ParseError> {
         let mut entries: Vec<Entry> = Vec::new();
+        let mut sandboxes = BTreeMap::new();
         for (i, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -242,10 +252,17 @@ impl Lock {
                 seal.read(line).map_err(error)?;
                 continue;
             }
+            if let Some(rest) = line.strip_prefix("sandbox ") {
+                let (server, sandbox) = rest
+                    .split_once(' ')
+                    .ok_or_else(|| error("`sandbox` takes a server and its settings".to_owned()))?;
+                sandboxes.insert(unescape(server).map_err(error)?, sandbox.to_owned());
+                continue;
+            }
             entries.push(parse_entry(line).map_err(error)?);
         }
         entries.sort_by(|a, b| (kind_str(a.kind), &a.name).cmp(&(kind_str(b.kind), &b.name)));
-        Ok(Self { entries })
+        Ok(Self { entries, sandboxes })
     }
 }
 

@@ -345,7 +345,10 @@ proptest! {
             .map(|(name, entry)| Entry { name, ..entry })
             .collect();
         entries.sort_by(|a, b| (kind_str(a.kind), &a.name).cmp(&(kind_str(b.kind), &b.name)));
-        let lock = Lock { entries };
+        let lock = Lock {
+            entries,
+            sandboxes: BTreeMap::new(),
+        };
         prop_assert_eq!(Lock::parse(&lock.render()).unwrap(), lock);
     }
 
