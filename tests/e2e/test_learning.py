@@ -59,17 +59,23 @@ async def make_alice(session) -> None:
     assert not made.isError, made.content
 
 
+async def taught(session) -> list[str]:
+    """Alice made, then the request searched and answered by `add_observations`: the lesson.
+    What the search found before it was taught."""
+    await make_alice(session)
+    before = await names_for(session, REQUEST)
+    assert before and before[0] != TAUGHT, before
+    await observe(session)
+    return before
+
+
 async def test_a_call_after_a_search_teaches_it_and_forget_clears_it(
     moniker, moniker_bin: Path, write_config, server_specs, tmp_path: Path
 ) -> None:
     config = write_config(search_config(server_specs))
     state = tmp_path / "state"
     async with moniker(config) as session:
-        await make_alice(session)
-        before = await names_for(session, REQUEST)
-        assert before and before[0] != TAUGHT, before
-        # The search, then the call it led to: the lesson.
-        await observe(session)
+        before = await taught(session)
         # A failed call teaches nothing: a file that is not there.
         await found(session, "show me the notes file in the project folder")
         failed = await session.call_tool("call_tool", {"name": "read_text_file", "arguments": {"path": str(tmp_path / "absent.txt")}})
@@ -101,9 +107,7 @@ async def test_a_running_gateway_forgets_at_its_next_search(
     config = write_config(search_config(server_specs))
     state = tmp_path / "state"
     async with moniker(config) as session:
-        await make_alice(session)
-        before = await names_for(session, REQUEST)
-        await observe(session)
+        before = await taught(session)
         assert (await names_for(session, REQUEST))[0] == TAUGHT
         assert "1 file" in forget(moniker_bin, state, "--principal", "stdio")
         assert await names_for(session, REQUEST) == before

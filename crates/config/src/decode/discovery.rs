@@ -41,35 +41,40 @@ impl Cx<'_> {
         if let Some(s) = fields.get("pin_tags") {
             out.pin_tags = self.tag_expr(&field("pin_tags"), s);
         }
-        if let Some(s) = fields.get("model") {
-            // One index serves every toolset: the model is the gateway's.
-            if p.len() > 1 {
-                self.error(
-                    codes::INVALID_VALUE,
-                    "a toolset cannot have a search model of its own".to_owned(),
-                    &field("model"),
-                    s.point(),
-                    Some("set `model` in the top-level `discovery`".to_owned()),
-                );
-            } else {
-                self.search_model = self.string(&field("model"), s);
-            }
+        // One index serves every toolset: its model, and what calls taught it, are the
+        // gateway's.
+        if let Some(s) = self.gateways(p, &fields, "model", "have a search model of its own") {
+            self.search_model = self.string(&field("model"), s);
         }
-        if let Some(s) = fields.get("learn") {
-            // What calls taught is kept for the gateway's index, across toolsets.
-            if p.len() > 1 {
-                self.error(
-                    codes::INVALID_VALUE,
-                    "a toolset cannot learn apart from the gateway".to_owned(),
-                    &field("learn"),
-                    s.point(),
-                    Some("set `learn` in the top-level `discovery`".to_owned()),
-                );
-            } else if let Some(learn) = self.boolean(&field("learn"), s) {
+        if let Some(s) = self.gateways(p, &fields, "learn", "learn apart from the gateway") {
+            if let Some(learn) = self.boolean(&field("learn"), s) {
                 self.search_learns = learn;
             }
         }
         out
+    }
+
+    /// The field `key` of the top-level `discovery` (`p` is its path); in a toolset's, refused
+    /// (a toolset cannot `what`).
+    fn gateways<'n>(
+        &mut self,
+        p: &[Seg<'n>],
+        fields: &super::Fields<'n>,
+        key: &'static str,
+        what: &str,
+    ) -> Option<Slot<'n>> {
+        let s = fields.get(key)?;
+        if p.len() == 1 {
+            return Some(s);
+        }
+        self.error(
+            codes::INVALID_VALUE,
+            format!("a toolset cannot {what}"),
+            &join(p, Seg::Key(key)),
+            s.point(),
+            Some(format!("set `{key}` in the top-level `discovery`")),
+        );
+        None
     }
 
     fn mode(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<Mode> {

@@ -1990,6 +1990,26 @@ fn a_search_model_is_set_at_the_top_only() {
         format!("{report:?}").contains("search model of its own"),
         "{report:?}"
     );
+    // `learn` likewise: on unless the top says otherwise.
+    assert!(
+        crate::parse("moniker.yaml", "discovery: search\n")
+            .expect("valid")
+            .search_learns
+    );
+    let off = crate::parse(
+        "moniker.yaml",
+        "discovery: { mode: search, learn: false }\n",
+    );
+    assert!(!off.expect("valid").search_learns);
+    let report = crate::parse(
+        "moniker.yaml",
+        "toolsets:\n  dev:\n    tools: [a]\n    discovery: { mode: search, learn: false }\n",
+    )
+    .expect_err("a toolset's learning");
+    assert!(
+        format!("{report:?}").contains("learn apart from the gateway"),
+        "{report:?}"
+    );
 }
 
 /// The JSON Schema (`moniker schema`) and the decoder know the same keys, place by place: a
