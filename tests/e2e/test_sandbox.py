@@ -9,6 +9,7 @@ what a sandboxed server reports as refused is logged with the setting that would
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,6 +92,21 @@ async def test_a_hostile_server_is_refused_everything_its_config_does_not_name(
     log = "".join(p.read_text() for p in tmp_path.glob("*.stderr"))
     for setting in ("`sandbox.network`", "`sandbox.read` or `sandbox.write`", "`sandbox.processes`"):
         assert f"(likely its sandbox: {setting} would allow it)" in log, log[-3000:]
+
+
+def test_check_says_what_each_sandbox_gives(moniker_bin: Path, write_config, hostile_bin: Path, world: dict[str, Path]) -> None:
+    config = hostile_config(write_config, hostile_bin, world, {"processes": 16, "network": [443]})
+    done = subprocess.run(
+        [str(moniker_bin), "check", "-c", str(config)],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(world["home"])},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    [line] = [l for l in done.stdout.splitlines() if l.startswith("server `hostile` runs in a sandbox")]
+    assert f"writes {world['work']};" in line and "network TCP to port [443]" in line, line
+    assert "at most 16 processes" in line and str(world["home"]) not in line, line
 
 
 async def test_without_the_sandbox_the_same_attempts_succeed(

@@ -185,6 +185,68 @@ fn plural(n: usize, noun: &str) -> String {
 /// `moniker check`: the config, the servers and the surface they make together; with a
 /// `moniker.lock` beside the config, what the surface breaks of it (warnings, or with
 /// `locked` exit 1).
+/// What each sandboxed stdio server of `config` was given (its plan, as its guard applied it;
+/// the guard's own word on what the kernel enforced is in the log).
+fn sandboxes(config: &Config) -> Vec<String> {
+    use moniker_gateway::sandbox::{Net, Plan, Server};
+    let env = |name: &str| std::env::var(name).ok();
+    let (path, home) = (env("PATH"), env("HOME").map(std::path::PathBuf::from));
+    let mut out = Vec::new();
+    for (id, server) in &config.servers {
+        let (
+            Some(sandbox),
+            moniker_config::Transport::Stdio {
+                command,
+                args,
+                cwd,
+                env,
+                ..
+            },
+        ) = (&server.sandbox, &server.transport)
+        else {
+            continue;
+        };
+        let var = |name: &str| env.get(name).cloned();
+        let path = var("PATH").or_else(|| path.clone());
+        let home = var("HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| home.clone());
+        let plan = Plan::of(
+            sandbox,
+            &Server {
+                command,
+                args,
+                cwd: cwd.as_deref(),
+                path: path.as_deref(),
+                home: home.as_deref(),
+                env,
+            },
+        );
+        let shown = |paths: Vec<&std::path::PathBuf>| {
+            let existing: Vec<String> = paths
+                .into_iter()
+                .filter(|p| p.exists())
+                .map(|p| p.display().to_string())
+                .collect();
+            existing.join(", ")
+        };
+        let network = match &plan.network {
+            Net::Off => "off".to_owned(),
+            Net::On => "on".to_owned(),
+            Net::Ports(ports) => format!("TCP to port {ports:?}"),
+        };
+        out.push(format!(
+            "server `{id}` runs in a sandbox: writes {}; reads the system and {}; network {network}; at most {} processes, {} open files{}",
+            shown(Plan::beyond_system(&plan.write)),
+            shown(Plan::beyond_system(&plan.read)),
+            plan.processes,
+            plan.open_files,
+            plan.memory.map(|m| format!(", {} MB of data", m >> 20)).unwrap_or_default(),
+        ));
+    }
+    out
+}
+
 pub async fn online(config: Config, locked: bool, fix: bool) -> Result<Exit, Failure> {
     if !fix {
         return check_once(config, locked).await.map(|(exit, _)| exit);
@@ -287,6 +349,9 @@ async fn check_once(
         ));
     }
     let failed = report_failed_servers(&gateway, "error");
+    for line in sandboxes(&config) {
+        output::line(&line)?;
+    }
     output::line(&summary(&config, &view))?;
     if lock.is_some() {
         output::line(&match breaking.len() {

@@ -140,6 +140,11 @@ impl Plan {
         read.extend(base);
         read.extend(sandbox.read.iter().map(|p| home(p)));
         write.extend(sandbox.write.iter().map(|p| home(p)));
+        // Each once, in order.
+        for paths in [&mut read, &mut write] {
+            let mut seen = std::collections::HashSet::new();
+            paths.retain(|p| seen.insert(p.clone()));
+        }
         Self {
             read,
             write,
@@ -153,6 +158,16 @@ impl Plan {
             memory: sandbox.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
             best_effort: sandbox.best_effort,
         }
+    }
+}
+
+impl Plan {
+    /// Those of `paths` (a plan's) that are not the system's (what every sandbox is given).
+    pub fn beyond_system(paths: &[PathBuf]) -> Vec<&PathBuf> {
+        paths
+            .iter()
+            .filter(|p| !SYSTEM.iter().chain(DEVICES).any(|s| p.starts_with(s)))
+            .collect()
     }
 }
 
