@@ -91,6 +91,12 @@ pub(crate) fn decode(root: Option<&Node>, text: &str) -> (Decoded, Vec<ConfigErr
     out.limits = cx.limits;
     out.search_model = cx.search_model;
     out.search_learns = cx.search_learns;
+    for (id, server) in &mut out.servers {
+        let stdio = matches!(server.transport, crate::Transport::Stdio { .. });
+        if stdio && !cx.sandbox_named.iter().any(|named| named == id.as_str()) {
+            server.sandbox.clone_from(&out.gateway.sandbox);
+        }
+    }
     (out, cx.errors)
 }
 
@@ -145,6 +151,8 @@ struct Cx<'t> {
     search_model: Option<String>,
     /// `discovery.learn`, likewise (true unless it says otherwise).
     search_learns: bool,
+    /// The servers whose config says `sandbox` (else `gateway.sandbox` is theirs).
+    sandbox_named: Vec<String>,
 }
 
 /// The fields of one map, looked up by name.

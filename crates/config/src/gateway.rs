@@ -29,6 +29,9 @@ pub struct GatewaySettings {
     /// What of moniker's environment every stdio server is given besides its own `pass_env`
     /// (`gateway.pass_env`): names, or `all`.
     pub pass_env: crate::PassEnv,
+    /// The sandbox of every stdio server whose config does not say (`gateway.sandbox`; a
+    /// server's `sandbox: false` runs it without).
+    pub sandbox: Option<crate::Sandbox>,
 }
 
 impl Default for GatewaySettings {
@@ -46,6 +49,7 @@ impl Default for GatewaySettings {
             restart_max_attempts: None,
             page_size: None,
             pass_env: crate::PassEnv::default(),
+            sandbox: None,
         }
     }
 }

@@ -18,6 +18,7 @@ pub(crate) const GATEWAY_KEYS: &[&str] = &[
     "restart",
     "page_size",
     "pass_env",
+    "sandbox",
 ];
 pub(crate) const RESTART_KEYS: &[&str] = &["initial_delay", "max_delay", "max_attempts"];
 pub(crate) const AUDIT_KEYS: &[&str] = &["to", "max_bytes", "keep"];
@@ -57,6 +58,9 @@ impl Cx<'_> {
         }
         if let Some(names) = fields.get("pass_env") {
             out.pass_env = self.pass_env(&field("pass_env"), names);
+        }
+        if let Some(s) = fields.get("sandbox") {
+            out.sandbox = self.sandbox(&field("sandbox"), s);
         }
         let Some(restart) = fields.get("restart") else {
             return out;

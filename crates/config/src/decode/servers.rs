@@ -158,9 +158,11 @@ impl Cx<'_> {
             .get("protocol")
             .and_then(|s| self.protocol(&field("protocol"), s))
             .unwrap_or(false);
-        let sandbox = fields
-            .get("sandbox")
-            .and_then(|s| self.sandbox(&field("sandbox"), s));
+        let sandbox = fields.get("sandbox").and_then(|s| {
+            // Its own, whatever `gateway.sandbox` says (`false`: none).
+            self.sandbox_named.push(id.to_owned());
+            self.sandbox(&field("sandbox"), s)
+        });
         let limits = self.limits(sp, &fields);
         if let (true, Ok(id)) = (limits.is_set(), id.parse::<ServerId>()) {
             self.limits.servers.insert(id, limits);

@@ -222,6 +222,7 @@ gateway: { call_timeout: 60, start_timeout: 30s, restart: { initial_delay: 500ms
             restart_max_attempts: Some(10),
             page_size: None,
             pass_env: crate::PassEnv::default(),
+            sandbox: None,
         }
     );
     let paged = ok("gateway: { page_size: 50 }\n");
@@ -318,7 +319,7 @@ fn unknown_keys_say_where_and_what_was_meant() {
     assert_eq!(
         e.help.as_deref(),
         Some(
-            "expected one of `call_timeout`, `start_timeout`, `list_wait`, `idle_stop`, `restart`, `page_size`, `pass_env`"
+            "expected one of `call_timeout`, `start_timeout`, `list_wait`, `idle_stop`, `restart`, `page_size`, `pass_env`, `sandbox`"
         )
     );
 }
@@ -2184,6 +2185,18 @@ fn a_sandbox_is_read_in_each_of_its_shapes() {
         })
     );
     assert_eq!(sandbox("d"), None);
+    // `gateway.sandbox` is every stdio server's that says nothing; `false` is none.
+    let defaulted = ok(
+        "gateway: { sandbox: { processes: 9 } }\nservers:\n  a:\n    command: x\n  b:\n    command: x\n    sandbox: false\n  c:\n    command: x\n    sandbox: { network: on }\n  r:\n    url: https://r.example/mcp\n",
+    );
+    let sandbox = |name: &str| defaulted.servers[&id(name)].sandbox.clone();
+    assert_eq!(sandbox("a").and_then(|s| s.processes), Some(9));
+    assert_eq!(sandbox("b"), None);
+    assert_eq!(
+        sandbox("c").map(|s| (s.network, s.processes)),
+        Some((Network::On, None))
+    );
+    assert_eq!(sandbox("r"), None);
     for (bad, path) in [
         ("sandbox: maybe", "servers.a.sandbox"),
         ("sandbox: { network: [0] }", "servers.a.sandbox.network[0]"),
