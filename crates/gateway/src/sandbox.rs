@@ -15,13 +15,8 @@
 //! The kernel's Landlock ABI is negotiated: what is enforced is said on the server's stderr
 //! (which moniker logs); what cannot be is refused, unless `best_effort`.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
-};
 use moniker_config::{Network, Sandbox};
 use serde::{Deserialize, Serialize};
 
@@ -51,9 +46,6 @@ const SYSTEM: &[&str] = &[
 ];
 /// Devices every sandbox may write.
 const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
-/// The ABI whose rights a sandbox asks for: the kernel's own may be lower (negotiated).
-const ABI_ASKED: ABI = ABI::V6;
-
 /// What the guard applies: every path absolute.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
@@ -298,45 +290,32 @@ pub struct Enforced {
 /// enforced (and was not allowed to be left out).
 pub fn apply(plan: &Plan) -> Result<Enforced, String> {
     let temp = private_temp()?;
-    let mut write = plan.write.clone();
-    write.push(temp.clone());
-    // Before the rules: a cgroup is made and joined through /sys, which they do not give.
-    let processes = match own_pids(plan.processes) {
-        Ok(()) => "a pids cgroup of its own",
-        Err(_) if !nix::unistd::geteuid().is_root() => "its user namespace's process limit",
-        Err(why) if plan.best_effort => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "moniker sandbox: {why}, and the kernel exempts root from the process limit: processes are not limited (best-effort)"
-            );
-            "not limited (root, no cgroup)"
-        }
-        Err(why) => {
-            return Err(format!(
-                "{why}, and the kernel exempts root from the process limit: `sandbox: best-effort` runs it without"
-            ));
-        }
-    };
-    let network = match own_namespaces(&plan.network) {
-        Ok(said) => said,
-        Err(why) if plan.best_effort => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "moniker sandbox: {why}; running without it (best-effort)"
-            );
-            "as the user's (no namespace)"
-        }
-        Err(why) => return Err(why),
-    };
-    limits(plan)?;
-    let landlock = landlock(plan, &write)?;
+    enforce(plan, temp)
+}
+
+/// Elsewhere than Linux nothing of the sandbox can be enforced: refused, unless best-effort.
+#[cfg(not(target_os = "linux"))]
+fn enforce(plan: &Plan, temp: PathBuf) -> Result<Enforced, String> {
+    use std::io::Write as _;
+    if !plan.best_effort {
+        return Err("a sandbox needs Linux (Landlock, namespaces): this system cannot enforce it; `sandbox: best-effort` runs the server without".to_owned());
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "moniker sandbox: not enforced on this system (best-effort)"
+    );
     Ok(Enforced {
-        landlock,
-        network,
-        processes,
+        landlock: "not enforced (not Linux)".to_owned(),
+        network: "as the user's",
+        processes: "not limited",
         temp,
     })
 }
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+use linux::enforce;
 
 /// The cgroup of the sandbox whose guard is `guard` (its process id): below the pids cgroup
 /// moniker is in (cgroup v1's pids hierarchy), when there is one.
@@ -363,28 +342,6 @@ pub fn release(guard: u32) {
     }
 }
 
-/// This process (the guard) in a pids cgroup of its own, of at most `limit` processes.
-fn own_pids(limit: u64) -> Result<(), String> {
-    let dir = pids_cgroup(std::process::id()).ok_or("no pids cgroup here")?;
-    // Those of sandboxes that ended while moniker could not remove them (a one-shot command
-    // exits first): a cgroup with a process in it is not removed.
-    if let Some(entries) = dir.parent().and_then(|base| std::fs::read_dir(base).ok()) {
-        for entry in entries.flatten() {
-            if entry
-                .file_name()
-                .to_string_lossy()
-                .starts_with("moniker-sandbox-")
-            {
-                let _ = std::fs::remove_dir(entry.path());
-            }
-        }
-    }
-    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
-    std::fs::create_dir(&dir).map_err(io)?;
-    std::fs::write(dir.join("pids.max"), limit.to_string()).map_err(io)?;
-    std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).map_err(io)
-}
-
 /// A folder of the server's own under the system's temporary folder, only its user's.
 fn private_temp() -> Result<PathBuf, String> {
     use std::os::unix::fs::DirBuilderExt as _;
@@ -398,95 +355,6 @@ fn private_temp() -> Result<PathBuf, String> {
         .create(&dir)
         .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
     Ok(dir)
-}
-
-/// A user namespace of its own (processes counted apart from the user's others), and with the
-/// network off a network namespace with no interface up.
-fn own_namespaces(network: &Net) -> Result<&'static str, String> {
-    use nix::sched::{CloneFlags, unshare};
-    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
-    let mut flags = CloneFlags::CLONE_NEWUSER;
-    if *network == Net::Off {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
-    unshare(flags).map_err(|e| format!("the kernel gives no user namespace ({e}): the network cannot be taken away and processes cannot be counted apart"))?;
-    // The same user inside as outside: files are theirs as before.
-    let write =
-        |file: &str, text: String| std::fs::write(file, text).map_err(|e| format!("{file}: {e}"));
-    write("/proc/self/setgroups", "deny".to_owned())?;
-    write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
-    write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
-    Ok(match network {
-        Net::Off => "off (a network namespace of its own)",
-        Net::On => "on",
-        Net::Ports(_) => "TCP to the ports named (Landlock)",
-    })
-}
-
-fn limits(plan: &Plan) -> Result<(), String> {
-    use nix::sys::resource::{Resource, setrlimit};
-    let mut set = vec![
-        (Resource::RLIMIT_NPROC, plan.processes, "processes"),
-        (Resource::RLIMIT_NOFILE, plan.open_files, "open_files"),
-    ];
-    if let Some(bytes) = plan.memory {
-        set.push((Resource::RLIMIT_DATA, bytes, "memory"));
-    }
-    for (resource, limit, name) in set {
-        setrlimit(resource, limit, limit).map_err(|e| format!("sandbox.{name}: {e}"))?;
-    }
-    Ok(())
-}
-
-/// The files (and TCP ports) rules, at the best ABI the kernel has: what it enforced, said.
-fn landlock(plan: &Plan, write: &[PathBuf]) -> Result<String, String> {
-    let level = if plan.best_effort {
-        CompatLevel::BestEffort
-    } else {
-        CompatLevel::HardRequirement
-    };
-    let fs_read = AccessFs::from_read(ABI_ASKED);
-    let fs_all = AccessFs::from_all(ABI_ASKED);
-    let why = |e: landlock::RulesetError| format!("Landlock: {e}");
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(level)
-        .handle_access(fs_all)
-        .map_err(why)?
-        .scope(Scope::Signal)
-        .map_err(why)?;
-    if let Net::Ports(_) = plan.network {
-        ruleset = ruleset
-            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
-            .map_err(why)?;
-    }
-    let mut created = ruleset.create().map_err(why)?;
-    for (paths, access) in [(&plan.read, fs_read), (&write.to_vec(), fs_all)] {
-        for path in paths {
-            // A path that is not there gives nothing (a folder a config names may come later).
-            let Ok(fd) = PathFd::new(path) else { continue };
-            let access = if path.is_dir() {
-                access
-            } else {
-                access & AccessFs::from_file(ABI_ASKED)
-            };
-            created = created
-                .add_rule(PathBeneath::new(fd, access))
-                .map_err(why)?;
-        }
-    }
-    if let Net::Ports(ports) = &plan.network {
-        for port in ports {
-            created = created
-                .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
-                .map_err(why)?;
-        }
-    }
-    let status = created.restrict_self().map_err(why)?;
-    Ok(match status.ruleset {
-        RulesetStatus::FullyEnforced => "fully enforced".to_owned(),
-        RulesetStatus::PartiallyEnforced => "partly enforced (an older kernel)".to_owned(),
-        RulesetStatus::NotEnforced => "not enforced (no Landlock here)".to_owned(),
-    })
 }
 
 #[cfg(test)]
