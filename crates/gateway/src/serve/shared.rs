@@ -165,9 +165,12 @@ pub async fn serve(
                     Ok((stream, _)) => stream,
                     Err(e) => break Err(e),
                 };
-                // Only this user's own processes attach.
+                // Only this user's own processes attach, and none from a sandbox (a server
+                // moniker confined, in a user namespace of its own, could else call every
+                // other server as the user through this socket: Landlock does not keep it
+                // from a socket's path).
                 match stream.peer_cred() {
-                    Ok(cred) if cred.uid() == uid => {}
+                    Ok(cred) if cred.uid() == uid && !confined(cred.pid()) => {}
                     _ => continue,
                 }
                 wait = idle;
@@ -184,6 +187,20 @@ pub async fn serve(
     };
     let _ = std::fs::remove_file(&socket);
     outcome
+}
+
+/// Whether the process `pid` is in another user namespace than moniker's (a sandboxed server,
+/// a container): on Linux, where namespaces are; a process whose namespace cannot be read is
+/// taken as confined.
+fn confined(pid: Option<i32>) -> bool {
+    if !cfg!(target_os = "linux") {
+        return false;
+    }
+    let namespace = |of: &str| std::fs::read_link(format!("/proc/{of}/ns/user")).ok();
+    match (pid, namespace("self")) {
+        (Some(pid), Some(own)) => namespace(&pid.to_string()) != Some(own),
+        _ => true,
+    }
 }
 
 /// How many clients are attached, and a tick when it changes.
@@ -516,6 +533,28 @@ async fn start_and_connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process of moniker's user namespace attaches; one in a namespace of its own (a
+    /// sandboxed server, made here with util-linux's `unshare`) does not.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_process_in_another_user_namespace_is_confined() {
+        assert!(!confined(i32::try_from(std::process::id()).ok()));
+        assert!(confined(None));
+        let mut child = std::process::Command::new("unshare")
+            .args(["--user", "sleep", "5"])
+            .spawn()
+            .expect("unshare (util-linux)");
+        let pid = i32::try_from(child.id()).ok();
+        // Until the child is in its namespace (unshare runs first, then sleep).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !confined(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(confined(pid));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 
     #[test]
     fn a_runtime_directory_too_long_for_a_socket_gives_way_to_a_shorter_one() {
