@@ -130,7 +130,7 @@ fn landlock(plan: &Plan, write: &[PathBuf]) -> Result<String, String> {
         .set_compatibility(level)
         .handle_access(fs_all)
         .map_err(why)?
-        .scope(Scope::Signal)
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)
         .map_err(why)?;
     if let Net::Ports(_) = plan.network {
         ruleset = ruleset
