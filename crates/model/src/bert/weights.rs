@@ -83,7 +83,7 @@ impl<'a> Weights<'a> {
 
     /// The bytes of the tensor `name` and how they hold its values, when it has `shape` and is
     /// of floats, or of eight bits a value with a scale a row (the tensor `<name>.scale`, as
-    /// [`crate::eight_bit_file`] writes it); `rows` of its first dimension only, when given.
+    /// [`crate::eight_bit_file()`] writes it); `rows` of its first dimension only, when given.
     fn raw(
         &self,
         name: &str,
