@@ -127,3 +127,40 @@ audit: "{audit}"
     assert [(line["name"], line["outcome"], line.get("code")) for line in lines] == [
         ("fixture_sample", "timeout", -32042)
     ] * 2, lines
+
+
+def test_a_stateless_client_s_search_is_taught_by_its_next_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Search learns from calls on the stateless path too: each 2026-07-28 request is a session
+    of its own, so what a search asked is the principal's (its token's) until its next call."""
+    token = "learning-token-0123456789abcdef"
+    # What the gateway learns is this test's alone (the gateway inherits the environment).
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    config = tmp_path / "moniker.yaml"
+    config.write_text(
+        f"""servers:
+  cg:
+    command: "{binary('moniker-fixture')}"
+    args: ["{ROOT / 'fixtures' / 'contextgraph.json'}", --echo]
+discovery: search
+http:
+  tokens: [{token}]
+"""
+    )
+    request = "remember a thought for later"
+
+    def call(url: str, name: str, arguments: dict) -> dict:
+        headers = {"Authorization": f"Bearer {token}", "Mcp-Name": name}
+        status, body = post(url, "tools/call", {"name": name, "arguments": arguments, "_meta": ENVELOPE}, headers)
+        assert status == 200 and "result" in body, body
+        return body["result"]
+
+    def found(url: str) -> list[str]:
+        text = call(url, "search_tools", {"query": request})["content"][0]["text"]
+        return [line[2:].split("(")[0] for line in text.splitlines() if line.startswith("- ")]
+
+    with serving_http(config, tmp_path / "serve.log") as (url, _, _):
+        before = found(url)
+        assert "store_memory" in before and before[0] != "store_memory", before
+        stored = call(url, "call_tool", {"name": "store_memory", "arguments": {"content": "a thought"}})
+        assert not stored.get("isError"), stored
+        assert found(url)[0] == "store_memory"

@@ -18,7 +18,7 @@ use crate::sync::lock;
 const MAX_HELD: usize = 256;
 /// The largest file read back: a principal's lessons are bounded far below it.
 const MAX_FILE: u64 = 4 << 20;
-/// The most searches of a session kept as the lessons of its next call (the last ones).
+/// The most searches of a principal kept as the lessons of its next call (the last ones).
 pub(crate) const MAX_PENDING: usize = 4;
 
 /// The principals' lessons: in memory, and in `dir` when learning is on.
@@ -26,6 +26,9 @@ pub(crate) struct Learned {
     /// `None`: learning is off (`discovery.learn: false`, or no state directory).
     dir: Option<PathBuf>,
     held: Mutex<HashMap<String, Held>>,
+    /// Each principal's searches since its last call (the last [`MAX_PENDING`]): a principal's,
+    /// not a session's, since a 2026-07-28 client's every request is a session of its own.
+    asked: Mutex<HashMap<String, Vec<Lesson>>>,
     /// Taken while a file is written: the latest lessons are written last.
     writing: Mutex<()>,
 }
@@ -49,8 +52,38 @@ impl Learned {
         Self {
             dir,
             held: Mutex::default(),
+            asked: Mutex::default(),
             writing: Mutex::default(),
         }
+    }
+
+    /// `principal` searched for `lesson`'s request: the next successful call of a tool teaches
+    /// it, with the principal's other searches since its last call (the last [`MAX_PENDING`]).
+    pub(crate) fn asked(&self, principal: &str, lesson: Lesson) {
+        if self.dir.is_none() {
+            return;
+        }
+        let mut asked = lock(&self.asked);
+        if !asked.contains_key(principal) && asked.len() >= MAX_HELD {
+            // The principal that asked longest ago (its searches are the oldest) gives way.
+            let oldest = asked
+                .iter()
+                .min_by_key(|(_, l)| l.last().map_or(0, |l| l.at))
+                .map(|(p, _)| p.clone());
+            if let Some(oldest) = oldest {
+                asked.remove(&oldest);
+            }
+        }
+        let pending = asked.entry(principal.to_owned()).or_default();
+        if pending.len() == MAX_PENDING {
+            pending.remove(0);
+        }
+        pending.push(lesson);
+    }
+
+    /// `principal`'s searches since its last call, which a call takes: none are left.
+    pub(crate) fn take_asked(&self, principal: &str) -> Vec<Lesson> {
+        lock(&self.asked).remove(principal).unwrap_or_default()
     }
 
     /// Whether search learns.

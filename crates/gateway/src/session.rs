@@ -59,9 +59,6 @@ pub struct Session {
     /// token, a person), else the client its name says ([`Session::identify`]: `stdio`, the
     /// open endpoint's `anyone`, the console's admin), one person on one machine.
     learns_as: Option<Arc<str>>,
-    /// The requests of the searches since the last call (the last few): what the next
-    /// successful call of a tool teaches search ([`crate::learned`]).
-    asked: Mutex<Vec<moniker_surface::search::Lesson>>,
 }
 
 type Reply = Option<Message>;
@@ -184,7 +181,6 @@ impl Session {
             answers_search: std::sync::atomic::AtomicBool::new(false),
             last_search: Mutex::new(None),
             learns_as,
-            asked: Mutex::default(),
         })
     }
 
@@ -214,7 +210,7 @@ impl Session {
     }
 
     /// Whose lessons its searches use and teach ([`crate::learned`]).
-    fn learner(&self) -> Arc<str> {
+    pub(crate) fn learner(&self) -> Arc<str> {
         match (&self.learns_as, self.who.get()) {
             (Some(principal), _) => principal.clone(),
             (None, Some(who)) => who.clone(),

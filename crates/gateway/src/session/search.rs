@@ -144,7 +144,8 @@ impl Session {
         let found = found(view, equipped, query, args.query.trim());
         if learned.on() && matches!(found, Found::Ranked(_)) {
             let meant = meant.as_deref().map(|v| (index.meaning(), v));
-            self.asked_for(Lesson::new(&args.query, crate::learned::now(), meant));
+            let lesson = Lesson::new(&args.query, crate::learned::now(), meant);
+            learned.asked(&self.learner(), lesson);
         }
         tracing::debug!(query = %args.query, "tool search");
         // Each tool shown, with the bytes it took (its line, or its whole definition).
@@ -192,27 +193,18 @@ impl Session {
         }
     }
 
-    /// A search for `lesson`'s request found tools: the next successful call teaches it (with
-    /// the other searches since the last call, the last [`MAX_PENDING`](crate::learned::MAX_PENDING)).
-    fn asked_for(&self, lesson: Lesson) {
-        let mut asked = lock(&self.asked);
-        if asked.len() == crate::learned::MAX_PENDING {
-            asked.remove(0);
-        }
-        asked.push(lesson);
-    }
-
     /// Tool `name` is called: the search before it, if any, is counted with the rank it
-    /// showed the tool at (or as not showing it); the searches since the last call go with
-    /// the call (`record`), which teaches them to search if it succeeds.
+    /// showed the tool at (or as not showing it); the principal's searches since its last
+    /// call go with the call (`record`), which teaches them to search if it succeeds.
     pub(super) fn called_after_search(&self, name: &str, record: &mut Call) {
         if let Some(names) = lock(&self.last_search).take() {
             let rank = names.iter().position(|n| n == name);
             self.gateway.services.metrics.search(Searched::Called(rank));
         }
-        let asked = std::mem::take(&mut *lock(&self.asked));
+        let learner = self.learner();
+        let asked = self.gateway.services.learned.take_asked(&learner);
         if !asked.is_empty() {
-            record.teaches(&self.learner(), asked);
+            record.teaches(&learner, asked);
         }
     }
 
