@@ -188,40 +188,20 @@ fn plural(n: usize, noun: &str) -> String {
 /// What each sandboxed stdio server of `config` was given (its plan, as its guard applied it;
 /// the guard's own word on what the kernel enforced is in the log).
 fn sandboxes(config: &Config) -> Vec<String> {
-    use moniker_gateway::sandbox::{Net, Plan, Server};
-    let env = |name: &str| std::env::var(name).ok();
-    let (path, home) = (env("PATH"), env("HOME").map(std::path::PathBuf::from));
+    use moniker_gateway::sandbox::{Net, Plan};
     let mut out = Vec::new();
     for (id, server) in &config.servers {
-        let (
-            Some(sandbox),
-            moniker_config::Transport::Stdio {
-                command,
-                args,
-                cwd,
-                env,
-                ..
-            },
-        ) = (&server.sandbox, &server.transport)
+        let moniker_config::Transport::Stdio { pass_env, env, .. } = &server.transport else {
+            continue;
+        };
+        let environment = moniker_gateway::connect::stdio::environment(pass_env, env);
+        let Some(plan) = server
+            .sandbox
+            .as_ref()
+            .and_then(|sandbox| Plan::of_stdio(sandbox, &server.transport, &environment))
         else {
             continue;
         };
-        let var = |name: &str| env.get(name).cloned();
-        let path = var("PATH").or_else(|| path.clone());
-        let home = var("HOME")
-            .map(std::path::PathBuf::from)
-            .or_else(|| home.clone());
-        let plan = Plan::of(
-            sandbox,
-            &Server {
-                command,
-                args,
-                cwd: cwd.as_deref(),
-                path: path.as_deref(),
-                home: home.as_deref(),
-                env,
-            },
-        );
         let shown = |paths: Vec<&std::path::PathBuf>| {
             let existing: Vec<String> = paths
                 .into_iter()

@@ -154,6 +154,41 @@ impl Plan {
 }
 
 impl Plan {
+    /// The plan of `sandbox` for the stdio server `spec` run with `environment` (its `PATH`
+    /// and `HOME`: [`crate::connect::stdio::environment`]); `None` for a remote server.
+    pub fn of_stdio(
+        sandbox: &Sandbox,
+        spec: &moniker_config::Transport,
+        environment: &[(std::ffi::OsString, std::ffi::OsString)],
+    ) -> Option<Self> {
+        let moniker_config::Transport::Stdio {
+            command,
+            args,
+            cwd,
+            env,
+            ..
+        } = spec
+        else {
+            return None;
+        };
+        let var = |name: &str| {
+            environment
+                .iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .and_then(|(_, v)| v.to_str())
+        };
+        let server = Server {
+            command,
+            args,
+            cwd: cwd.as_deref(),
+            path: var("PATH"),
+            home: var("HOME").map(Path::new),
+            env,
+        };
+        Some(Self::of(sandbox, &server))
+    }
+
     /// Those of `paths` (a plan's) that are not the system's (what every sandbox is given).
     pub fn beyond_system(paths: &[PathBuf]) -> Vec<&PathBuf> {
         paths

@@ -1,7 +1,6 @@
 //! Servers as child processes speaking newline-delimited JSON-RPC on stdin and stdout.
 
 use std::ffi::OsString;
-use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 
@@ -137,8 +136,10 @@ fn command_of(
             let mut cmd = Command::new(guard);
             cmd.arg("__guard");
             if let Some(sandbox) = sandbox {
-                let plan = sandbox_plan(sandbox, spec, environment)?;
-                cmd.arg("--sandbox").arg(plan);
+                let plan = crate::sandbox::Plan::of_stdio(sandbox, spec, environment)
+                    .ok_or_else(|| std::io::Error::other("a sandbox is a stdio server's"))?;
+                cmd.arg("--sandbox")
+                    .arg(serde_json::to_string(&plan).map_err(std::io::Error::other)?);
             }
             cmd.arg("--").arg(command).args(args);
             cmd
@@ -156,41 +157,16 @@ fn command_of(
     })
 }
 
-/// The plan of `sandbox` for the stdio server `spec` with `environment` (its `PATH` and
-/// `HOME`), as the guard reads it.
-fn sandbox_plan(
-    sandbox: &moniker_config::Sandbox,
-    spec: &ServerSpec,
-    environment: &[(std::ffi::OsString, std::ffi::OsString)],
-) -> std::io::Result<String> {
-    let ServerSpec::Stdio {
-        command,
-        args,
-        cwd,
-        env,
-        ..
-    } = spec
-    else {
-        return Err(std::io::Error::other("a sandbox is a stdio server's"));
-    };
-    let var = |name: &str| {
-        environment
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .and_then(|(_, v)| v.to_str())
-    };
-    let home = var("HOME").map(Path::new);
-    let server = crate::sandbox::Server {
-        command,
-        args,
-        cwd: cwd.as_deref(),
-        path: var("PATH"),
-        home,
-        env,
-    };
-    let plan = crate::sandbox::Plan::of(sandbox, &server);
-    serde_json::to_string(&plan).map_err(std::io::Error::other)
+/// The environment a stdio server is given: what of moniker's its `pass_env` lets through (and
+/// the short list every server gets), then its own `env`.
+pub fn environment(
+    pass_env: &PassEnv,
+    env: &indexmap::IndexMap<String, String>,
+) -> Vec<(OsString, OsString)> {
+    inherited(pass_env, std::env::vars_os())
+        .into_iter()
+        .chain(env.iter().map(|(k, v)| (k.into(), v.into())))
+        .collect()
 }
 
 /// Starts the server (through the guard, when given) and the tasks that carry its messages.
@@ -208,11 +184,7 @@ pub fn spawn(
     else {
         return Err(std::io::Error::other("not a stdio server"));
     };
-    let environment: Vec<(std::ffi::OsString, std::ffi::OsString)> =
-        inherited(pass_env, std::env::vars_os())
-            .into_iter()
-            .chain(env.iter().map(|(k, v)| (k.into(), v.into())))
-            .collect();
+    let environment = environment(pass_env, env);
     let mut cmd = command_of(spec, launch, &environment)?;
     cmd.env_clear()
         .envs(environment)

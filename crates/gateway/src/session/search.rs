@@ -113,40 +113,12 @@ impl Session {
             Ok(parsed) => parsed,
             Err(why) => return refused(&why),
         };
-        let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-        let surface = &view.surface;
-        let index = view.index();
-        // The toolsets the query names rank their tools higher; a session with a toolset
-        // has only its tools, and is told nothing of other toolsets.
-        let sets = if equipped.is_none() {
-            self.gateway.naming.catalog.sets()
-        } else {
-            Default::default()
+        // A query that names a tool exactly gets its definition: nothing is ranked (nor
+        // embedded, nor learned).
+        let found = match named_exactly(view, equipped, args.query.trim()) {
+            Some(definition) => Found::Named(definition),
+            None => Found::Ranked(self.best(view, equipped, &args, &tags)),
         };
-        let named: Vec<toolsets::Selection> = index
-            .named(&args.query, sets.keys().map(String::as_str))
-            .into_iter()
-            .filter_map(|name| toolsets::select(surface, name, &sets).ok())
-            .take(MAX_NAMED)
-            .collect();
-        let named: Vec<&BTreeSet<String>> = named.iter().map(|s| &s.tools).collect();
-        let learned = &self.gateway.services.learned;
-        let taught = learned.of(&self.learner());
-        let meant = index.meant(&args.query);
-        let query = Query {
-            text: &args.query,
-            tags: &tags,
-            limit,
-            toolsets: &named,
-            meant: meant.as_deref(),
-            taught: taught.as_deref(),
-        };
-        let found = found(view, equipped, query, args.query.trim());
-        if learned.on() && matches!(found, Found::Ranked(_)) {
-            let meant = meant.as_deref().map(|v| (index.meaning(), v));
-            let lesson = Lesson::new(&args.query, crate::learned::now(), meant);
-            learned.asked(&self.learner(), lesson);
-        }
         tracing::debug!(query = %args.query, "tool search");
         // Each tool shown, with the bytes it took (its line, or its whole definition).
         let (shown, result) = match found {
@@ -171,6 +143,53 @@ impl Session {
         };
         self.searched(shown);
         Ok(Message::result(id, &result))
+    }
+
+    /// The best tools for the query among those the session sees, each with its server; the
+    /// query is kept as a lesson for the principal's next call ([`crate::learned`]).
+    fn best<'v>(
+        &self,
+        view: &'v View,
+        equipped: Option<&'v Toolset>,
+        args: &SearchArguments,
+        tags: &[Tag],
+    ) -> Vec<(Cow<'v, RawValue>, Option<&'v str>)> {
+        let surface = &view.surface;
+        let index = view.index();
+        // The toolsets the query names rank their tools higher; a session with a toolset
+        // has only its tools, and is told nothing of other toolsets.
+        let sets = if equipped.is_none() {
+            self.gateway.naming.catalog.sets()
+        } else {
+            Default::default()
+        };
+        let named: Vec<toolsets::Selection> = index
+            .named(&args.query, sets.keys().map(String::as_str))
+            .into_iter()
+            .filter_map(|name| toolsets::select(surface, name, &sets).ok())
+            .take(MAX_NAMED)
+            .collect();
+        let named: Vec<&BTreeSet<String>> = named.iter().map(|s| &s.tools).collect();
+        let (learned, learner) = (&self.gateway.services.learned, self.learner());
+        let taught = learned.of(&learner);
+        let meant = index.meant(&args.query);
+        let query = Query {
+            text: &args.query,
+            tags,
+            limit: args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT),
+            toolsets: &named,
+            meant: meant.as_deref(),
+            taught: taught.as_deref(),
+        };
+        let ranked = ranked_in(view, equipped, query);
+        if learned.on() {
+            let meant = meant.as_deref().map(|v| (index.meaning(), v));
+            learned.asked(
+                &learner,
+                Lesson::new(&args.query, crate::learned::now(), meant),
+            );
+        }
+        ranked
     }
 
     /// A search showed these tools, best first, each with the bytes it took: the bytes are
@@ -270,16 +289,13 @@ enum Found<'v> {
     Ranked(Vec<(Cow<'v, RawValue>, Option<&'v str>)>),
 }
 
-/// The tools `query` finds among those the session sees (its toolset's, else those served).
-fn found<'v>(
+/// The tools `query` ranks among those the session sees (its toolset's, else those served),
+/// each with its server.
+fn ranked_in<'v>(
     view: &'v View,
     equipped: Option<&'v Toolset>,
     query: Query<'_>,
-    asked: &str,
-) -> Found<'v> {
-    if let Some(definition) = named_exactly(view, equipped, asked) {
-        return Found::Named(definition);
-    }
+) -> Vec<(Cow<'v, RawValue>, Option<&'v str>)> {
     let surface = &view.surface;
     let index = view.index();
     let server = |e: &'v moniker_surface::Exposed| e.origin().map(|o| o.server.as_str());
@@ -287,21 +303,17 @@ fn found<'v>(
         Some(t) => {
             let selection = &t.equipped.listed;
             let ranked = index.search(surface, query, None, |e| selection.tools.contains(&e.name));
-            Found::Ranked(
-                ranked
-                    .into_iter()
-                    .map(|e| (toolsets::entry(selection, Kind::Tool, e), server(e)))
-                    .collect(),
-            )
+            ranked
+                .into_iter()
+                .map(|e| (toolsets::entry(selection, Kind::Tool, e), server(e)))
+                .collect()
         }
         None => {
             let ranked = index.search(surface, query, None, |e| view.is_served(e));
-            Found::Ranked(
-                ranked
-                    .into_iter()
-                    .map(|e| (Cow::Borrowed(&*e.definition), server(e)))
-                    .collect(),
-            )
+            ranked
+                .into_iter()
+                .map(|e| (Cow::Borrowed(&*e.definition), server(e)))
+                .collect()
         }
     }
 }
