@@ -86,6 +86,14 @@ class OAuthServers:
         self.resources = self._post("resources", {"resources": list(resources)})["resources"]
         return self.resources
 
+    def revoke_account(self, account: str) -> None:
+        """The authorization server no longer exchanges `account`'s tokens (RFC 8693)."""
+        self._post("revoke-account", {"account": account})
+
+    def exchanges(self) -> dict[str, Any]:
+        """The token exchanges made so far: {count, subjects: {sub: count}}."""
+        return self._post("exchanges")
+
     def login_as(self, account: str) -> None:
         """Every interactive login from now on is `account`'s (alice: groups [staff]; bob:
         groups [admins])."""
@@ -204,6 +212,13 @@ class OAuthServers:
         )
         assert response.status_code == 200, f"refresh: {response.status_code} {response.text}\n{self.log()}"
         return {**response.json(), "client_id": tokens["client_id"]}
+
+    def log_all(self) -> str:
+        """server.mjs's whole log."""
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
 
     def log(self) -> str:
         try:

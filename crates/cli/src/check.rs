@@ -227,6 +227,34 @@ fn sandboxes(config: &Config) -> Vec<String> {
     out
 }
 
+/// Each HTTP server called as each caller (`auth.exchange`): where their tokens are
+/// exchanged, for what.
+fn exchanges(config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for (id, server) in &config.servers {
+        let moniker_config::Transport::Http { url, auth, .. } = &server.transport else {
+            continue;
+        };
+        let Some(exchange) = &auth.exchange else {
+            continue;
+        };
+        let resource = exchange.resource.as_deref().unwrap_or(url);
+        out.push(format!(
+            "server `{id}` is called as each caller: their access token exchanged at `{}` for `{}`{}{}, each kept at most {} s",
+            auth.issuer.as_deref().unwrap_or("?"),
+            moniker_config::shown_url(resource),
+            exchange
+                .audience
+                .as_ref()
+                .map(|a| format!(" (audience `{a}`)"))
+                .unwrap_or_default(),
+            if exchange.actor { ", moniker named as the actor" } else { "" },
+            exchange.cache.as_secs(),
+        ));
+    }
+    out
+}
+
 pub async fn online(config: Config, locked: bool, fix: bool) -> Result<Exit, Failure> {
     if !fix {
         return check_once(config, locked).await.map(|(exit, _)| exit);
@@ -329,7 +357,7 @@ async fn check_once(
         ));
     }
     let failed = report_failed_servers(&gateway, "error");
-    for line in sandboxes(&config) {
+    for line in sandboxes(&config).into_iter().chain(exchanges(&config)) {
         output::line(&line)?;
     }
     output::line(&summary(&config, &view))?;

@@ -97,7 +97,38 @@ pub(crate) fn decode(root: Option<&Node>, text: &str) -> (Decoded, Vec<ConfigErr
             server.sandbox.clone_from(&out.gateway.sandbox);
         }
     }
+    exchanges_at_the_issuer(&mut out, &mut cx.errors);
     (out, cx.errors)
+}
+
+/// Each `auth.exchange` without an `auth.issuer` exchanges at the issuer of the callers'
+/// tokens (`http.auth.issuer`); without either, where to exchange is unknown (reported).
+fn exchanges_at_the_issuer(out: &mut Decoded, errors: &mut Vec<ConfigError>) {
+    let callers = out.http.auth.as_ref().map(|auth| auth.issuer.clone());
+    for (id, server) in &mut out.servers {
+        let crate::Transport::Http { auth, .. } = &mut server.transport else {
+            continue;
+        };
+        if auth.exchange.is_none() || auth.issuer.is_some() {
+            continue;
+        }
+        match &callers {
+            Some(issuer) => auth.issuer = Some(issuer.clone()),
+            None => {
+                let at = format!("servers.{id}.auth.exchange");
+                let mut error = ConfigError::new(
+                    codes::MISSING_KEY,
+                    "`exchange` needs the identity provider to exchange at: `auth.issuer`, or `http.auth`, whose callers' tokens are exchanged",
+                    at.clone(),
+                );
+                if let Some(spans) = out.spans.get(&at) {
+                    error = error.with_span(spans.point);
+                }
+                error.help = Some("add `http.auth` (the callers' identity provider), or `issuer: https://...` here".to_owned());
+                errors.push(error);
+            }
+        }
+    }
 }
 
 /// A value and the key it is under (none for list items and the document).

@@ -378,6 +378,10 @@ fn expand_transport(
             &auth.private_key,
         ),
         scope: optional(&[Seg::Key("auth"), Seg::Key("scope")], &auth.scope),
+        exchange: auth
+            .exchange
+            .as_ref()
+            .map(|exchange| expand_exchange(exchange, &mut optional)),
     };
     Transport::Http {
         url: field(&[Seg::Key("url")], url),
@@ -388,6 +392,19 @@ fn expand_transport(
         tls,
         auth,
         forward: forward.clone(),
+    }
+}
+
+/// `auth.exchange` with its texts expanded.
+fn expand_exchange(
+    exchange: &crate::Exchange,
+    optional: &mut impl FnMut(&[Seg<'_>], &Option<String>) -> Option<String>,
+) -> crate::Exchange {
+    let at = |name| [Seg::Key("auth"), Seg::Key("exchange"), Seg::Key(name)];
+    crate::Exchange {
+        resource: optional(&at("resource"), &exchange.resource),
+        audience: optional(&at("audience"), &exchange.audience),
+        ..exchange.clone()
     }
 }
 

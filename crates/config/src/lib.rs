@@ -32,7 +32,9 @@ pub use http::{
 pub use load::{Found, LoadError, find, find_why, load};
 pub use redact::shown_url;
 pub use report::{ConfigError, ConfigReport, codes};
-pub use server::{Auth, Forward, Grant, Network, PassEnv, Sandbox, ServerConfig, Tls, Transport};
+pub use server::{
+    Auth, Exchange, Forward, Grant, Network, PassEnv, Sandbox, ServerConfig, Tls, Transport,
+};
 
 /// The run-time settings of the `toolsets` section (the toolsets themselves are naming rules).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -154,6 +154,32 @@ pub struct Auth {
     pub private_key: Option<String>,
     /// The scope to ask for, instead of the one the server names.
     pub scope: Option<String>,
+    /// Each caller's own access token exchanged for one of this server's (RFC 8693), instead
+    /// of one credential for everyone.
+    pub exchange: Option<Exchange>,
+}
+
+/// Token exchange (RFC 8693, `auth.exchange`): moniker exchanges the caller's access token at
+/// the identity provider (`auth.issuer`, else `http.auth.issuer`) for one meant for this
+/// server, with moniker's own client (`auth.client_id` and its secret or key), and calls the
+/// server with it. A call that has no token to exchange, or whose exchange fails, is refused:
+/// it never goes with another credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exchange {
+    /// The `resource` asked for (RFC 8707); the server's URL when unset.
+    pub resource: Option<String>,
+    /// The `audience` asked for: a name the identity provider knows the server by.
+    pub audience: Option<String>,
+    /// Names moniker as the actor: its own token (client credentials) goes as `actor_token`.
+    pub actor: bool,
+    /// The longest an exchanged token is used before it is exchanged again (its own lifetime
+    /// and the caller's token's, when shorter, bound it too).
+    pub cache: std::time::Duration,
+}
+
+impl Exchange {
+    /// How long an exchanged token is used at most unless the config says (`cache`).
+    pub const CACHE: std::time::Duration = std::time::Duration::from_secs(300);
 }
 
 /// The OAuth grant moniker uses for a server.
@@ -190,6 +216,7 @@ impl fmt::Debug for Auth {
             .field("issuer", &self.issuer)
             .field("private_key", &self.private_key)
             .field("scope", &self.scope)
+            .field("exchange", &self.exchange)
             .finish()
     }
 }

@@ -21,6 +21,7 @@
 
 pub(crate) mod browser;
 pub(crate) mod challenge;
+pub(crate) mod exchange;
 pub(crate) mod oauth;
 pub(crate) mod store;
 

@@ -62,6 +62,8 @@ pub(crate) struct Call {
     done: bool,
     /// The searches before it, and whose they are: taught to search if it succeeds.
     lessons: Option<Box<(String, Vec<moniker_surface::search::Lesson>)>>,
+    /// Who it went as upstream when that was the caller's own identity (`auth.exchange`).
+    upstream: Option<Box<str>>,
 }
 
 impl Call {
@@ -95,7 +97,13 @@ impl Call {
             outcome: Outcome::Ok,
             code: None,
             lessons: None,
+            upstream: None,
         }
+    }
+
+    /// It went to its server as `subject` (the caller's own token, exchanged).
+    pub(crate) fn acted_as(&mut self, subject: &str) {
+        self.upstream = Some(clipped(subject).into());
     }
 
     /// Traces it, as a child of the client's span when it sent one (`parent`).
@@ -419,6 +427,9 @@ impl Call {
         }
         if let Some(code) = self.code {
             fields.insert("code".to_owned(), json!(code));
+        }
+        if let Some(upstream) = &self.upstream {
+            fields.insert("upstream".to_owned(), json!(upstream));
         }
         line.to_string()
     }

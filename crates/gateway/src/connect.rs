@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use moniker_surface::{Listing, ServerId};
-use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
@@ -172,14 +172,25 @@ pub struct Connection {
     pub(crate) said: Said,
 }
 
-/// The headers an HTTP server's `forward` makes from each caller.
+/// The headers an HTTP server's `forward` makes from each caller, and the caller's own token
+/// for it (`auth.exchange`).
 #[derive(Default)]
 pub(crate) struct Forwarding {
     /// Its rules, set once when it connects; unset for the servers without any (every request
     /// then skips the rest).
     pub(crate) rules: OnceLock<indexmap::IndexMap<String, moniker_config::Forward>>,
+    /// Its token exchange, set once when it connects: each caller's request goes with the
+    /// caller's own token for it.
+    pub(crate) exchange: OnceLock<crate::auth::exchange::Exchanger>,
     /// The headers of the requests not sent yet, by moniker's id.
-    pending: Mutex<HashMap<u64, Vec<(String, String)>>>,
+    pending: Mutex<HashMap<u64, Vec<(HeaderName, HeaderValue)>>>,
+}
+
+impl Forwarding {
+    /// Whether requests take headers of their callers.
+    fn active(&self) -> bool {
+        self.rules.get().is_some() || self.exchange.get().is_some()
+    }
 }
 
 /// Counts of what a server did again and again, for the log to say the first times, then few
@@ -398,25 +409,50 @@ impl Connection {
         method: &str,
         params: Option<&Params>,
     ) -> Result<(u64, oneshot::Receiver<Message>), CallError> {
-        self.start_for(method, params, None)
+        self.start_for(method, params, None, None)
+    }
+
+    /// The caller's own token for this server when it exchanges them (`auth.exchange`):
+    /// `Ok(None)` for a server that does not; `Err` (for the caller) when there is none.
+    pub(crate) async fn upstream_for(
+        &self,
+        caller: Option<&crate::identity::Caller>,
+    ) -> Result<Option<crate::auth::exchange::Upstream>, String> {
+        match self.forwarding.exchange.get() {
+            Some(exchanger) => exchanger.upstream_for(caller).await.map(Some),
+            None => Ok(None),
+        }
     }
 
     /// [`Self::start`] of a client's request: an HTTP server's `forward` headers are made
-    /// from `caller` and go with it.
-    pub fn start_for(
+    /// from `caller` and go with it, and the caller's own token for it (`upstream`).
+    pub(crate) fn start_for(
         &self,
         method: &str,
         params: Option<&Params>,
         caller: Option<&crate::identity::Caller>,
+        upstream: Option<&crate::auth::exchange::Upstream>,
     ) -> Result<(u64, oneshot::Receiver<Message>), CallError> {
         self.not_behind(method)?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let headers = match (self.forwarding.rules.get(), caller) {
-            (Some(rules), Some(caller)) => caller
-                .headers_for(rules)
-                .map_err(CallError::Unforwardable)?,
-            _ => Vec::new(),
-        };
+        let mut headers: Vec<(HeaderName, HeaderValue)> =
+            match (self.forwarding.rules.get(), caller) {
+                (Some(rules), Some(caller)) => caller
+                    .headers_for(rules)
+                    .map_err(CallError::Unforwardable)?
+                    .into_iter()
+                    .filter_map(|(name, value)| {
+                        Some((
+                            HeaderName::from_bytes(name.as_bytes()).ok()?,
+                            HeaderValue::from_str(&value).ok()?,
+                        ))
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+        if let Some(upstream) = upstream {
+            headers.push((AUTHORIZATION, upstream.authorization.clone()));
+        }
         if !headers.is_empty() {
             lock(&self.forwarding.pending).insert(id, headers);
         }
@@ -446,30 +482,21 @@ impl Connection {
     /// The forwarded headers of the request `line` (moniker's), taken as it is sent: as
     /// header pairs (a name or value a header cannot hold is left out).
     pub(crate) fn take_forwarded(&self, line: &Message) -> Vec<(HeaderName, HeaderValue)> {
-        if self.forwarding.rules.get().is_none() {
+        if !self.forwarding.active() {
             return Vec::new();
         }
         let Some(id) = line.our_id().filter(|_| line.is_request()) else {
             return Vec::new();
         };
-        let taken = lock(&self.forwarding.pending)
+        lock(&self.forwarding.pending)
             .remove(&id)
-            .unwrap_or_default();
-        taken
-            .into_iter()
-            .filter_map(|(name, value)| {
-                Some((
-                    HeaderName::from_bytes(name.as_bytes()).ok()?,
-                    HeaderValue::from_str(&value).ok()?,
-                ))
-            })
-            .collect()
+            .unwrap_or_default()
     }
 
     /// Stops waiting for a request (timed out or cancelled).
     pub fn forget(&self, id: u64) {
         lock(&self.pending).remove(&id);
-        if self.forwarding.rules.get().is_some() {
+        if self.forwarding.active() {
             lock(&self.forwarding.pending).remove(&id);
         }
     }

@@ -71,6 +71,10 @@ pub enum Refusal {
         "Server `{server}` was not called: the header `{header}` its `forward` makes cannot hold the caller's value"
     )]
     Unforwardable { server: ServerId, header: String },
+    /// The server is called with each caller's own token (`auth.exchange`), and there is
+    /// none for this call (the text says why): it is not sent with another.
+    #[error("{0}")]
+    Exchange(String),
 }
 
 fn noun(kind: Kind) -> &'static str {
@@ -100,7 +104,7 @@ impl Refusal {
             Self::Unreadable => message::INTERNAL_ERROR,
             Self::ResourceNotFound(_) => RESOURCE_NOT_FOUND,
             Self::Limit(_) => LIMIT,
-            Self::Unforwardable { .. } => message::INVALID_REQUEST,
+            Self::Unforwardable { .. } | Self::Exchange(_) => message::INVALID_REQUEST,
         }
     }
 
@@ -119,7 +123,8 @@ impl Refusal {
             | Self::Unreadable
             | Self::ResourceNotFound(_)
             | Self::Limit(_)
-            | Self::Unforwardable { .. } => Outcome::Error,
+            | Self::Unforwardable { .. }
+            | Self::Exchange(_) => Outcome::Error,
         }
     }
 

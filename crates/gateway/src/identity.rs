@@ -376,6 +376,11 @@ impl Verifier {
             if still_due {
                 self.refresh_now().await;
             }
+        } else {
+            // A fetch under way may bring the key (two first requests at once, or two with a
+            // new key's `kid`: the second found none while the first fetched, and was
+            // refused): it is waited for, at most [`STALE_WAIT`], and no other is started.
+            let _ = tokio::time::timeout(STALE_WAIT, self.refresh.lock()).await;
         }
         let keys = keys_of(&lock(&self.state), kid, alg);
         if keys.is_empty() {
@@ -958,12 +963,19 @@ mod tests {
             .now_or_never()
             .expect("a known key answers without waiting for the fetch");
         assert_eq!(known.map(|keys| keys.len()).ok(), Some(1));
-        // Another made-up `kid` meanwhile is refused at once too: one fetch per gap.
-        let again = verifier
-            .key(Some("other"), Algorithm::RS256)
-            .now_or_never()
-            .expect("no second fetch, and no wait for the first");
+        // Another made-up `kid` meanwhile waits for that fetch (its answer could hold the
+        // key), at most STALE_WAIT, and is refused: one fetch per gap.
+        let again = tokio::time::timeout(
+            STALE_WAIT * 2,
+            verifier.key(Some("other"), Algorithm::RS256),
+        )
+        .await
+        .expect("refused within STALE_WAIT");
         assert!(again.is_err());
+        assert!(
+            endpoint.accept().now_or_never().is_none(),
+            "no second fetch was started"
+        );
         made_up.abort();
     }
 

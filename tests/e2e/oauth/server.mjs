@@ -52,6 +52,12 @@
 //     oidc-provider accepts client_secret_post from it too). Without `resource` the token is
 //     opaque (the MCP server answers 401 invalid_token); without scope=mcp:tools it has no
 //     scope (403 insufficient_scope). An unknown resource: error=invalid_target.
+//   - token exchange (RFC 8693, grant urn:ietf:params:oauth:grant-type:token-exchange), for
+//     the static client (it may use both grants): a subject_token this AS issued for one of
+//     its resources (JWT or opaque) -> a JWT for `resource` (one of the resources) with the
+//     subject's sub and scope (narrowed by `scope`), client_id the client, and with an
+//     actor_token (the client's own client_credentials token) `act: {sub: client id}`.
+//     Refused with invalid_grant for an account revoked by /_test/revoke-account.
 //   - authorization responses carry `iss` (RFC 9207).
 //   - accounts: `alice` (groups ["staff"]) and `bob` (groups ["admins"]). An access token of
 //     an interactive login (and its refreshes) carries the account's `groups` claim besides
@@ -66,7 +72,8 @@
 //
 // Resource server (RS), http://127.0.0.1:R:
 //   - /mcp: MCP Streamable HTTP (official TypeScript SDK, stateless), tools `whoami` (the
-//     token's sub and scope) and `echo` ({text}). POST only (GET/DELETE: 405).
+//     token's sub and scope, and `act=<actor>` when it has one) and `echo` ({text}); each
+//     request it lets in is logged with its token's sub (`RS request by sub=...`). POST only (GET/DELETE: 405).
 //     Every request needs `Authorization: Bearer <JWT>`, verified against the AS's JWKS
 //     (iss = issuer, aud = the /mcp URL, typ at+jwt; an unknown kid refetches the JWKS, so
 //     tokens signed after a rotation pass too). Without one: 401 and
@@ -85,6 +92,9 @@
 // POST, JSON body, JSON answer; a bad request gets 400 {"error": "..."}):
 //   - POST /_test/resources {"resources": [url, ...]}: the AS issues tokens for these too
 //     (as OAUTH_RESOURCES) -> {"resources": [every resource]}.
+//   - POST /_test/revoke-account {"account": "alice"}: the account's tokens are no longer
+//     exchanged (invalid_grant) -> {"revoked": [accounts]}.
+//   - POST /_test/exchanges {}: -> {"count": exchanges made, "subjects": {sub: count}}.
 //   - POST /_test/login-as {"account": "bob"}: every interactive login from now on logs this
 //     account in (sticky until changed; the default is alice) -> {"account": "bob"}.
 //     An unknown account: 400.
@@ -218,10 +228,12 @@ const unpublishedKey = (await generateKeyPair('RS256')).privateKey; // for /_tes
 const COOKIE_KEYS = [randomBytes(32).toString('base64url')];
 const ADAPTER = createMemoryAdapter(); // one in-memory store for every Provider built
 
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 const ccClient = {
   client_id: 'moniker-e2e-cc',
   client_secret: randomBytes(24).toString('base64url'),
-  grant_types: ['client_credentials'],
+  grant_types: ['client_credentials', TOKEN_EXCHANGE],
   response_types: [],
   redirect_uris: [],
   token_endpoint_auth_method: 'client_secret_basic',
@@ -286,6 +298,10 @@ function buildProvider() {
     },
   });
 
+  built.registerGrantType(TOKEN_EXCHANGE, tokenExchange.bind(undefined, built), [
+    'subject_token', 'subject_token_type', 'actor_token', 'actor_token_type',
+    'requested_token_type', 'resource', 'audience', 'scope',
+  ]);
   built.on('server_error', (_ctx, err) => log(`AS server_error: ${err.stack ?? err}`));
   for (const event of ['authorization.error', 'grant.error', 'registration_create.error', 'introspection.error']) {
     built.on(event, (_ctx, err) => log(`AS ${event}: ${err.name}: ${err.message} ${err.error_description ?? ''}`));
@@ -297,6 +313,76 @@ function buildProvider() {
     + `redirect_uris=${client.redirectUris}`,
   ));
   return built;
+}
+
+// Token exchange (RFC 8693), through oidc-provider's grant type extension point: the client
+// (authenticated by oidc-provider at the token endpoint) presents a subject token, an access
+// token this AS issued for one of its resources (a JWT checked against its own keys, or an
+// opaque one it holds), and gets a JWT access token for `resource` with the subject's `sub`
+// and scope (narrowed by `scope`), `client_id` the exchanging client, and with an actor
+// token (the client's own client_credentials token, opaque) an `act` claim naming it.
+// Refused (invalid_grant) for a subject whose account /_test/revoke-account revoked.
+const exchanges = { count: 0, subjects: {} }; // POST /_test/exchanges reads them
+const revokedAccounts = new Set();
+async function subjectClaims(built, token) {
+  if (token.split('.').length === 3) {
+    const { payload } = await jwtVerify(token, jwks, { issuer: ISSUER, typ: 'at+jwt', algorithms: ['RS256'] });
+    return payload;
+  }
+  const found = await built.AccessToken.find(token);
+  if (!found) throw new Error('unknown opaque token');
+  return { sub: found.accountId, scope: found.scope, aud: found.aud, exp: found.exp };
+}
+async function tokenExchange(built, ctx) {
+  const { params, client } = ctx.oidc;
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) {
+    throw new errors.InvalidRequest('subject_token_type must be an access token');
+  }
+  if (params.requested_token_type && params.requested_token_type !== ACCESS_TOKEN_TYPE) {
+    throw new errors.InvalidRequest('only access tokens are issued');
+  }
+  let subject;
+  try {
+    subject = await subjectClaims(built, params.subject_token);
+  } catch (err) {
+    throw new errors.InvalidGrant(`subject_token: ${err.code ?? err.message}`);
+  }
+  const audiences = [subject.aud].flat();
+  if (!audiences.some((aud) => aud === RESOURCE || extraResources.has(aud))) {
+    throw new errors.InvalidGrant('the subject token is for no resource of this AS');
+  }
+  if (revokedAccounts.has(subject.sub)) throw new errors.InvalidGrant('the subject was revoked');
+  const resource = params.resource;
+  if (!resource || (resource !== RESOURCE && !extraResources.has(resource))) {
+    throw new errors.InvalidTarget(`unknown resource ${resource}`);
+  }
+  const held = new Set(String(subject.scope ?? '').split(' ').filter(Boolean));
+  const scope = params.scope
+    ? String(params.scope).split(' ').filter((s) => held.has(s)).join(' ')
+    : [...held].join(' ');
+  let act;
+  if (params.actor_token) {
+    const actor = await built.ClientCredentials.find(params.actor_token);
+    if (!actor || actor.clientId !== client.clientId) throw new errors.InvalidGrant('actor_token is not the client\'s own');
+    act = { sub: actor.clientId };
+  }
+  const now = Math.floor(Date.now() / 1000);
+  const payload = {
+    iss: ISSUER, sub: subject.sub, aud: resource, scope, client_id: client.clientId,
+    iat: now, exp: now + ACCESS_TTL, jti: randomBytes(12).toString('base64url'),
+    ...(act ? { act } : {}),
+    ...(params.audience ? { moniker_audience: params.audience } : {}),
+  };
+  const token = await new SignJWT(payload)
+    .setProtectedHeader({ alg: 'RS256', typ: 'at+jwt', kid: signing.jwk.kid })
+    .sign(signing.privateKey);
+  exchanges.count += 1;
+  exchanges.subjects[subject.sub] = (exchanges.subjects[subject.sub] ?? 0) + 1;
+  log(`AS token-exchange sub=${subject.sub} resource=${resource}${act ? ` act=${act.sub}` : ''}`);
+  ctx.body = {
+    access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer',
+    expires_in: ACCESS_TTL, scope,
+  };
 }
 
 let providerCallback;
@@ -403,6 +489,7 @@ async function authorize(req, res) {
     return undefined;
   }
   accepted.add(claims.jti);
+  log(`RS request by sub=${claims.sub}${claims.act ? ` act=${claims.act.sub}` : ''}`);
   return claims;
 }
 
@@ -411,7 +498,9 @@ function mcpServer(claims) {
   server.registerTool(
     'whoami',
     { description: 'Who the access token was issued to: its sub and scope.', inputSchema: {} },
-    async () => ({ content: [{ type: 'text', text: `sub=${claims.sub} scope=${claims.scope ?? ''}` }] }),
+    async () => ({
+      content: [{ type: 'text', text: `sub=${claims.sub} scope=${claims.scope ?? ''}${claims.act ? ` act=${claims.act.sub}` : ''}` }],
+    }),
   );
   server.registerTool(
     'echo',
@@ -520,6 +609,13 @@ const controls = {
     log(`AS resources now: ${[RESOURCE, ...extraResources].join(' ')}`);
     return { resources: [RESOURCE, ...extraResources] };
   },
+  '/_test/revoke-account': async ({ account }) => {
+    if (typeof account !== 'string' || !account) throw new BadRequest('account is a name');
+    revokedAccounts.add(account);
+    log(`AS ${account}'s tokens are no longer exchanged`);
+    return { revoked: [...revokedAccounts] };
+  },
+  '/_test/exchanges': async () => exchanges,
   '/_test/login-as': async ({ account }) => {
     if (!Object.hasOwn(ACCOUNTS, account ?? '')) {
       throw new BadRequest(`unknown account ${account}; known: ${Object.keys(ACCOUNTS).join(', ')}`);

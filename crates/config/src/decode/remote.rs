@@ -5,7 +5,7 @@ use moniker_surface::vocab::Seg;
 
 use super::{Cx, Slot, join, list};
 use crate::report::codes;
-use crate::server::{Auth, Grant, Tls};
+use crate::server::{Auth, Exchange, Grant, Tls};
 use crate::tree::shorten;
 
 pub(crate) const TLS_KEYS: &[&str] = &["ca_file", "client_cert", "client_key"];
@@ -17,7 +17,9 @@ pub(crate) const AUTH_KEYS: &[&str] = &[
     "issuer",
     "private_key",
     "scope",
+    "exchange",
 ];
+pub(crate) const EXCHANGE_KEYS: &[&str] = &["resource", "audience", "actor", "cache"];
 
 impl Cx<'_> {
     pub(super) fn tls<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<Tls> {
@@ -75,6 +77,10 @@ impl Cx<'_> {
             None => Grant::default(),
             Some(s) => self.grant(&field("grant"), s)?,
         };
+        let exchange = match fields.get("exchange") {
+            None => None,
+            Some(s) => Some(self.exchange(&field("exchange"), s)?),
+        };
         let auth = Auth {
             client_id,
             client_secret,
@@ -83,10 +89,45 @@ impl Cx<'_> {
             issuer,
             private_key,
             scope,
+            exchange,
         };
         let metadata_slot = fields.get("client_metadata_url").unwrap_or(slot);
         self.auth_holds(p, slot, metadata_slot, &auth)
             .then_some(auth)
+    }
+
+    /// `exchange`: `{resource, audience, actor, cache}`, each optional (`exchange: {}` asks
+    /// for a token for the server's URL, kept five minutes at most).
+    fn exchange<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<Exchange> {
+        let fields = self.fields(
+            slot,
+            p,
+            Some(EXCHANGE_KEYS),
+            "a map with `resource`, `audience`, `actor`, `cache`",
+        );
+        let field = |name: &'static str| join(p, Seg::Key(name));
+        let resource = match fields.get("resource") {
+            Some(s) => Some(self.url(&field("resource"), s)?),
+            None => None,
+        };
+        let audience = match fields.get("audience") {
+            Some(s) => Some(self.non_empty(&field("audience"), s, "audience")?),
+            None => None,
+        };
+        let actor = match fields.get("actor") {
+            Some(s) => self.boolean(&field("actor"), s)?,
+            None => false,
+        };
+        let cache = match fields.get("cache") {
+            Some(s) => self.duration(&field("cache"), s, true)?,
+            None => Exchange::CACHE,
+        };
+        Some(Exchange {
+            resource,
+            audience,
+            actor,
+            cache,
+        })
     }
 
     /// `grant`: one of [`Grant::NAMES`].
@@ -150,6 +191,19 @@ impl Cx<'_> {
                 );
                 ok = false;
             }
+        }
+        if auth.exchange.is_some()
+            && (auth.client_id.is_none()
+                || (auth.client_secret.is_none() && auth.private_key.is_none()))
+        {
+            self.error(
+                codes::MISSING_KEY,
+                "`exchange` needs `client_id` and `client_secret` (or `private_key`): moniker's own client at the identity provider",
+                p,
+                slot.point(),
+                Some("add the credentials the identity provider gave moniker for token exchange".to_owned()),
+            );
+            ok = false;
         }
         if auth.grant == Grant::ClientCredentials
             && (auth.client_id.is_none()

@@ -225,10 +225,29 @@ impl Cx<'_> {
             Some(s) => self.tls(&field("tls"), s),
             None => Some(Tls::default()),
         };
-        let auth = match fields.get("auth") {
+        let mut auth = match fields.get("auth") {
             Some(s) => self.auth(&field("auth"), s),
             None => Some(Auth::default()),
         };
+        let exchanges = auth.as_ref().is_some_and(|a| a.exchange.is_some());
+        if let Some(slot) = fields.get("headers").filter(|_| exchanges) {
+            if headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("authorization"))
+            {
+                self.error(
+                    codes::CONFLICT,
+                    "`Authorization` is each caller's here: the server has `auth.exchange`",
+                    &field("headers"),
+                    slot.point(),
+                    Some(
+                        "remove `Authorization` from `headers`, or `exchange` from `auth`"
+                            .to_owned(),
+                    ),
+                );
+                auth = None;
+            }
+        }
         let forward = fields
             .get("forward")
             .map(|s| {

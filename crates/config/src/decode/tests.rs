@@ -1883,6 +1883,66 @@ fn a_remote_server_forwards_what_its_config_names() {
     assert!(e.message.contains("forward"), "{e:?}");
 }
 
+#[test]
+fn token_exchange_is_read_and_checked() {
+    let http_auth = "http:\n  auth: { resource: https://gw/mcp, issuer: https://idp.example }\n";
+    let config = ok(&format!(
+        "servers:\n  s:\n    url: https://x/mcp\n    auth:\n      client_id: m\n      client_secret: k\n      exchange: {{ audience: github, actor: true, cache: 30s }}\n{http_auth}"
+    ));
+    let crate::Transport::Http { auth, .. } = &config.servers["s"].transport else {
+        panic!("an HTTP server");
+    };
+    let exchange = auth.exchange.as_ref().expect("an exchange");
+    assert_eq!(exchange.audience.as_deref(), Some("github"));
+    assert!(exchange.actor && exchange.resource.is_none());
+    assert_eq!(exchange.cache, std::time::Duration::from_secs(30));
+    assert_eq!(
+        auth.issuer.as_deref(),
+        Some("https://idp.example"),
+        "the callers' issuer, by default"
+    );
+    let config = ok(&format!(
+        "servers:\n  s:\n    url: https://x/mcp\n    auth: {{ client_id: m, private_key: k.pem, issuer: https://other, exchange: {{}} }}\n{http_auth}"
+    ));
+    let crate::Transport::Http { auth, .. } = &config.servers["s"].transport else {
+        panic!("an HTTP server");
+    };
+    assert_eq!(auth.issuer.as_deref(), Some("https://other"));
+    assert_eq!(
+        auth.exchange.as_ref().unwrap().cache,
+        crate::Exchange::CACHE
+    );
+
+    for (bad, path, said) in [
+        (
+            "auth: { client_id: m, client_secret: k, exchange: {} }",
+            "servers.s.auth.exchange",
+            "needs the identity provider",
+        ),
+        (
+            "auth: { issuer: https://i, exchange: {} }",
+            "servers.s.auth",
+            "needs `client_id`",
+        ),
+        (
+            "headers: { authorization: x }\n    auth: { client_id: m, client_secret: k, issuer: https://i, exchange: {} }",
+            "servers.s.headers",
+            "each caller's",
+        ),
+        (
+            "auth: { client_id: m, client_secret: k, issuer: https://i, exchange: { actors: true } }",
+            "servers.s.auth.exchange.actors",
+            "actors",
+        ),
+    ] {
+        let e = error(&format!(
+            "servers:\n  s:\n    url: https://x/mcp\n    {bad}\n"
+        ));
+        assert_eq!(e.path, path, "{bad}: {e:?}");
+        assert!(e.message.contains(said), "{bad}: {e:?}");
+    }
+}
+
 fn moniker_config_forward(kind: &str, name: &str) -> crate::Forward {
     match kind {
         "claim" => crate::Forward::Claim(name.to_owned()),

@@ -56,6 +56,8 @@ use indexmap::IndexMap;
 use moniker_config::{Auth, Tls};
 use moniker_surface::ServerId;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+
+use crate::auth::exchange::Exchanger;
 use reqwest::{Method, StatusCode, Url};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
@@ -152,6 +154,9 @@ pub async fn connect(
 
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
     let conn = Arc::new(Connection::new(server.clone(), tx, None));
+    if let Some(exchanger) = Exchanger::of(&server, &url, remote.auth, &client) {
+        let _ = conn.forwarding.exchange.set(exchanger);
+    }
     let (closed_tx, closed) = oneshot::channel();
     let (stop, _) = watch::channel(false);
     let link = Arc::new(Link {

@@ -95,7 +95,9 @@ impl Link {
 
     /// Sends a request built like [`Link::request`], with the server's access token; a
     /// challenge (401, or 403 `insufficient_scope`) is answered by the authorizer and the
-    /// request sent again, when it can be without a person.
+    /// request sent again, when it can be without a person. A request that carries its
+    /// caller's own `Authorization` (`auth.exchange`) goes with that alone, and its challenge
+    /// is the caller's answer: moniker's own token never stands in for it.
     pub(super) async fn send(
         &self,
         method: Method,
@@ -103,9 +105,11 @@ impl Link {
         set: &[(HeaderName, HeaderValue)],
         body: Option<&str>,
     ) -> Result<reqwest::Response, SendError> {
+        let callers = set.iter().any(|(name, _)| name == AUTHORIZATION);
+        let auth = self.auth.as_ref().filter(|_| !callers);
         let mut challenges = 0;
         loop {
-            let token = match &self.auth {
+            let token = match auth {
                 Some(auth) => auth.bearer().await,
                 None => None,
             };
@@ -117,7 +121,7 @@ impl Link {
                 request = request.body(body.to_owned());
             }
             let response = request.send().await.map_err(SendError::Http)?;
-            let Some(auth) = &self.auth else {
+            let Some(auth) = auth else {
                 return Ok(response);
             };
             let status = response.status().as_u16();

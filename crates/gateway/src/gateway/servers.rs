@@ -167,11 +167,12 @@ impl Servers {
         self.slots.load().get(id).cloned()
     }
 
-    /// Whether a server makes headers from its callers (`forward`): else nobody needs to
-    /// know who calls.
+    /// Whether a server makes headers from its callers (`forward`) or is called with their
+    /// own tokens (`auth.exchange`): else nobody needs to know who calls.
     pub(crate) fn forwards(&self) -> bool {
         self.slots.load().values().any(|slot| {
-            matches!(&slot.entry.spec, ServerSpec::Http { forward, .. } if !forward.is_empty())
+            matches!(&slot.entry.spec, ServerSpec::Http { forward, auth, .. }
+                if !forward.is_empty() || auth.exchange.is_some())
         })
     }
 

@@ -216,15 +216,20 @@ impl Session {
         };
         let token = self.progress_route(request, answers, server);
         let params = self.rewrite(request, &forward, token.as_deref(), record);
+        let acted = std::sync::OnceLock::new();
         let out = Outbound {
             request,
             server,
             method: record.method(),
             params: params.as_ref(),
             caller: answers.caller(),
+            acted: Some(&acted),
         };
         let span = record.log_span();
         let (reply, outcome) = self.exchange(out, admitted).instrument(span).await;
+        if let Some(subject) = acted.get() {
+            record.acted_as(subject);
+        }
         record.ended(outcome, reply.as_ref());
         if let Some(token) = token {
             self.gateway.services.hub.forget_progress(&token);

@@ -167,6 +167,7 @@ impl Session {
                 method: "resources/read",
                 params: params.as_ref(),
                 caller,
+                acted: None,
             };
             let (reply, outcome) = self.forward_call(out).await;
             let reply = self.input_for_server(out, reply).await;
@@ -248,6 +249,7 @@ impl Session {
                         method,
                         params: params.as_ref(),
                         caller,
+                        acted: None,
                     })
                     .await
                 }
@@ -407,6 +409,7 @@ impl Session {
                     method: "completion/complete",
                     params: Some(&params),
                     caller,
+                    acted: None,
                 })
                 .await
             }
@@ -422,6 +425,7 @@ impl Session {
                             method: "completion/complete",
                             params: Some(&params),
                             caller,
+                            acted: None,
                         })
                         .await;
                     match &reply {

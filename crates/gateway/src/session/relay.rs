@@ -25,6 +25,9 @@ pub(super) struct Outbound<'a> {
     pub(super) method: &'a str,
     pub(super) params: Option<&'a Params>,
     pub(super) caller: Option<&'a Caller>,
+    /// Where the identity the call went with upstream is noted, when it was the caller's own
+    /// (`auth.exchange`), for the call's audit line.
+    pub(super) acted: Option<&'a std::sync::OnceLock<String>>,
 }
 
 impl Session {
@@ -82,11 +85,7 @@ impl Session {
         admitted: Admitted,
     ) -> (Reply, Outcome) {
         let Outbound {
-            request,
-            server,
-            method,
-            params,
-            caller,
+            request, server, ..
         } = out;
         let id = id_of(request);
         let refused = |refusal: Refusal| {
@@ -101,21 +100,9 @@ impl Session {
             Ok(conn) => conn,
             Err(refusal) => return refused(refusal),
         };
-        let (ours, rx) = match conn.start_for(method, params, caller) {
+        let (ours, rx) = match start(&conn, &out).await {
             Ok(started) => started,
-            Err(crate::connect::CallError::Unforwardable(header)) => {
-                return refused(Refusal::Unforwardable {
-                    server: server.clone(),
-                    header,
-                });
-            }
-            Err(crate::connect::CallError::Behind(bytes)) => {
-                return refused(Refusal::Behind {
-                    server: server.clone(),
-                    bytes,
-                });
-            }
-            Err(_) => return refused(Refusal::ServerGone(server.clone())),
+            Err(refusal) => return refused(refusal),
         };
         {
             let mut in_flight = lock(&self.peer.in_flight);
@@ -241,4 +228,32 @@ impl Drop for Abandoned {
             conn.cancel(self.id, "moniker: the call was given up");
         }
     }
+}
+
+/// Sends `out` on `conn` as its caller: with the caller's own token for the server when it
+/// takes them (`auth.exchange`, noted in `out.acted`), and the headers its `forward` makes.
+async fn start(
+    conn: &crate::connect::Connection,
+    out: &Outbound<'_>,
+) -> Result<(u64, tokio::sync::oneshot::Receiver<Message>), Refusal> {
+    let server = out.server;
+    let upstream = conn
+        .upstream_for(out.caller)
+        .await
+        .map_err(Refusal::Exchange)?;
+    if let (Some(upstream), Some(acted)) = (&upstream, out.acted) {
+        let _ = acted.set(upstream.subject.clone());
+    }
+    conn.start_for(out.method, out.params, out.caller, upstream.as_ref())
+        .map_err(|e| match e {
+            crate::connect::CallError::Unforwardable(header) => Refusal::Unforwardable {
+                server: server.clone(),
+                header,
+            },
+            crate::connect::CallError::Behind(bytes) => Refusal::Behind {
+                server: server.clone(),
+                bytes,
+            },
+            _ => Refusal::ServerGone(server.clone()),
+        })
 }

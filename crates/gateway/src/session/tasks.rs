@@ -73,6 +73,7 @@ impl Session {
                 method,
                 params: Some(&rewritten),
                 caller,
+                acted: None,
             })
             .await;
         match method {
