@@ -60,6 +60,10 @@ pub enum Command {
     Login(ServerArg),
     /// Forget the tokens moniker keeps for a remote server.
     Logout(ServerArg),
+    /// Who is signed in to a server that acts as each person (`auth.per_person`), from the
+    /// sealed sign-ins (`$MONIKER_SECRET_KEY` opens them); `--forget` signs one out (a running
+    /// gateway asks them to sign in again at their next call).
+    People(PeopleArgs),
     /// Put moniker in an MCP client's config (Claude Desktop, Claude Code, Cursor, VS Code):
     /// beside the client's servers, running the config `-c` (or the one moniker finds), or
     /// with `--import` in their place, the servers moved into a moniker config. The client's
@@ -78,6 +82,15 @@ pub enum Command {
     /// user's state directory): everyone's, or one principal's. A running gateway forgets it
     /// too, at its next search.
     Forget(ForgetArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PeopleArgs {
+    /// The server's id in the config.
+    pub server: String,
+    /// Sign this person (their `sub`) out of the server.
+    #[arg(long, value_name = "SUB")]
+    pub forget: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -111,6 +111,59 @@ pub fn logout(mut config: Config, args: ServerArg) -> Result<Exit, Failure> {
     Ok(Exit::Ok)
 }
 
+/// `moniker people SERVER [--forget SUB]`: who is signed in to a server that acts as each
+/// person, as its sealed sign-ins say; or one of them signed out.
+pub fn people(mut config: Config, args: &crate::args::PeopleArgs) -> Result<Exit, Failure> {
+    use moniker_gateway::auth::personal::{KEY_VAR, Sealed, folder, key_from};
+    let (id, server) = match server(&mut config, &args.server)? {
+        Ok(found) => found,
+        Err(exit) => return Ok(exit),
+    };
+    let Transport::Http { url, auth, .. } = &server.transport else {
+        return Err(format!("`{id}` is a stdio server: nobody signs in to it").into());
+    };
+    if !auth.per_person {
+        return Err(format!("`{id}` does not act as each person (`auth.per_person`)").into());
+    }
+    let Some(text) = std::env::var(KEY_VAR).ok().filter(|t| !t.trim().is_empty()) else {
+        return Err(format!("${KEY_VAR} is not set: people's sign-ins are sealed with it (without it, the running gateway keeps them in memory only)").into());
+    };
+    let key = key_from(&text)?;
+    let Some(dir) = folder(id.as_str(), url) else {
+        return Err("this platform has no user data dir".into());
+    };
+    let people = Sealed::list(&dir, id.as_str(), &key);
+    let Some(name) = &args.forget else {
+        if people.is_empty() {
+            output::line(&format!(
+                "nobody is signed in to `{id}` ({})",
+                dir.display()
+            ))?;
+        }
+        for (_, person, expires) in &people {
+            let now = moniker_gateway::auth::now();
+            let when = match expires {
+                Some(at) if *at > now => format!("its token expires in {} s", at - now),
+                Some(_) => "its token has expired (refreshed at the next call)".to_owned(),
+                None => "its token does not say when it expires".to_owned(),
+            };
+            output::line(&format!("{person}: signed in to `{id}`; {when}"))?;
+        }
+        return Ok(Exit::Ok);
+    };
+    let theirs: Vec<_> = people.iter().filter(|(_, p, _)| p == name).collect();
+    for (path, _, _) in &theirs {
+        std::fs::remove_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    output::line(&match theirs.len() {
+        0 => format!("`{name}` is not signed in to `{id}`"),
+        _ => {
+            format!("`{name}` is signed out of `{id}`: their next call asks them to sign in again")
+        }
+    })?;
+    Ok(Exit::Ok)
+}
+
 /// The servers whose last challenge waits for a person, with the scope they asked for.
 pub(crate) fn waiting(config: &Config) -> Vec<(ServerId, Option<String>)> {
     let Some(dir) = Store::default_dir() else {

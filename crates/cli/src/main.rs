@@ -173,6 +173,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             },
             Command::Login(args) => login::login(config, args).await,
             Command::Logout(args) => login::logout(config, args),
+            Command::People(args) => login::people(config, &args),
             Command::Install(_)
             | Command::Uninstall(_)
             | Command::Doctor

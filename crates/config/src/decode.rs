@@ -102,13 +102,27 @@ pub(crate) fn decode(root: Option<&Node>, text: &str) -> (Decoded, Vec<ConfigErr
 }
 
 /// Each `auth.exchange` without an `auth.issuer` exchanges at the issuer of the callers'
-/// tokens (`http.auth.issuer`); without either, where to exchange is unknown (reported).
+/// tokens (`http.auth.issuer`); without either, where to exchange is unknown (reported). An
+/// `auth.per_person` needs `http.auth` too: the person is who its token says.
 fn exchanges_at_the_issuer(out: &mut Decoded, errors: &mut Vec<ConfigError>) {
     let callers = out.http.auth.as_ref().map(|auth| auth.issuer.clone());
     for (id, server) in &mut out.servers {
         let crate::Transport::Http { auth, .. } = &mut server.transport else {
             continue;
         };
+        if auth.per_person && callers.is_none() {
+            let at = format!("servers.{id}.auth.per_person");
+            let mut error = ConfigError::new(
+                codes::MISSING_KEY,
+                "`per_person` needs `http.auth`: who each person is comes from their access token",
+                at.clone(),
+            );
+            if let Some(spans) = out.spans.get(&at) {
+                error = error.with_span(spans.point);
+            }
+            error.help = Some("add `http.auth` (your identity provider)".to_owned());
+            errors.push(error);
+        }
         if auth.exchange.is_none() || auth.issuer.is_some() {
             continue;
         }

@@ -382,6 +382,7 @@ fn expand_transport(
             .exchange
             .as_ref()
             .map(|exchange| expand_exchange(exchange, &mut optional)),
+        per_person: auth.per_person,
     };
     Transport::Http {
         url: field(&[Seg::Key("url")], url),

@@ -157,6 +157,9 @@ pub struct Auth {
     /// Each caller's own access token exchanged for one of this server's (RFC 8693), instead
     /// of one credential for everyone.
     pub exchange: Option<Exchange>,
+    /// Each person signs in to the server's own authorization server (`per_person: true`):
+    /// their calls go with their own tokens, kept per person.
+    pub per_person: bool,
 }
 
 /// Token exchange (RFC 8693, `auth.exchange`): moniker exchanges the caller's access token at
@@ -217,6 +220,7 @@ impl fmt::Debug for Auth {
             .field("private_key", &self.private_key)
             .field("scope", &self.scope)
             .field("exchange", &self.exchange)
+            .field("per_person", &self.per_person)
             .finish()
     }
 }

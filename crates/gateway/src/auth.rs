@@ -23,6 +23,7 @@ pub(crate) mod browser;
 pub(crate) mod challenge;
 pub(crate) mod exchange;
 pub(crate) mod oauth;
+pub mod personal;
 pub(crate) mod store;
 
 use moniker_config::{Auth, Grant};
@@ -33,8 +34,20 @@ use reqwest::header::HeaderValue;
 pub use self::browser::{Browser, LOGIN_TIMEOUT};
 use self::challenge::Challenge;
 use self::oauth::{Discovered, Metadata};
-pub use self::store::Store;
 use self::store::{Pending, Saved, Tokens};
+pub use self::store::{Store, now};
+
+/// Whom a call is made for, as a server that acts as each caller needs it (`auth.exchange`,
+/// `auth.per_person`): what the caller's verified access token for moniker said.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct OnBehalf<'a> {
+    /// The access token itself, as it came.
+    pub(crate) access_token: Option<&'a str>,
+    /// Its issuer and `sub`.
+    pub(crate) person: Option<(&'a str, &'a str)>,
+    /// Its `exp`, in seconds since the Unix epoch.
+    pub(crate) expires: Option<u64>,
+}
 
 /// Seconds before its expiry at which a token is refreshed.
 const REFRESH_MARGIN: u64 = 30;

@@ -182,6 +182,8 @@ pub(crate) struct Forwarding {
     /// Its token exchange, set once when it connects: each caller's request goes with the
     /// caller's own token for it.
     pub(crate) exchange: OnceLock<crate::auth::exchange::Exchanger>,
+    /// Its people's own sign-ins (`auth.per_person`), set once when it connects.
+    pub(crate) personal: OnceLock<crate::auth::personal::Personal>,
     /// The headers of the requests not sent yet, by moniker's id.
     pending: Mutex<HashMap<u64, Vec<(HeaderName, HeaderValue)>>>,
 }
@@ -189,7 +191,7 @@ pub(crate) struct Forwarding {
 impl Forwarding {
     /// Whether requests take headers of their callers.
     fn active(&self) -> bool {
-        self.rules.get().is_some() || self.exchange.get().is_some()
+        self.rules.get().is_some() || self.exchange.get().is_some() || self.personal.get().is_some()
     }
 }
 
@@ -412,14 +414,30 @@ impl Connection {
         self.start_for(method, params, None, None)
     }
 
-    /// The caller's own token for this server when it exchanges them (`auth.exchange`):
-    /// `Ok(None)` for a server that does not; `Err` (for the caller) when there is none.
+    /// The caller's own token for this server when it takes them (`auth.exchange`,
+    /// `auth.per_person`): `Ok(None)` for a server that does not; `Err` when there is none (a
+    /// sign-in for the caller to make, or why not).
     pub(crate) async fn upstream_for(
         &self,
         caller: Option<&crate::identity::Caller>,
-    ) -> Result<Option<crate::auth::exchange::Upstream>, String> {
-        match self.forwarding.exchange.get() {
-            Some(exchanger) => exchanger.upstream_for(caller).await.map(Some),
+    ) -> Result<Option<crate::auth::exchange::Upstream>, crate::auth::personal::Unsigned> {
+        let identity = caller.and_then(|c| c.identity.as_deref());
+        let caller = crate::auth::OnBehalf {
+            access_token: caller.and_then(|c| c.access_token.as_deref()),
+            person: identity.map(|i| (i.issuer.as_str(), i.subject.as_str())),
+            expires: identity
+                .and_then(|i| i.claims.get("exp"))
+                .and_then(serde_json::Value::as_u64),
+        };
+        if let Some(exchanger) = self.forwarding.exchange.get() {
+            return exchanger
+                .upstream_for(caller)
+                .await
+                .map(Some)
+                .map_err(crate::auth::personal::Unsigned::Refused);
+        }
+        match self.forwarding.personal.get() {
+            Some(personal) => personal.upstream_for(caller).await.map(Some),
             None => Ok(None),
         }
     }

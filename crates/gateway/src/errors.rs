@@ -71,10 +71,17 @@ pub enum Refusal {
         "Server `{server}` was not called: the header `{header}` its `forward` makes cannot hold the caller's value"
     )]
     Unforwardable { server: ServerId, header: String },
-    /// The server is called with each caller's own token (`auth.exchange`), and there is
-    /// none for this call (the text says why): it is not sent with another.
+    /// The server is called with each caller's own token (`auth.exchange`, `auth.per_person`),
+    /// and there is none for this call (the text says why): it is not sent with another.
     #[error("{0}")]
-    Exchange(String),
+    Upstream(String),
+    /// The server is called with each person's own sign-in (`auth.per_person`), and this
+    /// person has not signed in: the link signs them in (a tool call answers it as a tool
+    /// error, which the model and the person read).
+    #[error(
+        "Server `{server}` acts as each person, and you have not signed in to it yet (or your sign-in ended). Open this link to sign in, then call again: {link} (it works once, for 10 minutes)"
+    )]
+    SignIn { server: ServerId, link: String },
 }
 
 fn noun(kind: Kind) -> &'static str {
@@ -104,7 +111,9 @@ impl Refusal {
             Self::Unreadable => message::INTERNAL_ERROR,
             Self::ResourceNotFound(_) => RESOURCE_NOT_FOUND,
             Self::Limit(_) => LIMIT,
-            Self::Unforwardable { .. } | Self::Exchange(_) => message::INVALID_REQUEST,
+            Self::Unforwardable { .. } | Self::Upstream(_) | Self::SignIn { .. } => {
+                message::INVALID_REQUEST
+            }
         }
     }
 
@@ -124,7 +133,8 @@ impl Refusal {
             | Self::ResourceNotFound(_)
             | Self::Limit(_)
             | Self::Unforwardable { .. }
-            | Self::Exchange(_) => Outcome::Error,
+            | Self::Upstream(_)
+            | Self::SignIn { .. } => Outcome::Error,
         }
     }
 

@@ -18,6 +18,7 @@ pub(crate) const AUTH_KEYS: &[&str] = &[
     "private_key",
     "scope",
     "exchange",
+    "per_person",
 ];
 pub(crate) const EXCHANGE_KEYS: &[&str] = &["resource", "audience", "actor", "cache"];
 
@@ -81,7 +82,12 @@ impl Cx<'_> {
             None => None,
             Some(s) => Some(self.exchange(&field("exchange"), s)?),
         };
+        let per_person = match fields.get("per_person") {
+            Some(s) => self.boolean(&field("per_person"), s)?,
+            None => false,
+        };
         let auth = Auth {
+            per_person,
             client_id,
             client_secret,
             client_metadata_url,
@@ -202,6 +208,16 @@ impl Cx<'_> {
                 p,
                 slot.point(),
                 Some("add the credentials the identity provider gave moniker for token exchange".to_owned()),
+            );
+            ok = false;
+        }
+        if auth.per_person && auth.exchange.is_some() {
+            self.error(
+                codes::CONFLICT,
+                "`per_person` and `exchange` are two ways of calling as each person: choose one",
+                p,
+                slot.point(),
+                Some("`exchange` when the server trusts your identity provider; `per_person` when it has its own sign-in".to_owned()),
             );
             ok = false;
         }

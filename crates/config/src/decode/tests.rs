@@ -1943,6 +1943,23 @@ fn token_exchange_is_read_and_checked() {
     }
 }
 
+#[test]
+fn a_sign_in_per_person_needs_the_callers_identity() {
+    let config = ok(
+        "servers:\n  s:\n    url: https://x/mcp\n    auth: { per_person: true }\nhttp:\n  auth: { resource: https://gw/mcp, issuer: https://idp }\n",
+    );
+    let crate::Transport::Http { auth, .. } = &config.servers["s"].transport else {
+        panic!("an HTTP server");
+    };
+    assert!(auth.per_person && auth.exchange.is_none());
+    let e = error("servers:\n  s:\n    url: https://x/mcp\n    auth: { per_person: true }\n");
+    assert_eq!(e.path, "servers.s.auth.per_person", "{e:?}");
+    let e = error(
+        "servers:\n  s:\n    url: https://x/mcp\n    auth: { per_person: true, client_id: a, client_secret: b, exchange: {} }\nhttp:\n  auth: { resource: https://gw/mcp, issuer: https://idp }\n",
+    );
+    assert!(e.message.contains("choose one"), "{e:?}");
+}
+
 fn moniker_config_forward(kind: &str, name: &str) -> crate::Forward {
     match kind {
         "claim" => crate::Forward::Claim(name.to_owned()),

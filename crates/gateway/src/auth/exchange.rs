@@ -21,9 +21,9 @@ use reqwest::header::HeaderValue;
 use sha2::{Digest, Sha256};
 use tokio::sync::{OnceCell, Semaphore};
 
+use super::OnBehalf;
 use super::oauth::{self, Metadata};
 use super::store::Client;
-use crate::identity::Caller;
 use crate::sync::lock;
 
 /// The grant type of RFC 8693.
@@ -97,8 +97,8 @@ impl Exchanger {
 
     /// The server's token for `caller`: kept, else exchanged now. `Err` says why there is
     /// none, for the caller: the call is then not sent.
-    pub(crate) async fn upstream_for(&self, caller: Option<&Caller>) -> Result<Upstream, String> {
-        let Some(subject) = caller.and_then(|c| c.access_token.as_deref()) else {
+    pub(crate) async fn upstream_for(&self, caller: OnBehalf<'_>) -> Result<Upstream, String> {
+        let Some(subject) = caller.access_token else {
             return Err(format!(
                 "Server `{}` is called as each caller, with their own access token exchanged for one of its own, and this request came with none (a client of moniker's `http.auth` has one; stdio clients and static tokens do not)",
                 self.server
@@ -117,10 +117,7 @@ impl Exchanger {
         if let Some(upstream) = self.kept(&key) {
             return Ok(upstream);
         }
-        let caller_expires = caller
-            .and_then(|c| c.identity.as_ref())
-            .and_then(|i| i.claims.get("exp"))
-            .and_then(serde_json::Value::as_u64);
+        let caller_expires = caller.expires;
         let (upstream, lifetime) = self.exchange(subject).await.map_err(|why| {
             tracing::warn!(server = %self.server, reason = %why, "token exchange failed: the call is refused");
             format!(
@@ -327,10 +324,11 @@ mod tests {
     #[tokio::test]
     async fn a_call_without_a_token_is_refused_and_never_exchanged() {
         let exchanger = exchanger(Exchange::CACHE);
-        let refused = exchanger.upstream_for(None).await.unwrap_err();
+        let refused = exchanger
+            .upstream_for(OnBehalf::default())
+            .await
+            .unwrap_err();
         assert!(refused.contains("came with none"), "{refused}");
-        let static_caller = Caller::default();
-        assert!(exchanger.upstream_for(Some(&static_caller)).await.is_err());
     }
 
     #[test]

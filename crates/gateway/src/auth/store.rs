@@ -64,7 +64,7 @@ pub(crate) struct Pending {
     pub resource_metadata: Option<String>,
 }
 
-pub(crate) fn now() -> u64 {
+pub fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -58,6 +58,7 @@ use moniker_surface::ServerId;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use crate::auth::exchange::Exchanger;
+use crate::auth::personal::Personal;
 use reqwest::{Method, StatusCode, Url};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
@@ -156,6 +157,17 @@ pub async fn connect(
     let conn = Arc::new(Connection::new(server.clone(), tx, None));
     if let Some(exchanger) = Exchanger::of(&server, &url, remote.auth, &client) {
         let _ = conn.forwarding.exchange.set(exchanger);
+    }
+    match Personal::of(&server, &url, remote.auth, &client) {
+        Ok(Some(personal)) => {
+            let _ = conn.forwarding.personal.set(personal);
+        }
+        Ok(None) => {}
+        Err(why) => {
+            return Err(format!(
+                "cannot keep people's sign-ins for `{shown}`: {why}"
+            ));
+        }
     }
     let (closed_tx, closed) = oneshot::channel();
     let (stop, _) = watch::channel(false);

@@ -168,11 +168,11 @@ impl Servers {
     }
 
     /// Whether a server makes headers from its callers (`forward`) or is called with their
-    /// own tokens (`auth.exchange`): else nobody needs to know who calls.
+    /// own tokens (`auth.exchange`, `auth.per_person`): else nobody needs to know who calls.
     pub(crate) fn forwards(&self) -> bool {
         self.slots.load().values().any(|slot| {
             matches!(&slot.entry.spec, ServerSpec::Http { forward, auth, .. }
-                if !forward.is_empty() || auth.exchange.is_some())
+                if !forward.is_empty() || auth.exchange.is_some() || auth.per_person)
         })
     }
 

@@ -100,8 +100,13 @@ impl Session {
             Ok(conn) => conn,
             Err(refusal) => return refused(refusal),
         };
-        let (ours, rx) = match start(&conn, &out).await {
+        let (ours, rx) = match start(&conn, &out, self.signin_base().as_deref()).await {
             Ok(started) => started,
+            // A tool call's person reads it as the tool's error, the model too.
+            Err(refusal @ Refusal::SignIn { .. }) if out.method == "tools/call" => {
+                let text = crate::errors::tool_error(&refusal.to_string());
+                return (Some(Message::result(id, &text)), Outcome::Error);
+            }
             Err(refusal) => return refused(refusal),
         };
         {
@@ -149,6 +154,17 @@ impl Session {
                 })
             }
         }
+    }
+
+    /// Where people sign in to servers that act as each of them: moniker's public URL
+    /// (`http.auth.resource`).
+    fn signin_base(&self) -> Option<String> {
+        self.gateway
+            .control
+            .http()
+            .auth
+            .as_ref()
+            .map(|auth| auth.resource.clone())
     }
 
     /// The client of request `id` (raw JSON) went away before its answer (a stateless HTTP
@@ -231,16 +247,27 @@ impl Drop for Abandoned {
 }
 
 /// Sends `out` on `conn` as its caller: with the caller's own token for the server when it
-/// takes them (`auth.exchange`, noted in `out.acted`), and the headers its `forward` makes.
+/// takes them (`auth.exchange`, `auth.per_person`: noted in `out.acted`; a person who has not
+/// signed in gets a link under `signin_base`), and the headers its `forward` makes.
 async fn start(
     conn: &crate::connect::Connection,
     out: &Outbound<'_>,
+    signin_base: Option<&str>,
 ) -> Result<(u64, tokio::sync::oneshot::Receiver<Message>), Refusal> {
+    use crate::auth::personal::{Unsigned, link};
     let server = out.server;
-    let upstream = conn
-        .upstream_for(out.caller)
-        .await
-        .map_err(Refusal::Exchange)?;
+    let upstream = conn.upstream_for(out.caller).await.map_err(|e| match e {
+        Unsigned::Refused(why) => Refusal::Upstream(why),
+        Unsigned::SignIn(ticket) => match signin_base.and_then(|b| link(b, server, &ticket)) {
+            Some(link) => Refusal::SignIn {
+                server: server.clone(),
+                link,
+            },
+            None => Refusal::Upstream(format!(
+                "Server `{server}` acts as each person, who signs in at moniker's public URL: `http.auth.resource` names none"
+            )),
+        },
+    })?;
     if let (Some(upstream), Some(acted)) = (&upstream, out.acted) {
         let _ = acted.set(upstream.subject.clone());
     }

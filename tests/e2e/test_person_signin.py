@@ -1,0 +1,220 @@
+"""A sign-in per person for a remote server with its own OAuth (`auth.per_person`). Two
+tests/e2e/oauth/server.mjs run: one is the identity provider of moniker's callers (`http.auth`),
+the other stands for a hosted MCP server with an authorization server of its own (its MCP server
+checks its own tokens: audience its /mcp, `whoami` says their `sub`). moniker is registered at
+the remote one once (Dynamic Client Registration by the test, as an admin would), lists the
+server with that client's credentials, and calls it as each person: a person who has not signed
+in gets a link; tests/e2e/oauth/follow.py, a browser that follows redirects with cookies, signs
+them in at the remote authorization server; their retried call goes as them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp.shared.exceptions import McpError
+from scenarios import bearer_session
+
+from oauth_harness import FOLLOW, HAVE_OIDC_PROVIDER, SCOPE, SKIP_REASON, OAuthServers, start_oauth_servers, text_of
+from test_resource_server import Gateway, auth_section, free_port
+
+pytestmark = pytest.mark.skipif(not HAVE_OIDC_PROVIDER, reason=SKIP_REASON)
+
+KEY = secrets.token_hex(32)
+LINK = re.compile(r"(http://127\.0\.0\.1:\d+/connect/up\?ticket=[A-Za-z0-9_-]+)")
+
+
+@pytest.fixture
+def gw(tmp_path: Path) -> Iterator[Gateway]:
+    gateway = Gateway(free_port(), tmp_path)
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+
+
+@pytest.fixture
+def idp(tmp_path: Path, gw: Gateway) -> Iterator[OAuthServers]:
+    """The identity provider of moniker's callers."""
+    with start_oauth_servers(tmp_path, 300, resources=[gw.url()]) as servers:
+        yield servers
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Iterator[OAuthServers]:
+    """The hosted server: its own authorization server and MCP server."""
+    with start_oauth_servers(tmp_path, 300, name="remote-oauth-server") as servers:
+        yield servers
+
+
+def register(remote: OAuthServers, gw: Gateway) -> dict[str, str]:
+    """moniker's client at the remote authorization server: both grants, moniker's callback."""
+    answer = httpx.post(
+        remote.metadata()["registration_endpoint"],
+        json={
+            "client_name": "moniker (registered by its admin)",
+            "redirect_uris": [f"{gw.origin}/connect/up/callback"],
+            "grant_types": ["authorization_code", "refresh_token", "client_credentials"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "client_secret_basic",
+            "application_type": "native",
+        },
+        timeout=10,
+    )
+    assert answer.status_code == 201, answer.text
+    return answer.json()
+
+
+def start(gw: Gateway, idp: OAuthServers, remote: OAuthServers, moniker_bin: Path, write_config, key: str | None = KEY) -> None:
+    client = register(remote, gw) if not hasattr(gw, "client") else gw.client  # type: ignore[attr-defined]
+    gw.client = client  # type: ignore[attr-defined]
+    config = write_config(
+        {
+            "servers": {
+                "up": {
+                    "url": remote.mcp,
+                    "auth": {
+                        "per_person": True,
+                        "grant": "client_credentials",
+                        "client_id": client["client_id"],
+                        "client_secret": client["client_secret"],
+                        "scope": SCOPE,
+                    },
+                }
+            },
+            "http": {"auth": auth_section(gw, idp, toolsets=None, default_toolset=None)},
+            "audit": str(gw.audit_path),
+        },
+        name="per-person.yaml",
+    )
+    base_env = Gateway.env(gw)
+    gw.env = lambda: {**base_env, **({"MONIKER_SECRET_KEY": key} if key else {})}  # type: ignore[method-assign]
+    gw.stop()
+    gw.start(moniker_bin, config)
+
+
+async def call(gw: Gateway, token: str) -> tuple[bool, str]:
+    async with bearer_session(gw.url(), token) as session:
+        try:
+            result = await session.call_tool("whoami", {})
+        except McpError as refused:
+            return True, refused.error.message
+    return bool(result.isError), text_of(result)
+
+
+def sign_in(remote: OAuthServers, account: str, link: str) -> subprocess.CompletedProcess[str]:
+    remote.login_as(account)
+    return subprocess.run([str(FOLLOW), link], capture_output=True, text=True, timeout=60)
+
+
+async def signed_in(gw: Gateway, remote: OAuthServers, token: str, account: str) -> None:
+    failed, text = await call(gw, token)
+    found = LINK.search(text)
+    assert failed and found, f"no sign-in link: {text}\n{gw.describe()}"
+    done = sign_in(remote, account, found.group(1))
+    assert done.returncode == 0, done.stderr + "\n" + gw.describe()
+    failed, text = await call(gw, token)
+    assert not failed and f"sub={account} " in text, f"{text}\n{done.stderr}\n{gw.describe()}"
+
+
+@pytest.mark.timeout(180)
+async def test_each_person_signs_in_and_calls_as_themselves(
+    gw: Gateway, idp: OAuthServers, remote: OAuthServers, moniker_bin: Path, write_config
+) -> None:
+    """alice and bob each get a link, sign in in the browser, and their retried calls reach the
+    server as each of them (its log shows both); 60 calls of the two at once never cross; the
+    audit log names the person and who they were upstream; signing out brings the link back."""
+    start(gw, idp, remote, moniker_bin, write_config)
+    tokens = {who: idp.interactive(gw.url(), account=who)["access_token"] for who in ("alice", "bob")}
+    for who in ("alice", "bob"):
+        await signed_in(gw, remote, tokens[who], who)
+    logged = remote.log_all()
+    assert "RS request by sub=alice" in logged and "RS request by sub=bob" in logged
+
+    async def person(who: str) -> list[str]:
+        async with bearer_session(gw.url(), tokens[who]) as session:
+            results = await asyncio.gather(*(session.call_tool("whoami", {}) for _ in range(30)))
+        return [text_of(r) for r in results]
+
+    answers = dict(zip(("alice", "bob"), await asyncio.gather(person("alice"), person("bob"))))
+    for who, texts in answers.items():
+        assert all(f"sub={who} " in t for t in texts), f"{who}'s calls went as another: {texts[:3]}"
+    audited = [(line["principal"], line.get("upstream")) for line in gw.audit() if line.get("name") == "whoami"]
+    assert ("alice", "alice") in audited and ("bob", "bob") in audited, audited
+
+    out = httpx.delete(f"{gw.origin}/connect/up", headers={"authorization": f"Bearer {tokens['alice']}"}, timeout=10)
+    assert out.status_code == 204, out.text
+    failed, text = await call(gw, tokens["alice"])
+    assert failed and LINK.search(text), text
+    failed, text = await call(gw, tokens["bob"])
+    assert not failed and "sub=bob " in text, text
+
+
+@pytest.mark.timeout(180)
+async def test_sign_ins_are_sealed_at_rest_and_kept_across_restarts(
+    gw: Gateway, idp: OAuthServers, remote: OAuthServers, moniker_bin: Path, write_config
+) -> None:
+    """With MONIKER_SECRET_KEY, alice's sign-in is a file no one reads without the key (no
+    token in it), moniker restarted with the key calls as her without a new sign-in, and with
+    another key it asks her to sign in again."""
+    start(gw, idp, remote, moniker_bin, write_config)
+    alice = idp.interactive(gw.url(), account="alice")["access_token"]
+    await signed_in(gw, remote, alice, "alice")
+    files = list((gw.tmp_path / "gateway-home").rglob("*.sealed"))
+    assert len(files) == 1, files
+    sealed = files[0].read_bytes()
+    assert b"eyJ" not in sealed and b"access_token" not in sealed and b"alice" not in sealed
+    assert oct(files[0].stat().st_mode & 0o777) == "0o600"
+
+    start(gw, idp, remote, moniker_bin, write_config)
+    failed, text = await call(gw, alice)
+    assert not failed and "sub=alice " in text, text
+
+    # An admin: who is signed in, and alice signed out (the running gateway sees it at once).
+    def people(*args: str) -> str:
+        done = subprocess.run(
+            [str(moniker_bin), "people", "up", "-c", str(gw.config), *args],
+            capture_output=True, text=True, timeout=30, env=gw.env(),
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    assert "alice: signed in to `up`; its token expires in" in people()
+    assert "`alice` is signed out of `up`" in people("--forget", "alice")
+    failed, text = await call(gw, alice)
+    assert failed and LINK.search(text), text
+    await signed_in(gw, remote, alice, "alice")
+
+    start(gw, idp, remote, moniker_bin, write_config, key=secrets.token_hex(32))
+    failed, text = await call(gw, alice)
+    assert failed and LINK.search(text), text
+
+
+@pytest.mark.timeout(180)
+async def test_a_sign_in_is_finished_only_by_the_browser_that_began_it(
+    gw: Gateway, idp: OAuthServers, remote: OAuthServers, moniker_bin: Path, write_config
+) -> None:
+    """An attacker's test: bob's link begun in one browser and its authorization URL finished in
+    another (login CSRF: making someone else's browser connect their account under bob's name)
+    is refused; a link works once; a call with no person (no `http.auth` token) gets no link."""
+    start(gw, idp, remote, moniker_bin, write_config)
+    bob = idp.interactive(gw.url(), account="bob")["access_token"]
+    failed, text = await call(gw, bob)
+    link = LINK.search(text).group(1)
+    begun = httpx.get(link, follow_redirects=False, timeout=10)
+    assert begun.status_code in (302, 303, 307) and "moniker_connect=" in begun.headers.get("set-cookie", ""), begun.text
+    remote.login_as("alice")
+    done = subprocess.run([str(FOLLOW), begun.headers["location"]], capture_output=True, text=True, timeout=60)
+    assert "/connect/up/callback -> 400" in done.stderr, done.stderr
+    failed, text = await call(gw, bob)
+    assert failed and LINK.search(text), f"bob is connected as someone else: {text}"
+
+    again = httpx.get(link, follow_redirects=False, timeout=10)
+    assert again.status_code == 400 and "used already" in again.text, again.text
