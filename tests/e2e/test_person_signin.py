@@ -16,6 +16,7 @@ import secrets
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,6 +24,7 @@ from mcp.shared.exceptions import McpError
 from scenarios import bearer_session
 
 from oauth_harness import FOLLOW, HAVE_OIDC_PROVIDER, SCOPE, SKIP_REASON, OAuthServers, start_oauth_servers, text_of
+from test_console import Watched, browser  # noqa: F401 (a fixture)
 from test_resource_server import Gateway, auth_section, free_port
 
 pytestmark = pytest.mark.skipif(not HAVE_OIDC_PROVIDER, reason=SKIP_REASON)
@@ -72,7 +74,15 @@ def register(remote: OAuthServers, gw: Gateway) -> dict[str, str]:
     return answer.json()
 
 
-def start(gw: Gateway, idp: OAuthServers, remote: OAuthServers, moniker_bin: Path, write_config, key: str | None = KEY) -> None:
+def start(
+    gw: Gateway,
+    idp: OAuthServers,
+    remote: OAuthServers,
+    moniker_bin: Path,
+    write_config,
+    key: str | None = KEY,
+    **http: Any,
+) -> None:
     client = register(remote, gw) if not hasattr(gw, "client") else gw.client  # type: ignore[attr-defined]
     gw.client = client  # type: ignore[attr-defined]
     config = write_config(
@@ -89,7 +99,7 @@ def start(gw: Gateway, idp: OAuthServers, remote: OAuthServers, moniker_bin: Pat
                     },
                 }
             },
-            "http": {"auth": auth_section(gw, idp, toolsets=None, default_toolset=None)},
+            "http": {"auth": auth_section(gw, idp, toolsets=None, default_toolset=None), **http},
             "audit": str(gw.audit_path),
         },
         name="per-person.yaml",
@@ -218,3 +228,41 @@ async def test_a_sign_in_is_finished_only_by_the_browser_that_began_it(
 
     again = httpx.get(link, follow_redirects=False, timeout=10)
     assert again.status_code == 400 and "used already" in again.text, again.text
+
+
+ADMIN = "people-console-admin-5e2"
+
+
+def run(coroutine: Any) -> Any:
+    """An SDK coroutine run to its end on a thread of its own (Playwright's sync API holds this
+    thread's event loop)."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+@pytest.mark.timeout(180)
+def test_an_admin_sees_who_is_signed_in_and_signs_one_out_in_the_console(
+    gw: Gateway, idp: OAuthServers, remote: OAuthServers, moniker_bin: Path, write_config, browser: Any
+) -> None:
+    """The console in Chromium: the servers page lists alice and bob signed in to `up`; an
+    admin signs alice out there, and her next call asks her to sign in again, bob's does not."""
+    start(gw, idp, remote, moniker_bin, write_config, console=True, tokens=[{"token": ADMIN, "name": "admin"}])
+    tokens = {who: idp.interactive(gw.url(), account=who)["access_token"] for who in ("alice", "bob")}
+    for who in ("alice", "bob"):
+        run(signed_in(gw, remote, tokens[who], who))
+    admin = Watched(browser)
+    admin.login(gw.origin, ADMIN)
+    admin.page.goto(f"{gw.origin}/console/servers")
+    text = admin.page.inner_text("main")
+    assert "People called as themselves" in text and "alice" in text and "bob" in text, text
+    admin.page.click("tr:has(td:text-is('alice')) button")
+    admin.page.wait_for_url(f"{gw.origin}/console/servers")
+    rows = admin.page.inner_text("main")
+    assert "bob" in rows and "alice" not in rows.split("People called as themselves")[1], rows
+    assert admin.errors == [] and admin.dialogs == [], (admin.errors, admin.dialogs)
+    failed, text = run(call(gw, tokens["alice"]))
+    assert failed and LINK.search(text), text
+    failed, text = run(call(gw, tokens["bob"]))
+    assert not failed and "sub=bob " in text, text

@@ -442,6 +442,44 @@ impl Connection {
         }
     }
 
+    /// Who is called as themselves here now (`auth.exchange`: an exchanged token kept;
+    /// `auth.per_person`: signed in): how, who, and the seconds their token has left.
+    pub(crate) fn people(&self) -> Vec<(&'static str, String, Option<u64>)> {
+        let mut out = Vec::new();
+        if let Some(exchanger) = self.forwarding.exchange.get() {
+            out.extend(
+                exchanger
+                    .people()
+                    .into_iter()
+                    .map(|(who, left)| ("token exchange", who, Some(left))),
+            );
+        }
+        if let Some(personal) = self.forwarding.personal.get() {
+            let now = crate::auth::now();
+            out.extend(personal.signed_in().into_iter().map(|(who, expires)| {
+                ("own sign-in", who, expires.map(|at| at.saturating_sub(now)))
+            }));
+        }
+        out.sort_by(|a, b| a.1.cmp(&b.1));
+        out
+    }
+
+    /// Stops calling `person` as themselves with what is kept for them (an admin's word):
+    /// they sign in again, or their token is exchanged again. How many were dropped.
+    pub(crate) fn forget_person(&self, person: &str) -> usize {
+        let exchanged = self
+            .forwarding
+            .exchange
+            .get()
+            .map_or(0, |e| e.forget(person));
+        let signed_in = self
+            .forwarding
+            .personal
+            .get()
+            .map_or(0, |p| p.forget_named(person));
+        exchanged + signed_in
+    }
+
     /// [`Self::start`] of a client's request: an HTTP server's `forward` headers are made
     /// from `caller` and go with it, and the caller's own token for it (`upstream`).
     pub(crate) fn start_for(

@@ -133,6 +133,25 @@ impl Exchanger {
         Ok(upstream)
     }
 
+    /// Who has an exchanged token kept now, and for how many more seconds.
+    pub(crate) fn people(&self) -> Vec<(String, u64)> {
+        let now = Instant::now();
+        lock(&self.kept)
+            .values()
+            .filter(|held| held.until > now)
+            .map(|held| (held.upstream.subject.clone(), (held.until - now).as_secs()))
+            .collect()
+    }
+
+    /// Drops every exchanged token kept for `subject` (their next call exchanges again):
+    /// how many.
+    pub(crate) fn forget(&self, subject: &str) -> usize {
+        let mut kept = lock(&self.kept);
+        let before = kept.len();
+        kept.retain(|_, held| held.upstream.subject != subject);
+        before - kept.len()
+    }
+
     fn cache_bound(&self) -> Duration {
         self.settings
             .exchange

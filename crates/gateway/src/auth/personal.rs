@@ -225,6 +225,40 @@ impl Personal {
         in_memory || on_disk
     }
 
+    /// Who is signed in (as their sign-ins say: the files when sealed), and when their token
+    /// expires.
+    pub(crate) fn signed_in(&self) -> Vec<(String, Option<u64>)> {
+        match &self.sealed {
+            Some(sealed) => sealed
+                .all()
+                .into_iter()
+                .map(|(_, person, expires)| (person, expires))
+                .collect(),
+            None => lock(&self.people)
+                .values()
+                .map(|kept| (kept.person.clone(), kept.tokens.expires_at))
+                .collect(),
+        }
+    }
+
+    /// Signs out everyone whose `sub` is `name` (an admin's word): how many sign-ins.
+    pub(crate) fn forget_named(&self, name: &str) -> usize {
+        let mut forgotten = 0;
+        lock(&self.people).retain(|_, kept| {
+            let theirs = kept.person == name;
+            forgotten += usize::from(theirs);
+            !theirs
+        });
+        if let Some(sealed) = &self.sealed {
+            for (path, person, _) in sealed.all() {
+                if person == name && std::fs::remove_file(&path).is_ok() {
+                    forgotten += 1;
+                }
+            }
+        }
+        forgotten
+    }
+
     /// A fresh ticket for `person` (their oldest go past [`TICKETS_EACH`]).
     fn ticket(&self, person: &Person) -> Unsigned {
         let now = Instant::now();
@@ -561,14 +595,19 @@ impl Sealed {
     }
 
     /// Every sealed sign-in in the folder that opens: (file, person, expiry), for
-    /// `moniker connections`.
+    /// `moniker people`.
     pub fn list(
         dir: &std::path::Path,
         server: &str,
         key: &[u8; 32],
     ) -> Vec<(PathBuf, String, Option<u64>)> {
-        let sealed = Self::new(dir.to_path_buf(), server, key);
-        let Ok(entries) = std::fs::read_dir(dir) else {
+        Self::new(dir.to_path_buf(), server, key).all()
+    }
+
+    /// [`Sealed::list`] of this folder.
+    fn all(&self) -> Vec<(PathBuf, String, Option<u64>)> {
+        let sealed = self;
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
         let mut out = Vec::new();

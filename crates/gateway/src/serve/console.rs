@@ -187,6 +187,7 @@ pub(super) fn router(shared: &Arc<Shared>) -> Router {
         .route("/console/signin", get(signin::start))
         .route("/console/signin/callback", get(signin::callback))
         .route("/console/servers", get(pages::servers))
+        .route("/console/people", post(pages::forget_person))
         .route("/console/namespace", get(pages::namespace))
         .route("/console/access", get(pages::access))
         .route("/console/activity", get(pages::activity))

@@ -51,6 +51,63 @@ struct ServersPage {
     nav: Nav,
     servers: Vec<ServerRow>,
     minutes: u64,
+    people: Vec<PersonRow>,
+}
+
+/// A person a server is called as (`auth.exchange`, `auth.per_person`).
+pub(super) struct PersonRow {
+    pub server: String,
+    pub how: &'static str,
+    pub person: String,
+    pub left: String,
+}
+
+/// Everyone each server is called as now.
+fn people(gateway: &crate::gateway::Gateway) -> Vec<PersonRow> {
+    let mut rows = Vec::new();
+    for (conn, _) in gateway.servers.connections() {
+        for (how, person, left) in conn.people() {
+            rows.push(PersonRow {
+                server: conn.server.to_string(),
+                how,
+                person,
+                left: left.map_or("–".to_owned(), |s| duration(s as f64)),
+            });
+        }
+    }
+    rows
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct ForgetForm {
+    server: String,
+    person: String,
+    csrf: String,
+}
+
+/// `POST /console/people`: an admin stops a server being called as a person with what is
+/// kept for them (they sign in again, or their token is exchanged again).
+pub(super) async fn forget_person(
+    State(shared): State<Arc<Desk>>,
+    admin: super::Admin,
+    axum::extract::Form(form): axum::extract::Form<ForgetForm>,
+) -> Response {
+    if !admin.checks(&form.csrf) {
+        return super::refused(
+            axum::http::StatusCode::FORBIDDEN,
+            "this form is not from this console (CSRF)",
+        );
+    }
+    let conn = form
+        .server
+        .parse()
+        .ok()
+        .and_then(|id| shared.gateway.servers.connection(&id));
+    if let Some(conn) = conn {
+        let dropped = conn.forget_person(&form.person);
+        tracing::info!(server = %conn.server, person = %form.person, dropped, "an admin signed a person out of a server");
+    }
+    axum::response::IntoResponse::into_response(axum::response::Redirect::to("servers"))
 }
 
 pub(super) async fn servers(State(shared): State<Arc<Desk>>, admin: super::Admin) -> Response {
@@ -111,6 +168,7 @@ pub(super) async fn servers(State(shared): State<Arc<Desk>>, admin: super::Admin
         nav: Nav::of("servers", &admin),
         servers,
         minutes: (super::SAMPLE_EVERY.as_secs() * super::SAMPLES as u64) / 60,
+        people: people(gateway),
     })
 }
 
