@@ -119,16 +119,19 @@ async def call(gw: Gateway, token: str) -> tuple[bool, str]:
     return bool(result.isError), text_of(result)
 
 
-def sign_in(remote: OAuthServers, account: str, link: str) -> subprocess.CompletedProcess[str]:
+def sign_in(idp: OAuthServers, remote: OAuthServers, account: str, link: str) -> subprocess.CompletedProcess[str]:
+    """A browser (follow.py) of `account`'s opens `link`: signed in as `account` at moniker's
+    identity provider, then at the remote server's authorization server."""
+    idp.login_as(account)
     remote.login_as(account)
     return subprocess.run([str(FOLLOW), link], capture_output=True, text=True, timeout=60)
 
 
-async def signed_in(gw: Gateway, remote: OAuthServers, token: str, account: str) -> None:
+async def signed_in(gw: Gateway, idp: OAuthServers, remote: OAuthServers, token: str, account: str) -> None:
     failed, text = await call(gw, token)
     found = LINK.search(text)
     assert failed and found, f"no sign-in link: {text}\n{gw.describe()}"
-    done = sign_in(remote, account, found.group(1))
+    done = sign_in(idp, remote, account, found.group(1))
     assert done.returncode == 0, done.stderr + "\n" + gw.describe()
     failed, text = await call(gw, token)
     assert not failed and f"sub={account} " in text, f"{text}\n{done.stderr}\n{gw.describe()}"
@@ -144,7 +147,7 @@ async def test_each_person_signs_in_and_calls_as_themselves(
     start(gw, idp, remote, moniker_bin, write_config)
     tokens = {who: idp.interactive(gw.url(), account=who)["access_token"] for who in ("alice", "bob")}
     for who in ("alice", "bob"):
-        await signed_in(gw, remote, tokens[who], who)
+        await signed_in(gw, idp, remote, tokens[who], who)
     logged = remote.log_all()
     assert "RS request by sub=alice" in logged and "RS request by sub=bob" in logged
 
@@ -176,7 +179,7 @@ async def test_sign_ins_are_sealed_at_rest_and_kept_across_restarts(
     another key it asks her to sign in again."""
     start(gw, idp, remote, moniker_bin, write_config)
     alice = idp.interactive(gw.url(), account="alice")["access_token"]
-    await signed_in(gw, remote, alice, "alice")
+    await signed_in(gw, idp, remote, alice, "alice")
     files = list((gw.tmp_path / "gateway-home").rglob("*.sealed"))
     assert len(files) == 1, files
     sealed = files[0].read_bytes()
@@ -200,7 +203,7 @@ async def test_sign_ins_are_sealed_at_rest_and_kept_across_restarts(
     assert "`alice` is signed out of `up`" in people("--forget", "alice")
     failed, text = await call(gw, alice)
     assert failed and LINK.search(text), text
-    await signed_in(gw, remote, alice, "alice")
+    await signed_in(gw, idp, remote, alice, "alice")
 
     start(gw, idp, remote, moniker_bin, write_config, key=secrets.token_hex(32))
     failed, text = await call(gw, alice)
@@ -208,26 +211,52 @@ async def test_sign_ins_are_sealed_at_rest_and_kept_across_restarts(
 
 
 @pytest.mark.timeout(180)
-async def test_a_sign_in_is_finished_only_by_the_browser_that_began_it(
+async def test_a_link_signs_in_only_its_own_person_in_the_browser_that_began(
     gw: Gateway, idp: OAuthServers, remote: OAuthServers, moniker_bin: Path, write_config
 ) -> None:
-    """An attacker's test: bob's link begun in one browser and its authorization URL finished in
-    another (login CSRF: making someone else's browser connect their account under bob's name)
-    is refused; a link works once; a call with no person (no `http.auth` token) gets no link."""
+    """An attacker's test. bob's link opened in alice's browser (a link sent on, or read from a
+    transcript): she proves to be alice at the identity provider and is refused, and the link
+    stays bob's. bob's sign-in begun in his browser whose authorization URL is then finished in
+    another (login CSRF: someone else's account under bob's name) is refused too. A link works
+    once."""
     start(gw, idp, remote, moniker_bin, write_config)
     bob = idp.interactive(gw.url(), account="bob")["access_token"]
     failed, text = await call(gw, bob)
     link = LINK.search(text).group(1)
-    begun = httpx.get(link, follow_redirects=False, timeout=10)
-    assert begun.status_code in (302, 303, 307) and "moniker_connect=" in begun.headers.get("set-cookie", ""), begun.text
-    remote.login_as("alice")
-    done = subprocess.run([str(FOLLOW), begun.headers["location"]], capture_output=True, text=True, timeout=60)
+    done = sign_in(idp, remote, "alice", link)
     assert "/connect/up/callback -> 400" in done.stderr, done.stderr
     failed, text = await call(gw, bob)
     assert failed and LINK.search(text), f"bob is connected as someone else: {text}"
-
+    # The link is still bob's: alice's attempt did not use it up.
+    done = sign_in(idp, remote, "bob", link)
+    assert "/connect/up/callback -> 200" in done.stderr, done.stderr
+    failed, text = await call(gw, bob)
+    assert not failed and "sub=bob " in text, text
     again = httpx.get(link, follow_redirects=False, timeout=10)
     assert again.status_code == 400 and "used already" in again.text, again.text
+
+    # bob signs out, and his browser begins again, stopped where it would go to the remote
+    # authorization server; alice's browser finishes that URL.
+    out = httpx.delete(f"{gw.origin}/connect/up", headers={"authorization": f"Bearer {bob}"}, timeout=10)
+    assert out.status_code == 204, out.text
+    failed, text = await call(gw, bob)
+    link = LINK.search(text).group(1)
+    idp.login_as("bob")
+    with httpx.Client(follow_redirects=False, timeout=10) as browser:
+        url = link
+        for _ in range(20):
+            answer = browser.get(url)
+            assert answer.status_code in (302, 303, 307), f"{url}: {answer.status_code} {answer.text}"
+            url = str(httpx.URL(url).join(answer.headers["location"]))
+            if url.startswith(remote.issuer):
+                break
+        else:
+            pytest.fail("never sent to the remote authorization server")
+    remote.login_as("alice")
+    done = subprocess.run([str(FOLLOW), url], capture_output=True, text=True, timeout=60)
+    assert "/connect/up/callback -> 400" in done.stderr, done.stderr
+    failed, text = await call(gw, bob)
+    assert failed and LINK.search(text), f"bob is connected as someone else: {text}"
 
 
 ADMIN = "people-console-admin-5e2"
@@ -251,7 +280,7 @@ def test_an_admin_sees_who_is_signed_in_and_signs_one_out_in_the_console(
     start(gw, idp, remote, moniker_bin, write_config, console=True, tokens=[{"token": ADMIN, "name": "admin"}])
     tokens = {who: idp.interactive(gw.url(), account=who)["access_token"] for who in ("alice", "bob")}
     for who in ("alice", "bob"):
-        run(signed_in(gw, remote, tokens[who], who))
+        run(signed_in(gw, idp, remote, tokens[who], who))
     admin = Watched(browser)
     admin.login(gw.origin, ADMIN)
     admin.page.goto(f"{gw.origin}/console/servers")

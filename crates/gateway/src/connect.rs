@@ -535,18 +535,33 @@ impl Connection {
         Ok((id, rx))
     }
 
-    /// The forwarded headers of the request `line` (moniker's), taken as it is sent: as
-    /// header pairs (a name or value a header cannot hold is left out).
-    pub(crate) fn take_forwarded(&self, line: &Message) -> Vec<(HeaderName, HeaderValue)> {
+    /// The forwarded headers of the request `line` (moniker's), taken as it is sent; or
+    /// `None` for a request no one waits for any more ([`Self::awaits`]): it is not to be sent.
+    pub(crate) fn forwarded(&self, line: &Message) -> Option<Vec<(HeaderName, HeaderValue)>> {
+        if let Some(id) = line.our_id().filter(|_| line.is_request()) {
+            if !self.awaits(id) {
+                lock(&self.forwarding.pending).remove(&id);
+                return None;
+            }
+        }
         if !self.forwarding.active() {
-            return Vec::new();
+            return Some(Vec::new());
         }
         let Some(id) = line.our_id().filter(|_| line.is_request()) else {
-            return Vec::new();
+            return Some(Vec::new());
         };
-        lock(&self.forwarding.pending)
-            .remove(&id)
-            .unwrap_or_default()
+        Some(
+            lock(&self.forwarding.pending)
+                .remove(&id)
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Whether moniker still waits for the answer to its request `id`: one given up (timed
+    /// out, cancelled) before it was sent is not sent at all; its caller's headers are gone
+    /// with its waiter, and it must not go without them.
+    pub(crate) fn awaits(&self, id: u64) -> bool {
+        lock(&self.pending).contains_key(&id)
     }
 
     /// Stops waiting for a request (timed out or cancelled).
@@ -1141,6 +1156,46 @@ mod header_tests {
                     header: "Zone".into()
                 },
             ]
+        );
+    }
+}
+
+#[cfg(test)]
+mod forwarding_tests {
+    use super::*;
+
+    /// "Attacker's review, per person": a call cancelled while its caller's token was being
+    /// got was forgotten with its caller's headers and then sent all the same, without them,
+    /// so the server's link put moniker's own token on it. A request no one waits for is not
+    /// sent now.
+    #[test]
+    fn a_request_given_up_before_it_is_sent_is_not_sent() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let conn = Connection::new("s".parse().unwrap(), tx, None);
+        let _ = conn.forwarding.rules.set(indexmap::IndexMap::new());
+        let upstream = crate::auth::exchange::Upstream {
+            authorization: HeaderValue::from_static("Bearer alices"),
+            subject: "alice".to_owned(),
+        };
+        let (kept, _answer) = conn
+            .start_for("tools/call", None, None, Some(&upstream))
+            .unwrap();
+        let (given_up, _gone) = conn
+            .start_for("tools/call", None, None, Some(&upstream))
+            .unwrap();
+        conn.forget(given_up);
+        let first = rx.try_recv().unwrap();
+        let second = rx.try_recv().unwrap();
+        assert_eq!(first.our_id(), Some(kept));
+        let headers = conn.forwarded(&first).expect("still awaited: sent");
+        assert_eq!(
+            headers,
+            vec![(AUTHORIZATION, upstream.authorization.clone())]
+        );
+        assert_eq!(second.our_id(), Some(given_up));
+        assert!(
+            conn.forwarded(&second).is_none(),
+            "a given-up request was to be sent"
         );
     }
 }

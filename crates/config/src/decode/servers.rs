@@ -229,21 +229,26 @@ impl Cx<'_> {
             Some(s) => self.auth(&field("auth"), s),
             None => Some(Auth::default()),
         };
-        let exchanges = auth.as_ref().is_some_and(|a| a.exchange.is_some());
-        if let Some(slot) = fields.get("headers").filter(|_| exchanges) {
+        let as_callers = auth.as_ref().and_then(|a| {
+            if a.exchange.is_some() {
+                Some("exchange")
+            } else {
+                a.per_person.then_some("per_person")
+            }
+        });
+        if let Some((slot, how)) = fields.get("headers").zip(as_callers) {
             if headers
                 .keys()
                 .any(|k| k.eq_ignore_ascii_case("authorization"))
             {
                 self.error(
                     codes::CONFLICT,
-                    "`Authorization` is each caller's here: the server has `auth.exchange`",
+                    format!("`Authorization` is each caller's here: the server has `auth.{how}`"),
                     &field("headers"),
                     slot.point(),
-                    Some(
-                        "remove `Authorization` from `headers`, or `exchange` from `auth`"
-                            .to_owned(),
-                    ),
+                    Some(format!(
+                        "remove `Authorization` from `headers`, or `{how}` from `auth`"
+                    )),
                 );
                 auth = None;
             }

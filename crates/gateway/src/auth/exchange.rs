@@ -298,7 +298,7 @@ impl Exchanger {
 
 /// The `sub` of a JWT's payload, read without checking it: moniker's own token from the
 /// identity provider it trusts, named in the audit log only (at most 256 characters).
-fn subject_of(token: &str) -> Option<String> {
+pub(crate) fn subject_of(token: &str) -> Option<String> {
     use base64::Engine;
     let payload = token.split('.').nth(1)?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD

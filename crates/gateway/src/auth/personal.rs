@@ -91,8 +91,10 @@ pub(crate) enum Unsigned {
 /// What is kept of a person's sign-in.
 #[derive(Clone, Serialize, Deserialize)]
 struct Kept {
-    /// The person's `sub`, for `moniker connections`.
+    /// The person's `sub`, for `moniker people`.
     person: String,
+    /// The authorization server that gave the tokens: the refresh token goes to it alone.
+    issuer: String,
     client: Client,
     tokens: Tokens,
 }
@@ -171,10 +173,14 @@ impl Personal {
             return Err(self.ticket(&person));
         };
         if kept.tokens.expires_within(REFRESH_MARGIN) {
-            kept = match self.refreshed(&person, kept).await {
-                Some(kept) => kept,
-                None => return Err(self.ticket(&person)),
-            };
+            match self.refreshed(&person, kept.clone()).await {
+                Some(renewed) => kept = renewed,
+                // Signed out (the refresh was refused, or someone signed them out meanwhile).
+                None if self.kept(&person).is_none() => return Err(self.ticket(&person)),
+                // The authorization server could not be asked now: the token goes while it
+                // lasts, and the next call tries again.
+                None => {}
+            }
         }
         let mut authorization =
             HeaderValue::from_str(&format!("Bearer {}", kept.tokens.access_token)).map_err(
@@ -183,31 +189,27 @@ impl Personal {
         authorization.set_sensitive(true);
         Ok(Upstream {
             authorization,
-            subject: person.name,
+            subject: super::exchange::subject_of(&kept.tokens.access_token).unwrap_or(person.name),
         })
     }
 
-    /// The person's tokens: in memory, else in their sealed file.
+    /// The person's tokens: their sealed file (read at each call: one removed by `moniker
+    /// people --forget`, or by another process, ends the sign-in here too), else in memory.
     fn kept(&self, person: &Person) -> Option<Kept> {
-        if let Some(sealed) = &self.sealed {
-            // The file is the truth: one removed by `moniker connections --forget` (or
-            // another process) ends the sign-in here too.
-            let kept = sealed.read(person)?;
-            let mut people = lock(&self.people);
-            if people.len() >= PEOPLE_MAX {
-                people.clear();
-            }
-            people.insert(person.key, kept.clone());
-            return Some(kept);
+        match &self.sealed {
+            Some(sealed) => sealed.read(person),
+            None => lock(&self.people).get(&person.key).cloned(),
         }
-        lock(&self.people).get(&person.key).cloned()
     }
 
-    fn keep(&self, person: &Person, kept: Kept) {
+    /// Keeps `kept` for `person`: in their sealed file (an error when it cannot be written:
+    /// a sign-in that is not kept is not one), else in memory.
+    fn keep(&self, person: &Person, kept: Kept) -> Result<(), String> {
         if let Some(sealed) = &self.sealed {
-            if let Err(e) = sealed.write(person, &kept) {
-                tracing::warn!(server = %self.server, error = %e, "cannot keep a person's tokens on disk: kept in memory");
-            }
+            return sealed.write(person, &kept).map_err(|e| {
+                tracing::warn!(server = %self.server, error = %e, "cannot keep a person's tokens on disk");
+                format!("moniker could not keep your sign-in ({e})")
+            });
         }
         let mut people = lock(&self.people);
         if people.len() >= PEOPLE_MAX && !people.contains_key(&person.key) {
@@ -216,6 +218,7 @@ impl Personal {
             }
         }
         people.insert(person.key, kept);
+        Ok(())
     }
 
     /// Forgets `person`'s sign-in: whether there was one.
@@ -262,6 +265,7 @@ impl Personal {
     /// A fresh ticket for `person` (their oldest go past [`TICKETS_EACH`]).
     fn ticket(&self, person: &Person) -> Unsigned {
         let now = Instant::now();
+        lock(&self.pending).retain(|_, p| p.until > now);
         let mut tickets = lock(&self.tickets);
         tickets.retain(|_, t| t.until > now);
         let mut theirs: Vec<(String, Instant)> = tickets
@@ -291,24 +295,44 @@ impl Personal {
         Unsigned::SignIn(id)
     }
 
-    /// Begins the sign-in of a ticket's person: the authorization URL to send the browser to,
-    /// and the `state` its answer must bring.
+    /// Whose a ticket is, while it may be used (it is not used up).
+    pub(crate) fn ticket_holder(&self, ticket: &str) -> Option<[u8; 32]> {
+        lock(&self.tickets)
+            .get(ticket)
+            .filter(|t| t.until > Instant::now())
+            .map(|t| t.person.key)
+    }
+
+    /// Begins the sign-in of a ticket's person, once `person` proved to be them: the
+    /// authorization URL to send the browser to, and the `state` its answer must bring. The
+    /// ticket is used up then, and not before (a failed discovery leaves it to try again).
     pub(crate) async fn begin(
         &self,
         ticket: &str,
+        person: &Person,
         redirect_uri: &str,
     ) -> Result<(Url, String), String> {
-        let person = lock(&self.tickets)
-            .remove(ticket)
-            .filter(|t| t.until > Instant::now())
-            .map(|t| t.person)
-            .ok_or(
-                "this sign-in link was used already, or is over: call the tool again for a new one",
-            )?;
         let discovered = self.discovered().await?;
         let metadata = &discovered.metadata;
         let endpoint = browser::authorization_endpoint(metadata)?;
         let client = self.client(metadata, redirect_uri).await?;
+        {
+            let mut tickets = lock(&self.tickets);
+            match tickets.get(ticket).filter(|t| t.until > Instant::now()) {
+                None => {
+                    return Err("this sign-in link was used already, or is over: call the tool again for a new one".to_owned());
+                }
+                Some(t) if t.person.key != person.key => {
+                    return Err(format!(
+                        "this link was made for someone else, and you signed in as `{}`: call the tool yourself for a link of your own",
+                        person.name
+                    ));
+                }
+                Some(_) => {
+                    tickets.remove(ticket);
+                }
+            }
+        }
         let state = crate::random::text(24);
         let verifier = crate::random::text(32);
         let scope = challenge::choose_scope(
@@ -331,13 +355,20 @@ impl Personal {
         let now = Instant::now();
         let mut pending = lock(&self.pending);
         pending.retain(|_, p| p.until > now);
-        if pending.len() >= UNDER_WAY_MAX {
-            return Err("too many sign-ins are under way: try again in a few minutes".to_owned());
+        let theirs = pending
+            .values()
+            .filter(|p| p.person.key == person.key)
+            .count();
+        if pending.len() >= UNDER_WAY_MAX || theirs >= TICKETS_EACH {
+            return Err(
+                "too many sign-ins are under way: finish one, or try again in ten minutes"
+                    .to_owned(),
+            );
         }
         pending.insert(
             state.clone(),
             Pending {
-                person,
+                person: person.clone(),
                 verifier,
                 client,
                 redirect_uri: redirect_uri.to_owned(),
@@ -345,6 +376,11 @@ impl Personal {
             },
         );
         Ok((url, state))
+    }
+
+    /// Whether `state` is a sign-in under way at the server's authorization server.
+    pub(crate) fn signing_in(&self, state: &str) -> bool {
+        lock(&self.pending).contains_key(state)
     }
 
     /// Ends the sign-in of `state` with the authorization server's answer: the person's
@@ -382,25 +418,30 @@ impl Personal {
             &pending.person,
             Kept {
                 person: name.clone(),
+                issuer: discovered.metadata.issuer.clone(),
                 client: pending.client,
                 tokens,
             },
-        );
+        )?;
         Ok(name)
     }
 
-    /// The person's tokens refreshed (`None`: they cannot be; the person signs in again).
+    /// The person's tokens refreshed (`None`: they cannot be now; the person signs in again
+    /// when the authorization server refused the refresh token).
     async fn refreshed(&self, person: &Person, kept: Kept) -> Option<Kept> {
         let _one = self.refreshing.lock().await;
-        // Refreshed by another call meanwhile?
-        if let Some(now) = self
-            .kept(person)
-            .filter(|k| !k.tokens.expires_within(REFRESH_MARGIN))
-        {
+        // Refreshed by another call meanwhile, or signed out?
+        let now = self.kept(person)?;
+        if !now.tokens.expires_within(REFRESH_MARGIN) {
             return Some(now);
         }
         let refresh = kept.tokens.refresh_token.clone()?;
         let discovered = self.discovered().await.ok()?;
+        if discovered.metadata.issuer != kept.issuer {
+            tracing::warn!(server = %self.server, person = %person.name, "the server names another authorization server than the one its person signed in at: they sign in again");
+            self.forget(person);
+            return None;
+        }
         let form = vec![
             ("grant_type", "refresh_token".to_owned()),
             ("refresh_token", refresh.clone()),
@@ -418,12 +459,17 @@ impl Personal {
         match renewed {
             Ok(tokens) => {
                 let kept = Kept { tokens, ..kept };
-                self.keep(person, kept.clone());
+                self.keep(person, kept.clone()).ok()?;
                 Some(kept)
             }
             Err(why) => {
-                tracing::info!(server = %self.server, person = %person.name, reason = %why, "a person's token could not be refreshed: they sign in again");
-                self.forget(person);
+                // Only the authorization server's own refusal ends the sign-in: an outage does
+                // not sign everyone out.
+                let refused = why.contains("invalid_grant");
+                tracing::info!(server = %self.server, person = %person.name, reason = %why, signed_out = refused, "a person's token could not be refreshed");
+                if refused {
+                    self.forget(person);
+                }
                 None
             }
         }
@@ -651,6 +697,7 @@ mod tests {
     fn kept(token: &str) -> Kept {
         Kept {
             person: "alice".to_owned(),
+            issuer: "https://as".to_owned(),
             client: Client {
                 client_id: "c".to_owned(),
                 client_secret: None,

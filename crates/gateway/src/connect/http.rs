@@ -395,12 +395,18 @@ async fn end_session(link: &Link) {
 /// The headers of a line's POST: its types, a 2026-07-28 server's routing headers (`Err`:
 /// the line cannot be routed), the trace context, and the caller's headers the server's
 /// `forward` takes (taken first: whatever becomes of the request, they are not kept).
-fn post_headers(link: &Link, line: &Message) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
-    let forwarded = link
+/// `None`: a request no one waits for any more, not to be sent.
+fn post_headers(
+    link: &Link,
+    line: &Message,
+) -> Result<Option<Vec<(HeaderName, HeaderValue)>>, String> {
+    let Some(forwarded) = link
         .conn
         .upgrade()
-        .map(|conn| conn.take_forwarded(line))
-        .unwrap_or_default();
+        .map_or(Some(Vec::new()), |conn| conn.forwarded(line))
+    else {
+        return Ok(None);
+    };
     let mut headers = vec![
         (CONTENT_TYPE, HeaderValue::from_static(JSON)),
         (ACCEPT, HeaderValue::from_static(BOTH)),
@@ -410,7 +416,7 @@ fn post_headers(link: &Link, line: &Message) -> Result<Vec<(HeaderName, HeaderVa
     }
     headers.extend(trace_headers(line));
     headers.extend(forwarded);
-    Ok(headers)
+    Ok(Some(headers))
 }
 
 /// A POST that got no answer: the requests it carried fail. While connecting, the handshake
@@ -433,7 +439,9 @@ async fn post(link: &Arc<Link>, line: &Message, first: bool) -> Posted {
     let mut pending = Pending::of(line);
     let had_session = link.has_session();
     let headers = match post_headers(link, line) {
-        Ok(headers) => headers,
+        Ok(Some(headers)) => headers,
+        // Given up before it was sent (cancelled, timed out): it is not sent.
+        Ok(None) => return Posted::Done,
         Err(why) => {
             link.fail_with(&mut pending, message::INVALID_PARAMS, &why);
             return Posted::Done;

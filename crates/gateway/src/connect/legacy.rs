@@ -98,7 +98,11 @@ async fn legacy_post(link: &Link, endpoint: &Url, line: &Message) {
     let mut pending = Pending::of(line);
     let mut headers = vec![(CONTENT_TYPE, HeaderValue::from_static(JSON))];
     if let Some(conn) = link.conn.upgrade() {
-        headers.extend(conn.take_forwarded(line));
+        match conn.forwarded(line) {
+            Some(forwarded) => headers.extend(forwarded),
+            // Given up before it was sent: it is not sent.
+            None => return,
+        }
     }
     let sent = link
         .send(Method::POST, endpoint, &headers, Some(line.text()))

@@ -1,12 +1,19 @@
 //! Where people sign in to the servers that act as each of them (`auth.per_person`), beside
-//! `/mcp`: `GET /connect/<server>?ticket=T` (the link a person's call was answered with) sends
-//! the browser to the server's authorization server, `GET /connect/<server>/callback` takes its
-//! answer, and `DELETE /connect/<server>` with the person's own access token for moniker signs
-//! them out. The browser that began a sign-in must finish it: a cookie on the callback's path
-//! holds its `state` (nobody can make another person's browser finish a sign-in they began).
-//! The flow itself, and what is kept, is [`crate::auth::personal`]'s.
+//! `/mcp`: `GET /connect/<server>?ticket=T` (the link a person's call was answered with),
+//! `GET /connect/<server>/callback`, and `DELETE /connect/<server>` with the person's own
+//! access token for moniker, which signs them out.
+//!
+//! A link is one person's, but anyone who sees it could open it: so the browser first signs in
+//! at moniker's identity provider (`http.auth.issuer`: the code grant with PKCE, the access
+//! token checked as `/mcp` checks one), and only the person the link was made for goes on, to
+//! the server's own authorization server ([`crate::auth::personal`] runs that part and keeps
+//! what it gives). Both answers come back to the same callback; the browser that began a step
+//! must finish it (a cookie holds its `state`). A link is used up only when its person has
+//! proved to be who opened it.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
@@ -14,26 +21,52 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
+use moniker_config::ResourceAuth;
 use moniker_surface::ServerId;
 use reqwest::Url;
 use subtle::ConstantTimeEq as _;
 
 use super::checks;
 use super::http::{Shared, layers};
-use crate::auth::browser;
 use crate::auth::personal::{Person, SIGNIN_TTL, at_connect};
+use crate::auth::store::Client;
+use crate::auth::{browser, oauth};
+use crate::sync::lock;
 
-/// The cookie of a sign-in under way.
+/// The cookie of a step under way.
 const COOKIE: &str = "moniker_connect";
+/// Identity steps under way at once, at most (each needs a valid ticket).
+const IDENTIFYING_MAX: usize = 1024;
+
+/// The state of the sign-ins' first step: who the browser is at moniker's identity provider.
+struct Lobby {
+    shared: Arc<Shared>,
+    identifying: Mutex<HashMap<String, Identifying>>,
+    /// moniker's client at the identity provider, by redirect URI (registered once).
+    clients: tokio::sync::Mutex<HashMap<String, Client>>,
+}
+
+struct Identifying {
+    server: ServerId,
+    ticket: String,
+    verifier: String,
+    client: Client,
+    until: Instant,
+}
 
 /// The sign-in routes, behind the same `Host` check as `/mcp`.
 pub(super) fn router(shared: &Arc<Shared>) -> Router {
+    let lobby = Arc::new(Lobby {
+        shared: shared.clone(),
+        identifying: Mutex::new(HashMap::new()),
+        clients: tokio::sync::Mutex::new(HashMap::new()),
+    });
     Router::new()
         .route("/connect/{server}", get(begin).delete(sign_out))
         .route("/connect/{server}/callback", get(callback))
         .route_layer(from_fn_with_state(shared.clone(), layers::host))
         .route_layer(from_fn(layers::close_on_refusal))
-        .with_state(shared.clone())
+        .with_state(lobby)
 }
 
 #[derive(serde::Deserialize)]
@@ -41,12 +74,16 @@ struct Ticket {
     ticket: Option<String>,
 }
 
-/// `GET /connect/<server>?ticket=T`: to the server's authorization server.
+/// `GET /connect/<server>?ticket=T`: first to moniker's identity provider, to prove who opens
+/// the link.
 async fn begin(
-    State(shared): State<Arc<Shared>>,
+    State(lobby): State<Arc<Lobby>>,
     Path(server): Path<String>,
     Query(ticket): Query<Ticket>,
 ) -> Response {
+    let Some((server, auth)) = place(&lobby.shared, &server) else {
+        return not_here();
+    };
     let Some(ticket) = ticket.ticket else {
         return page(
             StatusCode::BAD_REQUEST,
@@ -54,63 +91,123 @@ async fn begin(
             "Open the link a call of yours was answered with.",
         );
     };
-    let Some((server, resource)) = place(&shared, &server) else {
+    let Some(callback) = at_connect(&auth.resource, &server, "/callback") else {
         return not_here();
     };
-    let Some(callback) = at_connect(&resource, &server, "/callback") else {
+    let holder = lobby
+        .shared
+        .gateway
+        .servers
+        .connection(&server)
+        .and_then(|conn| {
+            conn.forwarding
+                .personal
+                .get()
+                .and_then(|p| p.ticket_holder(&ticket))
+        });
+    if holder.is_none() {
         return page(
-            StatusCode::NOT_FOUND,
-            "No sign-in here",
-            "moniker has no public URL.",
+            StatusCode::BAD_REQUEST,
+            "Cannot sign in",
+            "This sign-in link was used already, or is over: call the tool again for a new one.",
         );
-    };
-    let Some(conn) = shared.gateway.servers.connection(&server) else {
-        return page(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Not connected",
-            &format!("moniker is not connected to `{server}` now: try again in a moment."),
-        );
-    };
-    let Some(personal) = conn.forwarding.personal.get() else {
-        return page(
-            StatusCode::NOT_FOUND,
-            "No sign-in here",
-            "This server does not act as each person.",
-        );
-    };
-    match personal.begin(&ticket, &callback).await {
-        Ok((url, state)) => {
-            let mut response = Redirect::to(url.as_str()).into_response();
-            let secure = callback.starts_with("https://");
-            let path = Url::parse(&callback)
-                .map(|u| u.path().to_owned())
-                .unwrap_or_default();
-            let cookie = format!(
-                "{COOKIE}={state}; Path={path}; Max-Age={}; HttpOnly; SameSite=Lax{}",
-                SIGNIN_TTL.as_secs(),
-                if secure { "; Secure" } else { "" }
-            );
-            if let Ok(value) = header::HeaderValue::from_str(&cookie) {
-                response.headers_mut().append(header::SET_COOKIE, value);
-            }
-            response
-        }
+    }
+    match identify(&lobby, &auth, &server, ticket, &callback).await {
+        Ok((url, state)) => with_cookie(
+            Redirect::to(url.as_str()).into_response(),
+            &callback,
+            &state,
+        ),
         Err(why) => {
-            tracing::info!(server = %server, reason = %why, "a sign-in could not begin");
-            page(StatusCode::BAD_REQUEST, "Cannot sign in", &why)
+            tracing::warn!(server = %server, issuer = %auth.issuer, reason = %why, "a sign-in could not begin at the identity provider");
+            page(StatusCode::BAD_GATEWAY, "Cannot sign in", &why)
         }
     }
 }
 
-/// `GET /connect/<server>/callback`: the authorization server's answer, from the browser that
-/// began the sign-in.
+/// The identity provider's authorization URL for the browser, and the step's `state`.
+async fn identify(
+    lobby: &Lobby,
+    auth: &ResourceAuth,
+    server: &ServerId,
+    ticket: String,
+    callback: &str,
+) -> Result<(Url, String), String> {
+    let verifier = lobby.shared.verifier(auth);
+    let metadata = verifier.metadata_of_issuer().await?;
+    let endpoint = browser::authorization_endpoint(&metadata)?;
+    let client = client(lobby, auth, &metadata, callback).await?;
+    let (state, pkce) = (crate::random::text(24), crate::random::text(32));
+    let scope = (!auth.scopes.is_empty()).then(|| auth.scopes.join(" "));
+    let url = browser::authorization_url(
+        endpoint,
+        &browser::Request {
+            client_id: &client.client_id,
+            redirect_uri: callback,
+            verifier: &pkce,
+            state: &state,
+            resource: &auth.resource,
+            scope: scope.as_deref(),
+        },
+    )?;
+    let now = Instant::now();
+    let mut identifying = lock(&lobby.identifying);
+    identifying.retain(|_, i| i.until > now);
+    if identifying.len() >= IDENTIFYING_MAX {
+        return Err("too many sign-ins are under way: try again in ten minutes".to_owned());
+    }
+    identifying.insert(
+        state.clone(),
+        Identifying {
+            server: server.clone(),
+            ticket,
+            verifier: pkce,
+            client,
+            until: now + SIGNIN_TTL,
+        },
+    );
+    Ok((url, state))
+}
+
+/// moniker's client at the identity provider for `redirect_uri`: the console's when
+/// configured, else registered once.
+async fn client(
+    lobby: &Lobby,
+    auth: &ResourceAuth,
+    metadata: &oauth::Metadata,
+    redirect_uri: &str,
+) -> Result<Client, String> {
+    let settings = moniker_config::Auth {
+        client_id: auth.console_client.as_ref().map(|c| c.client_id.clone()),
+        client_secret: auth
+            .console_client
+            .as_ref()
+            .and_then(|c| c.client_secret.clone()),
+        ..moniker_config::Auth::default()
+    };
+    let http = lobby.shared.verifier(auth).http()?.clone();
+    if settings.client_id.is_some() {
+        return oauth::identify(&http, &settings, metadata, Some(redirect_uri)).await;
+    }
+    let mut clients = lobby.clients.lock().await;
+    if let Some(client) = clients.get(redirect_uri) {
+        return Ok(client.clone());
+    }
+    let client = oauth::identify(&http, &settings, metadata, Some(redirect_uri)).await?;
+    clients.insert(redirect_uri.to_owned(), client.clone());
+    Ok(client)
+}
+
+/// `GET /connect/<server>/callback`: an answer, from the browser that began its step: the
+/// identity provider's (then on to the server's authorization server, when the browser is
+/// the link's person) or the server's authorization server's (the sign-in is kept).
 async fn callback(
-    State(shared): State<Arc<Shared>>,
+    State(lobby): State<Arc<Lobby>>,
     Path(server): Path<String>,
     headers: HeaderMap,
     uri: axum::http::Uri,
 ) -> Response {
-    let Some((server, _)) = place(&shared, &server) else {
+    let Some((server, auth)) = place(&lobby.shared, &server) else {
         return not_here();
     };
     let Ok(url) = Url::parse(&format!("http://moniker{uri}")) else {
@@ -118,28 +215,56 @@ async fn callback(
     };
     let (answer, state) = browser::Answer::of(&url);
     let began = cookie(&headers, COOKIE);
-    let same = matches!((&state, began), (Some(s), Some(b)) if bool::from(s.as_bytes().ct_eq(b.as_bytes())));
-    if !same {
+    let Some(state) =
+        state.filter(|s| began.is_some_and(|b| bool::from(s.as_bytes().ct_eq(b.as_bytes()))))
+    else {
         return page(
             StatusCode::BAD_REQUEST,
             "Cannot sign in",
             "This sign-in was not begun in this browser, or is over: open the link again.",
         );
-    }
-    let Some(conn) = shared.gateway.servers.connection(&server) else {
+    };
+    let Some(conn) = lobby.shared.gateway.servers.connection(&server) else {
         return page(
             StatusCode::SERVICE_UNAVAILABLE,
             "Not connected",
             "Try again in a moment.",
         );
     };
-    let (Some(personal), Some(state)) = (conn.forwarding.personal.get(), state) else {
-        return page(
-            StatusCode::NOT_FOUND,
-            "No sign-in here",
-            "This server does not act as each person.",
-        );
+    let Some(personal) = conn.forwarding.personal.get() else {
+        return not_here();
     };
+    let identifying = lock(&lobby.identifying)
+        .remove(&state)
+        .filter(|i| i.until > Instant::now() && i.server == server);
+    if let Some(step) = identifying {
+        return match identified(&lobby, &auth, step, answer).await {
+            Ok((person, ticket)) => {
+                let Some(callback) = at_connect(&auth.resource, &server, "/callback") else {
+                    return not_here();
+                };
+                match personal.begin(&ticket, &person, &callback).await {
+                    Ok((url, state)) => with_cookie(
+                        Redirect::to(url.as_str()).into_response(),
+                        &callback,
+                        &state,
+                    ),
+                    Err(why) => page(StatusCode::BAD_REQUEST, "Cannot sign in", &why),
+                }
+            }
+            Err(why) => {
+                tracing::info!(server = %server, reason = %why, "a sign-in's person could not be told");
+                page(StatusCode::BAD_REQUEST, "Cannot sign in", &why)
+            }
+        };
+    }
+    if !personal.signing_in(&state) {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "Cannot sign in",
+            "This sign-in is over or was not begun here: open the link again.",
+        );
+    }
     match personal.finish(&state, answer).await {
         Ok(person) => page(
             StatusCode::OK,
@@ -155,19 +280,46 @@ async fn callback(
     }
 }
 
+/// Who the identity provider's answer proves the browser is (the access token it gives, as
+/// `/mcp` would check it), with the step's ticket.
+async fn identified(
+    lobby: &Lobby,
+    auth: &ResourceAuth,
+    step: Identifying,
+    answer: browser::Answer,
+) -> Result<(Person, String), String> {
+    let verifier = lobby.shared.verifier(auth);
+    let metadata = verifier.metadata_of_issuer().await?;
+    let code = browser::code_of(answer, &metadata)?;
+    let redirect_uri =
+        at_connect(&auth.resource, &step.server, "/callback").ok_or("moniker has no public URL")?;
+    let form = vec![
+        ("grant_type", "authorization_code".to_owned()),
+        ("code", code),
+        ("redirect_uri", redirect_uri),
+        ("code_verifier", step.verifier),
+        ("resource", auth.resource.clone()),
+    ];
+    let tokens = oauth::token(verifier.http()?, &metadata, &step.client, None, form, None).await?;
+    let identity = verifier
+        .verify(&tokens.access_token, &auth.resource)
+        .await
+        .map_err(|_| "the identity provider's token is not one `/mcp` would take".to_owned())?;
+    Ok((
+        Person::named(&identity.issuer, &identity.subject),
+        step.ticket,
+    ))
+}
+
 /// `DELETE /connect/<server>` with the person's access token for moniker: their sign-in to
 /// the server is forgotten (204), or there was none (404).
 async fn sign_out(
-    State(shared): State<Arc<Shared>>,
+    State(lobby): State<Arc<Lobby>>,
     Path(server): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let Some((server, _)) = place(&shared, &server) else {
+    let Some((server, auth)) = place(&lobby.shared, &server) else {
         return not_here();
-    };
-    let settings = shared.gateway.control.http();
-    let Some(auth) = settings.auth.as_ref() else {
-        return StatusCode::NOT_FOUND.into_response();
     };
     let token = headers
         .get(header::AUTHORIZATION)
@@ -176,12 +328,13 @@ async fn sign_out(
     let Some(token) = token else {
         return StatusCode::UNAUTHORIZED.into_response();
     };
-    let verifier = shared.verifier(auth);
+    let verifier = lobby.shared.verifier(&auth);
     let Ok(identity) = verifier.verify(token, &auth.resource).await else {
         return StatusCode::UNAUTHORIZED.into_response();
     };
     let person = Person::named(&identity.issuer, &identity.subject);
-    let forgot = shared
+    let forgot = lobby
+        .shared
         .gateway
         .servers
         .connection(&server)
@@ -195,27 +348,40 @@ async fn sign_out(
     }
 }
 
-/// The server a path names and moniker's public URL, when people sign in here at all.
-fn place(shared: &Shared, server: &str) -> Option<(ServerId, String)> {
+/// The server a path names and moniker's `http.auth`, when people sign in here at all.
+fn place(shared: &Shared, server: &str) -> Option<(ServerId, ResourceAuth)> {
     let server: ServerId = server.parse().ok()?;
-    let resource = shared
-        .gateway
-        .control
-        .http()
-        .auth
-        .as_ref()?
-        .resource
-        .clone();
-    Some((server, resource))
+    let auth = shared.gateway.control.http().auth.clone()?;
+    Some((server, auth))
 }
 
-/// The page of a server people do not sign in to here.
+/// The page of a server people do not sign in to here (the same whether it exists or not).
 fn not_here() -> Response {
     page(
         StatusCode::NOT_FOUND,
         "No sign-in here",
         "No such server signs people in here.",
     )
+}
+
+/// `response` with the cookie of a step whose `state` the callback must see.
+fn with_cookie(mut response: Response, callback: &str, state: &str) -> Response {
+    let path = Url::parse(callback)
+        .map(|u| u.path().to_owned())
+        .unwrap_or_default();
+    let cookie = format!(
+        "{COOKIE}={state}; Path={path}; Max-Age={}; HttpOnly; SameSite=Lax{}",
+        SIGNIN_TTL.as_secs(),
+        if callback.starts_with("https://") {
+            "; Secure"
+        } else {
+            ""
+        }
+    );
+    if let Ok(value) = header::HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
 }
 
 fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
