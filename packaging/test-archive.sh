@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds this machine's release archive with dist (cargo-dist), as the GitHub release workflow
 # (.github/workflows/release.yml) builds each target's, and checks it as a user would: its
-# .sha256, unpacked in a fresh directory, `moniker --version` (and `moniker check` on the demo
-# config when target/debug/moniker-fixture is there). Run by hand: it is not part of
+# .sha256, unpacked in a fresh directory, search's model beside the binary (made first by
+# packaging/model-folder.sh, from $MONIKER_TEST_MODEL when set), `moniker --version` (and, when
+# target/debug/moniker-fixture is there, `moniker check` on the demo config and with search,
+# which must load the model beside the binary). Run by hand: it is not part of
 # scripts/test, since dist's install (~6 min) and its release build (LTO, ~6 min on 2 cores)
 # would cost more than the whole packaging step there.
 #
@@ -41,6 +43,9 @@ distrib=$target_dir/distrib
 name=moniker-mcp-$target
 archive=$distrib/$name.tar.xz
 
+echo "== search's model for the archive (packaging/model-folder.sh) =="
+packaging/model-folder.sh "${MONIKER_TEST_MODEL:-target/archive-model/fetched}" target/archive-model/model
+
 echo "== dist build --artifacts=local --target $target =="
 rm -f "$archive" "$archive.sha256"
 start=$SECONDS
@@ -58,10 +63,23 @@ tar -xJf "$archive" -C "$unpacked"
 binary=$unpacked/$name/moniker
 [[ -x $binary ]] || die "the archive has no $name/moniker: $(tar -tJf "$archive" | tr '\n' ' ')"
 [[ -f $unpacked/$name/README.md ]] || die "the archive has no $name/README.md"
+for file in model.safetensors config.json tokenizer.json LICENSE; do
+    [[ -f $unpacked/$name/model/$file ]] || die "the archive has no $name/model/$file"
+done
+(cd "$unpacked/$name/model" && sha256sum -c --quiet) <crates/surface/model/all-MiniLM-L6-v2.eight-bit.sha256 ||
+    die "the archive's model is not the one at eight bits"
 got=$("$binary" --version)
 [[ $got =~ ^moniker\ $version\ \(commit\ [0-9a-f]{7,40}(-dirty)?\)$ ]] || die "--version: '$got', expected 'moniker $version (commit ...)'"
 echo "$got"
 if [[ -x $target_dir/debug/moniker-fixture ]]; then
+    # A config that searches: the model beside the binary is the one moniker runs.
+    searching=$(mktemp)
+    printf 'discovery: { mode: search }\nservers:\n  one: { command: %s }\n' "$PWD/$target_dir/debug/moniker-fixture" >"$searching"
+    said=$("$binary" check -c "$searching" --log debug 2>&1) || die "moniker check with search failed: $said"
+    [[ $said == *"search model loaded"* && $said == *"$unpacked/$name/model"* ]] ||
+        die "the archive's moniker did not load the model beside it: $said"
+    rm -f "$searching"
+    echo "search loads the model beside the binary"
     out=$("$binary" check -c examples/demo.yaml) || die "moniker check -c examples/demo.yaml failed: $out"
     [[ $out == *"70 tools and 2 prompts from 3 of 3 servers"* ]] || die "moniker check: $out"
     echo "$out"

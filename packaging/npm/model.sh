@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Makes moniker-mcp-model-<version>.tgz, search's model for npm users (as the wheel
 # moniker-mcp-model is for PyPI's), which moniker-mcp depends on: all-MiniLM-L6-v2's three files
-# (Apache-2.0), each checked by SHA-256, its weights at eight bits a value (crates/model's
-# `moniker-eight-bit`, run with cargo from this checkout: 23 MB instead of 87, and checked by
-# SHA-256 too), in a package of their own. The `moniker` shim of moniker-mcp finds it installed
-# beside itself and names its folder in $MONIKER_MODEL:
+# (Apache-2.0), each checked by SHA-256, its weights at eight bits a value (23 MB instead of 87,
+# checked by SHA-256 too: packaging/model-folder.sh makes the files), in a package of their
+# own. The `moniker` shim of moniker-mcp finds it installed beside itself and names its folder
+# in $MONIKER_MODEL:
 #
 #   npm install -g moniker-mcp        (moniker-mcp-model comes with it: an optional dependency,
 #                                     installed unless --omit=optional, as the platforms' are)
@@ -27,16 +27,7 @@ command -v npm >/dev/null 2>&1 || die "npm is not on PATH"
 version=2.0.0
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-sums=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/crates/surface/model/all-MiniLM-L6-v2.sha256
-(cd "$model" && sha256sum -c --quiet) <"$sums" || die "$model is not all-MiniLM-L6-v2 as fetch.sh checks it"
-cp "$model/config.json" "$model/tokenizer.json" "$stage/"
-(cd "$(dirname "$sums")/../../.." && cargo run --quiet -p moniker-model --bin moniker-eight-bit -- \
-    "$(cd "$model" && pwd)/model.safetensors" "$stage/model.safetensors" </dev/null) ||
-    die "the weights could not be put at eight bits"
-(cd "$stage" && sha256sum -c --quiet) <"${sums%.sha256}.eight-bit.sha256" ||
-    die "the weights at eight bits are not what all-MiniLM-L6-v2.eight-bit.sha256 says"
-# The model's licence (Apache-2.0), whose text goes with every copy of it.
-cp "$(dirname "$sums")/LICENSE-Apache-2.0" "$stage/LICENSE"
+"$(dirname "${BASH_SOURCE[0]}")/../model-folder.sh" "$model" "$stage" || die "the model's files could not be made"
 cat >"$stage/package.json" <<JSON
 {
   "name": "moniker-mcp-model",

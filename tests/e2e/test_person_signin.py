@@ -295,3 +295,35 @@ def test_an_admin_sees_who_is_signed_in_and_signs_one_out_in_the_console(
     assert failed and LINK.search(text), text
     failed, text = run(call(gw, tokens["bob"]))
     assert not failed and "sub=bob " in text, text
+
+
+@pytest.mark.timeout(180)
+async def test_a_client_that_takes_url_elicitation_is_sent_to_the_link(
+    gw: Gateway, idp: OAuthServers, remote: OAuthServers, moniker_bin: Path, write_config
+) -> None:
+    """The Python SDK with an elicitation handler declares URL-mode elicitation: the call of a
+    person who has not signed in is answered with MCP 2025-11-25's URLElicitationRequiredError
+    (-32042, the link in `data.elicitations`), which the SDK reads as one; following that URL
+    signs her in, and the retried call goes as her."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.exceptions import UrlElicitationRequiredError
+
+    async def never(*_: Any) -> Any:
+        raise AssertionError("moniker asked in-band")
+
+    start(gw, idp, remote, moniker_bin, write_config)
+    alice = idp.interactive(gw.url(), account="alice")["access_token"]
+    async with httpx.AsyncClient(headers={"authorization": f"Bearer {alice}"}, timeout=15) as client:
+        async with streamable_http_client(gw.url(), http_client=client) as (read, write, _):
+            async with ClientSession(read, write, elicitation_callback=never) as session:
+                await session.initialize()
+                with pytest.raises(McpError) as raised:
+                    await session.call_tool("whoami", {})
+                error = UrlElicitationRequiredError.from_error(raised.value.error)
+                [asked] = error.elicitations
+                assert asked.mode == "url" and LINK.fullmatch(asked.url), asked
+                done = sign_in(idp, remote, "alice", asked.url)
+                assert "/connect/up/callback -> 200" in done.stderr, done.stderr
+                result = await session.call_tool("whoami", {})
+                assert not result.isError and "sub=alice " in text_of(result), text_of(result)

@@ -144,6 +144,29 @@ impl Refusal {
     }
 }
 
+/// MCP 2025-11-25's `URLElicitationRequiredError` (the code is the specification's, -32042,
+/// which moniker's own time-outs also answer with: the `data` tells them apart): the request
+/// can go on once the person has been to `url`, for a client that takes URL-mode elicitation.
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+
+/// The error of [`URL_ELICITATION_REQUIRED`] for the request `id`, sending its person to `url`.
+pub fn url_elicitation_required(id: &str, text: &str, url: &str) -> Message {
+    let data = serde_json::json!({
+        "elicitations": [{
+            "mode": "url",
+            "elicitationId": crate::random::text(16),
+            "url": url,
+            "message": text,
+        }]
+    });
+    Message::error_with(
+        Some(id),
+        URL_ELICITATION_REQUIRED,
+        text,
+        Some(&data.to_string()),
+    )
+}
+
 /// A tool result that reports a failure to the model (`isError: true`) with one text.
 pub fn tool_error(text: &str) -> String {
     format!(

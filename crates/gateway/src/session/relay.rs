@@ -102,7 +102,14 @@ impl Session {
         };
         let (ours, rx) = match start(&conn, &out, self.signin_base().as_deref()).await {
             Ok(started) => started,
-            // A tool call's person reads it as the tool's error, the model too.
+            // A client that takes URL-mode elicitation sends its person to the link itself;
+            // else a tool call's person reads it as the tool's error, the model too.
+            Err(Refusal::SignIn { server, link }) if self.takes_url_elicitation() => {
+                let text =
+                    format!("Sign in to `{server}` (it acts as each person), then try again.");
+                let answer = crate::errors::url_elicitation_required(id, &text, &link);
+                return (Some(answer), Outcome::Error);
+            }
             Err(refusal @ Refusal::SignIn { .. }) if out.method == "tools/call" => {
                 let text = crate::errors::tool_error(&refusal.to_string());
                 return (Some(Message::result(id, &text)), Outcome::Error);
@@ -154,6 +161,15 @@ impl Session {
                 })
             }
         }
+    }
+
+    /// Whether the client said it takes URL-mode elicitation (`elicitation.url` in its
+    /// `initialize` capabilities).
+    fn takes_url_elicitation(&self) -> bool {
+        self.client_capabilities
+            .get()
+            .and_then(|caps| serde_json::from_str::<serde_json::Value>(caps).ok())
+            .is_some_and(|caps| caps.pointer("/elicitation/url").is_some())
     }
 
     /// Where people sign in to servers that act as each of them: moniker's public URL
