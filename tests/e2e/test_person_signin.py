@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 import secrets
 import subprocess
 from collections.abc import Iterator
@@ -327,3 +328,122 @@ async def test_a_client_that_takes_url_elicitation_is_sent_to_the_link(
                 assert "/connect/up/callback -> 200" in done.stderr, done.stderr
                 result = await session.call_tool("whoami", {})
                 assert not result.isError and "sub=alice " in text_of(result), text_of(result)
+
+
+ENV_SERVER = Path(__file__).parent / "servers" / "env_server.py"
+
+
+def start_per_person(gw: Gateway, idp: OAuthServers, moniker_bin: Path, write_config, **per_person: Any) -> Path:
+    """moniker serve --http with servers/env_server.py run once for each person, whose secret
+    is SERVICE_TOKEN."""
+    import sys
+
+    config = write_config(
+        {
+            "servers": {
+                "env": {
+                    "command": sys.executable,
+                    "args": [str(ENV_SERVER)],
+                    "per_person": {"secrets": ["SERVICE_TOKEN"], **per_person},
+                }
+            },
+            "http": {"auth": auth_section(gw, idp, toolsets=None, default_toolset=None)},
+            "audit": str(gw.audit_path),
+        },
+        name="per-person-stdio.yaml",
+    )
+    base_env = Gateway.env(gw)
+    gw.env = lambda: {**base_env, "MONIKER_SECRET_KEY": KEY}  # type: ignore[method-assign]
+    gw.start(moniker_bin, config)
+    return config
+
+
+def set_secret(gw: Gateway, token: str, value: str) -> httpx.Response:
+    return httpx.put(
+        f"{gw.origin}/connect/env/secrets",
+        json={"SERVICE_TOKEN": value},
+        headers={"authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+
+
+async def env_whoami(gw: Gateway, token: str) -> tuple[bool, str]:
+    async with bearer_session(gw.url(), token) as session:
+        try:
+            result = await session.call_tool("whoami", {})
+        except McpError as refused:
+            return True, refused.error.message
+    return bool(result.isError), text_of(result)
+
+
+@pytest.mark.timeout(180)
+async def test_a_stdio_server_runs_once_for_each_person_with_their_own_secret(
+    gw: Gateway, idp: OAuthServers, moniker_bin: Path, write_config
+) -> None:
+    """servers.env.per_person: a person without their secret is told to set it; alice and bob
+    each set theirs (PUT /connect/env/secrets with their own token) and each call reaches an
+    instance of their own holding their own secret (60 calls at once never cross); the shared
+    instance, which lists the tools, holds neither; a name that is not a secret is refused;
+    the sealed file holds no value; signing out forgets the secret and stops the instance."""
+    start_per_person(gw, idp, moniker_bin, write_config)
+    tokens = {who: idp.interactive(gw.url(), account=who)["access_token"] for who in ("alice", "bob")}
+    failed, text = await env_whoami(gw, tokens["alice"])
+    assert failed and "SERVICE_TOKEN" in text and "/connect/env/secrets" in text, text
+
+    assert set_secret(gw, tokens["alice"], "alice-s3cret").status_code == 204
+    assert set_secret(gw, tokens["bob"], "bob-s3cret").status_code == 204
+    wrong = httpx.put(f"{gw.origin}/connect/env/secrets", json={"PATH": "/tmp"},
+                      headers={"authorization": f"Bearer {tokens['alice']}"}, timeout=10)
+    assert wrong.status_code == 400 and "not a secret" in wrong.text, wrong.text
+    anonymous = httpx.put(f"{gw.origin}/connect/env/secrets", json={"SERVICE_TOKEN": "x"}, timeout=10)
+    assert anonymous.status_code == 401
+
+    async def person(who: str) -> list[str]:
+        async with bearer_session(gw.url(), tokens[who]) as session:
+            results = await asyncio.gather(*(session.call_tool("whoami", {}) for _ in range(30)))
+        return [text_of(r) for r in results]
+
+    answers = dict(zip(("alice", "bob"), await asyncio.gather(person("alice"), person("bob"))))
+    pids = {}
+    for who, texts in answers.items():
+        assert all(t.startswith(f"token={who}-s3cret ") for t in texts), f"{who}: {texts[:3]}\n{gw.describe()}"
+        pids[who] = {t.split("pid=")[1] for t in texts}
+        assert len(pids[who]) == 1, pids
+    assert pids["alice"] != pids["bob"], pids
+    sealed = list((gw.tmp_path / "gateway-home").rglob("*.sealed"))
+    assert len(sealed) == 2 and all(b"s3cret" not in f.read_bytes() for f in sealed), sealed
+    listed = subprocess.run(
+        [str(moniker_bin), "people", "env", "-c", str(gw.config)], capture_output=True, text=True, timeout=30, env=gw.env()
+    )
+    assert "alice: has set their secrets for `env`; secrets SERVICE_TOKEN" in listed.stdout, listed.stdout + listed.stderr
+    assert "s3cret" not in listed.stdout + listed.stderr
+
+    out = httpx.delete(f"{gw.origin}/connect/env", headers={"authorization": f"Bearer {tokens['alice']}"}, timeout=10)
+    assert out.status_code == 204, out.text
+    failed, text = await env_whoami(gw, tokens["alice"])
+    assert failed and "SERVICE_TOKEN" in text, text
+    failed, text = await env_whoami(gw, tokens["bob"])
+    assert not failed and text.startswith("token=bob-s3cret "), text
+
+
+@pytest.mark.timeout(180)
+async def test_instances_are_bounded_and_stop_when_idle(
+    gw: Gateway, idp: OAuthServers, moniker_bin: Path, write_config
+) -> None:
+    """instances: 1, idle: 1s. bob's call while alice's instance is idle stops hers for his;
+    her next call starts hers anew (another process); an instance no call reaches for a second
+    stops (its process ends)."""
+    start_per_person(gw, idp, moniker_bin, write_config, instances=1, idle="1s")
+    tokens = {who: idp.interactive(gw.url(), account=who)["access_token"] for who in ("alice", "bob")}
+    for who in tokens:
+        assert set_secret(gw, tokens[who], f"{who}-s3cret").status_code == 204
+    _, first = await env_whoami(gw, tokens["alice"])
+    _, bobs = await env_whoami(gw, tokens["bob"])
+    _, again = await env_whoami(gw, tokens["alice"])
+    assert first.startswith("token=alice-s3cret") and bobs.startswith("token=bob-s3cret"), (first, bobs)
+    assert again.startswith("token=alice-s3cret") and again != first, (first, again)
+    pid = int(again.split("pid=")[1])
+    deadline = time.monotonic() + 15
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert not Path(f"/proc/{pid}").exists(), f"alice's idle instance still runs\n{gw.describe()}"

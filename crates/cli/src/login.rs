@@ -119,35 +119,42 @@ pub fn people(mut config: Config, args: &crate::args::PeopleArgs) -> Result<Exit
         Ok(found) => found,
         Err(exit) => return Ok(exit),
     };
-    let Transport::Http { url, auth, .. } = &server.transport else {
-        return Err(format!("`{id}` is a stdio server: nobody signs in to it").into());
+    let (place, what) = match &server.transport {
+        Transport::Http { url, auth, .. } if auth.per_person => (url.clone(), "signed in to"),
+        Transport::Stdio { command, args, .. } if server.per_person.is_some() => (
+            format!("stdio:{command} {}", args.join(" ")),
+            "has set their secrets for",
+        ),
+        _ => {
+            return Err(format!(
+                "`{id}` does not act as each person (`per_person`, `auth.per_person`)"
+            )
+            .into());
+        }
     };
-    if !auth.per_person {
-        return Err(format!("`{id}` does not act as each person (`auth.per_person`)").into());
-    }
     let Some(text) = std::env::var(KEY_VAR).ok().filter(|t| !t.trim().is_empty()) else {
-        return Err(format!("${KEY_VAR} is not set: people's sign-ins are sealed with it (without it, the running gateway keeps them in memory only)").into());
+        return Err(format!("${KEY_VAR} is not set: people's sign-ins and secrets are sealed with it (without it, the running gateway keeps them in memory only)").into());
     };
     let key = key_from(&text)?;
-    let Some(dir) = folder(id.as_str(), url) else {
+    let Some(dir) = folder(id.as_str(), &place) else {
         return Err("this platform has no user data dir".into());
     };
-    let people = Sealed::list(&dir, id.as_str(), &key);
+    let people: Vec<(std::path::PathBuf, String, String)> = match &server.transport {
+        Transport::Http { .. } => Sealed::list(&dir, id.as_str(), &key)
+            .into_iter()
+            .map(|(path, person, expires)| (path, person, token_left(expires)))
+            .collect(),
+        Transport::Stdio { .. } => Sealed::list_secrets(&dir, id.as_str(), &key)
+            .into_iter()
+            .map(|(path, person, names)| (path, person, format!("secrets {}", names.join(", "))))
+            .collect(),
+    };
     let Some(name) = &args.forget else {
         if people.is_empty() {
-            output::line(&format!(
-                "nobody is signed in to `{id}` ({})",
-                dir.display()
-            ))?;
+            output::line(&format!("nobody {what} `{id}` ({})", dir.display()))?;
         }
-        for (_, person, expires) in &people {
-            let now = moniker_gateway::auth::now();
-            let when = match expires {
-                Some(at) if *at > now => format!("its token expires in {} s", at - now),
-                Some(_) => "its token has expired (refreshed at the next call)".to_owned(),
-                None => "its token does not say when it expires".to_owned(),
-            };
-            output::line(&format!("{person}: signed in to `{id}`; {when}"))?;
+        for (_, person, said) in &people {
+            output::line(&format!("{person}: {what} `{id}`; {said}"))?;
         }
         return Ok(Exit::Ok);
     };
@@ -156,12 +163,20 @@ pub fn people(mut config: Config, args: &crate::args::PeopleArgs) -> Result<Exit
         std::fs::remove_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     output::line(&match theirs.len() {
-        0 => format!("`{name}` is not signed in to `{id}`"),
-        _ => {
-            format!("`{name}` is signed out of `{id}`: their next call asks them to sign in again")
-        }
+        0 => format!("`{name}` is not known to `{id}`"),
+        _ => format!("`{name}` is signed out of `{id}`: their next call asks them again"),
     })?;
     Ok(Exit::Ok)
+}
+
+/// What a sign-in's token has left, in words.
+fn token_left(expires: Option<u64>) -> String {
+    let now = moniker_gateway::auth::now();
+    match expires {
+        Some(at) if at > now => format!("its token expires in {} s", at - now),
+        Some(_) => "its token has expired (refreshed at the next call)".to_owned(),
+        None => "its token does not say when it expires".to_owned(),
+    }
 }
 
 /// The servers whose last challenge waits for a person, with the scope they asked for.

@@ -18,6 +18,7 @@ pub(crate) fn entries(config: &Config) -> Vec<ServerEntry> {
             spec: server.transport.clone(),
             modern: server.modern,
             sandbox: server.sandbox.clone(),
+            per_person: server.per_person.clone(),
         });
     }
     servers

@@ -107,6 +107,19 @@ pub(crate) fn decode(root: Option<&Node>, text: &str) -> (Decoded, Vec<ConfigErr
 fn exchanges_at_the_issuer(out: &mut Decoded, errors: &mut Vec<ConfigError>) {
     let callers = out.http.auth.as_ref().map(|auth| auth.issuer.clone());
     for (id, server) in &mut out.servers {
+        if server.per_person.is_some() && callers.is_none() {
+            let at = format!("servers.{id}.per_person");
+            let mut error = ConfigError::new(
+                codes::MISSING_KEY,
+                "`per_person` needs `http.auth`: who each person is comes from their access token",
+                at.clone(),
+            );
+            if let Some(spans) = out.spans.get(&at) {
+                error = error.with_span(spans.point);
+            }
+            error.help = Some("add `http.auth` (your identity provider)".to_owned());
+            errors.push(error);
+        }
         let crate::Transport::Http { auth, .. } = &mut server.transport else {
             continue;
         };

@@ -33,7 +33,8 @@ pub use load::{Found, LoadError, find, find_why, load};
 pub use redact::shown_url;
 pub use report::{ConfigError, ConfigReport, codes};
 pub use server::{
-    Auth, Exchange, Forward, Grant, Network, PassEnv, Sandbox, ServerConfig, Tls, Transport,
+    Auth, Exchange, Forward, Grant, Network, PassEnv, PerPerson, Sandbox, ServerConfig, Tls,
+    Transport,
 };
 
 /// The run-time settings of the `toolsets` section (the toolsets themselves are naming rules).

@@ -15,6 +15,31 @@ pub struct ServerConfig {
     pub modern: bool,
     /// What a stdio server may reach (`sandbox`); `None`: everything its user may.
     pub sandbox: Option<Sandbox>,
+    /// A stdio server run once for each person (`per_person`); `None`: one for everyone.
+    pub per_person: Option<PerPerson>,
+}
+
+/// A stdio server run once for each person who calls it (`per_person`): their calls go to
+/// their own instance, whose environment holds their own secrets, never another's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerPerson {
+    /// The variables of the instance's environment each person sets for themselves (their
+    /// tokens); a person who has not set them all is told how.
+    pub secrets: Vec<String>,
+    /// The most instances at once (the one that has waited longest for a call goes first).
+    pub instances: u32,
+    /// An instance no call has reached for this long stops.
+    pub idle: std::time::Duration,
+}
+
+impl Default for PerPerson {
+    fn default() -> Self {
+        Self {
+            secrets: Vec::new(),
+            instances: 16,
+            idle: std::time::Duration::from_secs(600),
+        }
+    }
 }
 
 /// A stdio server's sandbox: besides what every sandbox gives (the system and the server's
@@ -304,6 +329,7 @@ mod tests {
                 cwd: None,
             },
             sandbox: None,
+            per_person: None,
             disabled: false,
             modern: false,
         };

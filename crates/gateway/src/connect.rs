@@ -101,6 +101,19 @@ const REFOLLOW_PAUSE: Duration = Duration::from_millis(100);
 /// Distinct resources moniker follows on one modern server, at most.
 const MAX_FOLLOWS: usize = 4096;
 
+/// What a server that acts as each caller needs of `caller`: what its verified access token
+/// for moniker said.
+pub(crate) fn on_behalf(caller: Option<&crate::identity::Caller>) -> crate::auth::OnBehalf<'_> {
+    let identity = caller.and_then(|c| c.identity.as_deref());
+    crate::auth::OnBehalf {
+        access_token: caller.and_then(|c| c.access_token.as_deref()),
+        person: identity.map(|i| (i.issuer.as_str(), i.subject.as_str())),
+        expires: identity
+            .and_then(|i| i.claims.get("exp"))
+            .and_then(serde_json::Value::as_u64),
+    }
+}
+
 /// The protocol version moniker asks servers for. Servers may answer another; moniker accepts
 /// what they answer.
 pub const PINNED_PROTOCOL_VERSION: &str = "2025-06-18";
@@ -421,14 +434,7 @@ impl Connection {
         &self,
         caller: Option<&crate::identity::Caller>,
     ) -> Result<Option<crate::auth::exchange::Upstream>, crate::auth::personal::Unsigned> {
-        let identity = caller.and_then(|c| c.identity.as_deref());
-        let caller = crate::auth::OnBehalf {
-            access_token: caller.and_then(|c| c.access_token.as_deref()),
-            person: identity.map(|i| (i.issuer.as_str(), i.subject.as_str())),
-            expires: identity
-                .and_then(|i| i.claims.get("exp"))
-                .and_then(serde_json::Value::as_u64),
-        };
+        let caller = on_behalf(caller);
         if let Some(exchanger) = self.forwarding.exchange.get() {
             return exchanger
                 .upstream_for(caller)

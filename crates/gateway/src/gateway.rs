@@ -93,6 +93,8 @@ pub struct ServerEntry {
     pub modern: bool,
     /// What a stdio server may reach (`sandbox`); `None`: everything its user may.
     pub sandbox: Option<moniker_config::Sandbox>,
+    /// A stdio server run once for each person (`per_person`).
+    pub per_person: Option<moniker_config::PerPerson>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -21,6 +21,7 @@ pub mod guard;
 mod headers;
 pub mod hub;
 pub mod identity;
+pub(crate) mod instances;
 pub mod known;
 pub mod learned;
 mod limits;

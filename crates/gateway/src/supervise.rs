@@ -146,6 +146,34 @@ enum Run {
     Modern,
 }
 
+impl Gateway {
+    /// The connection a call of `caller` goes on: the server's, or for a server run once for
+    /// each person, the caller's own instance ([`crate::instances`]), started here as the
+    /// server's are.
+    pub(crate) async fn connection_for(
+        self: &Arc<Self>,
+        server: &ServerId,
+        patience: Duration,
+        caller: Option<&crate::identity::Caller>,
+    ) -> Result<Arc<connect::Connection>, crate::errors::Refusal> {
+        let people = self
+            .servers
+            .slot(server)
+            .and_then(|slot| slot.people.clone());
+        let Some(people) = people else {
+            return self.joined_connection(server, patience).await;
+        };
+        let starter = crate::instances::Starter {
+            guard: self.settings.guard.as_deref(),
+            sink: Arc::new(WeakSink(Arc::downgrade(self))),
+            timeout: self.settings.config.start_timeout,
+        };
+        people
+            .for_caller(starter, connect::on_behalf(caller), patience)
+            .await
+    }
+}
+
 /// Keeps one server running: start, handshake, serve until it exits, back off, again, until
 /// moniker stops or a reload retires the slot. The slot is settled once the first attempt is
 /// over, whatever its outcome.
@@ -201,6 +229,9 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>) {
     }
     // Stopped (or retired) before a first attempt ended: nothing waits for it any more.
     gateway.settle(slot);
+    if let Some(people) = &slot.people {
+        people.stop_all().await;
+    }
     if slot.is_retired() {
         tracing::info!(server = %id, "server stopped: the config no longer has it as it was");
     }

@@ -55,6 +55,7 @@ impl Server {
             },
             modern: false,
             sandbox: None,
+            per_person: None,
         };
         let settings_gw = Settings {
             config: GatewaySettings {

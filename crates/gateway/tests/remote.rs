@@ -538,6 +538,7 @@ fn remote_entry(id: &str, url: &str, headers: &[(&str, &str)]) -> ServerEntry {
         },
         modern: false,
         sandbox: None,
+        per_person: None,
     }
 }
 

@@ -27,6 +27,7 @@ async fn gateway(args: &[&str]) -> Arc<Gateway> {
         },
         modern: false,
         sandbox: None,
+        per_person: None,
     };
     let started = tokio::time::timeout(
         Duration::from_secs(20),

@@ -34,6 +34,7 @@ async fn gateway_with(settings: Settings) -> Arc<Gateway> {
         },
         modern: false,
         sandbox: None,
+        per_person: None,
     };
     let mut rules = Rules {
         discovery: Discovery {

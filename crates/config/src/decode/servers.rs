@@ -31,10 +31,11 @@ pub(crate) const SERVER_KEYS: &[&str] = &[
     "protocol",
     "forward",
     "sandbox",
+    "per_person",
 ];
 const TRANSPORT_TYPES: &[&str] = &["stdio", "http", "streamable-http", "sse"];
 /// Server fields that only mean something for one transport.
-const STDIO_ONLY: &[&str] = &["args", "env", "pass_env", "cwd", "sandbox"];
+const STDIO_ONLY: &[&str] = &["args", "env", "pass_env", "cwd", "sandbox", "per_person"];
 const HTTP_ONLY: &[&str] = &["headers", "tls", "auth", "forward"];
 /// Headers `forward` may not set: HTTP's own framing, and the transport's.
 const NOT_FORWARDED: &[&str] = &[
@@ -163,6 +164,9 @@ impl Cx<'_> {
             self.sandbox_named.push(id.to_owned());
             self.sandbox(&field("sandbox"), s)
         });
+        let per_person = fields
+            .get("per_person")
+            .and_then(|s| self.per_person(&field("per_person"), s, &fields));
         let limits = self.limits(sp, &fields);
         if let (true, Ok(id)) = (limits.is_set(), id.parse::<ServerId>()) {
             self.limits.servers.insert(id, limits);
@@ -176,9 +180,77 @@ impl Cx<'_> {
                 disabled,
                 modern,
                 sandbox,
+                per_person,
             },
             ServerRules { tags, prefix },
         ))
+    }
+
+    /// `per_person`: `true`, or `{secrets, instances, idle}`; a secret is a variable name that
+    /// `env` does not set too.
+    fn per_person<'n>(
+        &mut self,
+        p: &[Seg<'n>],
+        slot: Slot<'n>,
+        server: &Fields<'n>,
+    ) -> Option<crate::PerPerson> {
+        if let Some((_, ScalarKind::Bool(on))) = slot.scalar() {
+            return on.then(crate::PerPerson::default);
+        }
+        let fields = self.fields(
+            slot,
+            p,
+            Some(&["secrets", "instances", "idle"]),
+            "`true`, or a map of `secrets`, `instances`, `idle`",
+        );
+        let field = |name: &'static str| join(p, Seg::Key(name));
+        let mut out = crate::PerPerson::default();
+        if let Some(s) = fields.get("secrets") {
+            out.secrets = self.strings(&field("secrets"), s, false);
+        }
+        if let Some(s) = fields.get("instances") {
+            out.instances = self.count(&field("instances"), s)?;
+        }
+        if let Some(s) = fields.get("idle") {
+            out.idle = self.duration(&field("idle"), s, false)?;
+        }
+        let env: Vec<String> = server
+            .get("env")
+            .and_then(|e| match &e.node.value {
+                Value::Map(entries) => Some(entries.iter().filter_map(|e| e.key.clone()).collect()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        for name in &out.secrets {
+            let valid = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            let (code, message, help) = if !valid {
+                (
+                    codes::INVALID_VALUE,
+                    format!("`{}` is not a variable name", shorten(name)),
+                    "a secret is the name of a variable of the server's environment: letters, digits and `_`",
+                )
+            } else if env.iter().any(|e| e == name) {
+                (
+                    codes::CONFLICT,
+                    format!("`{name}` is in `env` too"),
+                    "each person sets their own secret: take it out of `env`",
+                )
+            } else {
+                continue;
+            };
+            let at = fields.get("secrets").unwrap_or(slot);
+            self.error(
+                code,
+                message,
+                &field("secrets"),
+                at.point(),
+                Some(help.to_owned()),
+            );
+            return None;
+        }
+        Some(out)
     }
 
     /// A stdio server's fields as its transport; `None` without a right `command`.

@@ -1960,6 +1960,54 @@ fn a_sign_in_per_person_needs_the_callers_identity() {
     assert!(e.message.contains("choose one"), "{e:?}");
 }
 
+#[test]
+fn a_stdio_server_runs_once_for_each_person() {
+    let http = "http:\n  auth: { resource: https://gw/mcp, issuer: https://idp }\n";
+    let config = ok(&format!(
+        "servers:\n  s:\n    command: x\n    per_person: {{ secrets: [GITHUB_TOKEN], instances: 4, idle: 30s }}\n{http}"
+    ));
+    let each = config.servers["s"].per_person.as_ref().expect("per person");
+    assert_eq!(each.secrets, ["GITHUB_TOKEN"]);
+    assert_eq!(
+        (each.instances, each.idle),
+        (4, std::time::Duration::from_secs(30))
+    );
+    let config = ok(&format!(
+        "servers:\n  s:\n    command: x\n    per_person: true\n{http}"
+    ));
+    assert_eq!(
+        config.servers["s"].per_person,
+        Some(crate::PerPerson::default())
+    );
+    for (bad, path, said) in [
+        (
+            "command: x\n    per_person: true",
+            "servers.s.per_person",
+            "needs `http.auth`",
+        ),
+        (
+            "command: x\n    env: { TOKEN: t }\n    per_person: { secrets: [TOKEN] }",
+            "servers.s.per_person.secrets",
+            "in `env` too",
+        ),
+        (
+            "command: x\n    per_person: { secrets: [\"A-B\"] }",
+            "servers.s.per_person.secrets",
+            "not a variable name",
+        ),
+        (
+            "url: https://x/mcp\n    per_person: true",
+            "servers.s.per_person",
+            "per_person",
+        ),
+    ] {
+        let with_http = if said.contains("http.auth") { "" } else { http };
+        let e = error(&format!("servers:\n  s:\n    {bad}\n{with_http}"));
+        assert_eq!(e.path, path, "{bad}: {e:?}");
+        assert!(e.message.contains(said), "{bad}: {e:?}");
+    }
+}
+
 fn moniker_config_forward(kind: &str, name: &str) -> crate::Forward {
     match kind {
         "claim" => crate::Forward::Claim(name.to_owned()),

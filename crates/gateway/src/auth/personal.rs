@@ -74,6 +74,11 @@ impl Person {
         }
     }
 
+    /// The digest that stands for them.
+    pub(crate) fn key_bytes(&self) -> [u8; 32] {
+        self.key
+    }
+
     fn file_name(&self) -> String {
         format!("{}.sealed", crate::files::hex(&self.key))
     }
@@ -233,7 +238,7 @@ impl Personal {
     pub(crate) fn signed_in(&self) -> Vec<(String, Option<u64>)> {
         match &self.sealed {
             Some(sealed) => sealed
-                .all()
+                .signed_in()
                 .into_iter()
                 .map(|(_, person, expires)| (person, expires))
                 .collect(),
@@ -253,7 +258,7 @@ impl Personal {
             !theirs
         });
         if let Some(sealed) = &self.sealed {
-            for (path, person, _) in sealed.all() {
+            for (path, person, _) in sealed.signed_in() {
                 if person == name && std::fs::remove_file(&path).is_ok() {
                     forgotten += 1;
                 }
@@ -504,6 +509,87 @@ impl Personal {
     }
 }
 
+/// A person's secrets for a server run once for each person (`per_person.secrets`).
+#[derive(Clone, Serialize, Deserialize)]
+struct Held {
+    person: String,
+    values: std::collections::BTreeMap<String, String>,
+}
+
+/// The secrets each person set for one server run once for each of them: sealed files under
+/// `$MONIKER_SECRET_KEY` as sign-ins are, else in memory. Values are never logged nor shown.
+pub(crate) struct Secrets {
+    server: ServerId,
+    sealed: Option<Sealed>,
+    memory: std::sync::Mutex<HashMap<[u8; 32], Held>>,
+}
+
+impl Secrets {
+    /// The secrets of `server`, started as `command` (a change of command starts afresh).
+    pub(crate) fn of(server: &ServerId, command: &str) -> Self {
+        let sealed = match std::env::var(KEY_VAR).ok().filter(|t| !t.trim().is_empty()) {
+            Some(text) => match (key_from(&text), folder(server.as_str(), command)) {
+                (Ok(key), Some(dir)) => Some(Sealed::new(dir, server.as_str(), &key)),
+                (Err(why), _) => {
+                    tracing::error!(server = %server, error = %why, "people's secrets are kept in memory only");
+                    None
+                }
+                (_, None) => None,
+            },
+            None => None,
+        };
+        Self {
+            server: server.clone(),
+            sealed,
+            memory: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `person`'s secrets.
+    pub(crate) fn of_person(&self, person: &Person) -> std::collections::BTreeMap<String, String> {
+        let held: Option<Held> = match &self.sealed {
+            Some(sealed) => sealed.read(person),
+            None => lock(&self.memory).get(&person.key).cloned(),
+        };
+        held.map(|h| h.values).unwrap_or_default()
+    }
+
+    /// Sets `values` among `person`'s secrets.
+    pub(crate) fn set(
+        &self,
+        person: &Person,
+        values: std::collections::BTreeMap<String, String>,
+    ) -> Result<(), String> {
+        let mut all = self.of_person(person);
+        all.extend(values);
+        let held = Held {
+            person: person.name.clone(),
+            values: all,
+        };
+        match &self.sealed {
+            Some(sealed) => sealed.write(person, &held).map_err(|e| {
+                tracing::warn!(server = %self.server, error = %e, "cannot keep a person's secrets");
+                format!("moniker could not keep your secrets ({e})")
+            }),
+            None => {
+                let mut memory = lock(&self.memory);
+                if memory.len() >= PEOPLE_MAX && !memory.contains_key(&person.key) {
+                    return Err("too many people's secrets are kept in memory here".to_owned());
+                }
+                memory.insert(person.key, held);
+                Ok(())
+            }
+        }
+    }
+
+    /// Forgets `person`'s secrets: whether there were any.
+    pub(crate) fn forget(&self, person: &Person) -> bool {
+        let in_memory = lock(&self.memory).remove(&person.key).is_some();
+        let on_disk = self.sealed.as_ref().is_some_and(|s| s.remove(person));
+        in_memory || on_disk
+    }
+}
+
 /// `<moniker>/connect/<server>` beside `/mcp` of moniker's public URL (`resource`), with
 /// `rest` after it (`?ticket=...`, `/callback`).
 pub(crate) fn at_connect(resource: &str, server: &ServerId, rest: &str) -> Option<String> {
@@ -593,18 +679,22 @@ impl Sealed {
         aad
     }
 
-    fn read(&self, person: &Person) -> Option<Kept> {
+    fn read<T: serde::de::DeserializeOwned>(&self, person: &Person) -> Option<T> {
         let path = self.dir.join(person.file_name());
         let data = crate::files::read_private(&path, FILE_MAX)?;
         let kept = self.opened(person, data);
         if kept.is_none() {
-            tracing::warn!(server = %self.server, path = %path.display(), "a person's sealed tokens do not open with ${KEY_VAR} (another key, or not theirs): ignored");
+            tracing::warn!(server = %self.server, path = %path.display(), "a person's sealed file does not open with ${KEY_VAR} (another key, or not theirs): ignored");
         }
         kept
     }
 
     /// A sealed file's contents opened as `person`'s.
-    fn opened(&self, person: &Person, mut data: Vec<u8>) -> Option<Kept> {
+    fn opened<T: serde::de::DeserializeOwned>(
+        &self,
+        person: &Person,
+        mut data: Vec<u8>,
+    ) -> Option<T> {
         if data.len() < 12 {
             return None;
         }
@@ -620,7 +710,7 @@ impl Sealed {
         serde_json::from_slice(plain).ok()
     }
 
-    fn write(&self, person: &Person, kept: &Kept) -> std::io::Result<()> {
+    fn write<T: Serialize>(&self, person: &Person, kept: &T) -> std::io::Result<()> {
         let mut nonce = [0u8; 12];
         getrandom::fill(&mut nonce).map_err(std::io::Error::other)?;
         let mut data = serde_json::to_vec(kept).map_err(std::io::Error::other)?;
@@ -647,11 +737,33 @@ impl Sealed {
         server: &str,
         key: &[u8; 32],
     ) -> Vec<(PathBuf, String, Option<u64>)> {
-        Self::new(dir.to_path_buf(), server, key).all()
+        Self::new(dir.to_path_buf(), server, key).signed_in()
     }
 
-    /// [`Sealed::list`] of this folder.
-    fn all(&self) -> Vec<(PathBuf, String, Option<u64>)> {
+    /// Every person's secrets in the folder that open: (file, person, the secrets' names),
+    /// for `moniker people` (a server run once for each person).
+    pub fn list_secrets(
+        dir: &std::path::Path,
+        server: &str,
+        key: &[u8; 32],
+    ) -> Vec<(PathBuf, String, Vec<String>)> {
+        Self::new(dir.to_path_buf(), server, key)
+            .all::<Held>()
+            .into_iter()
+            .map(|(path, held)| (path, held.person, held.values.into_keys().collect()))
+            .collect()
+    }
+
+    /// The sign-ins of this folder: (file, person, expiry).
+    fn signed_in(&self) -> Vec<(PathBuf, String, Option<u64>)> {
+        self.all::<Kept>()
+            .into_iter()
+            .map(|(path, kept)| (path, kept.person, kept.tokens.expires_at))
+            .collect()
+    }
+
+    /// Every file of the folder that opens as its person's `T`.
+    fn all<T: serde::de::DeserializeOwned>(&self) -> Vec<(PathBuf, T)> {
         let sealed = self;
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
@@ -671,8 +783,8 @@ impl Sealed {
                     key,
                     name: String::new(),
                 });
-            if let Some(kept) = person.and_then(|p| sealed.opened(&p, data)) {
-                out.push((path, kept.person, kept.tokens.expires_at));
+            if let Some(opened) = person.and_then(|p| sealed.opened(&p, data)) {
+                out.push((path, opened));
             }
         }
         out
@@ -726,23 +838,26 @@ mod tests {
         let text = String::from_utf8_lossy(&bytes);
         assert!(!text.contains("alice-access-token") && !text.contains("refresh-secret"));
         assert_eq!(
-            sealed.read(&alice).unwrap().tokens.access_token,
+            sealed.read::<Kept>(&alice).unwrap().tokens.access_token,
             "alice-access-token"
         );
         // Another key, another server, or the file under another person's name: nothing.
         assert!(
             Sealed::new(dir.clone(), "gh", &[8u8; 32])
-                .read(&alice)
+                .read::<Kept>(&alice)
                 .is_none()
         );
         assert!(
             Sealed::new(dir.clone(), "other", &key)
-                .read(&alice)
+                .read::<Kept>(&alice)
                 .is_none()
         );
         std::fs::copy(dir.join(alice.file_name()), dir.join(bob.file_name())).unwrap();
-        assert!(sealed.read(&bob).is_none(), "alice's file opened as bob's");
-        assert!(sealed.remove(&alice) && sealed.read(&alice).is_none());
+        assert!(
+            sealed.read::<Kept>(&bob).is_none(),
+            "alice's file opened as bob's"
+        );
+        assert!(sealed.remove(&alice) && sealed.read::<Kept>(&alice).is_none());
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -24,6 +24,8 @@ pub(crate) struct Slot {
     pub(crate) info: Mutex<Option<InitInfo>>,
     pub(crate) pgid: Mutex<Option<u32>>,
     pub(crate) status: Mutex<ServerStatus>,
+    /// Its instances, one a person, when it runs once for each person (`per_person`).
+    pub(crate) people: Option<Arc<crate::instances::Instances>>,
     retired: watch::Sender<bool>,
     /// Its first attempt to start is over, whatever its outcome.
     settled: watch::Sender<bool>,
@@ -56,6 +58,15 @@ impl Slot {
 
     fn new(entry: ServerEntry) -> Arc<Self> {
         Arc::new(Self {
+            people: crate::instances::Instances::of(
+                crate::instances::Recipe {
+                    id: entry.id.clone(),
+                    spec: entry.spec.clone(),
+                    sandbox: entry.sandbox.clone(),
+                    modern: entry.modern,
+                },
+                entry.per_person.as_ref(),
+            ),
             entry,
             conn: ArcSwapOption::empty(),
             info: Mutex::new(None),
@@ -167,12 +178,14 @@ impl Servers {
         self.slots.load().get(id).cloned()
     }
 
-    /// Whether a server makes headers from its callers (`forward`) or is called with their
-    /// own tokens (`auth.exchange`, `auth.per_person`): else nobody needs to know who calls.
+    /// Whether a server makes headers from its callers (`forward`), is called with their own
+    /// tokens (`auth.exchange`, `auth.per_person`) or runs once for each of them
+    /// (`per_person`): else nobody needs to know who calls.
     pub(crate) fn forwards(&self) -> bool {
         self.slots.load().values().any(|slot| {
-            matches!(&slot.entry.spec, ServerSpec::Http { forward, auth, .. }
-                if !forward.is_empty() || auth.exchange.is_some() || auth.per_person)
+            slot.entry.per_person.is_some()
+                || matches!(&slot.entry.spec, ServerSpec::Http { forward, auth, .. }
+                    if !forward.is_empty() || auth.exchange.is_some() || auth.per_person)
         })
     }
 
@@ -392,6 +405,9 @@ impl Servers {
         for slot in self.slots.load().values() {
             if let Some(conn) = slot.conn.swap(None) {
                 conn.close();
+            }
+            if let Some(people) = &slot.people {
+                people.stop_all().await;
             }
             let pgid = lock(&slot.pgid).take();
             if let Some(pgid) = pgid {

@@ -1,7 +1,8 @@
 //! Where people sign in to the servers that act as each of them (`auth.per_person`), beside
 //! `/mcp`: `GET /connect/<server>?ticket=T` (the link a person's call was answered with),
 //! `GET /connect/<server>/callback`, and `DELETE /connect/<server>` with the person's own
-//! access token for moniker, which signs them out.
+//! access token for moniker, which signs them out. For a stdio server run once for each person
+//! (`per_person`), `PUT /connect/<server>/secrets` with the person's token sets their secrets.
 //!
 //! A link is one person's, but anyone who sees it could open it: so the browser first signs in
 //! at moniker's identity provider (`http.auth.issuer`: the code grant with PKCE, the access
@@ -63,6 +64,7 @@ pub(super) fn router(shared: &Arc<Shared>) -> Router {
     });
     Router::new()
         .route("/connect/{server}", get(begin).delete(sign_out))
+        .route("/connect/{server}/secrets", axum::routing::put(set_secrets))
         .route("/connect/{server}/callback", get(callback))
         .route_layer(from_fn_with_state(shared.clone(), layers::host))
         .route_layer(from_fn(layers::close_on_refusal))
@@ -312,7 +314,8 @@ async fn identified(
 }
 
 /// `DELETE /connect/<server>` with the person's access token for moniker: their sign-in to
-/// the server is forgotten (204), or there was none (404).
+/// the server (or, for a server run once for each person, their secrets and their instance)
+/// is forgotten (204), or there was none (404).
 async fn sign_out(
     State(lobby): State<Arc<Lobby>>,
     Path(server): Path<String>,
@@ -321,31 +324,114 @@ async fn sign_out(
     let Some((server, auth)) = place(&lobby.shared, &server) else {
         return not_here();
     };
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| checks::bearer(v.as_bytes()))
-        .and_then(|t| std::str::from_utf8(t).ok());
-    let Some(token) = token else {
-        return StatusCode::UNAUTHORIZED.into_response();
+    let person = match person_of(&lobby, &auth, &headers).await {
+        Ok(person) => person,
+        Err(status) => return status.into_response(),
     };
-    let verifier = lobby.shared.verifier(&auth);
-    let Ok(identity) = verifier.verify(token, &auth.resource).await else {
-        return StatusCode::UNAUTHORIZED.into_response();
-    };
-    let person = Person::named(&identity.issuer, &identity.subject);
-    let forgot = lobby
-        .shared
-        .gateway
+    let gateway = &lobby.shared.gateway;
+    let signed_in = gateway
         .servers
         .connection(&server)
         .and_then(|conn| conn.forwarding.personal.get().map(|p| p.forget(&person)));
-    match forgot {
-        Some(true) => {
-            tracing::info!(server = %server, person = %person.name, "a person signed out of the server");
+    let secrets = gateway.servers.slot(&server).and_then(|slot| {
+        slot.people.as_ref().map(|people| {
+            people.stop_person(&person);
+            people.secrets.forget(&person)
+        })
+    });
+    if signed_in == Some(true) || secrets == Some(true) {
+        tracing::info!(server = %server, person = %person.name, "a person signed out of the server");
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        StatusCode::NOT_FOUND.into_response()
+    }
+}
+
+/// The most a request setting secrets may hold, and one secret.
+const SECRETS_BODY_MAX: usize = 16 * 1024;
+const SECRET_MAX: usize = 4096;
+
+/// `PUT /connect/<server>/secrets` with the person's access token for moniker and a JSON
+/// object of their secrets (names of `per_person.secrets`): kept for them (204), and their
+/// instance started anew at their next call.
+async fn set_secrets(
+    State(lobby): State<Arc<Lobby>>,
+    Path(server): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some((server, auth)) = place(&lobby.shared, &server) else {
+        return not_here();
+    };
+    let person = match person_of(&lobby, &auth, &headers).await {
+        Ok(person) => person,
+        Err(status) => return status.into_response(),
+    };
+    let Some(slot) = lobby.shared.gateway.servers.slot(&server) else {
+        return not_here();
+    };
+    let Some(people) = slot.people.as_ref() else {
+        return not_here();
+    };
+    let values = match secrets_of(&body, people.secret_names()) {
+        Ok(values) => values,
+        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
+    };
+    match people.secrets.set(&person, values) {
+        Ok(()) => {
+            people.stop_person(&person);
+            tracing::info!(server = %server, person = %person.name, "a person set their secrets");
             StatusCode::NO_CONTENT.into_response()
         }
-        _ => StatusCode::NOT_FOUND.into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
     }
+}
+
+/// The secrets a body sets: a JSON object of strings, each named in `names`, none too long
+/// nor holding a NUL (an environment cannot).
+fn secrets_of(
+    body: &[u8],
+    names: &[String],
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    if body.len() > SECRETS_BODY_MAX {
+        return Err(format!("at most {SECRETS_BODY_MAX} bytes"));
+    }
+    let values: std::collections::BTreeMap<String, String> = serde_json::from_slice(body)
+        .map_err(|_| "a JSON object of strings: {\"NAME\": \"value\"}".to_owned())?;
+    for (name, value) in &values {
+        if !names.contains(name) {
+            return Err(format!(
+                "`{}` is not a secret of this server (its secrets: {})",
+                name.chars().take(64).collect::<String>(),
+                names.join(", ")
+            ));
+        }
+        if value.len() > SECRET_MAX || value.contains('\0') {
+            return Err(format!(
+                "`{name}` is longer than {SECRET_MAX} bytes or holds a NUL"
+            ));
+        }
+    }
+    Ok(values)
+}
+
+/// The person whose access token for moniker a request carries (401 without a valid one).
+async fn person_of(
+    lobby: &Lobby,
+    auth: &ResourceAuth,
+    headers: &HeaderMap,
+) -> Result<Person, StatusCode> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| checks::bearer(v.as_bytes()))
+        .and_then(|t| std::str::from_utf8(t).ok())
+        .ok_or(StatusCode::UNAUTHORIZED)?;
+    let verifier = lobby.shared.verifier(auth);
+    let identity = verifier
+        .verify(token, &auth.resource)
+        .await
+        .map_err(|_| StatusCode::UNAUTHORIZED)?;
+    Ok(Person::named(&identity.issuer, &identity.subject))
 }
 
 /// The server a path names and moniker's `http.auth`, when people sign in here at all.

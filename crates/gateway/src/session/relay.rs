@@ -94,7 +94,7 @@ impl Session {
         };
         let conn = match self
             .gateway
-            .joined_connection(server, admitted.timeout)
+            .connection_for(server, admitted.timeout, out.caller)
             .await
         {
             Ok(conn) => conn,

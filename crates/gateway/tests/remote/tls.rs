@@ -113,6 +113,7 @@ fn entry(id: &str, url: &str, tls: Tls) -> ServerEntry {
         },
         modern: false,
         sandbox: None,
+        per_person: None,
     }
 }
 

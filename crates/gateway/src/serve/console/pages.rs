@@ -65,6 +65,16 @@ pub(super) struct PersonRow {
 /// Everyone each server is called as now.
 fn people(gateway: &crate::gateway::Gateway) -> Vec<PersonRow> {
     let mut rows = Vec::new();
+    for (id, slot) in gateway.servers.slots().iter() {
+        for (person, idle) in slot.people.iter().flat_map(|p| p.people()) {
+            rows.push(PersonRow {
+                server: id.to_string(),
+                how: "own instance",
+                person,
+                left: format!("idle {}", duration(idle as f64)),
+            });
+        }
+    }
     for (conn, _) in gateway.servers.connections() {
         for (how, person, left) in conn.people() {
             rows.push(PersonRow {
@@ -106,6 +116,24 @@ pub(super) async fn forget_person(
     if let Some(conn) = conn {
         let dropped = conn.forget_person(&form.person);
         tracing::info!(server = %conn.server, person = %form.person, dropped, "an admin signed a person out of a server");
+    }
+    let slot = form
+        .server
+        .parse()
+        .ok()
+        .and_then(|id| shared.gateway.servers.slot(&id));
+    let issuer = shared
+        .gateway
+        .control
+        .http()
+        .auth
+        .as_ref()
+        .map(|a| a.issuer.clone());
+    if let (Some(slot), Some(issuer)) = (slot, issuer) {
+        if let Some(people) = &slot.people {
+            let dropped = people.forget_named(&issuer, &form.person);
+            tracing::info!(server = %slot.entry.id, person = %form.person, dropped, "an admin stopped a person's instance and forgot their secrets");
+        }
     }
     axum::response::IntoResponse::into_response(axum::response::Redirect::to("servers"))
 }
