@@ -60,6 +60,11 @@ async def test_an_import_of_servers_that_share_names_serves_with_no_hand_edit(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "renamed after their servers" in done.stdout, done.stdout
+    # Each imported stdio server runs in a sandbox: these three need no network.
+    written = next(home.rglob("moniker.yaml")).read_text()
+    for name in ("work", "personal", "memory"):
+        line = next(line for line in written.splitlines() if line.strip().startswith(f'"{name}":'))
+        assert '"sandbox":true' in line.replace(" ", ""), written
 
     # The client's entry, run as Claude Desktop runs it.
     entry = json.loads(client_file.read_text())["mcpServers"]["moniker"]

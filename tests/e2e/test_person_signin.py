@@ -430,15 +430,21 @@ async def test_a_stdio_server_runs_once_for_each_person_with_their_own_secret(
 async def test_instances_are_bounded_and_stop_when_idle(
     gw: Gateway, idp: OAuthServers, moniker_bin: Path, write_config
 ) -> None:
-    """instances: 1, idle: 1s. bob's call while alice's instance is idle stops hers for his;
-    her next call starts hers anew (another process); an instance no call reaches for a second
-    stops (its process ends)."""
+    """instances: 1, idle: 1s. bob's call right after alice's is refused (hers was just used);
+    a moment later it stops hers for his; her next call starts hers anew (another process); an
+    instance no call reaches for a second stops (its process ends)."""
     start_per_person(gw, idp, moniker_bin, write_config, instances=1, idle="1s")
     tokens = {who: idp.interactive(gw.url(), account=who)["access_token"] for who in ("alice", "bob")}
     for who in tokens:
         assert set_secret(gw, tokens[who], f"{who}-s3cret").status_code == 204
     _, first = await env_whoami(gw, tokens["alice"])
+    # Her instance was just used: it is not stopped for bob's (her next request may be on its
+    # way to it).
+    failed, busy = await env_whoami(gw, tokens["bob"])
+    assert failed and "instances are at work" in busy, busy
+    await asyncio.sleep(1.2)
     _, bobs = await env_whoami(gw, tokens["bob"])
+    await asyncio.sleep(1.2)
     _, again = await env_whoami(gw, tokens["alice"])
     assert first.startswith("token=alice-s3cret") and bobs.startswith("token=bob-s3cret"), (first, bobs)
     assert again.startswith("token=alice-s3cret") and again != first, (first, again)
@@ -447,3 +453,49 @@ async def test_instances_are_bounded_and_stop_when_idle(
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
     assert not Path(f"/proc/{pid}").exists(), f"alice's idle instance still runs\n{gw.describe()}"
+
+
+@pytest.mark.timeout(180)
+async def test_a_persons_secret_never_widens_their_instances_sandbox(
+    gw: Gateway, idp: OAuthServers, moniker_bin: Path, fixture_bin: Path, write_config, tmp_path: Path
+) -> None:
+    """An attacker's test: the hostile fixture server run once for each person, in a sandbox;
+    alice sets her secret to the path of another project's folder (a sandbox opens the paths a
+    server's own `env` names): her instance still cannot read it, though it has her value."""
+    other = tmp_path / "other-project"
+    other.mkdir()
+    (other / "plans.txt").write_text("the other project's plans\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    config = write_config(
+        {
+            "servers": {
+                "hostile": {
+                    "command": str(fixture_bin.parent / "moniker-hostile"),
+                    "args": [str(work)],
+                    "sandbox": True,
+                    "per_person": {"secrets": ["SERVICE_TOKEN"]},
+                }
+            },
+            "http": {"auth": auth_section(gw, idp, toolsets=None, default_toolset=None)},
+        },
+        name="hostile-per-person.yaml",
+    )
+    base_env = Gateway.env(gw)
+    gw.env = lambda: {**base_env, "MONIKER_SECRET_KEY": KEY}  # type: ignore[method-assign]
+    gw.start(moniker_bin, config)
+    alice = idp.interactive(gw.url(), account="alice")["access_token"]
+    put = httpx.put(
+        f"{gw.origin}/connect/hostile/secrets",
+        json={"SERVICE_TOKEN": str(other)},
+        headers={"authorization": f"Bearer {alice}"},
+        timeout=10,
+    )
+    assert put.status_code == 204, put.text
+    async with bearer_session(gw.url(), alice) as session:
+        result = await session.call_tool("attempt", {"action": "read", "target": str(other / "plans.txt")})
+        said = text_of(result)
+        assert result.isError and said.startswith("refused: "), f"{said}\n{gw.describe()}"
+        result = await session.call_tool("attempt", {"action": "read", "target": str(work)})
+        echo = await session.call_tool("echo", {"message": "honest work"})
+        assert "honest work" in text_of(echo), text_of(echo)

@@ -109,6 +109,38 @@ def test_check_says_what_each_sandbox_gives(moniker_bin: Path, write_config, hos
     assert "at most 16 processes" in line and str(world["home"]) not in line, line
 
 
+def test_doctor_and_check_say_what_a_server_s_sandbox_refused_it(
+    moniker_bin: Path, write_config, hostile_bin: Path, world: dict[str, Path]
+) -> None:
+    """A server that reads the SSH key as it starts, and cannot start without it: `moniker
+    doctor` and `moniker check` name what its sandbox refused and the setting that would allow
+    it (the server's own words, the kernel telling Landlock's refusals to its audit log only)."""
+    key = world["home"] / ".ssh" / "id_rsa"
+    config = write_config(
+        {
+            "servers": {
+                "hostile": {
+                    "command": str(hostile_bin),
+                    "args": [str(world["work"])],
+                    "env": {"HOSTILE_AT_START": f"read:{key}"},
+                    "sandbox": True,
+                }
+            },
+            "gateway": {"restart": {"max_attempts": 0}},
+        },
+        name="hostile-at-start.yaml",
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(world["home"])}
+    for command in ("doctor", "check"):
+        done = subprocess.run(
+            [str(moniker_bin), "-c", str(config), command] if command == "doctor" else [str(moniker_bin), command, "-c", str(config)],
+            env=env, capture_output=True, text=True, timeout=60,
+        )
+        said = done.stdout + done.stderr
+        assert str(key) in said and "Permission denied" in said, f"{command}: {said}"
+        assert "likely its sandbox: `sandbox.read`" in said, f"{command}: {said}"
+
+
 async def test_without_the_sandbox_the_same_attempts_succeed(
     moniker, write_config, hostile_bin: Path, world: dict[str, Path], listener: int
 ) -> None:

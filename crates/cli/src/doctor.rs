@@ -231,6 +231,13 @@ fn server_states(
             );
             continue;
         }
+        if let Some(refused) = &state.sandbox_refused {
+            found.problem(
+                "SANDBOX",
+                format!("{id} ({how}): its sandbox refused it: {refused}"),
+                format!("if it should reach that, widen `servers.{id}.sandbox` as said"),
+            );
+        }
         if !state.up {
             let error = state
                 .last_error

@@ -224,7 +224,43 @@ fn importable(client: crate::clients::Client, name: &str, entry: &Value) -> Resu
             out.insert(key.clone(), translate(client, value)?);
         }
     }
+    if let Some(sandbox) = sandbox_for(&out) {
+        out.insert("sandbox".to_owned(), sandbox);
+    }
     Ok(Value::Object(out))
+}
+
+/// Servers known to need no network: their packages' names, as their command or an argument
+/// holds them (`npx -y @modelcontextprotocol/server-memory`, `uvx mcp-server-time`, a path
+/// into `node_modules/@modelcontextprotocol/server-filesystem`).
+const OFFLINE: &[&str] = &[
+    "server-filesystem",
+    "server-memory",
+    "server-everything",
+    "server-sequential-thinking",
+    "mcp-server-time",
+];
+
+/// The sandbox an imported stdio server runs in (Linux, where moniker enforces one): the
+/// default (the system and its runtime read-only, a private temporary folder, the paths its
+/// arguments and `env` name), with the network off for the servers known to need none and on
+/// for the others. `None` for a remote server, and elsewhere than Linux.
+fn sandbox_for(entry: &Map<String, Value>) -> Option<Value> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let command = entry.get("command").and_then(Value::as_str)?;
+    let args = entry.get("args").and_then(Value::as_array);
+    let words =
+        std::iter::once(command).chain(args.into_iter().flatten().filter_map(Value::as_str));
+    let offline = words
+        .into_iter()
+        .any(|word| OFFLINE.iter().any(|name| word.contains(name)));
+    Some(if offline {
+        Value::Bool(true)
+    } else {
+        serde_json::json!({ "network": "on" })
+    })
 }
 
 fn translate(client: crate::clients::Client, value: &Value) -> Result<Value, String> {
@@ -720,6 +756,25 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn an_imported_stdio_server_gets_a_sandbox_fitting_what_it_is() {
+        let entry = |v: Value| v.as_object().unwrap().clone();
+        let offline = sandbox_for(&entry(
+            json!({"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}),
+        ));
+        let fetch = sandbox_for(&entry(
+            json!({"command": "uvx", "args": ["mcp-server-fetch"]}),
+        ));
+        let remote = sandbox_for(&entry(json!({"url": "https://x/mcp"})));
+        if cfg!(target_os = "linux") {
+            assert_eq!(offline, Some(json!(true)));
+            assert_eq!(fetch, Some(json!({"network": "on"})));
+        } else {
+            assert_eq!((offline, fetch.clone()), (None, None));
+        }
+        assert_eq!(remote, None);
+    }
+
+    #[test]
     fn the_style_is_the_file_s() {
         let four = "{\n    \"a\": 1\n}";
         let s = Style::of(four);
@@ -738,7 +793,17 @@ mod tests {
             &json!({"command": "npx", "env": {"T": "${env:T}"}, "autoApprove": ["x"]}),
         )
         .unwrap();
-        assert_eq!(ok, json!({"command": "npx", "env": {"T": "${T}"}}));
+        let sandbox = if cfg!(target_os = "linux") {
+            json!({"sandbox": {"network": "on"}})
+        } else {
+            json!({})
+        };
+        let mut expected = json!({"command": "npx", "env": {"T": "${T}"}});
+        expected
+            .as_object_mut()
+            .unwrap()
+            .extend(sandbox.as_object().unwrap().clone());
+        assert_eq!(ok, expected);
         for (name, entry) in [
             ("has space", json!({"command": "x"})),
             ("a", json!({"command": "x", "envFile": ".env"})),

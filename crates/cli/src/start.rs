@@ -202,6 +202,11 @@ pub(crate) fn report_failed_servers(gateway: &Gateway, level: &str) -> usize {
             output::report(&format!("{level}: server `{id}` failed to start: {error}"));
             failed += 1;
         }
+        if let Some(refused) = &status.sandbox_refused {
+            output::report(&format!(
+                "{level}: server `{id}` was refused by its sandbox: {refused}"
+            ));
+        }
     }
     failed
 }

@@ -47,6 +47,9 @@ pub struct Started {
 pub struct Launch<'a> {
     pub guard: Option<&'a std::path::Path>,
     pub sandbox: Option<&'a moniker_config::Sandbox>,
+    /// A person's secrets for their own instance (`per_person`): in its environment, but not
+    /// among what its sandbox reads as paths it may use (a person chooses their values).
+    pub secrets: Option<&'a std::collections::BTreeMap<String, String>>,
 }
 
 /// Starts (or connects to) a server. The handshake is the caller's.
@@ -197,6 +200,9 @@ pub(crate) struct Forwarding {
     pub(crate) exchange: OnceLock<crate::auth::exchange::Exchanger>,
     /// Its people's own sign-ins (`auth.per_person`), set once when it connects.
     pub(crate) personal: OnceLock<crate::auth::personal::Personal>,
+    /// It is one person's instance (`per_person`): what it sends reaches only the client
+    /// whose call runs on it, never another by a guess.
+    pub(crate) one_persons: std::sync::atomic::AtomicBool,
     /// The headers of the requests not sent yet, by moniker's id.
     pending: Mutex<HashMap<u64, Vec<(HeaderName, HeaderValue)>>>,
 }

@@ -336,6 +336,13 @@ impl Peer {
             .any(|f| f.id == id && std::ptr::eq(f.conn.as_ptr(), conn))
     }
 
+    /// A call of this client's is in flight on `conn` itself.
+    fn calls_on(&self, conn: &Connection) -> bool {
+        lock(&self.in_flight)
+            .values()
+            .any(|f| std::ptr::eq(f.conn.as_ptr(), conn))
+    }
+
     pub fn has_call_on(&self, server: &ServerId) -> bool {
         lock(&self.in_flight)
             .values()
@@ -544,6 +551,19 @@ impl Hub {
             if of.is_some() {
                 return of.cloned();
             }
+        }
+        if conn
+            .forwarding
+            .one_persons
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            // One person's instance: only a client with a call running on this very
+            // connection is concerned (the server's id is every person's instance's).
+            let mut on_it = peers.iter().filter(|p| p.calls_on(conn));
+            return match (on_it.next(), on_it.next()) {
+                (Some(one), None) => Some(one.clone()),
+                _ => None,
+            };
         }
         let busy: Vec<&Arc<Peer>> = peers
             .iter()

@@ -156,17 +156,15 @@ impl Gateway {
         patience: Duration,
         caller: Option<&crate::identity::Caller>,
     ) -> Result<Arc<connect::Connection>, crate::errors::Refusal> {
-        let people = self
-            .servers
-            .slot(server)
-            .and_then(|slot| slot.people.clone());
-        let Some(people) = people else {
+        let slot = self.servers.slot(server);
+        let Some((slot, people)) = slot.and_then(|s| s.people.clone().map(|p| (s, p))) else {
             return self.joined_connection(server, patience).await;
         };
         let starter = crate::instances::Starter {
             guard: self.settings.guard.as_deref(),
             sink: Arc::new(WeakSink(Arc::downgrade(self))),
             timeout: self.settings.config.start_timeout,
+            modern: slot.speaks_modern(),
         };
         people
             .for_caller(starter, connect::on_behalf(caller), patience)
@@ -197,6 +195,8 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, slot: Arc<Slot>) {
             Run::Served => attempt = 0,
             Run::Failed(reason) => {
                 tracing::warn!(server = %id, error = %reason, "server failed to start");
+                // Its last words may be its sandbox's refusal (a path, a connection).
+                slot.said(&reason);
                 slot.failed(reason);
             }
         }
@@ -243,6 +243,7 @@ async fn run(gateway: &Arc<Gateway>, id: &ServerId, slot: &Arc<Slot>, sink: &Arc
     let launch = connect::Launch {
         guard: settings.guard.as_deref(),
         sandbox: slot.entry.sandbox.as_ref(),
+        secrets: None,
     };
     let started = connect::start(
         id,

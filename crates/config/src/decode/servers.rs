@@ -231,6 +231,12 @@ impl Cx<'_> {
                     format!("`{}` is not a variable name", shorten(name)),
                     "a secret is the name of a variable of the server's environment: letters, digits and `_`",
                 )
+            } else if steers_the_process(name) {
+                (
+                    codes::INVALID_VALUE,
+                    format!("`{name}` would let each person choose what the server runs"),
+                    "a secret is a value the server reads (a token), never a variable that loads code or finds programs (`PATH`, `LD_*`, `NODE_OPTIONS`, `PYTHON*`, ...)",
+                )
             } else if env.iter().any(|e| e == name) {
                 (
                     codes::CONFLICT,
@@ -677,4 +683,36 @@ impl Cx<'_> {
         }
         ok
     }
+}
+
+/// Whether a variable steers what a process loads or runs (the dynamic linker's, a runtime's
+/// options and paths, the shell's start files, where programs and the home are): a person's
+/// secret may not be one.
+fn steers_the_process(name: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "PATH",
+        "HOME",
+        "SHELL",
+        "BASH_ENV",
+        "ENV",
+        "IFS",
+        "CDPATH",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "PERL5OPT",
+        "PERL5LIB",
+        "RUBYOPT",
+        "RUBYLIB",
+        "JAVA_TOOL_OPTIONS",
+        "CLASSPATH",
+        "TMPDIR",
+        "GIT_SSH_COMMAND",
+        "GIT_EXEC_PATH",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "NODE_EXTRA_CA_CERTS",
+    ];
+    const PREFIXES: &[&str] = &["LD_", "DYLD_", "PYTHON", "NPM_CONFIG_", "UV_", "PIP_"];
+    let upper = name.to_ascii_uppercase();
+    NAMES.contains(&upper.as_str()) || PREFIXES.iter().any(|p| upper.starts_with(p))
 }

@@ -2000,6 +2000,16 @@ fn a_stdio_server_runs_once_for_each_person() {
             "servers.s.per_person",
             "per_person",
         ),
+        (
+            "command: x\n    per_person: { secrets: [LD_PRELOAD] }",
+            "servers.s.per_person.secrets",
+            "choose what the server runs",
+        ),
+        (
+            "command: x\n    per_person: { secrets: [NODE_OPTIONS] }",
+            "servers.s.per_person.secrets",
+            "choose what the server runs",
+        ),
     ] {
         let with_http = if said.contains("http.auth") { "" } else { http };
         let e = error(&format!("servers:\n  s:\n    {bad}\n{with_http}"));

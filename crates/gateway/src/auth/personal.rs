@@ -50,7 +50,7 @@ const PEOPLE_MAX: usize = 10_000;
 /// Seconds before its expiry at which a person's token is refreshed.
 const REFRESH_MARGIN: u64 = 30;
 /// The most a sealed file may hold.
-const FILE_MAX: u64 = 64 * 1024;
+const FILE_MAX: u64 = 1024 * 1024;
 
 /// Who a person is: a digest of their issuer and `sub` (files are named by it), and the `sub`.
 #[derive(Clone)]

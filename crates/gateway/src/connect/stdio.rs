@@ -165,6 +165,9 @@ pub fn environment(
 ) -> Vec<(OsString, OsString)> {
     inherited(pass_env, std::env::vars_os())
         .into_iter()
+        // The key that opens every person's sealed sign-ins and secrets is moniker's alone,
+        // whatever `pass_env` says.
+        .filter(|(name, _)| name != crate::auth::personal::KEY_VAR)
         .chain(env.iter().map(|(k, v)| (k.into(), v.into())))
         .collect()
 }
@@ -186,8 +189,10 @@ pub fn spawn(
     };
     let environment = environment(pass_env, env);
     let mut cmd = command_of(spec, launch, &environment)?;
+    let secrets = launch.secrets.into_iter().flatten();
     cmd.env_clear()
         .envs(environment)
+        .envs(secrets)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -63,7 +63,6 @@ impl Slot {
                     id: entry.id.clone(),
                     spec: entry.spec.clone(),
                     sandbox: entry.sandbox.clone(),
-                    modern: entry.modern,
                 },
                 entry.per_person.as_ref(),
             ),
@@ -208,8 +207,12 @@ impl Servers {
         for entry in servers {
             let id = entry.id.clone();
             match old.get(&id) {
+                // Its sandbox and whether it runs once for each person are part of it too.
                 Some(slot)
-                    if slot.entry.spec == entry.spec && slot.entry.modern == entry.modern =>
+                    if slot.entry.spec == entry.spec
+                        && slot.entry.modern == entry.modern
+                        && slot.entry.sandbox == entry.sandbox
+                        && slot.entry.per_person == entry.per_person =>
                 {
                     next.insert(id, slot.clone());
                 }

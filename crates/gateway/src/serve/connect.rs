@@ -154,7 +154,8 @@ async fn identify(
     )?;
     let now = Instant::now();
     let mut identifying = lock(&lobby.identifying);
-    identifying.retain(|_, i| i.until > now);
+    // One step under way a ticket (its latest): opening a link again cannot fill the table.
+    identifying.retain(|_, i| i.until > now && i.ticket != ticket);
     if identifying.len() >= IDENTIFYING_MAX {
         return Err("too many sign-ins are under way: try again in ten minutes".to_owned());
     }
