@@ -15,6 +15,7 @@ import os
 import secrets
 import selectors
 import shutil
+import ssl
 import subprocess
 import threading
 import time
@@ -52,7 +53,11 @@ class OAuthServers:
     """One running server.mjs: its authorization server (`issuer`), its own MCP resource server
     (`mcp`) and its test controls (`control`)."""
 
-    def __init__(self, info: dict[str, Any], stderr_path: Path) -> None:
+    def __init__(self, info: dict[str, Any], stderr_path: Path, ca: Path | None = None) -> None:
+        # The CA of the resource server's certificate when it is over HTTPS (`tls`): its file,
+        # and what checks it.
+        self.ca = ca
+        self.verify: Any = ssl.create_default_context(cafile=str(ca)) if ca else True
         self.issuer: str = info["issuer"]
         self.mcp: str = info["mcp"]
         self.client_id: str = info["client_credentials"]["client_id"]
@@ -66,7 +71,7 @@ class OAuthServers:
     # ---- controls ----
 
     def _post(self, name: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        response = httpx.post(f"{self.control}/{name}", json=body or {}, timeout=10)
+        response = httpx.post(f"{self.control}/{name}", json=body or {}, timeout=10, verify=self.verify)
         assert response.status_code == 200, (
             f"server.mjs POST /_test/{name} answered {response.status_code}: {response.text}\n{self.log()}"
         )
@@ -227,12 +232,65 @@ class OAuthServers:
             return "(no log)"
 
 
+class LocalCa:
+    """A CA of the test's own and a certificate it signed for 127.0.0.1 (EC P-256, an hour):
+    PEM files in `folder` (`ca`, `cert`, `key`), for a server over HTTPS that moniker trusts
+    only when told (`tls.ca_file`)."""
+
+    def __init__(self, folder: Path, name: str = "moniker-e2e-ca") -> None:
+        import datetime
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        now = datetime.datetime.now(datetime.timezone.utc)
+
+        def certificate(subject: str, key: Any, issuer: x509.Name, signer: Any, ca: bool) -> x509.Certificate:
+            builder = (
+                x509.CertificateBuilder()
+                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+                .issuer_name(issuer)
+                .public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(hours=1))
+                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), True)
+            )
+            if not ca:
+                san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+                builder = builder.add_extension(san, False)
+            return builder.sign(signer, hashes.SHA256())
+
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        ca = certificate(name, ca_key, ca_name, ca_key, ca=True)
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = certificate("127.0.0.1", key, ca_name, ca_key, ca=False)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.ca = folder / "ca.pem"
+        self.cert = folder / "cert.pem"
+        self.key = folder / "key.pem"
+        self.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+        self.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        pkcs8 = serialization.PrivateFormat.PKCS8
+        self.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, pkcs8, serialization.NoEncryption()))
+
+
 @contextmanager
 def start_oauth_servers(
-    tmp_path: Path, ttl: int, resources: Iterable[str] = (), name: str = "oauth-server", opaque: Iterable[str] = ()
+    tmp_path: Path,
+    ttl: int,
+    resources: Iterable[str] = (),
+    name: str = "oauth-server",
+    opaque: Iterable[str] = (),
+    tls: LocalCa | None = None,
 ) -> Iterator[OAuthServers]:
     """server.mjs running (access tokens live `ttl` seconds; it also issues tokens for
-    `resources`, and opaque ones for `opaque`), stopped on leaving."""
+    `resources`, and opaque ones for `opaque`; its resource server over HTTPS with `tls`'s
+    certificate when given), stopped on leaving."""
     assert NODE is not None
     stderr_path = tmp_path / f"{name}.stderr"
     env = {**os.environ, "OAUTH_ACCESS_TTL": str(ttl)}
@@ -242,6 +300,8 @@ def start_oauth_servers(
     opaque = list(opaque)
     if opaque:
         env["OAUTH_OPAQUE_RESOURCES"] = ",".join(opaque)
+    if tls is not None:
+        env["OAUTH_RS_TLS_CERT"], env["OAUTH_RS_TLS_KEY"] = str(tls.cert), str(tls.key)
     with open(stderr_path, "w") as errlog:
         proc = subprocess.Popen(
             [NODE, str(SERVER_JS)],
@@ -260,7 +320,7 @@ def start_oauth_servers(
                 + stderr_path.read_text(errors="replace")[-3000:],
                 pytrace=False,
             )
-        yield OAuthServers(json.loads(line), stderr_path)
+        yield OAuthServers(json.loads(line), stderr_path, ca=tls.ca if tls else None)
     finally:
         proc.terminate()
         try:

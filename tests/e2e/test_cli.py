@@ -77,45 +77,14 @@ def test_doctor_names_a_certificate_it_does_not_trust(moniker_bin: Path, write_c
     """A remote server behind a certificate of a CA moniker does not know: `moniker doctor`
     says the certificate is not trusted and to give its CA in `tls.ca_file`; with that CA
     given, the certificate problem is gone."""
-    import datetime
     import http.server
-    import ipaddress
     import ssl
     import threading
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from oauth_harness import LocalCa
 
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def certificate(subject: str, key: Any, issuer: x509.Name, signer: Any, ca: bool) -> x509.Certificate:
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-            .issuer_name(issuer)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), True)
-        )
-        if not ca:
-            builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        return builder.sign(signer, hashes.SHA256())
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "moniker-e2e-unknown-ca")])
-    ca = certificate("moniker-e2e-unknown-ca", ca_key, ca_name, ca_key, ca=True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = certificate("127.0.0.1", key, ca_name, ca_key, ca=False)
-    ca_pem = tmp_path / "ca.pem"
-    ca_pem.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    cert_pem = tmp_path / "cert.pem"
-    key_pem = tmp_path / "key.pem"
-    cert_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    local = LocalCa(tmp_path, name="moniker-e2e-unknown-ca")
+    ca_pem, cert_pem, key_pem = local.ca, local.cert, local.key
 
     class Refuse(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802

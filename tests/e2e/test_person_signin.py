@@ -24,7 +24,7 @@ import pytest
 from mcp.shared.exceptions import McpError
 from scenarios import bearer_session
 
-from oauth_harness import FOLLOW, HAVE_OIDC_PROVIDER, SCOPE, SKIP_REASON, OAuthServers, start_oauth_servers, text_of
+from oauth_harness import FOLLOW, HAVE_OIDC_PROVIDER, SCOPE, SKIP_REASON, LocalCa, OAuthServers, start_oauth_servers, text_of
 from test_console import Watched, browser  # noqa: F401 (a fixture)
 from test_resource_server import Gateway, auth_section, free_port
 
@@ -52,8 +52,10 @@ def idp(tmp_path: Path, gw: Gateway) -> Iterator[OAuthServers]:
 
 @pytest.fixture
 def remote(tmp_path: Path) -> Iterator[OAuthServers]:
-    """The hosted server: its own authorization server and MCP server."""
-    with start_oauth_servers(tmp_path, 300, name="remote-oauth-server") as servers:
+    """The hosted server: its own authorization server and MCP server (over HTTPS, its
+    certificate of a CA of the test's own)."""
+    tls = LocalCa(tmp_path / "remote-tls")
+    with start_oauth_servers(tmp_path, 300, name="remote-oauth-server", tls=tls) as servers:
         yield servers
 
 
@@ -91,6 +93,7 @@ def start(
             "servers": {
                 "up": {
                     "url": remote.mcp,
+                    "tls": {"ca_file": str(remote.ca)},
                     "auth": {
                         "per_person": True,
                         "grant": "client_credentials",
@@ -276,12 +279,25 @@ def run(coroutine: Any) -> Any:
 def test_an_admin_sees_who_is_signed_in_and_signs_one_out_in_the_console(
     gw: Gateway, idp: OAuthServers, remote: OAuthServers, moniker_bin: Path, write_config, browser: Any
 ) -> None:
-    """The console in Chromium: the servers page lists alice and bob signed in to `up`; an
+    """Chromium: alice opens her link and signs in there (moniker's identity provider, then the
+    remote server's own); the console's servers page lists alice and bob signed in to `up`; an
     admin signs alice out there, and her next call asks her to sign in again, bob's does not."""
     start(gw, idp, remote, moniker_bin, write_config, console=True, tokens=[{"token": ADMIN, "name": "admin"}])
     tokens = {who: idp.interactive(gw.url(), account=who)["access_token"] for who in ("alice", "bob")}
-    for who in ("alice", "bob"):
-        run(signed_in(gw, idp, remote, tokens[who], who))
+    # alice signs in in Chromium: her link, moniker's identity provider, the remote server's
+    # authorization server, back to moniker.
+    failed, text = run(call(gw, tokens["alice"]))
+    link = LINK.search(text)
+    assert failed and link, text
+    idp.login_as("alice")
+    remote.login_as("alice")
+    signing = Watched(browser)
+    signing.page.goto(link.group(1))
+    signing.page.wait_for_url("**/connect/up/callback?**")
+    assert signing.page.inner_text("h1") == "Signed in", signing.page.content()
+    failed, text = run(call(gw, tokens["alice"]))
+    assert not failed and "sub=alice " in text, text
+    run(signed_in(gw, idp, remote, tokens["bob"], "bob"))
     admin = Watched(browser)
     admin.login(gw.origin, ADMIN)
     admin.page.goto(f"{gw.origin}/console/servers")

@@ -26,10 +26,12 @@ import pytest
 from mcp.shared.exceptions import McpError
 from scenarios import bearer_session
 
-from oauth_harness import HAVE_OIDC_PROVIDER, SCOPE, SKIP_REASON, OAuthServers, start_oauth_servers, text_of
+from oauth_harness import HAVE_OIDC_PROVIDER, SCOPE, SKIP_REASON, LocalCa, OAuthServers, start_oauth_servers, text_of
 from test_resource_server import STATIC_TOKEN, Gateway, auth_section, free_port
 
 pytestmark = pytest.mark.skipif(not HAVE_OIDC_PROVIDER, reason=SKIP_REASON)
+
+TS_CLIENT = Path(__file__).parent / "ts_http_client.mjs"
 
 
 @pytest.fixture
@@ -43,8 +45,9 @@ def gw(tmp_path: Path) -> Iterator[Gateway]:
 
 @pytest.fixture
 def idp(tmp_path: Path, gw: Gateway) -> Iterator[OAuthServers]:
-    """server.mjs: the identity provider of moniker's callers, and the server behind moniker."""
-    with start_oauth_servers(tmp_path, 300, resources=[gw.url()]) as servers:
+    """server.mjs: the identity provider of moniker's callers, and the server behind moniker
+    (over HTTPS, its certificate of a CA of the test's own)."""
+    with start_oauth_servers(tmp_path, 300, resources=[gw.url()], tls=LocalCa(tmp_path / "tls")) as servers:
         yield servers
 
 
@@ -56,6 +59,7 @@ def start(gw: Gateway, idp: OAuthServers, moniker_bin: Path, write_config, **exc
             "servers": {
                 "up": {
                     "url": idp.mcp,
+                    "tls": {"ca_file": str(idp.ca)},
                     "auth": {
                         "client_id": idp.client_id,
                         "client_secret": idp.client_secret,
@@ -150,18 +154,28 @@ async def test_a_call_with_no_token_to_exchange_is_refused_never_sent_as_moniker
 async def test_two_people_calling_at_once_never_get_each_others_token(
     gw: Gateway, idp: OAuthServers, moniker_bin: Path, write_config
 ) -> None:
-    """An attacker's test, run whole and concurrently: alice's and bob's sessions each send 30
-    calls at once, interleaved, through one gateway and one upstream connection; every answer
-    names its own caller, never the other."""
+    """An attacker's test, run whole and concurrently: alice's session (the Python SDK) and
+    bob's (the TypeScript SDK) each send 30 calls at once, interleaved, through one gateway and
+    one upstream connection; every answer names its own caller, never the other."""
     start(gw, idp, moniker_bin, write_config, cache="5m")
     tokens = {who: idp.interactive(gw.url(), account=who)["access_token"] for who in ("alice", "bob")}
 
-    async def person(who: str) -> list[str]:
+    async def python_sdk(who: str) -> list[str]:
         async with bearer_session(gw.url(), tokens[who]) as session:
             results = await asyncio.gather(*(session.call_tool("whoami", {}) for _ in range(30)))
         return [text_of(r) for r in results]
 
-    answers = dict(zip(("alice", "bob"), await asyncio.gather(person("alice"), person("bob"))))
+    async def typescript_sdk(who: str) -> list[str]:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            ["node", str(TS_CLIENT), gw.url(), tokens[who], "whoami", "30"],
+            capture_output=True, text=True, timeout=60, cwd=TS_CLIENT.parent,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["texts"]
+
+    # alice through the Python SDK, bob through the TypeScript SDK, at the same time.
+    answers = dict(zip(("alice", "bob"), await asyncio.gather(python_sdk("alice"), typescript_sdk("bob"))))
     for who, texts in answers.items():
         wrong = [t for t in texts if f"sub={who} " not in t]
         assert not wrong, f"{who}'s calls answered as another: {wrong[:3]}\n{gw.describe()}"

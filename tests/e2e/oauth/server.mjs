@@ -132,7 +132,9 @@
 //      [&resource] -> new tokens
 
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -197,14 +199,21 @@ function listen(server) {
 let provider;
 let rsHandler;
 const asServer = http.createServer((req, res) => asHandler(req, res));
-const rsServer = http.createServer((req, res) => rsHandler(req, res));
+// OAUTH_RS_TLS_CERT and OAUTH_RS_TLS_KEY (PEM files): the resource server (its /mcp, metadata
+// and test controls) over HTTPS with that certificate; the authorization server stays HTTP.
+const RS_TLS = process.env.OAUTH_RS_TLS_CERT
+  ? { cert: readFileSync(process.env.OAUTH_RS_TLS_CERT), key: readFileSync(process.env.OAUTH_RS_TLS_KEY) }
+  : undefined;
+const rsServer = RS_TLS
+  ? https.createServer(RS_TLS, (req, res) => rsHandler(req, res))
+  : http.createServer((req, res) => rsHandler(req, res));
 logRequests('AS', asServer);
 logRequests('RS', rsServer);
 const asPort = await listen(asServer);
 const rsPort = await listen(rsServer);
 
 const ISSUER = `http://${HOST}:${asPort}`;
-const RS_ORIGIN = `http://${HOST}:${rsPort}`;
+const RS_ORIGIN = `${RS_TLS ? 'https' : 'http'}://${HOST}:${rsPort}`;
 const RESOURCE = `${RS_ORIGIN}/mcp`;
 const PRM_URL = `${RS_ORIGIN}/.well-known/oauth-protected-resource/mcp`;
 
