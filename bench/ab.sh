@@ -17,8 +17,9 @@
 #   ROUNDS=5 CALLS=2000 SIZES="10 1000 10000" SERVERS="1 5" PATHS="stdio shared http http-2026"
 #   QUICK=1 bench/ab.sh A B      a smoke run (2 rounds, fewer calls, 10 tools)
 #
-# Each revision is built once into target/ab/<commit> (a git worktree under it); the report goes
-# to stdout and to bench/ab-report.md (OUT=... to write elsewhere). Run on an idle machine.
+# Each revision is built once (target/ab/<commit>/moniker; the working tree's each time); the
+# report goes to stdout and to bench/ab-report.md (OUT=... to write elsewhere). Run on an idle
+# machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -32,21 +33,28 @@ WORK=$(mktemp -d)
 HTTP_PID=
 trap 'rm -rf "$WORK"; [[ -n $HTTP_PID ]] && kill "$HTTP_PID" 2>/dev/null || true' EXIT
 
-# The release binary of a revision (built once, into target/ab/<commit>).
+# The release binary of a revision, built once and kept as target/ab/<commit>/moniker: from a
+# worktree of it, into this checkout's target directory (the dependencies built once serve
+# both), then copied out.
 build() {
     local rev=$1 dir commit
     if [[ $rev == WORKTREE ]]; then
         cargo build --release --quiet -p moniker-mcp </dev/null
-        echo "$ROOT/target/release/moniker"
+        dir=$ROOT/target/ab/worktree
+        mkdir -p "$dir" && cp "$ROOT/target/release/moniker" "$dir/moniker"
+        echo "$dir/moniker"
         return
     fi
     commit=$(git rev-parse --verify "$rev^{commit}")
     dir=$ROOT/target/ab/$commit
-    if [[ ! -x $dir/release/moniker ]]; then
+    if [[ ! -x $dir/moniker ]]; then
+        mkdir -p "$dir"
         [[ -d $dir/src ]] || git worktree add --detach --force "$dir/src" "$commit" >/dev/null 2>&1
-        (cd "$dir/src" && CARGO_TARGET_DIR=$dir cargo build --release --quiet -p moniker-mcp </dev/null)
+        (cd "$dir/src" && CARGO_TARGET_DIR=$ROOT/target cargo build --release --quiet -p moniker-mcp </dev/null)
+        cp "$ROOT/target/release/moniker" "$dir/moniker"
+        git worktree remove --force "$dir/src" >/dev/null 2>&1 || true
     fi
-    echo "$dir/release/moniker"
+    echo "$dir/moniker"
 }
 
 echo "== builds ==" >&2

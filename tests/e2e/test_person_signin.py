@@ -26,21 +26,12 @@ from scenarios import bearer_session
 
 from oauth_harness import FOLLOW, HAVE_OIDC_PROVIDER, SCOPE, SKIP_REASON, LocalCa, OAuthServers, start_oauth_servers, text_of
 from test_console import Watched, browser  # noqa: F401 (a fixture)
-from test_resource_server import Gateway, auth_section, free_port
+from test_resource_server import Gateway, auth_section, gw  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(not HAVE_OIDC_PROVIDER, reason=SKIP_REASON)
 
 KEY = secrets.token_hex(32)
 LINK = re.compile(r"(http://127\.0\.0\.1:\d+/connect/up\?ticket=[A-Za-z0-9_-]+)")
-
-
-@pytest.fixture
-def gw(tmp_path: Path) -> Iterator[Gateway]:
-    gateway = Gateway(free_port(), tmp_path)
-    try:
-        yield gateway
-    finally:
-        gateway.stop()
 
 
 @pytest.fixture

@@ -27,20 +27,11 @@ from mcp.shared.exceptions import McpError
 from scenarios import bearer_session
 
 from oauth_harness import HAVE_OIDC_PROVIDER, SCOPE, SKIP_REASON, LocalCa, OAuthServers, start_oauth_servers, text_of
-from test_resource_server import STATIC_TOKEN, Gateway, auth_section, free_port
+from test_resource_server import STATIC_TOKEN, Gateway, auth_section, gw  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(not HAVE_OIDC_PROVIDER, reason=SKIP_REASON)
 
 TS_CLIENT = Path(__file__).parent / "ts_http_client.mjs"
-
-
-@pytest.fixture
-def gw(tmp_path: Path) -> Iterator[Gateway]:
-    gateway = Gateway(free_port(), tmp_path)
-    try:
-        yield gateway
-    finally:
-        gateway.stop()
 
 
 @pytest.fixture

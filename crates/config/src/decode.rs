@@ -102,59 +102,52 @@ pub(crate) fn decode(root: Option<&Node>, text: &str) -> (Decoded, Vec<ConfigErr
 }
 
 /// Each `auth.exchange` without an `auth.issuer` exchanges at the issuer of the callers'
-/// tokens (`http.auth.issuer`); without either, where to exchange is unknown (reported). An
-/// `auth.per_person` needs `http.auth` too: the person is who its token says.
+/// tokens (`http.auth.issuer`); without either, where to exchange is unknown (reported). A
+/// server that acts as each person (`per_person`, `auth.per_person`) needs `http.auth` too: the
+/// person is who its token says.
 fn exchanges_at_the_issuer(out: &mut Decoded, errors: &mut Vec<ConfigError>) {
+    const PERSON: &str =
+        "`per_person` needs `http.auth`: who each person is comes from their access token";
+    const EXCHANGE: &str = "`exchange` needs the identity provider to exchange at: `auth.issuer`, or `http.auth`, whose callers' tokens are exchanged";
     let callers = out.http.auth.as_ref().map(|auth| auth.issuer.clone());
+    let mut missing = Vec::new();
     for (id, server) in &mut out.servers {
-        if server.per_person.is_some() && callers.is_none() {
-            let at = format!("servers.{id}.per_person");
-            let mut error = ConfigError::new(
-                codes::MISSING_KEY,
-                "`per_person` needs `http.auth`: who each person is comes from their access token",
-                at.clone(),
-            );
-            if let Some(spans) = out.spans.get(&at) {
-                error = error.with_span(spans.point);
-            }
-            error.help = Some("add `http.auth` (your identity provider)".to_owned());
-            errors.push(error);
+        let http = match &mut server.transport {
+            crate::Transport::Http { auth, .. } => Some(auth),
+            crate::Transport::Stdio { .. } => None,
+        };
+        let per_person = server.per_person.is_some() || http.as_ref().is_some_and(|a| a.per_person);
+        if per_person && callers.is_none() {
+            let at = if server.per_person.is_some() {
+                "per_person"
+            } else {
+                "auth.per_person"
+            };
+            missing.push((
+                format!("servers.{id}.{at}"),
+                PERSON,
+                "add `http.auth` (your identity provider)",
+            ));
         }
-        let crate::Transport::Http { auth, .. } = &mut server.transport else {
+        let Some(auth) = http.filter(|a| a.exchange.is_some() && a.issuer.is_none()) else {
             continue;
         };
-        if auth.per_person && callers.is_none() {
-            let at = format!("servers.{id}.auth.per_person");
-            let mut error = ConfigError::new(
-                codes::MISSING_KEY,
-                "`per_person` needs `http.auth`: who each person is comes from their access token",
-                at.clone(),
-            );
-            if let Some(spans) = out.spans.get(&at) {
-                error = error.with_span(spans.point);
-            }
-            error.help = Some("add `http.auth` (your identity provider)".to_owned());
-            errors.push(error);
-        }
-        if auth.exchange.is_none() || auth.issuer.is_some() {
-            continue;
-        }
         match &callers {
             Some(issuer) => auth.issuer = Some(issuer.clone()),
-            None => {
-                let at = format!("servers.{id}.auth.exchange");
-                let mut error = ConfigError::new(
-                    codes::MISSING_KEY,
-                    "`exchange` needs the identity provider to exchange at: `auth.issuer`, or `http.auth`, whose callers' tokens are exchanged",
-                    at.clone(),
-                );
-                if let Some(spans) = out.spans.get(&at) {
-                    error = error.with_span(spans.point);
-                }
-                error.help = Some("add `http.auth` (the callers' identity provider), or `issuer: https://...` here".to_owned());
-                errors.push(error);
-            }
+            None => missing.push((
+                format!("servers.{id}.auth.exchange"),
+                EXCHANGE,
+                "add `http.auth` (the callers' identity provider), or `issuer: https://...` here",
+            )),
         }
+    }
+    for (at, message, help) in missing {
+        let mut error = ConfigError::new(codes::MISSING_KEY, message, at.clone());
+        if let Some(spans) = out.spans.get(&at) {
+            error = error.with_span(spans.point);
+        }
+        error.help = Some(help.to_owned());
+        errors.push(error);
     }
 }
 

@@ -29,6 +29,11 @@ use crate::sync::lock;
 
 use crate::auth::oauth::{self, Metadata};
 
+/// A registration at the issuer: the client it gave (or why none), and when.
+type Registered = (Result<crate::auth::store::Client, String>, Instant);
+
+/// How long a registration at the issuer that failed is not tried again.
+const REGISTRATION_RETRY: Duration = Duration::from_secs(30);
 /// The shortest time between two fetches of the keys for an unknown `kid`.
 pub const REFETCH_GAP: Duration = Duration::from_secs(10);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -174,6 +179,8 @@ pub struct Verifier {
     /// How often the issuer is asked, for everyone and each client address
     /// ([`crate::budget::INTROSPECTIONS_PER_SECOND`]).
     rates: crate::budget::Rates,
+    /// moniker's clients at the issuer, by redirect URI ([`Verifier::client_for`]).
+    clients: tokio::sync::Mutex<HashMap<String, Registered>>,
 }
 
 #[derive(Default)]
@@ -213,7 +220,42 @@ impl Verifier {
                 crate::budget::INTROSPECTIONS_PER_SECOND,
                 crate::budget::INTROSPECTIONS_PER_ADDRESS,
             ),
+            clients: tokio::sync::Mutex::new(HashMap::new()),
         })
+    }
+
+    /// moniker as a web client of the issuer whose browser flow comes back to `redirect_uri`
+    /// (the console's sign-in, people's sign-ins to servers that act as each of them):
+    /// `console_client` when configured, else registered there (Dynamic Client Registration)
+    /// once for this redirect URI; a registration that failed is not tried again for
+    /// [`REGISTRATION_RETRY`].
+    pub(crate) async fn client_for(
+        &self,
+        metadata: &Metadata,
+        redirect_uri: &str,
+    ) -> Result<crate::auth::store::Client, String> {
+        let console = self.settings.console_client.as_ref();
+        let settings = moniker_config::Auth {
+            client_id: console.map(|c| c.client_id.clone()),
+            client_secret: console.and_then(|c| c.client_secret.clone()),
+            ..moniker_config::Auth::default()
+        };
+        let http = self.http()?;
+        if settings.client_id.is_some() {
+            return oauth::identify(http, &settings, metadata, Some(redirect_uri)).await;
+        }
+        let mut clients = self.clients.lock().await;
+        if let Some((outcome, at)) = clients.get(redirect_uri) {
+            if outcome.is_ok() || at.elapsed() < REGISTRATION_RETRY {
+                return outcome.clone();
+            }
+        }
+        let outcome = oauth::identify(http, &settings, metadata, Some(redirect_uri)).await;
+        if let Ok(client) = &outcome {
+            tracing::info!(issuer = %metadata.issuer, client_id = %client.client_id, redirect_uri, "moniker registered at the identity provider");
+        }
+        clients.insert(redirect_uri.to_owned(), (outcome.clone(), Instant::now()));
+        outcome
     }
 
     pub(crate) fn http(&self) -> Result<&reqwest::Client, String> {

@@ -271,6 +271,18 @@ pub(super) fn protocol_version_supported(header: &str) -> bool {
     crate::session::PROTOCOL_VERSIONS.contains(&header.trim())
 }
 
+/// The value of the cookie `name` a request brought (the first of that name).
+pub(super) fn cookie<'h>(headers: &'h axum::http::HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

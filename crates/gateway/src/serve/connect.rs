@@ -43,8 +43,6 @@ const IDENTIFYING_MAX: usize = 1024;
 struct Lobby {
     shared: Arc<Shared>,
     identifying: Mutex<HashMap<String, Identifying>>,
-    /// moniker's client at the identity provider, by redirect URI (registered once).
-    clients: tokio::sync::Mutex<HashMap<String, Client>>,
 }
 
 struct Identifying {
@@ -60,7 +58,6 @@ pub(super) fn router(shared: &Arc<Shared>) -> Router {
     let lobby = Arc::new(Lobby {
         shared: shared.clone(),
         identifying: Mutex::new(HashMap::new()),
-        clients: tokio::sync::Mutex::new(HashMap::new()),
     });
     Router::new()
         .route("/connect/{server}", get(begin).delete(sign_out))
@@ -138,7 +135,7 @@ async fn identify(
     let verifier = lobby.shared.verifier(auth);
     let metadata = verifier.metadata_of_issuer().await?;
     let endpoint = browser::authorization_endpoint(&metadata)?;
-    let client = client(lobby, auth, &metadata, callback).await?;
+    let client = verifier.client_for(&metadata, callback).await?;
     let (state, pkce) = (crate::random::text(24), crate::random::text(32));
     let scope = (!auth.scopes.is_empty()).then(|| auth.scopes.join(" "));
     let url = browser::authorization_url(
@@ -172,35 +169,6 @@ async fn identify(
     Ok((url, state))
 }
 
-/// moniker's client at the identity provider for `redirect_uri`: the console's when
-/// configured, else registered once.
-async fn client(
-    lobby: &Lobby,
-    auth: &ResourceAuth,
-    metadata: &oauth::Metadata,
-    redirect_uri: &str,
-) -> Result<Client, String> {
-    let settings = moniker_config::Auth {
-        client_id: auth.console_client.as_ref().map(|c| c.client_id.clone()),
-        client_secret: auth
-            .console_client
-            .as_ref()
-            .and_then(|c| c.client_secret.clone()),
-        ..moniker_config::Auth::default()
-    };
-    let http = lobby.shared.verifier(auth).http()?.clone();
-    if settings.client_id.is_some() {
-        return oauth::identify(&http, &settings, metadata, Some(redirect_uri)).await;
-    }
-    let mut clients = lobby.clients.lock().await;
-    if let Some(client) = clients.get(redirect_uri) {
-        return Ok(client.clone());
-    }
-    let client = oauth::identify(&http, &settings, metadata, Some(redirect_uri)).await?;
-    clients.insert(redirect_uri.to_owned(), client.clone());
-    Ok(client)
-}
-
 /// `GET /connect/<server>/callback`: an answer, from the browser that began its step: the
 /// identity provider's (then on to the server's authorization server, when the browser is
 /// the link's person) or the server's authorization server's (the sign-in is kept).
@@ -217,7 +185,7 @@ async fn callback(
         return page(StatusCode::BAD_REQUEST, "Cannot sign in", "Not an answer.");
     };
     let (answer, state) = browser::Answer::of(&url);
-    let began = cookie(&headers, COOKIE);
+    let began = checks::cookie(&headers, COOKIE);
     let Some(state) =
         state.filter(|s| began.is_some_and(|b| bool::from(s.as_bytes().ct_eq(b.as_bytes()))))
     else {
@@ -469,17 +437,6 @@ fn with_cookie(mut response: Response, callback: &str, state: &str) -> Response 
         response.headers_mut().append(header::SET_COOKIE, value);
     }
     response
-}
-
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| v)
 }
 
 /// A small page: what happened, in words (escaped: a reason may hold a server's text).

@@ -107,8 +107,6 @@ impl std::ops::Deref for Desk {
 #[derive(Default)]
 struct Console {
     sessions: Mutex<HashMap<String, Seat>>,
-    /// The client the console registered as at the identity provider.
-    signins: signin::Signins,
     /// The servers' calls every [`SAMPLE_EVERY`], oldest first.
     samples: Mutex<VecDeque<std::collections::BTreeMap<String, Latency>>>,
 }
@@ -399,17 +397,6 @@ fn refused_at(status: StatusCode, why: &str, root: &'static str) -> Response {
     (status, html(&page)).into_response()
 }
 
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
-}
-
 #[derive(Template)]
 #[template(path = "console/login.html")]
 struct LoginPage {
@@ -499,7 +486,7 @@ impl Cookie {
         headers: &'h HeaderMap,
         settings: &super::http::HttpSettings,
     ) -> Option<&'h str> {
-        cookie(headers, self.name(settings))
+        checks::cookie(headers, self.name(settings))
     }
 
     /// Sets it to `value` on `response` (for `max_age` seconds; `Some(0)`: forgets it);

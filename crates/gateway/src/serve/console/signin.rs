@@ -30,8 +30,6 @@ use moniker_config::ResourceAuth;
 
 /// How long a person has to sign in.
 const SIGNIN_TTL: Duration = Duration::from_secs(600);
-/// How long a registration that failed is not tried again.
-const REGISTRATION_RETRY: Duration = Duration::from_secs(30);
 /// A session whose token does not say when it ends (an introspected one may not) lasts this
 /// long, as long as `/mcp` trusts an introspection.
 const UNDATED: Duration = Duration::from_secs(60);
@@ -53,61 +51,6 @@ const BINDING: Cookie = Cookie {
     // Sent on the identity provider's redirect back, a top-level GET from another site.
     same_site: "Lax",
 };
-
-/// The client the console registered as at the issuer (or why it could not).
-#[derive(Default)]
-pub(super) struct Signins {
-    registered: tokio::sync::Mutex<Option<Registered>>,
-}
-
-struct Registered {
-    /// The issuer and redirect URI it is for.
-    key: String,
-    outcome: Result<Client, String>,
-    at: Instant,
-}
-
-impl Signins {
-    /// Who the console is at the issuer: the configured client, else the one it registered
-    /// (Dynamic Client Registration, once for this issuer and redirect URI; a failure is not
-    /// tried again for [`REGISTRATION_RETRY`]).
-    async fn client(
-        &self,
-        http: &reqwest::Client,
-        auth: &ResourceAuth,
-        metadata: &oauth::Metadata,
-        redirect_uri: &str,
-    ) -> Result<Client, String> {
-        let settings = moniker_config::Auth {
-            client_id: auth.console_client.as_ref().map(|c| c.client_id.clone()),
-            client_secret: auth
-                .console_client
-                .as_ref()
-                .and_then(|c| c.client_secret.clone()),
-            ..moniker_config::Auth::default()
-        };
-        if settings.client_id.is_some() {
-            return oauth::identify(http, &settings, metadata, Some(redirect_uri)).await;
-        }
-        let key = format!("{} {redirect_uri}", metadata.issuer);
-        let mut registered = self.registered.lock().await;
-        if let Some(known) = registered.as_ref().filter(|r| r.key == key) {
-            if known.outcome.is_ok() || known.at.elapsed() < REGISTRATION_RETRY {
-                return known.outcome.clone();
-            }
-        }
-        let outcome = oauth::identify(http, &settings, metadata, Some(redirect_uri)).await;
-        if let Ok(client) = &outcome {
-            tracing::info!(issuer = %metadata.issuer, client_id = %client.client_id, "the console registered at the identity provider");
-        }
-        *registered = Some(Registered {
-            key,
-            outcome: outcome.clone(),
-            at: Instant::now(),
-        });
-        outcome
-    }
-}
 
 /// What the browser that started a sign-in keeps of it: `state.verifier.client`, the client
 /// as a digest of its id (an id may hold any character; a cookie may not).
@@ -212,11 +155,7 @@ async fn begin(
     let metadata = verifier.metadata_of_issuer().await?;
     let endpoint = browser::authorization_endpoint(&metadata)?;
     let redirect_uri = format!("{console}{CALLBACK}");
-    let client = shared
-        .console
-        .signins
-        .client(verifier.http()?, auth, &metadata, &redirect_uri)
-        .await?;
+    let client = verifier.client_for(&metadata, &redirect_uri).await?;
     let binding = Binding {
         state: crate::random::text(24),
         verifier: crate::random::text(32),
@@ -324,10 +263,8 @@ async fn finish(
         public_url(&auth.resource).map_err(gateway_error)?
     );
     let http = verifier.http().map_err(gateway_error)?;
-    let client = shared
-        .console
-        .signins
-        .client(http, &auth, &metadata, &redirect_uri)
+    let client = verifier
+        .client_for(&metadata, &redirect_uri)
         .await
         .map_err(gateway_error)?;
     if Binding::digest(&client) != binding.client {
