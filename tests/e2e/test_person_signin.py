@@ -429,6 +429,16 @@ async def test_a_stdio_server_runs_once_for_each_person_with_their_own_secret(
     assert out.status_code == 204, out.text
     failed, text = await env_whoami(gw, tokens["alice"])
     assert failed and "SERVICE_TOKEN" in text, text
+
+    # An admin sets alice's secret from the command line (its value on stdin, never an
+    # argument): her next call starts her instance with it.
+    done = subprocess.run(
+        [str(moniker_bin), "people", "env", "--set", "SERVICE_TOKEN", "--for", "alice", "-c", str(gw.config)],
+        input="alice-from-admin\n", capture_output=True, text=True, timeout=30, env=gw.env(),
+    )
+    assert done.returncode == 0 and "alice-from-admin" not in done.stdout + done.stderr, done.stdout + done.stderr
+    failed, text = await env_whoami(gw, tokens["alice"])
+    assert not failed and text.startswith("token=alice-from-admin "), text
     failed, text = await env_whoami(gw, tokens["bob"])
     assert not failed and text.startswith("token=bob-s3cret "), text
 

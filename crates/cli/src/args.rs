@@ -91,6 +91,13 @@ pub struct PeopleArgs {
     /// Sign this person (their `sub`) out of the server.
     #[arg(long, value_name = "SUB")]
     pub forget: Option<String>,
+    /// Set the secret NAME of the person `--for` names (a server run once for each person),
+    /// its value read from stdin; their instance starts anew with it at their next call.
+    #[arg(long, value_name = "NAME", requires = "for_person")]
+    pub set: Option<String>,
+    /// The person (their `sub` at `http.auth.issuer`) whose secret `--set` sets.
+    #[arg(long = "for", value_name = "SUB", id = "for_person")]
+    pub for_person: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

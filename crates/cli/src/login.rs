@@ -135,6 +135,9 @@ pub fn people(mut config: Config, args: &crate::args::PeopleArgs) -> Result<Exit
     let Some(text) = std::env::var(KEY_VAR).ok().filter(|t| !t.trim().is_empty()) else {
         return Err(format!("${KEY_VAR} is not set: people's sign-ins and secrets are sealed with it (without it, the running gateway keeps them in memory only)").into());
     };
+    if let (Some(name), Some(person)) = (&args.set, &args.for_person) {
+        return set_secret(&config, &id, &server, &place, name, person);
+    }
     let key = key_from(&text)?;
     let Some(dir) = folder(id.as_str(), &place) else {
         return Err("this platform has no user data dir".into());
@@ -166,6 +169,51 @@ pub fn people(mut config: Config, args: &crate::args::PeopleArgs) -> Result<Exit
         0 => format!("`{name}` is not known to `{id}`"),
         _ => format!("`{name}` is signed out of `{id}`: their next call asks them again"),
     })?;
+    Ok(Exit::Ok)
+}
+
+/// `moniker people SERVER --set NAME --for SUB`: the person's secret NAME set to what stdin
+/// holds (its last line end dropped), sealed as the person's own `PUT` would.
+fn set_secret(
+    config: &Config,
+    id: &ServerId,
+    server: &ServerConfig,
+    place: &str,
+    name: &str,
+    person: &str,
+) -> Result<Exit, Failure> {
+    use moniker_gateway::auth::personal::{Person, Secrets};
+    let Some(each) = &server.per_person else {
+        return Err(format!(
+            "`{id}` is not a stdio server run once for each person: it keeps no secrets"
+        )
+        .into());
+    };
+    if !each.secrets.iter().any(|s| s == name) {
+        return Err(format!(
+            "`{name}` is not a secret of `{id}` (its secrets: {})",
+            each.secrets.join(", ")
+        )
+        .into());
+    }
+    let Some(issuer) = config.http.auth.as_ref().map(|a| a.issuer.clone()) else {
+        return Err("the config has no `http.auth`: no one is a person here".into());
+    };
+    let mut value = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(std::io::stdin(), 4097), &mut value)?;
+    let value = value.strip_suffix('\n').unwrap_or(&value);
+    let value = value.strip_suffix('\r').unwrap_or(value);
+    if value.len() > 4096 || value.contains('\0') || value.is_empty() {
+        return Err(
+            "the value (read from stdin) is empty, longer than 4096 bytes, or holds a NUL".into(),
+        );
+    }
+    let secrets = Secrets::of(id, place);
+    let values = std::collections::BTreeMap::from([(name.to_owned(), value.to_owned())]);
+    secrets.set(&Person::named(&issuer, person), values)?;
+    output::line(&format!(
+        "`{person}`'s {name} for `{id}` is set: their instance starts anew with it at their next call"
+    ))?;
     Ok(Exit::Ok)
 }
 

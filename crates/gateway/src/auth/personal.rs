@@ -54,7 +54,7 @@ const FILE_MAX: u64 = 1024 * 1024;
 
 /// Who a person is: a digest of their issuer and `sub` (files are named by it), and the `sub`.
 #[derive(Clone)]
-pub(crate) struct Person {
+pub struct Person {
     key: [u8; 32],
     pub(crate) name: String,
 }
@@ -66,7 +66,7 @@ impl Person {
         Some(Self::named(issuer, subject))
     }
 
-    pub(crate) fn named(issuer: &str, subject: &str) -> Self {
+    pub fn named(issuer: &str, subject: &str) -> Self {
         let key = Sha256::digest(format!("{issuer}\n{subject}").as_bytes()).into();
         Self {
             key,
@@ -518,7 +518,7 @@ struct Held {
 
 /// The secrets each person set for one server run once for each of them: sealed files under
 /// `$MONIKER_SECRET_KEY` as sign-ins are, else in memory. Values are never logged nor shown.
-pub(crate) struct Secrets {
+pub struct Secrets {
     server: ServerId,
     sealed: Option<Sealed>,
     memory: std::sync::Mutex<HashMap<[u8; 32], Held>>,
@@ -526,7 +526,7 @@ pub(crate) struct Secrets {
 
 impl Secrets {
     /// The secrets of `server`, started as `command` (a change of command starts afresh).
-    pub(crate) fn of(server: &ServerId, command: &str) -> Self {
+    pub fn of(server: &ServerId, command: &str) -> Self {
         let sealed = match std::env::var(KEY_VAR).ok().filter(|t| !t.trim().is_empty()) {
             Some(text) => match (key_from(&text), folder(server.as_str(), command)) {
                 (Ok(key), Some(dir)) => Some(Sealed::new(dir, server.as_str(), &key)),
@@ -555,7 +555,7 @@ impl Secrets {
     }
 
     /// Sets `values` among `person`'s secrets.
-    pub(crate) fn set(
+    pub fn set(
         &self,
         person: &Person,
         values: std::collections::BTreeMap<String, String>,
