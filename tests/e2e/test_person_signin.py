@@ -374,15 +374,6 @@ def set_secret(gw: Gateway, token: str, value: str) -> httpx.Response:
     )
 
 
-async def env_whoami(gw: Gateway, token: str) -> tuple[bool, str]:
-    async with bearer_session(gw.url(), token) as session:
-        try:
-            result = await session.call_tool("whoami", {})
-        except McpError as refused:
-            return True, refused.error.message
-    return bool(result.isError), text_of(result)
-
-
 @pytest.mark.timeout(180)
 async def test_a_stdio_server_runs_once_for_each_person_with_their_own_secret(
     gw: Gateway, idp: OAuthServers, moniker_bin: Path, write_config
@@ -394,7 +385,7 @@ async def test_a_stdio_server_runs_once_for_each_person_with_their_own_secret(
     the sealed file holds no value; signing out forgets the secret and stops the instance."""
     start_per_person(gw, idp, moniker_bin, write_config)
     tokens = {who: idp.interactive(gw.url(), account=who)["access_token"] for who in ("alice", "bob")}
-    failed, text = await env_whoami(gw, tokens["alice"])
+    failed, text = await call(gw, tokens["alice"])
     assert failed and "SERVICE_TOKEN" in text and "/connect/env/secrets" in text, text
 
     assert set_secret(gw, tokens["alice"], "alice-s3cret").status_code == 204
@@ -427,7 +418,7 @@ async def test_a_stdio_server_runs_once_for_each_person_with_their_own_secret(
 
     out = httpx.delete(f"{gw.origin}/connect/env", headers={"authorization": f"Bearer {tokens['alice']}"}, timeout=10)
     assert out.status_code == 204, out.text
-    failed, text = await env_whoami(gw, tokens["alice"])
+    failed, text = await call(gw, tokens["alice"])
     assert failed and "SERVICE_TOKEN" in text, text
 
     # An admin sets alice's secret from the command line (its value on stdin, never an
@@ -437,9 +428,9 @@ async def test_a_stdio_server_runs_once_for_each_person_with_their_own_secret(
         input="alice-from-admin\n", capture_output=True, text=True, timeout=30, env=gw.env(),
     )
     assert done.returncode == 0 and "alice-from-admin" not in done.stdout + done.stderr, done.stdout + done.stderr
-    failed, text = await env_whoami(gw, tokens["alice"])
+    failed, text = await call(gw, tokens["alice"])
     assert not failed and text.startswith("token=alice-from-admin "), text
-    failed, text = await env_whoami(gw, tokens["bob"])
+    failed, text = await call(gw, tokens["bob"])
     assert not failed and text.startswith("token=bob-s3cret "), text
 
 
@@ -454,15 +445,15 @@ async def test_instances_are_bounded_and_stop_when_idle(
     tokens = {who: idp.interactive(gw.url(), account=who)["access_token"] for who in ("alice", "bob")}
     for who in tokens:
         assert set_secret(gw, tokens[who], f"{who}-s3cret").status_code == 204
-    _, first = await env_whoami(gw, tokens["alice"])
+    _, first = await call(gw, tokens["alice"])
     # Her instance was just used: it is not stopped for bob's (her next request may be on its
     # way to it).
-    failed, busy = await env_whoami(gw, tokens["bob"])
+    failed, busy = await call(gw, tokens["bob"])
     assert failed and "instances are at work" in busy, busy
     await asyncio.sleep(1.2)
-    _, bobs = await env_whoami(gw, tokens["bob"])
+    _, bobs = await call(gw, tokens["bob"])
     await asyncio.sleep(1.2)
-    _, again = await env_whoami(gw, tokens["alice"])
+    _, again = await call(gw, tokens["alice"])
     assert first.startswith("token=alice-s3cret") and bobs.startswith("token=bob-s3cret"), (first, bobs)
     assert again.startswith("token=alice-s3cret") and again != first, (first, again)
     pid = int(again.split("pid=")[1])

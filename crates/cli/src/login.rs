@@ -122,7 +122,7 @@ pub fn people(mut config: Config, args: &crate::args::PeopleArgs) -> Result<Exit
     let (place, what) = match &server.transport {
         Transport::Http { url, auth, .. } if auth.per_person => (url.clone(), "signed in to"),
         Transport::Stdio { command, args, .. } if server.per_person.is_some() => (
-            format!("stdio:{command} {}", args.join(" ")),
+            moniker_gateway::auth::personal::started_as(command, args),
             "has set their secrets for",
         ),
         _ => {

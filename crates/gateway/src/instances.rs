@@ -105,8 +105,10 @@ impl Instances {
         let Transport::Stdio { command, args, .. } = &recipe.spec else {
             return None;
         };
-        let started_as = format!("stdio:{command} {}", args.join(" "));
-        let secrets = Secrets::of(&recipe.id, &started_as);
+        let secrets = Secrets::of(
+            &recipe.id,
+            &crate::auth::personal::started_as(command, args),
+        );
         Some(Arc::new(Self {
             recipe,
             settings,

@@ -146,7 +146,7 @@ impl Personal {
         if !settings.per_person {
             return Ok(None);
         }
-        let sealed = Sealed::from_env(server, url)?;
+        let sealed = Sealed::from_env(server, url.as_str())?;
         if sealed.is_none() {
             tracing::warn!(server = %server, "${KEY_VAR} is not set: each person's tokens for this server are kept in memory only, and lost when it reconnects");
         }
@@ -527,17 +527,10 @@ pub struct Secrets {
 impl Secrets {
     /// The secrets of `server`, started as `command` (a change of command starts afresh).
     pub fn of(server: &ServerId, command: &str) -> Self {
-        let sealed = match std::env::var(KEY_VAR).ok().filter(|t| !t.trim().is_empty()) {
-            Some(text) => match (key_from(&text), folder(server.as_str(), command)) {
-                (Ok(key), Some(dir)) => Some(Sealed::new(dir, server.as_str(), &key)),
-                (Err(why), _) => {
-                    tracing::error!(server = %server, error = %why, "people's secrets are kept in memory only");
-                    None
-                }
-                (_, None) => None,
-            },
-            None => None,
-        };
+        let sealed = Sealed::from_env(server, command).unwrap_or_else(|why| {
+            tracing::error!(server = %server, error = %why, "people's secrets are kept in memory only");
+            None
+        });
         Self {
             server: server.clone(),
             sealed,
@@ -609,6 +602,12 @@ pub(crate) fn link(resource: &str, server: &ServerId, ticket: &str) -> Option<St
     at_connect(resource, server, &format!("?ticket={ticket}"))
 }
 
+/// What a stdio server run once for each person is known by in [`folder`]: its command line
+/// (another command under the same name starts afresh).
+pub fn started_as(command: &str, args: &[String]) -> String {
+    format!("stdio:{command} {}", args.join(" "))
+}
+
 /// The folder of a server's sealed sign-ins, beside moniker's own tokens: named by the server
 /// and its URL (another URL under the same name starts afresh).
 pub fn folder(server: &str, url: &str) -> Option<PathBuf> {
@@ -652,12 +651,14 @@ pub struct Sealed {
 }
 
 impl Sealed {
-    fn from_env(server: &ServerId, url: &Url) -> Result<Option<Self>, String> {
+    /// The sealed files of `server` at `place` ([`folder`]) under `$MONIKER_SECRET_KEY`;
+    /// `None` without the variable, `Err` when it is no key.
+    fn from_env(server: &ServerId, place: &str) -> Result<Option<Self>, String> {
         let Some(text) = std::env::var(KEY_VAR).ok().filter(|t| !t.trim().is_empty()) else {
             return Ok(None);
         };
         let key = key_from(&text)?;
-        let dir = folder(server.as_str(), url.as_str())
+        let dir = folder(server.as_str(), place)
             .ok_or("no user data folder to keep people's tokens in")?;
         Ok(Some(Self::new(dir, server.as_str(), &key)))
     }

@@ -96,7 +96,7 @@ impl Link {
     /// Sends a request built like [`Link::request`], with the server's access token; a
     /// challenge (401, or 403 `insufficient_scope`) is answered by the authorizer and the
     /// request sent again, when it can be without a person. A request that carries its
-    /// caller's own `Authorization` (`auth.exchange`) goes with that alone, and its challenge
+    /// caller's own `Authorization` (`auth.exchange`, `auth.per_person`) goes with that alone, and its challenge
     /// is the caller's answer: moniker's own token never stands in for it.
     pub(super) async fn send(
         &self,

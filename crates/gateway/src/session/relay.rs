@@ -26,7 +26,7 @@ pub(super) struct Outbound<'a> {
     pub(super) params: Option<&'a Params>,
     pub(super) caller: Option<&'a Caller>,
     /// Where the identity the call went with upstream is noted, when it was the caller's own
-    /// (`auth.exchange`), for the call's audit line.
+    /// (`auth.exchange`, `auth.per_person`), for the call's audit line.
     pub(super) acted: Option<&'a std::sync::OnceLock<String>>,
 }
 
@@ -100,7 +100,7 @@ impl Session {
             Ok(conn) => conn,
             Err(refusal) => return refused(refusal),
         };
-        let (ours, rx) = match start(&conn, &out, self.signin_base().as_deref()).await {
+        let (ours, rx) = match start(&conn, &out, || self.signin_base()).await {
             Ok(started) => started,
             // A client that takes URL-mode elicitation sends its person to the link itself;
             // else a tool call's person reads it as the tool's error, the model too.
@@ -268,13 +268,13 @@ impl Drop for Abandoned {
 async fn start(
     conn: &crate::connect::Connection,
     out: &Outbound<'_>,
-    signin_base: Option<&str>,
+    signin_base: impl FnOnce() -> Option<String>,
 ) -> Result<(u64, tokio::sync::oneshot::Receiver<Message>), Refusal> {
     use crate::auth::personal::{Unsigned, link};
     let server = out.server;
     let upstream = conn.upstream_for(out.caller).await.map_err(|e| match e {
         Unsigned::Refused(why) => Refusal::Upstream(why),
-        Unsigned::SignIn(ticket) => match signin_base.and_then(|b| link(b, server, &ticket)) {
+        Unsigned::SignIn(ticket) => match signin_base().and_then(|b| link(&b, server, &ticket)) {
             Some(link) => Refusal::SignIn {
                 server: server.clone(),
                 link,
