@@ -29,8 +29,8 @@ def kind(schema: dict, node: dict) -> str:
         return " \\| ".join(f"`{v}`" for v in node["enum"])
     if "const" in node:
         return f"`{node['const']}`"
-    if "oneOf" in node:
-        return " or ".join(kind(schema, n) for n in node["oneOf"])
+    if "anyOf" in node:
+        return " or ".join(kind(schema, n) for n in node["anyOf"])
     t = node.get("type", "")
     if t == "array":
         return f"list of {kind(schema, node.get('items', {}))}"
@@ -55,7 +55,7 @@ def rows(schema: dict, node: dict, path: str, out: list[tuple[str, str, str, str
                 child.get("description", resolved.get("description", "")),
             )
         )
-        objects = [resolved] + [resolve(schema, n) for n in resolved.get("oneOf", [])]
+        objects = [resolved] + [resolve(schema, n) for n in resolved.get("anyOf", [])]
         for candidate in objects:
             if candidate.get("properties"):
                 rows(schema, candidate, child_path, out)

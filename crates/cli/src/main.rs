@@ -119,7 +119,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Uninstall(args) => return install::uninstall(args),
         Command::Doctor => return doctor::doctor(cli.config.as_deref()),
         Command::Schema => {
-            output::line(moniker_config::SCHEMA.trim_end())?;
+            output::line(moniker_config::schema().trim_end())?;
             return Ok(Exit::Ok);
         }
         Command::Forget(args) => return forget(args),

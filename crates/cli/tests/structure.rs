@@ -674,3 +674,141 @@ fn the_naming_core_builds_no_model_code() {
         "the naming core depends on the model"
     );
 }
+
+/// The length in lines of every function and method of the production code (`crates/*/src`,
+/// tests aside): from `fn` to its closing brace.
+fn function_lengths() -> Vec<usize> {
+    use syn::visit::Visit;
+    struct Lengths(Vec<usize>);
+    impl Lengths {
+        fn add(&mut self, sig: &syn::Signature, block: &syn::Block) {
+            let from = sig.fn_token.span.start().line;
+            let to = block.brace_token.span.close().end().line;
+            self.0.push(to + 1 - from);
+        }
+    }
+    impl<'a> Visit<'a> for Lengths {
+        fn visit_item_mod(&mut self, m: &'a syn::ItemMod) {
+            if !for_tests(&m.attrs) {
+                syn::visit::visit_item_mod(self, m);
+            }
+        }
+        fn visit_item_fn(&mut self, f: &'a syn::ItemFn) {
+            if !for_tests(&f.attrs) {
+                self.add(&f.sig, &f.block);
+                syn::visit::visit_item_fn(self, f);
+            }
+        }
+        fn visit_impl_item_fn(&mut self, f: &'a syn::ImplItemFn) {
+            if !for_tests(&f.attrs) {
+                self.add(&f.sig, &f.block);
+                syn::visit::visit_impl_item_fn(self, f);
+            }
+        }
+        fn visit_trait_item_fn(&mut self, f: &'a syn::TraitItemFn) {
+            if let Some(block) = &f.default {
+                self.add(&f.sig, block);
+            }
+            syn::visit::visit_trait_item_fn(self, f);
+        }
+    }
+    let mut lengths = Lengths(Vec::new());
+    let crates = workspace().join("crates");
+    for krate in std::fs::read_dir(&crates).expect("crates").flatten() {
+        let mut files = Vec::new();
+        sources(&krate.path().join("src"), &mut files);
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("a source file");
+            let parsed = syn::parse_file(&text).expect("the file parses");
+            lengths.visit_file(&parsed);
+        }
+    }
+    lengths.0.sort_unstable();
+    lengths.0
+}
+
+/// The median function may not grow past this while it is brought down (the goal is 9).
+const MEDIAN_FUNCTION_AT_MOST: usize = 11;
+
+/// One number of `CONTRIBUTING.md`'s table of what the guards keep: its row's `bound` or `now`.
+fn stated(table: &str, measure: &str, column: usize) -> String {
+    table
+        .lines()
+        .find_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            (cells.get(1) == Some(&measure)).then(|| cells.get(column).map(|c| (*c).to_owned()))
+        })
+        .flatten()
+        .unwrap_or_else(|| panic!("CONTRIBUTING.md's table has no row `{measure}`"))
+}
+
+/// `CONTRIBUTING.md`'s numbers are the ones the guards keep and the code has: each bound is the
+/// guard's (`FIELD_BOUNDS`, `clippy.toml`, the median's), each `now` is measured here. A
+/// number that is no longer true fails, with the one to write.
+#[test]
+fn contributing_states_the_numbers_the_guards_keep() {
+    let root = workspace();
+    let text = std::fs::read_to_string(root.join("CONTRIBUTING.md")).expect("CONTRIBUTING.md");
+    let clippy = std::fs::read_to_string(root.join("clippy.toml")).expect("clippy.toml");
+    let threshold = |key: &str| {
+        clippy
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.trim().strip_prefix('=').map(str::trim))
+            .unwrap_or_else(|| panic!("clippy.toml sets {key}"))
+            .to_owned()
+    };
+    let lengths = function_lengths();
+    let median = lengths[lengths.len() / 2];
+    let mut expected: Vec<(String, usize, String)> = vec![
+        (
+            "lines of a function".into(),
+            2,
+            threshold("too-many-lines-threshold"),
+        ),
+        (
+            "parameters of a function".into(),
+            2,
+            threshold("too-many-arguments-threshold"),
+        ),
+        (
+            "median function, in lines".into(),
+            2,
+            MEDIAN_FUNCTION_AT_MOST.to_string(),
+        ),
+        ("median function, in lines".into(), 3, median.to_string()),
+        (
+            "p90 function, in lines".into(),
+            3,
+            lengths[lengths.len() * 9 / 10].to_string(),
+        ),
+        (
+            "functions of 70 lines or more".into(),
+            3,
+            lengths.iter().filter(|&&n| n >= 70).count().to_string(),
+        ),
+    ];
+    let gateway = root.join("crates/gateway");
+    for (file, name, most) in FIELD_BOUNDS {
+        let code = std::fs::read_to_string(gateway.join(file)).expect("the file");
+        let now = fields_of(&code, name).map_or(0, |f| f.len());
+        let measure = format!("fields of `{name}`");
+        expected.push((measure.clone(), 2, most.to_string()));
+        expected.push((measure, 3, now.to_string()));
+    }
+    let wrong: Vec<String> = expected
+        .iter()
+        .filter(|(measure, column, value)| stated(&text, measure, *column) != *value)
+        .map(|(measure, column, value)| {
+            let which = if *column == 2 { "bound" } else { "now" };
+            format!("`{measure}`: its {which} is {value}")
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "CONTRIBUTING.md's table says what is no longer true: {wrong:?}"
+    );
+    assert!(
+        median <= MEDIAN_FUNCTION_AT_MOST,
+        "the median function is {median} lines, at most {MEDIAN_FUNCTION_AT_MOST}: split the new long ones"
+    );
+}

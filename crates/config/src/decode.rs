@@ -28,27 +28,9 @@ use moniker_surface::{Name, Rules, ServerId, Tag};
 use crate::gateway::GatewaySettings;
 use crate::report::{ConfigError, codes};
 use crate::server::ServerConfig;
+use crate::shape::{self, keys};
 use crate::source::{Span, Spans};
 use crate::tree::{Node, ScalarKind, Value, shorten};
-
-/// The top-level keys: the two names of the servers' section first (a client's config file
-/// has only those; see `client`), then the sections only a moniker config has.
-pub(crate) const TOP_KEYS: &[&str] = &[
-    "servers",
-    "mcpServers",
-    "naming",
-    "server_tags",
-    "tools",
-    "prompts",
-    "actions",
-    "toolsets",
-    "gateway",
-    "http",
-    "discovery",
-    "audit",
-    "telemetry",
-    "integrity",
-];
 
 /// What the decoder made of the tree; complete only when no error was found.
 #[derive(Debug, Default)]
@@ -458,7 +440,7 @@ impl Cx<'_> {
         let fields = if client::is_client_file(root) {
             self.client_fields(slot, &mut out.ignored_keys)
         } else {
-            self.fields(slot, &[], Some(TOP_KEYS), "a map of sections")
+            self.fields(slot, &[], Some(keys!(shape::File)), "a map of sections")
         };
         let ids = self.server_sections(&fields, out);
         for (key, slot) in &fields.entries {

@@ -18,6 +18,7 @@ mod load;
 mod redact;
 mod report;
 mod server;
+mod shape;
 mod source;
 mod tree;
 
@@ -48,15 +49,16 @@ pub struct ToolsetSettings {
 }
 pub use source::{Source, Span};
 
-/// The JSON Schema of `moniker.yaml` (`moniker schema` prints it; the guide's config reference
-/// is made from it by `docs/reference.py`). The decoder is the judge: a test holds the
-/// schema's keys to the decoder's, and `tests/e2e/test_schema.py` every example to both.
-pub const SCHEMA: &str = include_str!("../moniker.schema.json");
+/// The JSON Schema of `moniker.yaml`, generated from the types that describe the file
+/// (`moniker schema` prints it; `crates/config/moniker.schema.json` is it, committed for
+/// editors, and the guide's config reference is made from that by `docs/reference.py`). The
+/// decoder is the judge: it reads the keys these types name, and `tests/e2e/test_schema.py`
+/// holds every example to both.
+pub use shape::schema;
 
-/// Where an editor finds [`SCHEMA`] (the `yaml-language-server` line of a config
+/// Where an editor finds the [`schema`] (the `yaml-language-server` line of a config
 /// `install --import` writes).
-pub const SCHEMA_URL: &str =
-    "https://raw.githubusercontent.com/moniker-mcp/moniker/main/crates/config/moniker.schema.json";
+pub use shape::URL as SCHEMA_URL;
 
 /// A parsed config.
 #[derive(Debug, Clone)]

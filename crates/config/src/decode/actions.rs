@@ -9,9 +9,9 @@ use moniker_surface::{ActionRule, Legacy, Name};
 
 use super::{Cx, Slot, join};
 use crate::report::codes;
+use crate::shape::{self, keys};
 use crate::tree::{Value, shorten};
 
-pub(crate) const ACTION_KEYS: &[&str] = &["description", "tools", "legacy", "aliases", "tags"];
 const LEGACY_MODES: &[&str] = &["hidden", "listed", "off"];
 /// What an action (a key of `actions.<tool>.tools`) must look like.
 pub(crate) const ACTION_RULE: &str =
@@ -48,7 +48,12 @@ impl Cx<'_> {
         tool: &str,
         members: &mut HashMap<String, (String, usize)>,
     ) -> ActionRule {
-        let fields = self.fields(slot, ap, Some(ACTION_KEYS), "a map of action tool settings");
+        let fields = self.fields(
+            slot,
+            ap,
+            Some(keys!(shape::Action)),
+            "a map of action tool settings",
+        );
         let field = |name: &'static str| join(ap, Seg::Key(name));
         let mut rule = ActionRule::default();
         if let Some(s) = fields.get("description") {
@@ -159,7 +164,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(&["keep", "deprecated"]),
+            Some(keys!(shape::LegacySettings)),
             "a legacy mode, or a map with `keep` and `deprecated`",
         );
         let mode = match fields.get("keep") {

@@ -5,7 +5,7 @@
 //! instead of refused.
 //!
 //! Which files are a client's: those with none of moniker's own sections
-//! ([`MONIKER_SECTIONS`]) and either `mcpServers`, or a `servers` section in VS Code's shape
+//! ([`moniker_sections`]) and either `mcpServers`, or a `servers` section in VS Code's shape
 //! (the file has `inputs`, or every server has a `type` and none of moniker's own server keys
 //! `tags`, `prefix`, `disabled`). Every other file is a moniker config, where an unknown key
 //! is an error. `servers` alone cannot decide: it is moniker's section too. Even in a
@@ -14,12 +14,15 @@
 
 use moniker_surface::vocab::Seg;
 
-use super::{Cx, Fields, Slot, TOP_KEYS};
+use super::{Cx, Fields, Slot};
 use crate::report::codes;
+use crate::shape::{self, keys};
 use crate::tree::{Node, Value, shorten};
 
-/// The top-level sections only a moniker config has.
-const MONIKER_SECTIONS: &[&str] = TOP_KEYS.split_at(2).1;
+/// The top-level sections only a moniker config has (the file's first two are the servers').
+fn moniker_sections() -> &'static [&'static str] {
+    keys!(shape::File).split_at(2).1
+}
 /// Server keys VS Code's `servers` entries never have.
 pub(crate) const MONIKER_SERVER_KEYS: &[&str] = &["tags", "prefix", "disabled"];
 /// How close (Jaro-Winkler) a client's key may come to one of moniker's before it is taken
@@ -38,7 +41,7 @@ pub(super) fn is_client_file(root: &Node) -> bool {
             .find(|e| e.key.as_deref() == Some(name))
             .map(|e| &e.value)
     };
-    if MONIKER_SECTIONS.iter().any(|s| get(s).is_some()) {
+    if moniker_sections().iter().any(|s| get(s).is_some()) {
         return false;
     }
     if get("mcpServers").is_some() {
@@ -74,7 +77,7 @@ impl Cx<'_> {
         let mut fields = self.fields(slot, &[], None, "a map of sections");
         let mut ours = Vec::with_capacity(fields.entries.len());
         for (key, value) in fields.entries {
-            if TOP_KEYS.contains(&key) {
+            if keys!(shape::File).contains(&key) {
                 ours.push((key, value));
                 continue;
             }
@@ -96,7 +99,7 @@ impl Cx<'_> {
 
 /// The moniker key `key` is very probably a misspelling of.
 fn misspelt(key: &str) -> Option<&'static str> {
-    TOP_KEYS
+    keys!(shape::File)
         .iter()
         .map(|k| (strsim::jaro_winkler(key, k), *k))
         .filter(|(score, _)| *score > MISSPELLING)

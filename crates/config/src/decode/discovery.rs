@@ -9,9 +9,9 @@ use moniker_surface::vocab::Seg;
 
 use super::{Cx, Slot, join};
 use crate::report::codes;
+use crate::shape::{self, keys};
 use crate::tree::{ScalarKind, Value, shorten};
 
-pub(crate) const DISCOVERY_KEYS: &[&str] = &["mode", "pin", "pin_tags", "model", "learn"];
 const MODE_HELP: &str = "write `list` (every tool), `search` (the pinned tools, `search_tools` and `call_tool`) or `hints` (every tool, with `_meta` hints for clients that defer loading)";
 
 impl Cx<'_> {
@@ -26,7 +26,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(DISCOVERY_KEYS),
+            Some(keys!(shape::DiscoverySettings)),
             "a mode, or a map of discovery settings",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));

@@ -8,51 +8,31 @@ use crate::gateway::{
     parse_duration, seconds,
 };
 use crate::report::codes;
+use crate::shape::{self, keys};
 use crate::tree::{ScalarKind, shorten};
-
-pub(crate) const GATEWAY_KEYS: &[&str] = &[
-    "call_timeout",
-    "start_timeout",
-    "list_wait",
-    "idle_stop",
-    "restart",
-    "page_size",
-    "pass_env",
-    "sandbox",
-];
-pub(crate) const RESTART_KEYS: &[&str] = &["initial_delay", "max_delay", "max_attempts"];
-pub(crate) const AUDIT_KEYS: &[&str] = &["to", "max_bytes", "keep"];
-pub(crate) const TELEMETRY_KEYS: &[&str] = &["endpoint", "service_name"];
 
 impl Cx<'_> {
     pub(super) fn gateway<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> GatewaySettings {
-        let fields = self.fields(slot, p, Some(GATEWAY_KEYS), "a map of gateway settings");
+        let fields = self.fields(
+            slot,
+            p,
+            Some(keys!(shape::Gateway)),
+            "a map of gateway settings",
+        );
         let field = |name: &'static str| join(p, Seg::Key(name));
         let mut out = GatewaySettings::default();
-        if let Some(d) = fields
-            .get("call_timeout")
-            .and_then(|s| self.duration(&field("call_timeout"), s, false))
-        {
-            out.call_timeout = d;
-        }
-        if let Some(d) = fields
-            .get("start_timeout")
-            .and_then(|s| self.duration(&field("start_timeout"), s, false))
-        {
-            out.start_timeout = d;
-        }
-        if let Some(d) = fields
-            .get("list_wait")
-            .and_then(|s| self.duration(&field("list_wait"), s, true))
-        {
-            out.list_wait = d;
-        }
-        if let Some(d) = fields
-            .get("idle_stop")
-            .and_then(|s| self.duration(&field("idle_stop"), s, true))
-        {
-            out.idle_stop = d;
-        }
+        let mut duration = |name: &'static str, zero: bool, to: &mut std::time::Duration| {
+            if let Some(d) = fields
+                .get(name)
+                .and_then(|s| self.duration(&field(name), s, zero))
+            {
+                *to = d;
+            }
+        };
+        duration("call_timeout", false, &mut out.call_timeout);
+        duration("start_timeout", false, &mut out.start_timeout);
+        duration("list_wait", true, &mut out.list_wait);
+        duration("idle_stop", true, &mut out.idle_stop);
         if let Some(size) = fields.get("page_size") {
             out.page_size = self.count(&field("page_size"), size).filter(|n| *n > 0);
         }
@@ -62,17 +42,21 @@ impl Cx<'_> {
         if let Some(s) = fields.get("sandbox") {
             out.sandbox = self.sandbox(&field("sandbox"), s);
         }
-        let Some(restart) = fields.get("restart") else {
-            return out;
-        };
-        let rp = field("restart");
+        if let Some(restart) = fields.get("restart") {
+            self.restart(&field("restart"), restart, &mut out);
+        }
+        out
+    }
+
+    /// `gateway.restart`: the backoff of a server's restarts.
+    fn restart<'n>(&mut self, rp: &[Seg<'n>], restart: Slot<'n>, out: &mut GatewaySettings) {
         let fields = self.fields(
             restart,
-            &rp,
-            Some(RESTART_KEYS),
+            rp,
+            Some(keys!(shape::Restart)),
             "a map of restart settings",
         );
-        let field = |name: &'static str| join(&rp, Seg::Key(name));
+        let field = |name: &'static str| join(rp, Seg::Key(name));
         let initial = fields.get("initial_delay").and_then(|s| {
             let d = self.duration(&field("initial_delay"), s, true)?;
             Some((d, s))
@@ -104,7 +88,6 @@ impl Cx<'_> {
                 out.restart_max_attempts = self.count(&field("max_attempts"), s);
             }
         }
-        out
     }
 
     /// `call_timeout` and `max_in_flight` among the fields of a server or an override at `p`.
@@ -150,7 +133,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(AUDIT_KEYS),
+            Some(keys!(shape::AuditSettings)),
             "`stderr`, a file, or {to, max_bytes, keep}",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));
@@ -191,7 +174,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(TELEMETRY_KEYS),
+            Some(keys!(shape::TelemetrySettings)),
             "a URL, or {endpoint, service_name}",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));

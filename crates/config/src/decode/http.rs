@@ -8,39 +8,14 @@ use crate::http::{
     TokenConfig,
 };
 use crate::report::codes;
+use crate::shape::{self, keys};
 use crate::tree::{Value, shorten};
-
-pub(crate) const HTTP_KEYS: &[&str] = &[
-    "tokens",
-    "allowed_origins",
-    "allowed_hosts",
-    "max_body",
-    "session_idle",
-    "max_sessions_per_token",
-    "max_connections",
-    "auth",
-    "console",
-];
-pub(crate) const AUTH_KEYS: &[&str] = &[
-    "resource",
-    "issuer",
-    "scopes",
-    "algorithms",
-    "leeway",
-    "keys_ttl",
-    "introspection",
-    "toolsets",
-    "default_toolset",
-    "admins",
-    "console_client",
-];
-pub(crate) const TOKEN_KEYS: &[&str] = &["token", "toolset", "name"];
 
 impl Cx<'_> {
     /// `http:`: tokens (a string, or `{token, toolset}`), allow-lists, the body limit, the idle
     /// time of sessions.
     pub(super) fn http<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> HttpConfig {
-        let fields = self.fields(slot, p, Some(HTTP_KEYS), "a map of HTTP settings");
+        let fields = self.fields(slot, p, Some(keys!(shape::Http)), "a map of HTTP settings");
         let field = |name: &'static str| join(p, Seg::Key(name));
         let mut out = HttpConfig::default();
         if let Some(tokens) = fields.get("tokens") {
@@ -86,7 +61,7 @@ impl Cx<'_> {
                 let entry = self.fields(
                     item,
                     &ip,
-                    Some(TOKEN_KEYS),
+                    Some(keys!(shape::BoundToken)),
                     "a token: a string or {token, toolset}",
                 );
                 let token = match entry.get("token") {
@@ -131,7 +106,12 @@ impl Cx<'_> {
 
     /// `http.auth`: `resource` and `issuer` are required; the rest has defaults.
     fn resource_auth<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<ResourceAuth> {
-        let fields = self.fields(slot, p, Some(AUTH_KEYS), "a map of auth settings");
+        let fields = self.fields(
+            slot,
+            p,
+            Some(keys!(shape::ResourceAuth)),
+            "a map of auth settings",
+        );
         let field = |name: &'static str| join(p, Seg::Key(name));
         let required = |cx: &mut Self, name: &'static str, example: &str| match fields.get(name) {
             Some(value) => cx.url(&field(name), value),
@@ -221,7 +201,7 @@ impl Cx<'_> {
         let entry = self.fields(
             slot,
             ip,
-            Some(&["client_id", "client_secret"]),
+            Some(keys!(shape::Client)),
             "{client_id, client_secret}",
         );
         let get = |cx: &mut Self, name: &'static str| match entry.get(name) {
@@ -300,14 +280,11 @@ impl Cx<'_> {
     ) -> (Option<IdentityMatch>, Option<String>) {
         let (keys, shape): (&[&str], _) = if with_toolset {
             (
-                &["claim", "value", "scope", "toolset"],
+                keys!(shape::ToolsetRule),
                 "`{claim, value, toolset}` or `{scope, toolset}`",
             )
         } else {
-            (
-                &["claim", "value", "scope"],
-                "`{claim, value}` or `{scope}`",
-            )
+            (keys!(shape::Identity), "`{claim, value}` or `{scope}`")
         };
         let entry = self.fields(item, ip, Some(keys), shape);
         let text = |cx: &mut Self, name: &'static str| {
@@ -333,7 +310,7 @@ impl Cx<'_> {
         let entry = self.fields(
             slot,
             cp,
-            Some(&["client_id", "client_secret"]),
+            Some(keys!(shape::Client)),
             "{client_id, client_secret}",
         );
         let client_secret = entry

@@ -9,26 +9,17 @@ use moniker_surface::{AliasRule, Naming, Override, Profile, ProfileKind, Tag};
 use super::{Cx, Slot, join, list};
 use crate::gateway::Limits;
 use crate::report::codes;
+use crate::shape::{self, keys};
 use crate::tree::{ScalarKind, Value, shorten};
-
-pub(crate) const NAMING_KEYS: &[&str] = &["strip_prefixes", "split", "separator", "profile"];
-pub(crate) const PROFILE_KEYS: &[&str] = &["base", "prefix_budget"];
-pub(crate) const OVERRIDE_KEYS: &[&str] = &[
-    "name",
-    "tags",
-    "aliases",
-    "description",
-    "hidden",
-    "call_timeout",
-    "max_in_flight",
-    "params",
-];
-pub(crate) const ALIAS_KEYS: &[&str] = &["name", "hidden", "deprecated"];
-pub(crate) const DEPRECATED_KEYS: &[&str] = &["since", "remove_after", "use"];
 
 impl Cx<'_> {
     pub(super) fn naming<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Naming {
-        let fields = self.fields(slot, p, Some(NAMING_KEYS), "a map of naming settings");
+        let fields = self.fields(
+            slot,
+            p,
+            Some(keys!(shape::Naming)),
+            "a map of naming settings",
+        );
         let mut naming = Naming::default();
         let field = |name: &'static str| join(p, Seg::Key(name));
         if let Some(s) = fields.get("strip_prefixes") {
@@ -76,7 +67,7 @@ impl Cx<'_> {
                 prefix_budget: 0,
             }),
             Value::Map(_) => {
-                let fields = self.fields(slot, p, Some(PROFILE_KEYS), "a map");
+                let fields = self.fields(slot, p, Some(keys!(shape::BudgetedProfile)), "a map");
                 let field = |name: &'static str| join(p, Seg::Key(name));
                 let kind = match fields.get("base") {
                     Some(s) => self.profile_kind(&field("base"), s)?,
@@ -205,7 +196,12 @@ impl Cx<'_> {
     }
 
     fn override_<'n>(&mut self, op: &[Seg<'n>], slot: Slot<'n>) -> (Override, Limits) {
-        let fields = self.fields(slot, op, Some(OVERRIDE_KEYS), "a map of override settings");
+        let fields = self.fields(
+            slot,
+            op,
+            Some(keys!(shape::Override)),
+            "a map of override settings",
+        );
         let field = |name: &'static str| join(op, Seg::Key(name));
         let mut rule = Override::default();
         if let Some(s) = fields.get("name") {
@@ -256,7 +252,7 @@ impl Cx<'_> {
                     }
                 }
                 Value::Map(_) => {
-                    let fields = self.fields(item, &ip, Some(ALIAS_KEYS), "a map");
+                    let fields = self.fields(item, &ip, Some(keys!(shape::AliasSettings)), "a map");
                     let field = |name: &'static str| join(&ip, Seg::Key(name));
                     let hidden = fields
                         .get("hidden")
@@ -303,7 +299,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(DEPRECATED_KEYS),
+            Some(keys!(shape::Deprecated)),
             "a map with `since`, `remove_after` and `use`",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));

@@ -7,16 +7,8 @@ use moniker_surface::vocab::Seg;
 
 use super::{Cx, Slot, join};
 use crate::report::codes;
+use crate::shape::{self, keys};
 use crate::tree::{Node, ScalarKind, Value};
-
-pub(crate) const PARAM_KEYS: &[&str] = &[
-    "rename",
-    "aliases",
-    "default",
-    "fixed",
-    "hidden",
-    "description",
-];
 
 impl Cx<'_> {
     pub(crate) fn params<'n>(
@@ -34,7 +26,12 @@ impl Cx<'_> {
     }
 
     fn param<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> ParamRule {
-        let fields = self.fields(slot, p, Some(PARAM_KEYS), "a map of parameter settings");
+        let fields = self.fields(
+            slot,
+            p,
+            Some(keys!(shape::Param)),
+            "a map of parameter settings",
+        );
         let field = |name: &'static str| join(p, Seg::Key(name));
         let mut rule = ParamRule::default();
         if let Some(s) = fields.get("rename") {

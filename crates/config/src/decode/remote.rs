@@ -6,28 +6,15 @@ use moniker_surface::vocab::Seg;
 use super::{Cx, Slot, join, list};
 use crate::report::codes;
 use crate::server::{Auth, Exchange, Grant, Tls};
+use crate::shape::{self, keys};
 use crate::tree::shorten;
-
-pub(crate) const TLS_KEYS: &[&str] = &["ca_file", "client_cert", "client_key"];
-pub(crate) const AUTH_KEYS: &[&str] = &[
-    "client_id",
-    "client_secret",
-    "client_metadata_url",
-    "grant",
-    "issuer",
-    "private_key",
-    "scope",
-    "exchange",
-    "per_person",
-];
-pub(crate) const EXCHANGE_KEYS: &[&str] = &["resource", "audience", "actor", "cache"];
 
 impl Cx<'_> {
     pub(super) fn tls<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<Tls> {
         let fields = self.fields(
             slot,
             p,
-            Some(TLS_KEYS),
+            Some(keys!(shape::Tls)),
             "a map with `ca_file`, `client_cert`, `client_key`",
         );
         let mut path = |name: &'static str| {
@@ -61,7 +48,12 @@ impl Cx<'_> {
     }
 
     pub(super) fn auth<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<Auth> {
-        let fields = self.fields(slot, p, Some(AUTH_KEYS), "a map of OAuth client settings");
+        let fields = self.fields(
+            slot,
+            p,
+            Some(keys!(shape::Auth)),
+            "a map of OAuth client settings",
+        );
         let field = |name: &'static str| join(p, Seg::Key(name));
         let text = |cx: &mut Self, name: &'static str| {
             fields
@@ -108,7 +100,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(EXCHANGE_KEYS),
+            Some(keys!(shape::Exchange)),
             "a map with `resource`, `audience`, `actor`, `cache`",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));

@@ -8,17 +8,9 @@ use moniker_surface::vocab::Seg;
 use super::{Cx, Slot, join};
 use crate::report::codes;
 use crate::server::{Network, Sandbox};
+use crate::shape::{self, keys};
 use crate::tree::{ScalarKind, Value, shorten};
 
-pub(crate) const SANDBOX_KEYS: &[&str] = &[
-    "read",
-    "write",
-    "network",
-    "processes",
-    "open_files",
-    "memory",
-    "best_effort",
-];
 const SANDBOX_HELP: &str = "write `true`, `false`, `best-effort`, or a map of `read`, `write`, `network`, `processes`, `open_files`, `memory` and `best_effort`";
 
 impl Cx<'_> {
@@ -44,7 +36,12 @@ impl Cx<'_> {
                 None => None,
             };
         }
-        let fields = self.fields(slot, p, Some(SANDBOX_KEYS), "a map of sandbox settings");
+        let fields = self.fields(
+            slot,
+            p,
+            Some(keys!(shape::SandboxSettings)),
+            "a map of sandbox settings",
+        );
         let field = |name: &'static str| join(p, Seg::Key(name));
         let mut out = Sandbox::default();
         if let Some(s) = fields.get("read") {

@@ -10,29 +10,9 @@ use moniker_surface::{Name, ServerId, ServerRules};
 use super::{Cx, Decoded, Fields, Slot, join, list};
 use crate::report::codes;
 use crate::server::{Auth, Forward, PassEnv, ServerConfig, Tls, Transport};
+use crate::shape::{self, keys};
 use crate::tree::{ScalarKind, Value, shorten};
 
-pub(crate) const SERVER_KEYS: &[&str] = &[
-    "command",
-    "args",
-    "env",
-    "pass_env",
-    "cwd",
-    "url",
-    "headers",
-    "tls",
-    "auth",
-    "tags",
-    "prefix",
-    "call_timeout",
-    "max_in_flight",
-    "type",
-    "disabled",
-    "protocol",
-    "forward",
-    "sandbox",
-    "per_person",
-];
 const TRANSPORT_TYPES: &[&str] = &["stdio", "http", "streamable-http", "sse"];
 /// Server fields that only mean something for one transport.
 const STDIO_ONLY: &[&str] = &["args", "env", "pass_env", "cwd", "sandbox", "per_person"];
@@ -134,7 +114,12 @@ impl Cx<'_> {
         slot: Slot<'n>,
         id: &str,
     ) -> Option<(ServerConfig, ServerRules)> {
-        let fields = self.fields(slot, sp, Some(SERVER_KEYS), "a map of server settings");
+        let fields = self.fields(
+            slot,
+            sp,
+            Some(keys!(shape::Server)),
+            "a map of server settings",
+        );
         let field = |name: &'static str| join(sp, Seg::Key(name));
         // Both transports' fields are read (each wrong one reported) before `type` or what is
         // there says which one the server has.
@@ -200,7 +185,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(&["secrets", "instances", "idle"]),
+            Some(keys!(shape::PerPersonSettings)),
             "`true`, or a map of `secrets`, `instances`, `idle`",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));
@@ -421,7 +406,7 @@ impl Cx<'_> {
         let entry = self.fields(
             value,
             hp,
-            Some(&["claim", "header", "access_token"]),
+            Some(keys!(shape::Forward)),
             "`{claim: NAME}`, `{header: NAME}` or `{access_token: true}`",
         );
         // A map of unknown keys only has had its errors.

@@ -12,20 +12,10 @@ use moniker_surface::vocab::{Seg, path};
 use super::{Cx, Slot, join};
 use crate::ToolsetSettings;
 use crate::report::{ConfigError, codes};
+use crate::shape::{self, keys};
 use crate::source::Span;
 use crate::tree::{ScalarKind, Value, shorten};
 
-pub(crate) const TOOLSET_KEYS: &[&str] = &[
-    "description",
-    "tools",
-    "prompts",
-    "tags",
-    "include",
-    "aliases",
-    "resources",
-    "discovery",
-    "params",
-];
 const TAGS_HELP: &str = "write a list of tags (any of them), or an expression of tags with `and`, `or`, `not` and parentheses: `git and (github or gitlab) and not deprecated`";
 
 impl Cx<'_> {
@@ -117,7 +107,12 @@ impl Cx<'_> {
     }
 
     fn toolset<'n>(&mut self, tp: &[Seg<'n>], slot: Slot<'n>) -> (ToolsetRule, Vec<Include<'n>>) {
-        let fields = self.fields(slot, tp, Some(TOOLSET_KEYS), "a map of toolset settings");
+        let fields = self.fields(
+            slot,
+            tp,
+            Some(keys!(shape::Toolset)),
+            "a map of toolset settings",
+        );
         let field = |name: &'static str| join(tp, Seg::Key(name));
         let mut rule = ToolsetRule::default();
         let mut includes = Vec::new();
