@@ -3,8 +3,9 @@ hostile server (target/debug/moniker-hostile) that tries to read the user's SSH 
 project's files, to read moniker's environment, to write outside its folder, to connect out and
 to fork without bound is refused each time under `sandbox`, while its honest tool answers; the
 same attempts without the sandbox succeed (so each refusal is the sandbox's). Real servers
-(filesystem, memory and everything from npm, time from PyPI) work under the default sandbox;
-what a sandboxed server reports as refused is logged with the setting that would allow it."""
+(filesystem, memory and everything from npm; time, git and fetch from PyPI) work under the
+default sandbox; what a sandboxed server reports as refused is logged with the setting that would
+allow it, and a tool's error that reads so carries that note to the client."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 import scenarios as s
+from conftest import REPO_ROOT
 
 
 @pytest.fixture
@@ -181,3 +183,65 @@ async def test_real_servers_work_in_the_default_sandbox(
     log = "".join(p.read_text() for p in tmp_path.glob("*.stderr"))
     enforced = [line for line in log.splitlines() if "moniker sandbox: files fully enforced (Landlock); network off" in line]
     assert {server for line in enforced for server in servers if f"server={server}" in line} == set(servers), log[-3000:]
+
+
+@pytest.fixture
+def web_page(tmp_path: Path) -> Iterator[str]:
+    """A page on 127.0.0.1, what the fetch server is asked for."""
+    import http.server
+    import threading
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<html><body><h1>Sandboxed fetch</h1><p>the page's words</p></body></html>")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(site), **kwargs)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield f"http://127.0.0.1:{server.server_address[1]}/index.html"
+        server.shutdown()
+
+
+async def test_git_and_fetch_from_pypi_work_in_their_sandboxes(
+    moniker, write_config, tmp_path: Path, web_page: str
+) -> None:
+    """mcp-server-git and mcp-server-fetch (PyPI, mcp 2.x: from the 2026 SDK's venv, their own
+    runtime) under `sandbox: true`: git reads the repository its arguments name; fetch with the
+    network off fails, and its error names the setting that would allow it; with `network: on`
+    the same page is fetched."""
+    bin_dir = REPO_ROOT / ".venv-2026" / "bin"
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=moniker", "-c", "user.email=e2e@moniker.invalid"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "README.md").write_text("a project in a sandbox\n")
+    subprocess.run([*git, "add", "README.md"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "First words of the sandboxed project"], check=True)
+    fetch = [str(bin_dir / "mcp-server-fetch"), "--ignore-robots-txt", "--allow-private-ips"]
+    servers = {
+        "git": {"command": str(bin_dir / "mcp-server-git"), "args": ["--repository", str(repo)], "sandbox": True},
+        "fetch": {"command": fetch[0], "args": fetch[1:], "sandbox": True},
+        "online": {"command": fetch[0], "args": fetch[1:], "sandbox": {"network": "on"}, "prefix": True},
+    }
+    config = write_config({"servers": servers}, name="pypi-sandboxed.yaml")
+    async with moniker(config, env={"RUST_LOG": "info"}) as session:
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert {"git_log", "git_status", "fetch", "online_fetch"} <= names, names
+        log = await session.call_tool("git_log", {"repo_path": str(repo)})
+        assert not log.isError and "First words of the sandboxed project" in s.texts(log)[0], log.content
+        status = await session.call_tool("git_status", {"repo_path": str(repo)})
+        assert not status.isError, status.content
+        offline = await session.call_tool("fetch", {"url": web_page})
+        texts = s.texts(offline)
+        assert offline.isError, offline.content
+        # The server's own words first, as it sent them; then moniker's, naming the setting.
+        assert "connection" in texts[0].lower(), texts
+        assert texts[-1].startswith("moniker: ") and "`sandbox.network` would allow it" in texts[-1], texts
+        online = await session.call_tool("online_fetch", {"url": web_page})
+        assert not online.isError and "the page's words" in s.texts(online)[0], online.content

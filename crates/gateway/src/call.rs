@@ -262,26 +262,25 @@ impl Call {
     }
 
     /// How it ended, as the relay saw it, and the error code of `reply` when it is an error.
-    pub(crate) fn ended(&mut self, outcome: Outcome, reply: Option<&Message>) {
+    /// `Some`: the error reads as a refusal of the server's sandbox, and this says which
+    /// setting would allow it (noted for `/healthz` and `doctor` too).
+    pub(crate) fn ended(&mut self, outcome: Outcome, reply: Option<&Message>) -> Option<String> {
         self.outcome = outcome;
         self.code = reply.and_then(error_code);
-        if let (Outcome::ToolError | Outcome::Error, Some(reply)) = (outcome, reply) {
-            self.said_by_server(reply);
+        match (outcome, reply) {
+            (Outcome::ToolError | Outcome::Error, Some(reply)) => self.said_by_server(reply),
+            _ => None,
         }
     }
 
     /// A server's error: when the server is sandboxed and the error reads as a refusal of its
-    /// sandbox, its slot notes it ([`crate::sandbox::likely`]).
-    fn said_by_server(&self, reply: &Message) {
+    /// sandbox, its slot notes it ([`crate::sandbox::likely`]), and the note is returned.
+    fn said_by_server(&self, reply: &Message) -> Option<String> {
         let (Some(gateway), Some(server)) = (&self.gateway, &self.server) else {
-            return;
+            return None;
         };
-        let Some(slot) = gateway.servers.slot(server) else {
-            return;
-        };
-        if slot.entry.sandbox.is_none() {
-            return;
-        }
+        let slot = gateway.servers.slot(server)?;
+        slot.entry.sandbox.as_ref()?;
         let value: serde_json::Value = serde_json::from_str(reply.text()).unwrap_or_default();
         let texts = value["result"]["content"]
             .as_array()
@@ -289,9 +288,8 @@ impl Call {
             .flatten()
             .filter_map(|c| c["text"].as_str())
             .chain(value["error"]["message"].as_str());
-        for text in texts {
-            slot.said(text);
-        }
+        // Each is noted; the last that reads as a refusal is the one said to the client.
+        texts.fold(None, |note, text| slot.said(text).or(note))
     }
 
     /// The one end of a call: its metrics, its audit line when the audit log is on, its

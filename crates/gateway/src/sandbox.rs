@@ -94,6 +94,7 @@ impl Plan {
         let mut read: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
         let mut write: Vec<PathBuf> = DEVICES.iter().map(PathBuf::from).collect();
         read.extend(runtime(server));
+        read.extend(known_needs(server).iter().map(|p| home(p)));
         write.extend(runtime_caches(server.command, server.home));
         let base = server.cwd.map(&home);
         for arg in server.args {
@@ -250,6 +251,26 @@ fn package_of(file: &Path) -> PathBuf {
         .map_or_else(|| file.to_path_buf(), Path::to_path_buf)
 }
 
+/// What well-known servers read beyond their arguments, by a word of their command or
+/// arguments (the program, or the package `npx`/`uvx` run): the git server the user's git
+/// configuration (git stops at a configuration file it may not read; one that is not there is
+/// no matter).
+const KNOWN_NEEDS: &[(&str, &[&str])] = &[
+    ("mcp-server-git", &["~/.gitconfig", "~/.config/git"]),
+    ("mcp_server_git", &["~/.gitconfig", "~/.config/git"]),
+];
+
+/// The paths [`KNOWN_NEEDS`] gives `server`.
+fn known_needs(server: &Server<'_>) -> Vec<&'static str> {
+    let words = std::iter::once(server.command).chain(server.args.iter().map(String::as_str));
+    let words: Vec<&str> = words.collect();
+    KNOWN_NEEDS
+        .iter()
+        .filter(|(word, _)| words.iter().any(|w| w.contains(word)))
+        .flat_map(|(_, paths)| paths.iter().copied())
+        .collect()
+}
+
 /// The caches a runtime writes to as it fetches the server (`npx`, `uvx`): under the home.
 fn runtime_caches(command: &str, home: Option<&Path>) -> Vec<PathBuf> {
     let Some(home) = home else {
@@ -285,6 +306,8 @@ const REFUSALS: &[(&str, &str)] = &[
     ("Temporary failure in name resolution", "`sandbox.network`"),
     ("EAI_AGAIN", "`sandbox.network`"),
     ("getaddrinfo", "`sandbox.network`"),
+    // httpx's (Python), when no address it tried could be reached.
+    ("All connection attempts failed", "`sandbox.network`"),
     ("Permission denied", "`sandbox.read` or `sandbox.write`"),
     ("EACCES", "`sandbox.read` or `sandbox.write`"),
     (
@@ -408,6 +431,41 @@ mod tests {
         assert!(likely("the tool ran and found nothing").is_none());
         let long = format!("Permission denied {}", "é".repeat(400));
         assert!(likely(&long).is_some_and(|(l, _)| l.len() <= NOTED));
+    }
+
+    /// The git server (run by `uvx`, or its own program) reads the user's git configuration and
+    /// nothing else of the home; another server is not given it.
+    #[test]
+    fn the_git_server_reads_the_git_configuration() {
+        let home = PathBuf::from("/home/someone");
+        let plan = |command: &str, args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+            Plan::of(
+                &Sandbox::default(),
+                &Server {
+                    command,
+                    args: &args,
+                    cwd: None,
+                    path: None,
+                    home: Some(&home),
+                    env: &indexmap::IndexMap::new(),
+                },
+            )
+        };
+        for git in [
+            plan("uvx", &["mcp-server-git", "--repository", "/srv/repo"]),
+            plan("/opt/venv/bin/mcp-server-git", &[]),
+        ] {
+            assert!(
+                git.read.contains(&home.join(".gitconfig")),
+                "{:?}",
+                git.read
+            );
+            assert!(git.read.contains(&home.join(".config/git")));
+            assert!(!git.read.iter().chain(&git.write).any(|p| *p == home));
+        }
+        let other = plan("uvx", &["mcp-server-time"]);
+        assert!(!other.read.contains(&home.join(".gitconfig")));
     }
 
     #[test]

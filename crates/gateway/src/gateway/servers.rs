@@ -44,16 +44,14 @@ impl Slot {
     /// What a sandboxed server said (an error's text, a line of its stderr), when it reads as
     /// a refusal of its sandbox: noted (for `/healthz` and `moniker doctor`) and logged, with
     /// the setting that would allow it.
-    pub(crate) fn said(&self, text: &str) {
-        if self.entry.sandbox.is_none() {
-            return;
-        }
-        let Some((line, setting)) = crate::sandbox::likely(text) else {
-            return;
-        };
+    /// The note, when there is one.
+    pub(crate) fn said(&self, text: &str) -> Option<String> {
+        self.entry.sandbox.as_ref()?;
+        let (line, setting) = crate::sandbox::likely(text)?;
         let note = format!("{line} (likely its sandbox: {setting} would allow it)");
         tracing::warn!(server = %self.entry.id, "{note}");
-        lock(&self.status).sandbox_refused = Some(note);
+        lock(&self.status).sandbox_refused = Some(note.clone());
+        Some(note)
     }
 
     fn new(entry: ServerEntry) -> Arc<Self> {

@@ -230,7 +230,13 @@ impl Session {
         if let Some(subject) = acted.get() {
             record.acted_as(subject);
         }
-        record.ended(outcome, reply.as_ref());
+        let refused_by_sandbox = record.ended(outcome, reply.as_ref());
+        let reply = match (refused_by_sandbox, reply) {
+            (Some(note), Some(reply)) if matches!(outcome, Outcome::ToolError) => {
+                Some(super::relay::with_note(reply, &note))
+            }
+            (_, reply) => reply,
+        };
         if let Some(token) = token {
             self.gateway.services.hub.forget_progress(&token);
         }

@@ -242,6 +242,59 @@ fn relay(id: &str, response: &Message) -> (Reply, Outcome) {
     (Some(Refusal::Unreadable.answer(id)), Outcome::Error)
 }
 
+/// A tool's error `reply` with moniker's `note` (what the server's sandbox likely refused it)
+/// as a last text item of its content, so that the model and its person read which setting
+/// would allow it. Every byte the server sent is kept: its fields and content items are carried
+/// as raw JSON. A result that cannot be read so (a field twice, a content that is no list) is
+/// returned as it is.
+pub(super) fn with_note(reply: Message, note: &str) -> Message {
+    use serde_json::value::RawValue;
+    let noted = || -> Option<Message> {
+        let id = reply.id()?;
+        let Fields(mut fields) = serde_json::from_str(reply.result_text()?).ok()?;
+        let mut content: Vec<&RawValue> = match fields.get("content") {
+            Some(raw) => serde_json::from_str(raw.get()).ok()?,
+            None => Vec::new(),
+        };
+        let item = serde_json::json!({"type": "text", "text": format!("moniker: {note}")});
+        let item = RawValue::from_string(item.to_string()).ok()?;
+        content.push(&item);
+        let content = RawValue::from_string(serde_json::to_string(&content).ok()?).ok()?;
+        fields.insert("content", &content);
+        Some(Message::result(id, &serde_json::to_string(&fields).ok()?))
+    };
+    noted().unwrap_or(reply)
+}
+
+/// An object's fields as raw JSON, in order; refused when a key comes twice (a map would keep
+/// one of them and lose the other's bytes).
+struct Fields<'a>(indexmap::IndexMap<&'a str, &'a serde_json::value::RawValue>);
+
+impl<'de> serde::Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Fields<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut fields = indexmap::IndexMap::new();
+                while let Some((key, value)) = map.next_entry()? {
+                    if fields.insert(key, value).is_some() {
+                        return Err(serde::de::Error::custom(format!("`{key}` twice")));
+                    }
+                }
+                Ok(Fields(fields))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
 /// A request to a server that is cancelled there when dropped before [`Abandoned::disarm`].
 struct Abandoned {
     conn: Option<Arc<crate::connect::Connection>>,
@@ -299,4 +352,45 @@ async fn start(
             },
             _ => Refusal::ServerGone(server.clone()),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_note;
+    use crate::message::Message;
+
+    /// The note is a last text item; the server's fields, their order and their bytes (a number
+    /// no `f64` holds) are as it sent them.
+    #[test]
+    fn a_note_is_added_and_nothing_of_the_server_s_is_lost() {
+        let result = r#"{"content":[{"type":"text","text":"Failed: ConnectError('All connection attempts failed')"}],"isError":true,"n":1.00000000000000000001}"#;
+        let noted = with_note(
+            Message::result("7", result),
+            "`sandbox.network` would allow it",
+        );
+        assert_eq!(
+            noted.result_text(),
+            Some(
+                r#"{"content":[{"type":"text","text":"Failed: ConnectError('All connection attempts failed')"},{"type":"text","text":"moniker: `sandbox.network` would allow it"}],"isError":true,"n":1.00000000000000000001}"#
+            )
+        );
+        assert_eq!(noted.id(), Some("7"));
+    }
+
+    /// A result that cannot be carried whole is answered as the server sent it.
+    #[test]
+    fn a_result_read_two_ways_is_left_as_it_is() {
+        for result in [
+            r#"{"content":[],"isError":true,"isError":false}"#,
+            r#"{"content":"not a list","isError":true}"#,
+            r#"{"content":[],"isError":true,"\ud800":1}"#,
+        ] {
+            let reply = Message::result("7", result);
+            assert_eq!(
+                with_note(reply, "note").result_text(),
+                Some(result),
+                "{result}"
+            );
+        }
+    }
 }
