@@ -3,8 +3,8 @@ hostile server (target/debug/moniker-hostile) that tries to read the user's SSH 
 project's files, to read moniker's environment, to write outside its folder, to connect out and
 to fork without bound is refused each time under `sandbox`, while its honest tool answers; the
 same attempts without the sandbox succeed (so each refusal is the sandbox's). Real servers
-(filesystem, memory and everything from npm; time, git and fetch from PyPI) work under the
-default sandbox; what a sandboxed server reports as refused is logged with the setting that would
+(filesystem, memory and everything from npm; time, git and fetch from PyPI; memory through
+`npx` and time through `uvx`, offline) work under the default sandbox; what a sandboxed server reports as refused is logged with the setting that would
 allow it, and a tool's error that reads so carries that note to the client."""
 
 from __future__ import annotations
@@ -245,3 +245,39 @@ async def test_git_and_fetch_from_pypi_work_in_their_sandboxes(
         assert texts[-1].startswith("moniker: ") and "`sandbox.network` would allow it" in texts[-1], texts
         online = await session.call_tool("online_fetch", {"url": web_page})
         assert not online.isError and "the page's words" in s.texts(online)[0], online.content
+
+
+async def test_servers_npx_and_uvx_run_work_offline_in_the_sandbox(moniker, write_config, tmp_path: Path) -> None:
+    """The commands people's configs hold: `npx -y <package>` and `uvx <package>`, under
+    `sandbox: true`, from the caches a first run left (scripts/test fetches them into a home of
+    their own, .tools/home; `--offline`: nothing is fetched now). The sandbox gives each runtime
+    its cache to write (`~/.npm`, `~/.cache/uv`) and its interpreter to run."""
+    home = REPO_ROOT / ".tools" / "home"
+    assert (home / ".npm").is_dir() and (home / ".cache" / "uv").is_dir(), "scripts/test fills .tools/home"
+    memory = tmp_path / "memory" / "memory.jsonl"
+    memory.parent.mkdir()
+    servers = {
+        "memory": {
+            "command": "npx",
+            "args": ["--offline", "--yes", "@modelcontextprotocol/server-memory@2026.8.31"],
+            "env": {"MEMORY_FILE_PATH": str(memory)},
+            "sandbox": True,
+        },
+        "time": {
+            "command": str(Path(sys.executable).with_name("uvx")),
+            "args": ["--offline", "mcp-server-time==2026.8.18", "--local-timezone", "UTC"],
+            "env": {"UV_PYTHON": "/usr/bin/python3"},
+            "sandbox": True,
+        },
+    }
+    config = write_config({"servers": servers}, name="npx-uvx-sandboxed.yaml")
+    async with moniker(config, env={"HOME": str(home), "RUST_LOG": "info"}) as session:
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert {"create_entities", "get_current_time"} <= names, names
+        made = await session.call_tool(
+            "create_entities", {"entities": [{"name": "npx", "entityType": "test", "observations": ["offline"]}]}
+        )
+        assert not made.isError, made.content
+        now = await session.call_tool("get_current_time", {"timezone": "Asia/Tokyo"})
+        assert not now.isError and "Asia/Tokyo" in s.texts(now)[0], now.content
+    assert '"name":"npx"' in memory.read_text()
