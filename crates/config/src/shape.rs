@@ -818,6 +818,49 @@ pub(crate) enum Integrity {
 
 #[cfg(test)]
 mod tests {
+    /// Every map the decoder reads its keys of (`keys!`) has keys: a type whose schema has no
+    /// properties (an enum, a type made inline elsewhere) would refuse every key.
+    #[test]
+    fn every_map_the_decoder_reads_has_keys() {
+        use super::*;
+        macro_rules! each {
+            ($($shape:ty),*) => {
+                $(assert!(!property_names::<$shape>().is_empty(), stringify!($shape));)*
+            };
+        }
+        each!(
+            File,
+            Server,
+            Tls,
+            Auth,
+            Exchange,
+            Naming,
+            BudgetedProfile,
+            Override,
+            AliasSettings,
+            Deprecated,
+            Action,
+            LegacySettings,
+            Toolset,
+            Gateway,
+            Restart,
+            AuditSettings,
+            TelemetrySettings,
+            Http,
+            ResourceAuth,
+            BoundToken,
+            Client,
+            ToolsetRule,
+            Identity,
+            DiscoverySettings,
+            SandboxSettings,
+            PerPersonSettings,
+            Forward,
+            Param
+        );
+        assert!(keys!(File).starts_with(&["servers", "mcpServers"]));
+    }
+
     /// `crates/config/moniker.schema.json` (what editors fetch, what the guide's reference is
     /// made from) is what these types generate.
     #[test]

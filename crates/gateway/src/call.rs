@@ -262,9 +262,13 @@ impl Call {
     }
 
     /// How it ended, as the relay saw it, and the error code of `reply` when it is an error.
-    /// `Some`: the error reads as a refusal of the server's sandbox, and this says which
-    /// setting would allow it (noted for `/healthz` and `doctor` too).
-    pub(crate) fn ended(&mut self, outcome: Outcome, reply: Option<&Message>) -> Option<String> {
+    /// `Some`: the error reads as a refusal of the server's sandbox (noted for `/healthz` and
+    /// `doctor`), and this is the setting that would allow it.
+    pub(crate) fn ended(
+        &mut self,
+        outcome: Outcome,
+        reply: Option<&Message>,
+    ) -> Option<&'static str> {
         self.outcome = outcome;
         self.code = reply.and_then(error_code);
         match (outcome, reply) {
@@ -274,14 +278,21 @@ impl Call {
     }
 
     /// A server's error: when the server is sandboxed and the error reads as a refusal of its
-    /// sandbox, its slot notes it ([`crate::sandbox::likely`]), and the note is returned.
-    fn said_by_server(&self, reply: &Message) -> Option<String> {
+    /// sandbox, its slot notes it ([`crate::sandbox::likely`]), and the setting that would
+    /// allow it is returned. Read again only when it is small and names a refusal's words.
+    fn said_by_server(&self, reply: &Message) -> Option<&'static str> {
+        /// The largest error read again for a refusal's words.
+        const READ_AT_MOST: usize = 64 * 1024;
         let (Some(gateway), Some(server)) = (&self.gateway, &self.server) else {
             return None;
         };
         let slot = gateway.servers.slot(server)?;
         slot.entry.sandbox.as_ref()?;
-        let value: serde_json::Value = serde_json::from_str(reply.text()).unwrap_or_default();
+        let text = reply.text();
+        if text.len() > READ_AT_MOST || !crate::sandbox::mentions_a_refusal(text) {
+            return None;
+        }
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
         let texts = value["result"]["content"]
             .as_array()
             .into_iter()
@@ -289,7 +300,7 @@ impl Call {
             .filter_map(|c| c["text"].as_str())
             .chain(value["error"]["message"].as_str());
         // Each is noted; the last that reads as a refusal is the one said to the client.
-        texts.fold(None, |note, text| slot.said(text).or(note))
+        texts.fold(None, |setting, text| slot.said(text).or(setting))
     }
 
     /// The one end of a call: its metrics, its audit line when the audit log is on, its

@@ -737,6 +737,12 @@ impl Message {
         }
     }
 
+    /// The message with `with` put in at byte `at` of its text (inside a part, between the
+    /// fields its index records); every part and field where it lands.
+    pub fn inserted(&self, at: usize, with: &str) -> Self {
+        self.splice(Span::at(at, 0), with)
+    }
+
     /// The message with the bytes at `span` (a part or a recorded field's value) replaced;
     /// every other part where it lands.
     fn splice(&self, span: Span, with: &str) -> Self {

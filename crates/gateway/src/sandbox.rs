@@ -251,22 +251,41 @@ fn package_of(file: &Path) -> PathBuf {
         .map_or_else(|| file.to_path_buf(), Path::to_path_buf)
 }
 
-/// What well-known servers read beyond their arguments, by a word of their command or
-/// arguments (the program, or the package `npx`/`uvx` run): the git server the user's git
-/// configuration (git stops at a configuration file it may not read; one that is not there is
-/// no matter).
-const KNOWN_NEEDS: &[(&str, &[&str])] = &[
-    ("mcp-server-git", &["~/.gitconfig", "~/.config/git"]),
-    ("mcp_server_git", &["~/.gitconfig", "~/.config/git"]),
-];
+/// What well-known servers read beyond their arguments, by their package's name: the git
+/// server the user's git configuration files (git stops at a configuration it may not read;
+/// one that is not there is no matter), not the folder beside them (`~/.config/git` may hold
+/// the plain credential store).
+const KNOWN_NEEDS: &[(&str, &[&str])] = &[(
+    "mcp-server-git",
+    &[
+        "~/.gitconfig",
+        "~/.config/git/config",
+        "~/.config/git/ignore",
+        "~/.config/git/attributes",
+    ],
+)];
 
-/// The paths [`KNOWN_NEEDS`] gives `server`.
+/// The paths [`KNOWN_NEEDS`] gives `server`: when its program is the package's (by its file
+/// name), or a word of its command is the package (as `npx`, `uvx` or `pipx run` name it,
+/// with a version or not; `python -m` its module).
 fn known_needs(server: &Server<'_>) -> Vec<&'static str> {
-    let words = std::iter::once(server.command).chain(server.args.iter().map(String::as_str));
-    let words: Vec<&str> = words.collect();
+    let program = Path::new(server.command)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(server.command);
+    let is = |package: &str, word: &str| {
+        let module = package.replace('-', "_");
+        word == package
+            || word == module
+            || word
+                .strip_prefix(package)
+                .is_some_and(|rest| rest.starts_with("==") || rest.starts_with('@'))
+    };
     KNOWN_NEEDS
         .iter()
-        .filter(|(word, _)| words.iter().any(|w| w.contains(word)))
+        .filter(|(package, _)| {
+            is(package, program) || server.args.iter().any(|arg| is(package, arg))
+        })
         .flat_map(|(_, paths)| paths.iter().copied())
         .collect()
 }
@@ -320,6 +339,11 @@ const REFUSALS: &[(&str, &str)] = &[
 ];
 /// The most of a server's words a note keeps.
 const NOTED: usize = 240;
+
+/// Whether `text` holds any of a refusal's words (before anything reads it further).
+pub fn mentions_a_refusal(text: &str) -> bool {
+    REFUSALS.iter().any(|(words, _)| text.contains(words))
+}
 
 /// The line of `text` that reads as a refusal of the sandbox (the kernel reports Landlock's
 /// denials to its audit log alone: the server's own error is what moniker sees), cut to
@@ -461,11 +485,26 @@ mod tests {
                 "{:?}",
                 git.read
             );
-            assert!(git.read.contains(&home.join(".config/git")));
+            assert!(git.read.contains(&home.join(".config/git/config")));
+            assert!(!git.read.contains(&home.join(".config/git")));
             assert!(!git.read.iter().chain(&git.write).any(|p| *p == home));
         }
-        let other = plan("uvx", &["mcp-server-time"]);
-        assert!(!other.read.contains(&home.join(".gitconfig")));
+        for other in [
+            plan("uvx", &["mcp-server-time"]),
+            plan("uvx", &["mcp-server-github"]),
+            plan(
+                "npx",
+                &["server-filesystem", "/home/someone/src/mcp-server-git"],
+            ),
+        ] {
+            assert!(
+                !other.read.contains(&home.join(".gitconfig")),
+                "{:?}",
+                other.read
+            );
+        }
+        let versioned = plan("uvx", &["mcp-server-git==2026.10.19"]);
+        assert!(versioned.read.contains(&home.join(".gitconfig")));
     }
 
     #[test]

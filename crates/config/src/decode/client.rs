@@ -19,9 +19,12 @@ use crate::report::codes;
 use crate::shape::{self, keys};
 use crate::tree::{Node, Value, shorten};
 
-/// The top-level sections only a moniker config has (the file's first two are the servers').
-fn moniker_sections() -> &'static [&'static str] {
-    keys!(shape::File).split_at(2).1
+/// The top-level sections only a moniker config has: all but the servers' two names.
+fn moniker_sections() -> impl Iterator<Item = &'static str> {
+    keys!(shape::File)
+        .iter()
+        .copied()
+        .filter(|key| !matches!(*key, "servers" | "mcpServers"))
 }
 /// Server keys VS Code's `servers` entries never have.
 pub(crate) const MONIKER_SERVER_KEYS: &[&str] = &["tags", "prefix", "disabled"];
@@ -41,7 +44,7 @@ pub(super) fn is_client_file(root: &Node) -> bool {
             .find(|e| e.key.as_deref() == Some(name))
             .map(|e| &e.value)
     };
-    if moniker_sections().iter().any(|s| get(s).is_some()) {
+    if moniker_sections().any(|s| get(s).is_some()) {
         return false;
     }
     if get("mcpServers").is_some() {

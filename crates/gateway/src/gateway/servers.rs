@@ -44,14 +44,14 @@ impl Slot {
     /// What a sandboxed server said (an error's text, a line of its stderr), when it reads as
     /// a refusal of its sandbox: noted (for `/healthz` and `moniker doctor`) and logged, with
     /// the setting that would allow it.
-    /// The note, when there is one.
-    pub(crate) fn said(&self, text: &str) -> Option<String> {
+    /// The setting, when it reads so.
+    pub(crate) fn said(&self, text: &str) -> Option<&'static str> {
         self.entry.sandbox.as_ref()?;
         let (line, setting) = crate::sandbox::likely(text)?;
         let note = format!("{line} (likely its sandbox: {setting} would allow it)");
         tracing::warn!(server = %self.entry.id, "{note}");
-        lock(&self.status).sandbox_refused = Some(note.clone());
-        Some(note)
+        lock(&self.status).sandbox_refused = Some(note);
+        Some(setting)
     }
 
     fn new(entry: ServerEntry) -> Arc<Self> {

@@ -230,10 +230,15 @@ impl Session {
         if let Some(subject) = acted.get() {
             record.acted_as(subject);
         }
+        // A tool's error that reads as a refusal of its server's sandbox says which setting
+        // would allow it (the reply as answered, after any input rounds).
         let refused_by_sandbox = record.ended(outcome, reply.as_ref());
         let reply = match (refused_by_sandbox, reply) {
-            (Some(note), Some(reply)) if matches!(outcome, Outcome::ToolError) => {
-                Some(super::relay::with_note(reply, &note))
+            (Some(setting), Some(reply))
+                if record.method() == "tools/call"
+                    && reply.field(crate::message::Field::IsError) == Some("true") =>
+            {
+                Some(super::relay::with_note(reply, setting))
             }
             (_, reply) => reply,
         };

@@ -242,28 +242,32 @@ fn relay(id: &str, response: &Message) -> (Reply, Outcome) {
     (Some(Refusal::Unreadable.answer(id)), Outcome::Error)
 }
 
-/// A tool's error `reply` with moniker's `note` (what the server's sandbox likely refused it)
-/// as a last text item of its content, so that the model and its person read which setting
-/// would allow it. Every byte the server sent is kept: its fields and content items are carried
-/// as raw JSON. A result that cannot be read so (a field twice, a content that is no list) is
-/// returned as it is.
-pub(super) fn with_note(reply: Message, note: &str) -> Message {
+/// A tool's error `reply` with moniker's note that the server's sandbox likely refused it,
+/// and the `setting` that would allow it, as a last text item of its content: the model and its
+/// person read which setting to change. The note is put in before the content's closing
+/// bracket; every other byte is where the server put it, and the message's index of its
+/// fields follows. A result that cannot be read so (a field twice, a content that is no list)
+/// is answered as it is.
+pub(super) fn with_note(reply: Message, setting: &str) -> Message {
     use serde_json::value::RawValue;
-    let noted = || -> Option<Message> {
-        let id = reply.id()?;
-        let Fields(mut fields) = serde_json::from_str(reply.result_text()?).ok()?;
-        let mut content: Vec<&RawValue> = match fields.get("content") {
-            Some(raw) => serde_json::from_str(raw.get()).ok()?,
-            None => Vec::new(),
-        };
-        let item = serde_json::json!({"type": "text", "text": format!("moniker: {note}")});
-        let item = RawValue::from_string(item.to_string()).ok()?;
-        content.push(&item);
-        let content = RawValue::from_string(serde_json::to_string(&content).ok()?).ok()?;
-        fields.insert("content", &content);
-        Some(Message::result(id, &serde_json::to_string(&fields).ok()?))
+    let place = || -> Option<(usize, bool)> {
+        let Fields(fields) = serde_json::from_str(reply.result_text()?).ok()?;
+        let content = fields.get("content")?.get();
+        let items: Vec<&RawValue> = serde_json::from_str(content).ok()?;
+        // `content` is a slice of the reply's own text: its closing bracket's place there.
+        let start = (content.as_ptr() as usize).checked_sub(reply.text().as_ptr() as usize)?;
+        let close = start + content.len().checked_sub(1)?;
+        (reply.text().as_bytes().get(close) == Some(&b']')).then_some((close, items.is_empty()))
     };
-    noted().unwrap_or(reply)
+    let Some((close, empty)) = place() else {
+        return reply;
+    };
+    let text = format!(
+        "moniker: this server runs in a sandbox, which likely refused what it tried: {setting} would allow it."
+    );
+    let item = serde_json::json!({"type": "text", "text": text}).to_string();
+    let with = if empty { item } else { format!(",{item}") };
+    reply.inserted(close, &with)
 }
 
 /// An object's fields as raw JSON, in order; refused when a key comes twice (a map would keep
@@ -357,35 +361,48 @@ async fn start(
 #[cfg(test)]
 mod tests {
     use super::with_note;
-    use crate::message::Message;
+    use crate::message::{Field, Message, parse_one};
 
-    /// The note is a last text item; the server's fields, their order and their bytes (a number
-    /// no `f64` holds) are as it sent them.
+    /// A server's answer to request 7, read as moniker reads one.
+    fn answer(result: &str) -> Message {
+        parse_one(format!(r#"{{"jsonrpc":"2.0","id":7,"result":{result}}}"#)).expect("an answer")
+    }
+
+    /// The note is a last text item; the server's fields, their order, their bytes (a number
+    /// no `f64` holds) and its spaces are as it sent them, and the message's index follows.
     #[test]
     fn a_note_is_added_and_nothing_of_the_server_s_is_lost() {
         let result = r#"{"content":[{"type":"text","text":"Failed: ConnectError('All connection attempts failed')"}],"isError":true,"n":1.00000000000000000001}"#;
-        let noted = with_note(
-            Message::result("7", result),
-            "`sandbox.network` would allow it",
-        );
-        assert_eq!(
-            noted.result_text(),
-            Some(
-                r#"{"content":[{"type":"text","text":"Failed: ConnectError('All connection attempts failed')"},{"type":"text","text":"moniker: `sandbox.network` would allow it"}],"isError":true,"n":1.00000000000000000001}"#
-            )
-        );
+        let note = r#"{"type":"text","text":"moniker: this server runs in a sandbox, which likely refused what it tried: `sandbox.network` would allow it."}"#;
+        let noted = with_note(answer(result), "`sandbox.network`");
+        let expected = result.replacen("}],", &format!("}},{note}],"), 1);
+        assert_eq!(noted.result_text(), Some(expected.as_str()));
         assert_eq!(noted.id(), Some("7"));
+        assert_eq!(noted.field(Field::IsError), Some("true"));
+        // An empty content gets the note alone.
+        let spaced = r#"{ "content" : [ ] , "isError" : true }"#;
+        let noted = with_note(answer(spaced), "`sandbox.read`");
+        let text = noted.result_text().expect("a result");
+        assert!(
+            text.starts_with(r#"{ "content" : [ {"type":"text""#),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(r#"would allow it."}] , "isError" : true }"#),
+            "{text}"
+        );
+        assert_eq!(noted.field(Field::IsError), Some("true"));
     }
 
     /// A result that cannot be carried whole is answered as the server sent it.
     #[test]
     fn a_result_read_two_ways_is_left_as_it_is() {
         for result in [
-            r#"{"content":[],"isError":true,"isError":false}"#,
+            r#"{"content":[],"isError":true,"x":1,"x":2}"#,
             r#"{"content":"not a list","isError":true}"#,
-            r#"{"content":[],"isError":true,"\ud800":1}"#,
+            r#"{"isError":true}"#,
         ] {
-            let reply = Message::result("7", result);
+            let reply = answer(result);
             assert_eq!(
                 with_note(reply, "note").result_text(),
                 Some(result),
