@@ -230,15 +230,17 @@ fn importable(client: crate::clients::Client, name: &str, entry: &Value) -> Resu
     Ok(Value::Object(out))
 }
 
-/// Servers known to need no network: their packages' names, as their command or an argument
-/// holds them (`npx -y @modelcontextprotocol/server-memory`, `uvx mcp-server-time`, a path
-/// into `node_modules/@modelcontextprotocol/server-filesystem`).
+/// Servers known to need no network: their packages' names, as their command names them
+/// (`npx -y @modelcontextprotocol/server-memory`, `uvx mcp-server-time`, a path into
+/// `node_modules/@modelcontextprotocol/server-filesystem`: `sandbox::names_package`).
 const OFFLINE: &[&str] = &[
     "server-filesystem",
     "server-memory",
     "server-everything",
     "server-sequential-thinking",
     "mcp-server-time",
+    // Its tools work on the repositories at hand (status, diff, commit, log...): none fetches.
+    "mcp-server-git",
 ];
 
 /// The sandbox an imported stdio server runs in (Linux, where moniker enforces one): the
@@ -251,11 +253,14 @@ fn sandbox_for(entry: &Map<String, Value>) -> Option<Value> {
     }
     let command = entry.get("command").and_then(Value::as_str)?;
     let args = entry.get("args").and_then(Value::as_array);
-    let words =
-        std::iter::once(command).chain(args.into_iter().flatten().filter_map(Value::as_str));
-    let offline = words
+    let args: Vec<&str> = args
         .into_iter()
-        .any(|word| OFFLINE.iter().any(|name| word.contains(name)));
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let offline = OFFLINE
+        .iter()
+        .any(|name| moniker_gateway::sandbox::names_package(command, &args, name));
     Some(if offline {
         Value::Bool(true)
     } else {
@@ -765,9 +770,28 @@ mod tests {
             json!({"command": "uvx", "args": ["mcp-server-fetch"]}),
         ));
         let remote = sandbox_for(&entry(json!({"url": "https://x/mcp"})));
+        let sandbox_of = |command: &str, args: Value| {
+            sandbox_for(&entry(json!({"command": command, "args": args})))
+        };
         if cfg!(target_os = "linux") {
             assert_eq!(offline, Some(json!(true)));
             assert_eq!(fetch, Some(json!({"network": "on"})));
+            // The git server works offline; the GitHub server, whose name begins the same, not.
+            assert_eq!(
+                sandbox_of("uvx", json!(["mcp-server-git==2026.10.19"])),
+                Some(json!(true))
+            );
+            assert_eq!(
+                sandbox_of("npx", json!(["-y", "@modelcontextprotocol/server-github"])),
+                Some(json!({"network": "on"}))
+            );
+            assert_eq!(
+                sandbox_of("uvx", json!(["mcp-server-github"])),
+                Some(json!({"network": "on"}))
+            );
+            // A path into a package's folder names it.
+            let path = "/srv/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js";
+            assert_eq!(sandbox_of("node", json!([path, "/tmp"])), Some(json!(true)));
         } else {
             assert_eq!((offline, fetch.clone()), (None, None));
         }

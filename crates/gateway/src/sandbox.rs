@@ -265,29 +265,58 @@ const KNOWN_NEEDS: &[(&str, &[&str])] = &[(
     ],
 )];
 
-/// The paths [`KNOWN_NEEDS`] gives `server`: when its program is the package's (by its file
-/// name), or a word of its command is the package (as `npx`, `uvx` or `pipx run` name it,
-/// with a version or not; `python -m` its module).
+/// The paths [`KNOWN_NEEDS`] gives `server`: when its command names the package
+/// ([`names_package`]).
 fn known_needs(server: &Server<'_>) -> Vec<&'static str> {
-    let program = Path::new(server.command)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(server.command);
-    let is = |package: &str, word: &str| {
-        let module = package.replace('-', "_");
-        word == package
-            || word == module
-            || word
-                .strip_prefix(package)
-                .is_some_and(|rest| rest.starts_with("==") || rest.starts_with('@'))
-    };
+    let args: Vec<&str> = server.args.iter().map(String::as_str).collect();
     KNOWN_NEEDS
         .iter()
-        .filter(|(package, _)| {
-            is(package, program) || server.args.iter().any(|arg| is(package, arg))
-        })
+        .filter(|(package, _)| names_package(server.command, &args, package))
         .flat_map(|(_, paths)| paths.iter().copied())
         .collect()
+}
+
+/// Whether a server's `command` and `args` run the package `package`: its program is the
+/// package's (`mcp-server-git`, `…/bin/mcp-server-git`), or an argument is the package as
+/// `npx`, `uvx` or `python -m` name it (`mcp-server-git`, `mcp-server-git==1.2`,
+/// `@modelcontextprotocol/server-memory@1.2`, `mcp_server_git`), or a path into its folder of
+/// installed packages (`…/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js`,
+/// `…/site-packages/mcp_server_git/…`). A name that only begins so (`mcp-server-github`) is
+/// another package, and a folder of the user's that happens to bear the name is no package.
+pub fn names_package(command: &str, args: &[&str], package: &str) -> bool {
+    let module = package.replace('-', "_");
+    let is = |part: &str| {
+        part == package
+            || part == module
+            || part
+                .strip_prefix(package)
+                .is_some_and(|rest| rest.starts_with('@') || rest.starts_with("=="))
+    };
+    // After an npm scope (`@scope/name`), the name.
+    let unscoped = |word: &str| match word.strip_prefix('@') {
+        Some(scoped) => scoped.split_once('/').map(|(_, name)| name.to_owned()),
+        None => Some(word.to_owned()),
+    };
+    let in_packages = |path: &str| {
+        let parts: Vec<&str> = path.split('/').collect();
+        parts.windows(3).any(|w| {
+            matches!(w[0], "node_modules" | "site-packages")
+                && (is(w[1]) || (w[1].starts_with('@') && is(w[2])))
+        })
+    };
+    let program = Path::new(command)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(command);
+    is(program)
+        || args.iter().any(|arg| {
+            let scoped = arg.starts_with('@') && arg.matches('/').count() == 1;
+            if scoped || !arg.contains('/') {
+                unscoped(arg).is_some_and(|name| is(&name))
+            } else {
+                in_packages(arg)
+            }
+        })
 }
 
 /// The caches a runtime writes to as it fetches the server (`npx`, `uvx`): under the home.
