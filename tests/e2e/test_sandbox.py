@@ -224,10 +224,21 @@ async def test_git_and_fetch_from_pypi_work_in_their_sandboxes(
     subprocess.run([*git, "add", "README.md"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "First words of the sandboxed project"], check=True)
     fetch = [str(bin_dir / "mcp-server-fetch"), "--ignore-robots-txt", "--allow-private-ips"]
+    # No node on the fetch server's PATH: with node there, its HTML extraction (readabilipy)
+    # runs `npm install` into its own package at its first use, which a sandbox refuses (its
+    # package is read-only), and readabilipy then crashes the call. Without node it extracts
+    # in Python.
+    only_its_venv = {"PATH": str(bin_dir)}
     servers = {
         "git": {"command": str(bin_dir / "mcp-server-git"), "args": ["--repository", str(repo)], "sandbox": True},
-        "fetch": {"command": fetch[0], "args": fetch[1:], "sandbox": True},
-        "online": {"command": fetch[0], "args": fetch[1:], "sandbox": {"network": "on"}, "prefix": True},
+        "fetch": {"command": fetch[0], "args": fetch[1:], "env": only_its_venv, "sandbox": True},
+        "online": {
+            "command": fetch[0],
+            "args": fetch[1:],
+            "env": only_its_venv,
+            "sandbox": {"network": "on"},
+            "prefix": True,
+        },
     }
     config = write_config({"servers": servers}, name="pypi-sandboxed.yaml")
     async with moniker(config, env={"RUST_LOG": "info"}) as session:
