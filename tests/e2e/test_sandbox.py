@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import scenarios as s
@@ -292,3 +293,28 @@ async def test_servers_npx_and_uvx_run_work_offline_in_the_sandbox(moniker, writ
         now = await session.call_tool("get_current_time", {"timezone": "Asia/Tokyo"})
         assert not now.isError and "Asia/Tokyo" in s.texts(now)[0], now.content
     assert '"name":"npx"' in memory.read_text()
+
+
+async def test_what_a_running_server_says_its_sandbox_refused_is_noted(
+    moniker, write_config, fixture_bin: Path, tmp_path: Path
+) -> None:
+    """A sandboxed server's stderr is read for refusals as it runs, not only when it fails to
+    start (an `npm install` a package tries into its own read-only folder): the line is logged
+    with the setting that would allow it, and noted for `/healthz` and `doctor`."""
+    secret = tmp_path / "elsewhere" / "secret.txt"
+    script = f"echo 'open {secret}: Permission denied' >&2; exec {fixture_bin} --echo"
+    server = {"command": "/bin/sh", "args": ["-c", script], "sandbox": {"read": [str(fixture_bin.parent)]}}
+    config = write_config({"servers": {"talker": server}}, name="talker.yaml")
+    noted = f"open {secret}: Permission denied (likely its sandbox: `sandbox.read` or `sandbox.write` would allow it)"
+    async with moniker(config, env={"RUST_LOG": "info"}) as session:
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert "echo" in names, names
+        # moniker's log reaches its file through the SDK's reader of its stderr: read while
+        # the session is open, until the line is there.
+        log = ""
+        for _ in range(100):
+            log = "".join(p.read_text() for p in tmp_path.glob("*.stderr"))
+            if noted in log:
+                break
+            await anyio.sleep(0.05)
+    assert noted in log, log[-3000:]

@@ -126,6 +126,10 @@ pub trait Sink: Send + Sync + 'static {
     /// `related`: moniker's id of the request on `conn` the message came with (an HTTP
     /// server's answer stream), when the transport tells.
     fn server_message(&self, conn: &Arc<Connection>, message: Message, related: Option<u64>);
+
+    /// A line a sandboxed server wrote to its stderr that holds a refusal's words
+    /// ([`crate::sandbox::mentions_a_refusal`]): noted where its server's state is kept.
+    fn server_said(&self, _server: &ServerId, _line: &str) {}
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

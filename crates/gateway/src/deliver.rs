@@ -21,6 +21,13 @@ impl Sink for WeakSink {
             gateway.server_message(conn, message, related);
         }
     }
+
+    fn server_said(&self, server: &moniker_surface::ServerId, line: &str) {
+        let slot = self.0.upgrade().and_then(|g| g.servers.slot(server));
+        if let Some(slot) = slot {
+            slot.said(line);
+        }
+    }
 }
 
 impl Gateway {

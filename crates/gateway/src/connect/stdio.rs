@@ -218,6 +218,9 @@ pub fn spawn(
     tokio::spawn(write_lines(stdin, rx, backlog));
 
     let (closed_tx, closed) = oneshot::channel();
+    // A sandboxed server's stderr is read for what its sandbox refused it as it runs too (an
+    // `npm install` it tries into its own read-only package).
+    let heard = launch.sandbox.is_some().then(|| sink.clone());
     tokio::spawn(read_lines(
         conn.clone(),
         stdout,
@@ -242,6 +245,12 @@ pub fn spawn(
                 Ok(Frame::Eof) | Err(_) => break,
             };
             tracing::info!(target: "moniker::server", server = %server, "{line}");
+            if let Some(sink) = heard
+                .as_ref()
+                .filter(|_| crate::sandbox::mentions_a_refusal(&line))
+            {
+                sink.server_said(&server, &line);
+            }
             if tail.len() == STDERR_TAIL {
                 tail.pop_front();
             }
