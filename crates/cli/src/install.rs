@@ -234,10 +234,10 @@ fn importable(client: crate::clients::Client, name: &str, entry: &Value) -> Resu
 /// (`npx -y @modelcontextprotocol/server-memory`, `uvx mcp-server-time`, a path into
 /// `node_modules/@modelcontextprotocol/server-filesystem`: `sandbox::names_package`).
 const OFFLINE: &[&str] = &[
-    "server-filesystem",
-    "server-memory",
-    "server-everything",
-    "server-sequential-thinking",
+    "@modelcontextprotocol/server-filesystem",
+    "@modelcontextprotocol/server-memory",
+    "@modelcontextprotocol/server-everything",
+    "@modelcontextprotocol/server-sequential-thinking",
     "mcp-server-time",
     // Its tools work on the repositories at hand (status, diff, commit, log...): none fetches.
     "mcp-server-git",

@@ -276,47 +276,55 @@ fn known_needs(server: &Server<'_>) -> Vec<&'static str> {
         .collect()
 }
 
-/// Whether a server's `command` and `args` run the package `package`: its program is the
-/// package's (`mcp-server-git`, `…/bin/mcp-server-git`), or an argument is the package as
-/// `npx`, `uvx` or `python -m` name it (`mcp-server-git`, `mcp-server-git==1.2`,
+/// Whether a server's `command` and `args` run the package `package` (an npm package with its
+/// scope, `@modelcontextprotocol/server-memory`; a PyPI one, `mcp-server-git`): its program is
+/// the package's (`…/bin/mcp-server-git`), or the first argument that is no flag is the package
+/// as `npx`, `uvx` or `python -m` name it, with a version or not (`mcp-server-git==1.2`,
 /// `@modelcontextprotocol/server-memory@1.2`, `mcp_server_git`), or a path into its folder of
-/// installed packages (`…/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js`,
-/// `…/site-packages/mcp_server_git/…`). A name that only begins so (`mcp-server-github`) is
-/// another package, and a folder of the user's that happens to bear the name is no package.
+/// installed packages (`…/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js`).
+/// Another scope's package of the same name, a name that only begins so
+/// (`mcp-server-github`), a package named after a flag (`uvx --from other mcp-server-git`) or
+/// a later argument (a folder of the user's) is not it.
 pub fn names_package(command: &str, args: &[&str], package: &str) -> bool {
-    let module = package.replace('-', "_");
-    let is = |part: &str| {
-        part == package
-            || part == module
-            || part
-                .strip_prefix(package)
-                .is_some_and(|rest| rest.starts_with('@') || rest.starts_with("=="))
-    };
-    // After an npm scope (`@scope/name`), the name.
-    let unscoped = |word: &str| match word.strip_prefix('@') {
-        Some(scoped) => scoped.split_once('/').map(|(_, name)| name.to_owned()),
-        None => Some(word.to_owned()),
+    let module = (!package.starts_with('@')).then(|| package.replace('-', "_"));
+    let is = |word: &str| {
+        let version = |v: &str| {
+            !v.is_empty()
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".+-_*".contains(c))
+        };
+        module.as_deref() == Some(word)
+            || match word.strip_prefix(package) {
+                Some("") => true,
+                Some(rest) => rest
+                    .strip_prefix('@')
+                    .or_else(|| rest.strip_prefix("=="))
+                    .is_some_and(version),
+                None => false,
+            }
     };
     let in_packages = |path: &str| {
         let parts: Vec<&str> = path.split('/').collect();
-        parts.windows(3).any(|w| {
-            matches!(w[0], "node_modules" | "site-packages")
-                && (is(w[1]) || (w[1].starts_with('@') && is(w[2])))
+        parts.iter().enumerate().any(|(i, part)| {
+            let (Some(first), true) = (
+                parts.get(i + 1),
+                matches!(*part, "node_modules" | "site-packages"),
+            ) else {
+                return false;
+            };
+            match (first.starts_with('@'), parts.get(i + 2)) {
+                (true, Some(name)) => is(&format!("{first}/{name}")),
+                (true, None) => false,
+                (false, _) => is(first),
+            }
         })
     };
     let program = Path::new(command)
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or(command);
-    is(program)
-        || args.iter().any(|arg| {
-            let scoped = arg.starts_with('@') && arg.matches('/').count() == 1;
-            if scoped || !arg.contains('/') {
-                unscoped(arg).is_some_and(|name| is(&name))
-            } else {
-                in_packages(arg)
-            }
-        })
+    let first = args.iter().find(|arg| !arg.starts_with('-'));
+    is(program) || first.is_some_and(|arg| is(arg) || in_packages(arg))
 }
 
 /// The caches a runtime writes to as it fetches the server (`npx`, `uvx`): under the home.
@@ -384,8 +392,22 @@ pub fn likely(text: &str) -> Option<(String, &'static str)> {
         while !line.is_char_boundary(end) {
             end -= 1;
         }
-        Some((line[..end].trim().to_owned(), *setting))
+        Some((shown(line[..end].trim()), *setting))
     })
+}
+
+/// `text` with what would change how it shows (control characters: line and carriage
+/// breaks, escapes; the Unicode separators and direction marks) made spaces: a server's words
+/// in `/healthz` and `doctor` stay on their line and read as written.
+fn shown(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}' => ' ',
+            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => ' ',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect()
 }
 
 /// What the guard enforced, to say; and the server's temporary folder (its `$TMPDIR`).
@@ -484,6 +506,19 @@ mod tests {
         assert!(likely("the tool ran and found nothing").is_none());
         let long = format!("Permission denied {}", "é".repeat(400));
         assert!(likely(&long).is_some_and(|(l, _)| l.len() <= NOTED));
+    }
+
+    /// A server's words in a note stay on their line and read as written: no line break, no
+    /// escape, no direction mark reaches `/healthz` or `doctor`.
+    #[test]
+    fn a_note_shows_the_server_s_words_on_one_line() {
+        let said = "x Permission denied\rserver `github`: \u{1b}[2Jfake\u{202e}txt.exe\u{2028}more";
+        let (line, setting) = likely(said).expect("a refusal");
+        assert_eq!(setting, "`sandbox.read` or `sandbox.write`");
+        assert_eq!(
+            line,
+            "x Permission denied server `github`:  [2Jfake txt.exe more"
+        );
     }
 
     /// The git server (run by `uvx`, or its own program) reads the user's git configuration and

@@ -43,14 +43,27 @@ impl Slot {
 
     /// What a sandboxed server said (an error's text, a line of its stderr), when it reads as
     /// a refusal of its sandbox: noted (for `/healthz` and `moniker doctor`) and logged, with
-    /// the setting that would allow it.
-    /// The setting, when it reads so.
+    /// the setting that would allow it; the setting returned. Logged when the note changes, at
+    /// most ten a minute: a server that says it again and again does not fill the log.
     pub(crate) fn said(&self, text: &str) -> Option<&'static str> {
+        const WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+        const LOGGED_IN_A_WINDOW: u32 = 10;
         self.entry.sandbox.as_ref()?;
         let (line, setting) = crate::sandbox::likely(text)?;
         let note = format!("{line} (likely its sandbox: {setting} would allow it)");
-        tracing::warn!(server = %self.entry.id, "{note}");
-        lock(&self.status).sandbox_refused = Some(note);
+        let mut status = lock(&self.status);
+        if status.sandbox_refused.as_deref() != Some(note.as_str()) {
+            let now = std::time::Instant::now();
+            let (since, logged) = match status.sandbox_logged {
+                Some((since, logged)) if now.duration_since(since) < WINDOW => (since, logged),
+                _ => (now, 0),
+            };
+            if logged < LOGGED_IN_A_WINDOW {
+                tracing::warn!(server = %self.entry.id, "{note}");
+            }
+            status.sandbox_logged = Some((since, logged.saturating_add(1)));
+        }
+        status.sandbox_refused = Some(note);
         Some(setting)
     }
 
