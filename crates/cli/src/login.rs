@@ -189,25 +189,27 @@ fn set_secret(
         )
         .into());
     };
-    if !each.secrets.iter().any(|s| s == name) {
-        return Err(format!(
-            "`{name}` is not a secret of `{id}` (its secrets: {})",
-            each.secrets.join(", ")
-        )
-        .into());
-    }
+    let settable = |value: &str| {
+        moniker_gateway::auth::personal::settable(&each.secrets, name, value)
+            .map_err(|why| format!("`{id}`: {why}"))
+    };
+    // Its name before anything is read.
+    settable("")?;
     let Some(issuer) = config.http.auth.as_ref().map(|a| a.issuer.clone()) else {
         return Err("the config has no `http.auth`: no one is a person here".into());
     };
     let mut value = String::new();
-    std::io::Read::read_to_string(&mut std::io::Read::take(std::io::stdin(), 4097), &mut value)?;
+    let most = moniker_gateway::auth::personal::SECRET_MAX as u64;
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(std::io::stdin(), most + 1),
+        &mut value,
+    )?;
     let value = value.strip_suffix('\n').unwrap_or(&value);
     let value = value.strip_suffix('\r').unwrap_or(value);
-    if value.len() > 4096 || value.contains('\0') || value.is_empty() {
-        return Err(
-            "the value (read from stdin) is empty, longer than 4096 bytes, or holds a NUL".into(),
-        );
+    if value.is_empty() {
+        return Err("the value (read from stdin) is empty".into());
     }
+    settable(value)?;
     let secrets = Secrets::of(id, place);
     let values = std::collections::BTreeMap::from([(name.to_owned(), value.to_owned())]);
     secrets.set(&Person::named(&issuer, person), values)?;

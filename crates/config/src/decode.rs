@@ -28,7 +28,7 @@ use moniker_surface::{Name, Rules, ServerId, Tag};
 use crate::gateway::GatewaySettings;
 use crate::report::{ConfigError, codes};
 use crate::server::ServerConfig;
-use crate::shape::{self, keys};
+use crate::shape::keys;
 use crate::source::{Span, Spans};
 use crate::tree::{Node, ScalarKind, Value, shorten};
 
@@ -440,7 +440,7 @@ impl Cx<'_> {
         let fields = if client::is_client_file(root) {
             self.client_fields(slot, &mut out.ignored_keys)
         } else {
-            self.fields(slot, &[], Some(keys!(shape::File)), "a map of sections")
+            self.fields(slot, &[], Some(keys::FILE), "a map of sections")
         };
         let ids = self.server_sections(&fields, out);
         for (key, slot) in &fields.entries {

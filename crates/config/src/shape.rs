@@ -22,19 +22,74 @@ use serde_json::Value;
 pub const URL: &str =
     "https://raw.githubusercontent.com/moniker-mcp/moniker/main/crates/config/moniker.schema.json";
 
-/// The keys a map of the file may hold, as the shape type `$shape` names them: the decoder's
-/// list of what it reads there (it refuses others, with a did-you-mean), from the one
-/// description of the file the JSON Schema is made from. Made once per place.
-macro_rules! keys {
-    ($shape:ty) => {{
-        static NAMES: std::sync::LazyLock<Vec<String>> =
-            std::sync::LazyLock::new(crate::shape::property_names::<$shape>);
-        static KEYS: std::sync::LazyLock<Vec<&'static str>> =
-            std::sync::LazyLock::new(|| NAMES.iter().map(String::as_str).collect());
-        KEYS.as_slice()
-    }};
+/// The keys each map of the file may hold, as the types below name them: the decoder's
+/// lists of what it reads there (it refuses others, with a did-you-mean). Made from the types
+/// ([`keys_source`]) and committed, as the schema is, so that a start reads constants rather
+/// than generating schemas (about 1.5 ms for them all); a test holds the file to the types.
+#[rustfmt::skip]
+pub(crate) mod keys;
+
+/// Each type of a map the decoder reads, and the name of its constant in [`keys`].
+macro_rules! maps {
+    ($each:ident) => {
+        $each!(
+        File => FILE,
+        Server => SERVER,
+        Tls => TLS,
+        Auth => AUTH,
+        Exchange => EXCHANGE,
+        Naming => NAMING,
+        BudgetedProfile => BUDGETED_PROFILE,
+        Override => OVERRIDE,
+        AliasSettings => ALIAS_SETTINGS,
+        Deprecated => DEPRECATED,
+        Action => ACTION,
+        LegacySettings => LEGACY_SETTINGS,
+        Toolset => TOOLSET,
+        Gateway => GATEWAY,
+        Restart => RESTART,
+        AuditSettings => AUDIT_SETTINGS,
+        TelemetrySettings => TELEMETRY_SETTINGS,
+        Http => HTTP,
+        ResourceAuth => RESOURCE_AUTH,
+        BoundToken => BOUND_TOKEN,
+        Client => CLIENT,
+        ToolsetRule => TOOLSET_RULE,
+        Identity => IDENTITY,
+        DiscoverySettings => DISCOVERY_SETTINGS,
+        SandboxSettings => SANDBOX_SETTINGS,
+        PerPersonSettings => PER_PERSON_SETTINGS,
+        Forward => FORWARD,
+        Param => PARAM
+        )
+    };
 }
-pub(crate) use keys;
+
+/// The source of [`keys`]: a constant of each map's keys, in the types' order.
+pub(crate) fn keys_source() -> String {
+    let mut out = String::from(
+        "//! Generated from the types of `crates/config/src/shape.rs` by `keys_source` (a test holds\n\
+         //! this file to them: `cargo test -p moniker-config -- --ignored write_the_keys` writes\n\
+         //! it again). Do not edit.\n",
+    );
+    macro_rules! each {
+        ($($shape:ty => $name:ident),* $(,)?) => {
+            $(
+                let names: Vec<String> = property_names::<$shape>()
+                    .iter()
+                    .map(|n| format!("{n:?}"))
+                    .collect();
+                out.push_str(&format!(
+                    "\npub(crate) const {}: &[&str] = &[{}];\n",
+                    stringify!($name),
+                    names.join(", ")
+                ));
+            )*
+        };
+    }
+    maps!(each);
+    out
+}
 
 /// The properties of the map `T` describes, in their order.
 pub(crate) fn property_names<T: JsonSchema>() -> Vec<String> {
@@ -818,47 +873,37 @@ pub(crate) enum Integrity {
 
 #[cfg(test)]
 mod tests {
-    /// Every map the decoder reads its keys of (`keys!`) has keys: a type whose schema has no
-    /// properties (an enum, a type made inline elsewhere) would refuse every key.
+    /// Every map the decoder reads has keys (a type whose schema has no properties, an enum
+    /// or a type made inline elsewhere, would refuse every key), the file's first two the
+    /// servers' names.
     #[test]
     fn every_map_the_decoder_reads_has_keys() {
         use super::*;
         macro_rules! each {
-            ($($shape:ty),*) => {
-                $(assert!(!property_names::<$shape>().is_empty(), stringify!($shape));)*
+            ($($shape:ty => $name:ident),* $(,)?) => {
+                $(assert!(!keys::$name.is_empty(), stringify!($shape));)*
             };
         }
-        each!(
-            File,
-            Server,
-            Tls,
-            Auth,
-            Exchange,
-            Naming,
-            BudgetedProfile,
-            Override,
-            AliasSettings,
-            Deprecated,
-            Action,
-            LegacySettings,
-            Toolset,
-            Gateway,
-            Restart,
-            AuditSettings,
-            TelemetrySettings,
-            Http,
-            ResourceAuth,
-            BoundToken,
-            Client,
-            ToolsetRule,
-            Identity,
-            DiscoverySettings,
-            SandboxSettings,
-            PerPersonSettings,
-            Forward,
-            Param
+        maps!(each);
+        assert!(keys::FILE.starts_with(&["servers", "mcpServers"]));
+    }
+
+    /// `crates/config/src/shape/keys.rs` is what the types make.
+    #[test]
+    fn the_committed_keys_are_the_generated_ones() {
+        assert!(
+            include_str!("shape/keys.rs") == super::keys_source(),
+            "crates/config/src/shape/keys.rs is not what the types in shape.rs make: run \
+             `cargo test -p moniker-config -- --ignored write_the_keys`"
         );
-        assert!(keys!(File).starts_with(&["servers", "mcpServers"]));
+    }
+
+    /// Writes `crates/config/src/shape/keys.rs` from the types.
+    #[test]
+    #[ignore = "writes a file of the source; run by hand after changing the types"]
+    fn write_the_keys() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/shape/keys.rs");
+        std::fs::write(path, super::keys_source()).expect("written");
     }
 
     /// `crates/config/moniker.schema.json` (what editors fetch, what the guide's reference is

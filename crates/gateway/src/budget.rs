@@ -24,6 +24,7 @@
 //! | server connection (stdio) | what it has not read | [`SERVER_BACKLOG`]: past it nothing more is sent to it (notes and answers are dropped, calls refused) until it reads | `connect` |
 //! | server connection | requests to a session's client that it has not answered | [`SERVER_REQUESTS`] each, ids of at most [`SERVER_REQUEST_ID`] bytes: past them, the server is answered `-32043` | `hub` |
 //! | server | a line of stderr | [`STDERR_LINE`] (a longer one is skipped, to its newline); bytes that are not UTF-8 are replaced | `connect::stdio` |
+//! | sandboxed server | refusals of its sandbox logged (from its errors and its stderr) | one note kept; logged when it changes, [`SANDBOX_REFUSALS_LOGGED`] a second, bursts of twice that | `gateway::servers` |
 //! | stdio client | answers it has not read | [`CLIENT_BACKLOG`]: past it, its session ends | `serve::stdio` |
 //! | every peer together | the shared gateway's log file | 32 MiB written while it runs, then the file starts anew | the binary's `shared::LOG_MOST` |
 //! | server connection | progress notes | only into calls sent to it, under 128-bit random tokens | `hub` |
@@ -115,6 +116,10 @@ pub const INTROSPECTIONS_PER_SECOND: f64 = 20.0;
 pub const INTROSPECTIONS_PER_ADDRESS: f64 = 5.0;
 /// Addresses whose rate is remembered; past them the one that was full the longest ago goes.
 pub const RATED_ADDRESSES: usize = 4_096;
+
+/// Refusals of its sandbox one server may have logged a second (bursts of twice as many); the
+/// rest are noted only (for `/healthz` and `doctor`).
+pub const SANDBOX_REFUSALS_LOGGED: f64 = 5.0;
 
 /// A token bucket: `per_second` on average, bursts of twice as many.
 #[derive(Debug, Clone, Copy)]

@@ -120,8 +120,6 @@ pub struct ServerStatus {
     /// What its sandbox likely refused it last: what it said, and the setting that would
     /// allow it ([`crate::sandbox::likely`]).
     pub sandbox_refused: Option<String>,
-    /// Refusals logged in the minute that began then (at most ten are).
-    pub sandbox_logged: Option<(std::time::Instant, u32)>,
 }
 
 /// What comes next for a server that is not up.

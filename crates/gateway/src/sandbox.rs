@@ -560,6 +560,17 @@ mod tests {
                 "npx",
                 &["server-filesystem", "/home/someone/src/mcp-server-git"],
             ),
+            plan("npx", &["-y", "@anyone/mcp-server-git"]),
+            plan("uvx", &["--from", "other", "mcp-server-git"]),
+            plan(
+                "npx",
+                &[
+                    "-y",
+                    "@modelcontextprotocol/server-filesystem",
+                    "mcp-server-git",
+                ],
+            ),
+            plan("sh", &["-c", "mcp-server-git== ; cat ~/.gitconfig"]),
         ] {
             assert!(
                 !other.read.contains(&home.join(".gitconfig")),

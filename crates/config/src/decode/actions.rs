@@ -9,7 +9,7 @@ use moniker_surface::{ActionRule, Legacy, Name};
 
 use super::{Cx, Slot, join};
 use crate::report::codes;
-use crate::shape::{self, keys};
+use crate::shape::keys;
 use crate::tree::{Value, shorten};
 
 const LEGACY_MODES: &[&str] = &["hidden", "listed", "off"];
@@ -51,7 +51,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             ap,
-            Some(keys!(shape::Action)),
+            Some(keys::ACTION),
             "a map of action tool settings",
         );
         let field = |name: &'static str| join(ap, Seg::Key(name));
@@ -164,7 +164,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(keys!(shape::LegacySettings)),
+            Some(keys::LEGACY_SETTINGS),
             "a legacy mode, or a map with `keep` and `deprecated`",
         );
         let mode = match fields.get("keep") {

@@ -16,12 +16,12 @@ use moniker_surface::vocab::Seg;
 
 use super::{Cx, Fields, Slot};
 use crate::report::codes;
-use crate::shape::{self, keys};
+use crate::shape::keys;
 use crate::tree::{Node, Value, shorten};
 
 /// The top-level sections only a moniker config has: all but the servers' two names.
 fn moniker_sections() -> impl Iterator<Item = &'static str> {
-    keys!(shape::File)
+    keys::FILE
         .iter()
         .copied()
         .filter(|key| !matches!(*key, "servers" | "mcpServers"))
@@ -80,7 +80,7 @@ impl Cx<'_> {
         let mut fields = self.fields(slot, &[], None, "a map of sections");
         let mut ours = Vec::with_capacity(fields.entries.len());
         for (key, value) in fields.entries {
-            if keys!(shape::File).contains(&key) {
+            if keys::FILE.contains(&key) {
                 ours.push((key, value));
                 continue;
             }
@@ -102,7 +102,7 @@ impl Cx<'_> {
 
 /// The moniker key `key` is very probably a misspelling of.
 fn misspelt(key: &str) -> Option<&'static str> {
-    keys!(shape::File)
+    keys::FILE
         .iter()
         .map(|k| (strsim::jaro_winkler(key, k), *k))
         .filter(|(score, _)| *score > MISSPELLING)

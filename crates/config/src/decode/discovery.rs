@@ -9,7 +9,7 @@ use moniker_surface::vocab::Seg;
 
 use super::{Cx, Slot, join};
 use crate::report::codes;
-use crate::shape::{self, keys};
+use crate::shape::keys;
 use crate::tree::{ScalarKind, Value, shorten};
 
 const MODE_HELP: &str = "write `list` (every tool), `search` (the pinned tools, `search_tools` and `call_tool`) or `hints` (every tool, with `_meta` hints for clients that defer loading)";
@@ -26,7 +26,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(keys!(shape::DiscoverySettings)),
+            Some(keys::DISCOVERY_SETTINGS),
             "a mode, or a map of discovery settings",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));

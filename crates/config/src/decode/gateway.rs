@@ -8,17 +8,12 @@ use crate::gateway::{
     parse_duration, seconds,
 };
 use crate::report::codes;
-use crate::shape::{self, keys};
+use crate::shape::keys;
 use crate::tree::{ScalarKind, shorten};
 
 impl Cx<'_> {
     pub(super) fn gateway<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> GatewaySettings {
-        let fields = self.fields(
-            slot,
-            p,
-            Some(keys!(shape::Gateway)),
-            "a map of gateway settings",
-        );
+        let fields = self.fields(slot, p, Some(keys::GATEWAY), "a map of gateway settings");
         let field = |name: &'static str| join(p, Seg::Key(name));
         let mut out = GatewaySettings::default();
         let mut duration = |name: &'static str, zero: bool, to: &mut std::time::Duration| {
@@ -53,7 +48,7 @@ impl Cx<'_> {
         let fields = self.fields(
             restart,
             rp,
-            Some(keys!(shape::Restart)),
+            Some(keys::RESTART),
             "a map of restart settings",
         );
         let field = |name: &'static str| join(rp, Seg::Key(name));
@@ -133,7 +128,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(keys!(shape::AuditSettings)),
+            Some(keys::AUDIT_SETTINGS),
             "`stderr`, a file, or {to, max_bytes, keep}",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));
@@ -174,7 +169,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(keys!(shape::TelemetrySettings)),
+            Some(keys::TELEMETRY_SETTINGS),
             "a URL, or {endpoint, service_name}",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));

@@ -8,14 +8,14 @@ use crate::http::{
     TokenConfig,
 };
 use crate::report::codes;
-use crate::shape::{self, keys};
+use crate::shape::keys;
 use crate::tree::{Value, shorten};
 
 impl Cx<'_> {
     /// `http:`: tokens (a string, or `{token, toolset}`), allow-lists, the body limit, the idle
     /// time of sessions.
     pub(super) fn http<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> HttpConfig {
-        let fields = self.fields(slot, p, Some(keys!(shape::Http)), "a map of HTTP settings");
+        let fields = self.fields(slot, p, Some(keys::HTTP), "a map of HTTP settings");
         let field = |name: &'static str| join(p, Seg::Key(name));
         let mut out = HttpConfig::default();
         if let Some(tokens) = fields.get("tokens") {
@@ -61,7 +61,7 @@ impl Cx<'_> {
                 let entry = self.fields(
                     item,
                     &ip,
-                    Some(keys!(shape::BoundToken)),
+                    Some(keys::BOUND_TOKEN),
                     "a token: a string or {token, toolset}",
                 );
                 let token = match entry.get("token") {
@@ -106,12 +106,7 @@ impl Cx<'_> {
 
     /// `http.auth`: `resource` and `issuer` are required; the rest has defaults.
     fn resource_auth<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<ResourceAuth> {
-        let fields = self.fields(
-            slot,
-            p,
-            Some(keys!(shape::ResourceAuth)),
-            "a map of auth settings",
-        );
+        let fields = self.fields(slot, p, Some(keys::RESOURCE_AUTH), "a map of auth settings");
         let field = |name: &'static str| join(p, Seg::Key(name));
         let required = |cx: &mut Self, name: &'static str, example: &str| match fields.get(name) {
             Some(value) => cx.url(&field(name), value),
@@ -198,12 +193,7 @@ impl Cx<'_> {
 
     /// `http.auth.introspection`: `{client_id, client_secret}`, both required.
     fn introspection(&mut self, ip: &[Seg<'_>], slot: Slot<'_>) -> Option<Introspection> {
-        let entry = self.fields(
-            slot,
-            ip,
-            Some(keys!(shape::Client)),
-            "{client_id, client_secret}",
-        );
+        let entry = self.fields(slot, ip, Some(keys::CLIENT), "{client_id, client_secret}");
         let get = |cx: &mut Self, name: &'static str| match entry.get(name) {
             Some(v) => cx.string(&join(ip, Seg::Key(name)), v),
             None => {
@@ -280,11 +270,11 @@ impl Cx<'_> {
     ) -> (Option<IdentityMatch>, Option<String>) {
         let (keys, shape): (&[&str], _) = if with_toolset {
             (
-                keys!(shape::ToolsetRule),
+                keys::TOOLSET_RULE,
                 "`{claim, value, toolset}` or `{scope, toolset}`",
             )
         } else {
-            (keys!(shape::Identity), "`{claim, value}` or `{scope}`")
+            (keys::IDENTITY, "`{claim, value}` or `{scope}`")
         };
         let entry = self.fields(item, ip, Some(keys), shape);
         let text = |cx: &mut Self, name: &'static str| {
@@ -307,12 +297,7 @@ impl Cx<'_> {
 
     /// `http.auth.console_client`: `{client_id, client_secret}` (the secret optional).
     fn console_client<'n>(&mut self, cp: &[Seg<'n>], slot: Slot<'n>) -> Option<ConsoleClient> {
-        let entry = self.fields(
-            slot,
-            cp,
-            Some(keys!(shape::Client)),
-            "{client_id, client_secret}",
-        );
+        let entry = self.fields(slot, cp, Some(keys::CLIENT), "{client_id, client_secret}");
         let client_secret = entry
             .get("client_secret")
             .and_then(|v| self.string(&join(cp, Seg::Key("client_secret")), v));

@@ -9,17 +9,12 @@ use moniker_surface::{AliasRule, Naming, Override, Profile, ProfileKind, Tag};
 use super::{Cx, Slot, join, list};
 use crate::gateway::Limits;
 use crate::report::codes;
-use crate::shape::{self, keys};
+use crate::shape::keys;
 use crate::tree::{ScalarKind, Value, shorten};
 
 impl Cx<'_> {
     pub(super) fn naming<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Naming {
-        let fields = self.fields(
-            slot,
-            p,
-            Some(keys!(shape::Naming)),
-            "a map of naming settings",
-        );
+        let fields = self.fields(slot, p, Some(keys::NAMING), "a map of naming settings");
         let mut naming = Naming::default();
         let field = |name: &'static str| join(p, Seg::Key(name));
         if let Some(s) = fields.get("strip_prefixes") {
@@ -67,7 +62,7 @@ impl Cx<'_> {
                 prefix_budget: 0,
             }),
             Value::Map(_) => {
-                let fields = self.fields(slot, p, Some(keys!(shape::BudgetedProfile)), "a map");
+                let fields = self.fields(slot, p, Some(keys::BUDGETED_PROFILE), "a map");
                 let field = |name: &'static str| join(p, Seg::Key(name));
                 let kind = match fields.get("base") {
                     Some(s) => self.profile_kind(&field("base"), s)?,
@@ -196,12 +191,7 @@ impl Cx<'_> {
     }
 
     fn override_<'n>(&mut self, op: &[Seg<'n>], slot: Slot<'n>) -> (Override, Limits) {
-        let fields = self.fields(
-            slot,
-            op,
-            Some(keys!(shape::Override)),
-            "a map of override settings",
-        );
+        let fields = self.fields(slot, op, Some(keys::OVERRIDE), "a map of override settings");
         let field = |name: &'static str| join(op, Seg::Key(name));
         let mut rule = Override::default();
         if let Some(s) = fields.get("name") {
@@ -252,7 +242,7 @@ impl Cx<'_> {
                     }
                 }
                 Value::Map(_) => {
-                    let fields = self.fields(item, &ip, Some(keys!(shape::AliasSettings)), "a map");
+                    let fields = self.fields(item, &ip, Some(keys::ALIAS_SETTINGS), "a map");
                     let field = |name: &'static str| join(&ip, Seg::Key(name));
                     let hidden = fields
                         .get("hidden")
@@ -299,7 +289,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(keys!(shape::Deprecated)),
+            Some(keys::DEPRECATED),
             "a map with `since`, `remove_after` and `use`",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));

@@ -7,7 +7,7 @@ use moniker_surface::vocab::Seg;
 
 use super::{Cx, Slot, join};
 use crate::report::codes;
-use crate::shape::{self, keys};
+use crate::shape::keys;
 use crate::tree::{Node, ScalarKind, Value};
 
 impl Cx<'_> {
@@ -26,12 +26,7 @@ impl Cx<'_> {
     }
 
     fn param<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> ParamRule {
-        let fields = self.fields(
-            slot,
-            p,
-            Some(keys!(shape::Param)),
-            "a map of parameter settings",
-        );
+        let fields = self.fields(slot, p, Some(keys::PARAM), "a map of parameter settings");
         let field = |name: &'static str| join(p, Seg::Key(name));
         let mut rule = ParamRule::default();
         if let Some(s) = fields.get("rename") {

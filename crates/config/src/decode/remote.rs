@@ -6,7 +6,7 @@ use moniker_surface::vocab::Seg;
 use super::{Cx, Slot, join, list};
 use crate::report::codes;
 use crate::server::{Auth, Exchange, Grant, Tls};
-use crate::shape::{self, keys};
+use crate::shape::keys;
 use crate::tree::shorten;
 
 impl Cx<'_> {
@@ -14,7 +14,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(keys!(shape::Tls)),
+            Some(keys::TLS),
             "a map with `ca_file`, `client_cert`, `client_key`",
         );
         let mut path = |name: &'static str| {
@@ -48,12 +48,7 @@ impl Cx<'_> {
     }
 
     pub(super) fn auth<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<Auth> {
-        let fields = self.fields(
-            slot,
-            p,
-            Some(keys!(shape::Auth)),
-            "a map of OAuth client settings",
-        );
+        let fields = self.fields(slot, p, Some(keys::AUTH), "a map of OAuth client settings");
         let field = |name: &'static str| join(p, Seg::Key(name));
         let text = |cx: &mut Self, name: &'static str| {
             fields
@@ -100,7 +95,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(keys!(shape::Exchange)),
+            Some(keys::EXCHANGE),
             "a map with `resource`, `audience`, `actor`, `cache`",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));

@@ -8,7 +8,7 @@ use moniker_surface::vocab::Seg;
 use super::{Cx, Slot, join};
 use crate::report::codes;
 use crate::server::{Network, Sandbox};
-use crate::shape::{self, keys};
+use crate::shape::keys;
 use crate::tree::{ScalarKind, Value, shorten};
 
 const SANDBOX_HELP: &str = "write `true`, `false`, `best-effort`, or a map of `read`, `write`, `network`, `processes`, `open_files`, `memory` and `best_effort`";
@@ -39,7 +39,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(keys!(shape::SandboxSettings)),
+            Some(keys::SANDBOX_SETTINGS),
             "a map of sandbox settings",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));

@@ -10,7 +10,7 @@ use moniker_surface::{Name, ServerId, ServerRules};
 use super::{Cx, Decoded, Fields, Slot, join, list};
 use crate::report::codes;
 use crate::server::{Auth, Forward, PassEnv, ServerConfig, Tls, Transport};
-use crate::shape::{self, keys};
+use crate::shape::keys;
 use crate::tree::{ScalarKind, Value, shorten};
 
 const TRANSPORT_TYPES: &[&str] = &["stdio", "http", "streamable-http", "sse"];
@@ -114,12 +114,7 @@ impl Cx<'_> {
         slot: Slot<'n>,
         id: &str,
     ) -> Option<(ServerConfig, ServerRules)> {
-        let fields = self.fields(
-            slot,
-            sp,
-            Some(keys!(shape::Server)),
-            "a map of server settings",
-        );
+        let fields = self.fields(slot, sp, Some(keys::SERVER), "a map of server settings");
         let field = |name: &'static str| join(sp, Seg::Key(name));
         // Both transports' fields are read (each wrong one reported) before `type` or what is
         // there says which one the server has.
@@ -185,7 +180,7 @@ impl Cx<'_> {
         let fields = self.fields(
             slot,
             p,
-            Some(keys!(shape::PerPersonSettings)),
+            Some(keys::PER_PERSON_SETTINGS),
             "`true`, or a map of `secrets`, `instances`, `idle`",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));
@@ -406,7 +401,7 @@ impl Cx<'_> {
         let entry = self.fields(
             value,
             hp,
-            Some(keys!(shape::Forward)),
+            Some(keys::FORWARD),
             "`{claim: NAME}`, `{header: NAME}` or `{access_token: true}`",
         );
         // A map of unknown keys only has had its errors.

@@ -12,7 +12,7 @@ use moniker_surface::vocab::{Seg, path};
 use super::{Cx, Slot, join};
 use crate::ToolsetSettings;
 use crate::report::{ConfigError, codes};
-use crate::shape::{self, keys};
+use crate::shape::keys;
 use crate::source::Span;
 use crate::tree::{ScalarKind, Value, shorten};
 
@@ -107,12 +107,7 @@ impl Cx<'_> {
     }
 
     fn toolset<'n>(&mut self, tp: &[Seg<'n>], slot: Slot<'n>) -> (ToolsetRule, Vec<Include<'n>>) {
-        let fields = self.fields(
-            slot,
-            tp,
-            Some(keys!(shape::Toolset)),
-            "a map of toolset settings",
-        );
+        let fields = self.fields(slot, tp, Some(keys::TOOLSET), "a map of toolset settings");
         let field = |name: &'static str| join(tp, Seg::Key(name));
         let mut rule = ToolsetRule::default();
         let mut includes = Vec::new();

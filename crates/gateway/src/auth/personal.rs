@@ -602,6 +602,29 @@ pub(crate) fn link(resource: &str, server: &ServerId, ticket: &str) -> Option<St
     at_connect(resource, server, &format!("?ticket={ticket}"))
 }
 
+/// The most one secret may hold.
+pub const SECRET_MAX: usize = 4096;
+
+/// Whether a person may set `name` to `value` among a server's secrets `names`: a name its
+/// config declares (said cut to 64 characters), a value of at most [`SECRET_MAX`] bytes and
+/// without a NUL (an environment cannot hold one). The one rule of the `PUT` and of
+/// `moniker people --set`.
+pub fn settable(names: &[String], name: &str, value: &str) -> Result<(), String> {
+    if !names.iter().any(|n| n == name) {
+        return Err(format!(
+            "`{}` is not a secret of this server (its secrets: {})",
+            name.chars().take(64).collect::<String>(),
+            names.join(", ")
+        ));
+    }
+    if value.len() > SECRET_MAX || value.contains('\0') {
+        return Err(format!(
+            "`{name}` is longer than {SECRET_MAX} bytes or holds a NUL"
+        ));
+    }
+    Ok(())
+}
+
 /// What a stdio server run once for each person is known by in [`folder`]: its command line
 /// (another command under the same name starts afresh).
 pub fn started_as(command: &str, args: &[String]) -> String {

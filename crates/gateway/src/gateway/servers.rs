@@ -31,6 +31,8 @@ pub(crate) struct Slot {
     settled: watch::Sender<bool>,
     /// It refused the 2025 handshake for 2026-07-28 (its config did not say).
     found_modern: AtomicBool,
+    /// What is left of its budget of refusals logged ([`Slot::said`]).
+    refusals_logged: Mutex<crate::budget::Rate>,
 }
 
 impl Slot {
@@ -43,25 +45,21 @@ impl Slot {
 
     /// What a sandboxed server said (an error's text, a line of its stderr), when it reads as
     /// a refusal of its sandbox: noted (for `/healthz` and `moniker doctor`) and logged, with
-    /// the setting that would allow it; the setting returned. Logged when the note changes, at
-    /// most ten a minute: a server that says it again and again does not fill the log.
+    /// the setting that would allow it; the setting returned. Logged when the note changes,
+    /// within [`crate::budget::SANDBOX_REFUSALS_LOGGED`]: a server that says it again and again
+    /// does not fill the log.
     pub(crate) fn said(&self, text: &str) -> Option<&'static str> {
-        const WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
-        const LOGGED_IN_A_WINDOW: u32 = 10;
         self.entry.sandbox.as_ref()?;
         let (line, setting) = crate::sandbox::likely(text)?;
         let note = format!("{line} (likely its sandbox: {setting} would allow it)");
         let mut status = lock(&self.status);
-        if status.sandbox_refused.as_deref() != Some(note.as_str()) {
-            let now = std::time::Instant::now();
-            let (since, logged) = match status.sandbox_logged {
-                Some((since, logged)) if now.duration_since(since) < WINDOW => (since, logged),
-                _ => (now, 0),
-            };
-            if logged < LOGGED_IN_A_WINDOW {
-                tracing::warn!(server = %self.entry.id, "{note}");
-            }
-            status.sandbox_logged = Some((since, logged.saturating_add(1)));
+        if status.sandbox_refused.as_deref() != Some(note.as_str())
+            && lock(&self.refusals_logged).take(
+                crate::budget::SANDBOX_REFUSALS_LOGGED,
+                std::time::Instant::now(),
+            )
+        {
+            tracing::warn!(server = %self.entry.id, "{note}");
         }
         status.sandbox_refused = Some(note);
         Some(setting)
@@ -85,6 +83,10 @@ impl Slot {
             retired: watch::channel(false).0,
             settled: watch::channel(false).0,
             found_modern: AtomicBool::new(false),
+            refusals_logged: Mutex::new(crate::budget::Rate::full(
+                crate::budget::SANDBOX_REFUSALS_LOGGED,
+                std::time::Instant::now(),
+            )),
         })
     }
 

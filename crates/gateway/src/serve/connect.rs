@@ -316,9 +316,8 @@ async fn sign_out(
     }
 }
 
-/// The most a request setting secrets may hold, and one secret.
+/// The most a request setting secrets may hold.
 const SECRETS_BODY_MAX: usize = 16 * 1024;
-const SECRET_MAX: usize = 4096;
 
 /// `PUT /connect/<server>/secrets` with the person's access token for moniker and a JSON
 /// object of their secrets (names of `per_person.secrets`): kept for them (204), and their
@@ -356,8 +355,8 @@ async fn set_secrets(
     }
 }
 
-/// The secrets a body sets: a JSON object of strings, each named in `names`, none too long
-/// nor holding a NUL (an environment cannot).
+/// The secrets a body sets: a JSON object of strings, each one a person may set
+/// ([`crate::auth::personal::settable`]).
 fn secrets_of(
     body: &[u8],
     names: &[String],
@@ -368,18 +367,7 @@ fn secrets_of(
     let values: std::collections::BTreeMap<String, String> = serde_json::from_slice(body)
         .map_err(|_| "a JSON object of strings: {\"NAME\": \"value\"}".to_owned())?;
     for (name, value) in &values {
-        if !names.contains(name) {
-            return Err(format!(
-                "`{}` is not a secret of this server (its secrets: {})",
-                name.chars().take(64).collect::<String>(),
-                names.join(", ")
-            ));
-        }
-        if value.len() > SECRET_MAX || value.contains('\0') {
-            return Err(format!(
-                "`{name}` is longer than {SECRET_MAX} bytes or holds a NUL"
-            ));
-        }
+        crate::auth::personal::settable(names, name, value)?;
     }
     Ok(values)
 }
