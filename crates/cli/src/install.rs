@@ -241,6 +241,10 @@ const OFFLINE: &[&str] = &[
     "mcp-server-time",
     // Its tools work on the repositories at hand (status, diff, commit, log...): none fetches.
     "mcp-server-git",
+    // A database file of the user's.
+    "mcp-server-sqlite",
+    // Arithmetic, in the process.
+    "mcp-server-calculator",
 ];
 
 /// The sandbox an imported stdio server runs in (Linux, where moniker enforces one): the

@@ -114,8 +114,10 @@ impl Plan {
                 Err(_) => {}
             }
         }
-        // A path its `env` names (`MEMORY_FILE_PATH`): the folder it is in, to work in.
-        for value in server.env.values() {
+        // A path its `env` names (`MEMORY_FILE_PATH`), or a flag of a well-known server
+        // names (`--db-path`): the folder it is in, to work in.
+        let named = server.env.values().map(String::as_str);
+        for value in named.chain(known_work(server)) {
             if value.contains(':') || !(value.starts_with('/') || value.starts_with("~/")) {
                 continue;
             }
@@ -274,6 +276,31 @@ fn known_needs(server: &Server<'_>) -> Vec<&'static str> {
         .filter(|(package, _)| names_package(server.command, &args, package))
         .flat_map(|(_, paths)| paths.iter().copied())
         .collect()
+}
+
+/// The flags of well-known servers whose value is a file the server writes, by their
+/// package's name: the SQLite server creates and writes its database (and the journal beside
+/// it), which an argument naming a file (read-only, as a script is) would not allow.
+const KNOWN_WORK: &[(&str, &str)] = &[("mcp-server-sqlite", "--db-path")];
+
+/// The values of the flags [`KNOWN_WORK`] names for `server` (`--db-path x` or
+/// `--db-path=x`), when its command names the package.
+fn known_work<'s>(server: &Server<'s>) -> Vec<&'s str> {
+    let args: Vec<&str> = server.args.iter().map(String::as_str).collect();
+    let mut out = Vec::new();
+    for (package, flag) in KNOWN_WORK {
+        if !names_package(server.command, &args, package) {
+            continue;
+        }
+        for (i, arg) in server.args.iter().enumerate() {
+            match arg.strip_prefix(flag) {
+                Some("") => out.extend(server.args.get(i + 1).map(String::as_str)),
+                Some(value) => out.extend(value.strip_prefix('=')),
+                None => {}
+            }
+        }
+    }
+    out
 }
 
 /// Whether a server's `command` and `args` run the package `package` (an npm package with its
@@ -648,5 +675,53 @@ mod tests {
             (plan.processes, plan.open_files, plan.memory),
             (PROCESSES, OPEN_FILES, None)
         );
+    }
+
+    #[test]
+    fn the_sqlite_server_works_in_its_database_s_folder() {
+        let dir = tempfile::tempdir().expect("dir");
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).expect("data");
+        let db = data.join("app.db").display().to_string();
+        let plan = |command: &str, args: &[String]| {
+            Plan::of(
+                &Sandbox::default(),
+                &Server {
+                    command,
+                    args,
+                    cwd: None,
+                    path: Some("/usr/bin:/bin"),
+                    home: Some(dir.path()),
+                    env: &indexmap::IndexMap::new(),
+                },
+            )
+        };
+        // Not there yet, as at a first run: the folder it will be made in.
+        for args in [
+            vec!["--db-path".to_owned(), db.clone()],
+            vec![format!("--db-path={db}")],
+            vec![
+                "mcp-server-sqlite".to_owned(),
+                "--db-path".to_owned(),
+                db.clone(),
+            ],
+        ] {
+            let command = if args.len() == 3 {
+                "uvx"
+            } else {
+                "/venv/bin/mcp-server-sqlite"
+            };
+            assert!(
+                plan(command, &args).write.contains(&data),
+                "{command} {args:?}"
+            );
+        }
+        // Another server's flag of that name is a file to read, as any argument's.
+        std::fs::write(&db, "").expect("db");
+        let other = plan(
+            "/venv/bin/other-server",
+            &["--db-path".to_owned(), db.clone()],
+        );
+        assert!(!other.write.contains(&data) && other.read.contains(&data));
     }
 }
