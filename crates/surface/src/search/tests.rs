@@ -528,3 +528,40 @@ fn a_rebuild_reuses_unchanged_documents_and_can_be_cancelled() {
         "cancelled"
     );
 }
+
+#[test]
+fn a_request_that_names_a_server_finds_its_tools_first() {
+    let listing = |server: &str, tools: Vec<Box<RawValue>>| Listing {
+        server: sid(server),
+        tools,
+        prompts: vec![],
+        version: None,
+    };
+    let listings = vec![
+        listing(
+            "archive",
+            vec![tool(
+                "read_lines",
+                "Read the lines of a text file, from the first to the last.",
+                &["path", "first", "last"],
+            )],
+        ),
+        listing(
+            "commander",
+            vec![
+                tool("read_file", "Read a file.", &["path"]),
+                tool("start_process", "Start a program.", &["command"]),
+            ],
+        ),
+    ];
+    let built = build(&Rules::default(), &listings);
+    let s = built.surface.expect("the surface");
+    // The archive's tool says more of the request's words; the commander is the server named.
+    // Its name is a word of its tools too, but one word among the request's: without the
+    // server's own ranking, the archive's tool stays first (seen with the share at 0).
+    assert_eq!(find(&s, "read the lines of a text file", 1), ["read_lines"]);
+    assert_eq!(
+        find(&s, "with commander, read the lines of a text file", 1),
+        ["read_file"]
+    );
+}
