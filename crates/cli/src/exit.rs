@@ -27,16 +27,10 @@ pub type Failure = Box<dyn Error + Send + Sync>;
 
 /// Whether stdout was closed under us (`moniker list | head -1`): not a failure.
 pub(crate) fn is_broken_pipe(error: &(dyn Error + 'static)) -> bool {
-    let mut cause = Some(error);
-    while let Some(e) = cause {
-        if e.downcast_ref::<std::io::Error>()
+    std::iter::successors(Some(error), |&e| e.source()).any(|e| {
+        e.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-        {
-            return true;
-        }
-        cause = e.source();
-    }
-    false
+    })
 }
 
 #[cfg(test)]

@@ -32,15 +32,17 @@ pub(crate) fn renames(diagnostics: &[Diagnostic]) -> Vec<&Rename> {
 pub(crate) fn sections(renames: &[&Rename]) -> Vec<(&'static str, Vec<String>)> {
     ["tools", "prompts"]
         .into_iter()
-        .map(|section| {
-            let lines: Vec<String> = renames
-                .iter()
-                .filter(|r| r.section == section)
-                .map(|r| r.yaml())
-                .collect();
-            (section, lines)
-        })
+        .map(|section| (section, lines_of(renames, section)))
         .filter(|(_, lines)| !lines.is_empty())
+        .collect()
+}
+
+/// The lines of the renames of `section`.
+fn lines_of(renames: &[&Rename], section: &str) -> Vec<String> {
+    renames
+        .iter()
+        .filter(|r| r.section == section)
+        .map(|r| r.yaml())
         .collect()
 }
 

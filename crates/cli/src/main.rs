@@ -220,22 +220,29 @@ fn log_ignored_keys(config: &Config) {
     }
 }
 
-/// Logs go to stderr only: `--log`, else `RUST_LOG`, else `warn`; a stderr that is a file
-/// starts anew past `most` bytes.
-fn init_logging(flag: Option<&str>, most: u64) {
+/// What is logged: `--log`, else `RUST_LOG`, else `warn`.
+fn env_filter(flag: Option<&str>) -> EnvFilter {
     let builder = EnvFilter::builder().with_default_directive(LevelFilter::WARN.into());
-    let filter = match flag {
+    match flag {
         // `args::log_filter` has checked it already.
         Some(directives) => builder.parse_lossy(directives),
         None => builder.from_env_lossy(),
-    };
-    let color = std::io::stderr().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    }
+}
+
+/// Logs go to stderr only: `--log`, else `RUST_LOG`, else `warn`; a stderr that is a file
+/// starts anew past `most` bytes.
+fn init_logging(flag: Option<&str>, most: u64) {
     tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(env_filter(flag))
         .with_writer(Logs { most })
-        .with_ansi(color)
+        .with_ansi(colored_logs())
         .init();
+}
+
+/// Whether logs are in colour: on a terminal, unless `NO_COLOR` says not.
+fn colored_logs() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// Where a log event goes: stderr (cut past `most`), and for `warn` and above also to the

@@ -276,15 +276,17 @@ fn places(report: &moniker_config::ConfigReport) -> String {
     report
         .errors
         .iter()
-        .map(|e| match e.span {
-            Some(span) => format!(
-                "{}:{}:{} {}",
-                report.file_name, span.line, span.column, e.code
-            ),
-            None => format!("{} {}", report.file_name, e.code),
-        })
+        .map(|e| place(&report.file_name, e))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Where one error of a config file is, and its code.
+fn place(file_name: &str, e: &moniker_config::ConfigError) -> String {
+    match e.span {
+        Some(span) => format!("{file_name}:{}:{} {}", span.line, span.column, e.code),
+        None => format!("{file_name} {}", e.code),
+    }
 }
 
 /// Checks the surface against `moniker.lock` beside the config, if there is one, from now on

@@ -252,10 +252,8 @@ impl Renderer {
     pub fn failure(&self, error: &(dyn Error + 'static)) -> String {
         let theme = self.theme();
         let mut out = format!("{}: {error}", theme.styles.error.style("error"));
-        let mut cause = error.source();
-        while let Some(e) = cause {
-            out.push_str(&format!("\n  caused by: {e}"));
-            cause = e.source();
+        for cause in std::iter::successors(error.source(), |&e| e.source()) {
+            out.push_str(&format!("\n  caused by: {cause}"));
         }
         out.push('\n');
         out

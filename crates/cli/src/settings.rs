@@ -177,13 +177,16 @@ pub(crate) fn today() -> Result<moniker_surface::Date, String> {
     if let Ok(text) = std::env::var("MONIKER_TODAY") {
         return text.parse().map_err(|e| format!("$MONIKER_TODAY: {e}"));
     }
+    Ok(clock_day())
+}
+
+/// The system clock's day (UTC).
+fn clock_day() -> moniker_surface::Date {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();
-    Ok(moniker_surface::Date::from_unix(
-        i64::try_from(now).unwrap_or_default(),
-    ))
+    moniker_surface::Date::from_unix(i64::try_from(now).unwrap_or_default())
 }
 
 /// `~/x` is under the home directory.

@@ -155,18 +155,14 @@ fn change_table(before: &Costs, after: &Costs) -> Vec<Vec<String>> {
 
 /// The listing of the tools' names alone (what a client that defers loading shows first).
 fn names_only(audit: &crate::audit::Audit) -> String {
-    format!(
-        r#"{{"tools":[{}]}}"#,
-        audit
-            .tools
-            .iter()
-            .map(|t| format!(
-                r#"{{"name":{}}}"#,
-                serde_json::to_string(&t.name).unwrap_or_default()
-            ))
-            .collect::<Vec<_>>()
-            .join(",")
-    )
+    let names: Vec<String> = audit.tools.iter().map(|t| name_entry(&t.name)).collect();
+    format!(r#"{{"tools":[{}]}}"#, names.join(","))
+}
+
+/// A tool's listing entry of its name alone.
+fn name_entry(name: &str) -> String {
+    let name = serde_json::to_string(name).unwrap_or_default();
+    format!(r#"{{"name":{name}}}"#)
 }
 
 /// Each toolset's listing, in tokens.

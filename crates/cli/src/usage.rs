@@ -71,13 +71,16 @@ pub fn usage(config: &Config, from: &str, token: Option<&str>) -> Result<Exit, F
     Ok(Exit::Ok)
 }
 
+/// Whether a URL has a path after its host.
+fn has_path(url: &str) -> bool {
+    url.split_once("://")
+        .is_some_and(|(_, rest)| rest.contains('/'))
+}
+
 /// `http://host:port` means its `/metrics`.
 fn metrics_url(from: &str) -> String {
     let trimmed = from.trim_end_matches('/');
-    let has_path = trimmed
-        .split_once("://")
-        .is_some_and(|(_, rest)| rest.contains('/'));
-    if has_path {
+    if has_path(trimmed) {
         trimmed.to_owned()
     } else {
         format!("{trimmed}/metrics")

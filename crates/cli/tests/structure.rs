@@ -727,8 +727,8 @@ fn function_lengths() -> Vec<usize> {
     lengths.0
 }
 
-/// The median function may not grow past this while it is brought down (the goal is 9).
-const MEDIAN_FUNCTION_AT_MOST: usize = 11;
+/// The median function may not grow past this: the goal (9) is reached, and kept.
+const MEDIAN_FUNCTION_AT_MOST: usize = 9;
 
 /// One number of `CONTRIBUTING.md`'s table of what the guards keep: its row's `bound` or `now`.
 fn stated(table: &str, measure: &str, column: usize) -> String {

@@ -151,6 +151,15 @@ impl Slot<'_> {
         }
     }
 
+    /// Where this value is written: its key, all of it, and where an error points.
+    fn spans(&self) -> Spans {
+        Spans {
+            key: self.key,
+            value: self.node.span,
+            point: self.point(),
+        }
+    }
+
     fn scalar(&self) -> Option<(&str, ScalarKind)> {
         match &self.node.value {
             Value::Scalar(s) => Some((s.text.as_str(), s.kind)),
@@ -245,16 +254,9 @@ impl Cx<'_> {
     }
 
     fn record(&mut self, p: &[Seg<'_>], slot: Slot<'_>) {
-        let spans = Spans {
-            key: slot.key,
-            value: slot.node.span,
-            point: slot.point(),
-        };
-        // Diagnostics from the naming core say `servers.<id>`, whichever key the file used.
-        if let Some(Seg::Key("mcpServers")) = p.first() {
-            let mut alias = p.to_vec();
-            alias[0] = Seg::Key("servers");
-            self.spans.entry(path(&alias)).or_insert(spans);
+        let spans = slot.spans();
+        if let Some(alias) = servers_alias(p) {
+            self.spans.entry(alias).or_insert(spans);
         }
         self.spans.insert(path(p), spans);
     }
@@ -546,17 +548,29 @@ impl Cx<'_> {
     }
 }
 
+/// The path `p` of an `mcpServers` entry as the naming core's diagnostics say it,
+/// `servers.<id>`: they say that whichever key the file used.
+fn servers_alias(p: &[Seg<'_>]) -> Option<String> {
+    let Some(Seg::Key("mcpServers")) = p.first() else {
+        return None;
+    };
+    let mut alias = p.to_vec();
+    alias[0] = Seg::Key("servers");
+    Some(path(&alias))
+}
+
+/// `c` as a tag may hold it: lowercase, and a space or an underscore as a hyphen.
+fn tag_char(c: char) -> char {
+    match c {
+        ' ' | '_' => '-',
+        c => c.to_ascii_lowercase(),
+    }
+}
+
 /// The tag a user probably meant: lowercase, spaces and underscores as hyphens, no hyphens at
 /// the ends.
 fn tag_fix(text: &str) -> Option<String> {
-    let fixed: String = text
-        .trim()
-        .chars()
-        .map(|c| match c {
-            ' ' | '_' => '-',
-            c => c.to_ascii_lowercase(),
-        })
-        .collect();
+    let fixed: String = text.trim().chars().map(tag_char).collect();
     let fixed = fixed.trim_matches('-');
     (fixed != text && fixed.parse::<Tag>().is_ok()).then(|| fixed.to_owned())
 }

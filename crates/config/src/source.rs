@@ -156,23 +156,19 @@ impl<'a> Positions<'a> {
         let offsets = if text.is_ascii() {
             Vec::new()
         } else {
-            text.char_indices()
-                .map(|(i, _)| i)
-                .chain(std::iter::once(text.len()))
-                .collect()
+            char_offsets(text)
         };
         Self { text, offsets }
     }
 
     fn byte(&self, char_index: usize) -> usize {
         if self.offsets.is_empty() {
-            char_index.min(self.text.len())
-        } else {
-            self.offsets
-                .get(char_index)
-                .copied()
-                .unwrap_or(self.text.len())
+            return char_index.min(self.text.len());
         }
+        self.offsets
+            .get(char_index)
+            .copied()
+            .unwrap_or(self.text.len())
     }
 
     pub fn span(&self, span: saphyr_parser::Span) -> Span {
@@ -189,6 +185,14 @@ impl<'a> Positions<'a> {
     pub fn text(&self) -> &'a str {
         self.text
     }
+}
+
+/// The byte offset of every character of `text`, and of its end.
+fn char_offsets(text: &str) -> Vec<usize> {
+    text.char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(text.len()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -39,6 +39,19 @@ pub(crate) struct Scalar {
     pub kind: ScalarKind,
 }
 
+impl Scalar {
+    /// How an error names it: `nothing`, or what it is and its text (`a string `x``).
+    fn describe(&self) -> String {
+        let what = match self.kind {
+            ScalarKind::Null => return "nothing".to_owned(),
+            ScalarKind::Bool(_) => "a boolean",
+            ScalarKind::Int(_) | ScalarKind::Float(_) => "a number",
+            ScalarKind::Str => "a string",
+        };
+        format!("{what} `{}`", shorten(&self.text))
+    }
+}
+
 /// The YAML 1.2 core schema type of a scalar.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum ScalarKind {
@@ -75,15 +88,7 @@ impl Node {
         match &self.value {
             Value::Seq(_) => "a list".to_owned(),
             Value::Map(_) => "a map".to_owned(),
-            Value::Scalar(s) => {
-                let what = match s.kind {
-                    ScalarKind::Null => return "nothing".to_owned(),
-                    ScalarKind::Bool(_) => "a boolean",
-                    ScalarKind::Int(_) | ScalarKind::Float(_) => "a number",
-                    ScalarKind::Str => "a string",
-                };
-                format!("{what} `{}`", shorten(&s.text))
-            }
+            Value::Scalar(s) => s.describe(),
         }
     }
 

@@ -92,6 +92,16 @@ struct State {
     step_ups: u32,
 }
 
+impl State {
+    /// Whether moniker holds a refresh token.
+    fn can_refresh(&self) -> bool {
+        self.saved
+            .tokens
+            .as_ref()
+            .is_some_and(|t| t.refresh_token.is_some())
+    }
+}
+
 impl std::fmt::Debug for Authorizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Authorizer")
@@ -341,13 +351,7 @@ impl Authorizer {
 
     /// A new token without a person: the refresh token, else client credentials.
     async fn renew(&self, state: &mut State, challenge: Option<&Challenge>) -> Result<(), String> {
-        if state
-            .saved
-            .tokens
-            .as_ref()
-            .is_some_and(|t| t.refresh_token.is_some())
-            && challenge.is_none()
-        {
+        if state.can_refresh() && challenge.is_none() {
             return self.refresh(state).await;
         }
         if self.settings.grant == Grant::ClientCredentials {

@@ -41,6 +41,18 @@ pub struct Started {
     pub stderr: Option<tokio::task::JoinHandle<Vec<String>>>,
 }
 
+impl From<stdio::Process> for Started {
+    fn from(process: stdio::Process) -> Self {
+        Self {
+            conn: process.conn,
+            closed: process.closed,
+            pgid: process.pgid,
+            child: Some(process.child),
+            stderr: Some(process.stderr),
+        }
+    }
+}
+
 /// How a stdio server is started: through the guard (the moniker binary that runs
 /// `__guard`), within its sandbox.
 #[derive(Clone, Copy, Default)]
@@ -64,13 +76,7 @@ pub async fn start(
     match spec {
         ServerSpec::Stdio { command, .. } => {
             match stdio::spawn(server.clone(), spec, launch, sink, max_message) {
-                Ok(process) => Ok(Started {
-                    conn: process.conn,
-                    closed: process.closed,
-                    pgid: process.pgid,
-                    child: Some(process.child),
-                    stderr: Some(process.stderr),
-                }),
+                Ok(process) => Ok(Started::from(process)),
                 Err(e) => Err(stdio::cannot_run(command, &e)),
             }
         }
@@ -274,13 +280,9 @@ impl Connection {
         let mut first = true;
         let mut backoff = Duration::from_secs(1);
         while !self.is_closed() {
-            let uris: Vec<String> = lock(&self.era.follows)
-                .keys()
-                .map(|u| message::string(u))
-                .collect();
             let filter = format!(
                 r#"{{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true,"resourceSubscriptions":[{}]}}"#,
-                uris.join(",")
+                self.followed_uris()
             );
             let filter = Params::object(&[("notifications", &filter)]);
             let Ok((id, rx)) = self.start("subscriptions/listen", Some(&filter)) else {
@@ -293,12 +295,7 @@ impl Connection {
             let ended = tokio::select! {
                 ended = rx => ended,
                 () = self.era.refollow.notified() => {
-                    // Followed resources changed: this stream ends, a new one follows them.
-                    // Changes that come together (many clients subscribing) make one new
-                    // stream, not one each: each names every URI followed.
-                    *lock(&self.era.listening) = None;
-                    self.cancel(id, "the followed resources changed");
-                    tokio::time::sleep(REFOLLOW_PAUSE).await;
+                    self.end_for_refollow(id).await;
                     continue;
                 }
             };
@@ -306,13 +303,7 @@ impl Connection {
             match ended {
                 Ok(response) if response.error_text().is_some() => {
                     let error = response.error_text().unwrap_or_default();
-                    let unknown = message::fields(error)
-                        .and_then(|f| {
-                            f.get("code")
-                                .map(|c| c.get() == message::METHOD_NOT_FOUND.to_string())
-                        })
-                        .unwrap_or(false);
-                    if unknown {
+                    if method_not_found(error) {
                         tracing::info!(server = %self.server, error, "the server has no subscriptions/listen: its list changes are not heard");
                         return;
                     }
@@ -327,6 +318,24 @@ impl Connection {
             }
             tokio::time::sleep(backoff).await;
         }
+    }
+
+    /// The resources followed, as the items of a JSON list of strings.
+    fn followed_uris(&self) -> String {
+        let uris: Vec<String> = lock(&self.era.follows)
+            .keys()
+            .map(|u| message::string(u))
+            .collect();
+        uris.join(",")
+    }
+
+    /// Ends listen `id` because the followed resources changed: a new stream follows them.
+    /// Changes that come together (many clients subscribing) make one new stream, not one
+    /// each: each names every URI followed.
+    async fn end_for_refollow(&self, id: u64) {
+        *lock(&self.era.listening) = None;
+        self.cancel(id, "the followed resources changed");
+        tokio::time::sleep(REFOLLOW_PAUSE).await;
     }
 
     /// Follows (or stops following) resource `uri` on a modern server, for one more (or one
@@ -414,18 +423,22 @@ impl Connection {
     /// `Err` when the server has not read [`budget::SERVER_BACKLOG`] of what was sent to it:
     /// nothing more is queued for it (`what`, a method, is said at `warn`, the first times).
     fn not_behind(&self, what: &str) -> Result<(), CallError> {
-        let Some(held) = self
-            .backlog
-            .as_ref()
-            .map(crate::framing::Backlog::held)
-            .filter(|held| *held > budget::SERVER_BACKLOG)
-        else {
+        let Some(held) = self.behind() else {
             return Ok(());
         };
         if let Some(n) = worth_saying(&self.said.refused) {
             tracing::warn!(server = %self.server, bytes = held, refused = n, what, "the server has not read what was sent to it; nothing more is sent to it until it does (said for the first 10 times, then every 1,000th)");
         }
         Err(CallError::Behind(held))
+    }
+
+    /// What the server has not read of what was sent to it, when that is past
+    /// [`budget::SERVER_BACKLOG`].
+    fn behind(&self) -> Option<usize> {
+        self.backlog
+            .as_ref()
+            .map(crate::framing::Backlog::held)
+            .filter(|held| *held > budget::SERVER_BACKLOG)
     }
 
     /// Sends a request; the receiver gets the server's response.
@@ -483,13 +496,9 @@ impl Connection {
     /// Stops calling `person` as themselves with what is kept for them (an admin's word):
     /// they sign in again, or their token is exchanged again. How many were dropped.
     pub(crate) fn forget_person(&self, person: &str) -> usize {
-        let exchanged = self
-            .forwarding
-            .exchange
-            .get()
-            .map_or(0, |e| e.forget(person));
-        let signed_in = self
-            .forwarding
+        let forwarding = &self.forwarding;
+        let exchanged = forwarding.exchange.get().map_or(0, |e| e.forget(person));
+        let signed_in = forwarding
             .personal
             .get()
             .map_or(0, |p| p.forget_named(person));
@@ -513,12 +522,7 @@ impl Connection {
                     .headers_for(rules)
                     .map_err(CallError::Unforwardable)?
                     .into_iter()
-                    .filter_map(|(name, value)| {
-                        Some((
-                            HeaderName::from_bytes(name.as_bytes()).ok()?,
-                            HeaderValue::from_str(&value).ok()?,
-                        ))
-                    })
+                    .filter_map(|(name, value)| sendable(&name, &value))
                     .collect(),
                 _ => Vec::new(),
             };
@@ -528,11 +532,7 @@ impl Connection {
         if !headers.is_empty() {
             lock(&self.forwarding.pending).insert(id, headers);
         }
-        // Each era gets its own: the envelope to a modern server, none to a 2025 one.
-        let rewritten = match self.is_modern() {
-            true => Some(modern_envelope(params)),
-            false => params.and_then(crate::modern::without_envelope),
-        };
+        let rewritten = self.for_era(params);
         let params = rewritten.as_ref().or(params);
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
@@ -549,6 +549,15 @@ impl Connection {
             return Err(CallError::Gone);
         }
         Ok((id, rx))
+    }
+
+    /// `params` as this server's era takes them, when that changes them: the envelope to a
+    /// modern server, none to a 2025 one.
+    fn for_era(&self, params: Option<&Params>) -> Option<Params> {
+        match self.is_modern() {
+            true => Some(modern_envelope(params)),
+            false => params.and_then(crate::modern::without_envelope),
+        }
     }
 
     /// The forwarded headers of the request `line` (moniker's), taken as it is sent; or
@@ -633,6 +642,24 @@ impl Connection {
         self.closed.store(true, Ordering::Release);
         lock(&self.pending).clear();
     }
+}
+
+/// A forwarded header as it is sent: `None` when its name or value cannot be sent.
+fn sendable(name: &str, value: &str) -> Option<(HeaderName, HeaderValue)> {
+    Some((
+        HeaderName::from_bytes(name.as_bytes()).ok()?,
+        HeaderValue::from_str(value).ok()?,
+    ))
+}
+
+/// Whether a JSON-RPC error object is "method not found".
+fn method_not_found(error: &str) -> bool {
+    message::fields(error)
+        .and_then(|f| {
+            f.get("code")
+                .map(|c| c.get() == message::METHOD_NOT_FOUND.to_string())
+        })
+        .unwrap_or(false)
 }
 
 /// Routes one message from a server: responses to their waiters, the rest to the sink.
@@ -759,36 +786,48 @@ pub async fn handshake(
     if conn.is_modern() {
         return discover(conn, timeout).await;
     }
-    let info = format!(
-        r#"{{"name":"moniker","version":"{}"}}"#,
-        env!("CARGO_PKG_VERSION")
-    );
-    let params = Params::object(&[
-        ("protocolVersion", &message::string(PINNED_PROTOCOL_VERSION)),
-        (
-            "capabilities",
-            r#"{"roots":{"listChanged":true},"sampling":{},"elicitation":{}}"#,
-        ),
-        ("clientInfo", &info),
-    ]);
+    let params = initialize_params();
     let response = conn.call("initialize", Some(&params), timeout).await?;
     if speaks_only_modern(&response) {
         return Err(HandshakeError::SpeaksModern);
     }
-    let result = outcome(&response).map_err(|error| HandshakeError::Refused {
-        method: "initialize",
-        error,
-    })?;
-    let init: InitResult<'_> =
-        serde_json::from_str(result).map_err(|e| HandshakeError::Refused {
-            method: "initialize",
-            error: e.to_string(),
-        })?;
+    let init: InitResult<'_> = read_result("initialize", &response)?;
     let mut info = info_of(init.protocol_version, init.capabilities);
     info.server_version = version_of(init.server_info.as_ref());
     let _ = conn.init.set(info.clone());
     conn.send(Message::notification("notifications/initialized", None))?;
     list(conn, &info, timeout).await
+}
+
+/// How moniker names itself to servers (`clientInfo`).
+const CLIENT_INFO: &str = concat!(
+    r#"{"name":"moniker","version":""#,
+    env!("CARGO_PKG_VERSION"),
+    r#""}"#
+);
+
+/// What moniker can do as a client of servers (the `capabilities` of its `initialize`).
+const CLIENT_CAPABILITIES: &str =
+    r#"{"roots":{"listChanged":true},"sampling":{},"elicitation":{}}"#;
+
+/// The params of moniker's `initialize`, in the version it asks for.
+fn initialize_params() -> Params {
+    Params::object(&[
+        ("protocolVersion", &message::string(PINNED_PROTOCOL_VERSION)),
+        ("capabilities", CLIENT_CAPABILITIES),
+        ("clientInfo", CLIENT_INFO),
+    ])
+}
+
+/// The result of `method`'s `response`, read as a `T`: `Refused` when it is an error or not
+/// a `T`.
+fn read_result<'a, T: Deserialize<'a>>(
+    method: &'static str,
+    response: &'a Message,
+) -> Result<T, HandshakeError> {
+    let refused = |error| HandshakeError::Refused { method, error };
+    let result = outcome(response).map_err(refused)?;
+    serde_json::from_str(result).map_err(|e| refused(e.to_string()))
 }
 
 /// `initialize` refused by a server of the 2026-07-28 era only: -32022 with 2026-07-28 among its
@@ -833,12 +872,7 @@ async fn discover(conn: &Arc<Connection>, timeout: Duration) -> Result<Listing, 
         // first choice down): asked once more, in that version.
         response = conn.call(method, None, timeout).await?;
     }
-    let result = outcome(&response).map_err(|error| HandshakeError::Refused { method, error })?;
-    let found: Discovered<'_> =
-        serde_json::from_str(result).map_err(|e| HandshakeError::Refused {
-            method,
-            error: e.to_string(),
-        })?;
+    let found: Discovered<'_> = read_result(method, &response)?;
     if !found.supported.iter().any(|v| v == MODERN_VERSION) {
         return Err(HandshakeError::Refused {
             method,
@@ -883,13 +917,8 @@ fn modern_envelope(params: Option<&Params>) -> Params {
         edits.push(Edit::Set(Field::Capabilities, "{}"));
     }
     // A client's own clientInfo stays; moniker names itself in its own requests.
-    let info = concat!(
-        r#"{"name":"moniker","version":""#,
-        env!("CARGO_PKG_VERSION"),
-        r#""}"#
-    );
     if !has(Field::ClientInfo) {
-        edits.push(Edit::Set(Field::ClientInfo, info));
+        edits.push(Edit::Set(Field::ClientInfo, CLIENT_INFO));
     }
     match params {
         Some(params) => params.edit(&edits),
@@ -905,68 +934,83 @@ type HeaderParams = HashMap<String, Vec<HeaderParam>>;
 /// a non-empty token (RFC 9110 `tchar`s), on a string, integer or boolean parameter, used once
 /// in a tool (case-insensitively). A client must leave such a tool out.
 fn header_params(tools: &[Box<RawValue>]) -> (HeaderParams, Vec<(String, String)>) {
-    #[derive(Deserialize)]
-    struct Tool {
-        name: String,
-        #[serde(rename = "inputSchema", default)]
-        input_schema: serde_json::Value,
-    }
-    fn walk(
-        schema: &serde_json::Value,
-        path: &mut Vec<String>,
-        out: &mut Vec<HeaderParam>,
-    ) -> Result<(), String> {
-        // Nesting deeper than this is no schema a server writes for a header.
-        if path.len() > 8 {
-            return Ok(());
-        }
-        let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) else {
-            return Ok(());
-        };
-        for (name, property) in properties {
-            path.push(name.clone());
-            if let Some(header) = property.get("x-mcp-header") {
-                let header = valid_header(property, header)
-                    .map_err(|why| format!("parameter `{}`: {why}", path.join(".")))?;
-                out.push(HeaderParam {
-                    path: path.clone(),
-                    header,
-                });
-            }
-            walk(property, path, out)?;
-            path.pop();
-        }
-        Ok(())
-    }
     let mut out = HashMap::new();
     let mut invalid = Vec::new();
-    for raw in tools {
-        if !raw.get().contains("x-mcp-header") {
-            continue;
-        }
-        let Ok(tool) = serde_json::from_str::<Tool>(raw.get()) else {
-            continue;
-        };
-        let mut params = Vec::new();
-        let checked = walk(&tool.input_schema, &mut Vec::new(), &mut params).and_then(|()| {
-            let mut seen = std::collections::HashSet::new();
-            match params
-                .iter()
-                .find(|p| !seen.insert(p.header.to_ascii_lowercase()))
-            {
-                Some(twice) => Err(format!("header `{}` is named twice", twice.header)),
-                None => Ok(()),
-            }
-        });
-        match checked {
+    for tool in tools.iter().filter_map(|raw| annotated_tool(raw)) {
+        match tool_header_params(&tool.input_schema) {
             Err(why) => invalid.push((tool.name, why)),
-            Ok(()) if !params.is_empty() => {
+            Ok(params) if !params.is_empty() => {
                 out.insert(tool.name, params);
             }
-            Ok(()) => {}
+            Ok(_) => {}
         }
     }
     (out, invalid)
+}
+
+/// A tool, as far as its header parameters go.
+#[derive(Deserialize)]
+struct AnnotatedTool {
+    name: String,
+    #[serde(rename = "inputSchema", default)]
+    input_schema: serde_json::Value,
+}
+
+/// A tool that may have `x-mcp-header` annotations, read; `None` for the others.
+fn annotated_tool(raw: &RawValue) -> Option<AnnotatedTool> {
+    if !raw.get().contains("x-mcp-header") {
+        return None;
+    }
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// The `x-mcp-header` parameters of a tool's input `schema`, or why they break the rules.
+fn tool_header_params(schema: &serde_json::Value) -> Result<Vec<HeaderParam>, String> {
+    let mut params = Vec::new();
+    walk_header_params(schema, &mut Vec::new(), &mut params)?;
+    each_header_once(&params)?;
+    Ok(params)
+}
+
+/// Adds to `out` the header parameters of `schema`'s `properties` (at `path`), at any depth;
+/// `Err` at the first that breaks the rules.
+fn walk_header_params(
+    schema: &serde_json::Value,
+    path: &mut Vec<String>,
+    out: &mut Vec<HeaderParam>,
+) -> Result<(), String> {
+    // Nesting deeper than this is no schema a server writes for a header.
+    if path.len() > 8 {
+        return Ok(());
+    }
+    let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) else {
+        return Ok(());
+    };
+    for (name, property) in properties {
+        path.push(name.clone());
+        if let Some(header) = property.get("x-mcp-header") {
+            let header = valid_header(property, header)
+                .map_err(|why| format!("parameter `{}`: {why}", path.join(".")))?;
+            out.push(HeaderParam {
+                path: path.clone(),
+                header,
+            });
+        }
+        walk_header_params(property, path, out)?;
+        path.pop();
+    }
+    Ok(())
+}
+
+/// `Err` when two of a tool's parameters name the same header (case-insensitively).
+fn each_header_once(params: &[HeaderParam]) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for param in params {
+        if !seen.insert(param.header.to_ascii_lowercase()) {
+            return Err(format!("header `{}` is named twice", param.header));
+        }
+    }
+    Ok(())
 }
 
 /// The header name of an `x-mcp-header` annotation on `property`, or why it is refused.
@@ -985,17 +1029,21 @@ fn valid_header(
             "`x-mcp-header` {header:?} holds a character a header name may not"
         ));
     }
-    let primitive =
-        |t: &serde_json::Value| matches!(t.as_str(), Some("string" | "integer" | "boolean"));
-    let typed = match property.get("type") {
-        Some(serde_json::Value::Array(types)) => !types.is_empty() && types.iter().all(primitive),
-        Some(t) => primitive(t),
-        None => false,
-    };
-    if !typed {
+    if !primitive_typed(property) {
         return Err("`x-mcp-header` is only for string, integer and boolean parameters".to_owned());
     }
     Ok(header.to_owned())
+}
+
+/// Whether `property` is typed as a string, an integer or a boolean (or a list of those).
+fn primitive_typed(property: &serde_json::Value) -> bool {
+    let primitive =
+        |t: &serde_json::Value| matches!(t.as_str(), Some("string" | "integer" | "boolean"));
+    match property.get("type") {
+        Some(serde_json::Value::Array(types)) => !types.is_empty() && types.iter().all(primitive),
+        Some(t) => primitive(t),
+        None => false,
+    }
 }
 
 #[derive(Deserialize)]
@@ -1016,25 +1064,32 @@ pub async fn list(
     if info.has_tools {
         listing.tools = list_all(conn, "tools/list", "tools", timeout).await?;
         if conn.is_modern() {
-            let (params, invalid) = header_params(&listing.tools);
-            // A tool whose header annotations break the rules is left out, said once per listing;
-            // the server's other tools stay.
-            for (tool, why) in &invalid {
-                tracing::warn!(server = %conn.server, tool = ?tool, why = ?why, "a tool is left out: its x-mcp-header breaks the rules of 2026-07-28");
-            }
-            if !invalid.is_empty() {
-                listing.tools.retain(|raw| {
-                    let name = serde_json::from_str::<NameOnly<'_>>(raw.get()).map(|t| t.name);
-                    !name.is_ok_and(|n| invalid.iter().any(|(tool, _)| tool.as_str() == n.as_ref()))
-                });
-            }
-            *lock(&conn.era.header_params) = params;
+            keep_header_params(conn, &mut listing.tools);
         }
     }
     if info.has_prompts {
         listing.prompts = list_all(conn, "prompts/list", "prompts", timeout).await?;
     }
     Ok(listing)
+}
+
+/// Keeps the header parameters of a modern server's `tools`. A tool whose header annotations
+/// break the rules is left out, said once per listing; the server's other tools stay.
+fn keep_header_params(conn: &Connection, tools: &mut Vec<Box<RawValue>>) {
+    let (params, invalid) = header_params(tools);
+    for (tool, why) in &invalid {
+        tracing::warn!(server = %conn.server, tool = ?tool, why = ?why, "a tool is left out: its x-mcp-header breaks the rules of 2026-07-28");
+    }
+    if !invalid.is_empty() {
+        tools.retain(|raw| !named_in(raw, &invalid));
+    }
+    *lock(&conn.era.header_params) = params;
+}
+
+/// Whether the tool `raw` is one of `tools` (each with why).
+fn named_in(raw: &RawValue, tools: &[(String, String)]) -> bool {
+    let name = serde_json::from_str::<NameOnly<'_>>(raw.get()).map(|t| t.name);
+    name.is_ok_and(|n| tools.iter().any(|(tool, _)| tool.as_str() == n.as_ref()))
 }
 
 /// Every item of a paged list method.
@@ -1082,13 +1137,7 @@ pub async fn list_all(
             }
         }
         if matches!(method, "tools/list" | "prompts/list") {
-            if let Some(ttl) = fields
-                .get("ttlMs")
-                .and_then(|t| t.get().parse::<u64>().ok())
-            {
-                let mut kept = lock(&conn.era.list_ttl);
-                *kept = Some(kept.map_or(ttl, |k| k.min(ttl)));
-            }
+            keep_ttl(conn, &fields);
         }
         match fields.get("nextCursor") {
             Some(next) if next.get() != "null" => cursor = Some(next.get().to_owned()),
@@ -1096,6 +1145,17 @@ pub async fn list_all(
         }
     }
     Ok(items)
+}
+
+/// Keeps the `ttlMs` of a listing's page, the shortest of its pages'.
+fn keep_ttl(conn: &Connection, fields: &message::Fields<'_>) {
+    let ttl = fields
+        .get("ttlMs")
+        .and_then(|t| t.get().parse::<u64>().ok());
+    if let Some(ttl) = ttl {
+        let mut kept = lock(&conn.era.list_ttl);
+        *kept = Some(kept.map_or(ttl, |k| k.min(ttl)));
+    }
 }
 
 #[cfg(test)]

@@ -59,9 +59,8 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)
 }
 
-/// A new file only the user can read or write, in `dir`, of a name no one could have made
-/// ready (`create_new` refuses whatever is there, a planted link included).
-pub fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+/// How a file is made that only the user can read or write: new, or not at all.
+fn new_private_file() -> std::fs::OpenOptions {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -69,6 +68,13 @@ pub fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
+    options
+}
+
+/// A new file only the user can read or write, in `dir`, of a name no one could have made
+/// ready (`create_new` refuses whatever is there, a planted link included).
+pub fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    let options = new_private_file();
     let name = hex(&crate::random::bytes::<6>());
     let path = dir.join(format!(".tmp-{name}"));
     options.open(&path).map(|f| (path, f))

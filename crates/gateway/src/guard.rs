@@ -140,12 +140,19 @@ pub async fn end_group(pgid: u32, grace: Duration) {
     if killpg(group, Signal::SIGTERM).is_err() {
         return;
     }
+    if !emptied(pgid, grace).await {
+        let _ = killpg(group, Signal::SIGKILL);
+    }
+}
+
+/// Whether process group `pgid` is empty within `grace`, looked at every 25 ms.
+async fn emptied(pgid: u32, grace: Duration) -> bool {
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
         if group_members(pgid as i32).is_empty() {
-            return;
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    let _ = killpg(group, Signal::SIGKILL);
+    false
 }

@@ -15,18 +15,23 @@ pub const MCP_PARAM_PREFIX: &str = "mcp-param-";
 
 /// A header value as sent: plain, or `=?base64?...?=` for what a header cannot carry.
 pub fn decode_value(value: &str) -> String {
-    use base64::Engine;
     match value
         .strip_prefix("=?base64?")
         .and_then(|v| v.strip_suffix("?="))
     {
-        Some(payload) => base64::engine::general_purpose::STANDARD
-            .decode(payload)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .unwrap_or_default(),
+        Some(payload) => base64_text(payload),
         None => value.to_owned(),
     }
+}
+
+/// The text a base64 payload holds: empty when it is not base64 of UTF-8.
+fn base64_text(payload: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(payload)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .unwrap_or_default()
 }
 
 /// `text` as a header value: as it is when it is visible ASCII (spaces inside allowed),

@@ -100,6 +100,14 @@ fn listed_bit(kind: moniker_surface::Kind) -> u8 {
     }
 }
 
+/// The notification that the list of `kind` changed.
+fn list_changed_method(kind: moniker_surface::Kind) -> &'static str {
+    match kind {
+        moniker_surface::Kind::Tool => "notifications/tools/list_changed",
+        moniker_surface::Kind::Prompt => "notifications/prompts/list_changed",
+    }
+}
+
 impl Drop for Peer {
     fn drop(&mut self) {
         if let Some(calls) = self.calls.all.get() {
@@ -253,13 +261,7 @@ impl Peer {
     /// with the stream's id), else to a 2025 session once it is initialized.
     pub fn notify(&self, method: &str) {
         if let Some(listen) = lock(&self.era.listen).as_ref() {
-            if listen.wants(method) {
-                let params = format!(
-                    r#"{{"_meta":{{"io.modelcontextprotocol/subscriptionId":{}}}}}"#,
-                    listen.id
-                );
-                listen.to.send(Message::notification(method, Some(&params)));
-            }
+            listen.notify(method);
             return;
         }
         self.send_if_ready(Message::notification(method, None));
@@ -278,10 +280,7 @@ impl Peer {
         if !listed && !self.era.listens() {
             return;
         }
-        self.notify(match kind {
-            moniker_surface::Kind::Tool => "notifications/tools/list_changed",
-            moniker_surface::Kind::Prompt => "notifications/prompts/list_changed",
-        });
+        self.notify(list_changed_method(kind));
     }
 
     pub fn is_ready(&self) -> bool {

@@ -774,23 +774,32 @@ fn looks_like_jwt(token: &str) -> bool {
 fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
     let mut out = Vec::new();
     for key in ["scope", "scp"] {
-        match claims.get(key) {
-            Some(Value::String(s)) => out.extend(s.split_whitespace().map(str::to_owned)),
-            Some(Value::Array(items)) => {
-                out.extend(items.iter().filter_map(Value::as_str).map(str::to_owned));
-            }
-            _ => {}
-        }
+        out.extend(scopes_in(claims.get(key)));
     }
     out
+}
+
+/// The scopes one claim holds: space-separated text, or a list.
+fn scopes_in(value: Option<&Value>) -> Vec<String> {
+    match value {
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The value at a claim path (`groups`, or `realm_access.roles` into nested objects).
 fn claim<'c>(claims: &'c Map<String, Value>, path: &str) -> Option<&'c Value> {
     // A claim whose name has dots (`https://example.com/roles`) is itself first.
-    if let Some(value) = claims.get(path) {
-        return Some(value);
-    }
+    claims.get(path).or_else(|| nested_claim(claims, path))
+}
+
+/// The value at a dotted claim path, into nested objects.
+fn nested_claim<'c>(claims: &'c Map<String, Value>, path: &str) -> Option<&'c Value> {
     let mut parts = path.split('.');
     let mut value = claims.get(parts.next()?)?;
     for part in parts {
@@ -824,13 +833,18 @@ pub fn is_admin(settings: &ResourceAuth, claims: &Map<String, Value>) -> bool {
 fn matches(when: &IdentityMatch, claims: &Map<String, Value>, scopes: &[String]) -> bool {
     match when {
         IdentityMatch::Scope(scope) => scopes.contains(scope),
-        IdentityMatch::Claim { claim: path, value } => match claim(claims, path) {
-            Some(Value::String(s)) => s == value,
-            Some(Value::Array(items)) => items.iter().any(|i| i.as_str() == Some(value)),
-            Some(Value::Bool(b)) => b.to_string() == *value,
-            Some(Value::Number(n)) => n.to_string() == *value,
-            _ => false,
-        },
+        IdentityMatch::Claim { claim: path, value } => holds(claim(claims, path), value),
+    }
+}
+
+/// Whether a claim's value is `wanted` (as text), or a list that holds it.
+fn holds(claim: Option<&Value>, wanted: &str) -> bool {
+    match claim {
+        Some(Value::String(s)) => s == wanted,
+        Some(Value::Array(items)) => items.iter().any(|i| i.as_str() == Some(wanted)),
+        Some(Value::Bool(b)) => b.to_string() == wanted,
+        Some(Value::Number(n)) => n.to_string() == wanted,
+        _ => false,
     }
 }
 

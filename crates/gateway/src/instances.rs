@@ -311,12 +311,16 @@ impl Instances {
 fn digest(secrets: &BTreeMap<String, String>) -> [u8; 32] {
     let mut hash = Sha256::new();
     for (name, value) in secrets {
-        hash.update((name.len() as u64).to_le_bytes());
-        hash.update(name.as_bytes());
-        hash.update((value.len() as u64).to_le_bytes());
-        hash.update(value.as_bytes());
+        hash_text(&mut hash, name);
+        hash_text(&mut hash, value);
     }
     hash.finalize().into()
+}
+
+/// Adds `text` to `hash`, its length first: no two lists of texts hash alike.
+fn hash_text(hash: &mut Sha256, text: &str) {
+    hash.update((text.len() as u64).to_le_bytes());
+    hash.update(text.as_bytes());
 }
 
 /// Starts `instance`: the server's command with the person's secrets beside its environment,

@@ -272,12 +272,9 @@ fn make_room(held: &mut HashMap<String, Held>) {
     if held.len() < MAX_HELD {
         return;
     }
-    if let Some(oldest) = held
-        .iter()
-        .min_by_key(|(_, h)| h.used)
-        .map(|(p, _)| p.clone())
-    {
-        held.remove(&oldest);
+    let oldest = held.iter().min_by_key(|(_, h)| h.used);
+    if let Some(principal) = oldest.map(|(p, _)| p.clone()) {
+        held.remove(&principal);
     }
 }
 

@@ -434,13 +434,7 @@ impl Params {
     pub fn without(&self, fields: &[Field]) -> Self {
         let drops: Vec<Edit<'_>> = fields.iter().map(|f| Edit::Drop(*f)).collect();
         let out = self.edit(&drops);
-        let empty_meta = out.get(Field::Meta).is_some_and(|m| {
-            m.trim_start_matches('{')
-                .trim_end_matches('}')
-                .trim()
-                .is_empty()
-        });
-        match empty_meta {
+        match out.get(Field::Meta).is_some_and(is_empty_object) {
             true => out.edit(&[Edit::Drop(Field::Meta)]),
             false => out,
         }
@@ -483,10 +477,7 @@ impl Message {
     /// A response of moniker's whose `key` (`result` or `error`) is an object of `fields`,
     /// its head known.
     fn response_object(id: &str, key: &str, fields: &[(&str, &str)]) -> Self {
-        let (kind, scope) = match key {
-            "error" => (Kind::Error, head::Scope::Error),
-            _ => (Kind::Result, head::Scope::Result),
-        };
+        let (kind, scope) = response_kind(key);
         let (body, head) = head::object(fields, scope);
         let mut writer = Writer::new(id.len() + body.len()).id(id);
         let at = writer.part(key, &body);
@@ -771,14 +762,33 @@ pub fn string(s: &str) -> String {
 
 /// A JSON string's value, when `raw` is one (read without serde when it has no escapes).
 pub fn unquote(raw: &str) -> Option<Cow<'_, str>> {
-    if let Some(plain) = raw
-        .strip_prefix('"')
+    match unescaped(raw) {
+        Some(plain) => Some(Cow::Borrowed(plain)),
+        None => read::<Cow<'_, str>>(raw),
+    }
+}
+
+/// The inside of a JSON string that has no escapes, which is its value as it is.
+fn unescaped(raw: &str) -> Option<&str> {
+    raw.strip_prefix('"')
         .and_then(|r| r.strip_suffix('"'))
         .filter(|r| !r.bytes().any(|b| b == b'\\' || b == b'"' || b < 0x20))
-    {
-        return Some(Cow::Borrowed(plain));
+}
+
+/// Whether `text` is an object with nothing in it (`{}`, `{ }`).
+fn is_empty_object(text: &str) -> bool {
+    text.trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim()
+        .is_empty()
+}
+
+/// The kind of a response whose `key` is `result` or `error`, and the scope of its object.
+fn response_kind(key: &str) -> (Kind, head::Scope) {
+    match key {
+        "error" => (Kind::Error, head::Scope::Error),
+        _ => (Kind::Result, head::Scope::Result),
     }
-    read::<Cow<'_, str>>(raw)
 }
 
 /// Reads (part of) a message's text as `T`: one serde pass, counted.

@@ -97,6 +97,16 @@ struct Histogram {
     sum: f64,
 }
 
+impl Histogram {
+    /// Its calls so far, and how many took at most each bucket's bound.
+    fn latency(&self) -> Latency {
+        Latency {
+            count: self.count,
+            within: self.counts,
+        }
+    }
+}
+
 const VIAS: [&str; 5] = ["name", "alias", "legacy", "action", "none"];
 const OUTCOMES: [Outcome; 8] = [
     Outcome::Ok,
@@ -152,6 +162,20 @@ pub enum Searched {
     Called(Option<usize>),
     /// No call followed it.
     NoCall,
+}
+
+impl Searched {
+    /// Its place among the searches counted: none found, a call of each of the first five,
+    /// of a later one, of one not shown, no call.
+    fn bucket(self) -> usize {
+        match self {
+            Self::Empty => 0,
+            Self::Called(Some(rank)) if rank < 5 => 1 + rank,
+            Self::Called(Some(_)) => 6,
+            Self::Called(None) => 7,
+            Self::NoCall => 8,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -222,14 +246,7 @@ impl Metrics {
 
     /// One search, and what followed it.
     pub fn search(&self, searched: Searched) {
-        let at = match searched {
-            Searched::Empty => 0,
-            Searched::Called(Some(rank)) if rank < 5 => 1 + rank,
-            Searched::Called(Some(_)) => 6,
-            Searched::Called(None) => 7,
-            Searched::NoCall => 8,
-        };
-        self.lock().searches[at] += 1;
+        self.lock().searches[searched.bucket()] += 1;
     }
 
     /// Tool `name` was shown in a search's answer, in `bytes`.
@@ -272,13 +289,7 @@ impl Metrics {
         self.lock()
             .latency
             .iter()
-            .map(|(server, h)| {
-                let latency = Latency {
-                    count: h.count,
-                    within: h.counts,
-                };
-                (server.clone(), latency)
-            })
+            .map(|(server, h)| (server.clone(), h.latency()))
             .collect()
     }
 

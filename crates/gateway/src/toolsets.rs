@@ -84,13 +84,18 @@ fn rule_of(stored: &StoredToolset) -> ToolsetRule {
         description: stored.description.clone(),
         tools: stored.tools.iter().map(|t| t.name.clone()).collect(),
         prompts: stored.prompts.clone(),
-        aliases: stored
-            .tools
-            .iter()
-            .filter_map(|t| Some((t.name.clone(), t.alias.clone()?)))
-            .collect(),
+        aliases: stored_aliases(stored),
         ..ToolsetRule::default()
     }
+}
+
+/// The aliases of a stored toolset's tools: each tool that has one, to it.
+fn stored_aliases(stored: &StoredToolset) -> BTreeMap<String, String> {
+    stored
+        .tools
+        .iter()
+        .filter_map(|t| Some((t.name.clone(), t.alias.clone()?)))
+        .collect()
 }
 
 /// A tool result: the structured value, also as text for clients that read only text.
@@ -105,17 +110,17 @@ fn refused(message: impl Into<String>) -> String {
 }
 
 fn problems(diagnostics: &[Diagnostic]) -> String {
-    let lines: Vec<String> = diagnostics
-        .iter()
-        .map(|d| {
-            let mut line = format!("- {}", d.message);
-            if let Some(help) = &d.help {
-                line.push_str(&format!(" ({help})"));
-            }
-            line
-        })
-        .collect();
+    let lines: Vec<String> = diagnostics.iter().map(problem_line).collect();
     lines.join("\n")
+}
+
+/// One problem as a line of a list: its message, and its help when it has one.
+fn problem_line(d: &Diagnostic) -> String {
+    let mut line = format!("- {}", d.message);
+    if let Some(help) = &d.help {
+        line.push_str(&format!(" ({help})"));
+    }
+    line
 }
 
 /// A session's equipped toolset, resolved against one view of the surface.

@@ -17,7 +17,9 @@ use eight_bit::EightBit;
 use weights::Source;
 use weights::Weights;
 
-use ndarray::{Array1, Array2, ArrayBase, ArrayView2, ArrayViewMut2, Axis, Ix2, RawData, Slice};
+use ndarray::{
+    Array1, Array2, ArrayBase, ArrayView2, ArrayViewMut1, ArrayViewMut2, Axis, Ix2, RawData, Slice,
+};
 
 /// What of `config.json` the pass needs.
 #[derive(Debug, serde::Deserialize)]
@@ -483,14 +485,19 @@ fn in_order(matrix: ArrayView2<f32>) -> Cow<[f32]> {
 
 impl Norm {
     fn apply(&self, mut x: ArrayViewMut2<f32>) {
-        let n = x.ncols() as f32;
-        for mut row in x.rows_mut() {
-            let mean = row.sum() / n;
-            let var = row.fold(0.0, |a, &v| a + (v - mean) * (v - mean)) / n;
-            let inv = 1.0 / (var + self.eps).sqrt();
-            row.zip_mut_with(&self.weight, |v, &w| *v = (*v - mean) * inv * w);
-            row += &self.bias;
+        for row in x.rows_mut() {
+            self.normalize(row);
         }
+    }
+
+    /// One row, to mean 0 and variance 1, then scaled by the weights and moved by the bias.
+    fn normalize(&self, mut row: ArrayViewMut1<f32>) {
+        let n = row.len() as f32;
+        let mean = row.sum() / n;
+        let var = row.fold(0.0, |a, &v| a + (v - mean) * (v - mean)) / n;
+        let inv = 1.0 / (var + self.eps).sqrt();
+        row.zip_mut_with(&self.weight, |v, &w| *v = (*v - mean) * inv * w);
+        row += &self.bias;
     }
 }
 

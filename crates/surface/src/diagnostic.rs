@@ -68,10 +68,7 @@ impl Rename {
     /// The override's key, quoted when YAML needs it: `github/search`.
     pub fn key(&self) -> String {
         let key = format!("{}/{}", self.server, self.origin);
-        let plain = key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'/' | b'.'));
-        if plain {
+        if is_plain_yaml(&key) {
             key
         } else {
             serde_json::to_string(&key).unwrap_or_else(|_| format!("\"{key}\""))
@@ -122,16 +119,7 @@ impl Diagnostic {
 
     /// `renames` as the fix, and as the help: a ready-to-paste block.
     pub fn with_fix(mut self, renames: Vec<Rename>) -> Self {
-        let mut help = "add to moniker.yaml:".to_owned();
-        let mut section = "";
-        for rename in &renames {
-            if rename.section != section {
-                section = rename.section;
-                help.push_str(&format!("\n  {section}:"));
-            }
-            help.push_str(&format!("\n    {}", rename.yaml()));
-        }
-        self.help = Some(help);
+        self.help = Some(fix_help(&renames));
         self.fix.renames = renames;
         self
     }
@@ -139,6 +127,26 @@ impl Diagnostic {
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }
+}
+
+/// The help of a fix: `renames` as a block to add to the config, by section.
+fn fix_help(renames: &[Rename]) -> String {
+    let mut help = "add to moniker.yaml:".to_owned();
+    let mut section = "";
+    for rename in renames {
+        if rename.section != section {
+            section = rename.section;
+            help.push_str(&format!("\n  {section}:"));
+        }
+        help.push_str(&format!("\n    {}", rename.yaml()));
+    }
+    help
+}
+
+/// Whether YAML reads `text` as it is, unquoted: it holds letters, digits and `_-/.` only.
+pub(crate) fn is_plain_yaml(text: &str) -> bool {
+    text.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'/' | b'.'))
 }
 
 /// Plain text, for logs and tests; the CLI renders richer reports.
@@ -179,10 +187,9 @@ pub fn did_you_mean<'a>(
 pub fn short(text: &str) -> String {
     const MAX: usize = 40;
     if text.chars().count() <= MAX {
-        text.to_owned()
-    } else {
-        let mut out: String = text.chars().take(MAX).collect();
-        out.push('…');
-        out
+        return text.to_owned();
     }
+    let mut out: String = text.chars().take(MAX).collect();
+    out.push('…');
+    out
 }

@@ -376,15 +376,20 @@ fn parse_param(text: &str) -> Result<Param, String> {
     let (name, ty) = text
         .rsplit_once(':')
         .ok_or_else(|| format!("parameter `{text}` is not `name:type`"))?;
-    let (name, required) = match name.strip_suffix('!') {
-        Some(name) => (name, true),
-        None => (name, false),
-    };
+    let (name, required) = split_required(name);
     Ok(Param {
         name: unescape(name)?,
         ty: unescape(ty)?,
         required,
     })
+}
+
+/// A parameter's name without its `!`, and whether it had one (it is required).
+fn split_required(name: &str) -> (&str, bool) {
+    match name.strip_suffix('!') {
+        Some(name) => (name, true),
+        None => (name, false),
+    }
 }
 
 /// Bytes outside `[A-Za-z0-9_.\-/|$@]` as `%XX`: the separators of the format (space, `=`,
@@ -449,13 +454,16 @@ fn tool_params(schema: &Value) -> Vec<Param> {
 fn type_of(prop: &Value) -> String {
     match prop.get("type") {
         Some(Value::String(t)) => t.clone(),
-        Some(Value::Array(types)) => {
-            let mut types: Vec<&str> = types.iter().filter_map(Value::as_str).collect();
-            types.sort_unstable();
-            types.join("|")
-        }
+        Some(Value::Array(types)) => joined_types(types),
         _ => "any".to_owned(),
     }
+}
+
+/// A list of types as one: sorted, joined with `|`.
+fn joined_types(types: &[Value]) -> String {
+    let mut types: Vec<&str> = types.iter().filter_map(Value::as_str).collect();
+    types.sort_unstable();
+    types.join("|")
 }
 
 fn prompt_params(arguments: &Value) -> Vec<Param> {
@@ -842,11 +850,7 @@ fn keep(entry: &Entry, gone: &[String], target: &Entry, surface: &Surface) -> Op
 }
 
 fn yaml_scalar(text: &str) -> String {
-    let plain = !text.is_empty()
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'/' | b'.'));
-    if plain {
+    if !text.is_empty() && crate::diagnostic::is_plain_yaml(text) {
         text.to_owned()
     } else {
         Value::String(text.to_owned()).to_string()

@@ -90,13 +90,17 @@ pub const SERVER_ID_RULE: &str =
     "must be 1 to 64 characters of letters, digits, `_`, `-` and `.` (no `/`, no spaces)";
 pub const TAG_RULE: &str = "must match `^[a-z0-9][a-z0-9-]*[a-z0-9]$` (lowercase letters, digits and inner hyphens, at least 2 characters)";
 
+/// Whether `s` is a server id: [`SERVER_ID_RULE`].
+fn is_server_id(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
 impl FromStr for ServerId {
     type Err = InvalidName;
     fn from_str(s: &str) -> Result<Self, InvalidName> {
-        let ok = (1..=64).contains(&s.len())
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-        if ok {
+        if is_server_id(s) {
             Ok(Self(s.to_owned()))
         } else {
             Err(InvalidName::new("server id", s, SERVER_ID_RULE))
@@ -104,16 +108,17 @@ impl FromStr for ServerId {
     }
 }
 
+/// Whether `s` is a tag: [`TAG_RULE`].
+fn is_tag(s: &str) -> bool {
+    let b = s.as_bytes();
+    let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    b.len() >= 2 && edge(b[0]) && edge(b[b.len() - 1]) && b.iter().all(|&c| edge(c) || c == b'-')
+}
+
 impl FromStr for Tag {
     type Err = InvalidName;
     fn from_str(s: &str) -> Result<Self, InvalidName> {
-        let b = s.as_bytes();
-        let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-        let ok = b.len() >= 2
-            && edge(b[0])
-            && edge(b[b.len() - 1])
-            && b.iter().all(|&c| edge(c) || c == b'-');
-        if ok {
+        if is_tag(s) {
             Ok(Self(s.to_owned()))
         } else {
             Err(InvalidName::new("tag", s, TAG_RULE))

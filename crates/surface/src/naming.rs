@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 
 use crate::actions::{self, Member};
 use crate::definition::{self, Rewrite, Server, with_aliases_line};
-use crate::diagnostic::{Diagnostic, Rename};
+use crate::diagnostic::{Diagnostic, Rename, did_you_mean};
 use crate::listing::Listing;
 use crate::names::{ServerId, Tag};
 use crate::rules::{ActionRule, Legacy, Override, Rules};
@@ -34,19 +34,23 @@ impl Built {
 /// or shared ones: a gateway keeps each server's once and builds from it without a copy).
 pub fn build<L: std::borrow::Borrow<Listing>>(rules: &Rules, listings: &[L]) -> Built {
     let listings: Vec<&Listing> = listings.iter().map(std::borrow::Borrow::borrow).collect();
-    let listings = listings.as_slice();
     // Names whose deprecation is over are out before anything is named.
     let (scheduled, notes) = crate::deprecation::apply(rules);
-    let rules = &scheduled;
-    let mut built = build_once(rules, listings);
+    let mut built = build_once(&scheduled, &listings);
     built.diagnostics.extend(notes);
+    offer_prefix(&mut built, &scheduled, &listings);
+    built
+}
+
+/// Puts `prefix: true` in the fix of every error, on the servers where it alone would resolve
+/// them all ([`prefix_fix`]).
+fn offer_prefix(built: &mut Built, rules: &Rules, listings: &[&Listing]) {
     let prefix = prefix_fix(rules, listings, &built.diagnostics);
     if !prefix.is_empty() {
         for d in built.diagnostics.iter_mut().filter(|d| d.is_error()) {
             d.fix.prefix = prefix.clone();
         }
     }
-    built
 }
 
 /// The servers on which `prefix: true` alone would resolve every error, when every error is a
@@ -148,17 +152,7 @@ fn write_overrides<'a>(
     let section = kind.section();
     for (key, rule) in rules.overrides(kind) {
         if crate::rules::is_glob(key) && (rule.name.is_some() || !rule.aliases.is_empty()) {
-            out.push(
-                Diagnostic::error(
-                    "naming::glob_names",
-                    format!(
-                        "override `{key}` is a glob: the {}s it matches cannot share a name or an alias",
-                        kind.noun()
-                    ),
-                )
-                .at(path(&[Seg::Key(section), Seg::Key(key)]))
-                .help("give names and aliases under exact keys; a glob sets tags, descriptions, `hidden`, parameters and limits"),
-            );
+            out.push(glob_names(kind, key));
             continue;
         }
         for (name, at, what) in override_names(section, key, rule) {
@@ -166,19 +160,35 @@ fn write_overrides<'a>(
                 out.push(profile_error(kind, what, name, &why).at(at.clone()));
             }
             if what == "alias" && rule.name.as_ref().is_some_and(|own| own.as_str() == name) {
-                out.push(
-                    Diagnostic::error(
-                        "naming::duplicate",
-                        format!("alias `{name}` is the {}'s own name", kind.noun()),
-                    )
-                    .at(at.clone())
-                    .help("remove the alias: the name already resolves"),
-                );
+                out.push(alias_is_own_name(kind, name).at(at.clone()));
                 continue;
             }
             written.entry(name).or_default().push((at, what));
         }
     }
+}
+
+/// An override keyed by a glob that gives a name or aliases: the items it matches cannot share
+/// them.
+fn glob_names(kind: Kind, key: &str) -> Diagnostic {
+    Diagnostic::error(
+        "naming::glob_names",
+        format!(
+            "override `{key}` is a glob: the {}s it matches cannot share a name or an alias",
+            kind.noun()
+        ),
+    )
+    .at(path(&[Seg::Key(kind.section()), Seg::Key(key)]))
+    .help("give names and aliases under exact keys; a glob sets tags, descriptions, `hidden`, parameters and limits")
+}
+
+/// An alias that repeats its own item's name.
+fn alias_is_own_name(kind: Kind, name: &str) -> Diagnostic {
+    Diagnostic::error(
+        "naming::duplicate",
+        format!("alias `{name}` is the {}'s own name", kind.noun()),
+    )
+    .help("remove the alias: the name already resolves")
 }
 
 /// The names and aliases of the action tools; each must fit the profile.
@@ -199,20 +209,25 @@ fn override_names<'a>(
     key: &str,
     rule: &'a crate::Override,
 ) -> Vec<(&'a str, String, &'static str)> {
-    let own = rule.name.iter().map(|name| {
-        let at = path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")]);
-        (name.as_str(), at, "name")
-    });
+    let own = rule
+        .name
+        .iter()
+        .map(|name| (name.as_str(), name_path(section, key), "name"));
     let aliases = rule.aliases.iter().enumerate().map(|(i, alias)| {
-        let segs = [
-            Seg::Key(section),
-            Seg::Key(key),
-            Seg::Key("aliases"),
-            Seg::Index(i),
-        ];
-        (alias.name.as_str(), path(&segs), "alias")
+        let at = alias_path(section, key, i);
+        (alias.name.as_str(), at, "alias")
     });
     own.chain(aliases).collect()
+}
+
+/// The config path of alias `i` of the item at `<section>.<key>`.
+fn alias_path(section: &str, key: &str, i: usize) -> String {
+    path(&[
+        Seg::Key(section),
+        Seg::Key(key),
+        Seg::Key("aliases"),
+        Seg::Index(i),
+    ])
 }
 
 /// The names the action tools' rules write: each one's name and aliases, with their config
@@ -226,13 +241,8 @@ fn action_names(rules: &Rules) -> Vec<(&str, String, &'static str)> {
             "name",
         ));
         for (i, alias) in rule.aliases.iter().enumerate() {
-            let segs = [
-                Seg::Key("actions"),
-                Seg::Key(name),
-                Seg::Key("aliases"),
-                Seg::Index(i),
-            ];
-            out.push((alias.name.as_str(), path(&segs), "alias"));
+            let at = alias_path("actions", name, i);
+            out.push((alias.name.as_str(), at, "alias"));
         }
     }
     out
@@ -247,26 +257,29 @@ fn written_twice(kind: Kind, name: &str, places: &[(String, &str)]) -> Diagnosti
             "{} name `{name}` is written {} times in {}",
             kind.noun(),
             places.len(),
-            // Action tools are tools too: they may collide with `tools` entries.
-            if places.iter().all(|(at, _)| at.starts_with(section)) {
-                format!("`{section}`")
-            } else {
-                "the config".to_owned()
-            }
+            written_where(section, places)
         ),
     )
     .at(places[0].0.clone());
     for (at, role) in places {
-        d = d.note(format!(
-            "as {} at `{at}`",
-            if *role == "name" {
-                "a name"
-            } else {
-                "an alias"
-            }
-        ));
+        d = d.note(format!("as {} at `{at}`", a_role(role)));
     }
     d.help("every name and alias must be unique: rename or remove all but one")
+}
+
+/// Where a name written at `places` is: in `section`, or across the config (action tools are
+/// tools too: they may collide with `tools` entries).
+fn written_where(section: &str, places: &[(String, &str)]) -> String {
+    if places.iter().all(|(at, _)| at.starts_with(section)) {
+        format!("`{section}`")
+    } else {
+        "the config".to_owned()
+    }
+}
+
+/// A role a name is written in (`name`, `alias`), with its article.
+fn a_role(role: &str) -> &'static str {
+    if role == "name" { "a name" } else { "an alias" }
 }
 
 fn profile_error(kind: Kind, role: &str, name: &str, why: &str) -> Diagnostic {
@@ -313,6 +326,18 @@ struct Claim {
     source: Source,
 }
 
+impl Claim {
+    /// A claim that no listed item makes (moniker's own tool's, or the config's for an item not
+    /// listed now).
+    fn unlisted(source: Source) -> Self {
+        Self {
+            item: usize::MAX,
+            alias: false,
+            source,
+        }
+    }
+}
+
 struct Named<'a> {
     candidate: Candidate<'a>,
     key: Option<&'a str>,
@@ -323,6 +348,14 @@ struct Named<'a> {
     rule: Option<&'a Override>,
     /// The rule's parameter rules against the item's input schema.
     shaped: crate::params::Shaped,
+}
+
+impl Named<'_> {
+    /// Whether its override gives it `alias`.
+    fn has_alias(&self, alias: &crate::names::Name) -> bool {
+        self.rule
+            .is_some_and(|r| r.aliases.iter().any(|a| &a.name == alias))
+    }
 }
 
 /// An action tool to build: its members, by index into the named items.
@@ -354,31 +387,10 @@ fn plan_actions<'a>(
     for (name, rule) in &rules.actions {
         let mut members = Vec::new();
         for (action, member) in &rule.tools {
-            let at = path(&[
-                Seg::Key("actions"),
-                Seg::Key(name),
-                Seg::Key("tools"),
-                Seg::Key(action),
-            ]);
-            let found = named
-                .iter()
-                .position(|n| n.name == member.as_str())
-                .or_else(|| {
-                    named.iter().position(|n| {
-                        n.rule
-                            .is_some_and(|r| r.aliases.iter().any(|a| &a.name == member))
-                    })
-                });
-            match found {
+            let at = member_path(name, action);
+            match find_member(named, member) {
                 Some(item) => match member_of.get(&item) {
-                    Some(&other) if other != plans.len() => out.push(
-                        Diagnostic::error(
-                            "naming::duplicate_member",
-                            format!("tool `{member}` is a member of two action tools"),
-                        )
-                        .at(at)
-                        .help("a tool belongs to at most one action tool"),
-                    ),
+                    Some(&other) if other != plans.len() => out.push(member_twice(member, at)),
                     _ => {
                         member_of.insert(item, plans.len());
                         members.push((action.as_str(), item));
@@ -388,22 +400,7 @@ fn plan_actions<'a>(
                     let message = format!(
                         "action `{action}` of `{name}` names `{member}`, which no server exposes"
                     );
-                    let mut d = if all_listed {
-                        Diagnostic::error("naming::unknown_member", message)
-                    } else {
-                        Diagnostic::warning(
-                            "naming::unknown_member",
-                            format!("{message} (now: a server is not connected)"),
-                        )
-                    }
-                    .at(at);
-                    if let Some(close) = crate::diagnostic::did_you_mean(
-                        member.as_str(),
-                        named.iter().map(|n| n.name.as_str()),
-                    ) {
-                        d = d.help(format!("did you mean `{close}`?"));
-                    }
-                    out.push(d);
+                    out.push(unknown_member(message, member, named, all_listed).at(at));
                 }
             }
         }
@@ -414,6 +411,53 @@ fn plan_actions<'a>(
         });
     }
     (plans, member_of)
+}
+
+/// The config path of member `action` of action tool `name`.
+fn member_path(name: &str, action: &str) -> String {
+    path(&[
+        Seg::Key("actions"),
+        Seg::Key(name),
+        Seg::Key("tools"),
+        Seg::Key(action),
+    ])
+}
+
+/// The named item an action tool's `member` is: by its exposed name, else by one of its
+/// aliases.
+fn find_member(named: &[Named<'_>], member: &crate::names::Name) -> Option<usize> {
+    let by_name = named.iter().position(|n| n.name == member.as_str());
+    by_name.or_else(|| named.iter().position(|n| n.has_alias(member)))
+}
+
+/// A tool that two action tools name as their member.
+fn member_twice(member: &crate::names::Name, at: String) -> Diagnostic {
+    Diagnostic::error(
+        "naming::duplicate_member",
+        format!("tool `{member}` is a member of two action tools"),
+    )
+    .at(at)
+    .help("a tool belongs to at most one action tool")
+}
+
+/// A member no server exposes (`message` says which): an error when every server is listed,
+/// else a warning (its server may be down); with a did-you-mean among the named items.
+fn unknown_member(
+    message: String,
+    member: &crate::names::Name,
+    named: &[Named<'_>],
+    all_listed: bool,
+) -> Diagnostic {
+    let d = if all_listed {
+        Diagnostic::error("naming::unknown_member", message)
+    } else {
+        let message = format!("{message} (now: a server is not connected)");
+        Diagnostic::warning("naming::unknown_member", message)
+    };
+    match did_you_mean(member.as_str(), named.iter().map(|n| n.name.as_str())) {
+        Some(close) => d.help(format!("did you mean `{close}`?")),
+        None => d,
+    }
 }
 
 fn build_kind(
@@ -454,15 +498,17 @@ fn report_params(named: &[Named<'_>], out: &mut Vec<Diagnostic>) {
         let Some(key) = n.key else {
             continue;
         };
-        let at = |param: Option<&str>| {
-            let mut segs = vec![Seg::Key("tools"), Seg::Key(key), Seg::Key("params")];
-            segs.extend(param.map(Seg::Key));
-            path(&segs)
-        };
         for problem in &n.shaped.problems {
-            out.push(problem.diagnostic(&n.name, at));
+            out.push(problem.diagnostic(&n.name, |param| params_path(key, param)));
         }
     }
+}
+
+/// The config path of a tool override's parameter rules (`key`), or of one of them.
+fn params_path(key: &str, param: Option<&str>) -> String {
+    let mut segs = vec![Seg::Key("tools"), Seg::Key(key), Seg::Key("params")];
+    segs.extend(param.map(Seg::Key));
+    path(&segs)
 }
 
 /// The server name every item of a kind has, when they have one: the listing says it once
@@ -494,18 +540,20 @@ fn gather<'a>(
                     name,
                     fields,
                 }),
-                Err(why) => out.push(Diagnostic::warning(
-                    "listing::invalid_item",
-                    format!(
-                        "server `{}` lists {noun} #{i} {why}; it is left out",
-                        listing.server
-                    ),
-                )),
+                Err(why) => out.push(invalid_item(&listing.server, noun, i, why)),
             }
         }
     }
     candidates.sort_by(|a, b| (a.server, &a.name).cmp(&(b.server, &b.name)));
     candidates
+}
+
+/// Item `i` of a server's listing that cannot be named (`why`): it is left out.
+fn invalid_item(server: &ServerId, noun: &str, i: usize, why: &str) -> Diagnostic {
+    Diagnostic::warning(
+        "listing::invalid_item",
+        format!("server `{server}` lists {noun} #{i} {why}; it is left out"),
+    )
 }
 
 /// Which servers each override key matched: an unqualified key may match in several.
@@ -527,21 +575,7 @@ fn name_candidates<'a>(
     let mut used = Used::new();
     let mut named = Vec::with_capacity(candidates.len());
     for candidate in candidates {
-        let qualified = format!("{}/{}", candidate.server, candidate.name);
-        // A key qualified with the server wins over the bare origin name, and both over a glob.
-        let glob = || {
-            crate::rules::glob_key(
-                globs.iter().copied(),
-                candidate.server.as_str(),
-                &candidate.name,
-            )
-            .and_then(|k| overrides.get_key_value(k))
-        };
-        let (key, rule) = match overrides
-            .get_key_value(&qualified)
-            .or_else(|| overrides.get_key_value(&candidate.name))
-            .or_else(glob)
-        {
+        let (key, rule) = match override_of(overrides, &globs, &candidate) {
             Some((k, r)) => (Some(k.as_str()), Some(r)),
             None => (None, None),
         };
@@ -553,15 +587,7 @@ fn name_candidates<'a>(
             Some(name) => (name.as_str().to_owned(), name.as_str().to_owned()),
             None => (prefixed(rules, candidate.server, &base), base),
         };
-        // Its parameter rules, against its schema: once, for the build's diagnostics and the
-        // listed definition.
-        let shaped = match rule {
-            Some(rule) if !rule.params.is_empty() => {
-                let schema = candidate.fields.get("inputSchema").map(|s| &**s);
-                crate::params::shape(&rule.params, schema)
-            }
-            _ => crate::params::Shaped::default(),
-        };
+        let shaped = shape(rule, &candidate);
         named.push(Named {
             candidate,
             key,
@@ -573,6 +599,37 @@ fn name_candidates<'a>(
         });
     }
     (named, used)
+}
+
+/// The override of `candidate`, with its key: a key qualified with the server wins over the
+/// bare origin name, and both over a glob (`globs`: the keys that are globs).
+fn override_of<'a>(
+    overrides: &'a BTreeMap<String, Override>,
+    globs: &[&str],
+    candidate: &Candidate<'_>,
+) -> Option<(&'a String, &'a Override)> {
+    let (server, name) = (candidate.server.as_str(), candidate.name.as_str());
+    let qualified = format!("{server}/{name}");
+    let glob = || {
+        crate::rules::glob_key(globs.iter().copied(), server, name)
+            .and_then(|k| overrides.get_key_value(k))
+    };
+    overrides
+        .get_key_value(&qualified)
+        .or_else(|| overrides.get_key_value(name))
+        .or_else(glob)
+}
+
+/// The parameter rules of `candidate`'s override against its schema: once, for the build's
+/// diagnostics and the listed definition.
+fn shape(rule: Option<&Override>, candidate: &Candidate<'_>) -> crate::params::Shaped {
+    match rule {
+        Some(rule) if !rule.params.is_empty() => {
+            let schema = candidate.fields.get("inputSchema").map(|s| &**s);
+            crate::params::shape(&rule.params, schema)
+        }
+        _ => crate::params::Shaped::default(),
+    }
 }
 
 /// The base name with the server's prefix, when it has one.
@@ -588,34 +645,39 @@ fn prefixed(rules: &Rules, server: &ServerId, base: &str) -> String {
 fn report_ambiguous(kind: Kind, used: &Used<'_>, out: &mut Vec<Diagnostic>) {
     for (key, servers) in used {
         if servers.len() > 1 && !key.contains('/') && !crate::rules::is_glob(key) {
-            let list: Vec<String> = servers.iter().map(|s| format!("`{s}/{key}`")).collect();
-            let mut d = Diagnostic::error(
-                "naming::ambiguous_override",
-                format!(
-                    "override `{key}` matches a {} in {} servers",
-                    kind.noun(),
-                    servers.len()
-                ),
-            )
-            .at(path(&[Seg::Key(kind.section()), Seg::Key(key)]))
-            .help(format!(
-                "qualify the key with its server: {}",
-                list.join(" or ")
-            ));
-            // Which server the rule (its name, its fixed values) is for, the config does not
-            // say: none of them is served under it.
-            d.contested = servers
-                .iter()
-                .map(|s| crate::Contested {
-                    section: kind.section(),
-                    server: s.to_string(),
-                    origin: (*key).to_owned(),
-                    name: (*key).to_owned(),
-                })
-                .collect();
-            out.push(d);
+            out.push(ambiguous_override(kind, key, servers));
         }
     }
+}
+
+/// Unqualified override `key`, which matched items on each of `servers`.
+fn ambiguous_override(kind: Kind, key: &str, servers: &BTreeSet<&ServerId>) -> Diagnostic {
+    let list: Vec<String> = servers.iter().map(|s| format!("`{s}/{key}`")).collect();
+    let mut d = Diagnostic::error(
+        "naming::ambiguous_override",
+        format!(
+            "override `{key}` matches a {} in {} servers",
+            kind.noun(),
+            servers.len()
+        ),
+    )
+    .at(path(&[Seg::Key(kind.section()), Seg::Key(key)]))
+    .help(format!(
+        "qualify the key with its server: {}",
+        list.join(" or ")
+    ));
+    // Which server the rule (its name, its fixed values) is for, the config does not say: none
+    // of them is served under it.
+    d.contested = servers
+        .iter()
+        .map(|s| crate::Contested {
+            section: kind.section(),
+            server: s.to_string(),
+            origin: key.to_owned(),
+            name: key.to_owned(),
+        })
+        .collect();
+    d
 }
 
 /// Which servers sent a listing. What is missing from the listings is only an error when
@@ -666,19 +728,14 @@ fn claim_names<'a>(
         if legacy_off(&item) {
             continue;
         }
-        let name_source = match (n.rule.and_then(|r| r.name.as_ref()), n.key) {
-            (Some(_), Some(key)) => {
-                Source::Config(path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")]))
-            }
-            _ => Source::Derived,
-        };
-        if name_source == Source::Derived {
+        let source = name_source(section, n);
+        if source == Source::Derived {
             out.extend(derived_profile_error(rules, kind, n));
         }
         claims.entry(&n.name).or_default().push(Claim {
             item,
             alias: false,
-            source: name_source,
+            source,
         });
         if let (Some(rule), Some(key)) = (n.rule, n.key) {
             claim_aliases(&mut claims, section, key, &rule.aliases, item);
@@ -686,17 +743,31 @@ fn claim_names<'a>(
     }
     reserve_written(rules, kind, &mut claims);
     if kind == Kind::Tool {
-        for own in own_tools() {
-            if let Some(list) = claims.get_mut(own) {
-                list.push(Claim {
-                    item: usize::MAX,
-                    alias: false,
-                    source: Source::Moniker,
-                });
-            }
-        }
+        claim_own_tools(&mut claims);
     }
     claims
+}
+
+/// Where item `n`'s name comes from: its override's `name`, or derived.
+fn name_source(section: &str, n: &Named<'_>) -> Source {
+    match (n.rule.and_then(|r| r.name.as_ref()), n.key) {
+        (Some(_), Some(key)) => Source::Config(name_path(section, key)),
+        _ => Source::Derived,
+    }
+}
+
+/// The config path of the name override `<section>.<key>` gives.
+fn name_path(section: &str, key: &str) -> String {
+    path(&[Seg::Key(section), Seg::Key(key), Seg::Key("name")])
+}
+
+/// moniker's own tools' claims on the names that items claim too.
+fn claim_own_tools(claims: &mut BTreeMap<&str, Vec<Claim>>) {
+    for own in own_tools() {
+        if let Some(list) = claims.get_mut(own) {
+            list.push(Claim::unlisted(Source::Moniker));
+        }
+    }
 }
 
 /// The names the config writes (overrides' names and aliases, action tools' names and
@@ -724,11 +795,7 @@ fn reserve_written<'a>(rules: &'a Rules, kind: Kind, claims: &mut BTreeMap<&'a s
         };
         let by_config = list.iter().any(|c| matches!(c.source, Source::Config(_)));
         if !by_config && list.iter().any(|c| c.source == Source::Derived) {
-            list.push(Claim {
-                item: usize::MAX,
-                alias: false,
-                source: Source::Reserved(at),
-            });
+            list.push(Claim::unlisted(Source::Reserved(at)));
         }
     }
 }
@@ -742,12 +809,7 @@ fn claim_aliases<'a>(
     item: usize,
 ) {
     for (i, alias) in aliases.iter().enumerate() {
-        let at = path(&[
-            Seg::Key(section),
-            Seg::Key(key),
-            Seg::Key("aliases"),
-            Seg::Index(i),
-        ]);
+        let at = alias_path(section, key, i);
         claims.entry(alias.name.as_str()).or_default().push(Claim {
             item,
             alias: true,
@@ -779,14 +841,9 @@ fn claim_actions<'a>(plans: &'a [Plan<'_>], first: usize) -> BTreeMap<&'a str, V
 /// A derived name that does not fit the profile, with an override that shortens it.
 fn derived_profile_error(rules: &Rules, kind: Kind, n: &Named<'_>) -> Option<Diagnostic> {
     let why = rules.naming.profile.check(&n.name).err()?;
-    Some(
-        profile_error(kind, "name", &n.name, &why)
-            .note(origin_note(kind, n))
-            .with_fix(renames(
-                kind,
-                &[(n, suggest_short(&n.name, rules.naming.profile.max_len()))],
-            )),
-    )
+    let short = suggest_short(&n.name, rules.naming.profile.max_len());
+    let d = profile_error(kind, "name", &n.name, &why).note(origin_note(kind, n));
+    Some(d.with_fix(renames(kind, &[(n, short)])))
 }
 
 /// Duplicates (step 5). `check_rules` reports a name written at two places in the config; here,
@@ -797,15 +854,20 @@ fn report_duplicates(claimed: Claimed<'_>, out: &mut Vec<Diagnostic>) {
     // New names suggested so far: no two fixes may suggest the same one.
     let mut suggested: BTreeSet<String> = BTreeSet::new();
     for (name, list) in claims {
-        let written: BTreeSet<&Source> = list.iter().map(|c| &c.source).collect();
-        let reported = written.len() == list.len()
-            && !written.contains(&Source::Derived)
-            && !written.contains(&Source::Moniker);
-        if list.len() < 2 || reported {
+        if list.len() < 2 || written_apart(list) {
             continue;
         }
         out.push(duplicate(claimed, name, list, &taken, &mut suggested));
     }
+}
+
+/// Whether each of `claims` is written at its own place in the config: `check_rules` reports
+/// those.
+fn written_apart(claims: &[Claim]) -> bool {
+    let written: BTreeSet<&Source> = claims.iter().map(|c| &c.source).collect();
+    written.len() == claims.len()
+        && !written.contains(&Source::Derived)
+        && !written.contains(&Source::Moniker)
 }
 
 /// Overrides that matched nothing: an error when the key is an exposed name or an alias
@@ -834,13 +896,7 @@ fn report_unused_overrides(
             crate::rules::glob_key(one, n.candidate.server.as_str(), &n.candidate.name).is_some()
         };
         if crate::rules::is_glob(key) && named.iter().any(glob_matches) {
-            out.push(
-                Diagnostic::warning(
-                    "naming::shadowed_override",
-                    format!("override `{key}` applies to no {noun}: a more specific key wins for every {noun} it matches"),
-                )
-                .at(at),
-            );
+            out.push(shadowed_override(key, noun).at(at));
             continue;
         }
         if let Some(c) = claims.get(key.as_str()).filter(|c| c[0].item < named.len()) {
@@ -848,19 +904,32 @@ fn report_unused_overrides(
             continue;
         }
         if listed.covers(rules, key) {
-            let origins = named.iter().map(|n| n.candidate.name.as_str());
-            let mut d = Diagnostic::warning(
-                "naming::unmatched_override",
-                format!("override `{key}` matches no {noun} of the connected servers"),
-            )
-            .at(at);
-            if let Some(close) =
-                crate::diagnostic::did_you_mean(key.rsplit('/').next().unwrap_or(key), origins)
-            {
-                d = d.help(format!("did you mean `{close}`?"));
-            }
-            out.push(d);
+            out.push(unmatched_override(key, noun, named).at(at));
         }
+    }
+}
+
+/// A glob override that applies to nothing: a more specific key takes each item it matches.
+fn shadowed_override(key: &str, noun: &str) -> Diagnostic {
+    Diagnostic::warning(
+        "naming::shadowed_override",
+        format!(
+            "override `{key}` applies to no {noun}: a more specific key wins for every {noun} it matches"
+        ),
+    )
+}
+
+/// An override that matches no item of the servers listed, with a did-you-mean among their
+/// origin names.
+fn unmatched_override(key: &str, noun: &str, named: &[Named<'_>]) -> Diagnostic {
+    let d = Diagnostic::warning(
+        "naming::unmatched_override",
+        format!("override `{key}` matches no {noun} of the connected servers"),
+    );
+    let origins = named.iter().map(|n| n.candidate.name.as_str());
+    match did_you_mean(key.rsplit('/').next().unwrap_or(key), origins) {
+        Some(close) => d.help(format!("did you mean `{close}`?")),
+        None => d,
     }
 }
 
@@ -928,16 +997,7 @@ fn assemble(
                     }
                 }
                 Legacy::Listed => {
-                    let note = match schedule {
-                        Some(d) => format!(
-                            "[Deprecated — use \"{}\" with action \"{action}\"; this name stops working after {}]",
-                            plan.name, d.remove_after
-                        ),
-                        None => format!(
-                            "[Deprecated — use \"{}\" with action \"{action}\"]",
-                            plan.name
-                        ),
-                    };
+                    let note = legacy_note(plan.name, action, schedule);
                     let mut e = expose(rules, &named[item], Some(&note), shared_server);
                     e.member_of = member_of;
                     legacy_schedule(&mut e, schedule);
@@ -953,6 +1013,17 @@ fn assemble(
             .then_with(|| a.origin().cmp(&b.origin()))
     });
     exposed
+}
+
+/// The note that deprecates a listed member's own name, for action tool `name`'s `action`.
+fn legacy_note(name: &str, action: &str, schedule: Option<&crate::Deprecation>) -> String {
+    match schedule {
+        Some(d) => format!(
+            "[Deprecated — use \"{name}\" with action \"{action}\"; this name stops working after {}]",
+            d.remove_after
+        ),
+        None => format!("[Deprecated — use \"{name}\" with action \"{action}\"]"),
+    }
 }
 
 /// An action tool: the merged schema and description, the members' tags, and the members'
@@ -975,28 +1046,43 @@ fn expose_action(plan: &Plan<'_>, exposed: &[Option<Exposed>], shared_server: bo
             })
         })
         .collect();
-    let (mut aliases, mut hidden_aliases) = (Vec::new(), Vec::new());
-    let mut schedules = BTreeMap::new();
-    for alias in &plan.rule.aliases {
-        let list = if alias.hidden {
-            &mut hidden_aliases
-        } else {
-            &mut aliases
-        };
-        list.push(alias.name.as_str().to_owned());
-        if let Some(d) = &alias.deprecated {
-            schedules.insert(alias.name.as_str().to_owned(), d.clone());
-        }
-    }
+    let aliases = AliasNames::of(&plan.rule.aliases);
     let parts = ActionParts {
         name: plan.name.to_owned(),
         description: plan.rule.description.clone(),
         tags: plan.rule.tags.clone(),
-        aliases,
-        hidden_aliases,
-        deprecated: schedules,
+        aliases: aliases.listed,
+        hidden_aliases: aliases.hidden,
+        deprecated: aliases.schedules,
     };
     action_exposed(parts, members, shared_server)
+}
+
+/// The names an item's aliases give it, listed and hidden, and the schedules of those on their
+/// way out.
+#[derive(Default)]
+struct AliasNames {
+    listed: Vec<String>,
+    hidden: Vec<String>,
+    schedules: BTreeMap<String, crate::Deprecation>,
+}
+
+impl AliasNames {
+    /// The names `aliases` give an item.
+    fn of(aliases: &[crate::AliasRule]) -> Self {
+        let mut names = Self::default();
+        for alias in aliases {
+            let name = alias.name.as_str().to_owned();
+            if let Some(d) = &alias.deprecated {
+                names.schedules.insert(name.clone(), d.clone());
+            }
+            match alias.hidden {
+                true => names.hidden.push(name),
+                false => names.listed.push(name),
+            }
+        }
+        names
+    }
 }
 
 /// What an action tool has of its own rule: with its members, all it is made of.
@@ -1022,34 +1108,9 @@ fn action_exposed(parts: ActionParts, members: Vec<ActionMember>, shared_server:
     let merged = actions::merge(&parts.name, parts.description.as_deref(), &inputs);
     let mut tags: BTreeSet<Tag> = parts.tags.iter().cloned().collect();
     tags.extend(members.iter().flat_map(|m| m.tags.iter().cloned()));
-    let server_names: BTreeSet<&str> = members.iter().map(|m| m.server_name.as_str()).collect();
-    let server_name = match server_names.len() {
-        1 => server_names
-            .into_iter()
-            .next()
-            .unwrap_or("moniker")
-            .to_owned(),
-        _ => "moniker".to_owned(),
-    };
-    let description = match notices(&parts.deprecated, &parts.name) {
-        Some(notice) => format!("{notice} {}", merged.description),
-        None => merged.description,
-    };
-    let description = with_aliases_line(description, &parts.aliases);
-    let mut fields: IndexMap<String, Box<RawValue>> = IndexMap::new();
-    fields.insert("name".into(), raw_string(&parts.name));
-    fields.insert("description".into(), raw_string(&description));
-    let schema = serde_json::to_string(&merged.input_schema).unwrap_or_else(|_| "{}".to_owned());
-    fields.insert(
-        "inputSchema".into(),
-        RawValue::from_string(schema).unwrap_or_default(),
-    );
-    if let Some(annotations) = &merged.annotations {
-        fields.insert(
-            "annotations".into(),
-            serde_json::value::to_raw_value(annotations).unwrap_or_default(),
-        );
-    }
+    let server_name = members_server(&members);
+    let description = action_description(&parts, &merged.description);
+    let fields = action_fields(&parts.name, &description, &merged);
     let tags: Vec<Tag> = tags.into_iter().collect();
     let server = server_said(shared_server, &server_name);
     let definition = render(&fields, &parts.name, None, &parts.aliases, &tags, server);
@@ -1072,6 +1133,49 @@ fn action_exposed(parts: ActionParts, members: Vec<ActionMember>, shared_server:
         params: None,
         withheld: None,
     }
+}
+
+/// The server name an action tool's members share, else `moniker`.
+fn members_server(members: &[ActionMember]) -> String {
+    let names: BTreeSet<&str> = members.iter().map(|m| m.server_name.as_str()).collect();
+    match names.len() {
+        1 => names.into_iter().next().unwrap_or("moniker").to_owned(),
+        _ => "moniker".to_owned(),
+    }
+}
+
+/// An action tool's description: the notices of its names on their way out, its members'
+/// merged description, and the line of its aliases.
+fn action_description(parts: &ActionParts, merged: &str) -> String {
+    let description = match notices(&parts.deprecated, &parts.name) {
+        Some(notice) => format!("{notice} {merged}"),
+        None => merged.to_owned(),
+    };
+    with_aliases_line(description, &parts.aliases)
+}
+
+/// The fields of an action tool's definition: its name, its description, and its members'
+/// merged schema and hints.
+fn action_fields(
+    name: &str,
+    description: &str,
+    merged: &actions::Merged,
+) -> IndexMap<String, Box<RawValue>> {
+    let mut fields: IndexMap<String, Box<RawValue>> = IndexMap::new();
+    fields.insert("name".into(), raw_string(name));
+    fields.insert("description".into(), raw_string(description));
+    let schema = serde_json::to_string(&merged.input_schema).unwrap_or_else(|_| "{}".to_owned());
+    fields.insert(
+        "inputSchema".into(),
+        RawValue::from_string(schema).unwrap_or_default(),
+    );
+    if let Some(annotations) = &merged.annotations {
+        fields.insert(
+            "annotations".into(),
+            serde_json::value::to_raw_value(annotations).unwrap_or_default(),
+        );
+    }
+    fields
 }
 
 /// Action tool `item` as a toolset that selects only the members of `actions` offers it: its
@@ -1124,19 +1228,28 @@ fn parse_item(raw: &RawValue) -> Result<(String, IndexMap<String, Box<RawValue>>
 /// Strips the first matching prefix and parses `server__name`: (server name, base name).
 fn auto_name(rules: &Rules, server: &ServerId, origin: &str) -> (String, String) {
     let naming = &rules.naming;
-    let rest = naming
-        .strip_prefixes
+    let rest = strip_prefix(&naming.strip_prefixes, origin);
+    match split_server(rest, &naming.split) {
+        Some((left, right)) => (left.replace('_', "-"), right.to_owned()),
+        None => (server.as_str().to_owned(), rest.to_owned()),
+    }
+}
+
+/// `origin` without the first of `prefixes` it starts with.
+fn strip_prefix<'o>(prefixes: &[String], origin: &'o str) -> &'o str {
+    prefixes
         .iter()
         .find_map(|p| origin.strip_prefix(p.as_str()))
-        .unwrap_or(origin);
-    if !naming.split.is_empty() {
-        if let Some((left, right)) = rest.split_once(naming.split.as_str()) {
-            if !left.is_empty() && !right.is_empty() {
-                return (left.replace('_', "-"), right.to_owned());
-            }
-        }
+        .unwrap_or(origin)
+}
+
+/// `server__name` split at `split` (server name, base name), when both sides are there.
+fn split_server<'a>(name: &'a str, split: &str) -> Option<(&'a str, &'a str)> {
+    if split.is_empty() {
+        return None;
     }
-    (server.as_str().to_owned(), rest.to_owned())
+    name.split_once(split)
+        .filter(|(left, right)| !left.is_empty() && !right.is_empty())
 }
 
 fn origin_note(kind: Kind, n: &Named<'_>) -> String {
@@ -1149,6 +1262,9 @@ fn origin_note(kind: Kind, n: &Named<'_>) -> String {
     )
 }
 
+/// A name more than one item claims (`claims`): a note on each claim, and what to change, the
+/// aliases or the names (`taken`: every name claimed; `suggested`: the new names suggested so
+/// far, this one's added).
 fn duplicate(
     claimed: Claimed<'_>,
     name: &str,
@@ -1172,53 +1288,28 @@ fn duplicate(
             .checked_sub(named.len())
             .and_then(|p| plans.get(p))
         {
-            let Source::Config(at) = &claim.source else {
-                continue;
-            };
-            let what = if claim.alias {
-                format!("an alias of the action tool `{}`", plan.name)
-            } else {
-                "the action tool".to_owned()
-            };
-            d = d.note(format!("`{name}` as {what}, at `{at}`"));
-            if d.config_path.is_none() {
-                d = d.at(at.clone());
+            if let Source::Config(at) = &claim.source {
+                d = placed(d.note(action_claim_note(name, plan, claim.alias, at)), at);
+                removals.push(format!("rename the action tool or its alias at `{at}`"));
             }
-            removals.push(format!("rename the action tool or its alias at `{at}`"));
             continue;
         }
         let n = &named[claim.item];
         if claim.alias {
-            let Source::Config(at) = &claim.source else {
-                continue;
-            };
-            d = d.note(format!(
-                "`{name}` as an alias of {} `{}` from server `{}`, at `{at}`",
-                kind.noun(),
-                n.name,
-                n.candidate.server
-            ));
-            if d.config_path.is_none() {
-                d = d.at(at.clone());
+            if let Source::Config(at) = &claim.source {
+                d = placed(d.note(alias_claim_note(kind, name, n, at)), at);
+                removals.push(format!("remove or rename the alias at `{at}`"));
             }
-            removals.push(format!("remove or rename the alias at `{at}`"));
         } else {
             d = d.note(format!(
                 "`{name}` from server `{}` (origin `{}`)",
                 n.candidate.server, n.candidate.name
             ));
             if claim.source == Source::Derived {
-                d.contested.push(crate::Contested {
-                    section: kind.section(),
-                    server: n.candidate.server.as_str().to_owned(),
-                    origin: n.candidate.name.clone(),
-                    name: name.to_owned(),
-                });
+                d.contested.push(contested(kind, n, name));
             }
             if let Source::Config(at) = &claim.source {
-                if d.config_path.is_none() {
-                    d = d.at(at.clone());
-                }
+                d = placed(d, at);
             }
             let fix = fix_name(name, n, taken, suggested);
             suggested.insert(fix.clone());
@@ -1230,6 +1321,44 @@ fn duplicate(
         // Only aliases collide with one name: the aliases are what to change.
         (0 | 1, true) => d.help(removals.join("; ")),
         _ => d.with_fix(renames(kind, &fixes)),
+    }
+}
+
+/// `d` placed at `at`, unless it has a place already.
+fn placed(d: Diagnostic, at: &str) -> Diagnostic {
+    match d.config_path {
+        None => d.at(at),
+        Some(_) => d,
+    }
+}
+
+/// The note of action tool `plan`'s claim on `name` (its own name, or an `alias`), at `at`.
+fn action_claim_note(name: &str, plan: &Plan<'_>, alias: bool, at: &str) -> String {
+    let what = if alias {
+        format!("an alias of the action tool `{}`", plan.name)
+    } else {
+        "the action tool".to_owned()
+    };
+    format!("`{name}` as {what}, at `{at}`")
+}
+
+/// The note of an alias of item `n` that claims `name`, at `at`.
+fn alias_claim_note(kind: Kind, name: &str, n: &Named<'_>, at: &str) -> String {
+    format!(
+        "`{name}` as an alias of {} `{}` from server `{}`, at `{at}`",
+        kind.noun(),
+        n.name,
+        n.candidate.server
+    )
+}
+
+/// Item `n`'s derived name, contested as `name`: the fix renames it there.
+fn contested(kind: Kind, n: &Named<'_>, name: &str) -> crate::Contested {
+    crate::Contested {
+        section: kind.section(),
+        server: n.candidate.server.as_str().to_owned(),
+        origin: n.candidate.name.clone(),
+        name: name.to_owned(),
     }
 }
 
@@ -1257,10 +1386,7 @@ fn taken_by_rule(d: Diagnostic, name: &str, source: &Source) -> Diagnostic {
             let d = d.note(format!(
                 "`{name}` is the config's, at `{at}`, for an item not listed now: its name is taken"
             ));
-            match d.config_path {
-                None => d.at(at.clone()),
-                Some(_) => d,
-            }
+            placed(d, at)
         }
         _ => d.note(format!(
             "`{name}` is moniker's own tool (toolset management's or search mode's): its name is taken"
@@ -1280,11 +1406,7 @@ fn fix_name(
 ) -> String {
     let free = |fix: &str| fix != name && !taken.contains(fix) && !suggested.contains(fix);
     let words = |server: &str| server.replace(['-', '.'], "_");
-    let short: Vec<&str> = n
-        .server_name
-        .split(['-', '.', '_'])
-        .filter(|w| !w.is_empty() && !matches!(*w, "mcp" | "server"))
-        .collect();
+    let short = particular_words(&n.server_name);
     let candidates = [
         (!short.is_empty()).then(|| format!("{}_{}", short.join("_"), n.base)),
         Some(format!("{}_{}", words(&n.server_name), n.base)),
@@ -1296,6 +1418,19 @@ fn fix_name(
         return first;
     }
     let candidate = candidates.find(|c| free(c)).unwrap_or(first);
+    numbered(candidate, free)
+}
+
+/// The words of a server's name that name it in particular: not `mcp`, not `server`.
+fn particular_words(server_name: &str) -> Vec<&str> {
+    server_name
+        .split(['-', '.', '_'])
+        .filter(|w| !w.is_empty() && !matches!(*w, "mcp" | "server"))
+        .collect()
+}
+
+/// `candidate`, numbered (`_2`, `_3`, ...) until it is `free`.
+fn numbered(candidate: String, free: impl Fn(&str) -> bool) -> String {
     let mut fix = candidate.clone();
     let mut i = 2;
     while !free(&fix) {
@@ -1326,52 +1461,33 @@ fn renames(kind: Kind, list: &[(&Named<'_>, String)]) -> Vec<Rename> {
 
 /// A name that fits: characters outside the portable set become `_`, and it is cut to length.
 fn suggest_short(name: &str, max: usize) -> String {
-    let cleaned: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let mut cut: String = cleaned.chars().take(max.max(1)).collect();
+    let mut cut: String = name.chars().map(portable).take(max.max(1)).collect();
     if cut.is_empty() {
         cut.push('x');
     }
     cut
 }
 
+/// `c` when a name may hold it anywhere, else `_`.
+fn portable(c: char) -> char {
+    if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+        c
+    } else {
+        '_'
+    }
+}
+
 fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>, shared_server: bool) -> Exposed {
-    let mut tags: BTreeSet<Tag> = BTreeSet::new();
-    if let Some(server) = rules.servers.get(n.candidate.server) {
-        tags.extend(server.tags.iter().cloned());
-    }
-    if let Some(server_tags) = rules.server_tags.get(&n.server_name) {
-        tags.extend(server_tags.iter().cloned());
-    }
-    let (mut aliases, mut hidden_aliases) = (Vec::new(), Vec::new());
-    let mut schedules = BTreeMap::new();
-    if let Some(rule) = n.rule {
-        tags.extend(rule.tags.iter().cloned());
-        for alias in &rule.aliases {
-            if alias.hidden {
-                hidden_aliases.push(alias.name.as_str().to_owned());
-            } else {
-                aliases.push(alias.name.as_str().to_owned());
-            }
-            if let Some(d) = &alias.deprecated {
-                schedules.insert(alias.name.as_str().to_owned(), d.clone());
-            }
-        }
-    }
-    let tags: Vec<Tag> = tags.into_iter().collect();
-    let notices = notices(&schedules, &n.name);
-    let deprecated = match (deprecated, notices) {
-        (Some(note), Some(more)) => Some(format!("{note} {more}")),
-        (note, more) => note.map(str::to_owned).or(more),
-    };
+    let tags = tags_of(rules, n);
+    let AliasNames {
+        listed: aliases,
+        hidden: hidden_aliases,
+        schedules,
+    } = n
+        .rule
+        .map(|r| AliasNames::of(&r.aliases))
+        .unwrap_or_default();
+    let deprecated = deprecation_note(deprecated, notices(&schedules, &n.name));
     let description = describe(n, &aliases, deprecated.as_deref());
     let shaped = &n.shaped;
     let definition = definition::rewrite(
@@ -1401,6 +1517,24 @@ fn expose(rules: &Rules, n: &Named<'_>, deprecated: Option<&str>, shared_server:
         definition,
         params: (!shaped.params.is_empty()).then(|| std::sync::Arc::new(shaped.params.clone())),
         withheld: None,
+    }
+}
+
+/// The tags of item `n`: its server's, its server name's and its override's, once each.
+fn tags_of(rules: &Rules, n: &Named<'_>) -> Vec<Tag> {
+    let server = rules.servers.get(n.candidate.server).map(|s| &s.tags);
+    let server_name = rules.server_tags.get(&n.server_name);
+    let rule = n.rule.map(|r| &r.tags);
+    let all = [server, server_name, rule].into_iter().flatten().flatten();
+    let tags: BTreeSet<&Tag> = all.collect();
+    tags.into_iter().cloned().collect()
+}
+
+/// An item's deprecation note: its action tool's (`deprecated`), then its aliases' `notices`.
+fn deprecation_note(deprecated: Option<&str>, notices: Option<String>) -> Option<String> {
+    match (deprecated, notices) {
+        (Some(note), Some(more)) => Some(format!("{note} {more}")),
+        (note, more) => note.map(str::to_owned).or(more),
     }
 }
 
@@ -1435,11 +1569,7 @@ fn describe(n: &Named<'_>, aliases: &[String], deprecated: Option<&str>) -> Opti
     }
     let base = match replaced {
         Some(text) => text,
-        None => match n.candidate.fields.get("description") {
-            // A description that is not a string is the server's business: leave it.
-            Some(raw) => serde_json::from_str::<String>(raw.get()).ok()?,
-            None => String::new(),
-        },
+        None => origin_description(n)?,
     };
     let base = match deprecated {
         Some(note) if base.is_empty() => note.to_owned(),
@@ -1447,6 +1577,15 @@ fn describe(n: &Named<'_>, aliases: &[String], deprecated: Option<&str>) -> Opti
         None => base,
     };
     Some(with_aliases_line(base, aliases))
+}
+
+/// The origin's description (empty when it has none); `None` when it is not a string: that is
+/// the server's business, and it is left as it is.
+fn origin_description(n: &Named<'_>) -> Option<String> {
+    match n.candidate.fields.get("description") {
+        Some(raw) => serde_json::from_str::<String>(raw.get()).ok(),
+        None => Some(String::new()),
+    }
 }
 
 /// The origin definition, field order kept, with `name` and `description` rewritten and the

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use crate::diagnostic::{Diagnostic, did_you_mean, short};
 use crate::names::{ServerId, Tag};
 pub use crate::rules::{ToolsetRule, Toolsets};
-use crate::surface::{Exposed, Resolved, Route, Surface, Via};
+use crate::surface::{ActionMember, ActionRoute, Exposed, Resolved, Route, Surface, Via};
 use crate::vocab::{Kind, Seg, path};
 
 pub use crate::definition::with_extra_aliases;
@@ -63,18 +63,21 @@ pub fn resource_bound(name: &str, sets: &BTreeMap<String, ToolsetRule>) -> Tools
     if !errors.is_empty() {
         return ToolsetRule::default();
     }
-    let mut resources: Vec<String> = Vec::new();
-    for (_, member) in members {
-        for r in &member.resources {
-            if !resources.contains(r) {
-                resources.push(r.clone());
-            }
-        }
-    }
     ToolsetRule {
-        resources,
+        resources: resources_of(&members),
         ..ToolsetRule::default()
     }
+}
+
+/// The `resources` of every toolset of `members`, each once, in their order.
+fn resources_of(members: &[(&str, &ToolsetRule)]) -> Vec<String> {
+    let mut resources: Vec<String> = Vec::new();
+    for r in members.iter().flat_map(|(_, member)| &member.resources) {
+        if !resources.contains(r) {
+            resources.push(r.clone());
+        }
+    }
+    resources
 }
 
 impl ToolsetRule {
@@ -111,18 +114,19 @@ fn slug(text: &str, min: usize) -> bool {
 /// The alias a user probably meant: lowercase, other characters as `_`, cut to 64. `None`
 /// when nothing valid comes out of it or it is what was written.
 pub fn alias_fix(alias: &str) -> Option<String> {
-    let fixed: String = alias
-        .trim()
-        .chars()
-        .map(|c| match c {
-            'a'..='z' | '0'..='9' | '_' | '-' => c,
-            'A'..='Z' => c.to_ascii_lowercase(),
-            _ => '_',
-        })
-        .collect();
+    let fixed: String = alias.trim().chars().map(alias_char).collect();
     let fixed = fixed.trim_start_matches(['_', '-']);
     let fixed: String = fixed.chars().take(64).collect();
     (fixed != alias && valid_alias(&fixed)).then_some(fixed)
+}
+
+/// `c` as an alias may hold it: lowercase, and `_` for a character it may not hold.
+fn alias_char(c: char) -> char {
+    match c {
+        'a'..='z' | '0'..='9' | '_' | '-' => c,
+        'A'..='Z' => c.to_ascii_lowercase(),
+        _ => '_',
+    }
 }
 
 /// What a toolset exposes, resolved against a surface.
@@ -185,6 +189,15 @@ impl Selection {
         }
     }
 
+    /// The toolset's own aliases of tool `name`.
+    fn aliases_of(&self, name: &str) -> Vec<String> {
+        self.aliases
+            .iter()
+            .filter(|(_, canonical)| *canonical == name)
+            .map(|(alias, _)| alias.clone())
+            .collect()
+    }
+
     /// The servers the selected routes go to: what a session with this toolset reaches
     /// through its tools and prompts.
     pub fn servers<'a>(&'a self, surface: &'a Surface) -> BTreeSet<&'a ServerId> {
@@ -227,18 +240,23 @@ pub fn select(
     let gathered = gather(surface, &members);
     let mut selection = gathered.selection;
     let mut seen = BTreeSet::new();
-    for problem in gathered.problems {
-        let entry = match problem.kind {
-            ProblemKind::Unknown(reference) => reference.to_owned(),
-            ProblemKind::Alias => problem.diagnostic.message,
-            ProblemKind::Param if problem.diagnostic.is_error() => problem.diagnostic.message,
-            ProblemKind::Param => continue,
-        };
+    for entry in gathered.problems.into_iter().filter_map(stale_entry) {
         if seen.insert(entry.clone()) {
             selection.stale.push(entry);
         }
     }
     Ok(selection)
+}
+
+/// What [`select`] says is left out for `problem`: the reference as written, an alias's
+/// sentence, a parameter rule's error; `None` for a parameter rule's warning.
+fn stale_entry(problem: Problem<'_>) -> Option<String> {
+    match problem.kind {
+        ProblemKind::Unknown(reference) => Some(reference.to_owned()),
+        ProblemKind::Alias => Some(problem.diagnostic.message),
+        ProblemKind::Param if problem.diagnostic.is_error() => Some(problem.diagnostic.message),
+        ProblemKind::Param => None,
+    }
 }
 
 /// What `build-toolset` (and `check`) refuse in toolset `name` written as `rule`, whether or
@@ -254,22 +272,9 @@ pub fn validate(
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     if !valid_name(name) {
-        out.push(
-            Diagnostic::error(
-                codes::INVALID_NAME,
-                format!("toolset name `{}` {NAME_RULE}", short(name)),
-            )
-            .at(path(&[Seg::Key("toolsets"), Seg::Key(name)])),
-        );
+        out.push(invalid_name(name));
     } else if RESERVED.contains(&name) {
-        out.push(
-            Diagnostic::error(
-                codes::INVALID_NAME,
-                format!("toolset name `{name}` is reserved: `toolsets.{name}` is a setting"),
-            )
-            .at(path(&[Seg::Key("toolsets"), Seg::Key(name)]))
-            .help("choose another name"),
-        );
+        out.push(reserved_name(name));
     }
     let (members, errors) = closure(name, rule, sets);
     out.extend(errors);
@@ -282,6 +287,25 @@ pub fn validate(
             .map(|p| p.diagnostic),
     );
     out
+}
+
+/// A toolset name that breaks [`NAME_RULE`].
+fn invalid_name(name: &str) -> Diagnostic {
+    Diagnostic::error(
+        codes::INVALID_NAME,
+        format!("toolset name `{}` {NAME_RULE}", short(name)),
+    )
+    .at(path(&[Seg::Key("toolsets"), Seg::Key(name)]))
+}
+
+/// A toolset name that is one of the section's settings ([`RESERVED`]).
+fn reserved_name(name: &str) -> Diagnostic {
+    Diagnostic::error(
+        codes::INVALID_NAME,
+        format!("toolset name `{name}` is reserved: `toolsets.{name}` is a setting"),
+    )
+    .at(path(&[Seg::Key("toolsets"), Seg::Key(name)]))
+    .help("choose another name")
 }
 
 /// An exposed name or alias, within the selection: the toolset's own aliases first (as
@@ -303,11 +327,7 @@ pub fn resolve<'a>(
         }
     }
     let resolved = surface.resolve(kind, name)?;
-    let selected = match kind {
-        Kind::Tool => &selection.tools,
-        Kind::Prompt => &selection.prompts,
-    };
-    selected
+    selected(selection, kind)
         .contains(&resolved.exposed.name)
         .then_some(resolved)
 }
@@ -341,10 +361,7 @@ pub fn entries<'a>(
     selection: &'a Selection,
     kind: Kind,
 ) -> impl Iterator<Item = (&'a Exposed, Cow<'a, RawValue>)> + 'a {
-    let selected = match kind {
-        Kind::Tool => &selection.tools,
-        Kind::Prompt => &selection.prompts,
-    };
+    let selected = selected(selection, kind);
     surface
         .listed(kind)
         .filter(|e| selected.contains(&e.name))
@@ -355,12 +372,7 @@ pub fn entries<'a>(
 /// toolset's aliases of it added.
 pub fn entry<'a>(selection: &'a Selection, kind: Kind, item: &'a Exposed) -> Cow<'a, RawValue> {
     let aliases: Vec<String> = match kind {
-        Kind::Tool => selection
-            .aliases
-            .iter()
-            .filter(|(_, canonical)| **canonical == item.name)
-            .map(|(alias, _)| alias.clone())
-            .collect(),
+        Kind::Tool => selection.aliases_of(&item.name),
         Kind::Prompt => Vec::new(),
     };
     let definition = match (
@@ -396,19 +408,16 @@ fn unknown_toolset(
     match did_you_mean(name, names) {
         Some(close) => d = d.help(format!("did you mean `{close}`?")),
         None if sets.is_empty() && extra.is_none() => d = d.help("no toolsets are defined"),
-        None => {
-            let all: Vec<String> = sets
-                .keys()
-                .map(String::as_str)
-                .chain(extra)
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .map(|n| format!("`{n}`"))
-                .collect();
-            d = d.help(format!("toolsets: {}", all.join(", ")));
-        }
+        None => d = d.help(format!("toolsets: {}", every_toolset(sets, extra))),
     }
     d
+}
+
+/// The names of every toolset of `sets` and `extra`, sorted, each quoted.
+fn every_toolset(sets: &BTreeMap<String, ToolsetRule>, extra: Option<&str>) -> String {
+    let all: BTreeSet<&str> = sets.keys().map(String::as_str).chain(extra).collect();
+    let all: Vec<String> = all.into_iter().map(|n| format!("`{n}`")).collect();
+    all.join(", ")
 }
 
 /// Toolset `name` (as `rule`) and every toolset it includes, each once, in depth-first order;
@@ -440,34 +449,12 @@ fn closure<'a>(
         if let Some(top) = stack.last_mut() {
             top.2 += 1;
         }
-        let at = path(&[
-            Seg::Key("toolsets"),
-            Seg::Key(current),
-            Seg::Key("include"),
-            Seg::Index(i),
-        ]);
+        let at = include_path(current, i);
         match state.get(include.as_str()) {
             Some(true) => {}
             Some(false) => {
-                let from = stack
-                    .iter()
-                    .position(|(n, _, _)| *n == include)
-                    .unwrap_or(0);
-                let mut cycle: Vec<&str> = stack[from..].iter().map(|(n, _, _)| *n).collect();
-                cycle.push(include);
-                let message = if cycle.len() == 2 {
-                    format!("toolset `{current}` includes itself")
-                } else {
-                    format!(
-                        "toolset `{include}` includes itself through `{current}`: {}",
-                        cycle.join(" -> ")
-                    )
-                };
-                errors.push(
-                    Diagnostic::error(codes::INCLUDE_CYCLE, message)
-                        .at(at)
-                        .help("remove one `include` of the cycle"),
-                );
+                let on_stack: Vec<&str> = stack.iter().map(|(n, _, _)| *n).collect();
+                errors.push(include_cycle(&on_stack, include).at(at));
             }
             None => match lookup(include) {
                 Some((n, r)) => {
@@ -475,18 +462,52 @@ fn closure<'a>(
                     members.push((n, r));
                     stack.push((n, r, 0));
                 }
-                None => {
-                    let mut d = unknown_toolset(include, sets, Some(name));
-                    d.message = format!(
-                        "toolset `{current}` includes `{}`, which is not a toolset",
-                        short(include)
-                    );
-                    errors.push(d.at(at));
-                }
+                None => errors.push(unknown_include(current, include, sets, name).at(at)),
             },
         }
     }
     (members, errors)
+}
+
+/// The config path of include `i` of toolset `name`.
+fn include_path(name: &str, i: usize) -> String {
+    path(&[
+        Seg::Key("toolsets"),
+        Seg::Key(name),
+        Seg::Key("include"),
+        Seg::Index(i),
+    ])
+}
+
+/// The last toolset of `stack` (the includes being followed, the first asked for first)
+/// includes `include`, which is on it: a cycle.
+fn include_cycle(stack: &[&str], include: &str) -> Diagnostic {
+    let current = stack.last().copied().unwrap_or(include);
+    let from = stack.iter().position(|n| *n == include).unwrap_or(0);
+    let cycle = [&stack[from..], &[include]].concat();
+    let message = if cycle.len() == 2 {
+        format!("toolset `{current}` includes itself")
+    } else {
+        let cycle = cycle.join(" -> ");
+        format!("toolset `{include}` includes itself through `{current}`: {cycle}")
+    };
+    Diagnostic::error(codes::INCLUDE_CYCLE, message).help("remove one `include` of the cycle")
+}
+
+/// Toolset `current` includes `include`, which is not a toolset (`asked`: the one asked for,
+/// which may not be among `sets` yet).
+fn unknown_include(
+    current: &str,
+    include: &str,
+    sets: &BTreeMap<String, ToolsetRule>,
+    asked: &str,
+) -> Diagnostic {
+    let mut d = unknown_toolset(include, sets, Some(asked));
+    d.message = format!(
+        "toolset `{current}` includes `{}`, which is not a toolset",
+        short(include)
+    );
+    d
 }
 
 enum ProblemKind<'a> {
@@ -504,6 +525,17 @@ struct Problem<'a> {
     /// The toolsets whose entries are involved.
     owners: Vec<&'a str>,
     diagnostic: Diagnostic,
+}
+
+impl<'a> Problem<'a> {
+    /// A problem of one toolset's entry.
+    fn of(kind: ProblemKind<'a>, owner: &'a str, diagnostic: Diagnostic) -> Self {
+        Self {
+            kind,
+            owners: vec![owner],
+            diagnostic,
+        }
+    }
 }
 
 struct Gathered<'a> {
@@ -560,36 +592,44 @@ fn select_references<'a>(
 ) {
     for (kind, references) in [(Kind::Tool, &rule.tools), (Kind::Prompt, &rule.prompts)] {
         for (i, reference) in references.iter().enumerate() {
-            let matched: Vec<String> = if crate::rules::is_glob(reference) {
-                surface
-                    .listed(kind)
-                    .filter(|e| crate::rules::glob_matches(reference, &e.name))
-                    .map(|e| e.name.clone())
-                    .collect()
-            } else {
-                surface
-                    .resolve(kind, reference)
-                    .map(|r| r.exposed.name.clone())
-                    .into_iter()
-                    .collect()
-            };
+            let matched = matching(surface, kind, reference);
             if !matched.is_empty() {
                 selected_mut(selection, kind).extend(matched);
                 continue;
             }
-            let at = path(&[
-                Seg::Key("toolsets"),
-                Seg::Key(owner),
-                Seg::Key(kind.section()),
-                Seg::Index(i),
-            ]);
-            problems.push(Problem {
-                kind: ProblemKind::Unknown(reference),
-                owners: vec![owner],
-                diagnostic: unknown_reference(surface, owner, kind, reference).at(at),
-            });
+            let at = reference_path(owner, kind, i);
+            let d = unknown_reference(surface, owner, kind, reference).at(at);
+            problems.push(Problem::of(ProblemKind::Unknown(reference), owner, d));
         }
     }
+}
+
+/// The exposed names of `kind` that `reference` selects: a glob, every listed one it matches;
+/// else the one it resolves to.
+fn matching(surface: &Surface, kind: Kind, reference: &str) -> Vec<String> {
+    if crate::rules::is_glob(reference) {
+        surface
+            .listed(kind)
+            .filter(|e| crate::rules::glob_matches(reference, &e.name))
+            .map(|e| e.name.clone())
+            .collect()
+    } else {
+        surface
+            .resolve(kind, reference)
+            .map(|r| r.exposed.name.clone())
+            .into_iter()
+            .collect()
+    }
+}
+
+/// The config path of reference `i` of `kind` in toolset `owner`.
+fn reference_path(owner: &str, kind: Kind, i: usize) -> String {
+    path(&[
+        Seg::Key("toolsets"),
+        Seg::Key(owner),
+        Seg::Key(kind.section()),
+        Seg::Index(i),
+    ])
 }
 
 /// The tools and prompts a member's tag expression selects. An action tool carries the union
@@ -604,11 +644,10 @@ fn select_tagged(
         for item in surface.listed(kind) {
             match &item.route {
                 Route::Action(route) => {
-                    let chosen = route.members.iter().filter(|m| {
-                        let mut own: Vec<Tag> = m.tags.clone();
-                        own.extend(route.rule_tags.iter().cloned());
-                        tags.matches(&own)
-                    });
+                    let chosen = route
+                        .members
+                        .iter()
+                        .filter(|m| member_matches(tags, route, m));
                     for member in chosen {
                         partial
                             .entry(item.name.clone())
@@ -625,6 +664,13 @@ fn select_tagged(
     }
 }
 
+/// Whether an action tool's `member` matches `tags`, with its own tags and the action tool's.
+fn member_matches(tags: &TagExpr, route: &ActionRoute, member: &ActionMember) -> bool {
+    let mut own: Vec<Tag> = member.tags.clone();
+    own.extend(route.rule_tags.iter().cloned());
+    tags.matches(&own)
+}
+
 /// A member's alias `alias` for the tool `key`, which it selects when it is known:
 /// `Ok(None)` when the alias is already the tool's name or alias, a problem when the tool is
 /// unknown or the alias is not one or shadows another name.
@@ -638,11 +684,8 @@ fn alias_entry<'a>(
     segs.push(Seg::Key(key));
     let at = path(&segs);
     let Some(resolved) = surface.resolve(Kind::Tool, key) else {
-        return Err(Box::new(Problem {
-            kind: ProblemKind::Unknown(key),
-            owners: vec![owner],
-            diagnostic: unknown_reference(surface, owner, Kind::Tool, key).at(at),
-        }));
+        let d = unknown_reference(surface, owner, Kind::Tool, key).at(at);
+        return Err(Box::new(Problem::of(ProblemKind::Unknown(key), owner, d)));
     };
     let canonical = resolved.exposed.name.clone();
     selection.tools.insert(canonical.clone());
@@ -651,42 +694,48 @@ fn alias_entry<'a>(
         short(alias)
     );
     if !valid_alias(alias) {
-        let mut d = Diagnostic::error(codes::ALIAS, format!("{what} {ALIAS_RULE}"))
-            .at(at)
-            .note("lowercase letters, digits, `_` and `-`, 2 to 64 characters, starting with a letter or digit");
-        if let Some(fix) = alias_fix(alias) {
-            d = d.help(format!("did you mean `{fix}`?"));
-        }
-        return Err(Box::new(Problem {
-            kind: ProblemKind::Alias,
-            owners: vec![owner],
-            diagnostic: d,
-        }));
+        let d = invalid_alias(&what, alias).at(at);
+        return Err(Box::new(Problem::of(ProblemKind::Alias, owner, d)));
     }
-    let shadowed = match surface.resolve(Kind::Tool, alias) {
-        Some(r) if r.exposed.name == canonical => return Ok(None),
-        Some(r) if r.exposed.name == *alias => Some(format!("tool `{alias}`")),
-        Some(r) => Some(format!("`{alias}`, an alias of tool `{}`", r.exposed.name)),
-        None if MANAGEMENT_TOOLS.contains(&alias) => Some(format!("moniker's tool `{alias}`")),
-        None => None,
-    };
-    match shadowed {
-        Some(shadowed) => Err(Box::new(Problem {
-            kind: ProblemKind::Alias,
-            owners: vec![owner],
-            diagnostic: Diagnostic::error(
-                codes::ALIAS_SHADOWS,
-                format!("{what} shadows {shadowed}"),
-            )
-            .at(at)
-            .help("choose an alias that no tool is named or aliased"),
-        })),
+    let named = surface.resolve(Kind::Tool, alias).map(|r| r.exposed);
+    if named.is_some_and(|tool| tool.name == canonical) {
+        return Ok(None);
+    }
+    match shadowed(named, alias) {
+        Some(shadowed) => {
+            let d = Diagnostic::error(codes::ALIAS_SHADOWS, format!("{what} shadows {shadowed}"))
+                .at(at)
+                .help("choose an alias that no tool is named or aliased");
+            Err(Box::new(Problem::of(ProblemKind::Alias, owner, d)))
+        }
         None => Ok(Some(AliasEntry {
             owner,
             key,
             alias,
             canonical,
         })),
+    }
+}
+
+/// An alias (`what` says which) that breaks [`ALIAS_RULE`], with the alias meant when one is
+/// clear.
+fn invalid_alias(what: &str, alias: &str) -> Diagnostic {
+    let d = Diagnostic::error(codes::ALIAS, format!("{what} {ALIAS_RULE}"))
+        .note("lowercase letters, digits, `_` and `-`, 2 to 64 characters, starting with a letter or digit");
+    match alias_fix(alias) {
+        Some(fix) => d.help(format!("did you mean `{fix}`?")),
+        None => d,
+    }
+}
+
+/// What `alias` would shadow (`named`: the tool it names now, by its name or an alias of
+/// it): that tool's name or alias, or moniker's own tool.
+fn shadowed(named: Option<&Exposed>, alias: &str) -> Option<String> {
+    match named {
+        Some(tool) if tool.name == *alias => Some(format!("tool `{alias}`")),
+        Some(tool) => Some(format!("`{alias}`, an alias of tool `{}`", tool.name)),
+        None if MANAGEMENT_TOOLS.contains(&alias) => Some(format!("moniker's tool `{alias}`")),
+        None => None,
     }
 }
 
@@ -709,27 +758,8 @@ fn settle_aliases<'a>(
                 .insert(alias.to_owned(), claims[0].canonical.clone());
             continue;
         }
-        let list: Vec<String> = tools.iter().map(|t| format!("`{t}`")).collect();
-        let first = claims[0];
-        let mut segs = toolset_path(first.owner, "aliases");
-        segs.push(Seg::Key(first.key));
-        let mut d = Diagnostic::error(
-            codes::DUPLICATE_ALIAS,
-            format!(
-                "alias `{alias}` is given to {} tools in toolset `{}`: {}",
-                tools.len(),
-                members.first().map_or(first.owner, |m| m.0),
-                list.join(", ")
-            ),
-        )
-        .at(path(&segs))
-        .help("an alias names one tool: rename or remove all but one");
-        for claim in &claims {
-            d = d.note(format!(
-                "`{}` for `{}` (written as `{}`) in toolset `{}`",
-                alias, claim.canonical, claim.key, claim.owner
-            ));
-        }
+        let asked = members.first().map_or(claims[0].owner, |m| m.0);
+        let d = alias_given_twice(alias, &tools, &claims, asked);
         let mut owners: Vec<&str> = claims.iter().map(|c| c.owner).collect();
         owners.dedup();
         problems.push(Problem {
@@ -738,6 +768,36 @@ fn settle_aliases<'a>(
             diagnostic: d,
         });
     }
+}
+
+/// Alias `alias`, given to each of `tools` (by `claims`, the first where it is placed) in
+/// toolset `asked` and its includes.
+fn alias_given_twice(
+    alias: &str,
+    tools: &BTreeSet<&str>,
+    claims: &[&AliasEntry<'_>],
+    asked: &str,
+) -> Diagnostic {
+    let list: Vec<String> = tools.iter().map(|t| format!("`{t}`")).collect();
+    let mut segs = toolset_path(claims[0].owner, "aliases");
+    segs.push(Seg::Key(claims[0].key));
+    let mut d = Diagnostic::error(
+        codes::DUPLICATE_ALIAS,
+        format!(
+            "alias `{alias}` is given to {} tools in toolset `{asked}`: {}",
+            tools.len(),
+            list.join(", ")
+        ),
+    )
+    .at(path(&segs))
+    .help("an alias names one tool: rename or remove all but one");
+    for claim in claims {
+        d = d.note(format!(
+            "`{}` for `{}` (written as `{}`) in toolset `{}`",
+            alias, claim.canonical, claim.key, claim.owner
+        ));
+    }
+    d
 }
 
 /// The toolsets' own parameter rules, over the tools they reshape: the first toolset (the one
@@ -751,19 +811,10 @@ fn reshape<'a>(
 ) {
     for &(owner, rule) in members {
         for (reference, rules) in &rule.params {
-            let at = |param: Option<&str>| {
-                let mut segs = toolset_path(owner, "params");
-                segs.push(Seg::Key(reference));
-                segs.extend(param.map(Seg::Key));
-                path(&segs)
-            };
+            let at = |param: Option<&str>| params_path(owner, reference, param);
             let Some(resolved) = surface.resolve(Kind::Tool, reference) else {
-                problems.push(Problem {
-                    kind: ProblemKind::Unknown(reference),
-                    owners: vec![owner],
-                    diagnostic: unknown_reference(surface, owner, Kind::Tool, reference)
-                        .at(at(None)),
-                });
+                let d = unknown_reference(surface, owner, Kind::Tool, reference).at(at(None));
+                problems.push(Problem::of(ProblemKind::Unknown(reference), owner, d));
                 continue;
             };
             let tool = resolved.exposed;
@@ -771,24 +822,10 @@ fn reshape<'a>(
                 continue;
             }
             let mut param_problem = |diagnostic: Diagnostic| {
-                problems.push(Problem {
-                    kind: ProblemKind::Param,
-                    owners: vec![owner],
-                    diagnostic,
-                });
+                problems.push(Problem::of(ProblemKind::Param, owner, diagnostic));
             };
             if !matches!(tool.route, Route::Origin(_)) {
-                param_problem(
-                    Diagnostic::error(
-                        "toolsets::params",
-                        format!(
-                            "toolset `{owner}` gives parameter rules to action tool `{}`",
-                            tool.name
-                        ),
-                    )
-                    .at(at(None))
-                    .help("give them to its members' overrides under `tools`"),
-                );
+                param_problem(params_of_action(owner, &tool.name).at(at(None)));
                 continue;
             }
             let fields: indexmap::IndexMap<String, Box<RawValue>> =
@@ -816,6 +853,23 @@ fn reshape<'a>(
             );
         }
     }
+}
+
+/// The config path of toolset `owner`'s parameter rules for tool `reference`, or of one of them.
+fn params_path(owner: &str, reference: &str, param: Option<&str>) -> String {
+    let mut segs = toolset_path(owner, "params");
+    segs.push(Seg::Key(reference));
+    segs.extend(param.map(Seg::Key));
+    path(&segs)
+}
+
+/// Toolset `owner` gives parameter rules to action tool `tool`: they are its members' to have.
+fn params_of_action(owner: &str, tool: &str) -> Diagnostic {
+    Diagnostic::error(
+        "toolsets::params",
+        format!("toolset `{owner}` gives parameter rules to action tool `{tool}`"),
+    )
+    .help("give them to its members' overrides under `tools`")
 }
 
 /// Adds the action tools of `partial` to the selection: whole when every member is selected
@@ -850,6 +904,14 @@ fn narrow(
                 },
             );
         }
+    }
+}
+
+/// The canonical names of `kind` the selection has.
+fn selected(selection: &Selection, kind: Kind) -> &BTreeSet<String> {
+    match kind {
+        Kind::Tool => &selection.tools,
+        Kind::Prompt => &selection.prompts,
     }
 }
 

@@ -212,13 +212,14 @@ pub(super) fn valid_action(action: &str) -> bool {
 
 /// The action a user probably meant: lowercase, spaces and hyphens as underscores.
 fn action_fix(action: &str) -> Option<String> {
-    let fixed: String = action
-        .trim()
-        .chars()
-        .map(|c| match c {
-            ' ' | '-' => '_',
-            c => c.to_ascii_lowercase(),
-        })
-        .collect();
+    let fixed: String = action.trim().chars().map(action_char).collect();
     (fixed != action && valid_action(&fixed)).then_some(fixed)
+}
+
+/// `c` as an action may hold it: lowercase, and a space or a hyphen as an underscore.
+fn action_char(c: char) -> char {
+    match c {
+        ' ' | '-' => '_',
+        c => c.to_ascii_lowercase(),
+    }
 }

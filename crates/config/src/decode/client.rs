@@ -58,14 +58,16 @@ fn vs_code_shape(servers: &Node) -> bool {
     let Value::Map(entries) = &servers.value else {
         return false;
     };
-    !entries.is_empty()
-        && entries.iter().all(|server| match &server.value.value {
-            Value::Map(fields) => {
-                let has = |name: &str| fields.iter().any(|f| f.key.as_deref() == Some(name));
-                has("type") && !MONIKER_SERVER_KEYS.iter().any(|k| has(k))
-            }
-            _ => false,
-        })
+    !entries.is_empty() && entries.iter().all(|server| vs_code_server(&server.value))
+}
+
+/// A map with a `type` and none of moniker's own server keys.
+fn vs_code_server(server: &Node) -> bool {
+    let Value::Map(fields) = &server.value else {
+        return false;
+    };
+    let has = |name: &str| fields.iter().any(|f| f.key.as_deref() == Some(name));
+    has("type") && !MONIKER_SERVER_KEYS.iter().any(|k| has(k))
 }
 
 impl Cx<'_> {

@@ -431,13 +431,14 @@ fn list_names(names: &[&str]) -> String {
 
 /// The toolset name a user probably meant: lowercase, spaces and dots as `_`.
 fn toolset_name_fix(name: &str) -> Option<String> {
-    let fixed: String = name
-        .trim()
-        .chars()
-        .map(|c| match c {
-            ' ' | '.' => '_',
-            c => c.to_ascii_lowercase(),
-        })
-        .collect();
+    let fixed: String = name.trim().chars().map(toolset_name_char).collect();
     (fixed != name && valid_name(&fixed)).then_some(fixed)
+}
+
+/// `c` as a toolset's name may hold it: lowercase, and a space or a dot as `_`.
+fn toolset_name_char(c: char) -> char {
+    match c {
+        ' ' | '.' => '_',
+        c => c.to_ascii_lowercase(),
+    }
 }

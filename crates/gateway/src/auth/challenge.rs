@@ -151,11 +151,12 @@ pub(crate) fn resource_matches(server: &Url, resource: &str) -> bool {
     let Ok(resource) = Url::parse(resource) else {
         return false;
     };
-    if resource.origin() != server.origin() {
-        return false;
-    }
-    let parent = resource.path().trim_end_matches('/');
-    let path = server.path().trim_end_matches('/');
+    resource.origin() == server.origin() && path_within(server.path(), resource.path())
+}
+
+/// Whether `path` is `parent` or below it, by whole segments (trailing `/`s aside).
+fn path_within(path: &str, parent: &str) -> bool {
+    let (path, parent) = (path.trim_end_matches('/'), parent.trim_end_matches('/'));
     path == parent || path.starts_with(&format!("{parent}/"))
 }
 

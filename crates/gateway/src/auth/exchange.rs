@@ -296,15 +296,20 @@ impl Exchanger {
     }
 }
 
-/// The `sub` of a JWT's payload, read without checking it: moniker's own token from the
-/// identity provider it trusts, named in the audit log only (at most 256 characters).
-pub(crate) fn subject_of(token: &str) -> Option<String> {
+/// The claims of a JWT's payload, read without checking it.
+fn unchecked_claims(token: &str) -> Option<serde_json::Value> {
     use base64::Engine;
     let payload = token.split('.').nth(1)?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(payload)
         .ok()?;
-    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The `sub` of a JWT's payload, read without checking it: moniker's own token from the
+/// identity provider it trusts, named in the audit log only (at most 256 characters).
+pub(crate) fn subject_of(token: &str) -> Option<String> {
+    let claims = unchecked_claims(token)?;
     let subject = claims.get("sub")?.as_str()?;
     Some(subject.chars().take(256).collect())
 }

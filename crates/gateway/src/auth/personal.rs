@@ -587,9 +587,7 @@ impl Secrets {
 /// `rest` after it (`?ticket=...`, `/callback`).
 pub(crate) fn at_connect(resource: &str, server: &ServerId, rest: &str) -> Option<String> {
     let mut url = Url::parse(resource).ok()?;
-    let path = url.path().trim_end_matches('/').to_owned();
-    let base = path.strip_suffix("/mcp").unwrap_or(&path).to_owned();
-    url.set_path(&format!("{base}/connect/{server}"));
+    url.set_path(&format!("{}/connect/{server}", base_path(url.path())));
     url.set_query(None);
     url.set_fragment(None);
     let _ = url.set_username("");
@@ -629,6 +627,13 @@ pub fn settable(names: &[String], name: &str, value: &str) -> Result<(), String>
 /// (another command under the same name starts afresh).
 pub fn started_as(command: &str, args: &[String]) -> String {
     format!("stdio:{command} {}", args.join(" "))
+}
+
+/// Where moniker's own paths begin on its public URL: its path without a trailing `/` and
+/// without `/mcp`.
+fn base_path(path: &str) -> String {
+    let path = path.trim_end_matches('/');
+    path.strip_suffix("/mcp").unwrap_or(path).to_owned()
 }
 
 /// The folder of a server's sealed sign-ins, beside moniker's own tokens: named by the server

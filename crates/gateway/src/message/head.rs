@@ -440,16 +440,17 @@ fn past_string(b: &[u8], mut i: usize) -> usize {
 /// From the end of the previous member (or just inside the brace): where the next member's
 /// key begins, and where its value begins.
 fn member_at(b: &[u8], cursor: usize) -> (usize, usize) {
-    let mut i = ws(b, cursor);
-    if b.get(i) == Some(&b',') {
-        i = ws(b, i + 1);
+    let member = past_separator(b, ws(b, cursor), b',');
+    let value = past_separator(b, ws(b, past_string(b, member)), b':');
+    (member, value)
+}
+
+/// Past `separator` and the whitespace after it when it is at `i`; else `i`.
+fn past_separator(b: &[u8], i: usize, separator: u8) -> usize {
+    match b.get(i) == Some(&separator) {
+        true => ws(b, i + 1),
+        false => i,
     }
-    let member = i;
-    let mut j = ws(b, past_string(b, i));
-    if b.get(j) == Some(&b':') {
-        j = ws(b, j + 1);
-    }
-    (member, j)
 }
 
 fn end_of(text: &str, raw: &RawValue) -> usize {

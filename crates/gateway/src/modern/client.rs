@@ -34,6 +34,18 @@ impl Listen {
             _ => false,
         }
     }
+
+    /// Sends list change `method` on the stream, when it opted in to it: stamped with the
+    /// stream's id.
+    pub(crate) fn notify(&self, method: &str) {
+        if self.wants(method) {
+            let params = format!(
+                r#"{{"_meta":{{"io.modelcontextprotocol/subscriptionId":{}}}}}"#,
+                self.id
+            );
+            self.to.send(Message::notification(method, Some(&params)));
+        }
+    }
 }
 
 /// A client's 2026-07-28 state.

@@ -55,10 +55,15 @@ pub(super) fn host_allowed(value: &str, allowed: &[String]) -> Option<bool> {
     if is_loopback_host(host) {
         return Some(true);
     }
-    Some(allowed.iter().any(|entry| match split_authority(entry) {
+    Some(allowed.iter().any(|entry| admits(entry, host, port)))
+}
+
+/// Whether an entry of the hosts allowed (`host`, or `host:port`) admits `host` at `port`.
+fn admits(entry: &str, host: &str, port: Option<u16>) -> bool {
+    match split_authority(entry) {
         Some((h, p)) => h.eq_ignore_ascii_case(host) && (p.is_none() || p == port),
         None => false,
-    }))
+    }
 }
 
 /// Whether an `Origin` header value is a loopback origin (`http://localhost:*`,
@@ -66,13 +71,13 @@ pub(super) fn host_allowed(value: &str, allowed: &[String]) -> Option<bool> {
 /// (compared without case and without a trailing slash).
 pub(super) fn origin_allowed(value: &str, allowed: &[String]) -> bool {
     let value = value.trim().trim_end_matches('/');
-    if allowed
-        .iter()
-        .any(|a| a.trim().trim_end_matches('/').eq_ignore_ascii_case(value))
-    {
-        return true;
-    }
-    let Some((scheme, authority)) = value.split_once("://") else {
+    let listed = |a: &String| a.trim().trim_end_matches('/').eq_ignore_ascii_case(value);
+    allowed.iter().any(listed) || is_loopback_origin(value)
+}
+
+/// Whether an origin is `http` or `https` on a loopback host (any port).
+fn is_loopback_origin(origin: &str) -> bool {
+    let Some((scheme, authority)) = origin.split_once("://") else {
         return false;
     };
     (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))

@@ -217,17 +217,20 @@ async fn on(
 /// The console's headers on every answer.
 fn secured(mut response: Response) -> Response {
     let headers = response.headers_mut();
-    for (name, value) in [
-        (header::CONTENT_SECURITY_POLICY, CSP),
-        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::REFERRER_POLICY, "same-origin"),
-        (header::CACHE_CONTROL, "no-store"),
-        (header::X_FRAME_OPTIONS, "DENY"),
-    ] {
+    for (name, value) in SECURED {
         headers.insert(name, HeaderValue::from_static(value));
     }
     response
 }
+
+/// The headers [`secured`] puts on every answer of the console.
+const SECURED: [(header::HeaderName, &str); 5] = [
+    (header::CONTENT_SECURITY_POLICY, CSP),
+    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    (header::REFERRER_POLICY, "same-origin"),
+    (header::CACHE_CONTROL, "no-store"),
+    (header::X_FRAME_OPTIONS, "DENY"),
+];
 
 async fn css() -> Response {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS).into_response()

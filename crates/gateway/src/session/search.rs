@@ -216,14 +216,20 @@ impl Session {
     /// showed the tool at (or as not showing it); the principal's searches since its last
     /// call go with the call (`record`), which teaches them to search if it succeeds.
     pub(super) fn called_after_search(&self, name: &str, record: &mut Call) {
-        if let Some(names) = lock(&self.last_search).take() {
-            let rank = names.iter().position(|n| n == name);
-            self.gateway.services.metrics.search(Searched::Called(rank));
-        }
+        self.count_search_before(name);
         let learner = self.learner();
         let asked = self.gateway.services.learned.take_asked(&learner);
         if !asked.is_empty() {
             record.teaches(&learner, asked);
+        }
+    }
+
+    /// Counts the search before a call of tool `name`, if any, with the rank it showed the
+    /// tool at (or as not showing it).
+    fn count_search_before(&self, name: &str) {
+        if let Some(names) = lock(&self.last_search).take() {
+            let rank = names.iter().position(|n| n == name);
+            self.gateway.services.metrics.search(Searched::Called(rank));
         }
     }
 

@@ -99,12 +99,8 @@ impl RedisStore {
     /// Reads the toolsets now (a request named one not known yet: it may have just been saved
     /// through another replica), unless a request did less than a second ago.
     pub fn reread(&self) {
-        {
-            let mut at = lock(&self.reread);
-            if at.is_some_and(|at| at.elapsed() < REREAD_EVERY) {
-                return;
-            }
-            *at = Some(Instant::now());
+        if !self.reread_due() {
+            return;
         }
         let mut connection = lock(&self.connection).take();
         self.shared.read(&mut connection);
@@ -119,6 +115,17 @@ impl RedisStore {
         let mut guard = lock(&self.connection);
         self.shared.with(&mut guard, op)
     }
+    /// Whether a reread is due (none was started less than a second ago); one starts now
+    /// when it is.
+    fn reread_due(&self) -> bool {
+        let mut at = lock(&self.reread);
+        if at.is_some_and(|at| at.elapsed() < REREAD_EVERY) {
+            return false;
+        }
+        *at = Some(Instant::now());
+        true
+    }
+
     pub fn put(&self, name: &str, toolset: &StoredToolset) -> Result<(), String> {
         let json = serde_json::to_string(toolset).map_err(|e| e.to_string())?;
         self.with(|c| {

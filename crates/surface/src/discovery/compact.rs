@@ -14,19 +14,20 @@ const MAX_PARAMS: usize = 12;
 /// The most characters of a parameter's name, or of its type, a signature keeps.
 const MAX_WORD: usize = 64;
 
+/// `c` as a line holds it: a control character or a line or paragraph separator as a space.
+fn one_line(c: char) -> char {
+    match c {
+        '\u{2028}' | '\u{2029}' => ' ',
+        c if c.is_control() => ' ',
+        c => c,
+    }
+}
+
 /// `text` as one line of at most `max` characters: a control character (a line break a
 /// server wrote into a parameter's name, to make a line of its own) is a space, and what is
 /// past `max` is `…`.
 fn plain(text: &str, max: usize) -> String {
-    let mut out: String = text
-        .chars()
-        .take(max)
-        .map(|c| match c {
-            '\u{2028}' | '\u{2029}' => ' ',
-            c if c.is_control() => ' ',
-            c => c,
-        })
-        .collect();
+    let mut out: String = text.chars().take(max).map(one_line).collect();
     if text.chars().nth(max).is_some() {
         out.push('…');
     }
@@ -102,14 +103,18 @@ fn type_of(schema: &Value) -> String {
 /// [`MAX_SENTENCE`] characters.
 pub fn first_sentence(description: &str) -> String {
     let text = description.trim();
-    let end = text
-        .find(". ")
+    plain(text[..sentence_end(text)].trim(), MAX_SENTENCE)
+}
+
+/// Where the first sentence of `text` ends: after its first `. `, at its first line break, or
+/// at its end.
+fn sentence_end(text: &str) -> usize {
+    text.find(". ")
         .map(|i| i + 1)
         .into_iter()
         .chain(text.find('\n'))
         .min()
-        .unwrap_or(text.len());
-    plain(text[..end].trim(), MAX_SENTENCE)
+        .unwrap_or(text.len())
 }
 
 /// The name of `definition`, a tool's listing entry.

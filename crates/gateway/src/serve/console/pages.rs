@@ -677,15 +677,17 @@ fn searches(metrics: &crate::metrics::Metrics) -> Vec<(&'static str, u64, String
     let all: u64 = counts.iter().map(|(_, n)| n).sum();
     counts
         .into_iter()
-        .map(|(outcome, n)| {
-            let share = if all == 0 {
-                "–".to_owned()
-            } else {
-                format!("{:.0}%", 100.0 * n as f64 / all as f64)
-            };
-            (outcome, n, share)
-        })
+        .map(|(outcome, n)| (outcome, n, share(n, all)))
         .collect()
+}
+
+/// `n` as a share of `all`, in percent (a dash when there are none at all).
+fn share(n: u64, all: u64) -> String {
+    if all == 0 {
+        "–".to_owned()
+    } else {
+        format!("{:.0}%", 100.0 * n as f64 / all as f64)
+    }
 }
 
 #[cfg(test)]

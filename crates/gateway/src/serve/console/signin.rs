@@ -102,14 +102,20 @@ fn admins_auth(shared: &Shared) -> Result<ResourceAuth, Away> {
 /// The scopes asked for: those every token needs, and those an admin rule names.
 fn scopes(auth: &ResourceAuth) -> Option<String> {
     let mut scopes: Vec<&str> = auth.scopes.iter().map(String::as_str).collect();
-    for when in &auth.admins {
-        if let moniker_config::IdentityMatch::Scope(scope) = when {
-            if !scopes.contains(&scope.as_str()) {
-                scopes.push(scope);
-            }
+    for scope in auth.admins.iter().filter_map(scope_named) {
+        if !scopes.contains(&scope) {
+            scopes.push(scope);
         }
     }
     (!scopes.is_empty()).then(|| scopes.join(" "))
+}
+
+/// The scope an admin rule names, when it names one.
+fn scope_named(when: &moniker_config::IdentityMatch) -> Option<&str> {
+    match when {
+        moniker_config::IdentityMatch::Scope(scope) => Some(scope.as_str()),
+        _ => None,
+    }
 }
 
 /// `GET /console/signin`: the browser goes to the identity provider, from the console's public

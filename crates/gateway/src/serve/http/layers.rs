@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::header::{self, HeaderValue};
-use axum::http::{Method, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -14,15 +14,19 @@ use super::Shared;
 use crate::serve::checks;
 use crate::serve::respond::{failure, set, with_status};
 
+/// Whether a request says it has a body.
+fn has_body(headers: &HeaderMap) -> bool {
+    match headers.get(header::CONTENT_LENGTH) {
+        Some(length) => length.as_bytes() != b"0",
+        None => headers.contains_key(header::TRANSFER_ENCODING),
+    }
+}
+
 /// A refusal is often made before the body is read (a missing token, a bad Host), and hyper
 /// then closes the connection: said (`Connection: close`), so that the client does not send
 /// its next request (the same one with a token) on a connection about to close.
 pub(in crate::serve) async fn close_on_refusal(request: Request, next: Next) -> Response {
-    let headers = request.headers();
-    let has_body = match headers.get(header::CONTENT_LENGTH) {
-        Some(length) => length.as_bytes() != b"0",
-        None => headers.contains_key(header::TRANSFER_ENCODING),
-    };
+    let has_body = has_body(request.headers());
     let mut response = next.run(request).await;
     if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
         set(&mut response, header::CONNECTION, "close");
