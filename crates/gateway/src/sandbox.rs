@@ -81,57 +81,81 @@ pub struct Server<'a> {
     pub env: &'a indexmap::IndexMap<String, String>,
 }
 
-impl Plan {
-    /// The plan of `sandbox` for `server`.
-    pub fn of(sandbox: &Sandbox, server: &Server<'_>) -> Self {
-        let home = |p: &str| match (p.strip_prefix("~/"), server.home) {
+impl Server<'_> {
+    /// `p` with a leading `~` made the user's home.
+    fn at_home(&self, p: &str) -> PathBuf {
+        match (p.strip_prefix("~/"), self.home) {
             (Some(rest), Some(home)) => home.join(rest),
-            _ if p == "~" => server
+            _ if p == "~" => self
                 .home
                 .map_or_else(|| PathBuf::from(p), Path::to_path_buf),
             _ => PathBuf::from(p),
-        };
-        let mut read: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
-        let mut write: Vec<PathBuf> = DEVICES.iter().map(PathBuf::from).collect();
-        read.extend(runtime(server));
-        read.extend(known_needs(server).iter().map(|p| home(p)));
-        write.extend(runtime_caches(server.command, server.home));
-        let base = server.cwd.map(&home);
-        for arg in server.args {
+        }
+    }
+
+    /// The paths its arguments name (relative ones from `base`, its folder): a folder is the
+    /// server's to work in (a filesystem server's roots), added to `write`; a file, with the
+    /// package it is part of, to read.
+    fn arguments_paths(
+        &self,
+        base: Option<&Path>,
+        read: &mut Vec<PathBuf>,
+        write: &mut Vec<PathBuf>,
+    ) {
+        for arg in self.args {
             // `--root=/srv/x` names a path as well as `/srv/x`.
             let value = arg.split_once('=').map_or(arg.as_str(), |(_, v)| v);
-            let path = home(value);
-            let path = match (&base, path.is_relative()) {
+            let path = self.at_home(value);
+            let path = match (base, path.is_relative()) {
                 (Some(base), true) if !value.starts_with('-') => base.join(path),
                 (_, true) => continue,
                 (_, false) => path,
             };
-            // A folder an argument names is the server's to work in (a filesystem server's
-            // roots); a file, with the package it is part of, to read.
             match std::fs::metadata(&path) {
                 Ok(m) if m.is_dir() => write.push(path),
                 Ok(_) => read.push(package_of(&path)),
                 Err(_) => {}
             }
         }
-        // A path its `env` names (`MEMORY_FILE_PATH`), or a flag of a well-known server
-        // names (`--db-path`): the folder it is in, to work in.
-        let named = server.env.values().map(String::as_str);
-        for value in named.chain(known_work(server)) {
+    }
+
+    /// The folders of the paths its `env` names (`MEMORY_FILE_PATH`), or a flag of a
+    /// well-known server names (`--db-path`): each the server's to work in. Never `/` nor the
+    /// user's home.
+    fn work_folders(&self) -> Vec<PathBuf> {
+        let named = self.env.values().map(String::as_str);
+        let mut out = Vec::new();
+        for value in named.chain(known_work(self)) {
             if value.contains(':') || !(value.starts_with('/') || value.starts_with("~/")) {
                 continue;
             }
-            let path = home(value);
+            let path = self.at_home(value);
             let folder = if path.is_dir() {
                 Some(path.as_path())
             } else {
                 path.parent()
             };
-            let too_wide = |f: &Path| f == Path::new("/") || Some(f) == server.home;
+            let too_wide = |f: &Path| f == Path::new("/") || Some(f) == self.home;
             if let Some(folder) = folder.filter(|f| f.is_dir() && !too_wide(f)) {
-                write.push(folder.to_path_buf());
+                out.push(folder.to_path_buf());
             }
         }
+        out
+    }
+}
+
+impl Plan {
+    /// The plan of `sandbox` for `server`.
+    pub fn of(sandbox: &Sandbox, server: &Server<'_>) -> Self {
+        let home = |p: &str| server.at_home(p);
+        let mut read: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
+        let mut write: Vec<PathBuf> = DEVICES.iter().map(PathBuf::from).collect();
+        read.extend(runtime(server));
+        read.extend(known_needs(server).iter().map(|p| home(p)));
+        write.extend(runtime_caches(server.command, server.home));
+        let base = server.cwd.map(&home);
+        server.arguments_paths(base.as_deref(), &mut read, &mut write);
+        write.extend(server.work_folders());
         read.extend(base);
         read.extend(sandbox.read.iter().map(|p| home(p)));
         write.extend(sandbox.write.iter().map(|p| home(p)));

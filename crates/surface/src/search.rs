@@ -232,7 +232,37 @@ impl Index {
             });
         }
         let dims = meaning.dims();
-        let known: std::collections::HashMap<u64, usize> = previous
+        let flat = previous.reused_or_embedded(&meaning, &texts, &meanings, cancelled)?;
+        let stemmer = Words::default();
+        let stems: Vec<String> = words.iter().map(|w| stemmer.of(w).join(" ")).collect();
+        if let Some((c, key)) = &cache {
+            c.save(key, &cache::encode(key, dims, &stems, &flat));
+        }
+        let vectors = Vectors::of_flat(meaning, flat, tools.len())?;
+        let servers = Servers::of(surface, &tools);
+        Some(Self {
+            ranker: Ranker::of_stems(stemmer, &stems),
+            vectors,
+            tools,
+            fell_back: None,
+            texts,
+            servers,
+        })
+    }
+
+    /// The vectors of documents whose meaning texts are `meanings` (hashed: `texts`), one after
+    /// another: a text this index has takes its vector, and only the new ones are embedded, a
+    /// few at a time. `None` when `cancelled` says so between two of those, or when the model
+    /// fails.
+    fn reused_or_embedded(
+        &self,
+        meaning: &Meaning,
+        texts: &[u64],
+        meanings: &[String],
+        cancelled: &dyn Fn() -> bool,
+    ) -> Option<Vec<f32>> {
+        let dims = meaning.dims();
+        let known: std::collections::HashMap<u64, usize> = self
             .texts
             .iter()
             .enumerate()
@@ -242,7 +272,7 @@ impl Index {
         let fresh: Vec<usize> = (0..texts.len())
             .filter(|i| match known.get(&texts[*i]) {
                 Some(&at) => {
-                    let old = &previous.vectors.flat()[at * dims..(at + 1) * dims];
+                    let old = &self.vectors.flat()[at * dims..(at + 1) * dims];
                     flat[i * dims..(i + 1) * dims].copy_from_slice(old);
                     false
                 }
@@ -260,21 +290,7 @@ impl Index {
                     .copy_from_slice(&vectors.flat()[k * dims..(k + 1) * dims]);
             }
         }
-        let stemmer = Words::default();
-        let stems: Vec<String> = words.iter().map(|w| stemmer.of(w).join(" ")).collect();
-        if let Some((c, key)) = &cache {
-            c.save(key, &cache::encode(key, dims, &stems, &flat));
-        }
-        let vectors = Vectors::of_flat(meaning, flat, tools.len())?;
-        let servers = Servers::of(surface, &tools);
-        Some(Self {
-            ranker: Ranker::of_stems(stemmer, &stems),
-            vectors,
-            tools,
-            fell_back: None,
-            texts,
-            servers,
-        })
+        Some(flat)
     }
 
     /// How many documents it has.
@@ -353,36 +369,16 @@ impl Index {
             meant,
             learned,
         } = asked;
+        let by_score = |score: &[f32], docs: &mut Vec<usize>| {
+            docs.sort_by(|a, b| score[*b].total_cmp(&score[*a]).then(a.cmp(b)));
+        };
         let lexical = || self.ranker.rank(text).into_iter().map(|(d, _)| d);
         let semantic = || self.vectors.rank_of(meant).into_iter().map(|(d, _)| d);
         match part {
             Part::Lexical => lexical().collect(),
             Part::Semantic => semantic().collect(),
             Part::Fused => {
-                // The two halves by their scores, each over its best (so each half's best
-                // weighs 1): a convex combination (Bruch et al., "An Analysis of Fusion
-                // Functions for Hybrid Retrieval", 2023). Unlike fusing ranks, it keeps how
-                // far ahead a half's first tool is.
-                let mut score = vec![0.0f32; self.tools.len()];
-                let share = self.meaning().lexical_share();
-                for (ranking, share) in [
-                    (self.ranker.rank(text), share),
-                    (self.vectors.rank_of(meant), 1.0 - share),
-                ] {
-                    let Some(&(_, best)) = ranking.first().filter(|(_, best)| *best > 0.0) else {
-                        continue;
-                    };
-                    for (doc, s) in ranking {
-                        score[doc] += share * s / best;
-                    }
-                }
-                self.servers.lift(text, &mut score);
-                for (doc, boost) in learned {
-                    score[doc] += boost;
-                }
-                let by_score = |score: &[f32], docs: &mut Vec<usize>| {
-                    docs.sort_by(|a, b| score[*b].total_cmp(&score[*a]).then(a.cmp(b)));
-                };
+                let score = self.fused(text, meant, learned);
                 let mut docs: Vec<usize> = (0..score.len()).filter(|&d| score[d] > 0.0).collect();
                 by_score(&score, &mut docs);
                 let mut members: Vec<usize> = (0..score.len()).filter(|&d| named(d)).collect();
@@ -405,6 +401,31 @@ impl Index {
                 docs
             }
         }
+    }
+
+    /// Each document's fused score for `text`: the two halves by their scores, each over its
+    /// best (so each half's best weighs 1), a convex combination (Bruch et al., "An Analysis
+    /// of Fusion Functions for Hybrid Retrieval", 2023: unlike fusing ranks, it keeps how far
+    /// ahead a half's first tool is); then what the server a request names and the lessons add.
+    fn fused(&self, text: &str, meant: Option<&[f32]>, learned: Vec<(usize, f32)>) -> Vec<f32> {
+        let mut score = vec![0.0f32; self.tools.len()];
+        let share = self.meaning().lexical_share();
+        for (ranking, share) in [
+            (self.ranker.rank(text), share),
+            (self.vectors.rank_of(meant), 1.0 - share),
+        ] {
+            let Some(&(_, best)) = ranking.first().filter(|(_, best)| *best > 0.0) else {
+                continue;
+            };
+            for (doc, s) in ranking {
+                score[doc] += share * s / best;
+            }
+        }
+        self.servers.lift(text, &mut score);
+        for (doc, boost) in learned {
+            score[doc] += boost;
+        }
+        score
     }
 
     /// The tools for `query`, best first, at most `query.limit`: `exact` (the tool a name or
