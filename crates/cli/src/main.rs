@@ -47,6 +47,22 @@ use crate::render::Renderer;
 /// server as a child that dies with moniker (see `moniker_gateway::guard`).
 const GUARD: &str = "__guard";
 
+/// How far ahead [`keep_a_timer_ahead`] keeps a timer.
+const TIMER_AHEAD: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// tokio wakes its timer driver each time a timer is set earlier than the earliest it knows,
+/// and with no timer set, that is every call's deadline: a write to an eventfd and one more
+/// turn of the event loop a call (seen with perf). A timer that fires each second, set again
+/// each time, keeps the earliest within a second, later than which a call's deadline is (its
+/// time-out, 60 s unless the config says less than a second).
+async fn keep_a_timer_ahead() {
+    let mut tick = tokio::time::interval(TIMER_AHEAD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+    }
+}
+
 fn main() -> ExitCode {
     let argv: Vec<OsString> = std::env::args_os().collect();
     if argv.get(1).is_some_and(|a| a == GUARD) {
@@ -161,6 +177,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             .build()?
     };
     runtime.block_on(async move {
+        tokio::spawn(keep_a_timer_ahead());
         match cli.command {
             Command::Serve(args) => serve::serve(config, args).await,
             Command::Check(args) => check::online(config, args.locked, args.fix).await,
