@@ -956,7 +956,8 @@ struct AnnotatedTool {
     input_schema: serde_json::Value,
 }
 
-/// A tool that may have `x-mcp-header` annotations, read; `None` for the others.
+/// A tool that may have `x-mcp-header` annotations, read; `None` for the others and for one
+/// that is not `{name, inputSchema}`.
 fn annotated_tool(raw: &RawValue) -> Option<AnnotatedTool> {
     if !raw.get().contains("x-mcp-header") {
         return None;
@@ -972,7 +973,7 @@ fn tool_header_params(schema: &serde_json::Value) -> Result<Vec<HeaderParam>, St
     Ok(params)
 }
 
-/// Adds to `out` the header parameters of `schema`'s `properties` (at `path`), at any depth;
+/// Adds to `out` the header parameters of `schema`'s `properties` (at `path`), down to 8 levels;
 /// `Err` at the first that breaks the rules.
 fn walk_header_params(
     schema: &serde_json::Value,

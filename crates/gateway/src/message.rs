@@ -775,7 +775,8 @@ fn unescaped(raw: &str) -> Option<&str> {
         .filter(|r| !r.bytes().any(|b| b == b'\\' || b == b'"' || b < 0x20))
 }
 
-/// Whether `text` is an object with nothing in it (`{}`, `{ }`).
+/// Whether `text` is nothing but braces and white space: an object with nothing in it (`{}`,
+/// `{ }`).
 fn is_empty_object(text: &str) -> bool {
     text.trim_start_matches('{')
         .trim_end_matches('}')

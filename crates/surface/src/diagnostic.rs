@@ -143,10 +143,23 @@ fn fix_help(renames: &[Rename]) -> String {
     help
 }
 
-/// Whether YAML reads `text` as it is, unquoted: it holds letters, digits and `_-/.` only.
+/// Whether YAML reads `text` unquoted as the string it is: it holds letters, digits and `_-/.`
+/// only, and is no word or number YAML gives another type (`true`, `no`, `null`, `~`, `12`,
+/// `-1.5`, `.inf`: YAML 1.1's words too, which some readers still follow).
 pub(crate) fn is_plain_yaml(text: &str) -> bool {
-    text.bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'/' | b'.'))
+    const TYPED: &[&str] = &[
+        "true", "false", "yes", "no", "y", "n", "on", "off", "null", ".inf", "-.inf", "+.inf",
+        ".nan",
+    ];
+    let plain = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'/' | b'.');
+    let number = |t: &str| {
+        let t = t.trim_start_matches(['-', '+', '.']);
+        t.starts_with(|c: char| c.is_ascii_digit())
+    };
+    !text.is_empty()
+        && text.bytes().all(plain)
+        && !number(text)
+        && !TYPED.contains(&text.to_ascii_lowercase().as_str())
 }
 
 /// Plain text, for logs and tests; the CLI renders richer reports.

@@ -850,7 +850,7 @@ fn keep(entry: &Entry, gone: &[String], target: &Entry, surface: &Surface) -> Op
 }
 
 fn yaml_scalar(text: &str) -> String {
-    if !text.is_empty() && crate::diagnostic::is_plain_yaml(text) {
+    if crate::diagnostic::is_plain_yaml(text) {
         text.to_owned()
     } else {
         Value::String(text.to_owned()).to_string()

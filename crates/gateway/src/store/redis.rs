@@ -115,6 +115,7 @@ impl RedisStore {
         let mut guard = lock(&self.connection);
         self.shared.with(&mut guard, op)
     }
+
     /// Whether a reread is due (none was started less than a second ago); one starts now
     /// when it is.
     fn reread_due(&self) -> bool {

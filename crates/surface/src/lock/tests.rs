@@ -692,3 +692,21 @@ fn an_action_tools_members_are_sealed_under_every_legacy_and_it_lists_only_the_u
         assert!(member.withheld.is_some(), "{legacy:?}");
     }
 }
+
+#[test]
+fn a_name_yaml_would_read_as_another_type_is_quoted() {
+    for (text, written) in [
+        ("search", "search"),
+        ("gh/search-v2", "gh/search-v2"),
+        ("true", "\"true\""),
+        ("No", "\"No\""),
+        ("null", "\"null\""),
+        ("12", "\"12\""),
+        ("-1.5", "\"-1.5\""),
+        (".inf", "\".inf\""),
+        ("", "\"\""),
+        ("a b", "\"a b\""),
+    ] {
+        assert_eq!(yaml_scalar(text), written, "{text}");
+    }
+}
