@@ -1,7 +1,7 @@
 //! What the kernel enforces of a sandbox, on Linux: a pids cgroup, namespaces, limits, Landlock.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
@@ -59,23 +59,39 @@ pub(super) fn enforce(plan: &Plan, temp: PathBuf) -> Result<Enforced, String> {
 /// This process (the guard) in a pids cgroup of its own, of at most `limit` processes.
 fn own_pids(limit: u64) -> Result<(), String> {
     let dir = pids_cgroup(std::process::id()).ok_or("no pids cgroup here")?;
-    // Those of sandboxes that ended while moniker could not remove them (a one-shot command
-    // exits first): a cgroup with a process in it is not removed.
-    if let Some(entries) = dir.parent().and_then(|base| std::fs::read_dir(base).ok()) {
-        for entry in entries.flatten() {
-            if entry
-                .file_name()
-                .to_string_lossy()
-                .starts_with("moniker-sandbox-")
-            {
-                let _ = std::fs::remove_dir(entry.path());
-            }
-        }
+    if let Some(base) = dir.parent() {
+        remove_ended(base, std::process::id());
     }
     let io = |e: std::io::Error| format!("{}: {e}", dir.display());
     std::fs::create_dir(&dir).map_err(io)?;
     std::fs::write(dir.join("pids.max"), limit.to_string()).map_err(io)?;
     std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).map_err(io)
+}
+
+/// Removes the cgroups in `base` of sandboxes that ended while moniker could not remove them (a
+/// one-shot command exits first): not one with a process in it (the kernel refuses), nor one
+/// whose guard still runs (it may have made it and not joined it yet: removed then, its start
+/// failed). The guard `own`'s name is one left by a process of the same number, long gone.
+fn remove_ended(base: &Path, own: u32) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(guard) = name
+            .to_string_lossy()
+            .strip_prefix("moniker-sandbox-")
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        let running = guard
+            .parse::<u32>()
+            .is_ok_and(|pid| pid != own && Path::new("/proc").join(pid.to_string()).exists());
+        if !running {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
 }
 
 /// A user namespace of its own (processes counted apart from the user's others), and with the
@@ -165,4 +181,30 @@ fn landlock(plan: &Plan, write: &[PathBuf]) -> Result<String, String> {
         RulesetStatus::PartiallyEnforced => "partly enforced (an older kernel)".to_owned(),
         RulesetStatus::NotEnforced => "not enforced (no Landlock here)".to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_cgroups_of_ended_guards_are_removed() {
+        let base = tempfile::tempdir().expect("dir");
+        let running = std::process::id();
+        // A process number past the kernel's largest is no running guard's.
+        let ended = u32::MAX;
+        for pid in [running, ended, 7] {
+            std::fs::create_dir(base.path().join(format!("moniker-sandbox-{pid}"))).expect("dir");
+        }
+        std::fs::create_dir(base.path().join("another")).expect("dir");
+        remove_ended(base.path(), 7);
+        let left: std::collections::BTreeSet<String> = std::fs::read_dir(base.path())
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let expected: std::collections::BTreeSet<String> =
+            [format!("moniker-sandbox-{running}"), "another".to_owned()].into();
+        assert_eq!(left, expected);
+    }
 }
