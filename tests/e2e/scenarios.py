@@ -9,8 +9,11 @@ Names below are those of the pinned @modelcontextprotocol/server-everything (pac
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -47,6 +50,22 @@ EXPECTED_TOOLS = {
     "memory": {MEMORY_CREATE, MEMORY_READ, "read_graph"},
     "fixture": {FIXTURE_ECHO},
 }
+
+
+def import_claude_desktop(moniker_bin: Path, home: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`moniker install claude-desktop --import`, as the person whose home is `home` (the
+    client's file under `home/.config/Claude`): it must succeed."""
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "RUST_LOG": "off"}
+    env.pop("CLAUDE_CONFIG_DIR", None)
+    done = subprocess.run(
+        [str(moniker_bin), "install", "claude-desktop", "--import", "--command", str(moniker_bin)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
 
 
 async def list_all_tools(session: ClientSession, max_pages: int = 50) -> list[types.Tool]:

@@ -9,8 +9,6 @@ as Claude Desktop would.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import scenarios as s
@@ -24,6 +22,7 @@ async def test_an_import_of_servers_that_share_names_serves_with_no_hand_edit(
     for root, text in ((work, "work notes\n"), (personal, "personal notes\n")):
         root.mkdir(parents=True)
         (root / "notes.txt").write_text(text)
+    (tmp_path / "memory").mkdir()
     client_file = home / ".config" / "Claude" / "claude_desktop_config.json"
     client_file.parent.mkdir(parents=True)
     filesystem = str(npm_entries["filesystem"])
@@ -36,7 +35,8 @@ async def test_an_import_of_servers_that_share_names_serves_with_no_hand_edit(
                     "memory": {
                         "command": str(node_bin),
                         "args": [str(npm_entries["memory"])],
-                        "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")},
+                        # Apart from the home: a folder above it is never a sandbox's to write.
+                        "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory" / "memory.jsonl")},
                     },
                 },
                 "globalShortcut": "Ctrl+Space",
@@ -44,21 +44,7 @@ async def test_an_import_of_servers_that_share_names_serves_with_no_hand_edit(
             indent=2,
         )
     )
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "RUST_LOG": "off",
-    }
-    env.pop("CLAUDE_CONFIG_DIR", None)
-    done = subprocess.run(
-        [str(moniker_bin), "install", "claude-desktop", "--import", "--command", str(moniker_bin)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = s.import_claude_desktop(moniker_bin, home, timeout=120)
     assert "renamed after their servers" in done.stdout, done.stdout
     # Each imported stdio server runs in a sandbox: these three need no network.
     written = next(home.rglob("moniker.yaml")).read_text()

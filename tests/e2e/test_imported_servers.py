@@ -10,11 +10,12 @@ call. The servers are the ones `tests/e2e/package.json` and `requirements.txt` i
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import scenarios as s
 from conftest import REPO_ROOT, npm_entry
@@ -22,7 +23,7 @@ from conftest import REPO_ROOT, npm_entry
 # Server id -> (npm package, extra arguments, env, a tool it lists).
 NPM = {
     "filesystem": ("@modelcontextprotocol/server-filesystem", ["{work}"], {}, "read_text_file"),
-    "memory": ("@modelcontextprotocol/server-memory", [], {"MEMORY_FILE_PATH": "{tmp}/memory.jsonl"}, "create_entities"),
+    "memory": ("@modelcontextprotocol/server-memory", [], {"MEMORY_FILE_PATH": "{tmp}/memory/memory.jsonl"}, "create_entities"),
     "everything": ("@modelcontextprotocol/server-everything", [], {}, "echo"),
     "thinking": ("@modelcontextprotocol/server-sequential-thinking", [], {}, "sequentialthinking"),
     "github": ("@modelcontextprotocol/server-github", [], {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_dummy"}, "create_issue"),
@@ -95,29 +96,21 @@ async def test_twenty_real_servers_serve_in_the_sandboxes_the_import_writes(
     tmp_path: Path, moniker_bin: Path, node_bin: Path, mcp_session
 ) -> None:
     if not sys.platform.startswith("linux"):
-        return
+        pytest.skip("moniker enforces a sandbox on Linux only")
     home = tmp_path / "home"
-    work, repo, data = tmp_path / "work", tmp_path / "repo", tmp_path / "data"
-    for folder in (work, repo, data):
+    # Apart from the home: a folder above it is never a sandbox's to write.
+    work, repo, data, memory = (tmp_path / name for name in ("work", "repo", "data", "memory"))
+    for folder in (work, repo, data, memory):
         folder.mkdir(parents=True)
     (work / "notes.txt").write_text("imported notes\n")
     a_repository(repo)
     places = {"work": str(work), "repo": str(repo), "tmp": str(tmp_path)}
     servers = client_file_of(tmp_path, node_bin, places)
-    assert len(servers) >= 20
+    assert len(servers) == 21
     client_file = home / ".config" / "Claude" / "claude_desktop_config.json"
     client_file.parent.mkdir(parents=True)
     client_file.write_text(json.dumps({"mcpServers": servers}, indent=2))
-    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "RUST_LOG": "off"}
-    env.pop("CLAUDE_CONFIG_DIR", None)
-    done = subprocess.run(
-        [str(moniker_bin), "install", "claude-desktop", "--import", "--command", str(moniker_bin)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    s.import_claude_desktop(moniker_bin, home, timeout=300)
     written = next(home.rglob("moniker.yaml")).read_text()
     for server in servers:
         line = next(line for line in written.splitlines() if line.strip().startswith(f'"{server}":'))
@@ -160,11 +153,15 @@ async def test_twenty_real_servers_serve_in_the_sandboxes_the_import_writes(
         await ok("write_query", {"query": "INSERT INTO t VALUES ('in the sandbox')"})
         await ok("read_query", {"query": "SELECT v FROM t"}, "in the sandbox")
         await ok("calculate", {"expression": "6 * 7"}, "42")
-        # What the sandbox keeps out: the filesystem server asked for a file beside its folder.
+        # What the sandbox keeps out, which the server itself would allow: SQLite asked to make
+        # a database in a folder its config does not name (outside the sandbox it would).
+        escaped = repo / "escaped.db"
         outside = await session.call_tool(
-            next(t for t in tools if t.endswith("read_text_file")), {"path": str(work / ".." / "repo" / "README.md")}
+            next(t for t in tools if t.endswith("write_query")), {"query": f"ATTACH DATABASE '{escaped}' AS o"}
         )
-        assert outside.isError, outside.content
+        # The server answers its error as text (not `isError`).
+        assert "unable to open database" in "".join(s.texts(outside)), outside.content
+        assert not escaped.exists()
     assert (data / "app.db").is_file()
     log = "".join(p.read_text() for p in tmp_path.glob("*.stderr"))
     enforced = {

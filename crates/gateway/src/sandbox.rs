@@ -111,8 +111,13 @@ impl Server<'_> {
                 (_, true) => continue,
                 (_, false) => path,
             };
+            // As the kernel will open it: `..` and links resolved.
+            let Ok(path) = std::fs::canonicalize(&path) else {
+                continue;
+            };
             match std::fs::metadata(&path) {
-                Ok(m) if m.is_dir() => write.push(path),
+                Ok(m) if m.is_dir() && path != Path::new("/") => write.push(path),
+                Ok(m) if m.is_dir() => {}
                 Ok(_) => read.push(package_of(&path)),
                 Err(_) => {}
             }
@@ -120,10 +125,13 @@ impl Server<'_> {
     }
 
     /// The folders of the paths its `env` names (`MEMORY_FILE_PATH`), or a flag of a
-    /// well-known server names (`--db-path`): each the server's to work in. Never `/` nor the
-    /// user's home.
+    /// well-known server names (`--db-path`): each the server's to work in, as the kernel will
+    /// open it (`..` and links resolved). Never `/`, the user's home nor a folder above it.
     fn work_folders(&self) -> Vec<PathBuf> {
         let named = self.env.values().map(String::as_str);
+        let home = self.home.and_then(|h| std::fs::canonicalize(h).ok());
+        let too_wide =
+            |f: &Path| f == Path::new("/") || home.as_ref().is_some_and(|h| h.starts_with(f));
         let mut out = Vec::new();
         for value in named.chain(known_work(self)) {
             if value.contains(':') || !(value.starts_with('/') || value.starts_with("~/")) {
@@ -135,9 +143,12 @@ impl Server<'_> {
             } else {
                 path.parent()
             };
-            let too_wide = |f: &Path| f == Path::new("/") || Some(f) == self.home;
-            if let Some(folder) = folder.filter(|f| f.is_dir() && !too_wide(f)) {
-                out.push(folder.to_path_buf());
+            // A `~` with no home known stays relative: nothing of it is given.
+            let resolved = folder
+                .filter(|f| f.is_absolute())
+                .and_then(|f| std::fs::canonicalize(f).ok());
+            if let Some(folder) = resolved.filter(|f| f.is_dir() && !too_wide(f)) {
+                out.push(folder);
             }
         }
         out
@@ -374,8 +385,14 @@ pub fn names_package(command: &str, args: &[&str], package: &str) -> bool {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or(command);
+    // `uvx --from pkg cmd`, `uvx --with pkg cmd`, `npx -p pkg cmd`: the program run is not
+    // the package named, so neither is it known.
+    let named_by_flag = args.iter().any(|arg| {
+        let flag = arg.split_once('=').map_or(*arg, |(flag, _)| flag);
+        matches!(flag, "--from" | "--with" | "-p" | "--package")
+    });
     let first = args.iter().find(|arg| !arg.starts_with('-'));
-    is(program) || first.is_some_and(|arg| is(arg) || in_packages(arg))
+    is(program) || (!named_by_flag && first.is_some_and(|arg| is(arg) || in_packages(arg)))
 }
 
 /// The caches a runtime writes to as it fetches the server (`npx`, `uvx`): under the home.
@@ -613,6 +630,9 @@ mod tests {
             ),
             plan("npx", &["-y", "@anyone/mcp-server-git"]),
             plan("uvx", &["--from", "other", "mcp-server-git"]),
+            plan("uvx", &["--with", "mcp-server-git", "other"]),
+            plan("npx", &["-p", "mcp-server-git", "other"]),
+            plan("uvx", &["--from=mcp-server-git", "other"]),
             plan(
                 "npx",
                 &[
@@ -738,6 +758,27 @@ mod tests {
             assert!(
                 plan(command, &args).write.contains(&data),
                 "{command} {args:?}"
+            );
+        }
+        // Never `/`, the home nor above it, however the path is written.
+        let home_above = dir.path().parent().expect("above").to_path_buf();
+        for wide in [
+            "/../x.db".to_owned(),
+            "~/../x.db".to_owned(),
+            format!("{}/x.db", home_above.display()),
+            format!("{}/./x.db", dir.path().display()),
+        ] {
+            let wide = plan(
+                "/venv/bin/mcp-server-sqlite",
+                &["--db-path".to_owned(), wide],
+            );
+            assert!(
+                !wide
+                    .write
+                    .iter()
+                    .any(|p| p == Path::new("/") || dir.path().starts_with(p)),
+                "{:?}",
+                wide.write
             );
         }
         // Another server's flag of that name is a file to read, as any argument's.

@@ -67,17 +67,12 @@ pub struct Rename {
 impl Rename {
     /// The override's key, quoted when YAML needs it: `github/search`.
     pub fn key(&self) -> String {
-        let key = format!("{}/{}", self.server, self.origin);
-        if is_plain_yaml(&key) {
-            key
-        } else {
-            serde_json::to_string(&key).unwrap_or_else(|_| format!("\"{key}\""))
-        }
+        yaml_scalar(&format!("{}/{}", self.server, self.origin))
     }
 
     /// Its line under the section: `github/search: { name: github_search }`.
     pub fn yaml(&self) -> String {
-        format!("{}: {{ name: {} }}", self.key(), self.name)
+        format!("{}: {{ name: {} }}", self.key(), yaml_scalar(&self.name))
     }
 }
 
@@ -143,6 +138,16 @@ fn fix_help(renames: &[Rename]) -> String {
     help
 }
 
+/// `text` as YAML reads it back as the same string: unquoted when it can be
+/// ([`is_plain_yaml`]), else quoted (a JSON string is a YAML one).
+pub(crate) fn yaml_scalar(text: &str) -> String {
+    if is_plain_yaml(text) {
+        text.to_owned()
+    } else {
+        serde_json::Value::String(text.to_owned()).to_string()
+    }
+}
+
 /// Whether YAML reads `text` unquoted as the string it is: it holds letters, digits and `_-/.`
 /// only, and is no word or number YAML gives another type (`true`, `no`, `null`, `~`, `12`,
 /// `-1.5`, `.inf`: YAML 1.1's words too, which some readers still follow).
@@ -156,7 +161,9 @@ pub(crate) fn is_plain_yaml(text: &str) -> bool {
         let t = t.trim_start_matches(['-', '+', '.']);
         t.starts_with(|c: char| c.is_ascii_digit())
     };
+    // `-` alone begins a list.
     !text.is_empty()
+        && text != "-"
         && text.bytes().all(plain)
         && !number(text)
         && !TYPED.contains(&text.to_ascii_lowercase().as_str())

@@ -13,6 +13,7 @@ use std::fmt;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::diagnostic::yaml_scalar;
 use crate::listing::Listing;
 use crate::surface::{Exposed, Origin, Route, Surface};
 use crate::vocab::Kind;
@@ -847,14 +848,6 @@ fn keep(entry: &Entry, gone: &[String], target: &Entry, surface: &Surface) -> Op
         yaml_scalar(&key),
         items.join(", ")
     ))
-}
-
-fn yaml_scalar(text: &str) -> String {
-    if crate::diagnostic::is_plain_yaml(text) {
-        text.to_owned()
-    } else {
-        Value::String(text.to_owned()).to_string()
-    }
 }
 
 fn param_changes(entry: &Entry, current: &Entry) -> Vec<Breaking> {

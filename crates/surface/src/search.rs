@@ -141,7 +141,7 @@ pub struct Index {
     /// A hash of each document's meaning text, in document order: the next build of a
     /// changed surface embeds only the documents whose text is new ([`Index::rebuild`]).
     texts: Vec<u64>,
-    /// The documents' servers, each ranked as one document of all its tools.
+    /// The documents' servers, ranked by their names.
     servers: Servers,
 }
 
@@ -518,11 +518,12 @@ impl Servers {
     fn of(surface: &Surface, tools: &[usize]) -> Self {
         let all = surface.tools();
         let mut names: Vec<&str> = Vec::new();
+        let mut known: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
         let of = tools
             .iter()
             .map(|&i| {
                 let name = all[i].server_name.as_str();
-                names.iter().position(|n| *n == name).unwrap_or_else(|| {
+                *known.entry(name).or_insert_with(|| {
                     names.push(name);
                     names.len() - 1
                 })

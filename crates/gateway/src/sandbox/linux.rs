@@ -62,10 +62,23 @@ fn own_pids(limit: u64) -> Result<(), String> {
     if let Some(base) = dir.parent() {
         remove_ended(base, std::process::id());
     }
-    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
-    std::fs::create_dir(&dir).map_err(io)?;
-    std::fs::write(dir.join("pids.max"), limit.to_string()).map_err(io)?;
-    std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).map_err(io)
+    // Made, limited and joined; made again when another guard removed it in between (one
+    // whose number was this one's a moment ago: `remove_ended` read it as ended).
+    let join = || -> std::io::Result<()> {
+        match std::fs::create_dir(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        std::fs::write(dir.join("pids.max"), limit.to_string())?;
+        std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string())
+    };
+    let mut tries = 0;
+    loop {
+        match join() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 3 => tries += 1,
+            done => return done.map_err(|e| format!("{}: {e}", dir.display())),
+        }
+    }
 }
 
 /// Removes the cgroups in `base` of sandboxes that ended while moniker could not remove them (a

@@ -706,6 +706,7 @@ fn a_name_yaml_would_read_as_another_type_is_quoted() {
         (".inf", "\".inf\""),
         ("", "\"\""),
         ("a b", "\"a b\""),
+        ("-", "\"-\""),
     ] {
         assert_eq!(yaml_scalar(text), written, "{text}");
     }
