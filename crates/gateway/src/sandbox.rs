@@ -115,11 +115,12 @@ impl Server<'_> {
             let Ok(path) = std::fs::canonicalize(&path) else {
                 continue;
             };
-            match std::fs::metadata(&path) {
-                Ok(m) if m.is_dir() && path != Path::new("/") => write.push(path),
-                Ok(m) if m.is_dir() => {}
-                Ok(_) => read.push(package_of(&path)),
-                Err(_) => {}
+            if path.is_dir() {
+                if path != Path::new("/") {
+                    write.push(path);
+                }
+            } else {
+                read.push(package_of(&path));
             }
         }
     }

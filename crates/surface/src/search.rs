@@ -498,8 +498,8 @@ impl Index {
 /// well the request's words match the name (over the best-matched server's): a request that
 /// names its server ("with Desktop Commander, read ...") finds that server's tools first.
 /// Chosen on the tuning sets alone (`tasks.json`, `tasks-plain.json`, `tasks-livemcpbench.json`:
-/// 0.1 to 0.3 tried with the table and all-MiniLM-L6-v2; 0.2 found the most in the first five
-/// and first with the model, and no fewer with the table). A server ranked as one document of
+/// 0.1 to 0.5 tried with the table, 0.1 to 0.3 with all-MiniLM-L6-v2; 0.2 found the most in the
+/// first five and first with the model, and as many in the first five with the table). A server ranked as one document of
 /// all its tools' words and vectors found fewer at every share tried, so only its name is read.
 const SERVER_NAME_SHARE: f32 = 0.2;
 

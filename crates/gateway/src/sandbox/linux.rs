@@ -92,9 +92,8 @@ fn remove_ended(base: &Path, own: u32) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(guard) = name
-            .to_string_lossy()
-            .strip_prefix("moniker-sandbox-")
-            .map(str::to_owned)
+            .to_str()
+            .and_then(|n| n.strip_prefix("moniker-sandbox-"))
         else {
             continue;
         };
