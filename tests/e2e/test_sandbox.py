@@ -1,6 +1,6 @@
 """Servers in a sandbox (issue "Servers in a sandbox"), through the official Python SDK: a
 hostile server (target/debug/moniker-hostile) that tries to read the user's SSH key and another
-project's files, to read moniker's environment, to write outside its folder, to connect out and
+project's files, to read moniker's environment or another process's command line, to write outside its folder, to connect out and
 to fork without bound is refused each time under `sandbox`, while its honest tool answers; the
 same attempts without the sandbox succeed (so each refusal is the sandbox's). Real servers
 (filesystem, memory and everything from npm; time, git and fetch from PyPI; memory through
@@ -9,6 +9,7 @@ allow it, and a tool's error that reads so carries that note to the client."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -63,6 +64,8 @@ def attempts(world: dict[str, Path], port: int) -> dict[str, tuple[str, str]]:
         "the SSH key": ("read", str(world["home"] / ".ssh" / "id_rsa")),
         "another project": ("read", str(world["other"] / "plans.txt")),
         "moniker's environment": ("environ", "moniker"),
+        # The test's own process: outside the sandbox's PID namespace, its /proc has no entry.
+        "another process's command line": ("cmdline", str(os.getpid())),
         "a write outside": ("write", str(world["other"] / "dropped.txt")),
         "a connection out": ("connect", f"127.0.0.1:{port}"),
         "forking without bound": ("fork", "64"),
@@ -80,7 +83,7 @@ async def test_a_hostile_server_is_refused_everything_its_config_does_not_name(
     moniker, write_config, hostile_bin: Path, world: dict[str, Path], listener: int, tmp_path: Path
 ) -> None:
     config = hostile_config(write_config, hostile_bin, world, {"processes": 16})
-    async with moniker(config, env={"HOME": str(world["home"]), "RUST_LOG": "warn"}) as session:
+    async with moniker(config, env={"HOME": str(world["home"]), "RUST_LOG": "warn,moniker::server=info"}) as session:
         for what, (action, target) in attempts(world, listener).items():
             said = await attempt(session, action, target)
             assert said.startswith("refused: "), f"{what}: {said}"
@@ -95,6 +98,7 @@ async def test_a_hostile_server_is_refused_everything_its_config_does_not_name(
     log = "".join(p.read_text() for p in tmp_path.glob("*.stderr"))
     for setting in ("`sandbox.network`", "`sandbox.read` or `sandbox.write`", "`sandbox.processes`"):
         assert f"(likely its sandbox: {setting} would allow it)" in log, log[-3000:]
+    assert "only its own processes seen (a PID namespace and its /proc)" in log, log[-3000:]
 
 
 def test_check_says_what_each_sandbox_gives(moniker_bin: Path, write_config, hostile_bin: Path, world: dict[str, Path]) -> None:

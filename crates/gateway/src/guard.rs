@@ -6,6 +6,10 @@
 //! data path does not pass through it), waits for it, and polls its own parent: when the
 //! parent changes, moniker is gone, and the guard ends the whole group. moniker ends a server
 //! by signalling the group.
+//!
+//! A sandboxed server has one process more between them: the guard applies what is applied
+//! from outside (a cgroup, namespaces, limits), then starts moniker again as the init of the
+//! server's PID namespace (`--inside`), which applies the rest and starts the server.
 
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -15,11 +19,25 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-/// Runs the guard: `[--sandbox PLAN] [--] COMMAND ARGS...`; returns the exit code to exit with.
+/// What a guard process does, as its first arguments say.
+enum Role<'a> {
+    /// Starts the server and watches it.
+    Plain,
+    /// Applies the sandbox (`--sandbox PLAN`, a [`crate::sandbox::Plan`] in JSON) from outside,
+    /// then starts and watches the init of its namespaces.
+    Sandbox(&'a OsString),
+    /// Stands as the init of a sandbox's namespaces (`--inside OUTSIDE`, a
+    /// [`crate::sandbox::Outside`] in JSON): applies the rest, starts the server, reaps.
+    Inside(&'a OsString),
+}
+
+/// Runs the guard: `[--sandbox PLAN | --inside OUTSIDE] [--] COMMAND ARGS...`; returns the exit
+/// code to exit with.
 pub fn run(args: &[OsString]) -> i32 {
-    let (plan, args) = match args {
-        [flag, plan, rest @ ..] if flag == "--sandbox" => (Some(plan), rest),
-        _ => (None, args),
+    let (role, args) = match args {
+        [flag, plan, rest @ ..] if flag == "--sandbox" => (Role::Sandbox(plan), rest),
+        [flag, outside, rest @ ..] if flag == "--inside" => (Role::Inside(outside), rest),
+        _ => (Role::Plain, args),
     };
     let args = match args.split_first() {
         Some((dashes, rest)) if dashes == "--" => rest,
@@ -29,32 +47,40 @@ pub fn run(args: &[OsString]) -> i32 {
         tracing::error!("the guard needs a command to run");
         return 2;
     };
-    let parent = std::os::unix::process::parent_id();
     let mut server = Command::new(command);
     server.args(rest);
-    if let Some(plan) = plan {
-        match sandboxed(plan) {
+    match role {
+        Role::Plain => watch(server),
+        Role::Sandbox(plan) => match init_of(plan, args) {
+            Ok(init) => watch(init),
+            Err(why) => refused(&why),
+        },
+        Role::Inside(outside) => match confined(outside) {
             Ok(temp) => {
                 server.env("TMPDIR", temp);
+                match start(&mut server) {
+                    Ok(child) => reap_until(child.id()),
+                    Err(code) => code,
+                }
             }
-            Err(why) => {
-                // On the server's stderr, which moniker reads: why it did not start.
-                let _ = writeln!(std::io::stderr(), "moniker sandbox: {why}");
-                return 126;
-            }
-        }
+            Err(why) => refused(&why),
+        },
     }
-    let mut child = match server.spawn() {
+}
+
+/// Says on the server's stderr, which moniker reads, why it did not start: 126.
+fn refused(why: &str) -> i32 {
+    let _ = writeln!(std::io::stderr(), "moniker sandbox: {why}");
+    126
+}
+
+/// Starts `command` (the server or its init) and waits for it, polling the guard's own parent:
+/// when it changes, moniker is gone, and the guard ends the whole group.
+fn watch(mut command: Command) -> i32 {
+    let parent = std::os::unix::process::parent_id();
+    let mut child = match start(&mut command) {
         Ok(child) => child,
-        Err(e) => {
-            // On the server's stderr, which moniker reads: the reason it did not start.
-            let why = crate::connect::stdio::cannot_run(&command.to_string_lossy(), &e);
-            let _ = writeln!(std::io::stderr(), "{why}");
-            return match e.kind() {
-                std::io::ErrorKind::PermissionDenied => 126,
-                _ => 127,
-            };
-        }
+        Err(code) => return code,
     };
     loop {
         match child.try_wait() {
@@ -70,27 +96,71 @@ pub fn run(args: &[OsString]) -> i32 {
     }
 }
 
-/// Applies the sandbox `plan` (JSON, a [`crate::sandbox::Plan`]) to the guard, which the server
-/// then inherits; says what is enforced. The server's temporary folder.
-fn sandboxed(plan: &OsString) -> Result<std::path::PathBuf, String> {
+/// Starts `command`; if it cannot, says why on its stderr (which moniker reads) and gives the
+/// code to exit with.
+fn start(command: &mut Command) -> Result<std::process::Child, i32> {
+    command.spawn().map_err(|e| {
+        let program = command.get_program().to_string_lossy();
+        let why = crate::connect::stdio::cannot_run(&program, &e);
+        let _ = writeln!(std::io::stderr(), "{why}");
+        match e.kind() {
+            std::io::ErrorKind::PermissionDenied => 126,
+            _ => 127,
+        }
+    })
+}
+
+/// Applies the sandbox `plan` from outside to the guard, and gives the command that starts
+/// its init (this program again, `--inside`) inside the namespaces made, to run `server`.
+fn init_of(plan: &OsString, server: &[OsString]) -> Result<Command, String> {
     let plan: crate::sandbox::Plan = plan
         .to_str()
         .and_then(|text| serde_json::from_str(text).ok())
         .ok_or("its plan is not one moniker made")?;
-    let enforced = crate::sandbox::apply(&plan)?;
-    let _ = writeln!(
-        std::io::stderr(),
-        "moniker sandbox: files {} (Landlock); network {}; at most {} processes ({}), {} open files{}",
-        enforced.landlock,
-        enforced.network,
-        plan.processes,
-        enforced.processes,
-        plan.open_files,
-        plan.memory
-            .map(|m| format!(", {} MB of data", m >> 20))
-            .unwrap_or_default(),
-    );
-    Ok(enforced.temp)
+    let outside = crate::sandbox::apply(&plan)?;
+    let handed = serde_json::to_string(&outside).map_err(|e| e.to_string())?;
+    let mut init = Command::new(own_program()?);
+    init.args(["__guard", "--inside", &handed, "--"])
+        .args(server);
+    Ok(init)
+}
+
+/// This program, to start again: on Linux through `/proc`, which names it even once an
+/// upgrade replaced its file.
+fn own_program() -> Result<std::path::PathBuf, String> {
+    if cfg!(target_os = "linux") {
+        return Ok("/proc/self/exe".into());
+    }
+    std::env::current_exe().map_err(|e| format!("cannot find moniker's own program ({e})"))
+}
+
+/// Applies the rest of the sandbox (`outside`, what the guard made of it) to this process, the
+/// init inside its namespaces, and says what is enforced. The server's temporary folder.
+fn confined(outside: &OsString) -> Result<std::path::PathBuf, String> {
+    let outside: crate::sandbox::Outside = outside
+        .to_str()
+        .and_then(|text| serde_json::from_str(text).ok())
+        .ok_or("what its guard made is not said as moniker says it")?;
+    let said = crate::sandbox::confine(&outside)?;
+    let _ = writeln!(std::io::stderr(), "{said}");
+    Ok(outside.temp)
+}
+
+/// Waits, as the init of a sandbox's namespaces, until the server (`server`) ends, reaping
+/// every process orphaned in them on the way; the server's exit code. When the init ends, the
+/// kernel ends whatever is left in its namespace.
+fn reap_until(server: u32) -> i32 {
+    use nix::errno::Errno;
+    use nix::sys::wait::{WaitStatus, waitpid};
+    let server = Pid::from_raw(server as i32);
+    loop {
+        match waitpid(None::<Pid>, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == server => return code,
+            Ok(WaitStatus::Signaled(pid, ..)) if pid == server => return 1,
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return 1,
+        }
+    }
 }
 
 /// SIGTERM to every other member of this process group, then SIGKILL to those still there

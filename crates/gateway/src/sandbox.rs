@@ -7,6 +7,10 @@
 //!   temporary folder (`$TMPDIR`), the paths its arguments name and those the config names;
 //!   nothing else of the user's home. Landlock also keeps it from tracing (or reading the
 //!   `/proc/<pid>/environ` of) any process outside the sandbox, moniker's included.
+//! - processes: a PID namespace of its own, with its own `/proc`: no process outside it is
+//!   seen (nor its command line read). The guard starts its init (moniker again, `__guard
+//!   --inside`), which mounts that `/proc`, applies the files' rules, starts the server and
+//!   reaps what is orphaned; when the server ends, the kernel ends what is left.
 //! - the network: `off` is a network namespace of its own (in a user namespace), with no
 //!   interface up: no connection of any kind; a list of ports is Landlock's TCP rules.
 //! - limits: processes (counted in its user namespace, so the user's other processes do not
@@ -171,9 +175,15 @@ impl Plan {
         read.extend(base);
         read.extend(sandbox.read.iter().map(|p| home(p)));
         write.extend(sandbox.write.iter().map(|p| home(p)));
-        // Each once, in order.
+        // Each as the kernel will open it (`..` and links resolved: `/usr/..` is `/`, and is
+        // said as such), once, in order. One not there stays as written: it gives nothing.
         for paths in [&mut read, &mut write] {
             let mut seen = std::collections::HashSet::new();
+            for path in paths.iter_mut() {
+                if let Ok(resolved) = std::fs::canonicalize(&*path) {
+                    *path = resolved;
+                }
+            }
             paths.retain(|p| seen.insert(p.clone()));
         }
         Self {
@@ -479,45 +489,80 @@ fn shown(text: &str) -> String {
         .collect()
 }
 
-/// What the guard enforced, to say; and the server's temporary folder (its `$TMPDIR`).
-pub struct Enforced {
-    pub landlock: String,
-    pub network: &'static str,
-    pub processes: &'static str,
+/// What the guard makes of a sandbox from outside the server's namespaces (its cgroup, its
+/// namespaces, its limits), handed to the process it starts inside them (`__guard --inside`),
+/// which stands as their init, makes the rest (its own `/proc`, the files' rules) and starts the
+/// server.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Outside {
+    pub plan: Plan,
+    /// The server's temporary folder (its `$TMPDIR`).
     pub temp: PathBuf,
+    /// What was made of the process limit and of the network, to say.
+    pub processes: String,
+    pub network: String,
 }
 
-/// Applies `plan` to this process (the guard, before it starts the server): its private
-/// temporary folder made, its network, its limits, then its files. `Err`: what could not be
-/// enforced (and was not allowed to be left out).
-pub fn apply(plan: &Plan) -> Result<Enforced, String> {
+/// Applies what of `plan` is made from outside to this process (the guard, before it starts
+/// the server's init): its private temporary folder, its cgroup, namespaces and limits. `Err`:
+/// what could not be enforced (and was not allowed to be left out).
+pub fn apply(plan: &Plan) -> Result<Outside, String> {
     let temp = private_temp()?;
-    enforce(plan, temp)
+    outside(plan.clone(), temp)
+}
+
+/// Applies the rest of `outside` to this process (the init inside the server's namespaces,
+/// before it starts the server): its own `/proc` and the files' rules. What is enforced, in one
+/// line, to say on the server's stderr.
+pub fn confine(outside: &Outside) -> Result<String, String> {
+    let inside = inside(outside)?;
+    let plan = &outside.plan;
+    Ok(format!(
+        "moniker sandbox: files {} (Landlock); network {}; at most {} processes ({}), {} open files{}; {}",
+        inside.landlock,
+        outside.network,
+        plan.processes,
+        outside.processes,
+        plan.open_files,
+        plan.memory
+            .map(|m| format!(", {} MB of data", m >> 20))
+            .unwrap_or_default(),
+        inside.processes_seen,
+    ))
+}
+
+/// What the init enforced inside, to say.
+struct Inside {
+    landlock: String,
+    processes_seen: &'static str,
 }
 
 /// Elsewhere than Linux nothing of the sandbox can be enforced: refused, unless best-effort.
 #[cfg(not(target_os = "linux"))]
-fn enforce(plan: &Plan, temp: PathBuf) -> Result<Enforced, String> {
-    use std::io::Write as _;
+fn outside(plan: Plan, temp: PathBuf) -> Result<Outside, String> {
     if !plan.best_effort {
         return Err("a sandbox needs Linux (Landlock, namespaces): this system cannot enforce it; `sandbox: best-effort` runs the server without".to_owned());
     }
-    let _ = writeln!(
-        std::io::stderr(),
-        "moniker sandbox: not enforced on this system (best-effort)"
-    );
-    Ok(Enforced {
-        landlock: "not enforced (not Linux)".to_owned(),
-        network: "as the user's",
-        processes: "not limited",
+    Ok(Outside {
+        plan,
         temp,
+        processes: "not limited".to_owned(),
+        network: "as the user's".to_owned(),
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn inside(_: &Outside) -> Result<Inside, String> {
+    Ok(Inside {
+        landlock: "not enforced (not Linux; best-effort)".to_owned(),
+        processes_seen: "the system's processes seen",
     })
 }
 
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-use linux::enforce;
+use linux::{inside, outside};
 
 /// The cgroup of the sandbox whose guard is `guard` (its process id): below the pids cgroup
 /// moniker is in (cgroup v1's pids hierarchy), when there is one.
@@ -789,5 +834,28 @@ mod tests {
             &["--db-path".to_owned(), db.clone()],
         );
         assert!(!other.write.contains(&data) && other.read.contains(&data));
+    }
+
+    #[test]
+    fn a_path_the_config_names_is_said_as_the_kernel_opens_it() {
+        // `/usr/..` is `/`: given as `/`, and said by `moniker check` as beyond the system's.
+        let sandbox = Sandbox {
+            write: vec!["/usr/..".to_owned()],
+            ..Sandbox::default()
+        };
+        let plan = Plan::of(
+            &sandbox,
+            &Server {
+                command: "/bin/true",
+                args: &[],
+                cwd: None,
+                path: Some("/usr/bin:/bin"),
+                home: None,
+                env: &indexmap::IndexMap::new(),
+            },
+        );
+        let root = PathBuf::from("/");
+        assert!(plan.write.contains(&root), "{:?}", plan.write);
+        assert_eq!(Plan::beyond_system(&plan.write), vec![&root]);
     }
 }

@@ -8,17 +8,16 @@ use landlock::{
     Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
-use super::{Enforced, Net, Plan, pids_cgroup};
+use super::{Inside, Net, Outside, Plan, pids_cgroup};
 
 /// The ABI whose rights a sandbox asks for: the kernel's own may be lower (negotiated).
 const ABI_ASKED: ABI = ABI::V6;
 
-/// Enforces `plan` on this process, its temporary folder `temp` made: its process limit (a
-/// cgroup, made through /sys before the rules), its network, its limits, then its files.
-pub(super) fn enforce(plan: &Plan, temp: PathBuf) -> Result<Enforced, String> {
-    let mut write = plan.write.clone();
-    write.push(temp.clone());
-    // Before the rules: a cgroup is made and joined through /sys, which they do not give.
+/// Enforces from outside what of `plan` is (this process is the guard; its temporary folder
+/// `temp` made): its process limit (a cgroup, made through /sys), its namespaces (user, PID,
+/// and network when off), its limits; and hands the init it starts the right to mount its
+/// `/proc`.
+pub(super) fn outside(plan: Plan, temp: PathBuf) -> Result<Outside, String> {
     let processes = match own_pids(plan.processes) {
         Ok(()) => "a pids cgroup of its own",
         Err(_) if !nix::unistd::geteuid().is_root() => "its user namespace's process limit",
@@ -36,7 +35,10 @@ pub(super) fn enforce(plan: &Plan, temp: PathBuf) -> Result<Enforced, String> {
         }
     };
     let network = match own_namespaces(&plan.network) {
-        Ok(said) => said,
+        Ok(said) => {
+            hand_mount_to_init()?;
+            said
+        }
         Err(why) if plan.best_effort => {
             let _ = writeln!(
                 std::io::stderr(),
@@ -46,14 +48,80 @@ pub(super) fn enforce(plan: &Plan, temp: PathBuf) -> Result<Enforced, String> {
         }
         Err(why) => return Err(why),
     };
-    limits(plan)?;
-    let landlock = landlock(plan, &write)?;
-    Ok(Enforced {
-        landlock,
-        network,
-        processes,
+    limits(&plan)?;
+    Ok(Outside {
+        plan,
         temp,
+        processes: processes.to_owned(),
+        network: network.to_owned(),
     })
+}
+
+/// Enforces the rest inside (this process is the init of the server's PID namespace): its own
+/// `/proc`, then no capability left, then the files' rules (after which nothing can be mounted).
+pub(super) fn inside(outside: &Outside) -> Result<Inside, String> {
+    let plan = &outside.plan;
+    // Without namespaces (best-effort), this process is no namespace's init (1): a /proc of
+    // its own would show the system's processes all the same.
+    let own = if std::process::id() == 1 {
+        own_proc()
+    } else {
+        Err("no PID namespace of its own".to_owned())
+    };
+    let processes_seen = match own {
+        Ok(()) => "only its own processes seen (a PID namespace and its /proc)",
+        Err(why) if plan.best_effort => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "moniker sandbox: {why}; the system's processes are seen (best-effort)"
+            );
+            "the system's processes seen (best-effort)"
+        }
+        Err(why) => return Err(why),
+    };
+    rustix::thread::clear_ambient_capability_set()
+        .and_then(|()| {
+            rustix::thread::set_capabilities(
+                None,
+                rustix::thread::CapabilitySets {
+                    effective: rustix::thread::CapabilitySet::empty(),
+                    permitted: rustix::thread::CapabilitySet::empty(),
+                    inheritable: rustix::thread::CapabilitySet::empty(),
+                },
+            )
+        })
+        .map_err(|e| format!("cannot drop its capabilities ({e})"))?;
+    let mut write = plan.write.clone();
+    write.push(outside.temp.clone());
+    Ok(Inside {
+        landlock: landlock(plan, &write)?,
+        processes_seen,
+    })
+}
+
+/// Keeps the right to mount (`CAP_SYS_ADMIN` in the guard's new user namespace) across the
+/// init's start, through the ambient set: the user's own id keeps no capability past `exec`
+/// otherwise. The init drops it once its `/proc` is mounted.
+fn hand_mount_to_init() -> Result<(), String> {
+    use rustix::thread::{CapabilitySet, capabilities, configure_capability_in_ambient_set};
+    let why = |e: rustix::io::Errno| format!("cannot hand its init the right to mount ({e})");
+    let mut sets = capabilities(None).map_err(why)?;
+    sets.inheritable |= CapabilitySet::SYS_ADMIN;
+    rustix::thread::set_capabilities(None, sets).map_err(why)?;
+    configure_capability_in_ambient_set(CapabilitySet::SYS_ADMIN, true).map_err(why)
+}
+
+/// A `/proc` of its own (in a mount namespace of its own), of the PID namespace this process
+/// is init of: the processes outside it, moniker's among them, are not there to read.
+fn own_proc() -> Result<(), String> {
+    use nix::mount::{MsFlags, mount};
+    use nix::sched::{CloneFlags, unshare};
+    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| {
+        format!("no mount namespace of its own ({e}): other processes would be seen")
+    })?;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(Some("proc"), "/proc", Some("proc"), flags, None::<&str>)
+        .map_err(|e| format!("cannot mount its own /proc ({e}): other processes would be seen"))
 }
 
 /// This process (the guard) in a pids cgroup of its own, of at most `limit` processes.
@@ -106,12 +174,13 @@ fn remove_ended(base: &Path, own: u32) {
     }
 }
 
-/// A user namespace of its own (processes counted apart from the user's others), and with the
-/// network off a network namespace with no interface up.
+/// A user namespace of its own (processes counted apart from the user's others), a PID
+/// namespace for the processes it starts (the init first), and with the network off a network
+/// namespace with no interface up.
 fn own_namespaces(network: &Net) -> Result<&'static str, String> {
     use nix::sched::{CloneFlags, unshare};
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
-    let mut flags = CloneFlags::CLONE_NEWUSER;
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID;
     if *network == Net::Off {
         flags |= CloneFlags::CLONE_NEWNET;
     }
