@@ -71,7 +71,8 @@ fn main() -> ExitCode {
             Some(dashes) if dashes == "--" => &argv[3..],
             _ => &argv[2..],
         };
-        // The guard's code is the child's, which may be any i32 (128 + signal).
+        // The guard's code is the server's: its exit code, 1 when a signal ended it, 126 or
+        // 127 when it could not start.
         std::process::exit(moniker_gateway::guard::run(rest));
     }
 

@@ -70,7 +70,7 @@ pub fn run(args: &[OsString]) -> i32 {
 
 /// Says on the server's stderr, which moniker reads, why it did not start: 126.
 fn refused(why: &str) -> i32 {
-    let _ = writeln!(std::io::stderr(), "moniker sandbox: {why}");
+    crate::sandbox::say(why);
     126
 }
 
@@ -141,8 +141,7 @@ fn confined(outside: &OsString) -> Result<std::path::PathBuf, String> {
         .to_str()
         .and_then(|text| serde_json::from_str(text).ok())
         .ok_or("what its guard made is not said as moniker says it")?;
-    let said = crate::sandbox::confine(&outside)?;
-    let _ = writeln!(std::io::stderr(), "{said}");
+    crate::sandbox::say(&crate::sandbox::confine(&outside)?);
     Ok(outside.temp)
 }
 

@@ -180,8 +180,11 @@ impl Plan {
         for paths in [&mut read, &mut write] {
             let mut seen = std::collections::HashSet::new();
             for path in paths.iter_mut() {
-                if let Ok(resolved) = std::fs::canonicalize(&*path) {
-                    *path = resolved;
+                // Not one that resolves into /proc (`/dev/fd`): that is moniker's own, which
+                // the server's /proc does not show.
+                match std::fs::canonicalize(&*path) {
+                    Ok(resolved) if !resolved.starts_with("/proc") => *path = resolved,
+                    _ => {}
                 }
             }
             paths.retain(|p| seen.insert(p.clone()));
@@ -456,6 +459,15 @@ const REFUSALS: &[(&str, &str)] = &[
 /// The most of a server's words a note keeps.
 const NOTED: usize = 240;
 
+/// How the guard's and the init's own lines on a server's stderr begin.
+const SAID: &str = "moniker sandbox: ";
+
+/// Says `text` on the server's stderr (which moniker reads and logs), as the sandbox's own.
+pub fn say(text: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{SAID}{text}");
+}
+
 /// Whether `text` holds any of a refusal's words (before anything reads it further).
 pub fn mentions_a_refusal(text: &str) -> bool {
     REFUSALS.iter().any(|(words, _)| text.contains(words))
@@ -465,14 +477,17 @@ pub fn mentions_a_refusal(text: &str) -> bool {
 /// denials to its audit log alone: the server's own error is what moniker sees), cut to
 /// [`NOTED`] bytes, and the setting that would allow it.
 pub fn likely(text: &str) -> Option<(String, &'static str)> {
-    text.lines().find_map(|line| {
-        let (_, setting) = REFUSALS.iter().find(|(words, _)| line.contains(words))?;
-        let mut end = line.len().min(NOTED);
-        while !line.is_char_boundary(end) {
-            end -= 1;
-        }
-        Some((shown(line[..end].trim()), *setting))
-    })
+    // The sandbox's own lines (why it could not be made) are not the server's refusals.
+    text.lines()
+        .filter(|l| !l.starts_with(SAID))
+        .find_map(|line| {
+            let (_, setting) = REFUSALS.iter().find(|(words, _)| line.contains(words))?;
+            let mut end = line.len().min(NOTED);
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            Some((shown(line[..end].trim()), *setting))
+        })
 }
 
 /// `text` with what would change how it shows (control characters: line and carriage
@@ -518,7 +533,7 @@ pub fn confine(outside: &Outside) -> Result<String, String> {
     let inside = inside(outside)?;
     let plan = &outside.plan;
     Ok(format!(
-        "moniker sandbox: files {} (Landlock); network {}; at most {} processes ({}), {} open files{}; {}",
+        "files {} (Landlock); network {}; at most {} processes ({}), {} open files{}; {}",
         inside.landlock,
         outside.network,
         plan.processes,
@@ -620,6 +635,9 @@ mod tests {
         assert!(likely("the tool ran and found nothing").is_none());
         let long = format!("Permission denied {}", "é".repeat(400));
         assert!(likely(&long).is_some_and(|(l, _)| l.len() <= NOTED));
+        // Why the sandbox could not be made is its own line, not a refusal of the server's.
+        let own = "moniker sandbox: cannot mount its own /proc (EPERM: Operation not permitted)";
+        assert!(likely(own).is_none());
     }
 
     /// A server's words in a note stay on their line and read as written: no line break, no

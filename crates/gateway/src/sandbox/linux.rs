@@ -1,6 +1,5 @@
 //! What the kernel enforces of a sandbox, on Linux: a pids cgroup, namespaces, limits, Landlock.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -13,41 +12,40 @@ use super::{Inside, Net, Outside, Plan, pids_cgroup};
 /// The ABI whose rights a sandbox asks for: the kernel's own may be lower (negotiated).
 const ABI_ASKED: ABI = ABI::V6;
 
+/// The guard and the init: in the sandbox's process limits beside the server's own.
+const OURS: u64 = 2;
+
 /// Enforces from outside what of `plan` is (this process is the guard; its temporary folder
 /// `temp` made): its process limit (a cgroup, made through /sys), its namespaces (user, PID,
 /// and network when off), its limits; and hands the init it starts the right to mount its
 /// `/proc`.
 pub(super) fn outside(plan: Plan, temp: PathBuf) -> Result<Outside, String> {
-    let processes = match own_pids(plan.processes) {
-        Ok(()) => "a pids cgroup of its own",
-        Err(_) if !nix::unistd::geteuid().is_root() => "its user namespace's process limit",
-        Err(why) if plan.best_effort => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "moniker sandbox: {why}, and the kernel exempts root from the process limit: processes are not limited (best-effort)"
-            );
-            "not limited (root, no cgroup)"
-        }
-        Err(why) => {
-            return Err(format!(
-                "{why}, and the kernel exempts root from the process limit: `sandbox: best-effort` runs it without"
-            ));
-        }
+    let best_effort = plan.best_effort;
+    let processes = match own_pids(plan.processes.saturating_add(OURS)) {
+        Ok(()) => Ok("a pids cgroup of its own"),
+        Err(_) if !nix::unistd::geteuid().is_root() => Ok("its user namespace's process limit"),
+        Err(why) => Err(format!(
+            "{why}, and the kernel exempts root from the process limit"
+        )),
     };
-    let network = match own_namespaces(&plan.network) {
-        Ok(said) => {
-            hand_mount_to_init()?;
-            said
-        }
-        Err(why) if plan.best_effort => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "moniker sandbox: {why}; running without it (best-effort)"
-            );
-            "as the user's (no namespace)"
-        }
-        Err(why) => return Err(why),
-    };
+    let processes = unless_best_effort(
+        best_effort,
+        processes,
+        "processes are not limited",
+        "not limited (root, no cgroup)",
+    )?;
+    let namespaces = own_namespaces(&plan.network);
+    let made = namespaces.is_ok();
+    let network = unless_best_effort(
+        best_effort,
+        namespaces,
+        "running without it",
+        "as the user's (no namespace)",
+    )?;
+    if made {
+        let pid = own_pid_namespace().and_then(|()| hand_mount_to_init());
+        unless_best_effort(best_effort, pid, "the system's processes are seen", ())?;
+    }
     limits(&plan)?;
     Ok(Outside {
         plan,
@@ -57,8 +55,27 @@ pub(super) fn outside(plan: Plan, temp: PathBuf) -> Result<Outside, String> {
     })
 }
 
+/// What was `done`; or, when it could not be and the plan is best-effort, `fallback`, said
+/// with why and what is left out (`without`).
+fn unless_best_effort<T>(
+    best_effort: bool,
+    done: Result<T, String>,
+    without: &str,
+    fallback: T,
+) -> Result<T, String> {
+    match done {
+        Ok(done) => Ok(done),
+        Err(why) if best_effort => {
+            super::say(&format!("{why}; {without} (best-effort)"));
+            Ok(fallback)
+        }
+        Err(why) => Err(format!("{why}: `sandbox: best-effort` runs it without")),
+    }
+}
+
 /// Enforces the rest inside (this process is the init of the server's PID namespace): its own
-/// `/proc`, then no capability left, then the files' rules (after which nothing can be mounted).
+/// `/proc`, then no capability left and no tracing of it, then the files' rules (after which
+/// nothing can be mounted).
 pub(super) fn inside(outside: &Outside) -> Result<Inside, String> {
     let plan = &outside.plan;
     // Without namespaces (best-effort), this process is no namespace's init (1): a /proc of
@@ -68,17 +85,12 @@ pub(super) fn inside(outside: &Outside) -> Result<Inside, String> {
     } else {
         Err("no PID namespace of its own".to_owned())
     };
-    let processes_seen = match own {
-        Ok(()) => "only its own processes seen (a PID namespace and its /proc)",
-        Err(why) if plan.best_effort => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "moniker sandbox: {why}; the system's processes are seen (best-effort)"
-            );
-            "the system's processes seen (best-effort)"
-        }
-        Err(why) => return Err(why),
-    };
+    let processes_seen = unless_best_effort(
+        plan.best_effort,
+        own.map(|()| "only its own processes seen (a PID namespace and its /proc)"),
+        "the system's processes are seen",
+        "the system's processes seen (best-effort)",
+    )?;
     rustix::thread::clear_ambient_capability_set()
         .and_then(|()| {
             rustix::thread::set_capabilities(
@@ -91,11 +103,24 @@ pub(super) fn inside(outside: &Outside) -> Result<Inside, String> {
             )
         })
         .map_err(|e| format!("cannot drop its capabilities ({e})"))?;
+    // Not dumpable: the server (the same user, in the same Landlock domain) cannot trace it,
+    // and so cannot make it leave the process group moniker ends.
+    nix::sys::prctl::set_dumpable(false)
+        .map_err(|e| format!("cannot keep its init from being traced ({e})"))?;
     let mut write = plan.write.clone();
     write.push(outside.temp.clone());
     Ok(Inside {
         landlock: landlock(plan, &write)?,
         processes_seen,
+    })
+}
+
+/// A PID namespace for the processes it starts, the init first (apart from the user and network
+/// namespaces: a kernel may give those and not this).
+fn own_pid_namespace() -> Result<(), String> {
+    use nix::sched::{CloneFlags, unshare};
+    unshare(CloneFlags::CLONE_NEWPID).map_err(|e| {
+        format!("the kernel gives no PID namespace ({e}): other processes would be seen")
     })
 }
 
@@ -174,13 +199,12 @@ fn remove_ended(base: &Path, own: u32) {
     }
 }
 
-/// A user namespace of its own (processes counted apart from the user's others), a PID
-/// namespace for the processes it starts (the init first), and with the network off a network
-/// namespace with no interface up.
+/// A user namespace of its own (processes counted apart from the user's others), and with the
+/// network off a network namespace with no interface up.
 fn own_namespaces(network: &Net) -> Result<&'static str, String> {
     use nix::sched::{CloneFlags, unshare};
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
-    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID;
+    let mut flags = CloneFlags::CLONE_NEWUSER;
     if *network == Net::Off {
         flags |= CloneFlags::CLONE_NEWNET;
     }
@@ -201,7 +225,11 @@ fn own_namespaces(network: &Net) -> Result<&'static str, String> {
 fn limits(plan: &Plan) -> Result<(), String> {
     use nix::sys::resource::{Resource, setrlimit};
     let mut set = vec![
-        (Resource::RLIMIT_NPROC, plan.processes, "processes"),
+        (
+            Resource::RLIMIT_NPROC,
+            plan.processes.saturating_add(OURS),
+            "processes",
+        ),
         (Resource::RLIMIT_NOFILE, plan.open_files, "open_files"),
     ];
     if let Some(bytes) = plan.memory {
