@@ -336,6 +336,19 @@ impl Cx<'_> {
         out
     }
 
+    /// Reads the key `name` of the map at `p` (whose entries are `fields`) with `read`, at the
+    /// key's own path: `None` when the map has no such key, else what `read` returned.
+    fn field<'n, T>(
+        &mut self,
+        p: &[Seg<'n>],
+        fields: &Fields<'n>,
+        name: &'n str,
+        read: impl FnOnce(&mut Self, &[Seg<'n>], Slot<'n>) -> T,
+    ) -> Option<T> {
+        let slot = fields.get(name)?;
+        Some(read(self, &join(p, Seg::Key(name)), slot))
+    }
+
     /// The items of a list, each recorded. Nothing is an empty list.
     fn items<'n>(&mut self, slot: Slot<'n>, p: &[Seg<'n>], expected: &str) -> Vec<Slot<'n>> {
         match &slot.node.value {

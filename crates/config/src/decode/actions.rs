@@ -54,13 +54,12 @@ impl Cx<'_> {
             Some(keys::ACTION),
             "a map of action tool settings",
         );
-        let field = |name: &'static str| join(ap, Seg::Key(name));
-        let mut rule = ActionRule::default();
-        if let Some(s) = fields.get("description") {
-            rule.description = self.string(&field("description"), s);
-        }
-        match fields.get("tools") {
-            Some(s) => rule.tools = self.action_tools(&field("tools"), s, members),
+        let description = self.field(ap, &fields, "description", Self::string);
+        let tools = self.field(ap, &fields, "tools", |cx, at, s| {
+            cx.action_tools(at, s, members)
+        });
+        match tools {
+            Some(_) => {}
             // `tool:` was reported as unknown with a did-you-mean, and a list or a string as
             // the wrong type: that is the error.
             None if fields.meant("tools") => {}
@@ -73,19 +72,18 @@ impl Cx<'_> {
                 Some(ACTION_TOOLS_HELP.to_owned()),
             ),
         }
-        if let Some(s) = fields.get("legacy") {
-            if let Some((legacy, deprecated)) = self.legacy(&field("legacy"), s) {
-                rule.legacy = legacy;
-                rule.legacy_deprecated = deprecated;
-            }
+        let legacy = self.field(ap, &fields, "legacy", Self::legacy);
+        let (legacy, legacy_deprecated) = legacy.flatten().unwrap_or_default();
+        let aliases = self.field(ap, &fields, "aliases", Self::aliases);
+        let tags = self.field(ap, &fields, "tags", Self::tags);
+        ActionRule {
+            description: description.flatten(),
+            tools: tools.unwrap_or_default(),
+            legacy,
+            legacy_deprecated,
+            aliases: aliases.unwrap_or_default(),
+            tags: tags.unwrap_or_default(),
         }
-        if let Some(s) = fields.get("aliases") {
-            rule.aliases = self.aliases(&field("aliases"), s);
-        }
-        if let Some(s) = fields.get("tags") {
-            rule.tags = self.tags(&field("tags"), s);
-        }
-        rule
     }
 
     /// `tools: { <action>: <member's exposed name>, ... }`, not empty.
@@ -167,12 +165,10 @@ impl Cx<'_> {
             Some(keys::LEGACY_SETTINGS),
             "a legacy mode, or a map with `keep` and `deprecated`",
         );
-        let mode = match fields.get("keep") {
-            Some(s) => self.legacy_mode(&join(p, Seg::Key("keep")), s)?,
-            None => Legacy::default(),
-        };
-        let deprecated = match fields.get("deprecated") {
-            Some(s) => Some(self.deprecation(&join(p, Seg::Key("deprecated")), s)?),
+        let mode = self.field(p, &fields, "keep", Self::legacy_mode);
+        let mode = mode.unwrap_or(Some(Legacy::default()))?;
+        let deprecated = match self.field(p, &fields, "deprecated", Self::deprecation) {
+            Some(deprecated) => Some(deprecated?),
             None => None,
         };
         Some((mode, deprecated))

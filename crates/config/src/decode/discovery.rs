@@ -30,17 +30,12 @@ impl Cx<'_> {
             "a mode, or a map of discovery settings",
         );
         let field = |name: &'static str| join(p, Seg::Key(name));
-        if let Some(s) = fields.get("mode") {
-            if let Some(mode) = self.mode(&field("mode"), s) {
-                out.mode = mode;
-            }
+        if let Some(mode) = self.field(p, &fields, "mode", Self::mode).flatten() {
+            out.mode = mode;
         }
-        if let Some(s) = fields.get("pin") {
-            out.pin = self.references(&field("pin"), s, "tool");
-        }
-        if let Some(s) = fields.get("pin_tags") {
-            out.pin_tags = self.tag_expr(&field("pin_tags"), s);
-        }
+        let pin = self.field(p, &fields, "pin", |cx, at, s| cx.references(at, s, "tool"));
+        out.pin = pin.unwrap_or_default();
+        out.pin_tags = self.field(p, &fields, "pin_tags", Self::tag_expr).flatten();
         // One index serves every toolset: its model, and what calls taught it, are the
         // gateway's.
         if let Some(s) = self.gateways(p, &fields, "model", "have a search model of its own") {

@@ -14,13 +14,10 @@ use crate::tree::{ScalarKind, shorten};
 impl Cx<'_> {
     pub(super) fn gateway<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> GatewaySettings {
         let fields = self.fields(slot, p, Some(keys::GATEWAY), "a map of gateway settings");
-        let field = |name: &'static str| join(p, Seg::Key(name));
         let mut out = GatewaySettings::default();
         let mut duration = |name: &'static str, zero: bool, to: &mut std::time::Duration| {
-            if let Some(d) = fields
-                .get(name)
-                .and_then(|s| self.duration(&field(name), s, zero))
-            {
+            let read = self.field(p, &fields, name, |cx, at, s| cx.duration(at, s, zero));
+            if let Some(d) = read.flatten() {
                 *to = d;
             }
         };
@@ -28,18 +25,14 @@ impl Cx<'_> {
         duration("start_timeout", false, &mut out.start_timeout);
         duration("list_wait", true, &mut out.list_wait);
         duration("idle_stop", true, &mut out.idle_stop);
-        if let Some(size) = fields.get("page_size") {
-            out.page_size = self.count(&field("page_size"), size).filter(|n| *n > 0);
-        }
-        if let Some(names) = fields.get("pass_env") {
-            out.pass_env = self.pass_env(&field("pass_env"), names);
-        }
-        if let Some(s) = fields.get("sandbox") {
-            out.sandbox = self.sandbox(&field("sandbox"), s);
-        }
-        if let Some(restart) = fields.get("restart") {
-            self.restart(&field("restart"), restart, &mut out);
-        }
+        let size = self.field(p, &fields, "page_size", Self::count).flatten();
+        out.page_size = size.filter(|n| *n > 0);
+        let pass_env = self.field(p, &fields, "pass_env", Self::pass_env);
+        out.pass_env = pass_env.unwrap_or_default();
+        out.sandbox = self.field(p, &fields, "sandbox", Self::sandbox).flatten();
+        self.field(p, &fields, "restart", |cx, rp, s| {
+            cx.restart(rp, s, &mut out)
+        });
         out
     }
 
@@ -52,17 +45,16 @@ impl Cx<'_> {
             "a map of restart settings",
         );
         let field = |name: &'static str| join(rp, Seg::Key(name));
-        let initial = fields.get("initial_delay").and_then(|s| {
-            let d = self.duration(&field("initial_delay"), s, true)?;
-            Some((d, s))
+        let initial = self.field(rp, &fields, "initial_delay", |cx, at, s| {
+            Some((cx.duration(at, s, true)?, s))
         });
-        if let Some(d) = fields
-            .get("max_delay")
-            .and_then(|s| self.duration(&field("max_delay"), s, false))
-        {
+        let max = self.field(rp, &fields, "max_delay", |cx, at, s| {
+            cx.duration(at, s, false)
+        });
+        if let Some(d) = max.flatten() {
             out.restart_max_delay = d;
         }
-        if let Some((d, s)) = initial {
+        if let Some((d, s)) = initial.flatten() {
             if d > out.restart_max_delay {
                 self.error(
                     codes::INVALID_VALUE,
@@ -87,26 +79,26 @@ impl Cx<'_> {
 
     /// `call_timeout` and `max_in_flight` among the fields of a server or an override at `p`.
     pub(super) fn limits(&mut self, p: &[Seg<'_>], fields: &Fields<'_>) -> Limits {
-        let field = |name: &'static str| join(p, Seg::Key(name));
+        let call_timeout = self.field(p, fields, "call_timeout", |cx, at, s| {
+            cx.duration(at, s, false)
+        });
+        let max_in_flight = self.field(p, fields, "max_in_flight", |cx, at, s| {
+            let n = cx.count(at, s)?;
+            if n == 0 {
+                cx.error(
+                    codes::INVALID_VALUE,
+                    "`0` calls at once would refuse every call".to_owned(),
+                    at,
+                    s.point(),
+                    Some("write 1 or more, or leave it out for no cap".to_owned()),
+                );
+                return None;
+            }
+            Some(n)
+        });
         Limits {
-            call_timeout: fields
-                .get("call_timeout")
-                .and_then(|s| self.duration(&field("call_timeout"), s, false)),
-            max_in_flight: fields.get("max_in_flight").and_then(|s| {
-                let at = field("max_in_flight");
-                let n = self.count(&at, s)?;
-                if n == 0 {
-                    self.error(
-                        codes::INVALID_VALUE,
-                        "`0` calls at once would refuse every call".to_owned(),
-                        &at,
-                        s.point(),
-                        Some("write 1 or more, or leave it out for no cap".to_owned()),
-                    );
-                    return None;
-                }
-                Some(n)
-            }),
+            call_timeout: call_timeout.flatten(),
+            max_in_flight: max_in_flight.flatten(),
         }
     }
 
@@ -131,9 +123,8 @@ impl Cx<'_> {
             Some(keys::AUDIT_SETTINGS),
             "`stderr`, a file, or {to, max_bytes, keep}",
         );
-        let field = |name: &'static str| join(p, Seg::Key(name));
-        match fields.get("to") {
-            Some(s) => out.to = to(self.string(&field("to"), s)?),
+        match self.field(p, &fields, "to", Self::string) {
+            Some(text) => out.to = to(text?),
             None => {
                 self.error(
                     codes::MISSING_KEY,
@@ -145,11 +136,11 @@ impl Cx<'_> {
                 return None;
             }
         }
-        if let Some(s) = fields.get("max_bytes") {
-            out.max_bytes = u64::from(self.count(&field("max_bytes"), s)?.max(1));
+        if let Some(n) = self.field(p, &fields, "max_bytes", Self::count) {
+            out.max_bytes = u64::from(n?.max(1));
         }
-        if let Some(s) = fields.get("keep") {
-            out.keep = self.count(&field("keep"), s)?;
+        if let Some(keep) = self.field(p, &fields, "keep", Self::count) {
+            out.keep = keep?;
         }
         Some(out)
     }
@@ -172,12 +163,11 @@ impl Cx<'_> {
             Some(keys::TELEMETRY_SETTINGS),
             "a URL, or {endpoint, service_name}",
         );
-        let field = |name: &'static str| join(p, Seg::Key(name));
-        if let Some(s) = fields.get("endpoint") {
-            out.endpoint = Some(self.url(&field("endpoint"), s)?);
+        if let Some(url) = self.field(p, &fields, "endpoint", Self::url) {
+            out.endpoint = Some(url?);
         }
-        if let Some(s) = fields.get("service_name") {
-            out.service_name = Some(self.string(&field("service_name"), s)?);
+        if let Some(name) = self.field(p, &fields, "service_name", Self::string) {
+            out.service_name = Some(name?);
         }
         Some(out)
     }

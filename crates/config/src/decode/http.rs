@@ -16,36 +16,29 @@ impl Cx<'_> {
     /// time of sessions.
     pub(super) fn http<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> HttpConfig {
         let fields = self.fields(slot, p, Some(keys::HTTP), "a map of HTTP settings");
-        let field = |name: &'static str| join(p, Seg::Key(name));
-        let mut out = HttpConfig::default();
-        if let Some(tokens) = fields.get("tokens") {
-            out.tokens = self.tokens(&field("tokens"), tokens);
+        let strings = |cx: &mut Self, at: &[Seg<'n>], s| cx.strings(at, s, false);
+        let tokens = self.field(p, &fields, "tokens", Self::tokens);
+        let origins = self.field(p, &fields, "allowed_origins", strings);
+        let hosts = self.field(p, &fields, "allowed_hosts", strings);
+        let max_body = self.field(p, &fields, "max_body", Self::count);
+        let idle = self.field(p, &fields, "session_idle", |cx, at, s| {
+            cx.duration(at, s, false)
+        });
+        let per_token = self.field(p, &fields, "max_sessions_per_token", Self::count);
+        let connections = self.field(p, &fields, "max_connections", Self::count);
+        let auth = self.field(p, &fields, "auth", Self::resource_auth);
+        let console = self.field(p, &fields, "console", Self::boolean);
+        HttpConfig {
+            tokens: tokens.unwrap_or_default(),
+            allowed_origins: origins.unwrap_or_default(),
+            allowed_hosts: hosts.unwrap_or_default(),
+            max_body: max_body.flatten(),
+            session_idle: idle.flatten(),
+            max_sessions_per_token: per_token.flatten(),
+            max_connections: connections.flatten(),
+            auth: auth.flatten(),
+            console: console.flatten().unwrap_or(false),
         }
-        if let Some(list) = fields.get("allowed_origins") {
-            out.allowed_origins = self.strings(&field("allowed_origins"), list, false);
-        }
-        if let Some(list) = fields.get("allowed_hosts") {
-            out.allowed_hosts = self.strings(&field("allowed_hosts"), list, false);
-        }
-        if let Some(max) = fields.get("max_body") {
-            out.max_body = self.count(&field("max_body"), max);
-        }
-        if let Some(idle) = fields.get("session_idle") {
-            out.session_idle = self.duration(&field("session_idle"), idle, false);
-        }
-        if let Some(max) = fields.get("max_sessions_per_token") {
-            out.max_sessions_per_token = self.count(&field("max_sessions_per_token"), max);
-        }
-        if let Some(max) = fields.get("max_connections") {
-            out.max_connections = self.count(&field("max_connections"), max);
-        }
-        if let Some(auth) = fields.get("auth") {
-            out.auth = self.resource_auth(&field("auth"), auth);
-        }
-        if let Some(console) = fields.get("console") {
-            out.console = self.boolean(&field("console"), console).unwrap_or(false);
-        }
-        out
     }
 
     /// `http.tokens`: each a string, or `{ token, toolset, name }`.
@@ -64,8 +57,8 @@ impl Cx<'_> {
                     Some(keys::BOUND_TOKEN),
                     "a token: a string or {token, toolset}",
                 );
-                let token = match entry.get("token") {
-                    Some(t) => self.string(&join(&ip, Seg::Key("token")), t),
+                let token = match self.field(&ip, &entry, "token", Self::string) {
+                    Some(token) => token,
                     None => {
                         self.error(
                             codes::MISSING_KEY,
@@ -80,12 +73,8 @@ impl Cx<'_> {
                         None
                     }
                 };
-                let toolset = entry
-                    .get("toolset")
-                    .and_then(|t| self.string(&join(&ip, Seg::Key("toolset")), t));
-                let name = entry
-                    .get("name")
-                    .and_then(|t| self.string(&join(&ip, Seg::Key("name")), t));
+                let toolset = self.field(&ip, &entry, "toolset", Self::string).flatten();
+                let name = self.field(&ip, &entry, "name", Self::string).flatten();
                 if let Some(token) = token {
                     out.push(TokenConfig {
                         token,
@@ -107,10 +96,8 @@ impl Cx<'_> {
     /// `http.auth`: `resource` and `issuer` are required; the rest has defaults.
     fn resource_auth<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<ResourceAuth> {
         let fields = self.fields(slot, p, Some(keys::RESOURCE_AUTH), "a map of auth settings");
-        let field = |name: &'static str| join(p, Seg::Key(name));
-        let required = |cx: &mut Self, name: &'static str, example: &str| match fields.get(name) {
-            Some(value) => cx.url(&field(name), value),
-            None => {
+        let required = |cx: &mut Self, name: &'static str, example: &str| {
+            let Some(url) = cx.field(p, &fields, name, Self::url) else {
                 cx.error(
                     codes::MISSING_KEY,
                     format!("`http.auth` needs `{name}`"),
@@ -118,56 +105,35 @@ impl Cx<'_> {
                     slot.point(),
                     Some(format!("write `{name}: {example}`")),
                 );
-                None
-            }
+                return None;
+            };
+            url
         };
         let resource = required(self, "resource", "https://moniker.example.com/mcp");
         let issuer = required(self, "issuer", "https://idp.example.com");
-        let scopes = fields
-            .get("scopes")
-            .map(|s| self.strings(&field("scopes"), s, false))
-            .unwrap_or_default();
-        let algorithms = fields
-            .get("algorithms")
-            .map(|list| self.algorithms(&field("algorithms"), list))
-            .unwrap_or_default();
-        let leeway = fields
-            .get("leeway")
-            .and_then(|l| self.duration(&field("leeway"), l, true))
-            .unwrap_or(ResourceAuth::DEFAULT_LEEWAY);
-        let keys_ttl = fields
-            .get("keys_ttl")
-            .and_then(|k| self.duration(&field("keys_ttl"), k, false))
-            .unwrap_or(ResourceAuth::DEFAULT_KEYS_TTL);
-        let introspection = fields
-            .get("introspection")
-            .and_then(|slot| self.introspection(&field("introspection"), slot));
-        let toolsets = match fields.get("toolsets") {
-            Some(list) => self.identity_toolsets(&field("toolsets"), list),
-            None => Vec::new(),
-        };
-        let admins = match fields.get("admins") {
-            Some(list) => self.admins(&field("admins"), list),
-            None => Vec::new(),
-        };
-        let console_client = fields
-            .get("console_client")
-            .and_then(|slot| self.console_client(&field("console_client"), slot));
-        let default_toolset = fields
-            .get("default_toolset")
-            .and_then(|d| self.string(&field("default_toolset"), d));
+        let scopes = self.field(p, &fields, "scopes", |cx, at, s| cx.strings(at, s, false));
+        let algorithms = self.field(p, &fields, "algorithms", Self::algorithms);
+        let leeway = self.field(p, &fields, "leeway", |cx, at, s| cx.duration(at, s, true));
+        let keys_ttl = self.field(p, &fields, "keys_ttl", |cx, at, s| {
+            cx.duration(at, s, false)
+        });
+        let introspection = self.field(p, &fields, "introspection", Self::introspection);
+        let toolsets = self.field(p, &fields, "toolsets", Self::identity_toolsets);
+        let admins = self.field(p, &fields, "admins", Self::admins);
+        let console_client = self.field(p, &fields, "console_client", Self::console_client);
+        let default_toolset = self.field(p, &fields, "default_toolset", Self::string);
         Some(ResourceAuth {
             resource: resource?.trim_end_matches('/').to_owned(),
             issuer: issuer?,
-            scopes,
-            algorithms,
-            leeway,
-            keys_ttl,
-            introspection,
-            toolsets,
-            default_toolset,
-            admins,
-            console_client,
+            scopes: scopes.unwrap_or_default(),
+            algorithms: algorithms.unwrap_or_default(),
+            leeway: leeway.flatten().unwrap_or(ResourceAuth::DEFAULT_LEEWAY),
+            keys_ttl: keys_ttl.flatten().unwrap_or(ResourceAuth::DEFAULT_KEYS_TTL),
+            introspection: introspection.flatten(),
+            toolsets: toolsets.unwrap_or_default(),
+            default_toolset: default_toolset.flatten(),
+            admins: admins.unwrap_or_default(),
+            console_client: console_client.flatten(),
         })
     }
 
@@ -194,9 +160,8 @@ impl Cx<'_> {
     /// `http.auth.introspection`: `{client_id, client_secret}`, both required.
     fn introspection(&mut self, ip: &[Seg<'_>], slot: Slot<'_>) -> Option<Introspection> {
         let entry = self.fields(slot, ip, Some(keys::CLIENT), "{client_id, client_secret}");
-        let get = |cx: &mut Self, name: &'static str| match entry.get(name) {
-            Some(v) => cx.string(&join(ip, Seg::Key(name)), v),
-            None => {
+        let get = |cx: &mut Self, name: &'static str| {
+            let Some(text) = cx.field(ip, &entry, name, Self::string) else {
                 cx.error(
                     codes::MISSING_KEY,
                     format!("`introspection` needs `{name}`"),
@@ -204,8 +169,9 @@ impl Cx<'_> {
                     slot.point(),
                     Some("write `{ client_id: moniker, client_secret: \"${INTROSPECTION_SECRET}\" }`".to_owned()),
                 );
-                None
-            }
+                return None;
+            };
+            text
         };
         let client_id = get(self, "client_id");
         let client_secret = get(self, "client_secret");
@@ -277,11 +243,8 @@ impl Cx<'_> {
             (keys::IDENTITY, "`{claim, value}` or `{scope}`")
         };
         let entry = self.fields(item, ip, Some(keys), shape);
-        let text = |cx: &mut Self, name: &'static str| {
-            entry
-                .get(name)
-                .and_then(|v| cx.string(&join(ip, Seg::Key(name)), v))
-        };
+        let text =
+            |cx: &mut Self, name: &'static str| cx.field(ip, &entry, name, Self::string).flatten();
         let toolset = text(self, "toolset");
         let when = match (
             text(self, "claim"),
@@ -298,12 +261,12 @@ impl Cx<'_> {
     /// `http.auth.console_client`: `{client_id, client_secret}` (the secret optional).
     fn console_client<'n>(&mut self, cp: &[Seg<'n>], slot: Slot<'n>) -> Option<ConsoleClient> {
         let entry = self.fields(slot, cp, Some(keys::CLIENT), "{client_id, client_secret}");
-        let client_secret = entry
-            .get("client_secret")
-            .and_then(|v| self.string(&join(cp, Seg::Key("client_secret")), v));
-        match entry.get("client_id") {
-            Some(v) => Some(ConsoleClient {
-                client_id: self.string(&join(cp, Seg::Key("client_id")), v)?,
+        let client_secret = self
+            .field(cp, &entry, "client_secret", Self::string)
+            .flatten();
+        match self.field(cp, &entry, "client_id", Self::string) {
+            Some(client_id) => Some(ConsoleClient {
+                client_id: client_id?,
                 client_secret,
             }),
             None => {

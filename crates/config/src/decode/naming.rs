@@ -16,26 +16,17 @@ impl Cx<'_> {
     pub(super) fn naming<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Naming {
         let fields = self.fields(slot, p, Some(keys::NAMING), "a map of naming settings");
         let mut naming = Naming::default();
-        let field = |name: &'static str| join(p, Seg::Key(name));
-        if let Some(s) = fields.get("strip_prefixes") {
-            naming.strip_prefixes = self.strings(&field("strip_prefixes"), s, false);
-        }
-        if let Some(split) = fields
-            .get("split")
-            .and_then(|s| self.string(&field("split"), s))
-        {
+        let strip = self.field(p, &fields, "strip_prefixes", |cx, at, s| {
+            cx.strings(at, s, false)
+        });
+        naming.strip_prefixes = strip.unwrap_or_default();
+        if let Some(split) = self.field(p, &fields, "split", Self::string).flatten() {
             naming.split = split;
         }
-        if let Some(sep) = fields
-            .get("separator")
-            .and_then(|s| self.string(&field("separator"), s))
-        {
+        if let Some(sep) = self.field(p, &fields, "separator", Self::string).flatten() {
             naming.separator = sep;
         }
-        if let Some(profile) = fields
-            .get("profile")
-            .and_then(|s| self.profile(&field("profile"), s))
-        {
+        if let Some(profile) = self.field(p, &fields, "profile", Self::profile).flatten() {
             naming.profile = profile;
         }
         naming
@@ -64,10 +55,8 @@ impl Cx<'_> {
             Value::Map(_) => {
                 let fields = self.fields(slot, p, Some(keys::BUDGETED_PROFILE), "a map");
                 let field = |name: &'static str| join(p, Seg::Key(name));
-                let kind = match fields.get("base") {
-                    Some(s) => self.profile_kind(&field("base"), s)?,
-                    None => ProfileKind::default(),
-                };
+                let kind = self.field(p, &fields, "base", Self::profile_kind);
+                let kind = kind.unwrap_or(Some(ProfileKind::default()))?;
                 let budget = match fields.get("prefix_budget") {
                     None => 0,
                     Some(s) => {
@@ -193,22 +182,19 @@ impl Cx<'_> {
     fn override_<'n>(&mut self, op: &[Seg<'n>], slot: Slot<'n>) -> (Override, Limits) {
         let fields = self.fields(slot, op, Some(keys::OVERRIDE), "a map of override settings");
         let field = |name: &'static str| join(op, Seg::Key(name));
-        let mut rule = Override::default();
-        if let Some(s) = fields.get("name") {
-            rule.name = self.name(&field("name"), s, "name");
-        }
-        if let Some(s) = fields.get("tags") {
-            rule.tags = self.tags(&field("tags"), s);
-        }
-        if let Some(s) = fields.get("aliases") {
-            rule.aliases = self.aliases(&field("aliases"), s);
-        }
-        if let Some(s) = fields.get("description") {
-            rule.description = self.string(&field("description"), s);
-        }
-        if let Some(s) = fields.get("hidden") {
-            rule.hidden = self.boolean(&field("hidden"), s).unwrap_or(false);
-        }
+        let name = self.field(op, &fields, "name", |cx, at, s| cx.name(at, s, "name"));
+        let tags = self.field(op, &fields, "tags", Self::tags);
+        let aliases = self.field(op, &fields, "aliases", Self::aliases);
+        let description = self.field(op, &fields, "description", Self::string);
+        let hidden = self.field(op, &fields, "hidden", Self::boolean);
+        let mut rule = Override {
+            name: name.flatten(),
+            tags: tags.unwrap_or_default(),
+            aliases: aliases.unwrap_or_default(),
+            description: description.flatten(),
+            hidden: hidden.flatten().unwrap_or(false),
+            params: BTreeMap::new(),
+        };
         if let Some(s) = fields.get("params") {
             if matches!(op.first(), Some(Seg::Key("prompts"))) {
                 self.error(
@@ -243,24 +229,17 @@ impl Cx<'_> {
                 }
                 Value::Map(_) => {
                     let fields = self.fields(item, &ip, Some(keys::ALIAS_SETTINGS), "a map");
-                    let field = |name: &'static str| join(&ip, Seg::Key(name));
-                    let hidden = fields
-                        .get("hidden")
-                        .and_then(|s| self.boolean(&field("hidden"), s))
-                        .unwrap_or(false);
-                    let deprecated = fields
-                        .get("deprecated")
-                        .and_then(|s| self.deprecation(&field("deprecated"), s));
-                    match fields.get("name") {
-                        Some(s) => {
-                            if let Some(name) = self.name(&field("name"), s, "alias") {
-                                out.push(AliasRule {
-                                    name,
-                                    hidden,
-                                    deprecated,
-                                });
-                            }
-                        }
+                    let hidden = self.field(&ip, &fields, "hidden", Self::boolean);
+                    let hidden = hidden.flatten().unwrap_or(false);
+                    let deprecated = self.field(&ip, &fields, "deprecated", Self::deprecation);
+                    let deprecated = deprecated.flatten();
+                    match self.field(&ip, &fields, "name", |cx, at, s| cx.name(at, s, "alias")) {
+                        Some(Some(name)) => out.push(AliasRule {
+                            name,
+                            hidden,
+                            deprecated,
+                        }),
+                        Some(None) => {}
                         None => self.error(
                             codes::MISSING_KEY,
                             "alias has no `name`",
@@ -294,7 +273,7 @@ impl Cx<'_> {
         );
         let field = |name: &'static str| join(p, Seg::Key(name));
         let date = |cx: &mut Self, name: &'static str| -> Option<moniker_surface::Date> {
-            let Some(s) = fields.get(name) else {
+            let Some(date) = cx.field(p, &fields, name, Self::date) else {
                 cx.error(
                     codes::MISSING_KEY,
                     format!("`deprecated` has no `{name}`"),
@@ -307,20 +286,12 @@ impl Cx<'_> {
                 );
                 return None;
             };
-            // YAML reads an unquoted date as text: either way, the text is the date.
-            let text = s.scalar().map(|(t, _)| t.to_owned())?;
-            match text.parse() {
-                Ok(date) => Some(date),
-                Err(why) => {
-                    cx.error(codes::INVALID_VALUE, why, &field(name), s.point(), None);
-                    None
-                }
-            }
+            date
         };
         let since = date(self, "since");
         let remove_after = date(self, "remove_after");
-        let use_instead = match fields.get("use") {
-            Some(s) => Some(self.name(&field("use"), s, "name")?.as_str().to_owned()),
+        let use_instead = match self.field(p, &fields, "use", |cx, at, s| cx.name(at, s, "name")) {
+            Some(name) => Some(name?.as_str().to_owned()),
             None => None,
         };
         let (since, remove_after) = (since?, remove_after?);
@@ -340,5 +311,19 @@ impl Cx<'_> {
             remove_after,
             use_instead,
         })
+    }
+
+    /// A date, `2026-11-01`, read from the text of a scalar (`None`, unreported, for a value
+    /// that is not a scalar).
+    fn date(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<moniker_surface::Date> {
+        // YAML reads an unquoted date as text: either way, the text is the date.
+        let text = slot.scalar().map(|(t, _)| t.to_owned())?;
+        match text.parse() {
+            Ok(date) => Some(date),
+            Err(why) => {
+                self.error(codes::INVALID_VALUE, why, p, slot.point(), None);
+                None
+            }
+        }
     }
 }

@@ -27,23 +27,18 @@ impl Cx<'_> {
 
     fn param<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> ParamRule {
         let fields = self.fields(slot, p, Some(keys::PARAM), "a map of parameter settings");
-        let field = |name: &'static str| join(p, Seg::Key(name));
-        let mut rule = ParamRule::default();
-        if let Some(s) = fields.get("rename") {
-            rule.rename = self.string(&field("rename"), s);
-        }
-        if let Some(s) = fields.get("aliases") {
-            rule.aliases = self.strings(&field("aliases"), s, false);
-        }
-        if let Some(s) = fields.get("default") {
-            rule.default = Some(json(s.node));
-        }
-        if let Some(s) = fields.get("hidden") {
-            rule.hidden = self.boolean(&field("hidden"), s).unwrap_or(false);
-        }
-        if let Some(s) = fields.get("description") {
-            rule.description = self.string(&field("description"), s);
-        }
+        let rename = self.field(p, &fields, "rename", Self::string);
+        let aliases = self.field(p, &fields, "aliases", |cx, at, s| cx.strings(at, s, false));
+        let hidden = self.field(p, &fields, "hidden", Self::boolean);
+        let description = self.field(p, &fields, "description", Self::string);
+        let mut rule = ParamRule {
+            rename: rename.flatten(),
+            aliases: aliases.unwrap_or_default(),
+            default: fields.get("default").map(|s| json(s.node)),
+            hidden: hidden.flatten().unwrap_or(false),
+            description: description.flatten(),
+            fixed: None,
+        };
         if let Some(s) = fields.get("fixed") {
             rule.fixed = Some(Fixed(json(s.node)));
             let meaningless: Vec<&str> = ["rename", "aliases", "default", "description"]

@@ -18,9 +18,8 @@ impl Cx<'_> {
             "a map with `ca_file`, `client_cert`, `client_key`",
         );
         let mut path = |name: &'static str| {
-            fields
-                .get(name)
-                .and_then(|s| self.non_empty(&join(p, Seg::Key(name)), s, name))
+            let read = self.field(p, &fields, name, |cx, at, s| cx.non_empty(at, s, name));
+            read.flatten()
         };
         let tls = Tls {
             ca_file: path("ca_file"),
@@ -49,11 +48,9 @@ impl Cx<'_> {
 
     pub(super) fn auth<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> Option<Auth> {
         let fields = self.fields(slot, p, Some(keys::AUTH), "a map of OAuth client settings");
-        let field = |name: &'static str| join(p, Seg::Key(name));
         let text = |cx: &mut Self, name: &'static str| {
-            fields
-                .get(name)
-                .and_then(|s| cx.non_empty(&field(name), s, name))
+            let read = cx.field(p, &fields, name, |cx, at, s| cx.non_empty(at, s, name));
+            read.flatten()
         };
         let client_id = text(self, "client_id");
         let client_secret = text(self, "client_secret");
@@ -61,18 +58,14 @@ impl Cx<'_> {
         let private_key = text(self, "private_key");
         let scope = text(self, "scope");
         let issuer = text(self, "issuer");
-        let grant = match fields.get("grant") {
-            None => Grant::default(),
-            Some(s) => self.grant(&field("grant"), s)?,
-        };
-        let exchange = match fields.get("exchange") {
+        let grant = self.field(p, &fields, "grant", Self::grant);
+        let grant = grant.unwrap_or(Some(Grant::default()))?;
+        let exchange = match self.field(p, &fields, "exchange", Self::exchange) {
+            Some(exchange) => Some(exchange?),
             None => None,
-            Some(s) => Some(self.exchange(&field("exchange"), s)?),
         };
-        let per_person = match fields.get("per_person") {
-            Some(s) => self.boolean(&field("per_person"), s)?,
-            None => false,
-        };
+        let per_person = self.field(p, &fields, "per_person", Self::boolean);
+        let per_person = per_person.unwrap_or(Some(false))?;
         let auth = Auth {
             per_person,
             client_id,
@@ -98,23 +91,19 @@ impl Cx<'_> {
             Some(keys::EXCHANGE),
             "a map with `resource`, `audience`, `actor`, `cache`",
         );
-        let field = |name: &'static str| join(p, Seg::Key(name));
-        let resource = match fields.get("resource") {
-            Some(s) => Some(self.url(&field("resource"), s)?),
+        let resource = match self.field(p, &fields, "resource", Self::url) {
+            Some(url) => Some(url?),
             None => None,
         };
-        let audience = match fields.get("audience") {
-            Some(s) => Some(self.non_empty(&field("audience"), s, "audience")?),
+        let audience = |cx: &mut Self, at: &[Seg<'n>], s| cx.non_empty(at, s, "audience");
+        let audience = match self.field(p, &fields, "audience", audience) {
+            Some(audience) => Some(audience?),
             None => None,
         };
-        let actor = match fields.get("actor") {
-            Some(s) => self.boolean(&field("actor"), s)?,
-            None => false,
-        };
-        let cache = match fields.get("cache") {
-            Some(s) => self.duration(&field("cache"), s, true)?,
-            None => Exchange::CACHE,
-        };
+        let actor = self.field(p, &fields, "actor", Self::boolean);
+        let actor = actor.unwrap_or(Some(false))?;
+        let cache = self.field(p, &fields, "cache", |cx, at, s| cx.duration(at, s, true));
+        let cache = cache.unwrap_or(Some(Exchange::CACHE))?;
         Some(Exchange {
             resource,
             audience,

@@ -42,30 +42,27 @@ impl Cx<'_> {
             Some(keys::SANDBOX_SETTINGS),
             "a map of sandbox settings",
         );
-        let field = |name: &'static str| join(p, Seg::Key(name));
-        let mut out = Sandbox::default();
-        if let Some(s) = fields.get("read") {
-            out.read = self.strings(&field("read"), s, false);
-        }
-        if let Some(s) = fields.get("write") {
-            out.write = self.strings(&field("write"), s, false);
-        }
-        if let Some(s) = fields.get("network") {
-            out.network = self.network(&field("network"), s).unwrap_or_default();
-        }
+        let paths = |cx: &mut Self, at: &[Seg<'n>], s| cx.strings(at, s, false);
         let count = |cx: &mut Self, name: &'static str| {
-            fields
-                .get(name)
-                .and_then(|s| cx.count(&field(name), s))
-                .map(u64::from)
+            let read = cx.field(p, &fields, name, Self::count);
+            read.flatten().map(u64::from)
         };
-        out.processes = count(self, "processes");
-        out.open_files = count(self, "open_files");
-        out.memory_mb = count(self, "memory");
-        if let Some(s) = fields.get("best_effort") {
-            out.best_effort = self.boolean(&field("best_effort"), s).unwrap_or(false);
-        }
-        Some(out)
+        let read = self.field(p, &fields, "read", paths);
+        let write = self.field(p, &fields, "write", paths);
+        let network = self.field(p, &fields, "network", Self::network);
+        let processes = count(self, "processes");
+        let open_files = count(self, "open_files");
+        let memory_mb = count(self, "memory");
+        let best_effort = self.field(p, &fields, "best_effort", Self::boolean);
+        Some(Sandbox {
+            read: read.unwrap_or_default(),
+            write: write.unwrap_or_default(),
+            network: network.flatten().unwrap_or_default(),
+            processes,
+            open_files,
+            memory_mb,
+            best_effort: best_effort.flatten().unwrap_or(false),
+        })
     }
 
     /// `off`, `on`, or the ports a server may connect to.

@@ -115,54 +115,44 @@ impl Cx<'_> {
         id: &str,
     ) -> Option<(ServerConfig, ServerRules)> {
         let fields = self.fields(slot, sp, Some(keys::SERVER), "a map of server settings");
-        let field = |name: &'static str| join(sp, Seg::Key(name));
         // Both transports' fields are read (each wrong one reported) before `type` or what is
         // there says which one the server has.
         let stdio = self.stdio(sp, &fields);
         let remote = self.remote(sp, &fields);
-        let tags = fields
-            .get("tags")
-            .map(|s| self.tags(&field("tags"), s))
-            .unwrap_or_default();
-        let prefix = fields
-            .get("prefix")
-            .and_then(|s| self.prefix(&field("prefix"), s, id));
-        let kind = fields
-            .get("type")
-            .and_then(|s| self.transport_type(&field("type"), s));
-        let disabled = fields
-            .get("disabled")
-            .and_then(|s| self.boolean(&field("disabled"), s))
-            .unwrap_or(false);
+        let tags = self.field(sp, &fields, "tags", Self::tags);
+        let prefix = self.field(sp, &fields, "prefix", |cx, at, s| cx.prefix(at, s, id));
+        let kind = self.field(sp, &fields, "type", Self::transport_type);
+        let disabled = self.field(sp, &fields, "disabled", Self::boolean);
 
-        let modern = fields
-            .get("protocol")
-            .and_then(|s| self.protocol(&field("protocol"), s))
-            .unwrap_or(false);
-        let sandbox = fields.get("sandbox").and_then(|s| {
+        let modern = self.field(sp, &fields, "protocol", Self::protocol);
+        let sandbox = self.field(sp, &fields, "sandbox", |cx, at, s| {
             // Its own, whatever `gateway.sandbox` says (`false`: none).
-            self.sandbox_named.push(id.to_owned());
-            self.sandbox(&field("sandbox"), s)
+            cx.sandbox_named.push(id.to_owned());
+            cx.sandbox(at, s)
         });
-        let per_person = fields
-            .get("per_person")
-            .and_then(|s| self.per_person(&field("per_person"), s, &fields));
+        let per_person = self.field(sp, &fields, "per_person", |cx, at, s| {
+            cx.per_person(at, s, &fields)
+        });
         let limits = self.limits(sp, &fields);
         if let (true, Ok(id)) = (limits.is_set(), id.parse::<ServerId>()) {
             self.limits.servers.insert(id, limits);
         }
 
+        let kind = kind.flatten();
         let (is_stdio, ok) = self.transport(sp, slot, &fields, id, kind.as_deref())?;
         let transport = if is_stdio { stdio? } else { remote? };
         ok.then_some((
             ServerConfig {
                 transport,
-                disabled,
-                modern,
-                sandbox,
-                per_person,
+                disabled: disabled.flatten().unwrap_or(false),
+                modern: modern.flatten().unwrap_or(false),
+                sandbox: sandbox.flatten(),
+                per_person: per_person.flatten(),
             },
-            ServerRules { tags, prefix },
+            ServerRules {
+                tags: tags.unwrap_or_default(),
+                prefix: prefix.flatten(),
+            },
         ))
     }
 
@@ -185,14 +175,13 @@ impl Cx<'_> {
         );
         let field = |name: &'static str| join(p, Seg::Key(name));
         let mut out = crate::PerPerson::default();
-        if let Some(s) = fields.get("secrets") {
-            out.secrets = self.strings(&field("secrets"), s, false);
+        let secrets = self.field(p, &fields, "secrets", |cx, at, s| cx.strings(at, s, false));
+        out.secrets = secrets.unwrap_or_default();
+        if let Some(instances) = self.field(p, &fields, "instances", Self::count) {
+            out.instances = instances?;
         }
-        if let Some(s) = fields.get("instances") {
-            out.instances = self.count(&field("instances"), s)?;
-        }
-        if let Some(s) = fields.get("idle") {
-            out.idle = self.duration(&field("idle"), s, false)?;
+        if let Some(idle) = self.field(p, &fields, "idle", |cx, at, s| cx.duration(at, s, false)) {
+            out.idle = idle?;
         }
         let env: Vec<String> = server
             .get("env")
@@ -242,30 +231,19 @@ impl Cx<'_> {
     /// A stdio server's fields as its transport; `None` without a right `command`.
     fn stdio(&mut self, sp: &[Seg<'_>], fields: &Fields<'_>) -> Option<Transport> {
         let field = |name: &'static str| join(sp, Seg::Key(name));
-        let command = fields
-            .get("command")
-            .and_then(|s| self.command(&field("command"), s));
-        let args = fields
-            .get("args")
-            .map(|s| self.strings(&field("args"), s, true))
-            .unwrap_or_default();
-        let env = fields
-            .get("env")
-            .map(|s| self.text_map(&field("env"), s))
-            .unwrap_or_default();
-        let pass_env = fields
-            .get("pass_env")
-            .map(|s| self.pass_env(&field("pass_env"), s))
-            .unwrap_or_default();
+        let command = self.field(sp, fields, "command", Self::command).flatten();
+        let args = self.field(sp, fields, "args", |cx, at, s| cx.strings(at, s, true));
+        let env = self.field(sp, fields, "env", Self::text_map);
+        let pass_env = self.field(sp, fields, "pass_env", Self::pass_env);
         let cwd = fields
             .get("cwd")
             .filter(|s| !s.node.is_null())
             .and_then(|s| self.string(&field("cwd"), s));
         Some(Transport::Stdio {
             command: command?,
-            args,
-            env,
-            pass_env,
+            args: args.unwrap_or_default(),
+            env: env.unwrap_or_default(),
+            pass_env: pass_env.unwrap_or_default(),
             cwd,
         })
     }
@@ -274,19 +252,13 @@ impl Cx<'_> {
     /// `auth`.
     fn remote(&mut self, sp: &[Seg<'_>], fields: &Fields<'_>) -> Option<Transport> {
         let field = |name: &'static str| join(sp, Seg::Key(name));
-        let url = fields.get("url").and_then(|s| self.url(&field("url"), s));
-        let headers = fields
-            .get("headers")
-            .map(|s| self.text_map(&field("headers"), s))
-            .unwrap_or_default();
-        let tls = match fields.get("tls") {
-            Some(s) => self.tls(&field("tls"), s),
-            None => Some(Tls::default()),
-        };
-        let mut auth = match fields.get("auth") {
-            Some(s) => self.auth(&field("auth"), s),
-            None => Some(Auth::default()),
-        };
+        let url = self.field(sp, fields, "url", Self::url).flatten();
+        let headers = self.field(sp, fields, "headers", Self::text_map);
+        let headers = headers.unwrap_or_default();
+        let tls = self.field(sp, fields, "tls", Self::tls);
+        let tls = tls.unwrap_or(Some(Tls::default()));
+        let auth = self.field(sp, fields, "auth", Self::auth);
+        let mut auth = auth.unwrap_or(Some(Auth::default()));
         let as_callers = auth.as_ref().and_then(|a| {
             if a.exchange.is_some() {
                 Some("exchange")
@@ -311,24 +283,16 @@ impl Cx<'_> {
                 auth = None;
             }
         }
-        let forward = fields
-            .get("forward")
-            .map(|s| {
-                let none = Auth::default();
-                self.forward(
-                    &field("forward"),
-                    s,
-                    &headers,
-                    auth.as_ref().unwrap_or(&none),
-                )
-            })
-            .unwrap_or_default();
+        let forward = self.field(sp, fields, "forward", |cx, at, s| {
+            let none = Auth::default();
+            cx.forward(at, s, &headers, auth.as_ref().unwrap_or(&none))
+        });
         Some(Transport::Http {
             url: url?,
             headers,
             tls: tls?,
             auth: auth?,
-            forward,
+            forward: forward.unwrap_or_default(),
         })
     }
 

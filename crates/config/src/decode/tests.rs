@@ -2286,3 +2286,31 @@ fn a_sandbox_is_read_in_each_of_its_shapes() {
     );
     assert!(remote.is_err(), "a remote server has no sandbox");
 }
+
+#[test]
+fn a_field_is_read_at_its_own_path_only_when_it_is_there() {
+    let root = crate::tree::parse("n: 3\nw: three\n")
+        .expect("parses")
+        .expect("a document");
+    let mut cx = Cx::default();
+    let p = [Seg::Key("top")];
+    let slot = Slot {
+        node: &root,
+        key: None,
+    };
+    let fields = cx.fields(slot, &p, None, "a map");
+    assert_eq!(cx.field(&p, &fields, "n", Cx::count), Some(Some(3)));
+    let at = cx.field(&p, &fields, "n", |_, at, _| path(at));
+    assert_eq!(at.as_deref(), Some("top.n"));
+    let absent = cx.field(&p, &fields, "gone", |_, _, _| panic!("read"));
+    assert_eq!(absent, None::<()>);
+    assert!(cx.errors.is_empty(), "{:?}", cx.errors);
+    // A value that does not read is the reader's `None`, reported by the reader at its path.
+    assert_eq!(cx.field(&p, &fields, "w", Cx::count), Some(None));
+    let paths: Vec<(&str, &str)> = cx
+        .errors
+        .iter()
+        .map(|e| (e.code, e.path.as_str()))
+        .collect();
+    assert_eq!(paths, [(codes::INVALID_TYPE, "top.w")]);
+}

@@ -108,57 +108,58 @@ impl Cx<'_> {
 
     fn toolset<'n>(&mut self, tp: &[Seg<'n>], slot: Slot<'n>) -> (ToolsetRule, Vec<Include<'n>>) {
         let fields = self.fields(slot, tp, Some(keys::TOOLSET), "a map of toolset settings");
-        let field = |name: &'static str| join(tp, Seg::Key(name));
-        let mut rule = ToolsetRule::default();
-        let mut includes = Vec::new();
-        if let Some(s) = fields.get("description") {
-            rule.description = self.string(&field("description"), s);
-        }
-        if let Some(s) = fields.get("tools") {
-            rule.tools = self.globs(&field("tools"), s, "tool");
-        }
-        if let Some(s) = fields.get("prompts") {
-            rule.prompts = self.globs(&field("prompts"), s, "prompt");
-        }
-        if let Some(s) = fields.get("tags") {
-            rule.tags = self.tag_expr(&field("tags"), s);
-        }
-        if let Some(s) = fields.get("resources") {
-            rule.resources = self.strings(&field("resources"), s, false);
-        }
-        if let Some(s) = fields.get("discovery") {
-            rule.discovery = Some(self.discovery(&field("discovery"), s));
-        }
-        if let Some(s) = fields.get("include") {
-            let ip = field("include");
-            for (i, item) in self
-                .items(s, &ip, "a list of toolset names")
-                .into_iter()
-                .enumerate()
-            {
-                let item_path = join(&ip, Seg::Index(i));
-                if let Some(name) = self.string(&item_path, item) {
-                    rule.include.push(name.clone());
-                    includes.push(Include {
-                        index: i,
-                        name,
-                        slot: item,
-                    });
-                }
-            }
-        }
-        if let Some(s) = fields.get("aliases") {
-            rule.aliases = self.toolset_aliases(&field("aliases"), s);
-        }
-        if let Some(s) = fields.get("params") {
-            let p = field("params");
-            let tools = self.fields(s, &p, None, "a map of tools to their parameter rules");
-            for (tool, slot) in tools.entries {
-                let rules = self.params(&join(&p, Seg::Key(tool)), slot);
-                rule.params.insert(tool.to_owned(), rules);
-            }
-        }
+        let description = self.field(tp, &fields, "description", Self::string);
+        let tools = self.field(tp, &fields, "tools", |cx, at, s| cx.globs(at, s, "tool"));
+        let prompts = self.field(tp, &fields, "prompts", |cx, at, s| {
+            cx.globs(at, s, "prompt")
+        });
+        let tags = self.field(tp, &fields, "tags", Self::tag_expr);
+        let resources = self.field(tp, &fields, "resources", |cx, at, s| {
+            cx.strings(at, s, false)
+        });
+        let discovery = self.field(tp, &fields, "discovery", Self::discovery);
+        let includes = self.field(tp, &fields, "include", Self::include);
+        let includes = includes.unwrap_or_default();
+        let aliases = self.field(tp, &fields, "aliases", Self::toolset_aliases);
+        let params = self.field(tp, &fields, "params", Self::tool_params);
+        let rule = ToolsetRule {
+            description: description.flatten(),
+            tools: tools.unwrap_or_default(),
+            prompts: prompts.unwrap_or_default(),
+            tags: tags.flatten(),
+            include: includes.iter().map(|i| i.name.clone()).collect(),
+            aliases: aliases.unwrap_or_default(),
+            resources: resources.unwrap_or_default(),
+            discovery,
+            params: params.unwrap_or_default(),
+        };
         (rule, includes)
+    }
+
+    /// A toolset's `include`: each toolset name in it, with its index and place.
+    fn include<'n>(&mut self, ip: &[Seg<'n>], slot: Slot<'n>) -> Vec<Include<'n>> {
+        let items = self.items(slot, ip, "a list of toolset names");
+        let mut includes = Vec::new();
+        for (i, item) in items.into_iter().enumerate() {
+            if let Some(name) = self.string(&join(ip, Seg::Index(i)), item) {
+                includes.push(Include {
+                    index: i,
+                    name,
+                    slot: item,
+                });
+            }
+        }
+        includes
+    }
+
+    /// A toolset's `params`: each tool's parameter rules, by the tool's name.
+    fn tool_params<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> BTreeMap<String, ToolParams> {
+        let tools = self.fields(slot, p, None, "a map of tools to their parameter rules");
+        tools
+            .entries
+            .into_iter()
+            .map(|(tool, s)| (tool.to_owned(), self.params(&join(p, Seg::Key(tool)), s)))
+            .collect()
     }
 
     /// Exposed names or aliases of tools or prompts.
@@ -413,6 +414,9 @@ fn include_path(p: &[Seg<'_>], toolset: &str, index: usize) -> String {
     segs.extend([Seg::Key(toolset), Seg::Key("include"), Seg::Index(index)]);
     path(&segs)
 }
+
+/// One tool's parameter rules, by the server's name of each parameter.
+type ToolParams = BTreeMap<String, moniker_surface::params::ParamRule>;
 
 /// One entry of a toolset's `include`.
 struct Include<'n> {
