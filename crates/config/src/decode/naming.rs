@@ -313,11 +313,13 @@ impl Cx<'_> {
         })
     }
 
-    /// A date, `2026-11-01`, read from the text of a scalar (`None`, unreported, for a value
-    /// that is not a scalar).
+    /// A date, `2026-11-01`, read from the text of a scalar.
     fn date(&mut self, p: &[Seg<'_>], slot: Slot<'_>) -> Option<moniker_surface::Date> {
         // YAML reads an unquoted date as text: either way, the text is the date.
-        let text = slot.scalar().map(|(t, _)| t.to_owned())?;
+        let Some((text, _)) = slot.scalar() else {
+            self.type_error("a date (`2026-11-01`)", p, slot);
+            return None;
+        };
         match text.parse() {
             Ok(date) => Some(date),
             Err(why) => {

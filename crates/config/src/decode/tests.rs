@@ -2058,6 +2058,11 @@ fn deprecation_schedules_are_read_and_checked() {
     let e =
         error("tools:\n  t:\n    aliases: [{ name: old, deprecated: { since: 2026-11-01 } }]\n");
     assert!(e.message.contains("has no `remove_after`"), "{}", e.message);
+    // A date that is no scalar is said, not dropped with the schedule.
+    let e = error(
+        "tools:\n  t:\n    aliases: [{ name: old, deprecated: { since: { a: 1 }, remove_after: 2027-05-01 } }]\n",
+    );
+    assert_eq!(e.path, "tools.t.aliases[0].deprecated.since");
     let e = error("actions:\n  p:\n    tools: { create: a }\n    legacy: { keep: gone }\n");
     assert!(e.message.contains("is not a legacy mode"), "{}", e.message);
 }
