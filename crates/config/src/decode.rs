@@ -416,7 +416,45 @@ impl Cx<'_> {
         out
     }
 
+    /// A list of strings, each checked by `check` at its own path and place: the message and
+    /// hint of an entry the key does not take (kept all the same: the config does not load).
+    fn strings_where<'n>(
+        &mut self,
+        p: &[Seg<'n>],
+        slot: Slot<'n>,
+        check: impl Fn(&str) -> Option<(String, String)>,
+    ) -> Vec<String> {
+        let items = self.items(slot, p, "a list of strings");
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.into_iter().enumerate() {
+            let ip = join(p, Seg::Index(i));
+            let Some(text) = self.string(&ip, item) else {
+                continue;
+            };
+            if let Some((message, hint)) = check(&text) {
+                self.error(codes::INVALID_VALUE, message, &ip, item.point(), Some(hint));
+            }
+            out.push(text);
+        }
+        out
+    }
+
     /// A map of names to text: `env`, `headers`.
+    /// A map of names (`expected` says what it is), each value read by `read` at its own path.
+    fn named<'n, T>(
+        &mut self,
+        p: &[Seg<'n>],
+        slot: Slot<'n>,
+        expected: &str,
+        read: impl Fn(&mut Self, &[Seg<'n>], Slot<'n>) -> T,
+    ) -> std::collections::BTreeMap<String, T> {
+        let fields = self.fields(slot, p, None, expected);
+        let entries = fields.entries.into_iter();
+        entries
+            .map(|(key, s)| (key.to_owned(), read(self, &join(p, Seg::Key(key)), s)))
+            .collect()
+    }
+
     fn text_map<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> IndexMap<String, String> {
         let fields = self.fields(slot, p, None, "a map of names to strings");
         let mut out = IndexMap::new();

@@ -139,22 +139,14 @@ impl Cx<'_> {
 
     /// `http.auth.algorithms`: names of [`ResourceAuth::ALGORITHMS`] (another is reported).
     fn algorithms(&mut self, ap: &[Seg<'_>], list: Slot<'_>) -> Vec<String> {
-        let names = self.strings(ap, list, false);
-        for name in &names {
-            if !ResourceAuth::ALGORITHMS.contains(&name.as_str()) {
-                self.error(
-                    codes::INVALID_VALUE,
+        self.strings_where(ap, list, |name| {
+            (!ResourceAuth::ALGORITHMS.contains(&name)).then(|| {
+                (
                     format!("`{}` is not an algorithm moniker verifies", shorten(name)),
-                    ap,
-                    list.point(),
-                    Some(format!(
-                        "use some of: {}",
-                        ResourceAuth::ALGORITHMS.join(", ")
-                    )),
-                );
-            }
-        }
-        names
+                    format!("use some of: {}", ResourceAuth::ALGORITHMS.join(", ")),
+                )
+            })
+        })
     }
 
     /// `http.auth.introspection`: `{client_id, client_secret}`, both required.

@@ -100,12 +100,7 @@ impl Cx<'_> {
         p: &[Seg<'n>],
         slot: Slot<'n>,
     ) -> BTreeMap<String, Vec<Tag>> {
-        let fields = self.fields(slot, p, None, "a map of server names to tags");
-        fields
-            .entries
-            .into_iter()
-            .map(|(key, s)| (key.to_owned(), self.tags(&join(p, Seg::Key(key)), s)))
-            .collect()
+        self.named(p, slot, "a map of server names to tags", Self::tags)
     }
 
     pub(super) fn overrides<'n>(

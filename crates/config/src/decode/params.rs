@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use moniker_surface::params::{Fixed, ParamRule};
 use moniker_surface::vocab::Seg;
 
-use super::{Cx, Slot, join};
+use super::{Cx, Slot};
 use crate::report::codes;
 use crate::shape::keys;
 use crate::tree::{Node, ScalarKind, Value};
@@ -16,13 +16,7 @@ impl Cx<'_> {
         p: &[Seg<'n>],
         slot: Slot<'n>,
     ) -> BTreeMap<String, ParamRule> {
-        let fields = self.fields(slot, p, None, "a map of parameter names to rules");
-        let mut out = BTreeMap::new();
-        for (name, s) in fields.entries {
-            let rule = self.param(&join(p, Seg::Key(name)), s);
-            out.insert(name.to_owned(), rule);
-        }
-        out
+        self.named(p, slot, "a map of parameter names to rules", Self::param)
     }
 
     fn param<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> ParamRule {

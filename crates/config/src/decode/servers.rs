@@ -487,21 +487,17 @@ impl Cx<'_> {
             }
             _ => {}
         }
-        let names = self.strings(p, slot, false);
-        for (i, name) in names.iter().enumerate() {
+        let names = self.strings_where(p, slot, |name| {
             let valid = !name.is_empty()
                 && !name.starts_with(|c: char| c.is_ascii_digit())
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                self.error(
-                    codes::INVALID_VALUE,
+            (!valid).then(|| {
+                (
                     format!("`{}` is not an environment variable name", shorten(name)),
-                    &join(p, Seg::Index(i)),
-                    slot.point(),
-                    Some("write names such as `GITHUB_TOKEN`, or `pass_env: all`".to_owned()),
-                );
-            }
-        }
+                    "write names such as `GITHUB_TOKEN`, or `pass_env: all`".to_owned(),
+                )
+            })
+        });
         PassEnv::Names(names)
     }
 

@@ -238,6 +238,26 @@ gateway: { call_timeout: 60, start_timeout: 30s, restart: { initial_delay: 500ms
     );
 }
 
+/// A list entry the key does not take is said at its own index and place, after an entry of
+/// the wrong type (which its index still counts).
+#[test]
+fn a_bad_entry_of_a_list_is_said_where_it_is() {
+    let found = errors("gateway:\n  pass_env:\n    - 1\n    - bad-name\n");
+    let paths: Vec<&str> = found.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["gateway.pass_env[0]", "gateway.pass_env[1]"]);
+    assert!(
+        found[1]
+            .message
+            .contains("`bad-name` is not an environment variable name")
+    );
+    assert_eq!(at(&found[1]), (4, 7));
+    let e = error(
+        "http:\n  auth:\n    resource: https://gw/mcp\n    issuer: https://idp\n    algorithms: [RS256, HS256]\n",
+    );
+    assert_eq!(e.path, "http.auth.algorithms[1]");
+    assert_eq!(at(&e), (5, 25));
+}
+
 #[test]
 fn a_claude_desktop_file_parses() {
     let config = ok(

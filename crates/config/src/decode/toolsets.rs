@@ -154,12 +154,12 @@ impl Cx<'_> {
 
     /// A toolset's `params`: each tool's parameter rules, by the tool's name.
     fn tool_params<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> BTreeMap<String, ToolParams> {
-        let tools = self.fields(slot, p, None, "a map of tools to their parameter rules");
-        tools
-            .entries
-            .into_iter()
-            .map(|(tool, s)| (tool.to_owned(), self.params(&join(p, Seg::Key(tool)), s)))
-            .collect()
+        self.named(
+            p,
+            slot,
+            "a map of tools to their parameter rules",
+            Self::params,
+        )
     }
 
     /// Exposed names or aliases of tools or prompts.
