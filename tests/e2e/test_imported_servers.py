@@ -56,9 +56,10 @@ PYPI = {
     "obsidian": (".venv", "mcp-obsidian", [], {"OBSIDIAN_API_KEY": "dummy"}, "obsidian_list_files_in_vault"),
 }
 
-# The servers the import knows to need no network: it writes `sandbox: true` for them, and a
-# sandbox with the network on for the others.
+# The servers the import knows to need no network: it writes `sandbox: true` for them; those
+# it knows to reach only an HTTPS API get TCP to port 443 alone; the others the network on.
 OFFLINE = {"filesystem", "memory", "everything", "thinking", "time", "git", "sqlite", "calculator"}
+HTTPS_ONLY = {"github", "slack", "maps", "brave", "aws-kb", "everart", "context7", "tavily", "weather"}
 
 
 def client_file_of(tmp_path: Path, node: Path, places: dict[str, str]) -> dict[str, Any]:
@@ -117,6 +118,8 @@ async def test_twenty_real_servers_serve_in_the_sandboxes_the_import_writes(
         sandbox = line.replace(" ", "")
         if server in OFFLINE:
             assert '"sandbox":true' in sandbox, line
+        elif server in HTTPS_ONLY:
+            assert '"sandbox":{"network":[443]}' in sandbox, line
         else:
             assert '"sandbox":{"network":"on"}' in sandbox, line
 

@@ -247,10 +247,26 @@ const OFFLINE: &[&str] = &[
     "mcp-server-calculator",
 ];
 
+/// Servers known to reach only their service's HTTPS API (a fixed `https://` host of theirs):
+/// TCP to port 443 only (Landlock). Not the fetch server (any URL), the database or GitLab
+/// servers (their URL's port), nor Obsidian's (a local port of the app's).
+const HTTPS_ONLY: &[&str] = &[
+    "@modelcontextprotocol/server-github",
+    "@modelcontextprotocol/server-slack",
+    "@modelcontextprotocol/server-google-maps",
+    "@modelcontextprotocol/server-brave-search",
+    "@modelcontextprotocol/server-aws-kb-retrieval",
+    "@modelcontextprotocol/server-everart",
+    "@upstash/context7-mcp",
+    "tavily-mcp",
+    "open-meteo-mcp-server",
+];
+
 /// The sandbox an imported stdio server runs in (Linux, where moniker enforces one): the
 /// default (the system and its runtime read-only, a private temporary folder, the paths its
-/// arguments and `env` name), with the network off for the servers known to need none and on
-/// for the others. `None` for a remote server, and elsewhere than Linux.
+/// arguments and `env` name), with the network off for the servers known to need none, TCP to
+/// port 443 only for those known to reach only an HTTPS API, and on for the others. `None` for
+/// a remote server, and elsewhere than Linux.
 fn sandbox_for(entry: &Map<String, Value>) -> Option<Value> {
     if !cfg!(target_os = "linux") {
         return None;
@@ -262,11 +278,15 @@ fn sandbox_for(entry: &Map<String, Value>) -> Option<Value> {
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    let offline = OFFLINE
-        .iter()
-        .any(|name| moniker_gateway::sandbox::names_package(command, &args, name));
-    Some(if offline {
+    let known = |names: &[&str]| {
+        names
+            .iter()
+            .any(|name| moniker_gateway::sandbox::names_package(command, &args, name))
+    };
+    Some(if known(OFFLINE) {
         Value::Bool(true)
+    } else if known(HTTPS_ONLY) {
+        serde_json::json!({ "network": [443] })
     } else {
         serde_json::json!({ "network": "on" })
     })
@@ -787,7 +807,7 @@ mod tests {
             );
             assert_eq!(
                 sandbox_of("npx", json!(["-y", "@modelcontextprotocol/server-github"])),
-                Some(json!({"network": "on"}))
+                Some(json!({"network": [443]}))
             );
             assert_eq!(
                 sandbox_of("uvx", json!(["mcp-server-github"])),
