@@ -54,9 +54,11 @@ EXPECTED_TOOLS = {
 
 def import_claude_desktop(moniker_bin: Path, home: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     """`moniker install claude-desktop --import`, as the person whose home is `home` (the
-    client's file under `home/.config/Claude`): it must succeed."""
+    client's file under `home/.config/Claude`), with no proxy set (a proxy keeps the network of
+    a server known to reach only HTTPS on, not port 443 alone): it must succeed."""
     env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "RUST_LOG": "off"}
-    env.pop("CLAUDE_CONFIG_DIR", None)
+    for name in ("CLAUDE_CONFIG_DIR", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        env.pop(name, None)
     done = subprocess.run(
         [str(moniker_bin), "install", "claude-desktop", "--import", "--command", str(moniker_bin)],
         env=env,

@@ -224,7 +224,7 @@ fn importable(client: crate::clients::Client, name: &str, entry: &Value) -> Resu
             out.insert(key.clone(), translate(client, value)?);
         }
     }
-    if let Some(sandbox) = sandbox_for(&out) {
+    if let Some(sandbox) = sandbox_for(&out, proxied()) {
         out.insert("sandbox".to_owned(), sandbox);
     }
     Ok(Value::Object(out))
@@ -262,12 +262,29 @@ const HTTPS_ONLY: &[&str] = &[
     "open-meteo-mcp-server",
 ];
 
+/// Whether this process's environment names a proxy, which moniker passes on to every server:
+/// a server that reaches its API through it connects to the proxy's port, not to 443.
+fn proxied() -> bool {
+    let names = [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ];
+    names
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+}
+
 /// The sandbox an imported stdio server runs in (Linux, where moniker enforces one): the
 /// default (the system and its runtime read-only, a private temporary folder, the paths its
 /// arguments and `env` name), with the network off for the servers known to need none, TCP to
-/// port 443 only for those known to reach only an HTTPS API, and on for the others. `None` for
-/// a remote server, and elsewhere than Linux.
-fn sandbox_for(entry: &Map<String, Value>) -> Option<Value> {
+/// port 443 only for those known to reach only an HTTPS API (unless a proxy is set, `proxied`,
+/// or its `env` names a URL of its own: `OPEN_METEO_API_URL`), and on for the others. `None`
+/// for a remote server, and elsewhere than Linux.
+fn sandbox_for(entry: &Map<String, Value>, proxied: bool) -> Option<Value> {
     if !cfg!(target_os = "linux") {
         return None;
     }
@@ -285,11 +302,21 @@ fn sandbox_for(entry: &Map<String, Value>) -> Option<Value> {
     };
     Some(if known(OFFLINE) {
         Value::Bool(true)
-    } else if known(HTTPS_ONLY) {
+    } else if known(HTTPS_ONLY) && !proxied && !names_a_url(entry) {
         serde_json::json!({ "network": [443] })
     } else {
         serde_json::json!({ "network": "on" })
     })
+}
+
+/// Whether an entry's `env` holds a URL (an API's address of the user's own, on a port of its
+/// own).
+fn names_a_url(entry: &Map<String, Value>) -> bool {
+    let env = entry.get("env").and_then(Value::as_object);
+    env.into_iter()
+        .flat_map(|env| env.values())
+        .filter_map(Value::as_str)
+        .any(|value| value.contains("://"))
 }
 
 fn translate(client: crate::clients::Client, value: &Value) -> Result<Value, String> {
@@ -787,15 +814,19 @@ mod tests {
     #[test]
     fn an_imported_stdio_server_gets_a_sandbox_fitting_what_it_is() {
         let entry = |v: Value| v.as_object().unwrap().clone();
-        let offline = sandbox_for(&entry(
-            json!({"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}),
-        ));
-        let fetch = sandbox_for(&entry(
-            json!({"command": "uvx", "args": ["mcp-server-fetch"]}),
-        ));
-        let remote = sandbox_for(&entry(json!({"url": "https://x/mcp"})));
+        let offline = sandbox_for(
+            &entry(
+                json!({"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}),
+            ),
+            false,
+        );
+        let fetch = sandbox_for(
+            &entry(json!({"command": "uvx", "args": ["mcp-server-fetch"]})),
+            false,
+        );
+        let remote = sandbox_for(&entry(json!({"url": "https://x/mcp"})), false);
         let sandbox_of = |command: &str, args: Value| {
-            sandbox_for(&entry(json!({"command": command, "args": args})))
+            sandbox_for(&entry(json!({"command": command, "args": args})), false)
         };
         if cfg!(target_os = "linux") {
             assert_eq!(offline, Some(json!(true)));
@@ -809,6 +840,17 @@ mod tests {
                 sandbox_of("npx", json!(["-y", "@modelcontextprotocol/server-github"])),
                 Some(json!({"network": [443]}))
             );
+            // Not behind a proxy, nor with an API's URL of its own: the port is another.
+            let github = entry(
+                json!({"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"]}),
+            );
+            assert_eq!(sandbox_for(&github, true), Some(json!({"network": "on"})));
+            let weather = entry(json!({
+                "command": "npx",
+                "args": ["-y", "open-meteo-mcp-server"],
+                "env": {"OPEN_METEO_API_URL": "http://localhost:8080"}
+            }));
+            assert_eq!(sandbox_for(&weather, false), Some(json!({"network": "on"})));
             assert_eq!(
                 sandbox_of("uvx", json!(["mcp-server-github"])),
                 Some(json!({"network": "on"}))

@@ -439,7 +439,6 @@ impl Cx<'_> {
         out
     }
 
-    /// A map of names to text: `env`, `headers`.
     /// A map of names (`expected` says what it is), each value read by `read` at its own path.
     fn named<'n, T>(
         &mut self,
@@ -455,6 +454,7 @@ impl Cx<'_> {
             .collect()
     }
 
+    /// A map of names to text: `env`, `headers`.
     fn text_map<'n>(&mut self, p: &[Seg<'n>], slot: Slot<'n>) -> IndexMap<String, String> {
         let fields = self.fields(slot, p, None, "a map of names to strings");
         let mut out = IndexMap::new();

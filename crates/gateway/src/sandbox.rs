@@ -446,6 +446,9 @@ const REFUSALS: &[(&str, &str)] = &[
     ("getaddrinfo", "`sandbox.network`"),
     // httpx's (Python), when no address it tried could be reached.
     ("All connection attempts failed", "`sandbox.network`"),
+    // Landlock refuses a TCP connection to a port its rules do not name with EACCES: Node
+    // says `connect EACCES 10.0.0.1:3128`.
+    ("connect EACCES", "`sandbox.network`"),
     ("Permission denied", "`sandbox.read` or `sandbox.write`"),
     ("EACCES", "`sandbox.read` or `sandbox.write`"),
     (
@@ -635,6 +638,10 @@ mod tests {
         assert!(likely("the tool ran and found nothing").is_none());
         let long = format!("Permission denied {}", "é".repeat(400));
         assert!(likely(&long).is_some_and(|(l, _)| l.len() <= NOTED));
+        assert_eq!(
+            likely("Error: connect EACCES 10.0.0.1:3128").map(|l| l.1),
+            Some("`sandbox.network`")
+        );
         // Why the sandbox could not be made is its own line, not a refusal of the server's.
         let own = "moniker sandbox: cannot mount its own /proc (EPERM: Operation not permitted)";
         assert!(likely(own).is_none());
