@@ -31,13 +31,15 @@ def verdict(a: list[float], b: list[float]) -> str:
 def main(argv: list[str]) -> None:
     path, rev_a, rev_b, load_before, load_after, rounds, calls = argv[1:8]
     runs: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    direct: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    # The echo server alone: tools -> figure (p50, p99) -> round -> its values.
+    direct: dict[int, dict[str, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     with open(path) as lines:
         for line in lines:
             row = json.loads(line)
             call = row["report"]["call_us"]
             if row["build"] == "direct":
-                direct[row["tools"]][row["round"]].append(call["p50"])
+                for figure in ("p50", "p99"):
+                    direct[row["tools"]][figure][row["round"]].append(call[figure])
                 continue
             key = (row["path"], row["tools"], row["servers"], row["build"])
             runs[key]["p50"].append(call["p50"])
@@ -47,26 +49,29 @@ def main(argv: list[str]) -> None:
     print(f"A = `{rev_a}`, B = `{rev_b}`; {rounds} rounds, {calls} sequential `tools/call` a run, the builds")
     print(f"alternated each round; load average {load_before} before, {load_after} after. Figures in µs:")
     print("the median over the rounds of each round's p50 (or p99), and in brackets the lowest and")
-    print("highest round. *Added* is the p50 less the echo server's own (direct) in the same round.\n")
-    print("| path | tools | servers | A p50 | B p50 | B vs A (p50) | A p99 | B p99 | B vs A (p99) | A added | B added |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("highest round. *Added* is the p50 (or p99) less the echo server's own (direct) in the same")
+    print("round.\n")
+    print("| path | tools | servers | A p50 | B p50 | B vs A (p50) | A p99 | B p99 | B vs A (p99) | A added | B added | A added p99 | B added p99 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     keys = sorted({k[:3] for k in runs}, key=lambda k: (k[0], k[1], k[2]))
     for path_, tools, servers in keys:
         a, b = runs.get((path_, tools, servers, "A")), runs.get((path_, tools, servers, "B"))
         if not a or not b:
             continue
 
-        def added(r: dict[str, list[float]]) -> str:
-            own = [p - statistics.median(direct[tools][rnd]) for p, rnd in zip(r["p50"], r["round"]) if direct[tools].get(rnd)]
+        def added(r: dict[str, list[float]], figure: str = "p50") -> str:
+            alone = direct[tools][figure]
+            own = [p - statistics.median(alone[rnd]) for p, rnd in zip(r[figure], r["round"]) if alone.get(rnd)]
             return spread(own) if own else "-"
 
         print(
             f"| {path_} | {tools} | {servers} | {spread(a['p50'])} | {spread(b['p50'])} | {verdict(a['p50'], b['p50'])} "
-            f"| {spread(a['p99'])} | {spread(b['p99'])} | {verdict(a['p99'], b['p99'])} | {added(a)} | {added(b)} |"
+            f"| {spread(a['p99'])} | {spread(b['p99'])} | {verdict(a['p99'], b['p99'])} | {added(a)} | {added(b)} "
+            f"| {added(a, 'p99')} | {added(b, 'p99')} |"
         )
-    for tools, by_round in sorted(direct.items()):
-        values = [statistics.median(v) for v in by_round.values()]
-        print(f"\nDirect (the echo server alone) at {tools} tools: p50 {spread(values)} µs.")
+    for tools, figures in sorted(direct.items()):
+        p50, p99 = ([statistics.median(v) for v in figures[f].values()] for f in ("p50", "p99"))
+        print(f"\nDirect (the echo server alone) at {tools} tools: p50 {spread(p50)} µs, p99 {spread(p99)} µs.")
 
 
 if __name__ == "__main__":
