@@ -9,7 +9,7 @@
 #   http-2026  moniker serve --http, MCP 2026-07-28 (stateless: the envelope in each request)
 # plus the echo server alone (direct) in each round. Reports, for each path, size and build, the
 # median over the rounds of each round's p50 and p99 with their spread (lowest-highest), moniker's
-# added latency over direct, and whether B differs from A beyond the spread (the ranges of the
+# added latency over direct (p50 and p99), and whether B differs from A beyond the spread (the ranges of the
 # two builds' rounds do not overlap). Says the load average before and after.
 #
 #   bench/ab.sh A B              two revisions (anything `git rev-parse` reads; B may be
