@@ -113,11 +113,8 @@ fn start(command: &mut Command) -> Result<std::process::Child, i32> {
 /// Applies the sandbox `plan` from outside to the guard, and gives the command that starts
 /// its init (this program again, `--inside`) inside the namespaces made, to run `server`.
 fn init_of(plan: &OsString, server: &[OsString]) -> Result<Command, String> {
-    let plan: crate::sandbox::Plan = plan
-        .to_str()
-        .and_then(|text| serde_json::from_str(text).ok())
-        .ok_or("its plan is not one moniker made")?;
-    let outside = crate::sandbox::apply(&plan)?;
+    let plan: crate::sandbox::Plan = handed(plan, "its plan is not one moniker made")?;
+    let outside = crate::sandbox::apply(plan)?;
     let handed = serde_json::to_string(&outside).map_err(|e| e.to_string())?;
     let mut init = Command::new(own_program()?);
     init.args(["__guard", "--inside", &handed, "--"])
@@ -137,12 +134,19 @@ fn own_program() -> Result<std::path::PathBuf, String> {
 /// Applies the rest of the sandbox (`outside`, what the guard made of it) to this process, the
 /// init inside its namespaces, and says what is enforced. The server's temporary folder.
 fn confined(outside: &OsString) -> Result<std::path::PathBuf, String> {
-    let outside: crate::sandbox::Outside = outside
-        .to_str()
-        .and_then(|text| serde_json::from_str(text).ok())
-        .ok_or("what its guard made is not said as moniker says it")?;
+    let outside: crate::sandbox::Outside = handed(
+        outside,
+        "what its guard made is not said as moniker says it",
+    )?;
     crate::sandbox::say(&crate::sandbox::confine(&outside)?);
     Ok(outside.temp)
+}
+
+/// What moniker handed a guard as one argument (JSON it wrote); `unread` when it does not read.
+fn handed<T: serde::de::DeserializeOwned>(arg: &OsString, unread: &str) -> Result<T, String> {
+    arg.to_str()
+        .and_then(|text| serde_json::from_str(text).ok())
+        .ok_or_else(|| unread.to_owned())
 }
 
 /// Waits, as the init of a sandbox's namespaces, until the server (`server`) ends, reaping

@@ -524,9 +524,9 @@ pub struct Outside {
 /// Applies what of `plan` is made from outside to this process (the guard, before it starts
 /// the server's init): its private temporary folder, its cgroup, namespaces and limits. `Err`:
 /// what could not be enforced (and was not allowed to be left out).
-pub fn apply(plan: &Plan) -> Result<Outside, String> {
+pub fn apply(plan: Plan) -> Result<Outside, String> {
     let temp = private_temp()?;
-    outside(plan.clone(), temp)
+    outside(plan, temp)
 }
 
 /// Applies the rest of `outside` to this process (the init inside the server's namespaces,
