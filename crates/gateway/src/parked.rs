@@ -8,9 +8,14 @@
 //! out another's call while it has fewer than the others.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -34,7 +39,7 @@ pub(crate) struct Parked {
     /// The client's id of the call's first request: what the peer knows the call by.
     pub call: String,
     /// The call, running: its reply is the call's answer.
-    pub task: JoinHandle<Option<Message>>,
+    pub task: Running,
     /// The server's requests for input that came with the call.
     pub inputs: mpsc::UnboundedReceiver<(u64, Message)>,
     pub peer: Arc<Peer>,
@@ -52,8 +57,51 @@ pub(crate) struct Parked {
 impl Parked {
     /// Gives up the call (expired, or pushed out).
     fn abandon(self) {
-        self.task.abort();
+        if let Running::Detached(task) = &self.task {
+            task.abort();
+        }
         self.peer.era.unpark(&self.call);
+    }
+}
+
+/// A call's work: polled in place by the request that started it, and moved to a task of its
+/// own only when it is parked (it then outlives that request). Most calls are never parked:
+/// they cost no task and no hop between tasks.
+pub(crate) enum Running {
+    /// Polled by the request that started it; dropped with it (the call cancelled).
+    Here(Pin<Box<dyn Future<Output = Option<Message>> + Send>>),
+    /// A task of its own: a parked call, and a resumed one.
+    Detached(JoinHandle<Option<Message>>),
+}
+
+impl Running {
+    /// `call`, to be polled in place. A panic in it ends the call without a reply, as it
+    /// would in a task of its own.
+    pub(crate) fn here(call: impl Future<Output = Option<Message>> + Send + 'static) -> Self {
+        let call = AssertUnwindSafe(call)
+            .catch_unwind()
+            .map(|result| result.ok().flatten());
+        Self::Here(Box::pin(call))
+    }
+
+    /// The call moved to a task of its own (it is being parked), where it runs on.
+    pub(crate) fn detach(self) -> Self {
+        match self {
+            Self::Here(call) => Self::Detached(tokio::spawn(call)),
+            detached => detached,
+        }
+    }
+}
+
+impl Future for Running {
+    /// The call's reply; none when it panicked or was aborted.
+    type Output = Option<Message>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Message>> {
+        match self.get_mut() {
+            Self::Here(call) => call.as_mut().poll(cx),
+            Self::Detached(task) => Pin::new(task).poll(cx).map(|done| done.ok().flatten()),
+        }
     }
 }
 

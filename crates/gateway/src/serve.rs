@@ -1,6 +1,7 @@
 //! What clients connect to: one client on stdin and stdout, many over Streamable HTTP; and
 //! the Prometheus `/metrics` endpoint, beside either.
 
+mod again;
 mod checks;
 mod connect;
 mod console;

@@ -27,6 +27,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore, oneshot};
 
+use super::again::PollAgain;
 use crate::budget;
 use crate::sync::lock;
 
@@ -71,20 +72,8 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        // Answers are small and come in more than one write: without TCP_NODELAY the second
-        // write waits for the client's delayed acknowledgement.
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-        // Its address goes with each of its requests (a rate budget is shared by address).
-        let service =
-            TowerToHyperService::new(app.clone().layer(axum::Extension(ClientAddress(address))));
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_TIMEOUT);
         // Made (and watched for the shutdown) now, run once it has a place.
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(tcp), service));
+        let connection = connection(tcp, address, &app, &graceful);
         let places = places.clone();
         tokio::spawn(async move {
             let Some(Place { evicted, _held }) = places.take(address).await else {
@@ -106,6 +95,29 @@ pub async fn serve(
     }
     graceful.shutdown().await;
     Ok(())
+}
+
+/// The HTTP/1 connection of `tcp`, watched for the shutdown, polled again in place when it
+/// wakes itself (its handler taking the body: see `again`).
+fn connection(
+    tcp: tokio::net::TcpStream,
+    address: IpAddr,
+    app: &Router,
+    graceful: &GracefulShutdown,
+) -> impl Future<Output = Result<(), hyper::Error>> + Send + 'static {
+    // Answers are small and come in more than one write: without TCP_NODELAY the second
+    // write waits for the client's delayed acknowledgement.
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+    }
+    // Its address goes with each of its requests (a rate budget is shared by address).
+    let service =
+        TowerToHyperService::new(app.clone().layer(axum::Extension(ClientAddress(address))));
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    PollAgain::new(graceful.watch(builder.serve_connection(TokioIo::new(tcp), service)))
 }
 
 /// The address of the client a request came from (the peer of its connection: a proxy's, when

@@ -1,7 +1,8 @@
 //! Input-required results (MCP 2026-07-28, multi-round-trip requests) for servers of the 2025
 //! era. A 2025 server asks for elicitation or sampling with a request of its own, in the middle
 //! of a call; a 2026-07-28 client takes no requests from the server. So a modern client's call
-//! runs in a task of its own, and when its server asks for input, the client gets an
+//! is watched for its server's requests ([`Running`]: polled in place, moved to a task of its
+//! own when it is parked), and when its server asks for input, the client gets an
 //! `input_required` result instead: the server's requests (under moniker's ids), and a
 //! `requestState` that names the parked call. The client retries the call with its answers
 //! (`inputResponses`) and that state: the answers go to the server, and the call goes on, to
@@ -20,7 +21,7 @@ use super::{Answers, Reply, Session, id_of};
 use crate::message::{self, Edit, Field, Message, Params};
 use crate::modern::Answerable;
 use crate::modern::input::{input_required, input_required_of};
-use crate::parked::{Parked, STATE_PREFIX};
+use crate::parked::{Parked, Running, STATE_PREFIX};
 
 impl Session {
     /// A 2026-07-28 `tools/call`, `prompts/get` or `resources/read`: answered with its result,
@@ -69,7 +70,7 @@ impl Session {
         let session = self.clone();
         let call = request.clone();
         let to = answers.clone();
-        let task = tokio::spawn(async move { session.request(&call, &to).await });
+        let task = Running::here(async move { session.request(&call, &to).await });
         let running = Parked {
             call: id.clone(),
             task,
@@ -105,7 +106,7 @@ impl Session {
                             &format!("the call that {method} was for is over"),
                         ));
                     }
-                    let reply = done.ok().flatten().map(|reply| reply.with_id(id));
+                    let reply = done.map(|reply| reply.with_id(id));
                     let failed = reply.as_ref().is_some_and(|r| {
                         r.error_code().is_some() || r.field(Field::IsError) == Some("true")
                     });
@@ -138,6 +139,8 @@ impl Session {
                     let state = format!("{STATE_PREFIX}{}", crate::auth::random_state());
                     let result = input_required(id, &asked, &state);
                     call.at = Instant::now();
+                    // It runs on while its client answers: in a task of its own from now.
+                    call.task = call.task.detach();
                     self.gateway.services.parked.park(state, call);
                     return Some(result);
                 }
