@@ -10,7 +10,11 @@
 # plus the echo server alone (direct) in each round. Reports, for each path, size and build, the
 # median over the rounds of each round's p50 and p99 with their spread (lowest-highest), moniker's
 # added latency over direct (p50 and p99), and whether B differs from A beyond the spread (the ranges of the
-# two builds' rounds do not overlap). Says the load average before and after.
+# two builds' rounds do not overlap). Says the load average before and after. Beside latency, what
+# moniker's process spent a call: CPU time and context switches (its threads' scheduler counts,
+# read by moniker-load before and after the sequential calls; not on `shared`, whose calls the
+# shared gateway serves, a process of its own). On a VM whose wake-ups vary by tens of µs from
+# one minute to the next, they tell a change of a few µs where latency cannot.
 #
 #   bench/ab.sh A B              two revisions (anything `git rev-parse` reads; B may be
 #                                `WORKTREE` for the working tree as it is)
@@ -99,7 +103,7 @@ measure() {
             for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.05; done
             local modern=()
             [[ $path == http-2026 ]] && modern=(--modern)
-            record "$round" "$build" "$path" "$tools" "$servers" --tool "$tool" "${modern[@]}" --url "http://127.0.0.1:$port/mcp"
+            record "$round" "$build" "$path" "$tools" "$servers" --tool "$tool" "${modern[@]}" --url "http://127.0.0.1:$port/mcp" --pid "$HTTP_PID"
             kill "$HTTP_PID" 2>/dev/null || true
             wait "$HTTP_PID" 2>/dev/null || true
             HTTP_PID=

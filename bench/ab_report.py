@@ -19,13 +19,13 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
 
 
-def verdict(a: list[float], b: list[float]) -> str:
+def verdict(a: list[float], b: list[float], unit: str = "us", less: str = "faster", more: str = "slower") -> str:
     delta = statistics.median(b) - statistics.median(a)
     if max(b) < min(a):
-        return f"B faster by {-delta:.1f} us"
+        return f"B {less} by {-delta:.1f} {unit}"
     if min(b) > max(a):
-        return f"B slower by {delta:.1f} us"
-    return f"noise ({delta:+.1f} us)"
+        return f"B {more} by {delta:.1f} {unit}"
+    return f"noise ({delta:+.1f} {unit})"
 
 
 def main(argv: list[str]) -> None:
@@ -45,6 +45,11 @@ def main(argv: list[str]) -> None:
             runs[key]["p50"].append(call["p50"])
             runs[key]["p99"].append(call["p99"])
             runs[key]["round"].append(row["round"])
+            # What moniker's own process spent a call (none where the calls are served by
+            # another process: the shared gateway).
+            if row["path"] != "shared" and row["report"].get("cpu_us_per_call") is not None:
+                runs[key]["cpu"].append(row["report"]["cpu_us_per_call"])
+                runs[key]["switches"].append(row["report"]["switches_per_call"])
     print("# A/B of two builds (bench/ab.sh)\n")
     print(f"A = `{rev_a}`, B = `{rev_b}`; {rounds} rounds, {calls} sequential `tools/call` a run, the builds")
     print(f"alternated each round; load average {load_before} before, {load_after} after. Figures in µs:")
@@ -69,6 +74,20 @@ def main(argv: list[str]) -> None:
             f"| {spread(a['p99'])} | {spread(b['p99'])} | {verdict(a['p99'], b['p99'])} | {added(a)} | {added(b)} "
             f"| {added(a, 'p99')} | {added(b, 'p99')} |"
         )
+    cpu_keys = [k for k in keys if runs[(*k, "A")].get("cpu") and runs[(*k, "B")].get("cpu")]
+    if cpu_keys:
+        print("\nWhat moniker's process spent a call (its threads' CPU time, µs, and context switches,")
+        print("counted by the scheduler over the sequential calls; the median over the rounds and in")
+        print("brackets the lowest and highest round):\n")
+        print("| path | tools | servers | A CPU | B CPU | B vs A (CPU) | A switches | B switches |")
+        print("|---|---|---|---|---|---|---|---|")
+        for k in cpu_keys:
+            a, b = runs[(*k, "A")], runs[(*k, "B")]
+            print(
+                f"| {k[0]} | {k[1]} | {k[2]} | {spread(a['cpu'])} | {spread(b['cpu'])} "
+                f"| {verdict(a['cpu'], b['cpu'], 'us', 'cheaper', 'dearer')} "
+                f"| {statistics.median(a['switches']):.2f} | {statistics.median(b['switches']):.2f} |"
+            )
     for tools, figures in sorted(direct.items()):
         p50, p99 = ([statistics.median(v) for v in figures[f].values()] for f in ("p50", "p99"))
         print(f"\nDirect (the echo server alone) at {tools} tools: p50 {spread(p50)} µs, p99 {spread(p99)} µs.")
