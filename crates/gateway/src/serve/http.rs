@@ -2,10 +2,11 @@
 //! at `/mcp`, each client session a [`Session`] of its own.
 //!
 //! Where each rule of the transport is enforced:
-//! - the layers every request to `/mcp` passes (`layers`, then `identity`): `Host` must be a
-//!   loopback name or address (any port) or in `http.allowed_hosts` (or the address the
-//!   listener is bound to), else 403; an `Origin`, when present, must be a loopback origin or in
-//!   `http.allowed_origins`, else 403 (DNS-rebinding protection); with tokens set,
+//! - the checks every request to `/mcp` passes, in one layer (`layers::mcp`, then
+//!   `identity`): `Host` must be a loopback name or address (any port) or in
+//!   `http.allowed_hosts` (or the address the listener is bound to), else 403; an `Origin`,
+//!   when present, must be a loopback origin or in `http.allowed_origins`, else 403
+//!   (DNS-rebinding protection); with tokens set,
 //!   `Authorization: Bearer <secret>` must match one (constant-time), else 401 with
 //!   `WWW-Authenticate: Bearer`. `OPTIONS` answers CORS preflights for allowed origins.
 //! - `post`: `Content-Type: application/json` (415); the body's size (413, also while it
@@ -67,7 +68,7 @@ use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::header::{self, HeaderMap};
 use axum::http::{Method, StatusCode};
-use axum::middleware::{from_fn, from_fn_with_state};
+use axum::middleware::from_fn_with_state;
 use axum::response::Response;
 use axum::routing::{any, get as route_get};
 use axum::{Extension, Router};
@@ -187,17 +188,15 @@ struct HttpSession {
     activity: Arc<Activity>,
 }
 
-/// The endpoints: `/mcp` (and `/mcp/{toolset}`) behind the request checks, which run as
-/// layers in this order: `Connection: close` on a refusal, `Host`, `Origin` (and CORS),
-/// the caller's identity; then the protected resource's metadata, `/healthz` and `/metrics`.
+/// The endpoints: `/mcp` (and `/mcp/{toolset}`) behind the request checks, which run in one
+/// layer (`layers::mcp`) in this order: `Connection: close` on a refusal, `Host`, `Origin`
+/// (and CORS), the caller's identity; then the protected resource's metadata, `/healthz` and
+/// `/metrics`.
 fn router(shared: Arc<Shared>, pages: Pages) -> Router {
     let mcp = Router::new()
         .route(MCP_PATH, any(mcp))
         .route("/mcp/{toolset}", any(mcp))
-        .route_layer(from_fn_with_state(shared.clone(), identity::identified))
-        .route_layer(from_fn_with_state(shared.clone(), layers::origin))
-        .route_layer(from_fn_with_state(shared.clone(), layers::host))
-        .route_layer(from_fn(layers::close_on_refusal));
+        .route_layer(from_fn_with_state(shared.clone(), layers::mcp));
     Router::new()
         .merge(mcp)
         .route(

@@ -8,7 +8,6 @@ use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::http::header::{self, HeaderMap};
-use axum::middleware::Next;
 use axum::response::Response;
 use reqwest::Url;
 
@@ -17,14 +16,14 @@ use crate::identity::{Caller, Denied};
 use crate::serve::checks::{self, Auth};
 use crate::serve::respond::{challenged, failure, set, unauthorized, with_status};
 
-/// The identity layer: the caller, proved ([`identify`]), goes with the request to its method
-/// (an [`Auth`] in its extensions); a caller not proved is refused here.
-pub(super) async fn identified(
-    State(shared): State<Arc<Shared>>,
+/// The identity check, the last of `/mcp`'s ([`super::layers::mcp`]): the caller of `request`,
+/// proved ([`identify`]), put in its extensions (an [`Auth`]) for its method; the refusal of a
+/// caller not proved.
+pub(super) async fn identify_into(
+    shared: &Shared,
     url_toolset: Option<Path<String>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+    request: &mut Request,
+) -> Result<(), Response> {
     let settings = shared.gateway.control.http();
     let toolset = url_toolset.as_ref().map(|Path(t)| t.as_str());
     let authorization = request
@@ -35,13 +34,9 @@ pub(super) async fn identified(
         .extensions()
         .get::<crate::serve::listen::ClientAddress>()
         .map(|a| a.0);
-    match identify(&shared, &settings, authorization, toolset, address).await {
-        Err(refusal) => refusal,
-        Ok(auth) => {
-            request.extensions_mut().insert(auth);
-            next.run(request).await
-        }
-    }
+    let auth = identify(shared, &settings, authorization, toolset, address).await?;
+    request.extensions_mut().insert(auth);
+    Ok(())
 }
 
 /// Who a stateless client is: its token (a digest of its secret, which names it across

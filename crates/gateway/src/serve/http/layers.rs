@@ -1,10 +1,11 @@
-//! The checks every request to `/mcp` passes before its method, each a layer of its own (see
-//! `router` for their order). Who the caller is comes after them, in `identity`.
+//! The checks every request to `/mcp` passes before its method: one layer there ([`mcp`]),
+//! each a layer of its own for the console's and the sign-in pages' routes (see `router` for
+//! their order). Who the caller is comes after them, in `identity`.
 
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::header::{self, HeaderValue};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
@@ -22,12 +23,46 @@ fn has_body(headers: &HeaderMap) -> bool {
     }
 }
 
+/// Every check of a request to `/mcp`, in the order the console's separate layers run them
+/// (`Connection: close` on a refusal, `Host`, `Origin` and CORS, the caller's identity), as one
+/// layer: a request to `/mcp` pays for one boxed future and one clone of the routes, not four.
+pub(super) async fn mcp(
+    State(shared): State<Arc<Shared>>,
+    url_toolset: Option<Path<String>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let has_body = has_body(request.headers());
+    let response = match host_refusal(&shared, &request) {
+        Some(refusal) => refusal,
+        None => match allowed_origin(&shared, &request) {
+            Err(refused) => refused.response(),
+            Ok(origin) => {
+                let response = if request.method() == Method::OPTIONS {
+                    preflight()
+                } else {
+                    match super::identity::identify_into(&shared, url_toolset, &mut request).await {
+                        Err(refusal) => refusal,
+                        Ok(()) => next.run(request).await,
+                    }
+                };
+                with_cors(response, origin)
+            }
+        },
+    };
+    closing(has_body, response)
+}
+
 /// A refusal is often made before the body is read (a missing token, a bad Host), and hyper
 /// then closes the connection: said (`Connection: close`), so that the client does not send
 /// its next request (the same one with a token) on a connection about to close.
 pub(in crate::serve) async fn close_on_refusal(request: Request, next: Next) -> Response {
     let has_body = has_body(request.headers());
-    let mut response = next.run(request).await;
+    closing(has_body, next.run(request).await)
+}
+
+/// `response`, saying `Connection: close` when it refuses a request that has a body.
+fn closing(has_body: bool, mut response: Response) -> Response {
     if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
         set(&mut response, header::CONNECTION, "close");
     }
@@ -41,27 +76,35 @@ pub(in crate::serve) async fn host(
     request: Request,
     next: Next,
 ) -> Response {
+    match host_refusal(&shared, &request) {
+        Some(refusal) => refusal,
+        None => next.run(request).await,
+    }
+}
+
+/// The refusal of a request whose `Host` is missing or not allowed (see [`host`]).
+fn host_refusal(shared: &Shared, request: &Request) -> Option<Response> {
     let host = match request.headers().get(header::HOST) {
         Some(value) => value.to_str().ok(),
         None => request.uri().authority().map(|a| a.as_str()),
     };
     let hosts = shared.hosts(&shared.gateway.control.http());
     match host.and_then(|h| checks::host_allowed(h, &hosts)) {
-        None => failure(
+        None => Some(failure(
             StatusCode::BAD_REQUEST,
             "Bad Request: missing or invalid Host header",
-        ),
+        )),
         Some(false) => {
             tracing::warn!(
                 host = host.unwrap_or_default(),
                 "HTTP request refused: Host is not allowed (possible DNS rebinding)"
             );
-            failure(
+            Some(failure(
                 StatusCode::FORBIDDEN,
                 "Forbidden: Host header is not allowed",
-            )
+            ))
         }
-        Some(true) => next.run(request).await,
+        Some(true) => None,
     }
 }
 
@@ -73,32 +116,57 @@ pub(in crate::serve) async fn origin(
     request: Request,
     next: Next,
 ) -> Response {
-    let origin = match request.headers().get(header::ORIGIN) {
-        None => None,
-        Some(value) => {
-            let settings = shared.gateway.control.http();
-            match value.to_str() {
-                Ok(origin) if checks::origin_allowed(origin, &settings.allowed_origins) => {
-                    Some(value.clone())
-                }
-                _ => {
-                    tracing::warn!(
-                        origin = ?value,
-                        "HTTP request refused: Origin is not allowed (possible DNS rebinding)"
-                    );
-                    return failure(
-                        StatusCode::FORBIDDEN,
-                        "Forbidden: Origin header is not allowed",
-                    );
-                }
-            }
+    match allowed_origin(&shared, &request) {
+        Err(refused) => refused.response(),
+        Ok(origin) => {
+            let response = if request.method() == Method::OPTIONS {
+                preflight()
+            } else {
+                next.run(request).await
+            };
+            with_cors(response, origin)
         }
+    }
+}
+
+/// The request's `Origin` when it has one that is allowed, none when it has none, refused
+/// when it has another (see [`origin`]).
+fn allowed_origin(
+    shared: &Shared,
+    request: &Request,
+) -> Result<Option<HeaderValue>, OriginRefused> {
+    let Some(value) = request.headers().get(header::ORIGIN) else {
+        return Ok(None);
     };
-    let mut response = if request.method() == Method::OPTIONS {
-        preflight()
-    } else {
-        next.run(request).await
-    };
+    let settings = shared.gateway.control.http();
+    match value.to_str() {
+        Ok(origin) if checks::origin_allowed(origin, &settings.allowed_origins) => {
+            Ok(Some(value.clone()))
+        }
+        _ => {
+            tracing::warn!(
+                origin = ?value,
+                "HTTP request refused: Origin is not allowed (possible DNS rebinding)"
+            );
+            Err(OriginRefused)
+        }
+    }
+}
+
+/// A request whose `Origin` is not allowed.
+struct OriginRefused;
+
+impl OriginRefused {
+    fn response(self) -> Response {
+        failure(
+            StatusCode::FORBIDDEN,
+            "Forbidden: Origin header is not allowed",
+        )
+    }
+}
+
+/// `response` with the CORS headers that let a browser of `origin` read it.
+fn with_cors(mut response: Response, origin: Option<HeaderValue>) -> Response {
     if let Some(origin) = origin {
         let h = response.headers_mut();
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
