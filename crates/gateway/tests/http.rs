@@ -925,6 +925,28 @@ async fn origin_and_host_are_checked() {
         .to_str()
         .expect("ASCII");
     assert!(allowed.contains("mcp-session-id"), "{allowed}");
+
+    // A toolset in the URL that is not UTF-8 is read after Host and Origin: a bad Host is
+    // refused first, and the toolset's own refusal carries the CORS headers and, since the
+    // request has a body, closes the connection.
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let request = |host: &str| {
+        format!(
+            "POST /mcp/%FF HTTP/1.1\r\nHost: {host}\r\nOrigin: http://localhost:6274\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let head = raw(server.addr, &request("evil.example")).await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let head = raw(server.addr, &request("localhost"))
+        .await
+        .to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 400"), "{head}");
+    assert!(
+        head.contains("access-control-allow-origin: http://localhost:6274"),
+        "{head}"
+    );
+    assert!(head.contains("connection: close"), "{head}");
     server.stop().await;
 }
 

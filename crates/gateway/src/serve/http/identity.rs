@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
+use axum::RequestExt as _;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::http::header::{self, HeaderMap};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use reqwest::Url;
 
 use super::{HttpSettings, RESOURCE_METADATA_PATH, Shared};
@@ -19,11 +20,13 @@ use crate::serve::respond::{challenged, failure, set, unauthorized, with_status}
 /// The identity check, the last of `/mcp`'s ([`super::layers::mcp`]): the caller of `request`,
 /// proved ([`identify`]), put in its extensions (an [`Auth`]) for its method; the refusal of a
 /// caller not proved.
-pub(super) async fn identify_into(
-    shared: &Shared,
-    url_toolset: Option<Path<String>>,
-    request: &mut Request,
-) -> Result<(), Response> {
+pub(super) async fn identify_into(shared: &Shared, request: &mut Request) -> Result<(), Response> {
+    // Read here, after the Host and Origin checks: a toolset that is not UTF-8 is refused
+    // (400) with their headers, as every refusal after them.
+    let url_toolset = request
+        .extract_parts::<Option<Path<String>>>()
+        .await
+        .map_err(IntoResponse::into_response)?;
     let settings = shared.gateway.control.http();
     let toolset = url_toolset.as_ref().map(|Path(t)| t.as_str());
     let authorization = request

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::header::{self, HeaderValue};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
@@ -28,7 +28,6 @@ fn has_body(headers: &HeaderMap) -> bool {
 /// layer: a request to `/mcp` pays for one boxed future and one clone of the routes, not four.
 pub(super) async fn mcp(
     State(shared): State<Arc<Shared>>,
-    url_toolset: Option<Path<String>>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -41,7 +40,7 @@ pub(super) async fn mcp(
                 let response = if request.method() == Method::OPTIONS {
                     preflight()
                 } else {
-                    match super::identity::identify_into(&shared, url_toolset, &mut request).await {
+                    match super::identity::identify_into(&shared, &mut request).await {
                         Err(refusal) => refusal,
                         Ok(()) => next.run(request).await,
                     }
