@@ -73,11 +73,13 @@ results=$WORK/results.jsonl
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # record ROUND BUILD PATH TOOLS SERVERS LOAD-ARGS...
+# (--no-memory: moniker-load's memory sampler, which reads all of /proc every 10 ms, delayed a
+# call now and then and put up to a millisecond in the p99; this bench does not report memory.)
 record() {
     local round=$1 build=$2 path=$3 tools=$4 servers=$5 json
     shift 5
     if json=$("$LOAD" --arguments '{"query":"bench"}' --calls "$CALLS" --warmup "$WARMUP" \
-        --pipelined 1 --inflight 1 --lists 1 "$@" 2>"$WORK/err"); then
+        --pipelined 1 --inflight 1 --lists 1 --no-memory "$@" 2>"$WORK/err"); then
         printf '{"round":%s,"build":"%s","path":"%s","tools":%s,"servers":%s,"report":%s}\n' \
             "$round" "$build" "$path" "$tools" "$servers" "$json" >>"$results"
     else
