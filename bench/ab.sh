@@ -8,9 +8,10 @@
 #   http       moniker serve --http, MCP 2025 (initialize, a session)
 #   http-2026  moniker serve --http, MCP 2026-07-28 (stateless: the envelope in each request)
 # plus the echo server alone (direct) in each round. Reports, for each path, size and build, the
-# median over the rounds of each round's p50 and p99 with their spread (lowest-highest), moniker's
-# added latency over direct (p50 and p99), and whether B differs from A beyond the spread (the ranges of the
-# two builds' rounds do not overlap). Says the load average before and after. Beside latency, what
+# median over the rounds of each round's p50 and p99 with their spread (lowest-highest),
+# moniker's added latency over direct (p50 and p99), and whether B differs from A beyond the
+# spread (the ranges of the two builds' rounds do not overlap). Says the load average before
+# and after. Beside latency, what
 # moniker's process spent a call: CPU time and context switches (its threads' scheduler counts,
 # read by moniker-load before and after the sequential calls; not on `shared`, whose calls the
 # shared gateway serves, a process of its own). On a VM whose wake-ups vary by tens of µs from

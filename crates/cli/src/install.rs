@@ -224,7 +224,7 @@ fn importable(client: crate::clients::Client, name: &str, entry: &Value) -> Resu
             out.insert(key.clone(), translate(client, value)?);
         }
     }
-    if let Some(sandbox) = sandbox_for(&out, proxied()) {
+    if let Some(sandbox) = sandbox_for(&out, moniker_gateway::connect::http::proxy_set()) {
         out.insert("sandbox".to_owned(), sandbox);
     }
     Ok(Value::Object(out))
@@ -262,28 +262,13 @@ const HTTPS_ONLY: &[&str] = &[
     "open-meteo-mcp-server",
 ];
 
-/// Whether this process's environment names a proxy, which moniker passes on to every server:
-/// a server that reaches its API through it connects to the proxy's port, not to 443.
-fn proxied() -> bool {
-    let names = [
-        "HTTPS_PROXY",
-        "https_proxy",
-        "HTTP_PROXY",
-        "http_proxy",
-        "ALL_PROXY",
-        "all_proxy",
-    ];
-    names
-        .iter()
-        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
-}
-
 /// The sandbox an imported stdio server runs in (Linux, where moniker enforces one): the
 /// default (the system and its runtime read-only, a private temporary folder, the paths its
 /// arguments and `env` name), with the network off for the servers known to need none, TCP to
-/// port 443 only for those known to reach only an HTTPS API (unless a proxy is set, `proxied`,
-/// or its `env` names a URL of its own: `OPEN_METEO_API_URL`), and on for the others. `None`
-/// for a remote server, and elsewhere than Linux.
+/// port 443 only for those known to reach only an HTTPS API (unless a proxy is set, `proxied`:
+/// then it reaches the proxy's port; or its `env` names a URL of its own:
+/// `OPEN_METEO_API_URL`), and on for the others. `None` for a remote server, and elsewhere
+/// than Linux.
 fn sandbox_for(entry: &Map<String, Value>, proxied: bool) -> Option<Value> {
     if !cfg!(target_os = "linux") {
         return None;

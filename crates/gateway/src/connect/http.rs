@@ -197,9 +197,9 @@ pub async fn connect(
     })
 }
 
-/// Whether the server's address takes TCP connections. Skipped when a proxy is configured:
-/// then only the proxy knows.
-async fn probe(url: &Url, shown: &str, timeout: Duration) -> Result<(), String> {
+/// Whether this process's environment names a proxy (which moniker uses itself and passes on
+/// to every stdio server): connections then go to the proxy's address, not the server's.
+pub fn proxy_set() -> bool {
     const PROXY_VARS: [&str; 6] = [
         "HTTP_PROXY",
         "http_proxy",
@@ -208,10 +208,15 @@ async fn probe(url: &Url, shown: &str, timeout: Duration) -> Result<(), String> 
         "ALL_PROXY",
         "all_proxy",
     ];
-    if PROXY_VARS
+    PROXY_VARS
         .iter()
         .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()))
-    {
+}
+
+/// Whether the server's address takes TCP connections. Skipped when a proxy is configured:
+/// then only the proxy knows.
+async fn probe(url: &Url, shown: &str, timeout: Duration) -> Result<(), String> {
+    if proxy_set() {
         return Ok(());
     }
     let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {

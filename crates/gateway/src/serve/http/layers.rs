@@ -28,28 +28,32 @@ fn has_body(headers: &HeaderMap) -> bool {
 /// layer: a request to `/mcp` pays for one boxed future and one clone of the routes, not four.
 pub(super) async fn mcp(
     State(shared): State<Arc<Shared>>,
-    mut request: Request,
+    request: Request,
     next: Next,
 ) -> Response {
     let has_body = has_body(request.headers());
-    let response = match host_refusal(&shared, &request) {
-        Some(refusal) => refusal,
-        None => match allowed_origin(&shared, &request) {
-            Err(refused) => refused.response(),
-            Ok(origin) => {
-                let response = if request.method() == Method::OPTIONS {
-                    preflight()
-                } else {
-                    match super::identity::identify_into(&shared, &mut request).await {
-                        Err(refusal) => refusal,
-                        Ok(()) => next.run(request).await,
-                    }
-                };
-                with_cors(response, origin)
-            }
-        },
+    closing(has_body, checked(&shared, request, next).await)
+}
+
+/// `/mcp`'s checks after the first: `Host`, `Origin` (a preflight answered here, the CORS
+/// headers on whatever answer follows), the caller's identity; then its method.
+async fn checked(shared: &Shared, mut request: Request, next: Next) -> Response {
+    if let Some(refusal) = host_refusal(shared, &request) {
+        return refusal;
+    }
+    let origin = match allowed_origin(shared, &request) {
+        Ok(origin) => origin,
+        Err(refused) => return refused.response(),
     };
-    closing(has_body, response)
+    let response = if request.method() == Method::OPTIONS {
+        preflight()
+    } else {
+        match super::identity::identify_into(shared, &mut request).await {
+            Err(refusal) => refusal,
+            Ok(()) => next.run(request).await,
+        }
+    };
+    with_cors(response, origin)
 }
 
 /// A refusal is often made before the body is read (a missing token, a bad Host), and hyper
