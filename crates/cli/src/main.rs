@@ -43,12 +43,6 @@ use crate::args::{Cli, Command};
 use crate::exit::{Exit, Failure, is_broken_pipe};
 use crate::render::Renderer;
 
-/// mimalloc instead of glibc's malloc: a call allocates a few dozen small blocks (the message,
-/// hyper's header map, tasks, channels), and glibc's `malloc` and `free` took ~8% of an HTTP
-/// call's samples (BENCHMARKS.md, "Where the time of a call goes").
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// The hidden first argument of the process guard: `moniker __guard -- CMD ARGS...` runs a
 /// server as a child that dies with moniker (see `moniker_gateway::guard`).
 const GUARD: &str = "__guard";
