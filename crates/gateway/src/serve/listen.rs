@@ -12,7 +12,10 @@
 //! waits for a place to free, as every client did before: with at most its share of others
 //! of its address (one more is closed at once, so that one address's waiting sockets never
 //! fill what moniker accepts and push a new client into the kernel's queue); at most
-//! `max_connections` wait in all, and beyond that new ones wait in the kernel's backlog.
+//! `max_connections` wait in all, and beyond that new ones wait in the kernel's backlog. A
+//! place that frees is handed to the waiting address that holds the fewest (the oldest of its
+//! waiting connections): a client whose address holds none waits for the next place to
+//! free, not behind every socket the addresses at their share keep waiting.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -25,7 +28,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, Semaphore, oneshot};
+use tokio::sync::{Semaphore, oneshot};
 
 use super::again::PollAgain;
 use crate::budget;
@@ -129,44 +132,74 @@ pub struct ClientAddress(pub std::net::IpAddr);
 #[derive(Clone)]
 struct Places {
     inner: Arc<Mutex<Table>>,
-    freed: Arc<Notify>,
     max: usize,
     share: usize,
 }
 
+/// A connection waiting for a place (by when it came): the place is handed to it when one
+/// frees.
+type Waiter = (u64, oneshot::Sender<Place>);
+
 #[derive(Default)]
 struct Table {
     served: usize,
-    /// Each address's connections waiting for a place: an address waits with at most its
-    /// share, and a connection past that is closed at once, so that one address's waiting
-    /// sockets never fill what moniker accepts (a new client would then wait in the kernel's
-    /// queue, where its address cannot be seen).
-    waiting: HashMap<IpAddr, usize>,
+    /// Each address's connections waiting for a place, oldest first: an address waits with
+    /// at most its share, and a connection past that is closed at once, so that one address's
+    /// waiting sockets never fill what moniker accepts (a new client would then wait in the
+    /// kernel's queue, where its address cannot be seen). A place that frees goes to the
+    /// waiting address that holds the fewest, so a client whose address holds none is next,
+    /// however many sockets the others keep waiting.
+    waiting: HashMap<IpAddr, VecDeque<Waiter>>,
     /// Each address's connections, oldest first: an id, and what closes it.
     by_address: HashMap<IpAddr, VecDeque<(u64, oneshot::Sender<()>)>>,
     next: u64,
 }
 
-/// A connection waiting for a place, counted in its address's share of waiting ones.
-struct Waits<'p> {
-    places: &'p Places,
-    address: IpAddr,
-}
+impl Table {
+    fn held_by(&self, address: &IpAddr) -> usize {
+        self.by_address.get(address).map_or(0, VecDeque::len)
+    }
 
-impl Drop for Waits<'_> {
-    fn drop(&mut self) {
-        let mut table = lock(&self.places.inner);
-        if let Some(n) = table.waiting.get_mut(&self.address) {
-            *n -= 1;
-            if *n == 0 {
-                table.waiting.remove(&self.address);
-            }
+    /// A place for `address`, counted as served.
+    fn admit(&mut self, places: &Places, address: IpAddr) -> Place {
+        self.served += 1;
+        self.next += 1;
+        let id = self.next;
+        let (close, evicted) = oneshot::channel();
+        self.by_address
+            .entry(address)
+            .or_default()
+            .push_back((id, close));
+        Place {
+            evicted,
+            _held: Held {
+                places: places.clone(),
+                address,
+                id,
+            },
         }
+    }
+
+    /// The oldest waiting connection of the address that holds the fewest places (of the
+    /// oldest waiting connection among equals).
+    fn next_waiter(&mut self) -> Option<(IpAddr, oneshot::Sender<Place>)> {
+        let address = *self
+            .waiting
+            .iter()
+            .filter_map(|(address, queue)| Some((address, queue.front()?.0)))
+            .min_by_key(|&(address, since)| (self.held_by(address), since))?
+            .0;
+        let queue = self.waiting.get_mut(&address)?;
+        let (_, waiter) = queue.pop_front()?;
+        if queue.is_empty() {
+            self.waiting.remove(&address);
+        }
+        Some((address, waiter))
     }
 }
 
-/// A connection's place: given back when dropped; `evicted` fires when another address's
-/// client takes it.
+/// A connection's place: given back when dropped (to a waiting connection, if any);
+/// `evicted` fires when another address's client takes it.
 struct Place {
     evicted: oneshot::Receiver<()>,
     _held: Held,
@@ -180,7 +213,7 @@ struct Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        {
+        let handed = {
             let mut table = lock(&self.places.inner);
             table.served -= 1;
             if let Some(own) = table.by_address.get_mut(&self.address) {
@@ -189,8 +222,20 @@ impl Drop for Held {
                     table.by_address.remove(&self.address);
                 }
             }
+            // A place taken by eviction was counted when it was taken: this one, closed for
+            // it, frees nothing.
+            if table.served < self.places.max {
+                table
+                    .next_waiter()
+                    .map(|(address, waiter)| (waiter, table.admit(&self.places, address)))
+            } else {
+                None
+            }
+        };
+        // Outside the lock: a waiter that is gone drops its place, which goes to the next.
+        if let Some((waiter, place)) = handed {
+            let _ = waiter.send(place);
         }
-        self.places.freed.notify_one();
     }
 }
 
@@ -198,7 +243,6 @@ impl Places {
     fn new(max: usize) -> Self {
         Self {
             inner: Arc::default(),
-            freed: Arc::new(Notify::new()),
             max,
             share: budget::connections_per_address(max),
         }
@@ -206,39 +250,31 @@ impl Places {
 
     /// A place for a connection of `address`: at once while there is room or the address is
     /// below its share (taking the oldest place of the address that holds the most), else
-    /// when one frees.
+    /// when one frees and no waiting address holds fewer.
     /// `None` when the address has its share of connections waiting already: the connection
     /// is closed.
     async fn take(&self, address: IpAddr) -> Option<Place> {
-        if let Some(place) = self.try_take(address) {
-            return Some(place);
-        }
-        {
+        let handed = {
             let mut table = lock(&self.inner);
-            let waiting = table.waiting.entry(address).or_default();
-            if *waiting >= self.share {
-                return None;
-            }
-            *waiting += 1;
-        }
-        let _waits = Waits {
-            places: self,
-            address,
-        };
-        loop {
-            let freed = self.freed.notified();
-            if let Some(place) = self.try_take(address) {
+            if let Some(place) = self.try_take(&mut table, address) {
                 return Some(place);
             }
-            freed.await;
-        }
+            table.next += 1;
+            let since = table.next;
+            let queue = table.waiting.entry(address).or_default();
+            if queue.len() >= self.share {
+                return None;
+            }
+            let (waiter, handed) = oneshot::channel();
+            queue.push_back((since, waiter));
+            handed
+        };
+        handed.await.ok()
     }
 
-    fn try_take(&self, address: IpAddr) -> Option<Place> {
-        let mut table = lock(&self.inner);
-        let own = table.by_address.get(&address).map_or(0, VecDeque::len);
+    fn try_take(&self, table: &mut Table, address: IpAddr) -> Option<Place> {
         if table.served >= self.max {
-            if own >= self.share {
+            if table.held_by(&address) >= self.share {
                 return None;
             }
             // The address that holds the most gives its oldest place, when it holds more than
@@ -252,30 +288,25 @@ impl Places {
                 .and_then(|(_, held)| held.pop_front());
             let (_, close) = victim?;
             let _ = close.send(());
+        } else if !table.waiting.is_empty() {
+            // Room, but others wait for it: it is theirs (handed as it frees).
+            return None;
         }
-        table.served += 1;
-        table.next += 1;
-        let id = table.next;
-        let (close, evicted) = oneshot::channel();
-        table
-            .by_address
-            .entry(address)
-            .or_default()
-            .push_back((id, close));
-        Some(Place {
-            evicted,
-            _held: Held {
-                places: self.clone(),
-                address,
-                id,
-            },
-        })
+        Some(table.admit(self, address))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Places {
+        /// A place at once, or none.
+        fn now(&self, address: IpAddr) -> Option<Place> {
+            let mut table = lock(&self.inner);
+            self.try_take(&mut table, address)
+        }
+    }
 
     /// "Hold the boundary, round two", finding 4: one host held every place. When the places
     /// are full, an address below its share takes the oldest place of the one that holds the
@@ -287,17 +318,17 @@ mod tests {
         let client: IpAddr = [127, 0, 0, 1].into();
         let mut held: Vec<Place> = Vec::new();
         for _ in 0..8 {
-            held.push(places.try_take(attacker).expect("room"));
+            held.push(places.now(attacker).expect("room"));
         }
-        assert!(places.try_take(attacker).is_none(), "the attacker waits");
-        let first = places.try_take(client).expect("another address gets in");
+        assert!(places.now(attacker).is_none(), "the attacker waits");
+        let first = places.now(client).expect("another address gets in");
         assert!(
             held[0].evicted.try_recv().is_ok(),
             "the attacker's oldest place was taken"
         );
         // Until the attacker is down to its share, the client's address keeps getting in.
-        let second = places.try_take(client).expect("still below its share");
-        assert!(places.try_take(client).is_none(), "at its share, it waits");
+        let second = places.now(client).expect("still below its share");
+        assert!(places.now(client).is_none(), "at its share, it waits");
         drop((first, second));
     }
 
@@ -309,10 +340,53 @@ mod tests {
         let mut held = Vec::new();
         for ip in 1..=4u8 {
             for _ in 0..2 {
-                held.push(places.try_take([127, 0, 0, ip].into()).expect("room"));
+                held.push(places.now([127, 0, 0, ip].into()).expect("room"));
             }
         }
-        assert!(places.try_take([127, 0, 0, 5].into()).is_none());
+        assert!(places.now([127, 0, 0, 5].into()).is_none());
         assert!(held.iter_mut().all(|p| p.evicted.try_recv().is_err()));
+    }
+
+    /// "Hold the boundary, round three": a client behind five addresses that each hold their
+    /// share waited for every socket those addresses kept waiting before it (8 s in a soak).
+    /// A place that frees goes to the waiting address that holds the fewest.
+    #[tokio::test]
+    async fn a_freed_place_goes_to_the_waiting_address_that_holds_the_fewest() {
+        let places = Places::new(8);
+        let mut held = Vec::new();
+        for ip in 1..=4u8 {
+            for _ in 0..2 {
+                held.push(places.now([127, 0, 0, ip].into()).expect("room"));
+            }
+        }
+        let wait = |ip: u8| {
+            let places = places.clone();
+            tokio::spawn(async move { places.take([127, 0, 0, ip].into()).await })
+        };
+        // The first address waits first, with its share; a third of its is closed at once.
+        let attacker = [wait(1), wait(1)];
+        tokio::task::yield_now().await;
+        assert!(places.take([127, 0, 0, 1].into()).await.is_none());
+        let client = wait(9);
+        tokio::task::yield_now().await;
+        assert_eq!(lock(&places.inner).waiting.len(), 2, "both addresses wait");
+        // A place of the second address frees: the client's address holds none, it is next.
+        drop(held.remove(2));
+        let place = tokio::time::timeout(Duration::from_secs(10), client)
+            .await
+            .expect("the client got the place")
+            .expect("join");
+        assert!(place.is_some());
+        assert!(
+            attacker.iter().all(|a| !a.is_finished()),
+            "the attacker waits on"
+        );
+        // The next place to free is the attacker's, oldest first.
+        drop(held.remove(0));
+        let [first, second] = attacker;
+        let got = tokio::time::timeout(Duration::from_secs(10), first).await;
+        assert!(got.expect("handed").expect("join").is_some());
+        assert!(!second.is_finished());
+        second.abort();
     }
 }
