@@ -13,9 +13,9 @@
 //! of its address (one more is closed at once, so that one address's waiting sockets never
 //! fill what moniker accepts and push a new client into the kernel's queue); at most
 //! `max_connections` wait in all, and beyond that new ones wait in the kernel's backlog. A
-//! place that frees is handed to the waiting address that holds the fewest (the oldest of its
-//! waiting connections): a client whose address holds none waits for the next place to
-//! free, not behind every socket the addresses at their share keep waiting.
+//! place that frees is handed to the oldest waiting connection of an address below its
+//! share, else to the oldest waiting one: a client whose address is below its share does not
+//! wait behind every socket the addresses at their share keep waiting.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -147,8 +147,8 @@ struct Table {
     /// at most its share, and a connection past that is closed at once, so that one address's
     /// waiting sockets never fill what moniker accepts (a new client would then wait in the
     /// kernel's queue, where its address cannot be seen). A place that frees goes to the
-    /// waiting address that holds the fewest, so a client whose address holds none is next,
-    /// however many sockets the others keep waiting.
+    /// oldest waiting connection of an address below its share, else to the oldest: a client
+    /// does not wait behind the sockets that addresses at their share keep waiting.
     waiting: HashMap<IpAddr, VecDeque<Waiter>>,
     /// Each address's connections, oldest first: an id, and what closes it.
     by_address: HashMap<IpAddr, VecDeque<(u64, oneshot::Sender<()>)>>,
@@ -180,21 +180,26 @@ impl Table {
         }
     }
 
-    /// The oldest waiting connection of the address that holds the fewest places (of the
-    /// oldest waiting connection among equals).
-    fn next_waiter(&mut self) -> Option<(IpAddr, oneshot::Sender<Place>)> {
-        let address = *self
-            .waiting
-            .iter()
-            .filter_map(|(address, queue)| Some((address, queue.front()?.0)))
-            .min_by_key(|&(address, since)| (self.held_by(address), since))?
-            .0;
-        let queue = self.waiting.get_mut(&address)?;
-        let (_, waiter) = queue.pop_front()?;
-        if queue.is_empty() {
-            self.waiting.remove(&address);
+    /// The waiting connection a freed place goes to: the oldest of those whose address holds
+    /// less than its share, else the oldest. Age alone among each kind, so none waits
+    /// forever. Connections gone while they waited are dropped on the way.
+    fn next_waiter(&mut self, share: usize) -> Option<(IpAddr, oneshot::Sender<Place>)> {
+        loop {
+            let address = *self
+                .waiting
+                .iter()
+                .filter_map(|(address, queue)| Some((address, queue.front()?.0)))
+                .min_by_key(|&(address, since)| (self.held_by(address) >= share, since))?
+                .0;
+            let queue = self.waiting.get_mut(&address)?;
+            let (_, waiter) = queue.pop_front()?;
+            if queue.is_empty() {
+                self.waiting.remove(&address);
+            }
+            if !waiter.is_closed() {
+                return Some((address, waiter));
+            }
         }
-        Some((address, waiter))
     }
 }
 
@@ -226,13 +231,14 @@ impl Drop for Held {
             // it, frees nothing.
             if table.served < self.places.max {
                 table
-                    .next_waiter()
+                    .next_waiter(self.places.share)
                     .map(|(address, waiter)| (waiter, table.admit(&self.places, address)))
             } else {
                 None
             }
         };
-        // Outside the lock: a waiter that is gone drops its place, which goes to the next.
+        // Outside the lock: a waiter gone since it was chosen drops its place, which goes to
+        // the next.
         if let Some((waiter, place)) = handed {
             let _ = waiter.send(place);
         }
@@ -250,7 +256,8 @@ impl Places {
 
     /// A place for a connection of `address`: at once while there is room or the address is
     /// below its share (taking the oldest place of the address that holds the most), else
-    /// when one frees and no waiting address holds fewer.
+    /// handed to it when one frees (waiting connections of addresses below their share
+    /// first).
     /// `None` when the address has its share of connections waiting already: the connection
     /// is closed.
     async fn take(&self, address: IpAddr) -> Option<Place> {
@@ -288,9 +295,6 @@ impl Places {
                 .and_then(|(_, held)| held.pop_front());
             let (_, close) = victim?;
             let _ = close.send(());
-        } else if !table.waiting.is_empty() {
-            // Room, but others wait for it: it is theirs (handed as it frees).
-            return None;
         }
         Some(table.admit(self, address))
     }
@@ -299,6 +303,8 @@ impl Places {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::poll;
+    use std::task::Poll;
 
     impl Places {
         /// A place at once, or none.
@@ -347,11 +353,26 @@ mod tests {
         assert!(held.iter_mut().all(|p| p.evicted.try_recv().is_err()));
     }
 
-    /// "Hold the boundary, round three": a client behind five addresses that each hold their
-    /// share waited for every socket those addresses kept waiting before it (8 s in a soak).
-    /// A place that frees goes to the waiting address that holds the fewest.
+    /// The place a waiting connection was handed (kept: dropped, it would free again).
+    fn handed(polled: Poll<Option<Place>>) -> Place {
+        match polled {
+            Poll::Ready(Some(place)) => place,
+            Poll::Ready(None) => panic!("closed instead of handed a place"),
+            Poll::Pending => panic!("still waiting"),
+        }
+    }
+
+    /// What the table counts: connections served, and the addresses with some waiting.
+    fn counts(places: &Places) -> (usize, usize) {
+        let table = lock(&places.inner);
+        (table.served, table.waiting.len())
+    }
+
+    /// A client behind five addresses that each held their share waited for every socket
+    /// those addresses kept waiting before it (8 s in a soak). A place that frees goes to the
+    /// oldest waiting connection of an address below its share first.
     #[tokio::test]
-    async fn a_freed_place_goes_to_the_waiting_address_that_holds_the_fewest() {
+    async fn a_freed_place_goes_first_to_an_address_below_its_share() {
         let places = Places::new(8);
         let mut held = Vec::new();
         for ip in 1..=4u8 {
@@ -359,34 +380,86 @@ mod tests {
                 held.push(places.now([127, 0, 0, ip].into()).expect("room"));
             }
         }
-        let wait = |ip: u8| {
-            let places = places.clone();
-            tokio::spawn(async move { places.take([127, 0, 0, ip].into()).await })
-        };
-        // The first address waits first, with its share; a third of its is closed at once.
-        let attacker = [wait(1), wait(1)];
-        tokio::task::yield_now().await;
+        // The first address (at its share) waits first, with its share of waiting ones; one
+        // more of its is closed at once.
+        let mut attacker = [
+            Box::pin(places.take([127, 0, 0, 1].into())),
+            Box::pin(places.take([127, 0, 0, 1].into())),
+        ];
+        for waiting in &mut attacker {
+            assert!(poll!(waiting.as_mut()).is_pending());
+        }
         assert!(places.take([127, 0, 0, 1].into()).await.is_none());
-        let client = wait(9);
-        tokio::task::yield_now().await;
-        assert_eq!(lock(&places.inner).waiting.len(), 2, "both addresses wait");
-        // A place of the second address frees: the client's address holds none, it is next.
+        let mut client = Box::pin(places.take([127, 0, 0, 9].into()));
+        assert!(poll!(client.as_mut()).is_pending());
+        assert_eq!(counts(&places), (8, 2));
+        // A place of the second address frees: the client's address is below its share.
         drop(held.remove(2));
-        let place = tokio::time::timeout(Duration::from_secs(10), client)
-            .await
-            .expect("the client got the place")
-            .expect("join");
-        assert!(place.is_some());
-        assert!(
-            attacker.iter().all(|a| !a.is_finished()),
-            "the attacker waits on"
-        );
-        // The next place to free is the attacker's, oldest first.
+        let client = handed(poll!(client.as_mut()));
+        for waiting in &mut attacker {
+            assert!(
+                poll!(waiting.as_mut()).is_pending(),
+                "the attacker waits on"
+            );
+        }
+        // One of the first address's frees: it is below its share now, its oldest is next.
         drop(held.remove(0));
-        let [first, second] = attacker;
-        let got = tokio::time::timeout(Duration::from_secs(10), first).await;
-        assert!(got.expect("handed").expect("join").is_some());
-        assert!(!second.is_finished());
-        second.abort();
+        let [mut first, second] = attacker;
+        let first = handed(poll!(first.as_mut()));
+        assert_eq!(counts(&places), (8, 1));
+        // The other waiter goes away; the next place to free has no one to go to.
+        drop(second);
+        drop(held.remove(0));
+        assert_eq!(counts(&places), (7, 0));
+        drop((held, client, first));
+        assert_eq!(counts(&places), (0, 0));
+    }
+
+    /// A connection gone while it waited is passed over: the place goes to the next.
+    #[tokio::test]
+    async fn a_place_passes_over_a_connection_gone_while_it_waited() {
+        let places = Places::new(8);
+        let mut held = Vec::new();
+        for ip in 1..=4u8 {
+            for _ in 0..2 {
+                held.push(places.now([127, 0, 0, ip].into()).expect("room"));
+            }
+        }
+        let mut gone = Box::pin(places.take([127, 0, 0, 5].into()));
+        assert!(poll!(gone.as_mut()).is_pending());
+        let mut next = Box::pin(places.take([127, 0, 0, 6].into()));
+        assert!(poll!(next.as_mut()).is_pending());
+        drop(gone);
+        drop(held.remove(0));
+        let next = handed(poll!(next.as_mut()));
+        assert_eq!(counts(&places), (8, 0));
+        drop((held, next));
+        assert_eq!(counts(&places), (0, 0));
+    }
+
+    /// A place taken by eviction is counted once: the evicted connection closing frees
+    /// nothing, the next to close frees one, handed to who waits; all closed, none is left.
+    #[tokio::test]
+    async fn an_eviction_and_a_hand_off_leave_the_count_right() {
+        let places = Places::new(8);
+        let attacker: IpAddr = [127, 0, 0, 1].into();
+        let mut held: Vec<Place> = (0..8)
+            .map(|_| places.now(attacker).expect("room"))
+            .collect();
+        let client = places.now([127, 0, 0, 2].into()).expect("it evicts");
+        assert_eq!(counts(&places), (9, 0));
+        let mut waits = Box::pin(places.take(attacker));
+        assert!(poll!(waits.as_mut()).is_pending());
+        let mut evicted = held.remove(0);
+        assert!(evicted.evicted.try_recv().is_ok());
+        drop(evicted);
+        assert_eq!(counts(&places), (8, 1), "the evicted one frees nothing");
+        assert!(poll!(waits.as_mut()).is_pending());
+        drop(held.remove(0));
+        let waits = handed(poll!(waits.as_mut()));
+        assert_eq!(counts(&places), (8, 0));
+        drop((held, client, waits));
+        assert_eq!(counts(&places), (0, 0));
+        assert!(lock(&places.inner).by_address.is_empty());
     }
 }
