@@ -266,14 +266,17 @@ impl Places {
             if let Some(place) = self.try_take(&mut table, address) {
                 return Some(place);
             }
-            table.next += 1;
-            let since = table.next;
-            let queue = table.waiting.entry(address).or_default();
-            if queue.len() >= self.share {
+            if table.waiting.get(&address).map_or(0, VecDeque::len) >= self.share {
                 return None;
             }
+            table.next += 1;
+            let since = table.next;
             let (waiter, handed) = oneshot::channel();
-            queue.push_back((since, waiter));
+            table
+                .waiting
+                .entry(address)
+                .or_default()
+                .push_back((since, waiter));
             handed
         };
         handed.await.ok()
@@ -338,17 +341,20 @@ mod tests {
         drop((first, second));
     }
 
+    /// Eight places, full: four addresses (127.0.0.1 to .4) with their share, two each.
+    fn full_house(places: &Places) -> Vec<Place> {
+        (1..=4u8)
+            .flat_map(|ip| [ip, ip])
+            .map(|ip| places.now([127, 0, 0, ip].into()).expect("room"))
+            .collect()
+    }
+
     /// No one at their share gives a place: with four addresses holding a quarter each, a
     /// fifth waits.
     #[tokio::test]
     async fn an_address_at_its_share_keeps_what_it_holds() {
         let places = Places::new(8);
-        let mut held = Vec::new();
-        for ip in 1..=4u8 {
-            for _ in 0..2 {
-                held.push(places.now([127, 0, 0, ip].into()).expect("room"));
-            }
-        }
+        let mut held = full_house(&places);
         assert!(places.now([127, 0, 0, 5].into()).is_none());
         assert!(held.iter_mut().all(|p| p.evicted.try_recv().is_err()));
     }
@@ -374,12 +380,7 @@ mod tests {
     #[tokio::test]
     async fn a_freed_place_goes_first_to_an_address_below_its_share() {
         let places = Places::new(8);
-        let mut held = Vec::new();
-        for ip in 1..=4u8 {
-            for _ in 0..2 {
-                held.push(places.now([127, 0, 0, ip].into()).expect("room"));
-            }
-        }
+        let mut held = full_house(&places);
         // The first address (at its share) waits first, with its share of waiting ones; one
         // more of its is closed at once.
         let mut attacker = [
@@ -419,12 +420,7 @@ mod tests {
     #[tokio::test]
     async fn a_place_passes_over_a_connection_gone_while_it_waited() {
         let places = Places::new(8);
-        let mut held = Vec::new();
-        for ip in 1..=4u8 {
-            for _ in 0..2 {
-                held.push(places.now([127, 0, 0, ip].into()).expect("room"));
-            }
-        }
+        let mut held = full_house(&places);
         let mut gone = Box::pin(places.take([127, 0, 0, 5].into()));
         assert!(poll!(gone.as_mut()).is_pending());
         let mut next = Box::pin(places.take([127, 0, 0, 6].into()));
