@@ -7,10 +7,13 @@
 #   shared     moniker serve over stdio attached to the config's shared gateway (Unix socket)
 #   http       moniker serve --http, MCP 2025 (initialize, a session)
 #   http-2026  moniker serve --http, MCP 2026-07-28 (stateless: the envelope in each request)
-# plus the echo server alone (direct) in each round. Reports, for each path, size and build, the
-# median over the rounds of each round's p50 and p99 with their spread (lowest-highest),
-# moniker's added latency over direct (p50 and p99), and whether B differs from A beyond the
-# spread (the ranges of the two builds' rounds do not overlap). Says the load average before
+# plus, in each round, the echo server alone (direct) and the floor: the same server behind
+# moniker-relay, a process that passes each message on unread (over stdio, and over HTTP/1.1 for
+# the HTTP paths): what any process between the client and the server costs on this machine,
+# its wake-ups and copies. Reports, for each path, size and build, the median over the rounds of
+# each round's p50 and p99 with their spread (lowest-highest), moniker's added latency over
+# direct (p50 and p99) and over the floor, and whether B differs from A beyond the spread (the
+# ranges of the two builds' rounds do not overlap). Says the load average before
 # and after. Beside latency, what
 # moniker's process spent a call: CPU time and context switches (its threads' scheduler counts,
 # read by moniker-load before and after the sequential calls; not on `shared`, whose calls the
@@ -67,6 +70,7 @@ BIN_A=$(build "$A"); BIN_B=$(build "$B")
 cargo build --release --quiet -p moniker-fixture </dev/null
 FIXTURE=$ROOT/target/release/moniker-fixture
 LOAD=$ROOT/target/release/moniker-load
+RELAY=$ROOT/target/release/moniker-relay
 LOAD_BEFORE=$(cut -d' ' -f1 /proc/loadavg)
 results=$WORK/results.jsonl
 : >"$results"
@@ -88,9 +92,37 @@ record() {
     fi
 }
 
+# http_up BINARY-AND-ARGS...: starts an HTTP server in the background (HTTP_PID) on a free
+# port (PORT), and waits until it answers.
+http_up() {
+    PORT=$(free_port)
+    "${@//@PORT@/$PORT}" 2>>"$WORK/http.log" &
+    HTTP_PID=$!
+    for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break; sleep 0.05; done
+}
+
+http_down() {
+    kill "$HTTP_PID" 2>/dev/null || true
+    wait "$HTTP_PID" 2>/dev/null || true
+    HTTP_PID=
+}
+
+# floor ROUND TOOLS: the echo server behind moniker-relay, over stdio and over HTTP.
+floor() {
+    local round=$1 tools=$2 server=("$FIXTURE" --echo --tools-count "$2")
+    if [[ " $PATHS " =~ \ (stdio|shared)\  ]]; then
+        record "$round" floor floor-stdio "$tools" 1 --tool tool_00001 -- "$RELAY" -- "${server[@]}"
+    fi
+    if [[ " $PATHS " =~ \ http ]]; then
+        http_up "$RELAY" --http "127.0.0.1:@PORT@" -- "${server[@]}"
+        record "$round" floor floor-http "$tools" 1 --tool tool_00001 --url "http://127.0.0.1:$PORT/mcp" --pid "$HTTP_PID"
+        http_down
+    fi
+}
+
 # measure ROUND BUILD BINARY PATH TOOLS SERVERS CONFIG TOOL
 measure() {
-    local round=$1 build=$2 bin=$3 path=$4 tools=$5 servers=$6 config=$7 tool=$8 port
+    local round=$1 build=$2 bin=$3 path=$4 tools=$5 servers=$6 config=$7 tool=$8
     case $path in
         stdio) record "$round" "$build" "$path" "$tools" "$servers" --tool "$tool" -- "$bin" serve --standalone -c "$config" ;;
         shared)
@@ -100,16 +132,11 @@ measure() {
             sleep 1.5 # the shared gateway stops before the other build's starts
             ;;
         http | http-2026)
-            port=$(free_port)
-            "$bin" serve --http "127.0.0.1:$port" -c "$config" 2>>"$WORK/http.log" &
-            HTTP_PID=$!
-            for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.05; done
+            http_up "$bin" serve --http "127.0.0.1:@PORT@" -c "$config"
             local modern=()
             [[ $path == http-2026 ]] && modern=(--modern)
-            record "$round" "$build" "$path" "$tools" "$servers" --tool "$tool" "${modern[@]}" --url "http://127.0.0.1:$port/mcp" --pid "$HTTP_PID"
-            kill "$HTTP_PID" 2>/dev/null || true
-            wait "$HTTP_PID" 2>/dev/null || true
-            HTTP_PID=
+            record "$round" "$build" "$path" "$tools" "$servers" --tool "$tool" "${modern[@]}" --url "http://127.0.0.1:$PORT/mcp" --pid "$HTTP_PID"
+            http_down
             ;;
     esac
 }
@@ -119,6 +146,7 @@ for round in $(seq 1 "$ROUNDS"); do
     echo "== round $round of $ROUNDS (load $(cut -d' ' -f1 /proc/loadavg)) ==" >&2
     for tools in $SIZES; do
         record "$round" direct direct "$tools" 1 --tool tool_00001 -- "$FIXTURE" --echo --tools-count "$tools"
+        floor "$round" "$tools"
         for servers in $SERVERS; do
             config=$WORK/$tools-$servers.yaml
             per=$((tools / servers)); prefix=false; tool=tool_00001
