@@ -85,7 +85,7 @@ def main(argv: list[str]) -> None:
             return spread(own) if own else "-"
 
         def over_floor(r: dict[str, list[float]]) -> str:
-            relay = floor[(floor_of(path_), tools)]["p50"]
+            relay = floor.get((floor_of(path_), tools), {}).get("p50", {})
             own = [p - statistics.median(relay[rnd]) for p, rnd in zip(r["p50"], r["round"]) if relay.get(rnd)]
             return spread(own) if own else "-"
 
@@ -113,7 +113,7 @@ def main(argv: list[str]) -> None:
         print(f"\nDirect (the echo server alone) at {tools} tools: p50 {spread(p50)} µs, p99 {spread(p99)} µs.")
         for path_ in ("floor-stdio", "floor-http"):
             relay = floor.get((path_, tools))
-            if not relay:
+            if not relay or not relay.get("p50"):
                 continue
             over = [statistics.median(v) - statistics.median(figures["p50"][rnd]) for rnd, v in relay["p50"].items() if figures["p50"].get(rnd)]
             cpu = [statistics.median(v) for v in relay["cpu"].values()]

@@ -36,6 +36,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 READS = {0, 19, 45, 47}  # read, readv, recvfrom, recvmsg
@@ -50,68 +51,89 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def answers_fd(pid: int) -> int:
-    """The descriptor on which `pid` reads its server's answers: its end of the pipe that is the
-    server's (a child's) stdout. Waits for the server to start."""
+@dataclass
+class Fds:
+    """The gateway's descriptors that matter: where it reads its server's answers and writes it
+    requests (its ends of the server's stdout and stdin), and those whose reads and writes are
+    not messages passed on (eventfds, the server's stderr, its own stderr)."""
+
+    answers: int
+    server_in: int
+    ignored: set[int]
+
+
+def fds_of(pid: int) -> Fds:
+    """`pid`'s [`Fds`], from /proc, matched by pipe with its server child's. Waits for the
+    server to start."""
     for _ in range(500):
         try:
             children = []
             for task in Path(f"/proc/{pid}/task").iterdir():
                 children += (task / "children").read_text().split()
-            outs = {os.readlink(f"/proc/{child}/fd/1") for child in children}
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                if os.readlink(fd) in outs:
-                    return int(fd.name)
+            theirs = [{n: os.readlink(f"/proc/{child}/fd/{n}") for n in (0, 1, 2)} for child in children]
+            ours = {int(fd.name): os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()}
+            answers = [fd for fd, link in ours.items() if any(link == child[1] for child in theirs)]
+            server_in = [fd for fd, link in ours.items() if any(link == child[0] for child in theirs)]
+            if answers and server_in:
+                ignored = {2} | {
+                    fd for fd, link in ours.items() if "eventfd" in link or any(link == child[2] for child in theirs)
+                }
+                return Fds(answers[0], server_in[0], ignored)
         except OSError:
             pass
         time.sleep(0.01)
-    raise SystemExit(f"no descriptor of {pid} reads a child's stdout")
+    raise SystemExit(f"no descriptor of {pid} is a pipe to a child's stdin and stdout")
 
 
-def hops(trace: str, pid: int, answers: int) -> dict[str, list[float]]:
+def hops(trace: str, pid: int, fds: Fds) -> dict[str, list[float]]:
     """The request and answer hops of `pid`'s threads, in µs, from `perf script` output.
 
-    A hop starts when a thread is woken with a message (the exit of the wait that returned
-    right before the first `read` of it, else that `read`'s exit) and ends when the next `write`
-    passes it on (the write's entry). Answers are the hops that start on `answers`, the server's
-    stdout; requests those that start on the other descriptor most hops start on (the client's).
+    A hop starts when the gateway is woken with a message: the exit of the last wait that
+    returned (on any of its threads) before the first `read` of it, else that `read`'s exit.
+    A request is read on the client's descriptor (the one most read, of those that are neither
+    the server's nor ignored) and ends at the entry of the next `write` to the server's stdin;
+    an answer is read on the server's stdout and ends at the next `write` to anything but the
+    server and the ignored descriptors (the client).
     """
-    entered: dict[int, tuple[int, int]] = {}  # tid -> (nr, fd) of its syscall in progress
-    last_wait: dict[int, float] = {}  # tid -> exit time of a wait just before the next syscall
-    latest_in: tuple[float, int] | None = None  # (start, fd) of the last message read
-    pairs: list[tuple[int, float]] = []
+    events = []
     for line in trace.splitlines():
         m = LINE.match(line)
-        if not m or int(m.group(1)) != pid:
-            continue
-        tid, t, kind, nr = int(m.group(2)), float(m.group(3)), m.group(4), int(m.group(5))
-        if kind == "enter":
+        if m and int(m.group(1)) == pid:
             fd = int(m.group(6), 16) if m.group(6) else -1
+            ret = int(m.group(8)) if m.group(8) else 0
+            events.append((int(m.group(2)), float(m.group(3)), m.group(4), int(m.group(5)), fd, ret))
+    entered: dict[int, tuple[int, int]] = {}  # tid -> (nr, fd) of its syscall in progress
+    reads: Counter[int] = Counter()
+    for tid, _, kind, nr, fd, ret in events:
+        if kind == "enter":
             entered[tid] = (nr, fd)
-            if nr in WRITES and latest_in is not None:
-                pairs.append((latest_in[1], (t - latest_in[0]) * 1e6))
-                latest_in = None
-            continue
-        ret = int(m.group(8)) if m.group(8) else 0
-        nr_in, fd = entered.pop(tid, (nr, -1))
-        woke = last_wait.pop(tid, None)
-        if nr in WAITS and ret > 0:
-            last_wait[tid] = t
-        elif nr_in in READS and ret > 0:
-            # A message read in parts (its line, then the newline) starts at the first part.
-            if latest_in is None:
-                latest_in = (woke if woke is not None else t, fd)
-    client = next((fd for fd, _ in Counter(fd for fd, _ in pairs if fd != answers).most_common(1)), None)
+        elif (call := entered.pop(tid, None)) and call[0] in READS and ret > 0:
+            reads[call[1]] += 1
+    client = next((fd for fd, _ in reads.most_common() if fd != fds.answers and fd not in fds.ignored), None)
     out: dict[str, list[float]] = defaultdict(list)
-    for fd, us in pairs:
-        if fd == answers:
-            out["answer"].append(us)
-        elif fd == client:
-            out["request"].append(us)
+    woke: float | None = None  # the last wait that returned since the last hop ended
+    hop: tuple[float, str] | None = None  # (start, "request" or "answer") of the hop under way
+    entered.clear()
+    for tid, t, kind, nr, fd, ret in events:
+        if kind == "enter":
+            entered[tid] = (nr, fd)
+            ends = hop and nr in WRITES and (
+                fd == fds.server_in if hop[1] == "request" else fd != fds.server_in and fd not in fds.ignored
+            )
+            if ends:
+                out[hop[1]].append((t - hop[0]) * 1e6)
+                hop, woke = None, None
+            continue
+        nr_in, fd_in = entered.pop(tid, (nr, -1))
+        if nr in WAITS and ret > 0 and hop is None:
+            woke = t
+        elif nr_in in READS and ret > 0 and hop is None and fd_in in (client, fds.answers):
+            # A message read in parts (its line, then the newline) starts at the first part.
+            hop = (woke if woke is not None else t, "answer" if fd_in == fds.answers else "request")
     return out
 
 
-def trace_stdio(args, command: list[str]) -> tuple[str, int, int]:
+def trace_stdio(args, command: list[str]) -> tuple[str, int, Fds]:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "perf.data"
         pidfile = Path(tmp) / "pid"
@@ -124,13 +146,13 @@ def trace_stdio(args, command: list[str]) -> tuple[str, int, int]:
                 break
             time.sleep(0.05)
         pid = int(pidfile.read_text())
-        answers = answers_fd(pid)
+        fds = fds_of(pid)
         if running.wait() != 0:
             raise SystemExit(f"moniker-load failed on {command}")
-        return script(data), pid, answers
+        return script(data), pid, fds
 
 
-def trace_http(args, command: list[str], modern: bool) -> tuple[str, int, int]:
+def trace_http(args, command: list[str], modern: bool) -> tuple[str, int, Fds]:
     port = free_port()
     server = subprocess.Popen([c.replace("@PORT@", str(port)) for c in command], stderr=subprocess.DEVNULL)
     try:
@@ -147,11 +169,11 @@ def trace_http(args, command: list[str], modern: bool) -> tuple[str, int, int]:
                 stderr=subprocess.DEVNULL,
             )
             time.sleep(0.5)
-            answers = answers_fd(server.pid)
+            fds = fds_of(server.pid)
             load(args, ["--url", f"http://127.0.0.1:{port}/mcp", *(["--modern"] if modern else [])])
             perf.send_signal(signal.SIGINT)
             perf.wait()
-            return script(data), server.pid, answers
+            return script(data), server.pid, fds
     finally:
         server.kill()
         server.wait()
@@ -198,8 +220,8 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     for _ in range(args.rounds):
         for name in chosen:
-            trace, pid, answers = systems[name]()
-            for hop, values in hops(trace, pid, answers).items():
+            trace, pid, fds = systems[name]()
+            for hop, values in hops(trace, pid, fds).items():
                 if len(values) >= args.calls / 2:
                     found[name][hop].append(statistics.median(values))
                     found[name][hop + " p90"].append(statistics.quantiles(values, n=10)[-1])
