@@ -13,11 +13,10 @@
 # its wake-ups and copies. Reports, for each path, size and build, the median over the rounds of
 # each round's p50 and p99 with their spread (lowest-highest), moniker's added latency over
 # direct (p50 and p99) and over the floor, and whether B differs from A beyond the spread (the
-# ranges of the two builds' rounds do not overlap). Says the load average before
-# and after. Beside latency, what
-# moniker's process spent a call: CPU time and context switches (its threads' scheduler counts,
-# read by moniker-load before and after the sequential calls; not on `shared`, whose calls the
-# shared gateway serves, a process of its own). On a VM whose wake-ups vary by tens of µs from
+# ranges of the two builds' rounds do not overlap). Says the load average before and after.
+# Beside latency, what moniker's process spent a call: CPU time and context switches (its
+# threads' scheduler counts, read by moniker-load before and after the sequential calls; not on
+# `shared`, whose calls the shared gateway serves, a process of its own). On a VM whose wake-ups vary by tens of µs from
 # one minute to the next, they tell a change of a few µs where latency cannot.
 #
 #   bench/ab.sh A B              two revisions (anything `git rev-parse` reads; B may be

@@ -2,8 +2,9 @@
 """The report of bench/ab.sh: from its JSON lines (one per round, build, path and size), each
 figure's median over the rounds with its spread, moniker's added latency over the echo server
 alone and over the floor (the same server behind moniker-relay, which passes each message on
-unread: what any process in between costs here), and B against A: a difference is told from noise only when the two builds' rounds do not
-overlap (every round of one is below every round of the other).
+unread: what any process in between costs here), and B against A: a difference is told from
+noise only when the two builds' rounds do not overlap (every round of one is below every round
+of the other).
 
     python3 bench/ab_report.py RESULTS.jsonl A B LOAD_BEFORE LOAD_AFTER ROUNDS CALLS
 """
@@ -27,6 +28,13 @@ def verdict(a: list[float], b: list[float], unit: str = "us", less: str = "faste
     if min(b) > max(a):
         return f"B {more} by {delta:.1f} {unit}"
     return f"noise ({delta:+.1f} {unit})"
+
+
+def less(r: dict[str, list[float]], figure: str, reference: dict[int, list[float]]) -> str:
+    """Each round's `figure` of a build less the reference's (direct, or the floor) in the
+    same round, with its spread."""
+    own = [p - statistics.median(reference[rnd]) for p, rnd in zip(r[figure], r["round"]) if reference.get(rnd)]
+    return spread(own) if own else "-"
 
 
 def floor_of(path: str) -> str:
@@ -80,14 +88,10 @@ def main(argv: list[str]) -> None:
             continue
 
         def added(r: dict[str, list[float]], figure: str = "p50") -> str:
-            alone = direct[tools][figure]
-            own = [p - statistics.median(alone[rnd]) for p, rnd in zip(r[figure], r["round"]) if alone.get(rnd)]
-            return spread(own) if own else "-"
+            return less(r, figure, direct[tools][figure])
 
         def over_floor(r: dict[str, list[float]]) -> str:
-            relay = floor.get((floor_of(path_), tools), {}).get("p50", {})
-            own = [p - statistics.median(relay[rnd]) for p, rnd in zip(r["p50"], r["round"]) if relay.get(rnd)]
-            return spread(own) if own else "-"
+            return less(r, "p50", floor.get((floor_of(path_), tools), {}).get("p50", {}))
 
         print(
             f"| {path_} | {tools} | {servers} | {spread(a['p50'])} | {spread(b['p50'])} | {verdict(a['p50'], b['p50'])} "

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """moniker's own time on a call's critical path, read from the kernel's clock: for each message a
-gateway passes on, the time from the system call that woke it with the message (the `epoll_wait`
-before the `read`, or the `read` itself) to the `write` that passes it on, taken from the
+gateway passes on, the time from the system call that woke it with the message (the last wait
+that returned, on any of its threads, before the `read`; else the `read` itself) to the `write`
+that passes it on, taken from the
 syscall tracepoints (`perf record -e raw_syscalls:*`) of the gateway's process alone. Unlike a
 call's latency, it leaves out the wake-ups (of the gateway, the server and the client), whose
 cost on a VM varies by tens of µs from one minute to the next, and keeps only what runs between
@@ -42,6 +43,8 @@ from pathlib import Path
 READS = {0, 19, 45, 47}  # read, readv, recvfrom, recvmsg
 WRITES = {1, 20, 44, 46}  # write, writev, sendto, sendmsg
 WAITS = {7, 232, 281, 441}  # poll, epoll_wait, epoll_pwait, epoll_pwait2
+# The syscall tracepoints, recorded (then `-- COMMAND` or `-p PID`).
+RECORD = ["perf", "record", "-q", "-e", "raw_syscalls:sys_enter", "-e", "raw_syscalls:sys_exit"]
 LINE = re.compile(r"^\s*(\d+)/(\d+)\s+([\d.]+):\s+raw_syscalls:sys_(enter|exit):\s+NR (\d+)(?: \(([0-9a-f]+), [0-9a-f]+, ([0-9a-f]+))?(?: = (-?\d+))?")
 
 
@@ -139,7 +142,7 @@ def trace_stdio(args, command: list[str]) -> tuple[str, int, Fds]:
         pidfile = Path(tmp) / "pid"
         # The gateway runs under `sh`, which writes its pid and then becomes it.
         wrapped = ["sh", "-c", f'echo $$ > {pidfile}; exec "$@"', "sh", *command]
-        perf = ["perf", "record", "-q", "-e", "raw_syscalls:sys_enter", "-e", "raw_syscalls:sys_exit", "-o", str(data), "--", *wrapped]
+        perf = [*RECORD, "-o", str(data), "--", *wrapped]
         running = load(args, ["--", *perf], wait=False)
         for _ in range(200):
             if pidfile.exists() and pidfile.read_text().strip():
@@ -165,7 +168,7 @@ def trace_http(args, command: list[str], modern: bool) -> tuple[str, int, Fds]:
         with tempfile.TemporaryDirectory() as tmp:
             data = Path(tmp) / "perf.data"
             perf = subprocess.Popen(
-                ["perf", "record", "-q", "-e", "raw_syscalls:sys_enter", "-e", "raw_syscalls:sys_exit", "-o", str(data), "-p", str(server.pid)],
+                [*RECORD, "-o", str(data), "-p", str(server.pid)],
                 stderr=subprocess.DEVNULL,
             )
             time.sleep(0.5)
