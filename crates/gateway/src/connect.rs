@@ -458,15 +458,16 @@ impl Connection {
         caller: Option<&crate::identity::Caller>,
     ) -> Result<Option<crate::auth::exchange::Upstream>, crate::auth::personal::Unsigned> {
         let caller = on_behalf(caller);
+        // Boxed: their futures are kilobytes, and every call's task would carry their size
+        // (copied as it is spawned) though most servers take neither.
         if let Some(exchanger) = self.forwarding.exchange.get() {
-            return exchanger
-                .upstream_for(caller)
+            return Box::pin(exchanger.upstream_for(caller))
                 .await
                 .map(Some)
                 .map_err(crate::auth::personal::Unsigned::Refused);
         }
         match self.forwarding.personal.get() {
-            Some(personal) => personal.upstream_for(caller).await.map(Some),
+            Some(personal) => Box::pin(personal.upstream_for(caller)).await.map(Some),
             None => Ok(None),
         }
     }

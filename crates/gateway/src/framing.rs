@@ -120,6 +120,8 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
 ) -> std::io::Result<()> {
     let mut out = BufWriter::new(output);
     let mut queue: Vec<Message> = Vec::new();
+    // The burst being written; its vector is kept from one burst to the next.
+    let mut burst: Vec<Message> = Vec::new();
     let mut open = true;
     loop {
         if queue.is_empty() {
@@ -132,7 +134,7 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
         while let Ok(message) = rx.try_recv() {
             backlog.hold(message, &mut queue)?;
         }
-        let burst = std::mem::take(&mut queue);
+        std::mem::swap(&mut burst, &mut queue);
         let bytes = burst.iter().map(|m| m.text().len()).sum();
         {
             let write = async {
@@ -156,6 +158,7 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
             }
         }
         backlog.written(bytes);
+        burst.clear();
         if !open && queue.is_empty() {
             return Ok(());
         }

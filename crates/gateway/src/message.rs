@@ -179,7 +179,7 @@ pub fn flatten(text: String) -> String {
 
 /// Whether `text` holds a raw CR or LF.
 pub fn has_line_end(text: &str) -> bool {
-    text.bytes().any(|b| b == b'\r' || b == b'\n')
+    memchr::memchr2(b'\r', b'\n', text.as_bytes()).is_some()
 }
 
 /// Why a message with a lone surrogate escape is refused.

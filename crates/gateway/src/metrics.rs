@@ -216,13 +216,9 @@ impl Metrics {
             }
         }
         if let Some((server, took)) = server {
-            if !inner.latency.contains_key(server.as_str()) {
-                inner
-                    .latency
-                    .insert(server.as_str().to_owned(), Histogram::default());
-            }
-            let Some(h) = inner.latency.get_mut(server.as_str()) else {
-                return;
+            let h = match inner.latency.get_mut(server.as_str()) {
+                Some(h) => h,
+                None => inner.latency.entry(server.as_str().to_owned()).or_default(),
             };
             let secs = took.as_secs_f64();
             for (i, bound) in BUCKETS.iter().enumerate() {

@@ -271,11 +271,13 @@ impl Session {
                     return;
                 }
                 let session = self.clone();
-                tokio::spawn(async move {
+                // Boxed: the task then holds a pointer, not the request's whole future, which
+                // spawning and finishing the task would otherwise copy, kilobytes each time.
+                tokio::spawn(Box::pin(async move {
                     if let Some(reply) = session.answer(&message, &answers).await {
                         answers.send(reply);
                     }
-                });
+                }));
             }
             Ok(Incoming::One(message)) => self.message(&message),
             Ok(Incoming::Batch(items)) => {
@@ -318,10 +320,11 @@ impl Session {
             };
             return Err(refusal);
         }
+        // A lone request cannot repeat an id of its own: only a batch's are counted.
         let mut seen = std::collections::HashSet::new();
         if let Some(id) = ids
             .iter()
-            .find(|id| in_flight.contains_key(**id) || !seen.insert(**id))
+            .find(|id| in_flight.contains_key(**id) || (ids.len() > 1 && !seen.insert(**id)))
         {
             return Err(duplicate_id(id));
         }

@@ -158,7 +158,12 @@ impl Gateway {
     ) -> Result<Arc<connect::Connection>, crate::errors::Refusal> {
         let slot = self.servers.slot(server);
         let Some((slot, people)) = slot.and_then(|s| s.people.clone().map(|p| (s, p))) else {
-            return self.joined_connection(server, patience).await;
+            if let Some(conn) = self.servers.connection(server) {
+                return Ok(conn);
+            }
+            // Boxed: only a server still joining is waited for, and the wait's future would
+            // size every call's task (copied as it is spawned).
+            return Box::pin(self.joined_connection(server, patience)).await;
         };
         let starter = crate::instances::Starter {
             guard: self.settings.guard.as_deref(),
@@ -166,9 +171,9 @@ impl Gateway {
             timeout: self.settings.config.start_timeout,
             modern: slot.speaks_modern(),
         };
-        people
-            .for_caller(starter, connect::on_behalf(caller), patience)
-            .await
+        // Boxed: starting a person's instance is kilobytes of future, which every call's task
+        // would otherwise carry (and copy as it is spawned).
+        Box::pin(people.for_caller(starter, connect::on_behalf(caller), patience)).await
     }
 }
 

@@ -394,6 +394,13 @@ impl Servers {
         if done.load(Ordering::Acquire) {
             return false;
         }
+        // Boxed: the wait is over for good soon after the start, and its future would size
+        // every request's task (copied as it is spawned) for ever after.
+        Box::pin(self.wait_joined(names_only, list_wait)).await
+    }
+
+    /// [`Self::joined`]'s wait, when there is one.
+    async fn wait_joined(&self, names_only: bool, list_wait: Duration) -> bool {
         let mut joining = self.joining.subscribe();
         let over = |j: &Joining| if names_only { !j.unknown } else { !j.any };
         let _ = tokio::time::timeout_at(self.opened + list_wait, joining.wait_for(over)).await;

@@ -114,9 +114,10 @@ where
                 message::INVALID_REQUEST,
                 &format!("Invalid Request: message of {n} bytes is over the limit of {max} bytes"),
             )),
-            Frame::Line => match String::from_utf8(std::mem::take(&mut buf)) {
+            // The line is copied out at its length: `buf` keeps its capacity for the next.
+            Frame::Line => match std::str::from_utf8(&buf) {
                 Ok(line) if line.trim().is_empty() => {}
-                Ok(line) => session.handle(message::parse(line), None),
+                Ok(line) => session.handle(message::parse(line.to_owned()), None),
                 Err(_) => session.send(Message::error(
                     None,
                     message::PARSE_ERROR,

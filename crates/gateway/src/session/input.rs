@@ -213,12 +213,22 @@ impl Session {
     pub(super) async fn input_for_server(
         self: &Arc<Self>,
         out: super::relay::Outbound<'_>,
-        mut reply: Reply,
+        reply: Reply,
     ) -> Reply {
-        let (request, server, params) = (out.request, out.server, out.params);
-        if self.client_capabilities.get().is_none() || !self.to_modern(server) {
+        if self.client_capabilities.get().is_none() || !self.to_modern(out.server) {
             return reply;
         }
+        // Boxed: rounds are rare, and their future would size every call's task.
+        Box::pin(self.input_rounds(out, reply)).await
+    }
+
+    /// [`Self::input_for_server`]'s rounds, for a 2025 client of a 2026-07-28 server.
+    async fn input_rounds(
+        self: &Arc<Self>,
+        out: super::relay::Outbound<'_>,
+        mut reply: Reply,
+    ) -> Reply {
+        let (request, params) = (out.request, out.params);
         let timeout = self.gateway.settings.config.call_timeout;
         for _ in 0..MAX_ROUNDS {
             let Some(asked) = reply.as_ref().and_then(input_required_of) else {
