@@ -693,16 +693,38 @@ struct Cut {
 }
 
 impl Cut {
-    fn drop(b: &[u8], slot: Slot) -> Self {
-        let (start, end) = member_range(b, slot.member as usize, slot.value.end as usize);
-        Self {
-            start,
-            end,
-            with: String::new(),
-            field: None,
-            inserted: Vec::new(),
+    /// The cuts that drop the members at `slots`: members side by side go in one cut, which
+    /// takes one comma for them all (a cut each would share a comma between two of them).
+    fn drops(b: &[u8], mut slots: Vec<Slot>) -> impl Iterator<Item = Self> {
+        slots.sort_by_key(|slot| slot.member);
+        // Each run: where its first member starts, where its last member's value ends.
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for slot in slots {
+            let (member, end) = (slot.member as usize, slot.value.end as usize);
+            match runs.last_mut() {
+                // Inside a member dropped already (or that member again): it goes with it.
+                Some(run) if member < run.1 => {}
+                Some(run) if next_member(b, run.1) == Some(member) => run.1 = end,
+                _ => runs.push((member, end)),
+            }
         }
+        runs.into_iter().map(move |(member, end)| {
+            let (start, end) = member_range(b, member, end);
+            Self {
+                start,
+                end,
+                with: String::new(),
+                field: None,
+                inserted: Vec::new(),
+            }
+        })
     }
+}
+
+/// Where the member after the value that ends at `end` starts, when a comma follows it.
+fn next_member(b: &[u8], end: usize) -> Option<usize> {
+    let comma = ws(b, end);
+    (b.get(comma) == Some(&b',')).then(|| ws(b, comma + 1))
 }
 
 /// A text after edits: its head, and where each old position went.
@@ -737,25 +759,9 @@ impl Edited {
 /// `object`. Members are dropped with one comma beside them; a field added goes at the end of
 /// its object (a `_meta` is made for `_meta` fields when there is none).
 pub(crate) fn edit(text: &str, object: Span, head: &Head, edits: &[Edit<'_>]) -> Edited {
-    let drop = edits.iter().position(|e| matches!(e, Edit::Drop(_)));
-    if let Some(i) = drop.filter(|_| edits.len() > 1) {
-        // One drop at a time: two members dropped side by side would share a comma.
-        let first = edit_once(text, object, head, &edits[i..=i]);
-        let object = first.map(object);
-        let rest: Vec<Edit<'_>> = edits
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != i)
-            .map(|(_, e)| *e)
-            .collect();
-        return edit(&first.text, object, &first.head, &rest);
-    }
-    edit_once(text, object, head, edits)
-}
-
-fn edit_once(text: &str, object: Span, head: &Head, edits: &[Edit<'_>]) -> Edited {
     let b = text.as_bytes();
     let mut cuts: Vec<Cut> = Vec::new();
+    let mut dropped: Vec<Slot> = Vec::new();
     let mut params_adds: Adds<'_> = Vec::new();
     let mut meta_adds: Adds<'_> = Vec::new();
     for edit in edits {
@@ -773,13 +779,10 @@ fn edit_once(text: &str, object: Span, head: &Head, edits: &[Edit<'_>]) -> Edite
                 }
                 None => params_adds.push((field, value.into(), Vec::new())),
             },
-            Edit::Drop(field) => {
-                if let Some(slot) = head.slot(field) {
-                    cuts.push(Cut::drop(b, slot));
-                }
-            }
+            Edit::Drop(field) => dropped.extend(head.slot(field)),
         }
     }
+    cuts.extend(Cut::drops(b, dropped));
     if !meta_adds.is_empty() {
         match head.slot(Field::Meta) {
             Some(meta) if b.get(meta.value.start as usize) == Some(&b'{') => {
@@ -1157,6 +1160,81 @@ mod tests {
             .edit(&[Edit::Drop(Field::Cursor)]);
         assert_eq!(first, r#"{"uri":"u"}"#);
         assert_eq!(first.get(Field::Uri), Some("\"u\""));
+    }
+
+    /// Members a `_meta` may hold, and members of params, each with a value.
+    use proptest::strategy::Strategy as _;
+
+    const META_MEMBERS: [(&str, &str); 6] = [
+        (PROTOCOL_VERSION_KEY, r#""2026-07-28""#),
+        (CAPABILITIES_KEY, "{}"),
+        (CLIENT_INFO_KEY, r#"{"name":"c","version":"1"}"#),
+        (LOG_LEVEL_KEY, r#""info""#),
+        ("progressToken", "7"),
+        ("other", "[1, {}]"),
+    ];
+    const PARAMS_MEMBERS: [(&str, &str); 4] = [
+        ("name", r#""t""#),
+        ("arguments", r#"{"a": {"name": 1}}"#),
+        ("cursor", r#""c""#),
+        ("x", "null"),
+    ];
+
+    /// An object of `members`, with `ws` around every token.
+    fn object(members: &[(&str, String)], ws: &str) -> String {
+        let inner: Vec<String> = members
+            .iter()
+            .map(|(k, v)| format!("{ws}{}{ws}:{ws}{v}{ws}", super::super::string(k)))
+            .collect();
+        format!("{{{}{ws}}}", inner.join(","))
+    }
+
+    proptest::proptest! {
+        /// Any members dropped at once (side by side, first, last, every one of an object,
+        /// in params and in `_meta` together), with any spacing: what is left is the object
+        /// without them, valid JSON, and its head is where a fresh read finds every field.
+        #[test]
+        fn drops_at_once_leave_the_rest_and_a_true_head(
+            meta in proptest::sample::subsequence(META_MEMBERS.to_vec(), 0..=6).prop_shuffle(),
+            members in proptest::sample::subsequence(PARAMS_MEMBERS.to_vec(), 0..=4).prop_shuffle(),
+            with_meta in proptest::bool::ANY,
+            meta_at in 0..5usize,
+            drops in proptest::collection::vec(proptest::sample::select(vec![
+                Field::Version, Field::Capabilities, Field::ClientInfo, Field::LogLevel,
+                Field::MetaProgressToken, Field::Name, Field::Arguments, Field::Cursor, Field::Meta,
+            ]), 0..7),
+            ws in proptest::sample::select(vec!["", " ", "\n", " \t "]),
+        ) {
+            let meta: Vec<(&str, String)> = meta.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+            let mut all: Vec<(&str, String)> = members.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+            if with_meta {
+                all.insert(meta_at.min(all.len()), ("_meta", object(&meta, ws)));
+            }
+            let text = object(&all, ws);
+            let params = request(&text).params_with(&[]).expect("params");
+            let edits: Vec<Edit<'_>> = drops.iter().map(|f| Edit::Drop(*f)).collect();
+            let left = params.edit(&edits);
+            let mut meant: serde_json::Value = serde_json::from_str(&text).expect("valid");
+            for field in &drops {
+                let (object, key) = match field.scope() {
+                    Scope::Meta => (&mut meant["_meta"], field.key()),
+                    _ => (&mut meant, field.key()),
+                };
+                if let Some(object) = object.as_object_mut() {
+                    object.remove(key);
+                }
+            }
+            if meant.get("_meta").is_some_and(serde_json::Value::is_null) {
+                meant.as_object_mut().expect("an object").remove("_meta");
+            }
+            let read: serde_json::Value = serde_json::from_str(left.text())
+                .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}: {}", left.text())))?;
+            proptest::prop_assert_eq!(&read, &meant, "{} -> {}", text, left.text());
+            let fresh = request(left.text()).params_with(&[]).expect("params");
+            for &field in PARAMS.iter().chain(&META) {
+                proptest::prop_assert_eq!(left.get(field), fresh.get(field), "{:?} in {}", field, left.text());
+            }
+        }
     }
 
     #[test]

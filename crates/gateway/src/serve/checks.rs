@@ -50,12 +50,15 @@ fn is_loopback_host(host: &str) -> bool {
 
 /// Whether a `Host` header value is a loopback name or address (any port), or in `allowed`
 /// (`host` for any port, `host:port` for that port only). `None`: not a valid `Host` at all.
-pub(super) fn host_allowed(value: &str, allowed: &[String]) -> Option<bool> {
+pub(super) fn host_allowed<'a>(
+    value: &str,
+    allowed: impl IntoIterator<Item = &'a String>,
+) -> Option<bool> {
     let (host, port) = split_authority(value)?;
     if is_loopback_host(host) {
         return Some(true);
     }
-    Some(allowed.iter().any(|entry| admits(entry, host, port)))
+    Some(allowed.into_iter().any(|entry| admits(entry, host, port)))
 }
 
 /// Whether an entry of the hosts allowed (`host`, or `host:port`) admits `host` at `port`.
@@ -235,7 +238,7 @@ impl Accept {
         };
         for range in header.split(',') {
             let mut parts = range.split(';');
-            let media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+            let media = parts.next().unwrap_or_default().trim();
             let refused = parts.any(|p| {
                 p.trim()
                     .strip_prefix("q=")
@@ -245,14 +248,15 @@ impl Accept {
             if refused {
                 continue;
             }
-            match media.as_str() {
-                "*/*" => {
-                    accept.json = true;
-                    accept.sse = true;
-                }
-                "application/json" | "application/*" => accept.json = true,
-                "text/event-stream" | "text/*" => accept.sse = true,
-                _ => {}
+            // Media types are compared without case, in place (no lower-cased copy a range).
+            let is = |names: &[&str]| names.iter().any(|n| media.eq_ignore_ascii_case(n));
+            if is(&["*/*"]) {
+                accept.json = true;
+                accept.sse = true;
+            } else if is(&["application/json", "application/*"]) {
+                accept.json = true;
+            } else if is(&["text/event-stream", "text/*"]) {
+                accept.sse = true;
             }
         }
         accept

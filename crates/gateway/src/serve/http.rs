@@ -229,7 +229,7 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
     super::metrics::respond(
         &shared.gateway,
         &headers,
-        &shared.hosts(&settings),
+        shared.hosts(&settings),
         &settings.tokens,
     )
 }
@@ -350,11 +350,10 @@ impl Shared {
         verifier
     }
 
-    /// `allowed_hosts`, plus the address the listener is bound to.
-    fn hosts(&self, settings: &HttpSettings) -> Vec<String> {
-        let mut hosts = settings.allowed_hosts.clone();
-        hosts.extend(self.bound.clone());
-        hosts
+    /// `allowed_hosts`, plus the address the listener is bound to (read where they are, each
+    /// request: nothing is copied).
+    fn hosts<'a>(&'a self, settings: &'a HttpSettings) -> impl Iterator<Item = &'a String> + 'a {
+        settings.allowed_hosts.iter().chain(&self.bound)
     }
 }
 

@@ -25,10 +25,10 @@ pub const METRICS_PATH: &str = "/metrics";
 
 /// The metrics, for a request whose `Host` is allowed and that carries one of `tokens` (when
 /// there are any).
-pub(crate) fn respond(
+pub(crate) fn respond<'a>(
     gateway: &Gateway,
     headers: &HeaderMap,
-    hosts: &[String],
+    hosts: impl IntoIterator<Item = &'a String>,
     tokens: &[Token],
 ) -> Response {
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());

@@ -91,8 +91,8 @@ fn host_refusal(shared: &Shared, request: &Request) -> Option<Response> {
         Some(value) => value.to_str().ok(),
         None => request.uri().authority().map(|a| a.as_str()),
     };
-    let hosts = shared.hosts(&shared.gateway.control.http());
-    match host.and_then(|h| checks::host_allowed(h, &hosts)) {
+    let settings = shared.gateway.control.http();
+    match host.and_then(|h| checks::host_allowed(h, shared.hosts(&settings))) {
         None => Some(failure(
             StatusCode::BAD_REQUEST,
             "Bad Request: missing or invalid Host header",
