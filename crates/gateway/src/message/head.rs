@@ -759,6 +759,20 @@ impl Edited {
 /// `object`. Members are dropped with one comma beside them; a field added goes at the end of
 /// its object (a `_meta` is made for `_meta` fields when there is none).
 pub(crate) fn edit(text: &str, object: Span, head: &Head, edits: &[Edit<'_>]) -> Edited {
+    let dropping = |e: &&Edit<'_>| matches!(e, Edit::Drop(_));
+    let drops: Vec<Edit<'_>> = edits.iter().filter(dropping).copied().collect();
+    if !drops.is_empty() && drops.len() < edits.len() {
+        // The drops first, all in one pass, then the rest on what they left: a field set
+        // after it was dropped is added again, and an object they emptied is seen empty.
+        let dropped = edit_once(text, object, head, &drops);
+        let object = dropped.map(object);
+        let rest: Vec<Edit<'_>> = edits.iter().filter(|e| !dropping(e)).copied().collect();
+        return edit_once(&dropped.text, object, &dropped.head, &rest);
+    }
+    edit_once(text, object, head, edits)
+}
+
+fn edit_once(text: &str, object: Span, head: &Head, edits: &[Edit<'_>]) -> Edited {
     let b = text.as_bytes();
     let mut cuts: Vec<Cut> = Vec::new();
     let mut dropped: Vec<Slot> = Vec::new();
@@ -1191,8 +1205,9 @@ mod tests {
 
     proptest::proptest! {
         /// Any members dropped at once (side by side, first, last, every one of an object,
-        /// in params and in `_meta` together), with any spacing: what is left is the object
-        /// without them, valid JSON, and its head is where a fresh read finds every field.
+        /// in params and in `_meta` together), with fields set in the same edit, and any
+        /// spacing: what is left is the object without them and with the sets, valid JSON,
+        /// and its head is where a fresh read finds every field.
         #[test]
         fn drops_at_once_leave_the_rest_and_a_true_head(
             meta in proptest::sample::subsequence(META_MEMBERS.to_vec(), 0..=6).prop_shuffle(),
@@ -1203,6 +1218,10 @@ mod tests {
                 Field::Version, Field::Capabilities, Field::ClientInfo, Field::LogLevel,
                 Field::MetaProgressToken, Field::Name, Field::Arguments, Field::Cursor, Field::Meta,
             ]), 0..7),
+            sets in proptest::sample::subsequence(vec![
+                Field::Version, Field::LogLevel, Field::MetaProgressToken, Field::Traceparent,
+                Field::Name, Field::Cursor, Field::Uri,
+            ], 0..3),
             ws in proptest::sample::select(vec!["", " ", "\n", " \t "]),
         ) {
             let meta: Vec<(&str, String)> = meta.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
@@ -1212,7 +1231,11 @@ mod tests {
             }
             let text = object(&all, ws);
             let params = request(&text).params_with(&[]).expect("params");
-            let edits: Vec<Edit<'_>> = drops.iter().map(|f| Edit::Drop(*f)).collect();
+            let edits: Vec<Edit<'_>> = drops
+                .iter()
+                .map(|f| Edit::Drop(*f))
+                .chain(sets.iter().map(|f| Edit::Set(*f, "\"s\"")))
+                .collect();
             let left = params.edit(&edits);
             let mut meant: serde_json::Value = serde_json::from_str(&text).expect("valid");
             for field in &drops {
@@ -1226,6 +1249,20 @@ mod tests {
             }
             if meant.get("_meta").is_some_and(serde_json::Value::is_null) {
                 meant.as_object_mut().expect("an object").remove("_meta");
+            }
+            // Then the sets, on what the drops left: a field in `_meta` makes one if need be.
+            for field in &sets {
+                let object = match field.scope() {
+                    Scope::Meta => {
+                        let meta = &mut meant["_meta"];
+                        if !meta.is_object() {
+                            *meta = serde_json::json!({});
+                        }
+                        meta
+                    }
+                    _ => &mut meant,
+                };
+                object[field.key()] = serde_json::json!("s");
             }
             let read: serde_json::Value = serde_json::from_str(left.text())
                 .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}: {}", left.text())))?;
