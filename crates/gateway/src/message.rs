@@ -311,8 +311,11 @@ struct Writer {
 }
 
 impl Writer {
+    /// A message of `capacity` bytes of parts (ids, names, bodies): room for them and for the
+    /// longest frame around them, a request's `{"jsonrpc":"2.0","id":,"method":"","params":}`
+    /// (45 bytes), so that writing never grows it.
     fn new(capacity: usize) -> Self {
-        let mut out = String::with_capacity(40 + capacity);
+        let mut out = String::with_capacity(45 + capacity);
         out.push_str(r#"{"jsonrpc":"2.0""#);
         Self {
             out,
@@ -432,6 +435,16 @@ impl Params {
 
     /// Without `fields`, and without a `_meta` that they leave empty.
     pub fn without(&self, fields: &[Field]) -> Self {
+        if self.head.holds_only(&self.text, Field::Meta, fields) {
+            // `_meta` holds only some of them: it goes, with them in it, in the same pass.
+            let drops: Vec<Edit<'_>> = fields
+                .iter()
+                .filter(|f| f.scope() != head::Scope::Meta)
+                .map(|f| Edit::Drop(*f))
+                .chain([Edit::Drop(Field::Meta)])
+                .collect();
+            return self.edit(&drops);
+        }
         let drops: Vec<Edit<'_>> = fields.iter().map(|f| Edit::Drop(*f)).collect();
         let out = self.edit(&drops);
         match out.get(Field::Meta).is_some_and(is_empty_object) {
@@ -738,7 +751,8 @@ impl Message {
     /// every other part where it lands.
     fn splice(&self, span: Span, with: &str) -> Self {
         let (start, end) = (span.start as usize, span.end as usize);
-        let mut text = String::with_capacity(self.text.len() + with.len());
+        // At its length: the box it becomes takes it as it is (no shrinking copy).
+        let mut text = String::with_capacity(self.text.len() - (end - start) + with.len());
         text.push_str(&self.text[..start]);
         text.push_str(with);
         text.push_str(&self.text[end..]);

@@ -127,7 +127,7 @@ pub enum Field {
 }
 
 impl Field {
-    fn scope(self) -> Scope {
+    pub(crate) fn scope(self) -> Scope {
         use Field::*;
         match self {
             MetaProgressToken | Version | Capabilities | ClientInfo | LogLevel | Traceparent
@@ -324,6 +324,40 @@ impl Head {
 
     pub fn has(&self, field: Field) -> bool {
         self.slot(field).is_some()
+    }
+
+    /// Whether the object at `object` (in `text`) holds nothing but `fields`: every byte of it
+    /// outside their members is a brace, a comma or whitespace. `false` when it is no object.
+    pub(crate) fn holds_only(&self, text: &str, object: Field, fields: &[Field]) -> bool {
+        let Some(object) = self.slot(object) else {
+            return false;
+        };
+        let b = text.as_bytes();
+        let (start, end) = (object.value.start as usize, object.value.end as usize);
+        if b.get(start) != Some(&b'{') {
+            return false;
+        }
+        let mut members: Vec<(usize, usize)> = fields
+            .iter()
+            .filter_map(|f| self.slot(*f))
+            .map(|s| (s.member as usize, s.value.end as usize))
+            .filter(|(member, value_end)| start < *member && *value_end < end)
+            .collect();
+        members.sort_unstable();
+        let between = |from: usize, to: usize| {
+            b[from..to]
+                .iter()
+                .all(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | b','))
+        };
+        let mut at = start + 1;
+        for (member, value_end) in members {
+            // One inside a member met already is in it.
+            if member >= at && !between(at, member) {
+                return false;
+            }
+            at = at.max(value_end);
+        }
+        between(at, end - 1)
     }
 
     /// Every position moved by `by` (the object now lies elsewhere in a bigger text).
@@ -928,9 +962,12 @@ fn apply(text: &str, head: &Head, cuts: Vec<Cut>) -> Edited {
             )
         })
         .collect();
+    let inserted: usize = kept.iter().map(|(_, _, c)| c.inserted.len()).sum();
     let mut edited = Edited {
         text: out,
-        head: Head::default(),
+        head: Head {
+            slots: Vec::with_capacity(head.slots.len() + inserted),
+        },
         moves,
     };
     for (field, slot) in &head.slots {
@@ -1207,7 +1244,8 @@ mod tests {
         /// Any members dropped at once (side by side, first, last, every one of an object,
         /// in params and in `_meta` together), with fields set in the same edit, and any
         /// spacing: what is left is the object without them and with the sets, valid JSON,
-        /// and its head is where a fresh read finds every field.
+        /// and its head is where a fresh read finds every field; `without` them, the same
+        /// and no `_meta` they leave empty.
         #[test]
         fn drops_at_once_leave_the_rest_and_a_true_head(
             meta in proptest::sample::subsequence(META_MEMBERS.to_vec(), 0..=6).prop_shuffle(),
@@ -1249,6 +1287,19 @@ mod tests {
             }
             if meant.get("_meta").is_some_and(serde_json::Value::is_null) {
                 meant.as_object_mut().expect("an object").remove("_meta");
+            }
+            // `without` drops the same, and a `_meta` they leave empty (or that was).
+            let mut bare = meant.clone();
+            if bare.get("_meta").is_some_and(|m| m.as_object().is_some_and(serde_json::Map::is_empty)) {
+                bare.as_object_mut().expect("an object").remove("_meta");
+            }
+            let without = params.without(&drops);
+            let read: serde_json::Value = serde_json::from_str(without.text())
+                .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}: {}", without.text())))?;
+            proptest::prop_assert_eq!(&read, &bare, "{} -> {}", text, without.text());
+            let fresh = request(without.text()).params_with(&[]).expect("params");
+            for &field in PARAMS.iter().chain(&META) {
+                proptest::prop_assert_eq!(without.get(field), fresh.get(field), "{:?} in {}", field, without.text());
             }
             // Then the sets, on what the drops left: a field in `_meta` makes one if need be.
             for field in &sets {
