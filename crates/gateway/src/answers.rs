@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
-
 use crate::identity::Caller;
 use crate::message::Message;
 
@@ -14,7 +12,7 @@ use crate::message::Message;
 /// `with_progress`.
 #[derive(Clone)]
 pub struct Answers {
-    pub(crate) to: mpsc::UnboundedSender<Message>,
+    pub(crate) to: crate::framing::To,
     pub(crate) with_progress: bool,
     /// The W3C trace context of the HTTP request that carried the messages, when it had one.
     pub(crate) trace: Option<crate::telemetry::TraceContext>,
@@ -29,9 +27,9 @@ pub struct Answers {
 }
 
 impl Answers {
-    pub fn new(to: mpsc::UnboundedSender<Message>, with_progress: bool) -> Self {
+    pub fn new(to: impl Into<crate::framing::To>, with_progress: bool) -> Self {
         Self {
-            to,
+            to: to.into(),
             with_progress,
             trace: None,
             caller: None,

@@ -17,7 +17,7 @@ use moniker_surface::{Listing, ServerId};
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 pub use self::login::{LOGIN_LIMIT, LoggedIn, login};
 use crate::auth::Store;
@@ -174,11 +174,11 @@ pub struct InitInfo {
 /// What is kept of a server's version: it is the server's text, recorded in the lock.
 pub const MAX_VERSION: usize = 128;
 
-/// One live connection to a server: writes go through a queue to the transport's writer, and
-/// responses find their waiter by id.
+/// One live connection to a server: writes go to the transport (a stdio server's stdin, in
+/// place when nothing waits; an HTTP server's writer), and responses find their waiter by id.
 pub struct Connection {
     pub server: ServerId,
-    out: mpsc::UnboundedSender<Message>,
+    out: crate::framing::To,
     /// What a stdio server has not read of what was written to it (an HTTP server's requests
     /// each go on their own).
     backlog: Option<crate::framing::Backlog>,
@@ -247,12 +247,12 @@ impl std::fmt::Debug for Connection {
 impl Connection {
     pub(crate) fn new(
         server: ServerId,
-        out: mpsc::UnboundedSender<Message>,
+        out: impl Into<crate::framing::To>,
         backlog: Option<crate::framing::Backlog>,
     ) -> Self {
         Self {
             server,
-            out,
+            out: out.into(),
             backlog,
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
@@ -1248,7 +1248,7 @@ mod forwarding_tests {
     /// sent now.
     #[test]
     fn a_request_given_up_before_it_is_sent_is_not_sent() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let conn = Connection::new("s".parse().unwrap(), tx, None);
         let _ = conn.forwarding.rules.set(indexmap::IndexMap::new());
         let upstream = crate::auth::exchange::Upstream {

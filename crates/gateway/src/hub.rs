@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use moniker_surface::ServerId;
-use tokio::sync::mpsc;
 
 use crate::budget;
 use crate::connect::Connection;
@@ -23,7 +22,7 @@ use crate::sync::lock;
 pub(crate) struct InFlight {
     pub server: Option<ServerId>,
     pub conn: Weak<Connection>,
-    /// moniker's id for it on that server.
+    /// moniker's id for it on that server (0 until it is sent: ids start at 1).
     pub id: u64,
     pub cancelled: bool,
 }
@@ -63,7 +62,7 @@ struct Counted {
 
 /// One client, as servers' messages reach it.
 pub struct Peer {
-    out: mpsc::UnboundedSender<Message>,
+    out: crate::framing::To,
     ready: AtomicBool,
     /// Bound to a toolset for good (by an HTTP token): no management tools, and only the
     /// server messages about its own calls.
@@ -144,7 +143,7 @@ pub fn log_rank(level: &str) -> u8 {
 
 impl Peer {
     pub(crate) fn new(
-        out: mpsc::UnboundedSender<Message>,
+        out: crate::framing::To,
         bound: bool,
         toolset: Arc<Mutex<Option<String>>>,
         principal: String,
@@ -171,7 +170,7 @@ impl Peer {
     }
 
     /// Where the session's own messages go.
-    pub(crate) fn out(&self) -> &mpsc::UnboundedSender<Message> {
+    pub(crate) fn out(&self) -> &crate::framing::To {
         &self.out
     }
 
@@ -690,9 +689,9 @@ mod tests {
     #[test]
     fn a_server_writes_progress_only_into_its_own_calls() {
         let hub = Hub::default();
-        let (out, _kept) = mpsc::unbounded_channel();
-        let peer = Arc::new(Peer::new(out, false, Arc::default(), "p".to_owned()));
-        let (to, mut got) = mpsc::unbounded_channel();
+        let (out, _kept) = tokio::sync::mpsc::unbounded_channel();
+        let peer = Arc::new(Peer::new(out.into(), false, Arc::default(), "p".to_owned()));
+        let (to, mut got) = tokio::sync::mpsc::unbounded_channel();
         let (a, b): (ServerId, ServerId) = ("a".parse().unwrap(), "b".parse().unwrap());
         let to = crate::answers::Answers::new(to, true);
         let on_b = hub.register_progress(&peer, &b, "\"mine\"", to.clone());

@@ -1179,17 +1179,17 @@ mod tests {
                 };
                 let params = message.call_params("\"origin\"", None, Some("\"moniker-1\""));
                 let sent = Message::outgoing("9", "tools/call", params.as_ref());
-                let mut wire = Vec::new();
-                let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-                tx.send(sent).unwrap();
-                drop(tx);
-                rt.block_on(crate::framing::write_lines(
-                    &mut wire,
-                    rx,
-                    crate::framing::Backlog::at_most(usize::MAX),
-                ))
-                .unwrap();
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                let wire = rt.block_on(async {
+                    let (writing, mut reading) = tokio::io::duplex(1 << 20);
+                    let (to, writer) = crate::framing::lines(writing, crate::framing::Backlog::at_most(usize::MAX));
+                    to.send(sent).unwrap();
+                    drop(to);
+                    writer.await.unwrap();
+                    let mut wire = Vec::new();
+                    tokio::io::AsyncReadExt::read_to_end(&mut reading, &mut wire).await.unwrap();
+                    wire
+                });
                 prop_assert_eq!(wire.iter().filter(|b| **b == b'\n').count(), 1);
                 prop_assert!(!wire.contains(&b'\r'));
                 prop_assert_eq!(wire.last(), Some(&b'\n'));

@@ -18,7 +18,6 @@ pub(crate) mod tasks;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use moniker_surface::Kind;
-use tokio::sync::mpsc;
 
 use crate::errors::Refusal;
 use crate::gateway::Gateway;
@@ -106,7 +105,7 @@ fn duplicate_id(id: &str) -> Message {
 impl Session {
     /// A session whose messages to the client go to `out`. It starts with the gateway's
     /// default toolset, if any.
-    pub fn new(gateway: Arc<Gateway>, out: mpsc::UnboundedSender<Message>) -> Arc<Self> {
+    pub fn new(gateway: Arc<Gateway>, out: impl Into<crate::framing::To>) -> Arc<Self> {
         let toolset = gateway.settings.default_toolset.clone();
         Self::starting_with(gateway, out, toolset)
     }
@@ -114,7 +113,7 @@ impl Session {
     /// A session that starts with `toolset` equipped (it may equip another).
     pub fn starting_with(
         gateway: Arc<Gateway>,
-        out: mpsc::UnboundedSender<Message>,
+        out: impl Into<crate::framing::To>,
         toolset: Option<String>,
     ) -> Arc<Self> {
         Self::create(gateway, out, toolset, false)
@@ -123,7 +122,7 @@ impl Session {
     /// A session that sees and can call only `toolset`, for good.
     pub fn bound(
         gateway: Arc<Gateway>,
-        out: mpsc::UnboundedSender<Message>,
+        out: impl Into<crate::framing::To>,
         toolset: String,
     ) -> Arc<Self> {
         Self::create(gateway, out, Some(toolset), true)
@@ -135,7 +134,7 @@ impl Session {
     /// principal's (its token's), so that what one starts (a task) the next may reach.
     pub fn of_principal(
         gateway: Arc<Gateway>,
-        out: mpsc::UnboundedSender<Message>,
+        out: impl Into<crate::framing::To>,
         toolset: Option<String>,
         principal: String,
     ) -> Arc<Self> {
@@ -149,7 +148,7 @@ impl Session {
 
     fn create(
         gateway: Arc<Gateway>,
-        out: mpsc::UnboundedSender<Message>,
+        out: impl Into<crate::framing::To>,
         toolset: Option<String>,
         bound: bool,
     ) -> Arc<Self> {
@@ -160,14 +159,14 @@ impl Session {
 
     fn with(
         gateway: Arc<Gateway>,
-        out: mpsc::UnboundedSender<Message>,
+        out: impl Into<crate::framing::To>,
         (toolset, bound): (Option<String>, bool),
         principal: String,
         learns_as: Option<Arc<str>>,
     ) -> Arc<Self> {
         // Shared with the peer: the gateway tells the session of a change to what it sees.
         let toolset = Arc::new(Mutex::new(toolset));
-        let peer = Arc::new(Peer::new(out, bound, toolset.clone(), principal));
+        let peer = Arc::new(Peer::new(out.into(), bound, toolset.clone(), principal));
         gateway.services.hub.add(&peer);
         Arc::new(Self {
             gateway,

@@ -8,12 +8,11 @@ use moniker_config::PassEnv;
 use moniker_surface::ServerId;
 use tokio::io::BufReader;
 use tokio::process::{Child, Command};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::{Connection, ServerSpec, Sink, dispatch_line};
 use crate::budget;
-use crate::framing::{Backlog, Frame, read_frame, write_lines};
-use crate::message::Message;
+use crate::framing::{Backlog, Frame, lines, read_frame};
 
 /// A started server process and its connection.
 pub struct Process {
@@ -209,13 +208,13 @@ pub fn spawn(
         return Err(std::io::Error::other("the child's pipes were not set up"));
     };
 
-    let (tx, rx) = mpsc::unbounded_channel::<Message>();
     // The writer never gives up on a server: the connection stops sending notes to one too far
     // behind ([`Connection::send`]).
     let backlog = Backlog::at_most(usize::MAX);
-    let conn = Arc::new(Connection::new(server.clone(), tx, Some(backlog.clone())));
+    let (to, writer) = lines(stdin, backlog.clone());
+    let conn = Arc::new(Connection::new(server.clone(), to, Some(backlog)));
     // A write that fails means the server is gone: its reader sees that too.
-    tokio::spawn(write_lines(stdin, rx, backlog));
+    tokio::spawn(writer);
 
     let (closed_tx, closed) = oneshot::channel();
     // A sandboxed server's stderr is read for what its sandbox refused it as it runs too (an

@@ -970,39 +970,48 @@ fn apply(text: &str, head: &Head, cuts: Vec<Cut>) -> Edited {
         },
         moves,
     };
-    for (field, slot) in &head.slots {
-        let (vs, ve) = (slot.value.start as usize, slot.value.end as usize);
-        let mut gone = false;
-        let mut new_value = None;
-        for (_, written, cut) in &kept {
-            if cut.field == Some(*field) {
-                new_value = Some(Span::at(*written, cut.with.len()));
-            } else if cut.start < cut.end
-                && ((cut.start <= vs && ve <= cut.end)
-                    || (cut.start..cut.end).contains(&(slot.member as usize)))
-            {
-                gone = true;
+    edited.head_after(head, &kept);
+    edited
+}
+
+impl Edited {
+    /// Its head: each field of `head` (the text's before the cuts `kept` were made) where it
+    /// went (a value set in its new place; one inside a cut gone), and the fields the cuts
+    /// wrote.
+    fn head_after(&mut self, head: &Head, kept: &[(usize, usize, Cut)]) {
+        for (field, slot) in &head.slots {
+            let (vs, ve) = (slot.value.start as usize, slot.value.end as usize);
+            let mut gone = false;
+            let mut new_value = None;
+            for (_, written, cut) in kept {
+                if cut.field == Some(*field) {
+                    new_value = Some(Span::at(*written, cut.with.len()));
+                } else if cut.start < cut.end
+                    && ((cut.start <= vs && ve <= cut.end)
+                        || (cut.start..cut.end).contains(&(slot.member as usize)))
+                {
+                    gone = true;
+                }
+            }
+            if gone {
+                continue;
+            }
+            let slot = Slot {
+                member: self.position(slot.member as usize) as u32,
+                value: new_value.unwrap_or_else(|| self.map(slot.value)),
+            };
+            self.head.put(*field, slot);
+        }
+        for (_, written, cut) in kept {
+            for (field, slot) in &cut.inserted {
+                let slot = Slot {
+                    member: slot.member + *written as u32,
+                    value: slot.value.shifted(*written as i64),
+                };
+                self.head.put(*field, slot);
             }
         }
-        if gone {
-            continue;
-        }
-        let slot = Slot {
-            member: edited.position(slot.member as usize) as u32,
-            value: new_value.unwrap_or_else(|| edited.map(slot.value)),
-        };
-        edited.head.put(*field, slot);
     }
-    for (_, written, cut) in &kept {
-        for (field, slot) in &cut.inserted {
-            let slot = Slot {
-                member: slot.member + *written as u32,
-                value: slot.value.shifted(*written as i64),
-            };
-            edited.head.put(*field, slot);
-        }
-    }
-    edited
 }
 
 /// An object of `fields` (raw JSON values) as moniker writes it, with the head of its fields:

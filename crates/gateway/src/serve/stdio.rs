@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::net::unix::pipe;
-use tokio::sync::mpsc;
 
 use crate::budget;
-use crate::framing::{Backlog, Frame, read_frame, write_lines};
+use crate::framing::{Backlog, Frame, lines, read_frame};
 use crate::gateway::Gateway;
 use crate::message::{self, Message};
 use crate::session::Session;
@@ -83,13 +82,9 @@ where
     let max = crate::framing::DEFAULT_MAX_MESSAGE;
     // Every answer in flight is bounded by the call timeout; a little more for the last write.
     let drain = gateway.settings.config.call_timeout + Duration::from_secs(2);
-    let (tx, rx) = mpsc::unbounded_channel::<Message>();
-    let mut writer = tokio::spawn(write_lines(
-        output,
-        rx,
-        Backlog::at_most(budget::CLIENT_BACKLOG),
-    ));
-    let session = Session::starting_with(gateway, tx, toolset);
+    let (to, writer) = lines(output, Backlog::at_most(budget::CLIENT_BACKLOG));
+    let mut writer = tokio::spawn(writer);
+    let session = Session::starting_with(gateway, to, toolset);
     session.identify("stdio");
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut buf = Vec::with_capacity(8 * 1024);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use moniker_surface::ServerId;
 
 use super::{Answers, Reply, Session, id_of};
+use crate::connect::Connection;
 use crate::errors::Refusal;
 use crate::hub::InFlight;
 use crate::identity::Caller;
@@ -100,6 +101,9 @@ impl Session {
             Ok(conn) => conn,
             Err(refusal) => return refused(refusal),
         };
+        if !self.on_its_way(id, server, &conn) {
+            return (None, Outcome::Cancelled);
+        }
         let (ours, rx) = match start(&conn, &out, || self.signin_base()).await {
             Ok(started) => started,
             // A client that takes URL-mode elicitation sends its person to the link itself;
@@ -116,19 +120,9 @@ impl Session {
             }
             Err(refusal) => return refused(refusal),
         };
-        {
-            let mut in_flight = lock(&self.peer.in_flight);
-            let flight = in_flight.entry(id.to_owned()).or_default();
-            if flight.cancelled {
-                conn.forget(ours);
-                return (None, Outcome::Cancelled);
-            }
-            *flight = InFlight {
-                server: Some(server.clone()),
-                conn: Arc::downgrade(&conn),
-                id: ours,
-                cancelled: false,
-            };
+        if !self.sent_as(id, server, &conn, ours) {
+            conn.forget(ours);
+            return (None, Outcome::Cancelled);
         }
         let timeout = admitted.timeout;
         // Given up before its answer (a parked call abandoned, its task aborted): the server is
@@ -161,6 +155,36 @@ impl Session {
                 })
             }
         }
+    }
+
+    /// The client's request `id` is on `server` (over `conn`) before it is sent there: a
+    /// stdio server's request is written as it is sent, and the server's reader may run on
+    /// another thread, so a request the server makes while it works on it (sampling,
+    /// elicitation) finds the call it is for. Its id there is not known yet: 0, not sent,
+    /// which a cancellation only marks. `false`: the client cancelled it already.
+    fn on_its_way(&self, id: &str, server: &ServerId, conn: &Arc<Connection>) -> bool {
+        let mut in_flight = lock(&self.peer.in_flight);
+        let flight = in_flight.entry(id.to_owned()).or_default();
+        flight.server = Some(server.clone());
+        flight.conn = Arc::downgrade(conn);
+        !flight.cancelled
+    }
+
+    /// The client's request `id` went to `server` as moniker's `ours`; `false` when the
+    /// client cancelled it meanwhile.
+    fn sent_as(&self, id: &str, server: &ServerId, conn: &Arc<Connection>, ours: u64) -> bool {
+        let mut in_flight = lock(&self.peer.in_flight);
+        let flight = in_flight.entry(id.to_owned()).or_default();
+        if flight.cancelled {
+            return false;
+        }
+        *flight = InFlight {
+            server: Some(server.clone()),
+            conn: Arc::downgrade(conn),
+            id: ours,
+            cancelled: false,
+        };
+        true
     }
 
     /// Whether the client said it takes URL-mode elicitation (`elicitation.url` in its
@@ -201,7 +225,9 @@ impl Session {
         let mut in_flight = lock(&self.peer.in_flight);
         let flight = in_flight.get_mut(id)?;
         flight.cancelled = true;
-        Some((flight.conn.upgrade()?, flight.id))
+        // Id 0: on its way to the server, not sent yet (it is not, once this is seen).
+        let conn = flight.conn.upgrade().filter(|_| flight.id != 0)?;
+        Some((conn, flight.id))
     }
 
     /// A client's `notifications/cancelled`: passed to the server, and the answer dropped.

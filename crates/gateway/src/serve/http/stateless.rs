@@ -39,11 +39,12 @@ pub(super) async fn stateless(
             Message::error(Some(id), modern::HEADER_MISMATCH, &mismatch),
         );
     }
-    let (tx, _rx) = mpsc::unbounded_channel::<Message>();
-    // Who the client is, made once (a token's digest) for everything that counts by it.
+    // Who the client is, made once (a token's digest) for everything that counts by it. Its
+    // session's own messages (not answers) have no stream to go to: they go nowhere.
     let Client { ref auth, toolset } = client;
     let who = principal(auth);
-    let session = Session::of_principal(shared.gateway.clone(), tx, toolset, who.clone());
+    let nowhere = crate::framing::To::Nowhere;
+    let session = Session::of_principal(shared.gateway.clone(), nowhere, toolset, who.clone());
     session.identify(&client_name(auth));
     session.count_calls_under(&who);
     if request.method() == Some("subscriptions/listen") {
