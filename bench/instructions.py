@@ -4,9 +4,10 @@ malloc) a `tools/call`, in all and by function, over stdio and over HTTP (2025 a
 Unlike latency or time, the count is the same run after run (to within a few instructions a
 call), whatever the VM does: a change of 1% shows as 1%.
 
-Each path runs twice under callgrind, with `moniker-load` making CALLS and then CALLS + MORE
-sequential calls (1,000 tools behind one echo server); the difference divided by MORE is what
-one call costs, start-up and warm-up aside.
+Each path runs once unmeasured (so that both measured runs start alike, from what moniker kept
+of the server's listing), then twice under callgrind, with `moniker-load` making 200 and then
+200 + MORE sequential calls (1,000 tools behind one echo server); the difference divided by
+MORE is what one call costs, start-up and warm-up aside.
 
     python3 bench/instructions.py [--bin target/release] [--more 1000] [--top 25] [PATH...]
     PATH: stdio, http, http-2026 (all three by default)
@@ -48,9 +49,10 @@ def load(args, calls: int, rest: list[str]) -> None:
         raise SystemExit(f"moniker-load failed: {' '.join(command)}")
 
 
-def record(args, path: str, calls: int, out: Path, config: Path) -> None:
-    """One run of `path` under callgrind, its profile written to `out`."""
-    grind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+def record(args, path: str, calls: int, out: Path | None, config: Path) -> None:
+    """One run of `path` under callgrind, its profile written to `out` (without callgrind when
+    `out` is `None`)."""
+    grind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] if out else []
     moniker = str(args.bin / "moniker")
     if path == "stdio":
         load(args, calls, ["--", *grind, moniker, "serve", "--standalone", "-c", str(config)])
@@ -110,6 +112,9 @@ def main() -> None:
     fixture = args.bin / "moniker-fixture"
     config.write_text(f'servers:\n  s1: {{ command: {fixture}, args: [--echo, --tools-count, "1000"], prefix: false }}\n')
     for path in args.paths:
+        # Once first, unmeasured: what moniker keeps of a server's listing from a run before
+        # makes the next start another (a start from nothing would count in the first run only).
+        record(args, path, 1, None, config)
         runs = []
         for calls in (FIRST, FIRST + args.more):
             out = work / f"{path}.{calls}"

@@ -175,7 +175,7 @@ struct LineWriter {
 struct LineState {
     output: Pin<Box<dyn AsyncWrite + Send>>,
     /// Messages not yet written (the first may be in part: [`Self::sent`] of its bytes).
-    queue: VecDeque<Message>,
+    queue: VecDeque<Queued>,
     /// The bytes of the first queued message's line (with its newline) written already.
     sent: usize,
     /// Why the writer ends, once it is known and before its task has said so.
@@ -185,6 +185,27 @@ struct LineState {
     senders_gone: bool,
     /// The writer's task, woken when there is work for it.
     task: Option<Waker>,
+}
+
+/// A message queued for the writer's task, its line made once ([`one_line`]).
+struct Queued {
+    message: Message,
+    /// Its text with raw line ends replaced, when it had any (else its own is the line).
+    flattened: Option<String>,
+}
+
+impl Queued {
+    fn new(message: Message) -> Self {
+        let flattened = match one_line(message.text()) {
+            std::borrow::Cow::Owned(line) => Some(line),
+            std::borrow::Cow::Borrowed(_) => None,
+        };
+        Self { message, flattened }
+    }
+
+    fn line(&self) -> &str {
+        self.flattened.as_deref().unwrap_or(self.message.text())
+    }
 }
 
 impl LineState {
@@ -219,7 +240,7 @@ impl LineState {
     fn queue(&mut self, message: Message, backlog: &Backlog) -> Result<(), Message> {
         self.wake();
         let Err(e) = backlog.hold(message.text().len()) else {
-            self.queue.push_back(message);
+            self.queue.push_back(Queued::new(message));
             return Ok(());
         };
         backlog.written(message.text().len());
@@ -245,14 +266,8 @@ impl LineState {
 
     /// One write of the queue's first lines (the first from where it was left).
     fn poll_burst(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
-        let lines: Vec<std::borrow::Cow<'_, str>> = self
-            .queue
-            .iter()
-            .take(BURST)
-            .map(|m| one_line(m.text()))
-            .collect();
-        let mut slices = Vec::with_capacity(lines.len() * 2);
-        for (i, line) in lines.iter().enumerate() {
+        let mut slices = Vec::with_capacity(BURST * 2);
+        for (i, line) in self.queue.iter().take(BURST).map(Queued::line).enumerate() {
             let skip = if i == 0 { self.sent } else { 0 };
             if skip < line.len() {
                 slices.push(IoSlice::new(&line.as_bytes()[skip..]));
@@ -266,12 +281,12 @@ impl LineState {
     fn written(&mut self, n: usize, backlog: &Backlog) {
         let mut left = self.sent + n;
         while let Some(first) = self.queue.front() {
-            let length = one_line(first.text()).len() + 1;
+            let length = first.line().len() + 1;
             if left < length {
                 break;
             }
             left -= length;
-            backlog.written(first.text().len());
+            backlog.written(first.message.text().len());
             self.queue.pop_front();
         }
         self.sent = left;
@@ -293,8 +308,8 @@ impl LineState {
     /// The writer ended: nothing more is taken, and nothing queued is held.
     fn end(&mut self, backlog: &Backlog) {
         self.ended = true;
-        for message in self.queue.drain(..) {
-            backlog.written(message.text().len());
+        for queued in self.queue.drain(..) {
+            backlog.written(queued.message.text().len());
         }
     }
 }
@@ -382,7 +397,26 @@ pub fn lines<W: AsyncWrite + Send + 'static>(
     let to = To::Lines(Arc::new(Lines {
         writer: writer.clone(),
     }));
-    (to, std::future::poll_fn(move |cx| writer.poll_run(cx)))
+    let ends = EndsWhenDropped(writer.clone());
+    let run = async move {
+        // Dropped before it ended (its task aborted, or panicked): ended all the same, so
+        // that sends fail and nothing is held for a writer that is gone.
+        let _ends = ends;
+        std::future::poll_fn(|cx| writer.poll_run(cx)).await
+    };
+    (to, run)
+}
+
+/// Ends its writer when dropped, unless it ended already.
+struct EndsWhenDropped(Arc<LineWriter>);
+
+impl Drop for EndsWhenDropped {
+    fn drop(&mut self) {
+        let mut state = lock(&self.0.state);
+        if !state.ended {
+            self.0.end(&mut state);
+        }
+    }
 }
 
 /// `text` as one line. Every message is flattened where it is parsed, and what moniker builds
@@ -489,6 +523,19 @@ mod tests {
         assert!(to.send(message(1, 0)).is_err());
         let ended = writer.await.expect_err("fails");
         assert_eq!(ended.kind(), std::io::ErrorKind::BrokenPipe);
+    }
+
+    /// A writer dropped before it ended (its task aborted): sends fail from then on, and
+    /// `closed` completes.
+    #[tokio::test]
+    async fn a_writer_dropped_unfinished_ends() {
+        let (writing, _reading) = tokio::io::duplex(64);
+        let (to, writer) = lines(writing, Backlog::at_most(usize::MAX));
+        drop(writer);
+        assert!(to.send(message(1, 0)).is_err());
+        tokio::time::timeout(std::time::Duration::from_secs(5), to.closed())
+            .await
+            .expect("closed");
     }
 
     #[tokio::test]

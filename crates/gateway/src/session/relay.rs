@@ -101,11 +101,9 @@ impl Session {
             Ok(conn) => conn,
             Err(refusal) => return refused(refusal),
         };
-        if !self.on_its_way(id, server, &conn) {
-            return (None, Outcome::Cancelled);
-        }
-        let (ours, rx) = match start(&conn, &out, || self.signin_base()).await {
-            Ok(started) => started,
+        let (ours, rx) = match self.send_marked(&out, &conn).await {
+            Ok(Some(started)) => started,
+            Ok(None) => return (None, Outcome::Cancelled),
             // A client that takes URL-mode elicitation sends its person to the link itself;
             // else a tool call's person reads it as the tool's error, the model too.
             Err(Refusal::SignIn { server, link }) if self.takes_url_elicitation() => {
@@ -120,10 +118,6 @@ impl Session {
             }
             Err(refusal) => return refused(refusal),
         };
-        if !self.sent_as(id, server, &conn, ours) {
-            conn.forget(ours);
-            return (None, Outcome::Cancelled);
-        }
         let timeout = admitted.timeout;
         // Given up before its answer (a parked call abandoned, its task aborted): the server is
         // told, and its waiter goes.
@@ -164,10 +158,46 @@ impl Session {
     /// which a cancellation only marks. `false`: the client cancelled it already.
     fn on_its_way(&self, id: &str, server: &ServerId, conn: &Arc<Connection>) -> bool {
         let mut in_flight = lock(&self.peer.in_flight);
-        let flight = in_flight.entry(id.to_owned()).or_default();
+        // Gone: its client was answered already (an input-required result); nothing to mark.
+        let Some(flight) = in_flight.get_mut(id) else {
+            return true;
+        };
         flight.server = Some(server.clone());
         flight.conn = Arc::downgrade(conn);
+        // Not the id it had at a server before (a read tried on one server, then the next).
+        flight.id = 0;
         !flight.cancelled
+    }
+
+    /// [`Self::on_its_way`] undone: the request was not sent.
+    fn not_sent(&self, id: &str) {
+        if let Some(flight) = lock(&self.peer.in_flight).get_mut(id) {
+            flight.server = None;
+            flight.conn = std::sync::Weak::new();
+        }
+    }
+
+    /// Sends the request ([`start`]), the call marked on its server while it goes
+    /// ([`Self::on_its_way`]): `Ok(None)` when its client cancelled it (at the server too,
+    /// when it went before the cancellation was seen).
+    async fn send_marked(
+        self: &Arc<Self>,
+        out: &Outbound<'_>,
+        conn: &Arc<Connection>,
+    ) -> Result<Option<(u64, tokio::sync::oneshot::Receiver<Message>)>, Refusal> {
+        let id = id_of(out.request);
+        if !self.on_its_way(id, out.server, conn) {
+            self.not_sent(id);
+            return Ok(None);
+        }
+        let (ours, rx) = start(conn, out, || self.signin_base())
+            .await
+            .inspect_err(|_| self.not_sent(id))?;
+        if !self.sent_as(id, out.server, conn, ours) {
+            conn.cancel(ours, "moniker: the client cancelled the request");
+            return Ok(None);
+        }
+        Ok(Some((ours, rx)))
     }
 
     /// The client's request `id` went to `server` as moniker's `ours`; `false` when the
@@ -225,7 +255,8 @@ impl Session {
         let mut in_flight = lock(&self.peer.in_flight);
         let flight = in_flight.get_mut(id)?;
         flight.cancelled = true;
-        // Id 0: on its way to the server, not sent yet (it is not, once this is seen).
+        // Id 0: on its way to its server, not sent yet: the server is told once it is
+        // (`send_marked`).
         let conn = flight.conn.upgrade().filter(|_| flight.id != 0)?;
         Some((conn, flight.id))
     }
