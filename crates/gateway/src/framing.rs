@@ -29,13 +29,18 @@ pub enum Frame {
     Eof,
 }
 
-/// Reads the next line into `buf` (cleared first).
+/// The room a line buffer keeps between lines ([`read_frame`]).
+const KEPT_ROOM: usize = 64 * 1024;
+
+/// Reads the next line into `buf` (cleared first; past [`KEPT_ROOM`] of room, which a long
+/// line grew it to, shrunk back to that: one long message is not held for the stream's life).
 pub async fn read_frame<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     buf: &mut Vec<u8>,
     max: usize,
 ) -> std::io::Result<Frame> {
     buf.clear();
+    buf.shrink_to(KEPT_ROOM);
     let mut skipped = 0usize;
     loop {
         let available = reader.fill_buf().await?;
@@ -536,6 +541,25 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(5), to.closed())
             .await
             .expect("closed");
+    }
+
+    /// A buffer a long line grew keeps at most [`KEPT_ROOM`] once the next line is read.
+    #[tokio::test]
+    async fn a_long_line_is_not_held_after_it() {
+        let text = format!("{}\nshort\n", "x".repeat(1 << 20));
+        let mut reader = tokio::io::BufReader::new(text.as_bytes());
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_frame(&mut reader, &mut buf, 2 << 20).await.unwrap(),
+            Frame::Line
+        );
+        assert!(buf.capacity() >= 1 << 20);
+        assert_eq!(
+            read_frame(&mut reader, &mut buf, 2 << 20).await.unwrap(),
+            Frame::Line
+        );
+        assert_eq!(buf, b"short");
+        assert!(buf.capacity() <= KEPT_ROOM, "{}", buf.capacity());
     }
 
     #[tokio::test]

@@ -1302,14 +1302,7 @@ mod tests {
             if bare.get("_meta").is_some_and(|m| m.as_object().is_some_and(serde_json::Map::is_empty)) {
                 bare.as_object_mut().expect("an object").remove("_meta");
             }
-            let without = params.without(&drops);
-            let read: serde_json::Value = serde_json::from_str(without.text())
-                .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}: {}", without.text())))?;
-            proptest::prop_assert_eq!(&read, &bare, "{} -> {}", text, without.text());
-            let fresh = request(without.text()).params_with(&[]).expect("params");
-            for &field in PARAMS.iter().chain(&META) {
-                proptest::prop_assert_eq!(without.get(field), fresh.get(field), "{:?} in {}", field, without.text());
-            }
+            read_as(&params.without(&drops), &bare, &text)?;
             // Then the sets, on what the drops left: a field in `_meta` makes one if need be.
             for field in &sets {
                 let object = match field.scope() {
@@ -1324,14 +1317,32 @@ mod tests {
                 };
                 object[field.key()] = serde_json::json!("s");
             }
-            let read: serde_json::Value = serde_json::from_str(left.text())
-                .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}: {}", left.text())))?;
-            proptest::prop_assert_eq!(&read, &meant, "{} -> {}", text, left.text());
-            let fresh = request(left.text()).params_with(&[]).expect("params");
-            for &field in PARAMS.iter().chain(&META) {
-                proptest::prop_assert_eq!(left.get(field), fresh.get(field), "{:?} in {}", field, left.text());
-            }
+            read_as(&left, &meant, &text)?;
         }
+    }
+
+    /// `edited` (from `text`) is valid JSON equal to `meant`, and its head is where a fresh
+    /// read finds every field.
+    fn read_as(
+        edited: &Params,
+        meant: &serde_json::Value,
+        text: &str,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        let read: serde_json::Value = serde_json::from_str(edited.text()).map_err(|e| {
+            proptest::test_runner::TestCaseError::fail(format!("{e}: {}", edited.text()))
+        })?;
+        proptest::prop_assert_eq!(&read, meant, "{} -> {}", text, edited.text());
+        let fresh = request(edited.text()).params_with(&[]).expect("params");
+        for &field in PARAMS.iter().chain(&META) {
+            proptest::prop_assert_eq!(
+                edited.get(field),
+                fresh.get(field),
+                "{:?} in {}",
+                field,
+                edited.text()
+            );
+        }
+        Ok(())
     }
 
     #[test]
