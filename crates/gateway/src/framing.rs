@@ -6,10 +6,9 @@
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-
-use std::sync::atomic::Ordering::Relaxed;
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite};
 use tokio::sync::mpsc;
@@ -240,17 +239,17 @@ impl LineState {
         }
     }
 
-    /// `message` queued for the task, counted in `backlog`: `Err` (and the writer ends) past
+    /// `queued` for the task, counted in `backlog`: `Err` (and the writer ends) past
     /// its most.
-    fn queue(&mut self, message: Message, backlog: &Backlog) -> Result<(), Message> {
+    fn queue(&mut self, queued: Queued, backlog: &Backlog) -> Result<(), Message> {
         self.wake();
-        let Err(e) = backlog.hold(message.text().len()) else {
-            self.queue.push_back(Queued::new(message));
+        let Err(e) = backlog.hold(queued.message.text().len()) else {
+            self.queue.push_back(queued);
             return Ok(());
         };
-        backlog.written(message.text().len());
+        backlog.written(queued.message.text().len());
         self.failed = Some(e);
-        Err(message)
+        Err(queued.message)
     }
 
     /// Writes what is queued, as much as the stream takes now, up to [`BURST`] lines a system
@@ -329,20 +328,22 @@ impl Lines {
         if state.ended || state.failed.is_some() {
             return Err(message);
         }
+        // Its line is made once, for the write here and for the task's.
+        let queued = Queued::new(message);
         if state.queue.is_empty() {
-            let line = one_line(message.text());
-            match state.write_now(&line) {
+            let line = queued.line();
+            match state.write_now(line) {
                 Ok(n) if n == line.len() + 1 => return Ok(()),
                 // The rest is the task's, when the stream is ready for it.
                 Ok(n) => state.sent = n,
                 Err(e) => {
                     state.failed = Some(e);
                     state.wake();
-                    return Err(message);
+                    return Err(queued.message);
                 }
             }
         }
-        state.queue(message, &writer.backlog)
+        state.queue(queued, &writer.backlog)
     }
 }
 
