@@ -101,6 +101,25 @@ async def test_a_hostile_server_is_refused_everything_its_config_does_not_name(
     assert "only its own processes seen (a PID namespace and its /proc)" in log, log[-3000:]
 
 
+
+async def test_a_sandbox_s_temporary_folder_goes_with_its_server(
+    moniker, write_config, hostile_bin: Path, world: dict[str, Path], tmp_path: Path
+) -> None:
+    """A sandboxed server's temporary folder (its `TMPDIR`) is made in moniker's, and removed
+    with what the server left in it once the server has ended (each start made one that stayed,
+    before)."""
+    temp = tmp_path / "moniker-temp"
+    temp.mkdir()
+    config = hostile_config(write_config, hostile_bin, world, True)
+    async with moniker(config, env={"HOME": str(world["home"]), "TMPDIR": str(temp)}) as session:
+        await session.list_tools()  # once it has joined: its sandbox is made
+        made = list(temp.glob("moniker-sandbox-*"))
+        assert len(made) == 1, made
+        left = made[0] / "left-behind.txt"
+        assert (await attempt(session, "write", str(left))).startswith("allowed")
+        assert left.is_file()
+    assert not list(temp.iterdir())
+
 def test_check_says_what_each_sandbox_gives(moniker_bin: Path, write_config, hostile_bin: Path, world: dict[str, Path]) -> None:
     config = hostile_config(write_config, hostile_bin, world, {"processes": 16, "network": [443]})
     done = subprocess.run(

@@ -63,6 +63,10 @@ pub struct Plan {
     /// Bytes of data.
     pub memory: Option<u64>,
     pub best_effort: bool,
+    /// Where the server's private temporary folder is made: moniker's own temporary folder
+    /// (not the server's `TMPDIR`), where moniker finds it to remove when the server ends
+    /// ([`release`]).
+    pub temp_in: PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,6 +205,7 @@ impl Plan {
             open_files: sandbox.open_files.unwrap_or(OPEN_FILES),
             memory: sandbox.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
             best_effort: sandbox.best_effort,
+            temp_in: std::env::temp_dir(),
         }
     }
 }
@@ -525,7 +530,7 @@ pub struct Outside {
 /// the server's init): its private temporary folder, its cgroup, namespaces and limits. `Err`:
 /// what could not be enforced (and was not allowed to be left out).
 pub fn apply(plan: Plan) -> Result<Outside, String> {
-    let temp = private_temp()?;
+    let temp = private_temp(&plan.temp_in)?;
     outside(plan, temp)
 }
 
@@ -599,19 +604,47 @@ pub fn pids_cgroup(guard: u32) -> Option<PathBuf> {
         .then(|| base.join(format!("moniker-sandbox-{guard}")))
 }
 
-/// Removes the cgroup of the sandbox whose guard was `guard`, once it ended (moniker does, from
-/// outside the sandbox).
+/// Removes what the sandbox whose guard was `guard` left outside once it ended (moniker does,
+/// from outside the sandbox): its cgroup, and its temporary folder with whatever the server
+/// left in it.
 pub fn release(guard: u32) {
     if let Some(dir) = pids_cgroup(guard) {
         let _ = std::fs::remove_dir(dir);
     }
+    remove_temp(&std::env::temp_dir(), guard);
 }
 
-/// A folder of the server's own under the system's temporary folder, only its user's.
-fn private_temp() -> Result<PathBuf, String> {
+/// Removes the private temporary folders (`moniker-sandbox-<guard>-<random>`) in `base` of the
+/// sandbox whose guard was `guard`: only folders of this user's, never through a link.
+fn remove_temp(base: &Path, guard: u32) {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    let prefix = format!("{TEMP_PREFIX}{guard}-");
+    let me = nix::unistd::getuid().as_raw();
+    for entry in entries.flatten() {
+        let its = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with(&prefix));
+        // The entry's own metadata: a link is not followed.
+        let ours = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if its && ours {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// How a sandbox's private temporary folder is named, before its guard's process id.
+const TEMP_PREFIX: &str = "moniker-sandbox-";
+
+/// A folder of the server's own in `base` (moniker's temporary folder), only its user's, named
+/// by its guard's process id (this process's) and a random part.
+fn private_temp(base: &Path) -> Result<PathBuf, String> {
     use std::os::unix::fs::DirBuilderExt as _;
-    let dir = std::env::temp_dir().join(format!(
-        "moniker-sandbox-{}-{}",
+    let dir = base.join(format!(
+        "{TEMP_PREFIX}{}-{}",
         std::process::id(),
         crate::random::text(8)
     ));
@@ -625,6 +658,26 @@ fn private_temp() -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only the ended guard's own folders go, with what is in them: not another guard's whose
+    /// number starts the same, not a link's target.
+    #[test]
+    fn a_sandbox_s_temporary_folder_goes_when_it_ends() {
+        let base = tempfile::tempdir().expect("dir");
+        let elsewhere = tempfile::tempdir().expect("dir");
+        std::fs::write(elsewhere.path().join("kept"), "not the sandbox's").expect("file");
+        let its = private_temp(base.path()).expect("made");
+        std::fs::create_dir(its.join("deep")).expect("dir");
+        std::fs::write(its.join("deep").join("left"), "the server's").expect("file");
+        let guard = std::process::id();
+        let another = base.path().join(format!("{TEMP_PREFIX}{guard}0-x"));
+        std::fs::create_dir(&another).expect("dir");
+        let link = base.path().join(format!("{TEMP_PREFIX}{guard}-link"));
+        std::os::unix::fs::symlink(elsewhere.path(), &link).expect("link");
+        remove_temp(base.path(), guard);
+        assert!(!its.exists() && another.is_dir() && link.is_symlink());
+        assert!(elsewhere.path().join("kept").is_file());
+    }
 
     #[test]
     fn a_refusal_is_read_from_what_the_server_says() {

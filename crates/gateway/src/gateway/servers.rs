@@ -420,7 +420,8 @@ impl Servers {
         self.stopping.load(Ordering::Acquire)
     }
 
-    /// Ends every server: SIGTERM to its process group, SIGKILL after a grace period.
+    /// Ends every server: SIGTERM to its process group, SIGKILL after a grace period; a
+    /// sandbox's cgroup and temporary folder are removed once its group has ended.
     pub(crate) async fn shutdown(&self) {
         self.stopping.store(true, Ordering::Release);
         self.stop.notify_waiters();
@@ -434,12 +435,17 @@ impl Servers {
             }
             let pgid = lock(&slot.pgid).take();
             if let Some(pgid) = pgid {
-                ends.push(crate::guard::end_group(pgid, Duration::from_secs(3)));
+                let sandboxed = slot.entry.sandbox.is_some();
+                ends.push(async move {
+                    crate::guard::end_group(pgid, Duration::from_secs(3)).await;
+                    if sandboxed {
+                        crate::sandbox::release(pgid);
+                    }
+                });
             }
         }
-        for end in ends {
-            end.await;
-        }
+        // Together: each group's grace runs at once, not one after another.
+        futures_util::future::join_all(ends).await;
     }
 
     /// Resolves once the gateway is stopping.
