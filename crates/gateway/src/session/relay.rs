@@ -204,7 +204,11 @@ impl Session {
     /// client cancelled it meanwhile.
     fn sent_as(&self, id: &str, server: &ServerId, conn: &Arc<Connection>, ours: u64) -> bool {
         let mut in_flight = lock(&self.peer.in_flight);
-        let flight = in_flight.entry(id.to_owned()).or_default();
+        // Gone: its client was answered already (an input-required result). Not made again:
+        // nothing would remove it, and its id would stay taken for the client's later requests.
+        let Some(flight) = in_flight.get_mut(id) else {
+            return true;
+        };
         if flight.cancelled {
             return false;
         }
