@@ -2,7 +2,7 @@
 //! at `/mcp`, each client session a [`Session`] of its own.
 //!
 //! Where each rule of the transport is enforced:
-//! - the checks every request to `/mcp` passes, in one layer (`layers::mcp`, then
+//! - the checks every request to `/mcp` passes, in one call (`layers::mcp`, then
 //!   `identity`): `Host` must be a loopback name or address (any port) or in
 //!   `http.allowed_hosts` (or the address the listener is bound to), else 403; an `Origin`,
 //!   when present, must be a loopback origin or in `http.allowed_origins`, else 403
@@ -64,14 +64,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::header::{self, HeaderMap};
 use axum::http::{Method, StatusCode};
-use axum::middleware::from_fn_with_state;
 use axum::response::Response;
-use axum::routing::{any, get as route_get};
-use axum::{Extension, Router};
+use axum::routing::get as route_get;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -188,17 +187,10 @@ struct HttpSession {
     activity: Arc<Activity>,
 }
 
-/// The endpoints: `/mcp` (and `/mcp/{toolset}`) behind the request checks, which run in one
-/// layer (`layers::mcp`) in this order: `Connection: close` on a refusal, `Host`, `Origin`
-/// (and CORS), the caller's identity; then the protected resource's metadata, `/healthz` and
-/// `/metrics`.
+/// The endpoints beside `/mcp` (which [`Front`] answers itself): the protected resource's
+/// metadata, `/healthz`, `/metrics`, and the console's pages.
 fn router(shared: Arc<Shared>, pages: Pages) -> Router {
-    let mcp = Router::new()
-        .route(MCP_PATH, any(mcp))
-        .route("/mcp/{toolset}", any(mcp))
-        .route_layer(from_fn_with_state(shared.clone(), layers::mcp));
     Router::new()
-        .merge(mcp)
         .route(
             RESOURCE_METADATA_PATH,
             route_get(identity::resource_metadata),
@@ -214,6 +206,67 @@ fn router(shared: Arc<Shared>, pages: Pages) -> Router {
         .route(METRICS_PATH, route_get(metrics))
         .with_state(shared.clone())
         .merge(pages(&shared))
+}
+
+/// A connection's service: `/mcp` and `/mcp/<toolset>` answered here, behind their checks
+/// (`layers::mcp`, which run in this order: `Connection: close` on a refusal, `Host`, `Origin`
+/// and CORS, the caller's identity); every other path through the router. The MCP endpoint is
+/// every call's path: a request to it pays for one boxed future, not the router's layers,
+/// extensions and cloned routes.
+#[derive(Clone)]
+struct Front {
+    shared: Arc<Shared>,
+    router: Router,
+    /// The address of the connection's client (a rate budget is shared by address).
+    address: IpAddr,
+}
+
+impl tower_service::Service<axum::http::Request<hyper::body::Incoming>> for Front {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures_util::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: axum::http::Request<hyper::body::Incoming>) -> Self::Future {
+        let request = request.map(Body::new);
+        if !is_mcp(request.uri().path()) {
+            return Box::pin(self.router.call(request));
+        }
+        let (shared, address) = (self.shared.clone(), self.address);
+        Box::pin(async move {
+            let toolset = mcp_toolset(request.uri().path()).map(str::to_owned);
+            Ok(layers::mcp(shared, request, address, toolset.as_deref()).await)
+        })
+    }
+}
+
+impl Front {
+    /// The service of each connection, by its client's address.
+    fn of_each(shared: Arc<Shared>, router: Router) -> impl Fn(IpAddr) -> Self {
+        move |address| Self {
+            shared: shared.clone(),
+            router: router.clone(),
+            address,
+        }
+    }
+}
+
+/// Whether `path` is the MCP endpoint's: `/mcp`, or `/mcp/<toolset>` (one segment, not empty).
+fn is_mcp(path: &str) -> bool {
+    path == MCP_PATH || mcp_toolset(path).is_some()
+}
+
+/// The toolset of `/mcp/<toolset>`, as the URL names it (percent-encoded).
+fn mcp_toolset(path: &str) -> Option<&str> {
+    path.strip_prefix(MCP_PATH)?
+        .strip_prefix('/')
+        .filter(|toolset| !toolset.is_empty() && !toolset.contains('/'))
 }
 
 /// Routes served beside `/mcp` from the transport's state (the console's pages).
@@ -235,23 +288,23 @@ async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
 }
 
 /// A request to `/mcp` or `/mcp/<toolset>` (a client that sees and calls only that toolset)
-/// that passed the checks: its toolset, then its method.
+/// that passed the checks, from `auth`: its toolset, then its method.
 async fn mcp(
-    State(shared): State<Arc<Shared>>,
-    Extension(auth): Extension<Auth>,
-    url_toolset: Option<Path<String>>,
+    shared: &Arc<Shared>,
+    auth: Auth,
+    url_toolset: Option<String>,
     request: Request,
 ) -> Response {
-    let toolset = match identity::toolset_of(&shared, &auth, url_toolset.map(|Path(t)| t)) {
+    let toolset = match identity::toolset_of(shared, &auth, url_toolset) {
         Ok(toolset) => toolset,
         Err((status, why)) => return failure(status, why),
     };
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     match parts.method {
-        Method::POST => post::post(&shared, headers, body, Client { auth, toolset }).await,
-        Method::GET => sessions::get(&shared, headers, &Client { auth, toolset }),
-        Method::DELETE => sessions::delete(&shared, headers, &Client { auth, toolset }),
+        Method::POST => post::post(shared, headers, body, Client { auth, toolset }).await,
+        Method::GET => sessions::get(shared, headers, &Client { auth, toolset }),
+        Method::DELETE => sessions::delete(shared, headers, &Client { auth, toolset }),
         _ => {
             let mut response = failure(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
             set(&mut response, header::ALLOW, "GET, POST, DELETE, OPTIONS");
@@ -295,13 +348,13 @@ pub(super) async fn serve(
     });
     let sweeper = tokio::spawn(sessions::sweep(Arc::downgrade(&shared), idle));
     let revoker = tokio::spawn(sessions::revoke_on_reload(Arc::downgrade(&shared)));
-    let app = router(shared.clone(), pages);
+    let front = Front::of_each(shared.clone(), router(shared.clone(), pages));
     tracing::info!(
         address = %local,
         tokens,
         "serving MCP over Streamable HTTP at http://{local}{MCP_PATH}"
     );
-    let server = super::listen::serve(listener, app, max_connections, async move {
+    let server = super::listen::serve(listener, front, max_connections, async move {
         shutdown.await;
         let _ = stop_tx.send(true);
     });
@@ -424,5 +477,23 @@ impl Reject {
 
     fn response(&self) -> Response {
         failure(self.0, &self.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The paths the endpoint answers itself are those the router's `/mcp` and
+    /// `/mcp/{toolset}` matched: one segment, not empty; any other goes to the router (404).
+    #[test]
+    fn the_endpoint_s_paths_are_the_router_s() {
+        assert!(is_mcp("/mcp") && mcp_toolset("/mcp").is_none());
+        assert_eq!(mcp_toolset("/mcp/work%20tools"), Some("work%20tools"));
+        for other in [
+            "/mcp/", "/mcp/a/b", "/mcp/a/", "/mcpx", "/mcp//", "/", "/MCP",
+        ] {
+            assert!(!is_mcp(other), "{other}");
+        }
     }
 }

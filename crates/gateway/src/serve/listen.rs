@@ -23,7 +23,9 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
+use axum::http::Request;
+use axum::response::Response;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -40,11 +42,37 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Open connections at most, unless `http.max_connections` says otherwise.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
-/// Serves `app` on `listener` until `shutdown` completes, then lets the connections still open
-/// finish (the caller bounds how long it waits for that).
-pub async fn serve(
+/// What answers the requests of one connection, from the address of its client.
+pub trait Service:
+    tower_service::Service<
+        Request<Incoming>,
+        Response = Response,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> Service for S where
+    S: tower_service::Service<
+            Request<Incoming>,
+            Response = Response,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
+/// Serves on `listener` until `shutdown` completes, each connection with the service
+/// `service_for` makes for its client's address, then lets the connections still open finish
+/// (the caller bounds how long it waits for that).
+pub async fn serve<S: Service>(
     listener: TcpListener,
-    app: Router,
+    service_for: impl Fn(IpAddr) -> S,
     max_connections: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -76,7 +104,7 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         // Made (and watched for the shutdown) now, run once it has a place.
-        let connection = connection(tcp, address, &app, &graceful);
+        let connection = connection(tcp, service_for(address), &graceful);
         let places = places.clone();
         tokio::spawn(async move {
             let Some(Place { evicted, _held }) = places.take(address).await else {
@@ -100,12 +128,11 @@ pub async fn serve(
     Ok(())
 }
 
-/// The HTTP/1 connection of `tcp`, watched for the shutdown, polled again in place when it
-/// wakes itself (its handler taking the body: see `again`).
+/// The HTTP/1 connection of `tcp`, answered by `service`, watched for the shutdown, polled
+/// again in place when it wakes itself (its handler taking the body: see `again`).
 fn connection(
     tcp: tokio::net::TcpStream,
-    address: IpAddr,
-    app: &Router,
+    service: impl Service,
     graceful: &GracefulShutdown,
 ) -> impl Future<Output = Result<(), hyper::Error>> + Send + 'static {
     // Answers are small and come in more than one write: without TCP_NODELAY the second
@@ -113,20 +140,13 @@ fn connection(
     if let Err(e) = tcp.set_nodelay(true) {
         tracing::debug!(error = %e, "cannot set TCP_NODELAY");
     }
-    // Its address goes with each of its requests (a rate budget is shared by address).
-    let service =
-        TowerToHyperService::new(app.clone().layer(axum::Extension(ClientAddress(address))));
+    let service = TowerToHyperService::new(service);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT);
     PollAgain::new(graceful.watch(builder.serve_connection(TokioIo::new(tcp), service)))
 }
-
-/// The address of the client a request came from (the peer of its connection: a proxy's, when
-/// one is in front).
-#[derive(Debug, Clone, Copy)]
-pub struct ClientAddress(pub std::net::IpAddr);
 
 /// The places of the connections served, by client address.
 #[derive(Clone)]

@@ -81,7 +81,7 @@ pub async fn serve_metrics(
     tracing::info!(address = %local, "serving metrics at http://{local}{METRICS_PATH}");
     super::listen::serve(
         listener,
-        app,
+        move |_| app.clone(),
         super::listen::DEFAULT_MAX_CONNECTIONS,
         shutdown,
     )

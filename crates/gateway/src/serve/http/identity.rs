@@ -4,12 +4,11 @@
 
 use std::sync::Arc;
 
-use axum::RequestExt as _;
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::http::header::{self, HeaderMap};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use reqwest::Url;
 
 use super::{HttpSettings, RESOURCE_METADATA_PATH, Shared};
@@ -17,29 +16,33 @@ use crate::identity::{Caller, Denied};
 use crate::serve::checks::{self, Auth};
 use crate::serve::respond::{challenged, failure, set, unauthorized, with_status};
 
-/// The identity check, the last of `/mcp`'s ([`super::layers::mcp`]): the caller of `request`,
-/// proved ([`identify`]), put in its extensions (an [`Auth`]) for its method; the refusal of a
-/// caller not proved.
-pub(super) async fn identify_into(shared: &Shared, request: &mut Request) -> Result<(), Response> {
+/// The identity check, the last of `/mcp`'s ([`super::layers::mcp`]): the caller of a request
+/// with `headers` (from `address`, to `url_toolset` as its URL names it, percent-encoded), proved
+/// ([`identify`]), and that toolset read; the refusal of a caller not proved.
+pub(super) async fn caller_of(
+    shared: &Shared,
+    headers: &HeaderMap,
+    address: std::net::IpAddr,
+    url_toolset: Option<&str>,
+) -> Result<(Auth, Option<String>), Response> {
     // Read here, after the Host and Origin checks: a toolset that is not UTF-8 is refused
     // (400) with their headers, as every refusal after them.
-    let url_toolset = request
-        .extract_parts::<Option<Path<String>>>()
-        .await
-        .map_err(IntoResponse::into_response)?;
+    let url_toolset =
+        match url_toolset.map(|t| percent_encoding::percent_decode_str(t).decode_utf8()) {
+            None => None,
+            Some(Ok(toolset)) => Some(toolset.into_owned()),
+            Some(Err(_)) => {
+                return Err(failure(
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: the toolset in the URL is not UTF-8",
+                ));
+            }
+        };
     let settings = shared.gateway.control.http();
-    let toolset = url_toolset.as_ref().map(|Path(t)| t.as_str());
-    let authorization = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.as_bytes());
-    let address = request
-        .extensions()
-        .get::<crate::serve::listen::ClientAddress>()
-        .map(|a| a.0);
-    let auth = identify(shared, &settings, authorization, toolset, address).await?;
-    request.extensions_mut().insert(auth);
-    Ok(())
+    let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+    let toolset = url_toolset.as_deref();
+    let auth = identify(shared, &settings, authorization, toolset, Some(address)).await?;
+    Ok((auth, url_toolset))
 }
 
 /// Who a stateless client is: its token (a digest of its secret, which names it across

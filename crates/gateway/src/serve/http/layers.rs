@@ -1,7 +1,8 @@
-//! The checks every request to `/mcp` passes before its method: one layer there ([`mcp`]),
+//! The checks every request to `/mcp` passes before its method: one call there ([`mcp`]),
 //! each a layer of its own for the console's and the sign-in pages' routes (see `router` for
 //! their order). Who the caller is comes after them, in `identity`.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -23,21 +24,28 @@ fn has_body(headers: &HeaderMap) -> bool {
     }
 }
 
-/// Every check of a request to `/mcp`, in the order the console's separate layers run them
-/// (`Connection: close` on a refusal, `Host`, `Origin` and CORS, the caller's identity), as one
-/// layer: a request to `/mcp` pays for one boxed future and one clone of the routes, not four.
+/// Every check of a request to `/mcp` (or `/mcp/<toolset>`, `toolset` as its URL names it),
+/// in the order the console's separate layers run them (`Connection: close` on a refusal,
+/// `Host`, `Origin` and CORS, the caller's identity), then its method ([`super::mcp`]): called
+/// by the connection's service itself, not through the router (see [`super::Front`]).
 pub(super) async fn mcp(
-    State(shared): State<Arc<Shared>>,
+    shared: Arc<Shared>,
     request: Request,
-    next: Next,
+    address: IpAddr,
+    toolset: Option<&str>,
 ) -> Response {
     let has_body = has_body(request.headers());
-    closing(has_body, checked(&shared, request, next).await)
+    closing(has_body, checked(&shared, request, address, toolset).await)
 }
 
 /// `/mcp`'s checks after the first: `Host`, `Origin` (a preflight answered here, the CORS
 /// headers on whatever answer follows), the caller's identity; then its method.
-async fn checked(shared: &Shared, mut request: Request, next: Next) -> Response {
+async fn checked(
+    shared: &Arc<Shared>,
+    request: Request,
+    address: IpAddr,
+    toolset: Option<&str>,
+) -> Response {
     if let Some(refusal) = host_refusal(shared, &request) {
         return refusal;
     }
@@ -48,9 +56,9 @@ async fn checked(shared: &Shared, mut request: Request, next: Next) -> Response 
     let response = if request.method() == Method::OPTIONS {
         preflight()
     } else {
-        match super::identity::identify_into(shared, &mut request).await {
+        match super::identity::caller_of(shared, request.headers(), address, toolset).await {
             Err(refusal) => refusal,
-            Ok(()) => next.run(request).await,
+            Ok((auth, toolset)) => super::mcp(shared, auth, toolset, request).await,
         }
     };
     with_cors(response, origin)
