@@ -157,7 +157,8 @@ pub(super) async fn identify(
             challenge(None, scopes),
         ));
     };
-    match verifier.verify_from(token, &resource, address).await {
+    // Boxed: only with `http.auth`, and its future would size every request's to `/mcp`.
+    match Box::pin(verifier.verify_from(token, &resource, address)).await {
         Ok(identity) => Ok(Auth::User(Arc::new(identity))),
         Err(Denied::Invalid(why)) => {
             tracing::warn!(resource = %resource, reason = %why, "HTTP request refused: the access token is not valid");

@@ -123,8 +123,9 @@ pub(super) async fn post(
             Some(mode) if shape.stateless => {
                 stateless(shared, headers, incoming, client, mode).await
             }
+            // Boxed: once a session, and its future would size every POST's.
             Some(mode) if shape.initialize => {
-                initialize(shared, headers, incoming, client, mode).await
+                Box::pin(initialize(shared, headers, incoming, client, mode)).await
             }
             _ if shape.batched_initialize => failure(
                 StatusCode::BAD_REQUEST,

@@ -48,7 +48,9 @@ pub(super) struct PostStream {
     held: Arc<std::sync::atomic::AtomicUsize>,
     /// A message read (with [`PostStream::recv`]) before the stream began, sent first.
     pub(super) first: Option<Message>,
-    tick: tokio::time::Interval,
+    /// The keep-alives' clock, made when the stream first waits (an answer sent as JSON,
+    /// taken with [`PostStream::recv`], never waits here).
+    tick: Option<tokio::time::Interval>,
     done: bool,
     _busy: Busy,
 }
@@ -76,7 +78,7 @@ impl PostStream {
             rx,
             held,
             first,
-            tick: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
+            tick: None,
             done: false,
             _busy: busy,
         }
@@ -96,6 +98,9 @@ impl PostStream {
             }
             return Some(text);
         }
+        let tick = self.tick.get_or_insert_with(|| {
+            tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE)
+        });
         tokio::select! {
             message = self.rx.recv() => {
                 let mut text = String::new();
@@ -113,7 +118,7 @@ impl PostStream {
                 }
                 (!text.is_empty()).then_some(text)
             }
-            _ = self.tick.tick() => Some(KEEP_ALIVE_COMMENT.to_owned()),
+            _ = tick.tick() => Some(KEEP_ALIVE_COMMENT.to_owned()),
         }
     }
 
