@@ -715,18 +715,21 @@ pub enum Edit<'a> {
 /// value (at places in it).
 type Adds<'a> = Vec<(Field, Cow<'a, str>, Vec<(Field, Slot)>)>;
 
-/// One splice of the text: `start..end` replaced by `with`.
-struct Cut {
+/// One splice of the text: `start..end` replaced by `with` (a value set is borrowed, not
+/// copied).
+struct Cut<'a> {
     start: usize,
     end: usize,
-    with: String,
+    with: Cow<'a, str>,
     /// The field whose value this is (its slot gets the new place).
     field: Option<Field>,
     /// The fields written in `with`, at their places in it.
     inserted: Vec<(Field, Slot)>,
+    /// Where `with` went in the new text, once the cut is made ([`apply`]).
+    written: usize,
 }
 
-impl Cut {
+impl Cut<'_> {
     /// The cuts that drop the members at `slots`: members side by side go in one cut, which
     /// takes one comma for them all (a cut each would share a comma between two of them).
     fn drops(b: &[u8], mut slots: Vec<Slot>) -> impl Iterator<Item = Self> {
@@ -747,9 +750,10 @@ impl Cut {
             Self {
                 start,
                 end,
-                with: String::new(),
+                with: Cow::Borrowed(""),
                 field: None,
                 inserted: Vec::new(),
+                written: 0,
             }
         })
     }
@@ -818,9 +822,10 @@ fn edit_once(text: &str, object: Span, head: &Head, edits: &[Edit<'_>]) -> Edite
                 Some(slot) => cuts.push(Cut {
                     start: slot.value.start as usize,
                     end: slot.value.end as usize,
-                    with: value.to_owned(),
+                    with: Cow::Borrowed(value),
                     field: Some(field),
                     inserted: Vec::new(),
+                    written: 0,
                 }),
                 None if field.scope() == Scope::Meta => {
                     meta_adds.push((field, value.into(), Vec::new()));
@@ -855,9 +860,10 @@ fn edit_once(text: &str, object: Span, head: &Head, edits: &[Edit<'_>]) -> Edite
                     Some(meta) => cuts.push(Cut {
                         start: meta.value.start as usize,
                         end: meta.value.end as usize,
-                        with: text,
+                        with: Cow::Owned(text),
                         field: Some(Field::Meta),
                         inserted: nested,
+                        written: 0,
                     }),
                     None => params_adds.push((Field::Meta, text.into(), nested)),
                 }
@@ -890,7 +896,7 @@ fn member_range(b: &[u8], member: usize, value_end: usize) -> (usize, usize) {
 
 /// Members added at the end of the object at `object` (each with the fields written inside
 /// its value, at places in that value).
-fn insertion(b: &[u8], object: Span, adds: &Adds<'_>) -> Cut {
+fn insertion<'a>(b: &[u8], object: Span, adds: &Adds<'_>) -> Cut<'a> {
     let close = object.end as usize - 1;
     let empty = b[object.start as usize + 1..close]
         .iter()
@@ -926,35 +932,35 @@ fn insertion(b: &[u8], object: Span, adds: &Adds<'_>) -> Cut {
     Cut {
         start: close,
         end: close,
-        with,
+        with: Cow::Owned(with),
         field: None,
         inserted,
+        written: 0,
     }
 }
 
-fn apply(text: &str, head: &Head, cuts: Vec<Cut>) -> Edited {
+fn apply(text: &str, head: &Head, mut cuts: Vec<Cut<'_>>) -> Edited {
     let growth: i64 = cuts
         .iter()
         .map(|c| c.with.len() as i64 - (c.end - c.start) as i64)
         .sum();
     let mut out = String::with_capacity((text.len() as i64 + growth.max(0)) as usize);
     let mut at = 0;
-    let mut kept = Vec::with_capacity(cuts.len());
-    for cut in cuts {
+    cuts.retain_mut(|cut| {
         if cut.start < at {
             // Overlaps one made already (a value set inside a member dropped): the drop wins.
-            continue;
+            return false;
         }
         out.push_str(&text[at..cut.start]);
-        kept.push((cut.start, out.len(), cut));
-        let cut = &kept.last().expect("pushed").2;
+        cut.written = out.len();
         out.push_str(&cut.with);
         at = cut.end;
-    }
+        true
+    });
     out.push_str(&text[at..]);
-    let moves: Vec<(usize, usize, i64)> = kept
+    let moves: Vec<(usize, usize, i64)> = cuts
         .iter()
-        .map(|(_, _, c)| {
+        .map(|c| {
             (
                 c.start,
                 c.end,
@@ -962,7 +968,7 @@ fn apply(text: &str, head: &Head, cuts: Vec<Cut>) -> Edited {
             )
         })
         .collect();
-    let inserted: usize = kept.iter().map(|(_, _, c)| c.inserted.len()).sum();
+    let inserted: usize = cuts.iter().map(|c| c.inserted.len()).sum();
     let mut edited = Edited {
         text: out,
         head: Head {
@@ -970,22 +976,22 @@ fn apply(text: &str, head: &Head, cuts: Vec<Cut>) -> Edited {
         },
         moves,
     };
-    edited.head_after(head, &kept);
+    edited.head_after(head, &cuts);
     edited
 }
 
 impl Edited {
-    /// Its head: each field of `head` (the text's before the cuts `kept` were made) where it
+    /// Its head: each field of `head` (the text's before the cuts `made` were made) where it
     /// went (a value set in its new place; one inside a cut gone), and the fields the cuts
     /// wrote.
-    fn head_after(&mut self, head: &Head, kept: &[(usize, usize, Cut)]) {
+    fn head_after(&mut self, head: &Head, made: &[Cut<'_>]) {
         for (field, slot) in &head.slots {
             let (vs, ve) = (slot.value.start as usize, slot.value.end as usize);
             let mut gone = false;
             let mut new_value = None;
-            for (_, written, cut) in kept {
+            for cut in made {
                 if cut.field == Some(*field) {
-                    new_value = Some(Span::at(*written, cut.with.len()));
+                    new_value = Some(Span::at(cut.written, cut.with.len()));
                 } else if cut.start < cut.end
                     && ((cut.start <= vs && ve <= cut.end)
                         || (cut.start..cut.end).contains(&(slot.member as usize)))
@@ -1002,11 +1008,11 @@ impl Edited {
             };
             self.head.put(*field, slot);
         }
-        for (_, written, cut) in kept {
+        for cut in made {
             for (field, slot) in &cut.inserted {
                 let slot = Slot {
-                    member: slot.member + *written as u32,
-                    value: slot.value.shifted(*written as i64),
+                    member: slot.member + cut.written as u32,
+                    value: slot.value.shifted(cut.written as i64),
                 };
                 self.head.put(*field, slot);
             }
