@@ -705,15 +705,24 @@ impl Message {
         arguments: Option<&str>,
         progress_token: Option<&str>,
     ) -> Option<Params> {
-        let mut edits = Vec::with_capacity(3);
-        edits.push(Edit::Set(Field::Name, name));
-        if let Some(arguments) = arguments {
-            edits.push(Edit::Set(Field::Arguments, arguments));
+        let mut edits = [Edit::Drop(Field::Name); 3];
+        let mut n = 0;
+        let sets = [
+            Some((Field::Name, name)),
+            arguments.map(|arguments| (Field::Arguments, arguments)),
+            progress_token
+                .filter(|_| self.head.has(Field::MetaProgressToken))
+                .map(|token| (Field::MetaProgressToken, token)),
+        ];
+        // A value already as it would be written (a name the server knows the tool by, when
+        // it is the one the client called) is not written again: the bytes are the same.
+        for (field, value) in sets.into_iter().flatten() {
+            if self.field(field) != Some(value) {
+                edits[n] = Edit::Set(field, value);
+                n += 1;
+            }
         }
-        if let Some(token) = progress_token.filter(|_| self.head.has(Field::MetaProgressToken)) {
-            edits.push(Edit::Set(Field::MetaProgressToken, token));
-        }
-        self.params_with(&edits)
+        self.params_with(&edits[..n])
     }
 
     /// The same message with one recorded field's value replaced (the progress token of a
@@ -1065,6 +1074,23 @@ mod tests {
             m.call_params("\"o\"", Some(r#"{"x":1}"#), Some("\"m-1\""))
                 .unwrap(),
             r#"{"name":"o","arguments":{"x":1},"_meta":{"progressToken":"m-1"}}"#
+        );
+        // The name already as the server knows it: the params as they came, head and all.
+        let same = m.call_params("\"alias\"", None, None).unwrap();
+        assert_eq!(
+            same,
+            &m.text()[m.text().find("{\"name").unwrap()..m.text().len() - 1]
+        );
+        assert_eq!(
+            same.head.get(Field::Name).map(|s| s.get(&same.text)),
+            Some("\"alias\"")
+        );
+        // Written otherwise (an escape): set as moniker writes it.
+        let escaped =
+            one(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\u0061lias"}}"#);
+        assert_eq!(
+            escaped.call_params("\"alias\"", None, None).unwrap(),
+            r#"{"name":"alias"}"#
         );
         let bare = one(r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{ }}"#);
         assert_eq!(
