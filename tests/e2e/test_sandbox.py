@@ -120,6 +120,37 @@ async def test_a_sandbox_s_temporary_folder_goes_with_its_server(
         assert left.is_file()
     assert not list(temp.iterdir())
 
+
+def test_a_sandbox_s_temporary_folder_goes_when_moniker_is_killed(
+    moniker_bin: Path, write_config, hostile_bin: Path, world: dict[str, Path], tmp_path: Path
+) -> None:
+    """moniker killed (SIGKILL: it runs no code): the guard ends the server and removes the
+    folder itself."""
+    import signal
+    import time
+
+    temp = tmp_path / "moniker-temp"
+    temp.mkdir()
+    config = hostile_config(write_config, hostile_bin, world, True)
+    env = {"PATH": os.environ["PATH"], "HOME": str(world["home"]), "TMPDIR": str(temp),
+           "MONIKER_STANDALONE": "1", "XDG_STATE_HOME": str(tmp_path / "state")}
+    process = subprocess.Popen([str(moniker_bin), "serve", "-c", str(config)], env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not list(temp.glob("moniker-sandbox-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(temp.glob("moniker-sandbox-*")), "the sandbox was not made"
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while list(temp.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not list(temp.iterdir())
+    finally:
+        process.kill()
+        process.wait()
+
 def test_check_says_what_each_sandbox_gives(moniker_bin: Path, write_config, hostile_bin: Path, world: dict[str, Path]) -> None:
     config = hostile_config(write_config, hostile_bin, world, {"processes": 16, "network": [443]})
     done = subprocess.run(

@@ -52,7 +52,13 @@ pub fn run(args: &[OsString]) -> i32 {
     match role {
         Role::Plain => watch(server),
         Role::Sandbox(plan) => match init_of(plan, args) {
-            Ok(init) => watch(init),
+            Ok((init, temp)) => {
+                let code = watch(init);
+                // The server ended on its own, or moniker is gone (when moniker ends it, the
+                // guard ends with it, and moniker removes the folder).
+                let _ = std::fs::remove_dir_all(temp);
+                code
+            }
             Err(why) => refused(&why),
         },
         Role::Inside(outside) => match confined(outside) {
@@ -111,15 +117,16 @@ fn start(command: &mut Command) -> Result<std::process::Child, i32> {
 }
 
 /// Applies the sandbox `plan` from outside to the guard, and gives the command that starts
-/// its init (this program again, `--inside`) inside the namespaces made, to run `server`.
-fn init_of(plan: &OsString, server: &[OsString]) -> Result<Command, String> {
+/// its init (this program again, `--inside`) inside the namespaces made, to run `server`, and
+/// the server's temporary folder.
+fn init_of(plan: &OsString, server: &[OsString]) -> Result<(Command, std::path::PathBuf), String> {
     let plan: crate::sandbox::Plan = handed(plan, "its plan is not one moniker made")?;
     let outside = crate::sandbox::apply(plan)?;
     let handed = serde_json::to_string(&outside).map_err(|e| e.to_string())?;
     let mut init = Command::new(own_program()?);
     init.args(["__guard", "--inside", &handed, "--"])
         .args(server);
-    Ok(init)
+    Ok((init, outside.temp))
 }
 
 /// This program, to start again: on Linux through `/proc`, which names it even once an

@@ -65,7 +65,8 @@ pub struct Plan {
     pub best_effort: bool,
     /// Where the server's private temporary folder is made: moniker's own temporary folder
     /// (not the server's `TMPDIR`), where moniker finds it to remove when the server ends
-    /// ([`release`]).
+    /// ([`release`]). (Absent from a plan of a moniker before it: an upgrade's guard reads it.)
+    #[serde(default = "temp_base")]
     pub temp_in: PathBuf,
 }
 
@@ -205,7 +206,7 @@ impl Plan {
             open_files: sandbox.open_files.unwrap_or(OPEN_FILES),
             memory: sandbox.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
             best_effort: sandbox.best_effort,
-            temp_in: std::env::temp_dir(),
+            temp_in: temp_base(),
         }
     }
 }
@@ -530,8 +531,10 @@ pub struct Outside {
 /// the server's init): its private temporary folder, its cgroup, namespaces and limits. `Err`:
 /// what could not be enforced (and was not allowed to be left out).
 pub fn apply(plan: Plan) -> Result<Outside, String> {
-    let temp = private_temp(&plan.temp_in)?;
-    outside(plan, temp)
+    let temp = private_temp(&plan.temp_in, std::os::unix::process::parent_id())?;
+    outside(plan, temp.clone()).inspect_err(|_| {
+        let _ = std::fs::remove_dir(&temp);
+    })
 }
 
 /// Applies the rest of `outside` to this process (the init inside the server's namespaces,
@@ -611,17 +614,25 @@ pub fn release(guard: u32) {
     if let Some(dir) = pids_cgroup(guard) {
         let _ = std::fs::remove_dir(dir);
     }
-    remove_temp(&std::env::temp_dir(), guard);
+    remove_temp(&temp_base(), std::process::id(), guard);
 }
 
-/// Removes the private temporary folders (`moniker-sandbox-<guard>-<random>`) in `base` of the
-/// sandbox whose guard was `guard`: only folders of this user's, never through a link.
-fn remove_temp(base: &Path, guard: u32) {
+/// moniker's temporary folder, absolute (a relative `TMPDIR` would name another folder in the
+/// server's `cwd`, where the guard runs).
+fn temp_base() -> PathBuf {
+    let base = std::env::temp_dir();
+    std::path::absolute(&base).unwrap_or(base)
+}
+
+/// Removes the private temporary folders (`moniker-sandbox-<owner>-<guard>-<random>`) in `base`
+/// of the sandbox of `owner` (the moniker that started it: another's guard may have had the same
+/// number) whose guard was `guard`: only folders of this user's, never through a link.
+fn remove_temp(base: &Path, owner: u32, guard: u32) {
     use std::os::unix::fs::MetadataExt as _;
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
-    let prefix = format!("{TEMP_PREFIX}{guard}-");
+    let prefix = format!("{TEMP_PREFIX}{owner}-{guard}-");
     let me = nix::unistd::getuid().as_raw();
     for entry in entries.flatten() {
         let its = entry
@@ -636,15 +647,17 @@ fn remove_temp(base: &Path, guard: u32) {
     }
 }
 
-/// How a sandbox's private temporary folder is named, before its guard's process id.
+/// How a sandbox's private temporary folder is named, before the process ids of the moniker
+/// that started it and of its guard.
 const TEMP_PREFIX: &str = "moniker-sandbox-";
 
 /// A folder of the server's own in `base` (moniker's temporary folder), only its user's, named
-/// by its guard's process id (this process's) and a random part.
-fn private_temp(base: &Path) -> Result<PathBuf, String> {
+/// by the process ids of `owner` (the moniker that started the guard) and of its guard (this
+/// process), and a random part.
+fn private_temp(base: &Path, owner: u32) -> Result<PathBuf, String> {
     use std::os::unix::fs::DirBuilderExt as _;
     let dir = base.join(format!(
-        "{TEMP_PREFIX}{}-{}",
+        "{TEMP_PREFIX}{owner}-{}-{}",
         std::process::id(),
         crate::random::text(8)
     ));
@@ -660,22 +673,31 @@ mod tests {
     use super::*;
 
     /// Only the ended guard's own folders go, with what is in them: not another guard's whose
-    /// number starts the same, not a link's target.
+    /// number starts the same, not one of another moniker's guard of the same number, not a
+    /// link's target.
     #[test]
     fn a_sandbox_s_temporary_folder_goes_when_it_ends() {
         let base = tempfile::tempdir().expect("dir");
         let elsewhere = tempfile::tempdir().expect("dir");
         std::fs::write(elsewhere.path().join("kept"), "not the sandbox's").expect("file");
-        let its = private_temp(base.path()).expect("made");
+        let (owner, guard) = (7, std::process::id());
+        let its = private_temp(base.path(), owner).expect("made");
         std::fs::create_dir(its.join("deep")).expect("dir");
         std::fs::write(its.join("deep").join("left"), "the server's").expect("file");
-        let guard = std::process::id();
-        let another = base.path().join(format!("{TEMP_PREFIX}{guard}0-x"));
-        std::fs::create_dir(&another).expect("dir");
-        let link = base.path().join(format!("{TEMP_PREFIX}{guard}-link"));
+        let kept = [
+            format!("{TEMP_PREFIX}{owner}-{guard}0-x"),
+            format!("{TEMP_PREFIX}8-{guard}-x"),
+        ];
+        for name in &kept {
+            std::fs::create_dir(base.path().join(name)).expect("dir");
+        }
+        let link = base
+            .path()
+            .join(format!("{TEMP_PREFIX}{owner}-{guard}-link"));
         std::os::unix::fs::symlink(elsewhere.path(), &link).expect("link");
-        remove_temp(base.path(), guard);
-        assert!(!its.exists() && another.is_dir() && link.is_symlink());
+        remove_temp(base.path(), owner, guard);
+        assert!(!its.exists() && link.is_symlink());
+        assert!(kept.iter().all(|name| base.path().join(name).is_dir()));
         assert!(elsewhere.path().join("kept").is_file());
     }
 

@@ -9,7 +9,6 @@ use moniker_surface::ServerId;
 use super::{Answers, Reply, Session, id_of};
 use crate::connect::Connection;
 use crate::errors::Refusal;
-use crate::hub::InFlight;
 use crate::identity::Caller;
 use crate::limits::Admitted;
 use crate::message::{Field, Message, Params};
@@ -193,16 +192,17 @@ impl Session {
         let (ours, rx) = start(conn, out, || self.signin_base())
             .await
             .inspect_err(|_| self.not_sent(id))?;
-        if !self.sent_as(id, out.server, conn, ours) {
+        if !self.sent_as(id, ours) {
             conn.cancel(ours, "moniker: the client cancelled the request");
             return Ok(None);
         }
         Ok(Some((ours, rx)))
     }
 
-    /// The client's request `id` went to `server` as moniker's `ours`; `false` when the
-    /// client cancelled it meanwhile.
-    fn sent_as(&self, id: &str, server: &ServerId, conn: &Arc<Connection>, ours: u64) -> bool {
+    /// The client's request `id`, marked on its server as it went ([`Self::on_its_way`]: its
+    /// server and connection), went there as moniker's `ours`; `false` when the client
+    /// cancelled it meanwhile.
+    fn sent_as(&self, id: &str, ours: u64) -> bool {
         let mut in_flight = lock(&self.peer.in_flight);
         // Gone: its client was answered already (an input-required result). Not made again:
         // nothing would remove it, and its id would stay taken for the client's later requests.
@@ -212,12 +212,7 @@ impl Session {
         if flight.cancelled {
             return false;
         }
-        *flight = InFlight {
-            server: Some(server.clone()),
-            conn: Arc::downgrade(conn),
-            id: ours,
-            cancelled: false,
-        };
+        flight.id = ours;
         true
     }
 
