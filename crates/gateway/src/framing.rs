@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::message::Message;
 use crate::sync::lock;
@@ -117,6 +117,9 @@ impl Backlog {
 #[derive(Clone)]
 pub enum To {
     Channel(mpsc::UnboundedSender<Message>),
+    /// The first message only, to its one reader (the answer of a POST answered as JSON);
+    /// what follows it comes back ([`To::once`]).
+    Once(Arc<Mutex<Option<oneshot::Sender<Message>>>>),
     Lines(Arc<Lines>),
     /// Nowhere: taken and dropped (a stateless client's session's own messages, which no
     /// stream of its carries).
@@ -124,11 +127,23 @@ pub enum To {
 }
 
 impl To {
+    /// Where one message goes (the first sent), and where it is read: a one-shot channel, made
+    /// for one message (a stream's channel is made for many, and costs more to make than one
+    /// answer takes to send).
+    pub fn once() -> (Self, oneshot::Receiver<Message>) {
+        let (tx, rx) = oneshot::channel();
+        (Self::Once(Arc::new(Mutex::new(Some(tx)))), rx)
+    }
+
     /// Sends `message`; it comes back when nothing takes messages here any more (the channel's
-    /// reader, or the stream's writer, is gone).
+    /// reader, or the stream's writer, is gone; a one-shot channel's message sent).
     pub fn send(&self, message: Message) -> Result<(), Message> {
         match self {
             Self::Channel(tx) => tx.send(message).map_err(|e| e.0),
+            Self::Once(tx) => match lock(tx).take() {
+                Some(tx) => tx.send(message),
+                None => Err(message),
+            },
             Self::Lines(lines) => lines.send(message),
             Self::Nowhere => Ok(()),
         }
@@ -138,6 +153,13 @@ impl To {
     pub async fn closed(&self) {
         match self {
             Self::Channel(tx) => tx.closed().await,
+            Self::Once(tx) => {
+                std::future::poll_fn(|cx| match lock(tx).as_mut() {
+                    Some(tx) => tx.poll_closed(cx),
+                    None => Poll::Ready(()),
+                })
+                .await
+            }
             Self::Lines(lines) => lines.writer.closed().await,
             Self::Nowhere => std::future::pending().await,
         }

@@ -9,8 +9,9 @@ use axum::http::header::{self, HeaderMap};
 use axum::response::Response;
 use tokio::sync::mpsc;
 
-use super::stream::PostStream;
+use super::stream::{OneAnswer, PostStream};
 use super::{HttpSession, accepted, header_str};
+use crate::framing::To;
 use crate::identity::Caller;
 use crate::message::{Incoming, Message};
 use crate::serve::checks::Accept;
@@ -84,24 +85,27 @@ pub(super) async fn answer(
     caller: Option<Caller>,
 ) -> Response {
     let busy = http.activity.busy();
-    let (tx, rx) = mpsc::unbounded_channel();
     let held = Arc::clone(&http.post_held);
-    http.session.handle(
-        Ok(incoming),
-        Some(
-            Answers::new(tx, mode == Mode::Sse)
-                .with_trace(trace)
-                .with_caller(caller)
-                .with_held(Arc::clone(&held)),
-        ),
-    );
-    let mut stream = PostStream::new(rx, held, None, busy);
+    let answers = |to: To| {
+        Answers::new(to, mode == Mode::Sse)
+            .with_trace(trace)
+            .with_caller(caller)
+            .with_held(Arc::clone(&held))
+    };
     match mode {
-        Mode::Json => match stream.recv().await {
-            Some(reply) => json(StatusCode::OK, reply),
-            // Cancelled by the client: nothing to answer.
-            None => accepted(),
-        },
-        Mode::Sse => stream.into_sse(()),
+        Mode::Json => {
+            let (to, mut one) = OneAnswer::new(Arc::clone(&held), busy);
+            http.session.handle(Ok(incoming), Some(answers(to)));
+            match one.recv().await {
+                Some(reply) => json(StatusCode::OK, reply),
+                // Cancelled by the client: nothing to answer.
+                None => accepted(),
+            }
+        }
+        Mode::Sse => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            http.session.handle(Ok(incoming), Some(answers(tx.into())));
+            PostStream::new(rx, held, None, busy).into_sse(())
+        }
     }
 }

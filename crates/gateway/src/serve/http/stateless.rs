@@ -11,8 +11,9 @@ use tokio::sync::mpsc;
 use super::answer::{Mode, trace_of};
 use super::identity::{caller, client_name, principal};
 use super::outbox::Activity;
-use super::stream::{PostStream, sse_once};
+use super::stream::{OneAnswer, PostStream, sse_once};
 use super::{Client, Shared, accepted};
+use crate::framing::To;
 use crate::message::{self, Incoming, Message};
 use crate::modern;
 use crate::serve::checks::{self};
@@ -70,29 +71,32 @@ pub(super) async fn stateless(
         session: session.clone(),
         id: request.id().unwrap_or("null").to_owned(),
     };
-    let (tx, rx) = mpsc::unbounded_channel();
     let held = shared.post_held_of(&who);
-    session.handle(
-        Ok(incoming),
-        Some(
-            Answers::new(tx, mode == Mode::Sse)
-                .with_trace(trace_of(&session, headers))
-                .with_caller(caller(shared, auth, headers))
-                .with_held(Arc::clone(&held)),
-        ),
-    );
+    let answers = |to: To| {
+        Answers::new(to, mode == Mode::Sse)
+            .with_trace(trace_of(&session, headers))
+            .with_caller(caller(shared, auth, headers))
+            .with_held(Arc::clone(&held))
+    };
+    if mode == Mode::Json {
+        let (to, mut one) = OneAnswer::new(Arc::clone(&held), Activity::new().busy());
+        session.handle(Ok(incoming), Some(answers(to)));
+        return match one.recv().await {
+            Some(first) => json(modern_status(&first), first),
+            None => accepted(),
+        };
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    session.handle(Ok(incoming), Some(answers(tx.into())));
     let mut stream = PostStream::new(rx, held, None, Activity::new().busy());
     let Some(first) = stream.recv().await else {
         return accepted();
     };
-    match mode {
-        Mode::Json => json(modern_status(&first), first),
-        Mode::Sse if first.is_response() => sse_once(&first),
-        Mode::Sse => {
-            stream.first = Some(first);
-            stream.into_sse(gone)
-        }
+    if first.is_response() {
+        return sse_once(&first);
     }
+    stream.first = Some(first);
+    stream.into_sse(gone)
 }
 
 /// A stateless request whose client may go away before its answer: when this is dropped, the

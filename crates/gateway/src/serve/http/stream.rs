@@ -8,10 +8,11 @@ use axum::http::StatusCode;
 use axum::http::header::{self, HeaderName};
 use axum::response::Response;
 use futures_util::Stream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::KEEP_ALIVE;
 use super::outbox::{self, Busy, KEEP_ALIVE_COMMENT};
+use crate::framing::To;
 use crate::message::Message;
 use crate::serve::respond::{set, with_status};
 
@@ -132,6 +133,45 @@ impl PostStream {
         let message = self.rx.recv().await?;
         self.took(&message);
         Some(message)
+    }
+}
+
+/// The one answer of a POST answered as JSON: the first message its session sends
+/// ([`To::once`]), no longer held once taken, or when the POST is dropped before (its client
+/// gone).
+pub(super) struct OneAnswer {
+    rx: oneshot::Receiver<Message>,
+    held: Arc<std::sync::atomic::AtomicUsize>,
+    _busy: Busy,
+}
+
+impl OneAnswer {
+    /// Where the session sends the answer, and the answer awaited.
+    pub(super) fn new(held: Arc<std::sync::atomic::AtomicUsize>, busy: Busy) -> (To, Self) {
+        let (to, rx) = To::once();
+        let answer = Self {
+            rx,
+            held,
+            _busy: busy,
+        };
+        (to, answer)
+    }
+
+    /// The answer; `None` when there is none (a cancelled request).
+    pub(super) async fn recv(&mut self) -> Option<Message> {
+        let message = (&mut self.rx).await.ok()?;
+        crate::answers::give_back(&self.held, message.text().len());
+        Some(message)
+    }
+}
+
+impl Drop for OneAnswer {
+    /// An answer sent and not taken is held no more.
+    fn drop(&mut self) {
+        self.rx.close();
+        if let Ok(message) = self.rx.try_recv() {
+            crate::answers::give_back(&self.held, message.text().len());
+        }
     }
 }
 
