@@ -98,8 +98,13 @@ impl Counters {
     /// The counter of `key`.
     pub(crate) fn of(&self, key: &str) -> Arc<AtomicUsize> {
         let mut table = lock(&self.0);
-        if let Some(held) = table.get(key).and_then(Weak::upgrade) {
-            return held;
+        if let Some(slot) = table.get_mut(key) {
+            // Ended with the last that held it (a stateless request's): made again in its place.
+            return slot.upgrade().unwrap_or_else(|| {
+                let held = Arc::default();
+                *slot = Arc::downgrade(&held);
+                held
+            });
         }
         table.retain(|_, held| held.strong_count() > 0);
         let held = Arc::default();
@@ -225,5 +230,31 @@ mod rate_tests {
         let t1 = t0 + std::time::Duration::from_secs(1);
         assert!(rates.take(Some(a), t1));
         assert!(!rates.take(Some(a), t1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    /// A key's counter is shared while anyone holds it, and starts from nothing again once
+    /// no one does (in its old place in the table, which keeps only live keys beside it).
+    #[test]
+    fn a_counter_is_shared_while_held_and_made_again_after() {
+        let counters = Counters::default();
+        let held = counters.of("token a");
+        held.fetch_add(5, Ordering::Relaxed);
+        assert_eq!(counters.of("token a").load(Ordering::Relaxed), 5);
+        drop(held);
+        let again = counters.of("token a");
+        assert_eq!(again.load(Ordering::Relaxed), 0);
+        drop(again);
+        let _b = counters.of("token b");
+        assert_eq!(
+            lock(&counters.0).len(),
+            1,
+            "the dead key goes when another is made"
+        );
     }
 }

@@ -404,7 +404,7 @@ impl Peer {
             .collect();
         calls.extend(self.era.calls_parked_on(&conn.server));
         if let Some(inputs) = self.era.inputs_of(&calls) {
-            if inputs.send((ours, request.clone())).is_ok() {
+            if inputs.send(Box::new((ours, request.clone()))).is_ok() {
                 return;
             }
         }

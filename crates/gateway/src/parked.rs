@@ -41,7 +41,7 @@ pub(crate) struct Parked {
     /// The call, running: its reply is the call's answer.
     pub task: Running,
     /// The server's requests for input that came with the call.
-    pub inputs: mpsc::UnboundedReceiver<(u64, Message)>,
+    pub inputs: mpsc::UnboundedReceiver<crate::modern::client::Input>,
     pub peer: Arc<Peer>,
     /// What the client can be asked, from its request's envelope.
     pub can: Answerable,

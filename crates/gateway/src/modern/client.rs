@@ -12,6 +12,11 @@ use tokio::sync::mpsc;
 use crate::message::Message;
 use crate::sync::lock;
 
+/// A server's request for input (under moniker's id for it) on its way to the call it is for:
+/// boxed, so that the channel made for each call that may ask (most never do) is small; a
+/// channel of the messages themselves makes its first block of 32 (2.8 KB) at once.
+pub(crate) type Input = Box<(u64, Message)>;
+
 /// A 2026-07-28 client's `subscriptions/listen` stream: which list changes it opted in to,
 /// where they go (stamped with the request's id), and what ends it.
 pub(crate) struct Listen {
@@ -60,7 +65,7 @@ pub(crate) struct ClientEra {
     listening: AtomicBool,
     /// Its calls in progress, by the client's request id: the requests for input of each
     /// call's server go to its channel (to become an `input_required` result).
-    inputs: Mutex<HashMap<String, mpsc::UnboundedSender<(u64, Message)>>>,
+    inputs: Mutex<HashMap<String, mpsc::UnboundedSender<Input>>>,
     /// The servers of the calls parked while their client answers, by call: still this
     /// client's to hear.
     parked: Mutex<HashMap<String, Vec<ServerId>>>,
@@ -97,15 +102,12 @@ impl ClientEra {
     }
 
     /// A call (by the client's request id) takes its server's requests for input.
-    pub(crate) fn take_inputs(&self, call: &str, to: mpsc::UnboundedSender<(u64, Message)>) {
+    pub(crate) fn take_inputs(&self, call: &str, to: mpsc::UnboundedSender<Input>) {
         lock(&self.inputs).insert(call.to_owned(), to);
     }
 
     /// Where the requests for input of the first of `calls` that takes them go.
-    pub(crate) fn inputs_of(
-        &self,
-        calls: &[String],
-    ) -> Option<mpsc::UnboundedSender<(u64, Message)>> {
+    pub(crate) fn inputs_of(&self, calls: &[String]) -> Option<mpsc::UnboundedSender<Input>> {
         let inputs = lock(&self.inputs);
         calls.iter().find_map(|call| inputs.get(call).cloned())
     }

@@ -98,7 +98,8 @@ impl Session {
                     call.peer.era.unpark(&call.call);
                     // A request that came for this call meanwhile (or was taken for it) is
                     // answered to its server, never left waiting.
-                    while let Ok((ours, request)) = call.inputs.try_recv() {
+                    while let Ok(input) = call.inputs.try_recv() {
+                        let (ours, request) = *input;
                         let method = request.method().unwrap_or_default();
                         call.peer.answer_server(&Message::error(
                             Some(&ours.to_string()),
@@ -117,7 +118,7 @@ impl Session {
                     return reply;
                 }
                 Some(first) = call.inputs.recv() => {
-                    let asked = gather(first, &mut call.inputs).await;
+                    let asked = gather(*first, &mut call.inputs).await;
                     let (asked, refused): (Vec<_>, Vec<_>) = asked
                         .into_iter()
                         .partition(|(_, request)| call.can.answers(request.method().unwrap_or_default()));
@@ -154,7 +155,7 @@ impl Session {
 /// [`GATHER_MAX`] at the most).
 async fn gather(
     first: (u64, Message),
-    inputs: &mut mpsc::UnboundedReceiver<(u64, Message)>,
+    inputs: &mut mpsc::UnboundedReceiver<crate::modern::client::Input>,
 ) -> Vec<(u64, Message)> {
     let mut asked = vec![first];
     let until = tokio::time::Instant::now() + GATHER_MAX;
@@ -164,7 +165,7 @@ async fn gather(
     )
     .await
     {
-        asked.push(more);
+        asked.push(*more);
     }
     asked
 }
