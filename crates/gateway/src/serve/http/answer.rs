@@ -50,12 +50,12 @@ pub(super) async fn answer_of(
     incoming: Incoming,
     trace: Option<TraceContext>,
 ) -> Option<Message> {
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (to, rx) = To::once();
     session.handle(
         Ok(incoming),
-        Some(Answers::new(tx, false).with_trace(trace)),
+        Some(Answers::new(to, false).with_trace(trace)),
     );
-    rx.recv().await
+    rx.await.ok()
 }
 
 /// The W3C trace context of an HTTP request (`traceparent`, `tracestate`), read only when
