@@ -163,14 +163,18 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             return check::offline(&config);
         }
     }
-    // One client on stdio is served best by one thread: every message crosses several tasks,
-    // and waking another thread for each hop costs more than the work (measured: p50 and p99
-    // of a call through moniker both drop). HTTP serves many clients: all threads.
-    let one_client =
-        !matches!(&cli.command, Command::Serve(args) if args.http.is_some() || args.shared);
-    let runtime = if one_client {
+    // The clients on stdio (one, or those of the shared gateway: one person's) are served best
+    // by one thread: every message crosses several tasks, and waking another thread for each
+    // hop costs more than the work (measured: p50 and p99 of a call through moniker both drop).
+    // That thread stays awake a moment after each message ([`moniker_gateway::awake`]).
+    // HTTP serves many people: all threads.
+    let one_thread = !matches!(&cli.command, Command::Serve(args) if args.http.is_some());
+    let runtime = if one_thread {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            .on_thread_park(moniker_gateway::awake::park_hook(
+                moniker_gateway::awake::WINDOW,
+            ))
             .build()?
     } else {
         tokio::runtime::Builder::new_multi_thread()
@@ -179,6 +183,9 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
     };
     runtime.block_on(async move {
         tokio::spawn(keep_a_timer_ahead());
+        if one_thread {
+            tokio::spawn(moniker_gateway::awake::stay());
+        }
         match cli.command {
             Command::Serve(args) => serve::serve(config, args).await,
             Command::Check(args) => check::online(config, args.locked, args.fix).await,

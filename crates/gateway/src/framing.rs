@@ -50,6 +50,7 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(
                 (n, _) => Frame::TooLong(n),
             });
         }
+        crate::awake::heard();
         let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
             Some(i) => (&available[..i], Some(i + 1)),
             None => (available, None),

@@ -9,6 +9,7 @@
 mod answers;
 mod audit;
 pub mod auth;
+pub mod awake;
 pub mod budget;
 mod call;
 pub mod connect;

@@ -1,0 +1,120 @@
+//! A runtime that stays awake a moment after each message it reads, so that the next one (the
+//! server's answer to a request just passed on, the client's next request) is found by a look
+//! at the reactor, not by a wake-up.
+//!
+//! A thread asleep in `epoll_wait` that a pipe's write wakes costs its waker tens of
+//! microseconds on a VM (the idle CPU is woken, then the thread): more than all of moniker's
+//! own work for a message, and it comes twice a call. A server that answers in microseconds, or
+//! a client that asks again at once, answers within a short window; so for [`WINDOW`] after
+//! each message read, a thread about to sleep looks again (a system call that does not wait)
+//! instead. Past the window it sleeps as before: an idle moniker spends nothing.
+//!
+//! The mechanism is the runtime's own: [`park_hook`] runs as the thread is about to sleep
+//! (`on_thread_park`); within the window it wakes [`stay`], a task that does nothing when run,
+//! and a runtime with a task to run checks the reactor without waiting, runs it, and comes back
+//! to the hook. Messages count where they are read, [`heard`] in [`crate::framing::read_frame`].
+//! Only a runtime of one thread keeps awake so (`serve` for one client on stdio): on a runtime
+//! of several, a worker asleep in the reactor would still be the one woken.
+
+use std::cell::Cell;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// How long a thread stays awake after the last message it read.
+pub const WINDOW: Duration = Duration::from_micros(50);
+
+thread_local! {
+    /// When this thread last read a message.
+    static HEARD: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The task [`stay`] runs, to be woken while the window is open.
+    static STAY: Cell<Option<Waker>> = const { Cell::new(None) };
+}
+
+/// A message was read on this thread: the window opens again.
+pub fn heard() {
+    HEARD.set(Some(Instant::now()));
+}
+
+/// For `on_thread_park`: within the window, gives the runtime a task to run, so that it checks
+/// the reactor without sleeping.
+pub fn park_hook(window: Duration) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        let open = HEARD.get().is_some_and(|at| at.elapsed() < window);
+        if open && let Some(stay) = STAY.take() {
+            stay.wake();
+        }
+    }
+}
+
+/// The task [`park_hook`] wakes: run for the life of the runtime, on its thread.
+pub async fn stay() {
+    std::future::poll_fn(|cx| {
+        STAY.set(Some(cx.waker().clone()));
+        Poll::<()>::Pending
+    })
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use nix::sys::resource::{UsageWho, getrusage};
+    use tokio::io::BufReader;
+
+    use super::*;
+    use crate::framing::{Frame, read_frame};
+
+    /// The times this thread has slept (given up its CPU to wait).
+    fn sleeps() -> i64 {
+        getrusage(UsageWho::RUSAGE_THREAD)
+            .unwrap()
+            .voluntary_context_switches()
+    }
+
+    /// A line written to `to` after `delay`, from another thread.
+    fn later(to: &std::io::PipeWriter, delay: Duration) -> std::thread::JoinHandle<()> {
+        let mut to = to.try_clone().unwrap();
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            to.write_all(b"{}\n").unwrap();
+        })
+    }
+
+    #[test]
+    fn a_thread_that_read_a_message_looks_again_instead_of_sleeping() {
+        let window = Duration::from_millis(300);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .on_thread_park(park_hook(window))
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            tokio::spawn(stay());
+            let (from, to) = std::io::pipe().unwrap();
+            let from = tokio::net::unix::pipe::Receiver::from_owned_fd(from.into()).unwrap();
+            let mut from = BufReader::new(from);
+            let mut buf = Vec::new();
+            let mut next = async |delay| {
+                let writer = later(&to, delay);
+                let before = sleeps();
+                let frame = read_frame(&mut from, &mut buf, 64).await.unwrap();
+                let slept = sleeps() - before;
+                assert_eq!(frame, Frame::Line);
+                (writer, slept)
+            };
+            // The first line: nothing was read before it, so the thread sleeps until it comes.
+            let (first, slept) = next(Duration::from_millis(20)).await;
+            assert!(slept >= 1, "slept {slept} times");
+            // The next within the window: the thread looked for it the whole time.
+            let (second, slept) = next(Duration::from_millis(20)).await;
+            assert_eq!(slept, 0);
+            // Past the window, it sleeps again.
+            let (third, slept) = next(window * 2).await;
+            assert!(slept >= 1, "slept {slept} times");
+            for writer in [first, second, third] {
+                writer.join().unwrap();
+            }
+        });
+    }
+}
