@@ -50,7 +50,6 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(
                 (n, _) => Frame::TooLong(n),
             });
         }
-        crate::awake::heard();
         let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
             Some(i) => (&available[..i], Some(i + 1)),
             None => (available, None),
@@ -64,6 +63,8 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(
         let used = done.unwrap_or(available.len());
         reader.consume(used);
         if done.is_some() {
+            // A whole line, not any byte: a peer that trickles bytes keeps no one awake.
+            crate::awake::heard();
             if skipped > 0 {
                 return Ok(Frame::TooLong(skipped));
             }
