@@ -170,12 +170,7 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
     // HTTP serves many people: all threads.
     let one_thread = !matches!(&cli.command, Command::Serve(args) if args.http.is_some());
     let runtime = if one_thread {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .on_thread_park(moniker_gateway::awake::park_hook(
-                moniker_gateway::awake::WINDOW,
-            ))
-            .build()?
+        moniker_gateway::awake::runtime(moniker_gateway::awake::WINDOW)?
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -183,9 +178,6 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
     };
     runtime.block_on(async move {
         tokio::spawn(keep_a_timer_ahead());
-        if one_thread {
-            tokio::spawn(moniker_gateway::awake::stay());
-        }
         match cli.command {
             Command::Serve(args) => serve::serve(config, args).await,
             Command::Check(args) => check::online(config, args.locked, args.fix).await,

@@ -12,9 +12,12 @@
 //! The mechanism is the runtime's own: [`park_hook`] runs as the thread is about to sleep
 //! (`on_thread_park`); within the window it wakes [`stay`], a task that does nothing when run,
 //! and a runtime with a task to run checks the reactor without waiting, runs it, and comes back
-//! to the hook. Messages count where they are read, [`heard`] in [`crate::framing::read_frame`].
-//! Only a runtime of one thread keeps awake so (`serve` for one client on stdio): on a runtime
-//! of several, a worker asleep in the reactor would still be the one woken.
+//! to the hook. A message counts where it is read whole ([`heard`]: a client's line on stdio, a
+//! stdio server's line on its stdout; not an empty line, nor a server's log on stderr), so a
+//! peer keeps moniker awake only by sending messages, each a message's worth of work anyway.
+//! Only a runtime of one thread keeps awake so ([`runtime`]: the clients on stdio, one or the
+//! shared gateway's): on a runtime of several, a worker asleep in the reactor would still be
+//! the one woken.
 
 use std::cell::Cell;
 use std::task::{Poll, Waker};
@@ -35,9 +38,19 @@ pub fn heard() {
     HEARD.set(Some(Instant::now()));
 }
 
+/// A runtime of one thread that stays awake for `window` after each message it reads.
+pub fn runtime(window: Duration) -> std::io::Result<tokio::runtime::Runtime> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .on_thread_park(park_hook(window))
+        .build()?;
+    runtime.spawn(stay());
+    Ok(runtime)
+}
+
 /// For `on_thread_park`: within the window, gives the runtime a task to run, so that it checks
 /// the reactor without sleeping.
-pub fn park_hook(window: Duration) -> impl Fn() + Send + Sync + 'static {
+fn park_hook(window: Duration) -> impl Fn() + Send + Sync + 'static {
     move || {
         let open = HEARD.get().is_some_and(|at| at.elapsed() < window);
         if open && let Some(stay) = STAY.take() {
@@ -47,7 +60,7 @@ pub fn park_hook(window: Duration) -> impl Fn() + Send + Sync + 'static {
 }
 
 /// The task [`park_hook`] wakes: run for the life of the runtime, on its thread.
-pub async fn stay() {
+async fn stay() {
     std::future::poll_fn(|cx| {
         STAY.set(Some(cx.waker().clone()));
         Poll::<()>::Pending
@@ -55,7 +68,7 @@ pub async fn stay() {
     .await;
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use std::io::Write as _;
 
@@ -68,38 +81,35 @@ mod tests {
     /// The times this thread has slept (given up its CPU to wait).
     fn sleeps() -> i64 {
         getrusage(UsageWho::RUSAGE_THREAD)
-            .unwrap()
+            .expect("the thread's usage")
             .voluntary_context_switches()
     }
 
     /// A line written to `to` after `delay`, from another thread.
-    fn later(to: &std::io::PipeWriter, delay: Duration) -> std::thread::JoinHandle<()> {
-        let mut to = to.try_clone().unwrap();
+    fn later(to: &std::fs::File, delay: Duration) -> std::thread::JoinHandle<()> {
+        let mut to = to.try_clone().expect("a copy of the pipe");
         std::thread::spawn(move || {
             std::thread::sleep(delay);
-            to.write_all(b"{}\n").unwrap();
+            to.write_all(b"{}\n").expect("a line written");
         })
     }
 
     #[test]
     fn a_thread_that_read_a_message_looks_again_instead_of_sleeping() {
         let window = Duration::from_millis(300);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .on_thread_park(park_hook(window))
-            .build()
-            .unwrap();
+        let runtime = runtime(window).expect("a runtime");
         runtime.block_on(async {
-            tokio::spawn(stay());
-            let (from, to) = std::io::pipe().unwrap();
-            let from = tokio::net::unix::pipe::Receiver::from_owned_fd(from.into()).unwrap();
+            let (from, to) = nix::unistd::pipe().expect("a pipe");
+            let to = std::fs::File::from(to);
+            let from = tokio::net::unix::pipe::Receiver::from_owned_fd(from).expect("its reader");
             let mut from = BufReader::new(from);
             let mut buf = Vec::new();
             let mut next = async |delay| {
                 let writer = later(&to, delay);
                 let before = sleeps();
-                let frame = read_frame(&mut from, &mut buf, 64).await.unwrap();
+                let frame = read_frame(&mut from, &mut buf, 64).await.expect("a line");
                 let slept = sleeps() - before;
+                heard();
                 assert_eq!(frame, Frame::Line);
                 (writer, slept)
             };
@@ -113,7 +123,7 @@ mod tests {
             let (third, slept) = next(window * 2).await;
             assert!(slept >= 1, "slept {slept} times");
             for writer in [first, second, third] {
-                writer.join().unwrap();
+                writer.join().expect("the writer");
             }
         });
     }

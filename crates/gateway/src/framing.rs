@@ -63,8 +63,6 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(
         let used = done.unwrap_or(available.len());
         reader.consume(used);
         if done.is_some() {
-            // A whole line, not any byte: a peer that trickles bytes keeps no one awake.
-            crate::awake::heard();
             if skipped > 0 {
                 return Ok(Frame::TooLong(skipped));
             }

@@ -225,11 +225,13 @@ pub async fn end_group(pgid: u32, grace: Duration) {
     }
 }
 
-/// Whether process group `pgid` is empty within `grace`, looked at every 25 ms.
+/// Whether process group `pgid` is empty within `grace`, looked at every 25 ms (each look a
+/// scan of `/proc`, on a blocking thread: not on the one that serves the clients).
 async fn emptied(pgid: u32, grace: Duration) -> bool {
     let deadline = Instant::now() + grace;
+    let empty = move || group_members(pgid as i32).is_empty();
     while Instant::now() < deadline {
-        if group_members(pgid as i32).is_empty() {
+        if tokio::task::spawn_blocking(empty).await.unwrap_or(true) {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;

@@ -81,7 +81,7 @@ impl Drop for Instance {
         if let Some(pgid) = process.as_ref().and_then(|p| p.pgid) {
             let group = nix::unistd::Pid::from_raw(pgid as i32);
             let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
-            crate::sandbox::release(pgid);
+            crate::sandbox::release_soon(pgid);
         }
     }
 }
@@ -383,7 +383,7 @@ async fn stopped(instance: Arc<Instance>) {
     process.conn.close();
     if let Some(pgid) = process.pgid {
         crate::guard::end_group(pgid, Duration::from_secs(2)).await;
-        crate::sandbox::release(pgid);
+        crate::sandbox::release(pgid).await;
     }
     if let Some(child) = process.child.as_mut() {
         let _ = child.wait().await;

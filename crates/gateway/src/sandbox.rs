@@ -609,8 +609,21 @@ pub fn pids_cgroup(guard: u32) -> Option<PathBuf> {
 
 /// Removes what the sandbox whose guard was `guard` left outside once it ended (moniker does,
 /// from outside the sandbox): its cgroup, and its temporary folder with whatever the server
-/// left in it.
-pub fn release(guard: u32) {
+/// left in it. On a blocking thread: the server decides how much that is, and the thread that
+/// serves the clients is never held by it.
+pub async fn release(guard: u32) {
+    let _ = tokio::task::spawn_blocking(move || release_now(guard)).await;
+}
+
+/// [`release`] from where nothing can wait for it (a drop): started, not awaited.
+pub fn release_soon(guard: u32) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn_blocking(move || release_now(guard))),
+        Err(_) => release_now(guard),
+    }
+}
+
+fn release_now(guard: u32) {
     if let Some(dir) = pids_cgroup(guard) {
         let _ = std::fs::remove_dir(dir);
     }

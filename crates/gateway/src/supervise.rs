@@ -318,7 +318,7 @@ async fn run(gateway: &Arc<Gateway>, id: &ServerId, slot: &Arc<Slot>, sink: &Arc
         let _ = child.wait().await;
     }
     if let (Some(pgid), Some(_)) = (pgid, &slot.entry.sandbox) {
-        crate::sandbox::release(pgid);
+        crate::sandbox::release(pgid).await;
     }
     run
 }

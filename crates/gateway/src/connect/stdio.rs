@@ -105,7 +105,10 @@ async fn read_lines(
         match read_frame(&mut reader, &mut buf, max_message).await {
             Ok(Frame::Line) => match std::str::from_utf8(&buf) {
                 Ok(line) if line.trim().is_empty() => {}
-                Ok(line) => dispatch_line(&conn, sink.as_ref(), line.to_owned()),
+                Ok(line) => {
+                    crate::awake::heard();
+                    dispatch_line(&conn, sink.as_ref(), line.to_owned());
+                }
                 Err(_) => {
                     tracing::warn!(server = %conn.server, "server wrote a line that is not UTF-8; ignored")
                 }

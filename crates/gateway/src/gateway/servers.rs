@@ -439,7 +439,7 @@ impl Servers {
                 ends.push(async move {
                     crate::guard::end_group(pgid, Duration::from_secs(3)).await;
                     if sandboxed {
-                        crate::sandbox::release(pgid);
+                        crate::sandbox::release(pgid).await;
                     }
                 });
             }

@@ -112,7 +112,10 @@ where
             // The line is copied out at its length: `buf` keeps its capacity for the next.
             Frame::Line => match std::str::from_utf8(&buf) {
                 Ok(line) if line.trim().is_empty() => {}
-                Ok(line) => session.handle(message::parse(line.to_owned()), None),
+                Ok(line) => {
+                    crate::awake::heard();
+                    session.handle(message::parse(line.to_owned()), None);
+                }
                 Err(_) => session.send(Message::error(
                     None,
                     message::PARSE_ERROR,
