@@ -159,6 +159,11 @@ pub struct ServeArgs {
     /// Serve Streamable HTTP on this address (`127.0.0.1:8080`) instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
+    /// With `--http`: the threads that serve requests. One (the default) answers a call
+    /// soonest: it stays awake a moment after each message instead of sleeping until the next.
+    /// More serve more callers at once on a machine of many cores.
+    #[arg(long, requires = "http", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
     /// With `--http`: serve the console at `/console` (as `http.console: true` does).
     #[arg(long, requires = "http")]
     pub console: bool,

@@ -163,16 +163,20 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             return check::offline(&config);
         }
     }
-    // The clients on stdio (one, or those of the shared gateway: one person's) are served best
-    // by one thread: every message crosses several tasks, and waking another thread for each
-    // hop costs more than the work (measured: p50 and p99 of a call through moniker both drop).
-    // That thread stays awake a moment after each message ([`moniker_gateway::awake`]).
-    // HTTP serves many people: all threads.
-    let one_thread = !matches!(&cli.command, Command::Serve(args) if args.http.is_some());
-    let runtime = if one_thread {
+    // One thread serves best: every message crosses several tasks, and waking another thread
+    // for each hop costs more than the work; that thread stays awake a moment after each
+    // message ([`moniker_gateway::awake`]), so a fast answer costs no wake-up (measured: the p50
+    // of a call through moniker over stdio, the shared gateway and HTTP drops by half).
+    // `serve --http --threads N` spreads many callers over N threads instead.
+    let threads = match &cli.command {
+        Command::Serve(args) => args.threads.unwrap_or(1),
+        _ => 1,
+    };
+    let runtime = if threads == 1 {
         moniker_gateway::awake::runtime(moniker_gateway::awake::WINDOW)?
     } else {
         tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.into())
             .enable_all()
             .build()?
     };

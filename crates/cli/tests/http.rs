@@ -51,6 +51,11 @@ fn start_with(tools: &str, rest: &str, stderr: Stdio) -> Moniker {
 
 /// [`start_with`], with more arguments for the fixture.
 pub(crate) fn start_fixture(args: &[&str], tools: &str, rest: &str, stderr: Stdio) -> Moniker {
+    start_serving(&[], args, tools, rest, stderr)
+}
+
+/// [`start_fixture`], with more arguments for `serve`.
+fn start_serving(serve: &[&str], args: &[&str], tools: &str, rest: &str, stderr: Stdio) -> Moniker {
     let config = scratch().join("moniker.yaml");
     let cg = fixture_file("contextgraph.json").display().to_string();
     let mut all = vec![cg.as_str()];
@@ -67,6 +72,7 @@ pub(crate) fn start_fixture(args: &[&str], tools: &str, rest: &str, stderr: Stdi
     let child = Command::new(Path::new(env!("CARGO_BIN_EXE_moniker")))
         .args(["serve", "--http", &format!("127.0.0.1:{port}"), "-c"])
         .arg(&config)
+        .args(serve)
         .env("XDG_DATA_HOME", scratch())
         .env("MONIKER_TEST_TOKEN", "s3cret-token")
         .stdin(Stdio::null())
@@ -243,6 +249,51 @@ fn a_token_bound_to_a_toolset_sees_and_calls_only_that_toolset() {
     assert_eq!(full.tools().len(), 35);
     assert!(full.call("search_graph").get("result").is_some());
     assert_eq!(bound.tools().len(), 2);
+}
+
+/// One thread (the default) or several (`--threads`): the same calls answered, for clients
+/// that ask at once.
+#[test]
+fn one_thread_or_several_serve_clients_at_once() {
+    for serve in [&[][..], &["--threads", "3"][..]] {
+        let m = start_serving(serve, &[], "", "", Stdio::null());
+        let m = &m;
+        std::thread::scope(|scope| {
+            let clients: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(move || {
+                        let mut client = Client::new(m, None);
+                        client.initialize();
+                        (0..20)
+                            .map(|_| client.call("discover_sub_goals"))
+                            .filter(|answer| answer.get("result").is_some())
+                            .count()
+                    })
+                })
+                .collect();
+            for client in clients {
+                assert_eq!(client.join().expect("a client"), 20, "{serve:?}");
+            }
+        });
+    }
+}
+
+/// `--threads` is for `--http`, and at least one.
+#[test]
+fn threads_are_for_http_and_at_least_one() {
+    for args in [
+        &["serve", "--threads", "2"][..],
+        &["serve", "--http", "127.0.0.1:0", "--threads", "0"][..],
+    ] {
+        let out = Command::new(Path::new(env!("CARGO_BIN_EXE_moniker")))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("moniker");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("--threads"), "{args:?}: {said}");
+    }
 }
 
 #[test]

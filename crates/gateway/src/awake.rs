@@ -13,11 +13,11 @@
 //! (`on_thread_park`); within the window it wakes [`stay`], a task that does nothing when run,
 //! and a runtime with a task to run checks the reactor without waiting, runs it, and comes back
 //! to the hook. A message counts where it is read whole ([`heard`]: a client's line on stdio, a
-//! stdio server's line on its stdout; not an empty line, nor a server's log on stderr), so a
-//! peer keeps moniker awake only by sending messages, each a message's worth of work anyway.
-//! Only a runtime of one thread keeps awake so ([`runtime`]: the clients on stdio, one or the
-//! shared gateway's): on a runtime of several, a worker asleep in the reactor would still be
-//! the one woken.
+//! stdio server's line on its stdout, a request to `/mcp`; not an empty line, nor a server's log
+//! on stderr), so a peer keeps moniker awake only by sending messages, each a message's worth
+//! of work anyway. Only a runtime of one thread keeps awake so ([`runtime`]: every `serve` but
+//! `--http --threads N`): on a runtime of several, a worker asleep in the reactor would still
+//! be the one woken.
 
 use std::cell::Cell;
 use std::task::{Poll, Waker};

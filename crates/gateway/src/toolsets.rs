@@ -62,15 +62,16 @@ impl Catalog {
 
     /// Whether toolset `name` exists; when it is not known here, a store shared with other
     /// replicas is read again first (one of them may have just saved it).
-    pub fn knows(&self, name: &str) -> bool {
+    pub async fn knows(&self, name: &str) -> bool {
         if self.sets().contains_key(name) {
             return true;
         }
-        // Read without the store's lock held: other requests go on with what was last read.
+        // Read without the store's lock held, on a blocking thread: other requests go on with
+        // what was last read, and the thread that serves them never waits for Redis.
         let Some(shared) = self.store.as_ref().and_then(|s| lock(s).shared()) else {
             return false;
         };
-        shared.reread();
+        let _ = tokio::task::spawn_blocking(move || shared.reread()).await;
         self.sets().contains_key(name)
     }
 

@@ -238,6 +238,7 @@ impl tower_service::Service<axum::http::Request<hyper::body::Incoming>> for Fron
         if !is_mcp(request.uri().path()) {
             return Box::pin(self.router.call(request));
         }
+        crate::awake::heard();
         let (shared, address) = (self.shared.clone(), self.address);
         Box::pin(async move {
             let toolset = mcp_toolset(request.uri().path()).map(str::to_owned);
@@ -295,7 +296,7 @@ async fn mcp(
     url_toolset: Option<String>,
     request: Request,
 ) -> Response {
-    let toolset = match identity::toolset_of(shared, &auth, url_toolset) {
+    let toolset = match identity::toolset_of(shared, &auth, url_toolset).await {
         Ok(toolset) => toolset,
         Err((status, why)) => return failure(status, why),
     };

@@ -228,7 +228,7 @@ pub(super) async fn resource_metadata(
 
 /// The toolset a request's sessions are bound to: the URL's, which a token bound to another
 /// cannot reach (403), or the token's. An unknown toolset is 404.
-pub(super) fn toolset_of(
+pub(super) async fn toolset_of(
     shared: &Shared,
     auth: &Auth,
     url: Option<String>,
@@ -247,7 +247,7 @@ pub(super) fn toolset_of(
             "Forbidden: this token is bound to another toolset",
         ));
     }
-    if !shared.gateway.naming.catalog.knows(&name) {
+    if !shared.gateway.naming.catalog.knows(&name).await {
         return Err((StatusCode::NOT_FOUND, "Not Found: no such toolset"));
     }
     Ok(Some(name))
