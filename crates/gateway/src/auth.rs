@@ -200,7 +200,7 @@ impl Authorizer {
                 state.step_ups += 1;
                 return self.renew(&mut state, Some(&challenge)).await;
             }
-            return Err(self.pending(&mut state, &challenge));
+            return Err(self.pending(&mut state, &challenge).await);
         }
         if state
             .saved
@@ -218,7 +218,7 @@ impl Authorizer {
         if self.settings.grant == Grant::ClientCredentials {
             return self.client_credentials(&mut state, Some(&challenge)).await;
         }
-        Err(self.pending(&mut state, &challenge))
+        Err(self.pending(&mut state, &challenge).await)
     }
 
     /// Whether the server waits for a person to log in (a challenge moniker could not
@@ -242,7 +242,7 @@ impl Authorizer {
         if state.saved.client.as_ref().is_some_and(|c| c.registered) {
             state.saved.client = None;
         }
-        self.save(&state.saved)
+        self.save(&state.saved).await
     }
 
     /// The browser login: discovery from the last challenge, the authorization code grant
@@ -287,7 +287,7 @@ impl Authorizer {
         )
         .await?;
         let granted = tokens.scope.clone().or(scope);
-        self.keep(&mut state, &discovered, client, tokens)?;
+        self.keep(&mut state, &discovered, client, tokens).await?;
         state.discovered = Some(discovered);
         Ok(granted)
     }
@@ -310,22 +310,28 @@ impl Authorizer {
         }
     }
 
-    fn save(&self, saved: &Saved) -> Result<(), String> {
-        match &self.store {
-            Some(store) => store.save(self.server.as_str(), self.url.as_str(), saved),
-            None => Ok(()),
-        }
+    /// Writes `saved` to the store on a blocking thread (a file written whole and synced: never
+    /// on the thread that serves the clients).
+    async fn save(&self, saved: &Saved) -> Result<(), String> {
+        let Some(store) = self.store.clone() else {
+            return Ok(());
+        };
+        let (server, url) = (self.server.to_string(), self.url.to_string());
+        let saved = saved.clone();
+        tokio::task::spawn_blocking(move || store.save(&server, &url, &saved))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()))
     }
 
     /// Notes a challenge only a person can answer; the message for the refused request.
-    fn pending(&self, state: &mut State, challenge: &Challenge) -> String {
+    async fn pending(&self, state: &mut State, challenge: &Challenge) -> String {
         let before = state.saved.challenge.as_ref().and_then(|p| p.scope.clone());
         let granted = state.saved.tokens.as_ref().and_then(|t| t.scope.clone());
         let scope = [before, granted, challenge.scope.clone()]
             .into_iter()
             .flatten()
             .reduce(|a, b| challenge::union(&a, &b));
-        state.saved.challenge = Some(Pending {
+        let pending = Some(Pending {
             scope: scope.clone(),
             resource_metadata: challenge.resource_metadata.clone().or_else(|| {
                 state
@@ -335,9 +341,20 @@ impl Authorizer {
                     .and_then(|p| p.resource_metadata.clone())
             }),
         });
-        if let Err(why) = self.save(&state.saved) {
+        // A server that refuses every call with the same challenge: written once, not a
+        // synced file a call.
+        if state.saved.challenge == pending {
+            return self.refused(challenge, scope);
+        }
+        state.saved.challenge = pending;
+        if let Err(why) = self.save(&state.saved).await {
             tracing::warn!(server = %self.server, reason = %why, "cannot keep the server's challenge");
         }
+        self.refused(challenge, scope)
+    }
+
+    /// The message for a request refused until a person logs in.
+    fn refused(&self, challenge: &Challenge, scope: Option<String>) -> String {
         let server = &self.server;
         if challenge.insufficient_scope() {
             format!(
@@ -391,7 +408,7 @@ impl Authorizer {
         }
         tracing::info!(server = %self.server, "access token refreshed");
         state.saved.tokens = Some(renewed);
-        self.save(&state.saved)
+        self.save(&state.saved).await
     }
 
     async fn client_credentials(
@@ -437,13 +454,13 @@ impl Authorizer {
         )
         .await?;
         tracing::info!(server = %self.server, "access token obtained with the client credentials");
-        self.keep(state, &discovered, client, tokens)?;
+        self.keep(state, &discovered, client, tokens).await?;
         state.discovered = Some(discovered);
         Ok(())
     }
 
     /// Keeps new tokens (and who moniker is), and clears what the server asked for.
-    fn keep(
+    async fn keep(
         &self,
         state: &mut State,
         discovered: &Discovered,
@@ -456,6 +473,6 @@ impl Authorizer {
         state.saved.client = Some(client);
         state.saved.tokens = Some(tokens);
         state.saved.challenge = None;
-        self.save(&state.saved)
+        self.save(&state.saved).await
     }
 }

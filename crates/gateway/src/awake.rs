@@ -6,36 +6,40 @@
 //! microseconds on a VM (the idle CPU is woken, then the thread): more than all of moniker's
 //! own work for a message, and it comes twice a call. A server that answers in microseconds, or
 //! a client that asks again at once, answers within a short window; so for [`WINDOW`] after
-//! each message read, a thread about to sleep looks again (a system call that does not wait)
-//! instead. Past the window it sleeps as before: an idle moniker spends nothing.
+//! the work of each message read is done, a thread about to sleep looks again (a system call
+//! that does not wait) instead. Past the window it sleeps as before: an idle moniker spends
+//! nothing. The window opens when the thread first runs out of work after a message, not when
+//! the message came: a request's own work (tens of µs over HTTP) does not use it up.
 //!
 //! The mechanism is the runtime's own: [`park_hook`] runs as the thread is about to sleep
 //! (`on_thread_park`); within the window it wakes [`stay`], a task that does nothing when run,
 //! and a runtime with a task to run checks the reactor without waiting, runs it, and comes back
 //! to the hook. A message counts where it is read whole ([`heard`]: a client's line on stdio, a
-//! stdio server's line on its stdout, a request to `/mcp`; not an empty line, nor a server's log
-//! on stderr), so a peer keeps moniker awake only by sending messages, each a message's worth
-//! of work anyway. Only a runtime of one thread keeps awake so ([`runtime`]: every `serve` but
-//! `--http --threads N`): on a runtime of several, a worker asleep in the reactor would still
-//! be the one woken.
+//! stdio server's line on its stdout, a request to `/mcp` that passed its checks; not an empty
+//! line, nor a server's log on stderr), so a peer keeps moniker awake only by sending
+//! messages, each a message's worth of work anyway. Only a runtime of one thread keeps awake so
+//! ([`runtime`]: every `serve` but `--http --threads N`): on a runtime of several, a worker
+//! asleep in the reactor would still be the one woken.
 
 use std::cell::Cell;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// How long a thread stays awake after the last message it read.
+/// How long a thread stays awake after the work of the last message it read.
 pub const WINDOW: Duration = Duration::from_micros(50);
 
 thread_local! {
-    /// When this thread last read a message.
-    static HEARD: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// This thread read a message since it last ran out of work.
+    static HEARD: Cell<bool> = const { Cell::new(false) };
+    /// When this thread last ran out of work after a message.
+    static IDLE: Cell<Option<Instant>> = const { Cell::new(None) };
     /// The task [`stay`] runs, to be woken while the window is open.
     static STAY: Cell<Option<Waker>> = const { Cell::new(None) };
 }
 
-/// A message was read on this thread: the window opens again.
+/// A message was read on this thread: the window opens again once its work is done.
 pub fn heard() {
-    HEARD.set(Some(Instant::now()));
+    HEARD.set(true);
 }
 
 /// A runtime of one thread that stays awake for `window` after each message it reads.
@@ -52,7 +56,10 @@ pub fn runtime(window: Duration) -> std::io::Result<tokio::runtime::Runtime> {
 /// the reactor without sleeping.
 fn park_hook(window: Duration) -> impl Fn() + Send + Sync + 'static {
     move || {
-        let open = HEARD.get().is_some_and(|at| at.elapsed() < window);
+        if HEARD.replace(false) {
+            IDLE.set(Some(Instant::now()));
+        }
+        let open = IDLE.get().is_some_and(|at| at.elapsed() < window);
         if open && let Some(stay) = STAY.take() {
             stay.wake();
         }

@@ -497,15 +497,7 @@ pub(crate) async fn token(
             let Some(key) = private_key else {
                 return Err("`private_key_jwt` needs `auth.private_key`".to_owned());
             };
-            form.push(("client_id", client.client_id.clone()));
-            form.push((
-                "client_assertion_type",
-                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".to_owned(),
-            ));
-            form.push((
-                "client_assertion",
-                assertion(key, &client.client_id, &metadata.issuer)?,
-            ));
+            form.extend(assertion_form(key, client, &metadata.issuer).await?);
         }
         _ => form.push(("client_id", client.client_id.clone())),
     }
@@ -533,6 +525,28 @@ fn form_encode(text: &str) -> String {
         .ok()
         .and_then(|u| u.query().map(|q| q.trim_start_matches("v=").to_owned()))
         .unwrap_or_default()
+}
+
+/// The form fields of `private_key_jwt`: the client and its assertion, read and signed on a
+/// blocking thread (an RSA signature takes milliseconds, not to be taken from the thread that
+/// serves calls).
+async fn assertion_form(
+    key: &str,
+    client: &Client,
+    issuer: &str,
+) -> Result<[(&'static str, String); 3], String> {
+    let (key, id, issuer) = (key.to_owned(), client.client_id.clone(), issuer.to_owned());
+    let signed = tokio::task::spawn_blocking(move || assertion(&key, &id, &issuer))
+        .await
+        .map_err(|e| e.to_string())??;
+    Ok([
+        ("client_id", client.client_id.clone()),
+        (
+            "client_assertion_type",
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".to_owned(),
+        ),
+        ("client_assertion", signed),
+    ])
 }
 
 /// A client assertion (RFC 7523 §2.2): `iss` and `sub` the client, `aud` the issuer, signed
@@ -574,6 +588,44 @@ pub(crate) fn s256(verifier: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `private_key_jwt`'s fields: the client, and an assertion signed with its key (read from
+    /// its file on a blocking thread) that the key's public half verifies, naming the client and
+    /// the issuer.
+    #[tokio::test]
+    async fn a_private_key_signs_the_client_assertion() {
+        let key = rcgen::KeyPair::generate().expect("an EC P-256 key");
+        let dir = tempfile::tempdir().expect("a folder");
+        let path = dir.path().join("key.pem");
+        std::fs::write(&path, key.serialize_pem()).expect("the key written");
+        let client = Client {
+            client_id: "moniker-test".to_owned(),
+            client_secret: None,
+            auth_method: "private_key_jwt".to_owned(),
+            registered: false,
+        };
+        let path = path.to_str().expect("a UTF-8 path");
+        let [id, kind, (name, signed)] = assertion_form(path, &client, "https://issuer.example")
+            .await
+            .expect("an assertion");
+        assert_eq!(id, ("client_id", "moniker-test".to_owned()));
+        assert_eq!(
+            kind.1,
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+        );
+        assert_eq!(name, "client_assertion");
+        let public = jsonwebtoken::DecodingKey::from_ec_pem(key.public_key_pem().as_bytes())
+            .expect("the public key");
+        let mut rules = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+        rules.set_audience(&["https://issuer.example"]);
+        let claims = jsonwebtoken::decode::<serde_json::Value>(&signed, &public, &rules)
+            .expect("a signature the public key verifies")
+            .claims;
+        assert_eq!(claims["iss"], "moniker-test");
+        assert_eq!(claims["sub"], "moniker-test");
+        let missing = assertion_form("/no/such/key.pem", &client, "https://issuer.example").await;
+        assert!(missing.is_err_and(|why| why.contains("cannot read")));
+    }
 
     #[test]
     fn pkce_s256_matches_rfc_7636_appendix_b() {

@@ -58,7 +58,7 @@ impl Tokens {
     }
 }
 
-#[derive(Clone, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Pending {
     pub scope: Option<String>,
     pub resource_metadata: Option<String>,

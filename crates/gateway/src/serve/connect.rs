@@ -338,14 +338,17 @@ async fn set_secrets(
     let Some(slot) = lobby.shared.gateway.servers.slot(&server) else {
         return not_here();
     };
-    let Some(people) = slot.people.as_ref() else {
+    let Some(people) = slot.people.clone() else {
         return not_here();
     };
     let values = match secrets_of(&body, people.secret_names()) {
         Ok(values) => values,
         Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
     };
-    match people.secrets.set(&person, values) {
+    // Sealed and written to a synced file: on a blocking thread, not the one that serves calls.
+    let setting = (people.clone(), person.clone());
+    let set = tokio::task::spawn_blocking(move || setting.0.secrets.set(&setting.1, values));
+    match set.await.unwrap_or_else(|e| Err(e.to_string())) {
         Ok(()) => {
             people.stop_person(&person);
             tracing::info!(server = %server, person = %person.name, "a person set their secrets");

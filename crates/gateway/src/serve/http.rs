@@ -238,7 +238,6 @@ impl tower_service::Service<axum::http::Request<hyper::body::Incoming>> for Fron
         if !is_mcp(request.uri().path()) {
             return Box::pin(self.router.call(request));
         }
-        crate::awake::heard();
         let (shared, address) = (self.shared.clone(), self.address);
         Box::pin(async move {
             let toolset = mcp_toolset(request.uri().path()).map(str::to_owned);
@@ -300,6 +299,8 @@ async fn mcp(
         Ok(toolset) => toolset,
         Err((status, why)) => return failure(status, why),
     };
+    // A request that passed the checks: the thread stays awake for what comes next.
+    crate::awake::heard();
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     match parts.method {

@@ -528,7 +528,9 @@ pub(super) async fn access(
     let view_as = query.view_as.unwrap_or_default();
     let known: BTreeSet<String> = gateway.naming.toolset_names().into_iter().collect();
     let seen = match (query_toolset(&view_as, &known), Mode::parse(&query.mode)) {
-        (Ok(toolset), Some(mode)) => Some(super::playground::listing_in(&shared, toolset, mode)),
+        (Ok(toolset), Some(mode)) => {
+            Some(super::playground::listing_in(&shared, toolset, mode).await)
+        }
         (Ok(toolset), None) => {
             Some(super::playground::listing_as(&shared, toolset, &admin.name).await)
         }

@@ -24,6 +24,7 @@ use crate::session::Session;
 pub(super) const MAX_SHOWN: usize = 256 * 1024;
 
 /// What a toolset's client is listed: the listing as it receives it, its size in tokens.
+#[derive(Default)]
 pub(super) struct Seen {
     pub toolset: String,
     pub text: String,
@@ -130,12 +131,13 @@ pub(super) async fn listing_as(shared: &Shared, toolset: Option<&str>, who: &str
         toolset,
         answer.get("result").cloned().unwrap_or(Value::Null),
     )
+    .await
 }
 
 /// The listing `toolset`'s client would receive were its discovery mode `mode`: made as a
 /// session makes it, from the surface and the toolset's selection (the management tools a
 /// session may add at the end aside).
-pub(super) fn listing_in(shared: &Shared, toolset: Option<&str>, mode: Mode) -> Seen {
+pub(super) async fn listing_in(shared: &Shared, toolset: Option<&str>, mode: Mode) -> Seen {
     let gateway = &shared.gateway;
     let view = gateway.naming.view();
     let surface = &view.surface;
@@ -160,10 +162,19 @@ pub(super) fn listing_in(shared: &Shared, toolset: Option<&str>, mode: Mode) -> 
     };
     let server = discovery.server(surface, Kind::Tool, entries.len());
     let text = listing::render(Kind::Tool, entries, &[], server);
-    seen(toolset, serde_json::from_str(&text).unwrap_or_default())
+    seen(toolset, serde_json::from_str(&text).unwrap_or_default()).await
 }
 
-fn seen(toolset: Option<&str>, result: Value) -> Seen {
+/// What a listing shows, its tokens counted on a blocking thread (the whole listing, with a
+/// tokenizer made on first use: not on the thread that serves calls).
+async fn seen(toolset: Option<&str>, result: Value) -> Seen {
+    let toolset = toolset.unwrap_or("(all)").to_owned();
+    tokio::task::spawn_blocking(move || seen_now(toolset, result))
+        .await
+        .unwrap_or_default()
+}
+
+fn seen_now(toolset: String, result: Value) -> Seen {
     let tools = result
         .get("tools")
         .and_then(Value::as_array)
@@ -171,7 +182,7 @@ fn seen(toolset: Option<&str>, result: Value) -> Seen {
     let text = serde_json::to_string_pretty(&result).unwrap_or_default();
     let compact = result.to_string();
     Seen {
-        toolset: toolset.unwrap_or("(all)").to_owned(),
+        toolset,
         bytes: compact.len(),
         tokens: tokens(&compact),
         tools,
