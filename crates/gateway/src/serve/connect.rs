@@ -346,8 +346,8 @@ async fn set_secrets(
         Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
     };
     // Sealed and written to a synced file: on a blocking thread, not the one that serves calls.
-    let setting = (people.clone(), person.clone());
-    let set = tokio::task::spawn_blocking(move || setting.0.secrets.set(&setting.1, values));
+    let (keeper, whose) = (people.clone(), person.clone());
+    let set = tokio::task::spawn_blocking(move || keeper.secrets.set(&whose, values));
     match set.await.unwrap_or_else(|e| Err(e.to_string())) {
         Ok(()) => {
             people.stop_person(&person);
